@@ -1,0 +1,31 @@
+# Two commands for a newcomer: `make run` (set up and start the app) and `make test` (set up and run
+# every test). Both create .venv when it is missing and install the project into it.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_WORKERS ?= 2
+
+.PHONY: run test setup bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -e ".[train,dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/gpuplanner
+
+test: $(STAMP)
+	QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+
+bench: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python tests/benchmarks/plan_speed.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache

@@ -1,0 +1,56 @@
+"""The `gpuplanner` command: no arguments opens the window; subcommands serve scripts and CI.
+
+Each subcommand lives in a module of :mod:`gpuplanner.commands` that defines
+``register(subparsers)``; the parser it adds sets ``handler`` to a function taking the parsed
+arguments and returning an exit code. Bad input raises :class:`UsageError` (or the engine's
+:class:`PlanInputError`), which ends the command with exit code 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from gpuplanner import __version__
+from gpuplanner.plan.setup import PlanInputError
+
+COMMAND_MODULES = (
+    "gpuplanner.commands.plan",
+)
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message is one line that names the flag and what is allowed."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse's own errors: one line, exit 2, no usage dump to scroll past.
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gpuplanner", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"gpuplanner {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(handler(args) or 0)
+    except (UsageError, PlanInputError) as exc:
+        print(f"gpuplanner {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 1

@@ -1,0 +1,1 @@
+"""Subcommands of `gpuplanner`: each module defines ``register(subparsers)``."""

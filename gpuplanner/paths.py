@@ -1,0 +1,41 @@
+"""Where the user's settings and data live (XDG base directories on Linux).
+
+- settings (price overrides, own machines): ``$GPUPLANNER_CONFIG_DIR`` or ``$XDG_CONFIG_HOME/gpuplanner``
+  (default ``~/.config/gpuplanner``); on macOS ``~/Library/Application Support/gpuplanner``;
+  on Windows ``%APPDATA%\\gpuplanner``.
+- data (the run history database): ``$GPUPLANNER_DATA_DIR`` or ``$XDG_DATA_HOME/gpuplanner``
+  (default ``~/.local/share/gpuplanner``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+APP_NAME = "gpuplanner"
+
+
+def _platform_base(xdg_var: str, xdg_default: str) -> Path:
+    if sys.platform == "win32":
+        return Path(os.environ.get("APPDATA", Path.home() / "AppData" / "Roaming"))
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support"
+    value = os.environ.get(xdg_var)
+    return Path(value) if value else Path.home() / xdg_default
+
+
+def config_dir() -> Path:
+    """Folder of the user's settings; not created here."""
+    override = os.environ.get("GPUPLANNER_CONFIG_DIR")
+    if override:
+        return Path(override)
+    return _platform_base("XDG_CONFIG_HOME", ".config") / APP_NAME
+
+
+def data_dir() -> Path:
+    """Folder of the user's data (history database); not created here."""
+    override = os.environ.get("GPUPLANNER_DATA_DIR")
+    if override:
+        return Path(override)
+    return _platform_base("XDG_DATA_HOME", ".local/share") / APP_NAME

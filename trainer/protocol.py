@@ -1,0 +1,160 @@
+"""Telemetry records: one JSON object per line in ``RUN_DIR/events.jsonl``.
+
+Every record has ``v`` (protocol version), ``seq`` (rises by one per record over the whole life of a
+run, across resumes), ``t`` (Unix time, seconds) and ``kind``. Fields beyond the required ones are
+allowed. This module imports only the standard library so the desktop side can use it without torch.
+
+Readers must survive half-written last lines, garbage and unknown kinds: :class:`StreamParser` skips
+and counts them and tracks the byte offset up to which input was consumed, so a reader can resume a
+stream exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+PROTOCOL_VERSION = 1
+EVENTS_FILE = "events.jsonl"
+
+# Required fields per kind (beyond v, seq, t, kind). Other fields are allowed and kept.
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    "run_start": ("config",),
+    "run_end": ("status",),
+    "step": ("step", "loss", "tokens_total", "samples_total", "step_time_s"),
+    "eval": ("step", "eval_loss"),
+    "checkpoint": ("step", "path"),
+    "preempted": (),
+    "resumed": (),
+    "gpu": ("index", "util_pct", "mem_used_bytes", "mem_total_bytes"),
+}
+KINDS = frozenset(REQUIRED_FIELDS)
+RUN_END_STATUSES = frozenset({"finished", "preempted", "budget_stop", "early_stop", "failed"})
+
+# The fields each kind usually carries, for documentation and for writers.
+STEP_FIELDS = (
+    "step", "epoch", "loss", "lr", "tokens_total", "samples_total", "tokens_per_s", "samples_per_s",
+    "step_time_s", "data_wait_s", "peak_mem_bytes", "mfu", "spend_usd",
+)
+GPU_FIELDS = (
+    "node", "index", "util_pct", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c",
+    "sm_clock_mhz", "throttle_reasons", "simulated",
+)
+
+
+class RecordError(ValueError):
+    """A line that is not a valid telemetry record; the message says why."""
+
+
+def make_record(kind: str, seq: int, t: float, **fields: Any) -> dict[str, Any]:
+    """Build a record dict with the envelope fields first."""
+    if kind not in KINDS:
+        raise RecordError(f"unknown record kind {kind!r}")
+    record: dict[str, Any] = {"v": PROTOCOL_VERSION, "seq": int(seq), "t": float(t), "kind": kind}
+    record.update(fields)
+    validate(record)
+    return record
+
+
+def encode(record: dict[str, Any]) -> str:
+    """One line of JSON (with the trailing newline). NaN and infinity become null."""
+    return json.dumps(_finite(record), separators=(",", ":"), allow_nan=False) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def validate(record: Any) -> dict[str, Any]:
+    """Return the record if it is a valid, known record; raise :class:`RecordError` otherwise."""
+    if not isinstance(record, dict):
+        raise RecordError("record is not a JSON object")
+    version = record.get("v")
+    if version != PROTOCOL_VERSION:
+        raise RecordError(f"unsupported protocol version {version!r}")
+    seq = record.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise RecordError(f"bad seq {seq!r}")
+    t = record.get("t")
+    if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t):
+        raise RecordError(f"bad time {t!r}")
+    kind = record.get("kind")
+    if kind not in KINDS:
+        raise RecordError(f"unknown kind {kind!r}")
+    missing = [name for name in REQUIRED_FIELDS[kind] if name not in record]
+    if missing:
+        raise RecordError(f"{kind} record lacks {', '.join(missing)}")
+    return record
+
+
+def parse_line(line: str | bytes) -> dict[str, Any]:
+    """Parse one line (without or with its newline); raise :class:`RecordError` if malformed."""
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordError("line is not UTF-8") from exc
+    line = line.strip()
+    if not line:
+        raise RecordError("empty line")
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise RecordError(f"not JSON: {exc}") from exc
+    return validate(record)
+
+
+@dataclass
+class StreamParser:
+    """Incremental parser for a byte stream of records.
+
+    ``offset`` is the absolute byte offset in the stream just past the last complete line consumed;
+    a reader that stores it with the records can resume the stream there later. A trailing partial
+    line is held back until its newline arrives.
+    """
+
+    offset: int = 0
+    malformed: int = 0
+    unknown_kind: int = 0
+    last_error: str | None = None
+    _pending: bytearray = field(default_factory=bytearray, repr=False)
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        """Consume a chunk; return the valid records of the complete lines it finished."""
+        self._pending.extend(chunk)
+        records: list[dict[str, Any]] = []
+        start = 0
+        while True:
+            end = self._pending.find(b"\n", start)
+            if end < 0:
+                break
+            line = bytes(self._pending[start:end])
+            start = end + 1
+            if not line.strip():
+                continue
+            try:
+                records.append(parse_line(line))
+            except RecordError as exc:
+                if "unknown kind" in str(exc):
+                    self.unknown_kind += 1
+                else:
+                    self.malformed += 1
+                self.last_error = str(exc)
+        if start:
+            del self._pending[:start]
+            self.offset += start
+        return records
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an unfinished last line held back."""
+        return len(self._pending)
+
