@@ -1,0 +1,214 @@
+"""Derived metrics of a run: hours, GPU-hours, utilisation, cost per unit, interruptions, planned vs actual.
+
+Every figure comes from the per-GPU rollups, the events and the steps (never a scan of raw GPU
+samples), so a summary costs the same for a run of one thousand or ten million samples.
+
+- ``hours``: time the run held its GPUs: first to last record, minus the gaps between an
+  interruption (``preempted``) and the next ``run_start``/``resumed``. ``wall_hours`` includes them.
+- ``interruption_hours``: those gaps plus the work redone after each (from the checkpoint resumed
+  from to the interruption).
+- ``idle_gpu_hours``: GPU-hours x the share of samples under ``IDLE_UTIL_PCT`` utilisation.
+- ``data_wait_pct``: sum of the steps' data-wait time over the sum of their step time.
+- Utilisation is NVML's "GPU utilisation": the share of time any kernel ran, not SM occupancy.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlite_utils import Database
+
+from gpuplanner.history.alerts import DEFAULT_LOW_UTIL_MINUTES, run_alerts
+from gpuplanner.history.economics import diff_pct, ratio, unit_economics
+from gpuplanner.history.rollup import IDLE_UTIL_PCT
+from gpuplanner.history.runs import Run, get_run
+
+
+@dataclass(frozen=True)
+class Interruptions:
+    count: int
+    downtime_s: float
+    lost_work_s: float
+
+
+@dataclass
+class RunSummary:
+    run_id: int
+    name: str | None
+    status: str
+    host: str | None
+    gpu_type: str | None
+    gpu_count: int
+    pricing: str
+    price_usd_per_gpu_hour: float | None
+    model_name: str | None
+    started_at: float | None
+    ended_at: float | None
+    hours: float
+    wall_hours: float
+    gpu_hours: float
+    avg_util_pct: float | None
+    util_p50_pct: float | None
+    util_histogram: list[int]
+    effective_gpu_hours: float | None
+    cost_usd: float | None
+    cost_per_effective_gpu_hour_usd: float | None
+    cost_per_sample_usd: float | None
+    cost_per_million_tokens_usd: float | None
+    idle_gpu_hours: float | None
+    data_wait_pct: float | None
+    interruptions: int
+    interruption_hours: float
+    samples: int | None
+    tokens: int | None
+    steps: int | None
+    tokens_per_s: float | None
+    samples_per_min: float | None
+    peak_mem_bytes: int | None
+    final_loss: float | None
+    last_eval_loss: float | None
+    gpu_samples: int
+    simulated: bool
+    malformed_lines: int
+    planned: dict[str, Any] | None = None
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def interruptions(db: Database, run_id: int, last_t: float | None) -> Interruptions:
+    """Count interruptions and the time they cost (see the module docstring)."""
+    count, downtime, lost = 0, 0.0, 0.0
+    interrupted_at: float | None = None
+    checkpoints: list[tuple[float, int | None]] = []
+    for t, kind, step, detail_json in db.execute(
+        "SELECT t, kind, step, detail_json FROM events WHERE run_id = ? ORDER BY seq", [run_id]
+    ).fetchall():
+        detail = json.loads(detail_json) if detail_json else {}
+        if kind == "checkpoint":
+            checkpoints.append((t, step))
+        elif kind == "preempted" or (kind == "run_end" and detail.get("status") == "preempted"):
+            if interrupted_at is None:
+                interrupted_at = t
+                count += 1
+        elif kind in ("run_start", "resumed") and interrupted_at is not None:
+            downtime += max(0.0, t - interrupted_at)
+            resumed_step = step
+            if resumed_step is not None:
+                times = [ct for ct, cs in checkpoints if cs == resumed_step and ct <= interrupted_at]
+                if times:
+                    lost += max(0.0, interrupted_at - max(times))
+            interrupted_at = None
+    if interrupted_at is not None and last_t is not None:
+        downtime += max(0.0, last_t - interrupted_at)
+    return Interruptions(count, downtime, lost)
+
+
+def _percentile_from_hist(hist: list[int], q: float) -> float | None:
+    total = sum(hist)
+    if not total:
+        return None
+    target, seen = q * total, 0
+    for bucket, n in enumerate(hist):
+        if n and seen + n >= target:
+            return bucket * 10.0 + 10.0 * (target - seen) / n
+        seen += n
+    return 100.0
+
+
+def _planned_block(run: Run, actual: dict[str, float | None]) -> dict[str, Any] | None:
+    planned = {"hours": run.planned_hours, "cost_usd": run.planned_cost_usd,
+               "peak_mem_bytes": run.planned_peak_mem_bytes, "tokens_per_s": run.planned_tokens_per_s,
+               "samples_per_min": run.planned_samples_per_s * 60.0 if run.planned_samples_per_s else None}
+    if run.plan_id is None and all(v is None for v in planned.values()):
+        return None
+    block: dict[str, Any] = {"plan_id": run.plan_id}
+    for key, value in planned.items():
+        block[key] = {"planned": value, "actual": actual.get(key), "diff_pct": diff_pct(value, actual.get(key))}
+    return block
+
+
+def summarize(db: Database, run_id: int, *, low_util_minutes: float = DEFAULT_LOW_UTIL_MINUTES,
+              with_alerts: bool = True) -> RunSummary:
+    """The derived metrics of one run (raises HistoryError for an unknown id)."""
+    run = get_run(db, run_id)
+    first_t = run.first_t if run.first_t is not None else run.started_at
+    last_t = run.last_t if run.last_t is not None else run.ended_at
+    wall_s = max(0.0, last_t - first_t) if first_t is not None and last_t is not None else 0.0
+    gaps = interruptions(db, run_id, last_t)
+    active_s = max(0.0, wall_s - gaps.downtime_s)
+
+    n, util_n, util_sum, idle_n, mem_max, simulated_n, n_gpus = db.execute(
+        "SELECT COALESCE(SUM(n), 0), COALESCE(SUM(util_n), 0), COALESCE(SUM(util_sum), 0), COALESCE(SUM(idle_n), 0),"
+        " MAX(mem_used_max), COALESCE(SUM(simulated_n), 0), COUNT(*) FROM run_gpus WHERE run_id = ?",
+        [run_id]).fetchone()
+    hist = [0] * 10
+    for (hist_json,) in db.execute("SELECT util_hist FROM run_gpus WHERE run_id = ?", [run_id]).fetchall():
+        hist = [a + b for a, b in zip(hist, json.loads(hist_json))]
+    avg_util = util_sum / util_n if util_n else None
+
+    steps_n, last_step, samples, tokens, wait_s, step_s, peak_step_mem = db.execute(
+        "SELECT COUNT(*), MAX(step), MAX(samples_total), MAX(tokens_total), SUM(data_wait_s), SUM(step_time_s),"
+        " MAX(peak_mem_bytes) FROM steps WHERE run_id = ?", [run_id]).fetchone()
+    tokens_per_s = _median(db, "tokens_per_s", run_id, steps_n)
+    samples_per_s = _median(db, "samples_per_s", run_id, steps_n)
+    if tokens_per_s is None and tokens and active_s > 0:
+        tokens_per_s = tokens / active_s
+    if samples_per_s is None and samples and active_s > 0:
+        samples_per_s = samples / active_s
+    final_loss = _last(db, "SELECT loss FROM steps WHERE run_id = ? ORDER BY seq DESC LIMIT 1", run_id)
+    last_eval = _last(db, "SELECT eval_loss FROM evals WHERE run_id = ? ORDER BY seq DESC LIMIT 1", run_id)
+    malformed = db.execute("SELECT COALESCE(SUM(malformed), 0) FROM stream_positions WHERE run_id = ?",
+                           [run_id]).fetchone()[0]
+
+    gpus = run.gpu_count or n_gpus or 1
+    hours = active_s / 3600.0
+    econ = unit_economics(gpus=gpus, hours=hours, price_usd_per_gpu_hour=run.price_usd_per_gpu_hour,
+                          avg_util_pct=avg_util, samples=samples, tokens=tokens)
+    peak_mem = peak_step_mem if peak_step_mem is not None else mem_max
+    samples_per_min = samples_per_s * 60.0 if samples_per_s is not None else None
+    summary = RunSummary(
+        run_id=run.id, name=run.name, status=run.status, host=run.host, gpu_type=run.gpu_type, gpu_count=gpus,
+        pricing=run.pricing, price_usd_per_gpu_hour=run.price_usd_per_gpu_hour, model_name=run.model_name,
+        started_at=run.started_at if run.started_at is not None else first_t, ended_at=run.ended_at,
+        hours=hours, wall_hours=wall_s / 3600.0, gpu_hours=econ.gpu_hours, avg_util_pct=avg_util,
+        util_p50_pct=_percentile_from_hist(hist, 0.5), util_histogram=hist,
+        effective_gpu_hours=econ.effective_gpu_hours, cost_usd=econ.cost_usd,
+        cost_per_effective_gpu_hour_usd=econ.cost_per_effective_gpu_hour_usd,
+        cost_per_sample_usd=econ.cost_per_sample_usd, cost_per_million_tokens_usd=econ.cost_per_million_tokens_usd,
+        idle_gpu_hours=econ.gpu_hours * idle_n / util_n if util_n else None,
+        data_wait_pct=ratio(wait_s * 100.0 if wait_s is not None else None, step_s),
+        interruptions=gaps.count, interruption_hours=(gaps.downtime_s + gaps.lost_work_s) / 3600.0,
+        samples=samples, tokens=tokens, steps=last_step, tokens_per_s=tokens_per_s, samples_per_min=samples_per_min,
+        peak_mem_bytes=peak_mem, final_loss=final_loss, last_eval_loss=last_eval, gpu_samples=n,
+        simulated=bool(n) and simulated_n == n, malformed_lines=malformed)
+    summary.planned = _planned_block(run, {"hours": hours, "cost_usd": econ.cost_usd, "peak_mem_bytes": peak_mem,
+                                           "tokens_per_s": tokens_per_s, "samples_per_min": samples_per_min})
+    if with_alerts:
+        summary.alerts = [a.as_dict() for a in run_alerts(db, run_id, low_util_minutes=low_util_minutes)]
+    return summary
+
+
+def _median(db: Database, column: str, run_id: int, count: int) -> float | None:
+    n = db.execute(f"SELECT COUNT({column}) FROM steps WHERE run_id = ?", [run_id]).fetchone()[0] if count else 0
+    if not n:
+        return None
+    rows = db.execute(f"SELECT {column} FROM steps WHERE run_id = ? AND {column} IS NOT NULL ORDER BY {column}"
+                      " LIMIT ? OFFSET ?", [run_id, 2 - n % 2, (n - 1) // 2]).fetchall()
+    return sum(r[0] for r in rows) / len(rows)
+
+
+def _last(db: Database, sql: str, run_id: int) -> Any:
+    row = db.execute(sql, [run_id]).fetchone()
+    return row[0] if row else None
+
+
+def compare(db: Database, run_ids: list[int]) -> list[RunSummary]:
+    """Summaries of several runs, in the order given."""
+    return [summarize(db, run_id, with_alerts=False) for run_id in run_ids]
+
+
+__all__ = ["IDLE_UTIL_PCT", "Interruptions", "RunSummary", "compare", "interruptions", "summarize"]

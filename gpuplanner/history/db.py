@@ -1,0 +1,116 @@
+"""Opening the history database: where it lives, connection settings, migrations with a backup first.
+
+The file is ``--db`` if given, else ``$GPUPLANNER_DB``, else ``data_dir()/history.sqlite``. Every
+connection uses WAL (readers never wait for the writer), foreign keys, and a busy timeout; writers
+take the write lock up front (``BEGIN IMMEDIATE``) so a reader-turned-writer never fails with
+"database is locked".
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from gpuplanner.history.schema import MIGRATIONS, SCHEMA_VERSION
+from gpuplanner.paths import data_dir
+
+DB_FILENAME = "history.sqlite"
+BUSY_TIMEOUT_MS = 30_000
+
+
+class HistoryError(Exception):
+    """A request the history cannot serve (unknown run, newer schema, ...); the message says why."""
+
+
+def resolve_db_path(cli_value: str | os.PathLike[str] | None = None) -> Path:
+    """The database file: the ``--db`` value, else ``$GPUPLANNER_DB``, else the data directory's."""
+    if cli_value:
+        return Path(cli_value).expanduser()
+    env = os.environ.get("GPUPLANNER_DB")
+    if env:
+        return Path(env).expanduser()
+    return data_dir() / DB_FILENAME
+
+
+def connect(path: str | os.PathLike[str]) -> Database:
+    """A connection with the history's settings, without touching the schema."""
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+    db = Database(conn)
+    db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    db.execute("PRAGMA foreign_keys = ON")
+    if db.journal_mode != "wal":
+        db.enable_wal()
+    db.execute("PRAGMA synchronous = NORMAL")
+    return db
+
+
+@contextmanager
+def write_transaction(db: Database) -> Iterator[Database]:
+    """One write transaction that holds the write lock from its start; rolls back on any error."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.rollback()
+        raise
+    db.execute("COMMIT")
+
+
+def schema_version(db: Database) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def backup_file(db: Database, path: Path, version: int) -> Path:
+    """Copy the database (consistently, through SQLite) next to it before a migration."""
+    target = path.with_name(f"{path.name}.v{version}-{time.strftime('%Y%m%d-%H%M%S')}.bak")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.v{version}-{time.strftime('%Y%m%d-%H%M%S')}-{n}.bak")
+    dest = sqlite3.connect(str(target))
+    try:
+        db.conn.backup(dest)
+    finally:
+        dest.close()
+    return target
+
+
+def migrate(db: Database, path: Path | None = None) -> Path | None:
+    """Apply pending migrations in one write transaction; back the file up first if it held data.
+
+    Returns the backup file made, if any.
+    """
+    if schema_version(db) > SCHEMA_VERSION:
+        raise HistoryError(f"history database schema v{schema_version(db)} is newer than this app (v{SCHEMA_VERSION})")
+    if not MIGRATIONS.pending(db):
+        return None
+    backup = None
+    if path is not None and db.table_names():
+        backup = backup_file(db, path, schema_version(db))
+    with write_transaction(db):
+        if MIGRATIONS.pending(db):  # another process may have migrated while we waited for the lock
+            MIGRATIONS.apply(db)
+        db.execute(f"PRAGMA user_version = {len(MIGRATIONS.applied(db))}")
+    return backup
+
+
+def open_db(path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Database:
+    """Open (and create or migrate) the history database; ``path`` None resolves it as the CLI does."""
+    file = resolve_db_path(path)
+    if not create and not file.exists():
+        raise HistoryError(f"no history database at {file}")
+    file.parent.mkdir(parents=True, exist_ok=True)
+    db = connect(file)
+    try:
+        migrate(db, file)
+    except BaseException:
+        db.close()
+        raise
+    return db
+

@@ -1,0 +1,253 @@
+"""Telemetry ingestion: records from any byte stream or iterable into the store, in transactions.
+
+An :class:`Ingestor` belongs to one run and one source name (a file path, ``ssh:host:/run/dir``, ...).
+It parses bytes with :class:`trainer.protocol.StreamParser`, buffers records and writes them in
+batches, each in one write transaction together with the stream position (byte offset just past the
+last complete line, last ``seq``, malformed and unknown-kind counts) the batch covers. A record whose
+``(run, seq)`` is already stored is ignored, so reading a stream again after a reconnect or a crash
+never duplicates anything. Use one ingestor per run at a time (the store serialises writers anyway).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlite_utils import Database
+
+from gpuplanner.history.db import HistoryError, write_transaction
+from gpuplanner.history.rollup import Rollups
+from trainer.protocol import RUN_END_STATUSES, StreamParser
+
+DEFAULT_BATCH = 5000
+ENVELOPE = ("v", "seq", "t", "kind")
+EVENT_KINDS = ("run_start", "run_end", "checkpoint", "preempted", "resumed")
+_SEQ_TABLES = ("gpu_samples", "steps", "evals", "events")
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    offset: int = 0
+    last_seq: int | None = None
+    malformed: int = 0
+    unknown_kind: int = 0
+
+
+@dataclass
+class IngestStats:
+    inserted: int = 0
+    duplicates: int = 0
+    malformed: int = 0
+    unknown_kind: int = 0
+    offset: int = 0
+    last_seq: int | None = None
+    batches: int = 0
+
+
+def stream_position(db: Database, run_id: int, source: str) -> StreamPosition:
+    """Where a stream was last read up to (all zero for a new stream)."""
+    row = db.execute("SELECT byte_offset, last_seq, malformed, unknown_kind FROM stream_positions"
+                     " WHERE run_id = ? AND source = ?", [run_id, source]).fetchone()
+    return StreamPosition(*row) if row else StreamPosition()
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return int(value)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _gpu_count(value: Any) -> int | None:
+    if isinstance(value, list):
+        return len(value) or None
+    count = _int(value)
+    return count if count and count > 0 else None
+
+
+def _model_name(config: dict[str, Any]) -> str | None:
+    for key in ("model_name", "model"):
+        if isinstance(config.get(key), str) and config[key]:
+            return str(config[key])
+    path = config.get("model_config")
+    if isinstance(path, str) and path:
+        return path.replace("\\", "/").rstrip("/").split("/")[-1]
+    return None
+
+
+class Ingestor:
+    """Feeds one run's telemetry into the store; see the module docstring."""
+
+    def __init__(self, db: Database, run_id: int, source: str = "stream", *, batch_size: int = DEFAULT_BATCH,
+                 resume: bool = True) -> None:
+        if db.execute("SELECT 1 FROM runs WHERE id = ?", [run_id]).fetchone() is None:
+            raise HistoryError(f"no run with id {run_id}")
+        self.db = db
+        self.run_id = run_id
+        self.source = source
+        self.batch_size = batch_size
+        self._base = stream_position(db, run_id, source) if resume else StreamPosition()
+        self.parser = StreamParser(offset=self._base.offset)
+        self.stats = IngestStats(offset=self._base.offset, last_seq=self._base.last_seq,
+                                 malformed=self._base.malformed, unknown_kind=self._base.unknown_kind)
+        self._buffer: list[dict[str, Any]] = []
+
+    @property
+    def resume_offset(self) -> int:
+        """The byte offset of the stream this ingestor expects its first ``feed_bytes`` chunk to start at."""
+        return self._base.offset
+
+    def feed_bytes(self, chunk: bytes) -> None:
+        """Parse a chunk of the stream (bytes following the previous chunk); write full batches."""
+        self._buffer.extend(self.parser.feed(chunk))
+        if len(self._buffer) >= self.batch_size:
+            self.flush()
+
+    def feed_records(self, records: Iterable[dict[str, Any]]) -> None:
+        """Add already parsed and validated records (no byte position to track)."""
+        for record in records:
+            self._buffer.append(record)
+            if len(self._buffer) >= self.batch_size:
+                self.flush()
+
+    def flush(self) -> IngestStats:
+        """Write what is buffered and the stream position in one transaction."""
+        records, self._buffer = self._buffer, []
+        malformed = self._base.malformed + self.parser.malformed
+        unknown = self._base.unknown_kind + self.parser.unknown_kind
+        if (not records and self.parser.offset == self.stats.offset and malformed == self.stats.malformed
+                and unknown == self.stats.unknown_kind):
+            return self.stats
+        with write_transaction(self.db):
+            inserted, duplicates, last_seq = self._write(records)
+            if self.stats.last_seq is not None and (last_seq is None or last_seq < self.stats.last_seq):
+                last_seq = self.stats.last_seq
+            self.db.execute(
+                "INSERT OR REPLACE INTO stream_positions (run_id, source, byte_offset, last_seq, malformed,"
+                " unknown_kind, updated_at) VALUES (?,?,?,?,?,?,?)",
+                [self.run_id, self.source, self.parser.offset, last_seq, malformed, unknown, time.time()])
+        self.stats.inserted += inserted
+        self.stats.duplicates += duplicates
+        self.stats.malformed, self.stats.unknown_kind = malformed, unknown
+        self.stats.offset, self.stats.last_seq = self.parser.offset, last_seq
+        self.stats.batches += 1
+        return self.stats
+
+    def _write(self, records: list[dict[str, Any]]) -> tuple[int, int, int | None]:
+        if not records:
+            return 0, 0, None
+        db, run_id = self.db, self.run_id
+        records.sort(key=lambda r: r["seq"])
+        lo, hi = records[0]["seq"], records[-1]["seq"]
+        seen: set[int] = set()
+        for table in _SEQ_TABLES:
+            seen.update(row[0] for row in db.execute(
+                f"SELECT seq FROM {table} WHERE run_id = ? AND seq BETWEEN ? AND ?", [run_id, lo, hi]))
+        run = db.execute("SELECT compacted_before_seq, first_t, last_t FROM runs WHERE id = ?", [run_id]).fetchone()
+        compacted_before, first_t, last_t = run
+        gpu_rows: list[tuple[Any, ...]] = []
+        step_rows: list[tuple[Any, ...]] = []
+        eval_rows: list[tuple[Any, ...]] = []
+        event_rows: list[tuple[Any, ...]] = []
+        events: list[dict[str, Any]] = []
+        rollups: Rollups | None = None
+        duplicates = 0
+        for record in records:
+            seq = record["seq"]
+            if seq in seen:
+                duplicates += 1
+                continue
+            seen.add(seq)
+            kind = record["kind"]
+            t = float(record["t"])
+            if kind == "gpu":
+                if seq < compacted_before:
+                    duplicates += 1
+                    continue
+                if rollups is None:
+                    rollups = Rollups(db, run_id)
+                get = record.get
+                node = get("node")
+                node = str(node) if node is not None else ""
+                index = _int(get("index")) or 0
+                util, used, total, power = (_num(get("util_pct")), _int(get("mem_used_bytes")),
+                                            _int(get("mem_total_bytes")), _num(get("power_w")))
+                simulated = bool(get("simulated"))
+                gpu_rows.append((run_id, seq, t, node, index, util, used, total, power, _num(get("temp_c")),
+                                 _num(get("sm_clock_mhz")), _int(get("throttle_reasons")), int(simulated)))
+                rollups.add(t, node, index, util, used, total, power, simulated)
+            elif kind == "step":
+                get = record.get
+                step_rows.append((run_id, seq, t, _int(get("step")), _num(get("epoch")), _num(get("loss")),
+                                  _num(get("lr")), _int(get("tokens_total")), _int(get("samples_total")),
+                                  _num(get("tokens_per_s")), _num(get("samples_per_s")), _num(get("step_time_s")),
+                                  _num(get("data_wait_s")), _int(get("peak_mem_bytes")), _num(get("mfu")),
+                                  _num(get("spend_usd"))))
+            elif kind == "eval":
+                extra = {k: v for k, v in record.items() if k not in ENVELOPE and k not in ("step", "eval_loss")}
+                eval_rows.append((run_id, seq, t, _int(record.get("step")), _num(record.get("eval_loss")),
+                                  json.dumps(extra) if extra else None))
+            else:
+                detail = {k: v for k, v in record.items() if k not in ENVELOPE}
+                step = _int(record.get("step", record.get("resumed_from_step")))
+                event_rows.append((run_id, seq, t, kind, step, json.dumps(detail)))
+                events.append(record)
+            first_t = t if first_t is None or t < first_t else first_t
+            last_t = t if last_t is None or t > last_t else last_t
+        conn = db.conn
+        if gpu_rows:
+            conn.executemany("INSERT OR IGNORE INTO gpu_samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", gpu_rows)
+        if step_rows:
+            conn.executemany("INSERT OR IGNORE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", step_rows)
+        if eval_rows:
+            conn.executemany("INSERT OR IGNORE INTO evals VALUES (?,?,?,?,?,?)", eval_rows)
+        if event_rows:
+            conn.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?)", event_rows)
+        if rollups is not None:
+            rollups.save()
+        db.execute("UPDATE runs SET first_t = ?, last_t = ? WHERE id = ?", [first_t, last_t, run_id])
+        for event in events:
+            self._apply_event(event)
+        inserted = len(gpu_rows) + len(step_rows) + len(eval_rows) + len(event_rows)
+        return inserted, duplicates, hi
+
+    def _apply_event(self, record: dict[str, Any]) -> None:
+        db, run_id, kind, t = self.db, self.run_id, record["kind"], float(record["t"])
+        if kind == "run_end":
+            status = record.get("status")
+            status = status if status in RUN_END_STATUSES else "failed"
+            db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", [status, t, run_id])
+        elif kind in ("run_start", "resumed"):
+            db.execute("UPDATE runs SET status = 'running', ended_at = NULL WHERE id = ?", [run_id])
+        if kind != "run_start":
+            return
+        config = record.get("config")
+        config = config if isinstance(config, dict) else {}
+        host = record.get("host")
+        host_name = host.get("name") if isinstance(host, dict) else host
+        price = _num(config.get("price_per_gpu_hour"))
+        db.execute(
+            "UPDATE runs SET config_json = COALESCE(config_json, ?), started_at = COALESCE(started_at, ?),"
+            " host = COALESCE(host, ?), gpu_count = COALESCE(gpu_count, ?), model_name = COALESCE(model_name, ?),"
+            " price_usd_per_gpu_hour = COALESCE(price_usd_per_gpu_hour, ?) WHERE id = ?",
+            [json.dumps(config), t, host_name if isinstance(host_name, str) else None,
+             _gpu_count(record.get("gpus")), _model_name(config), price, run_id])
+
+
+def ingest_records(db: Database, run_id: int, records: Iterable[dict[str, Any]], source: str = "records",
+                   *, batch_size: int = DEFAULT_BATCH) -> IngestStats:
+    """Store parsed records of a run; duplicates (same run and seq) are ignored."""
+    ingestor = Ingestor(db, run_id, source, batch_size=batch_size)
+    ingestor.feed_records(records)
+    return ingestor.flush()

@@ -1,0 +1,161 @@
+"""Per-GPU rollups kept up to date while samples arrive, so a summary never scans raw samples.
+
+For each (run, node, GPU index) ``run_gpus`` holds counts, sums, a 10-bucket utilisation histogram
+and the peak memory; ``gpu_intervals`` holds the maximal stretches during which a GPU stayed under
+:data:`LOW_UTIL_PCT` utilisation (``low_util``) or above :data:`MEM_PRESSURE_FRACTION` of its memory
+(``mem_pressure``). An interval runs from its first sample to the sample that ended it (or its last
+sample while still open), so its length is the time spent in that state.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlite_utils import Database
+
+IDLE_UTIL_PCT = 10.0
+LOW_UTIL_PCT = 50.0
+MEM_PRESSURE_FRACTION = 0.85
+
+
+@dataclass
+class Interval:
+    node: str
+    gpu_index: int
+    kind: str
+    start_t: float
+    end_t: float
+    n: int
+    peak: float
+    id: int | None = None
+
+
+@dataclass
+class GpuState:
+    node: str
+    gpu_index: int
+    n: int = 0
+    util_n: int = 0
+    util_sum: float = 0.0
+    idle_n: int = 0
+    hist: list[int] = field(default_factory=lambda: [0] * 10)
+    mem_used_max: int | None = None
+    mem_total: int | None = None
+    power_sum: float = 0.0
+    power_n: int = 0
+    simulated_n: int = 0
+    first_t: float | None = None
+    last_t: float | None = None
+    low: Interval | None = None
+    mem: Interval | None = None
+
+
+class Rollups:
+    """Rollup state of one run, read from and written to the database inside the caller's transaction."""
+
+    def __init__(self, db: Database, run_id: int) -> None:
+        self.db = db
+        self.run_id = run_id
+        self.gpus: dict[tuple[str, int], GpuState] = {}
+        self._touched: dict[int, Interval] = {}
+        intervals = {
+            row[0]: Interval(row[1], row[2], row[3], row[4], row[5], row[6], row[7] or 0.0, row[0])
+            for row in db.execute(
+                "SELECT id, node, gpu_index, kind, start_t, end_t, n, peak FROM gpu_intervals WHERE id IN "
+                "(SELECT low_interval_id FROM run_gpus WHERE run_id = ? UNION "
+                "SELECT mem_interval_id FROM run_gpus WHERE run_id = ?)", [run_id, run_id]).fetchall()
+        }
+        for row in db.execute(
+            "SELECT node, gpu_index, n, util_n, util_sum, idle_n, util_hist, mem_used_max, mem_total, power_sum,"
+            " power_n, simulated_n, first_t, last_t, low_interval_id, mem_interval_id FROM run_gpus WHERE run_id = ?",
+            [run_id],
+        ).fetchall():
+            state = GpuState(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), row[7], row[8],
+                             row[9], row[10], row[11], row[12], row[13],
+                             intervals.get(row[14]) if row[14] is not None else None,
+                             intervals.get(row[15]) if row[15] is not None else None)
+            self.gpus[(state.node, state.gpu_index)] = state
+
+    def add(self, t: float, node: str, gpu_index: int, util: float | None, mem_used: int | None,
+            mem_total: int | None, power: float | None, simulated: bool) -> None:
+        """Count one sample; samples of one GPU must come in time order."""
+        key = (node, gpu_index)
+        state = self.gpus.get(key)
+        if state is None:
+            state = self.gpus[key] = GpuState(node, gpu_index)
+        state.n += 1
+        if state.first_t is None:
+            state.first_t = t
+        state.last_t = t
+        if simulated:
+            state.simulated_n += 1
+        if power is not None:
+            state.power_sum += power
+            state.power_n += 1
+        if mem_total:
+            state.mem_total = mem_total
+        if util is not None:
+            state.util_n += 1
+            state.util_sum += util
+            if util < IDLE_UTIL_PCT:
+                state.idle_n += 1
+            state.hist[min(max(int(util // 10), 0), 9)] += 1
+            state.low = self._track(state, state.low, "low_util", t, util < LOW_UTIL_PCT, util, lower=True)
+        if mem_used is not None:
+            if state.mem_used_max is None or mem_used > state.mem_used_max:
+                state.mem_used_max = mem_used
+            if state.mem_total:
+                frac = mem_used / state.mem_total
+                state.mem = self._track(state, state.mem, "mem_pressure", t, frac > MEM_PRESSURE_FRACTION, frac,
+                                        lower=False)
+
+    def _track(self, state: GpuState, current: Interval | None, kind: str, t: float, inside: bool, value: float,
+               lower: bool) -> Interval | None:
+        if current is None:
+            if not inside:
+                return None
+            interval = Interval(state.node, state.gpu_index, kind, t, t, 1, value)
+            self._touched[id(interval)] = interval
+            return interval
+        current.end_t = t
+        self._touched[id(current)] = current
+        if not inside:
+            return None
+        current.n += 1
+        current.peak = min(current.peak, value) if lower else max(current.peak, value)
+        return current
+
+    def save(self) -> None:
+        for interval in self._touched.values():
+            if interval.id is None:
+                cursor = self.db.execute(
+                    "INSERT INTO gpu_intervals (run_id, node, gpu_index, kind, start_t, end_t, n, peak)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [self.run_id, interval.node, interval.gpu_index, interval.kind, interval.start_t, interval.end_t, interval.n, interval.peak])
+                interval.id = cursor.lastrowid
+            else:
+                self.db.execute("UPDATE gpu_intervals SET end_t = ?, n = ?, peak = ? WHERE id = ?",
+                                [interval.end_t, interval.n, interval.peak, interval.id])
+        rows: list[tuple[Any, ...]] = []
+        for state in self.gpus.values():
+            rows.append((self.run_id, state.node, state.gpu_index, state.n, state.util_n, state.util_sum,
+                         state.idle_n, json.dumps(state.hist), state.mem_used_max, state.mem_total,
+                         state.power_sum, state.power_n, state.simulated_n, state.first_t, state.last_t,
+                         state.low.id if state.low else None, state.mem.id if state.mem else None))
+        self.db.conn.executemany("INSERT OR REPLACE INTO run_gpus VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        self._touched.clear()
+
+
+def rebuild_rollups(db: Database, run_id: int) -> None:
+    """Recompute a run's rollups and intervals from its raw samples (used by the v2 migration)."""
+    db.execute("DELETE FROM gpu_intervals WHERE run_id = ?", [run_id])
+    db.execute("DELETE FROM run_gpus WHERE run_id = ?", [run_id])
+    rollups = Rollups(db, run_id)
+    for t, node, index, util, used, total, power, simulated in db.execute(
+        "SELECT t, node, gpu_index, util_pct, mem_used_bytes, mem_total_bytes, power_w, simulated"
+        " FROM gpu_samples WHERE run_id = ? ORDER BY seq", [run_id]
+    ).fetchall():
+        rollups.add(t, node, index, util, used, total, power, bool(simulated))
+    rollups.save()

@@ -1,0 +1,221 @@
+"""The history schema and its migrations (sqlite-utils ``Migrations``, one set named ``history``).
+
+Version 1 is the first released layout. Version 2 renames the run price column, replaces the
+``spot`` flag with a ``pricing`` name, and adds per-GPU rollups, utilisation/memory intervals,
+1-minute downsampled samples and ``trainer bench`` results; it backfills the rollups and
+intervals from the raw samples already stored, so no row is lost or left uncounted.
+``PRAGMA user_version`` mirrors the number of applied migrations.
+"""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+MIGRATIONS = Migrations("history")
+
+V1 = """
+CREATE TABLE hosts (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    address TEXT,
+    gpu_type TEXT,
+    gpu_count INTEGER,
+    price_usd_per_gpu_hour REAL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE plans (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    inputs_json TEXT NOT NULL,
+    results_json TEXT NOT NULL
+);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    name TEXT,
+    host_id INTEGER REFERENCES hosts(id) ON DELETE SET NULL,
+    host TEXT,
+    gpu_type TEXT,
+    gpu_count INTEGER,
+    price_per_gpu_hour REAL,
+    spot INTEGER NOT NULL DEFAULT 0,
+    model_name TEXT,
+    config_json TEXT,
+    plan_id INTEGER REFERENCES plans(id) ON DELETE SET NULL,
+    status TEXT NOT NULL DEFAULT 'running',
+    started_at REAL,
+    ended_at REAL,
+    first_t REAL,
+    last_t REAL,
+    planned_hours REAL,
+    planned_cost_usd REAL,
+    planned_peak_mem_bytes INTEGER,
+    planned_tokens_per_s REAL,
+    source TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX runs_started ON runs(started_at);
+CREATE INDEX runs_source ON runs(source);
+CREATE TABLE gpu_samples (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    t REAL NOT NULL,
+    node TEXT NOT NULL,
+    gpu_index INTEGER NOT NULL,
+    util_pct REAL,
+    mem_used_bytes INTEGER,
+    mem_total_bytes INTEGER,
+    power_w REAL,
+    temp_c REAL,
+    sm_clock_mhz REAL,
+    throttle_reasons INTEGER,
+    simulated INTEGER,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX gpu_samples_run_t ON gpu_samples(run_id, t);
+CREATE TABLE steps (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    t REAL NOT NULL,
+    step INTEGER,
+    epoch REAL,
+    loss REAL,
+    lr REAL,
+    tokens_total INTEGER,
+    samples_total INTEGER,
+    tokens_per_s REAL,
+    samples_per_s REAL,
+    step_time_s REAL,
+    data_wait_s REAL,
+    peak_mem_bytes INTEGER,
+    mfu REAL,
+    spend_usd REAL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE evals (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    t REAL NOT NULL,
+    step INTEGER,
+    eval_loss REAL,
+    extra_json TEXT,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE events (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    t REAL NOT NULL,
+    kind TEXT NOT NULL,
+    step INTEGER,
+    detail_json TEXT,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX events_kind ON events(run_id, kind);
+CREATE TABLE stream_positions (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    source TEXT NOT NULL,
+    byte_offset INTEGER NOT NULL DEFAULT 0,
+    last_seq INTEGER,
+    malformed INTEGER NOT NULL DEFAULT 0,
+    unknown_kind INTEGER NOT NULL DEFAULT 0,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (run_id, source)
+)
+"""
+
+V2 = """
+ALTER TABLE runs RENAME COLUMN price_per_gpu_hour TO price_usd_per_gpu_hour;
+ALTER TABLE runs ADD COLUMN pricing TEXT NOT NULL DEFAULT 'on_demand';
+UPDATE runs SET pricing = CASE WHEN spot THEN 'spot' ELSE 'on_demand' END;
+DROP INDEX runs_started;
+ALTER TABLE runs DROP COLUMN spot;
+CREATE INDEX runs_started ON runs(started_at);
+ALTER TABLE runs ADD COLUMN planned_samples_per_s REAL;
+ALTER TABLE runs ADD COLUMN compacted_before_seq INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE run_gpus (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    node TEXT NOT NULL,
+    gpu_index INTEGER NOT NULL,
+    n INTEGER NOT NULL DEFAULT 0,
+    util_n INTEGER NOT NULL DEFAULT 0,
+    util_sum REAL NOT NULL DEFAULT 0,
+    idle_n INTEGER NOT NULL DEFAULT 0,
+    util_hist TEXT NOT NULL DEFAULT '[0,0,0,0,0,0,0,0,0,0]',
+    mem_used_max INTEGER,
+    mem_total INTEGER,
+    power_sum REAL NOT NULL DEFAULT 0,
+    power_n INTEGER NOT NULL DEFAULT 0,
+    simulated_n INTEGER NOT NULL DEFAULT 0,
+    first_t REAL,
+    last_t REAL,
+    low_interval_id INTEGER,
+    mem_interval_id INTEGER,
+    PRIMARY KEY (run_id, node, gpu_index)
+);
+CREATE TABLE gpu_intervals (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    node TEXT NOT NULL,
+    gpu_index INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    start_t REAL NOT NULL,
+    end_t REAL NOT NULL,
+    n INTEGER NOT NULL,
+    peak REAL
+);
+CREATE INDEX gpu_intervals_run ON gpu_intervals(run_id, kind);
+CREATE TABLE gpu_samples_1m (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    node TEXT NOT NULL,
+    gpu_index INTEGER NOT NULL,
+    minute_t REAL NOT NULL,
+    n INTEGER NOT NULL,
+    util_min REAL, util_mean REAL, util_max REAL,
+    mem_used_min INTEGER, mem_used_mean REAL, mem_used_max INTEGER,
+    mem_total_bytes INTEGER,
+    power_min REAL, power_mean REAL, power_max REAL,
+    temp_max REAL,
+    PRIMARY KEY (run_id, node, gpu_index, minute_t)
+) WITHOUT ROWID;
+CREATE TABLE bench_results (
+    id INTEGER PRIMARY KEY,
+    gpu_type TEXT NOT NULL,
+    model_name TEXT NOT NULL,
+    host TEXT,
+    seq_len INTEGER,
+    micro_batch INTEGER,
+    tokens_per_s REAL,
+    samples_per_s REAL,
+    peak_mem_bytes INTEGER,
+    mfu REAL,
+    result_json TEXT NOT NULL,
+    measured_at REAL NOT NULL
+);
+CREATE INDEX bench_gpu_model ON bench_results(gpu_type, model_name)
+"""
+
+
+def _run_script(db: Database, script: str) -> None:
+    # executescript() would COMMIT the migration's transaction; run statements one by one.
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+@MIGRATIONS(name="m001_initial")
+def m001_initial(db: Database) -> None:
+    _run_script(db, V1)
+
+
+@MIGRATIONS(name="m002_rollups_pricing_downsampling")
+def m002_rollups_pricing_downsampling(db: Database) -> None:
+    _run_script(db, V2)
+    from gpuplanner.history.rollup import rebuild_rollups
+
+    for (run_id,) in db.execute("SELECT id FROM runs").fetchall():
+        rebuild_rollups(db, run_id)
+
+
+SCHEMA_VERSION = 2
