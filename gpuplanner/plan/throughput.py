@@ -1,0 +1,177 @@
+"""Training throughput: how many tokens per second a setup trains, and where that figure came from.
+
+In order of trust: a figure the user measured, a calibration from the run history, or the GPU's peak
+FLOP/s x an assumed model-FLOPs utilisation (MFU) divided by the FLOPs one trained token costs.
+Multi-GPU runs lose some of the linear speed-up to communication; see :func:`scaling_efficiency`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from gpuplanner.plan.setup import PlanInputError, TrainSetup
+
+# Forward FLOPs per matmul parameter per token (multiply + add).
+FORWARD_FLOPS_PER_PARAM = 2.0
+# QLoRA dequantises the 4-bit base weights on every matmul; bitsandbytes kernels reach roughly
+# two thirds of the bf16 matmul speed in published fine-tuning comparisons.
+QLORA_SPEED_FACTOR = 0.65
+# Share of a DDP/ZeRO-2 gradient all-reduce hidden behind the backward pass of the last micro-step
+# (bucketed all-reduce starts as soon as the first buckets are ready).
+BACKWARD_OVERLAP = 0.8
+# FSDP prefetches the next layer's gather during compute; most of it hides when compute is long.
+FSDP_OVERLAP = 0.8
+# PyTorch keeps TF32 off for fp32 matmuls by default, so fp32 training runs at the fp32 peak.
+PRECISION_TO_PEAK = {"fp32": "fp32", "fp16-mixed": "fp16", "bf16-mixed": "bf16", "bf16": "bf16"}
+
+
+class ModelShape(Protocol):
+    n_params: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    head_dim: int
+    vocab_size: int
+    tied_embeddings: bool
+
+
+class GpuPeaks(Protocol):
+    name: str
+    interconnect_gbs: float
+    default_mfu: float
+    tflops: object
+
+    def peak_tflops(self, precision: str) -> float: ...
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Training speed over all GPUs of the run."""
+
+    tokens_per_s: float
+    samples_per_min: float
+    source: str
+    mfu: float | None = None
+    flops_per_token: float | None = None
+    scaling_efficiency: float = 1.0
+
+
+def matmul_params(model: ModelShape) -> float:
+    """Parameters that take part in a matmul per token: all but the input embedding lookup.
+
+    With tied embeddings the shared matrix still costs a matmul in the output head.
+    """
+    embedding = model.vocab_size * model.hidden_size
+    head = embedding if model.tied_embeddings else 0
+    return max(float(model.n_params - embedding + head), 1.0)
+
+
+def flops_per_token(model: ModelShape, setup: TrainSetup, trainable_params: int) -> float:
+    """Training FLOPs per token: forward + backward (+ recomputation) of matmuls and attention.
+
+    Full training: forward 2N, backward 4N (gradients of activations and of weights) = 6N.
+    Adapters only: the frozen weights need no weight gradients, so backward is about 2N: 4N in all,
+    plus 6 per trainable adapter parameter. Full activation recomputation adds one forward (8N);
+    every-other-layer recomputation adds half of one. Attention scores and their use cost
+    4 x layers x seq x (heads x head_dim) per token forward (PaLM's accounting), 3x that to train.
+    """
+    n = matmul_params(model)
+    forward = FORWARD_FLOPS_PER_PARAM * n
+    if setup.uses_adapters:
+        base = 2.0 * forward + 6.0 * trainable_params  # forward 2N + activation gradients 2N
+    else:
+        base = 3.0 * forward
+    attention_forward = 4.0 * model.num_layers * setup.seq_len * model.num_heads * model.head_dim
+    recompute_share = {"none": 0.0, "full": 1.0, "every-other": 0.5}[setup.grad_checkpointing]
+    return base + recompute_share * forward + attention_forward * (3.0 + recompute_share)
+
+
+def gradient_sync_bytes(setup: TrainSetup, trainable_params: int) -> float:
+    """Bytes of gradients each GPU sends per optimizer step in a ring all-reduce or reduce-scatter."""
+    # Gradients follow the trained parameters' dtype: fp32 masters under mixed precision and fp32.
+    grad_bytes = 2.0 if setup.precision == "bf16" else 4.0
+    n = setup.gpus
+    return 2.0 * (n - 1) / n * trainable_params * grad_bytes
+
+
+def scaling_efficiency(
+    setup: TrainSetup,
+    trainable_params: int,
+    total_params: int,
+    step_compute_s: float,
+    interconnect_gbs: float,
+) -> float:
+    """Compute time / (compute + exposed communication) for one optimizer step on ``setup.gpus`` GPUs.
+
+    DDP and ZeRO-2 move 2(n-1)/n x gradient bytes per step; it overlaps the backward of the last
+    micro-step. FSDP also gathers the 16-bit weights twice per micro-step (forward and backward)
+    and reduce-scatters gradients, overlapping most of it with compute through prefetching.
+    """
+    n = setup.gpus
+    if n <= 1 or step_compute_s <= 0:
+        return 1.0
+    bandwidth = max(interconnect_gbs, 1e-3) * 1e9
+    comm_s = gradient_sync_bytes(setup, trainable_params) / bandwidth
+    if setup.sharding == "fsdp":
+        gather_bytes = 2.0 * (n - 1) / n * total_params * 2.0 * setup.grad_accum
+        comm_s += gather_bytes / bandwidth
+        hidden_s = FSDP_OVERLAP * step_compute_s
+    else:
+        backward_last_micro_s = step_compute_s / setup.grad_accum * (2.0 / 3.0)
+        hidden_s = BACKWARD_OVERLAP * backward_last_micro_s
+    exposed = max(comm_s - hidden_s, 0.0)
+    return step_compute_s / (step_compute_s + exposed)
+
+
+def estimate_throughput(
+    model: ModelShape,
+    setup: TrainSetup,
+    gpu: GpuPeaks,
+    trainable_params: int,
+    mfu: float | None = None,
+) -> Throughput:
+    """Tokens/s over all GPUs from peak FLOP/s x MFU, with the multi-GPU scaling efficiency."""
+    mfu_used = gpu.default_mfu if mfu is None else mfu
+    if not 0.0 < mfu_used <= 1.0:
+        raise PlanInputError("mfu", f"must be between 0 and 1 (a share of the peak), got {mfu_used!r}")
+    peak = gpu.peak_tflops(setup.precision) * 1e12
+    per_token = flops_per_token(model, setup, trainable_params)
+    speed = QLORA_SPEED_FACTOR if setup.method == "qlora" else 1.0
+    per_gpu_tokens_s = peak * mfu_used * speed / per_token
+    tokens_per_step_per_gpu = setup.micro_batch * setup.grad_accum * setup.seq_len
+    step_compute_s = tokens_per_step_per_gpu / per_gpu_tokens_s
+    efficiency = scaling_efficiency(setup, trainable_params, model.n_params, step_compute_s, gpu.interconnect_gbs)
+    tokens_s = per_gpu_tokens_s * setup.gpus * efficiency
+    source = (
+        f"estimate: {gpu.name} peak {peak / 1e12:.0f} TFLOP/s x MFU {mfu_used:.2f}"
+        f"{' (assumed default)' if mfu is None else ' (given)'}"
+    )
+    if setup.gpus > 1:
+        source += f", scaling efficiency {efficiency:.0%} over {setup.gpus} GPUs"
+    return Throughput(
+        tokens_per_s=tokens_s,
+        samples_per_min=tokens_s / setup.seq_len * 60.0,
+        source=source,
+        mfu=mfu_used,
+        flops_per_token=per_token,
+        scaling_efficiency=efficiency,
+    )
+
+
+def measured_throughput(
+    setup: TrainSetup,
+    tokens_per_s: float | None = None,
+    samples_per_min: float | None = None,
+    source: str = "measured (given by the user)",
+) -> Throughput:
+    """A throughput the user (or the history) measured for the whole run, in tokens/s or samples/min."""
+    if tokens_per_s is not None:
+        if not tokens_per_s > 0:
+            raise PlanInputError("tokens-per-s", f"must be a positive number, got {tokens_per_s!r}")
+        return Throughput(tokens_per_s, tokens_per_s / setup.seq_len * 60.0, source)
+    if samples_per_min is not None:
+        if not samples_per_min > 0:
+            raise PlanInputError("samples-per-min", f"must be a positive number, got {samples_per_min!r}")
+        return Throughput(samples_per_min * setup.seq_len / 60.0, samples_per_min, source)
+    raise PlanInputError("tokens-per-s", "give a measured --tokens-per-s or --samples-per-min")
