@@ -1,0 +1,739 @@
+"""The GPU and price catalog: what each card offers and what an hour of it costs.
+
+The shipped data lives in ``resources/catalog/gpus.toml`` and ``resources/catalog/prices.csv``;
+the basis of every figure is explained at the top of those files. A user adds to it or overrides it
+with files in their config directory (:func:`gpuplanner.paths.config_dir`):
+
+- ``prices.csv``: the same columns as the shipped file. A row with the same provider, region, GPU and
+  instance type as a shipped row replaces it; any other row is added.
+- ``gpus.toml``: ``[[gpu]]`` tables. A table whose ``name`` (or one of whose aliases) names a known GPU
+  overrides only the fields it gives; a new name needs every field.
+- ``machines.toml``: the user's own machines, ``[[machine]]`` tables with ``name``, ``gpu``,
+  ``gpu_count`` and ``usd_per_gpu_hour``; each becomes an offer from provider ``own``.
+
+Malformed user files raise :class:`CatalogError`, whose message names the file, the line and the field.
+Pure: standard library only, no Qt, no network, no database.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import functools
+import io
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+from gpuplanner.plan.setup import PlanInputError
+
+TFLOPS_KEYS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+INTERCONNECTS = ("nvlink", "pcie")
+OWN_PROVIDER = "own"
+
+PRICE_COLUMNS = (
+    "provider",
+    "region",
+    "gpu",
+    "gpu_count",
+    "instance_type",
+    "on_demand_usd_per_gpu_hour",
+    "spot_usd_per_gpu_hour",
+    "interruptions_per_hour",
+    "preemption_notice_s",
+    "as_of",
+    "source",
+)
+_REQUIRED_PRICE_COLUMNS = PRICE_COLUMNS[:6] + ("as_of",)
+
+# The planner's precision names (gpuplanner.plan.setup.PRECISIONS) and the raw table keys.
+_PRECISION_KEYS = {
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "fp16": "fp16",
+    "fp16-mixed": "fp16",
+    "bf16": "bf16",
+    "bf16-mixed": "bf16",
+    "fp8": "fp8",
+}
+
+_GPU_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "name": str,
+    "aliases": list,
+    "memory_gib": (int, float),
+    "marketing_memory_gb": (int, float),
+    "bandwidth_gbs": (int, float),
+    "interconnect": str,
+    "interconnect_gbs": (int, float),
+    "pcie_gen": int,
+    "bf16": bool,
+    "default_mfu": (int, float),
+    "tdp_w": (int, float),
+    "architecture": str,
+    "compute_capability": str,
+    "source": str,
+}
+_OPTIONAL_GPU_FIELDS = {"aliases", "tdp_w", "architecture", "compute_capability", "source", "marketing_memory_gb"}
+
+
+class CatalogError(ValueError):
+    """A catalog file that cannot be read. The message names the file, and the line and field where known."""
+
+    def __init__(self, path: Path | str, message: str, *, line: int | None = None, field: str | None = None) -> None:
+        where = str(path)
+        if line is not None:
+            where += f", line {line}"
+        if field:
+            where += f", field {field!r}"
+        super().__init__(f"{where}: {message}")
+        self.path = Path(path)
+        self.line = line
+        self.field = field
+        self.message = message
+
+
+def normalize_name(name: str) -> str:
+    """Lookup key of a GPU name: lower case, without spaces, dashes and underscores."""
+    return re.sub(r"[\s\-_]+", "", name).lower()
+
+
+class TflopsTable(Mapping[str, float]):
+    """Read-only, hashable mapping of precision key to peak dense TFLOP/s; missing key = unsupported."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, values: Mapping[str, float] | Iterable[tuple[str, float]] = ()) -> None:
+        self._data = dict(values)
+
+    def __getitem__(self, key: str) -> float:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._data.items())))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return dict(self._data) == dict(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"TflopsTable({self._data!r})"
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU model. Memory in GiB as CUDA reports it; TFLOP/s are dense peaks; bandwidths in GB/s."""
+
+    name: str
+    aliases: tuple[str, ...]
+    memory_gib: float
+    marketing_memory_gb: float
+    tflops: Mapping[str, float]
+    bandwidth_gbs: float
+    interconnect: str
+    interconnect_gbs: float
+    pcie_gen: int
+    bf16: bool
+    default_mfu: float
+    tdp_w: float
+    architecture: str
+    compute_capability: str
+    source: str
+
+    def peak_tflops(self, precision: str) -> float:
+        """Peak dense TFLOP/s for a planner precision (``fp32``, ``fp16-mixed``, ``bf16-mixed``, ``bf16``)
+        or a raw key (``tf32``, ``fp16``, ``fp8``). ``fp32`` is the plain FP32 rate; pass ``tf32`` for
+        the TF32 tensor-core rate. Raises :class:`PlanInputError` where the card lacks the unit."""
+        key = _PRECISION_KEYS.get(precision)
+        if key is None:
+            allowed = ", ".join(_PRECISION_KEYS)
+            raise PlanInputError("precision", f"{precision!r} is not one of {allowed}")
+        if key == "bf16" and not self.bf16:
+            raise PlanInputError(
+                "precision", f"{self.name} has no bf16 support; use fp16-mixed or fp32 on this GPU"
+            )
+        value = self.tflops.get(key)
+        if not value:
+            raise PlanInputError("precision", f"{self.name} has no {key} tensor-core rate in the catalog")
+        return float(value)
+
+    def keys(self) -> tuple[str, ...]:
+        """Every lookup key of this GPU (normalized name and aliases)."""
+        return tuple(dict.fromkeys(normalize_name(n) for n in (self.name, *self.aliases)))
+
+
+@dataclass(frozen=True)
+class PriceOffer:
+    """One way to rent (or own) a GPU. Prices are per GPU-hour in US dollars."""
+
+    provider: str
+    region: str
+    gpu: str
+    gpu_count: int
+    instance_type: str
+    on_demand_usd: float
+    spot_usd: float | None
+    interruptions_per_hour: float | None
+    notice_s: float | None
+    as_of: str
+    source: str
+    own: bool = False
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """Identity for overrides: provider, region, GPU and instance type (case-insensitive)."""
+        return (
+            self.provider.lower(),
+            self.region.lower(),
+            normalize_name(self.gpu),
+            self.instance_type.strip().lower(),
+        )
+
+    def price(self, spot: bool) -> float | None:
+        return self.spot_usd if spot else self.on_demand_usd
+
+
+@dataclass(frozen=True)
+class Catalog:
+    gpus: tuple[GpuSpec, ...]
+    offers: tuple[PriceOffer, ...]
+
+    @functools.cached_property
+    def _index(self) -> dict[str, GpuSpec]:
+        index: dict[str, GpuSpec] = {}
+        # Names win over aliases; among aliases, the first GPU that claims one keeps it.
+        for spec in self.gpus:
+            index[normalize_name(spec.name)] = spec
+        for spec in self.gpus:
+            for key in spec.keys():
+                index.setdefault(key, spec)
+        return index
+
+    def find_gpu(self, name: str) -> GpuSpec | None:
+        """The GPU called ``name`` (case, spaces, dashes and underscores ignored; aliases and the names
+        NVML reports, with or without an ``NVIDIA``/``Tesla``/``GeForce`` prefix), or None."""
+        key = normalize_name(name)
+        index = self._index
+        if key in index:
+            return index[key]
+        for prefix in ("nvidia", "tesla", "geforce", "nvidiageforce", "nvidiatesla"):
+            if key.startswith(prefix) and key[len(prefix):] in index:
+                return index[key[len(prefix):]]
+        return None
+
+    def gpu(self, name: str) -> GpuSpec:
+        spec = self.find_gpu(name)
+        if spec is None:
+            known = ", ".join(g.name for g in self.gpus)
+            raise PlanInputError("gpu", f"unknown GPU {name!r}; known: {known}")
+        return spec
+
+    def offers_for(self, gpu: str) -> tuple[PriceOffer, ...]:
+        """Every offer of a GPU (raises :class:`PlanInputError` for an unknown GPU)."""
+        spec = self.gpu(gpu)
+        return tuple(o for o in self.offers if o.gpu == spec.name)
+
+    def best_offer(self, gpu: str, spot: bool, gpus: int | None = None) -> PriceOffer | None:
+        """The cheapest offer per GPU-hour: on-demand, or spot among the offers that have spot.
+
+        With ``gpus``, only instances that hold at least that many GPUs count. Ties go to the
+        provider, region and instance type in alphabetical order, so the answer is stable."""
+        candidates = [
+            o for o in self.offers_for(gpu) if o.price(spot) is not None and (gpus is None or o.gpu_count >= gpus)
+        ]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda o: (o.price(spot), o.provider, o.region, o.instance_type))
+
+    def providers(self) -> tuple[str, ...]:
+        return tuple(sorted({o.provider for o in self.offers}))
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing
+
+
+class _TomlLines:
+    """Best-effort line numbers for ``[[array]]`` tables and their keys (tomllib gives none)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+
+    def table_line(self, array: str, index: int) -> int | None:
+        pattern = re.compile(rf"^\s*\[\[\s*{re.escape(array)}\s*\]\]")
+        seen = -1
+        for number, line in enumerate(self.lines, start=1):
+            if pattern.match(line):
+                seen += 1
+                if seen == index:
+                    return number
+        return None
+
+    def key_line(self, array: str, index: int, key: str) -> int | None:
+        start = self.table_line(array, index)
+        if start is None:
+            return None
+        key_pattern = re.compile(rf"^\s*\"?{re.escape(key)}\"?\s*=")
+        for number in range(start + 1, len(self.lines) + 1):
+            line = self.lines[number - 1]
+            if re.match(r"^\s*\[", line):
+                break
+            if key_pattern.match(line):
+                return number
+        return start
+
+
+def _read_toml(path: Path) -> tuple[dict[str, Any], _TomlLines]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CatalogError(path, f"not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise CatalogError(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = re.search(r"\(at line (\d+), column (\d+)\)", message)
+        line = int(match.group(1)) if match else None
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", message) or "invalid TOML"
+        raise CatalogError(path, f"invalid TOML: {message}", line=line) from None
+    return data, _TomlLines(text)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _gpu_from_table(
+    table: Mapping[str, Any],
+    base: GpuSpec | None,
+    path: Path,
+    lines: _TomlLines,
+    index: int,
+) -> GpuSpec:
+    def fail(field: str, message: str) -> CatalogError:
+        return CatalogError(path, message, line=lines.key_line("gpu", index, field), field=field)
+
+    known = set(_GPU_FIELDS) | {f"tflops_{k}" for k in TFLOPS_KEYS}
+    for key in table:
+        if key not in known:
+            allowed = ", ".join(sorted(known))
+            raise fail(key, f"unknown field; allowed: {allowed}")
+    for key, value in table.items():
+        if key.startswith("tflops_"):
+            if not _number(value) or value < 0:
+                raise fail(key, f"must be a number of at least 0, got {value!r}")
+            continue
+        expected = _GPU_FIELDS[key]
+        if expected in ((int, float),):
+            if not _number(value) or value <= 0:
+                raise fail(key, f"must be a positive number, got {value!r}")
+        elif expected is int:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise fail(key, f"must be a whole number of at least 1, got {value!r}")
+        elif expected is list:
+            if not isinstance(value, list) or not all(isinstance(a, str) and a.strip() for a in value):
+                raise fail(key, "must be a list of non-empty strings")
+        elif not isinstance(value, expected):
+            raise fail(key, f"must be {'true or false' if expected is bool else 'a string'}, got {value!r}")
+        elif expected is str and not value.strip():
+            raise fail(key, "must not be empty")
+    if "interconnect" in table and table["interconnect"] not in INTERCONNECTS:
+        raise fail("interconnect", f"must be one of {', '.join(INTERCONNECTS)}, got {table['interconnect']!r}")
+    if "default_mfu" in table and not 0 < table["default_mfu"] <= 1:
+        raise fail("default_mfu", f"must be between 0 and 1, got {table['default_mfu']!r}")
+
+    tflops_given = {k[len("tflops_"):]: float(v) for k, v in table.items() if k.startswith("tflops_")}
+    if base is not None:
+        tflops = {**dict(base.tflops), **tflops_given}
+        merged: dict[str, Any] = {
+            "name": base.name,
+            "aliases": base.aliases,
+            "memory_gib": base.memory_gib,
+            "marketing_memory_gb": base.marketing_memory_gb,
+            "bandwidth_gbs": base.bandwidth_gbs,
+            "interconnect": base.interconnect,
+            "interconnect_gbs": base.interconnect_gbs,
+            "pcie_gen": base.pcie_gen,
+            "bf16": base.bf16,
+            "default_mfu": base.default_mfu,
+            "tdp_w": base.tdp_w,
+            "architecture": base.architecture,
+            "compute_capability": base.compute_capability,
+            "source": base.source,
+        }
+        for key, value in table.items():
+            if key == "aliases":
+                merged["aliases"] = tuple(dict.fromkeys((*base.aliases, *value)))
+            elif key != "name" and not key.startswith("tflops_"):
+                merged[key] = value
+    else:
+        missing = [k for k in _GPU_FIELDS if k not in table and k not in _OPTIONAL_GPU_FIELDS]
+        if "tflops_fp32" not in table:
+            missing.append("tflops_fp32")
+        if missing:
+            line = lines.table_line("gpu", index)
+            raise CatalogError(path, f"a new GPU needs the field(s) {', '.join(missing)}", line=line, field=missing[0])
+        tflops = tflops_given
+        merged = dict(table)
+        merged["aliases"] = tuple(table.get("aliases", ()))
+        merged.setdefault("marketing_memory_gb", table["memory_gib"])
+        merged.setdefault("tdp_w", 0.0)
+        merged.setdefault("architecture", "")
+        merged.setdefault("compute_capability", "")
+        merged.setdefault("source", str(path))
+    tflops = {k: v for k, v in tflops.items() if v > 0}
+    if not merged["bf16"]:
+        tflops.pop("bf16", None)
+    if "fp32" not in tflops:
+        raise fail("tflops_fp32", "every GPU needs a positive tflops_fp32")
+    return GpuSpec(
+        name=str(merged["name"]).strip(),
+        aliases=tuple(str(a).strip() for a in merged["aliases"]),
+        memory_gib=float(merged["memory_gib"]),
+        marketing_memory_gb=float(merged["marketing_memory_gb"]),
+        tflops=TflopsTable((k, tflops[k]) for k in TFLOPS_KEYS if k in tflops),
+        bandwidth_gbs=float(merged["bandwidth_gbs"]),
+        interconnect=str(merged["interconnect"]),
+        interconnect_gbs=float(merged["interconnect_gbs"]),
+        pcie_gen=int(merged["pcie_gen"]),
+        bf16=bool(merged["bf16"]),
+        default_mfu=float(merged["default_mfu"]),
+        tdp_w=float(merged["tdp_w"]),
+        architecture=str(merged["architecture"]),
+        compute_capability=str(merged["compute_capability"]),
+        source=str(merged["source"]),
+    )
+
+
+def parse_gpus(path: Path, base: Iterable[GpuSpec] = ()) -> tuple[GpuSpec, ...]:
+    """Read a ``gpus.toml``; entries naming a GPU in ``base`` override it, others are added."""
+    data, lines = _read_toml(path)
+    tables = data.get("gpu", [])
+    extra = [k for k in data if k != "gpu"]
+    if extra:
+        raise CatalogError(path, "only [[gpu]] tables are allowed at the top level", field=extra[0])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise CatalogError(path, "write each GPU as a [[gpu]] table", field="gpu")
+    result = list(base)
+    for index, table in enumerate(tables):
+        name = table.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise CatalogError(
+                path, "every [[gpu]] table needs a name", line=lines.key_line("gpu", index, "name"), field="name"
+            )
+        probe = Catalog(tuple(result), ())
+        target = probe.find_gpu(name)
+        if target is None:
+            for alias in table.get("aliases", []) if isinstance(table.get("aliases"), list) else []:
+                if isinstance(alias, str) and (target := probe.find_gpu(alias)) is not None:
+                    break
+        spec = _gpu_from_table(table, target, path, lines, index)
+        if target is not None:
+            result[result.index(target)] = spec
+        else:
+            result.append(spec)
+    return tuple(result)
+
+
+def _optional_float(
+    value: str | None, path: Path, line: int, field: str, *, allow_zero: bool = False
+) -> float | None:
+    if value is None or not value.strip():
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise CatalogError(path, f"not a number: {value!r}", line=line, field=field) from None
+    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
+        bound = "0 or more" if allow_zero else "more than 0"
+        raise CatalogError(path, f"must be {bound}, got {value!r}", line=line, field=field)
+    return number
+
+
+def _iso_date(value: str, path: Path, line: int) -> str:
+    text = value.strip()
+    try:
+        _dt.date.fromisoformat(text)
+    except ValueError:
+        raise CatalogError(path, f"must be an ISO date like 2025-06-15, got {value!r}", line=line, field="as_of") from None
+    return text
+
+
+def parse_prices(path: Path, gpus: Catalog | None = None, *, text: str | None = None) -> tuple[PriceOffer, ...]:
+    """Read a ``prices.csv`` by its header. With ``gpus``, GPU names resolve to canonical names and
+    unknown GPUs are an error."""
+    if text is None:
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise CatalogError(path, f"not UTF-8 text ({exc.reason})") from None
+        except OSError as exc:
+            raise CatalogError(path, f"cannot read: {exc.strerror or exc}") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        raise CatalogError(path, f"bad CSV: {exc}", line=1) from None
+    if header is None:
+        return ()
+    names = [h.strip().lower() for h in header]
+    missing = [c for c in _REQUIRED_PRICE_COLUMNS if c not in names]
+    if missing:
+        raise CatalogError(path, f"the header lacks the column(s) {', '.join(missing)}", line=1, field=missing[0])
+    unknown = [n for n in names if n and n not in PRICE_COLUMNS]
+    if unknown:
+        raise CatalogError(path, f"unknown column; allowed: {', '.join(PRICE_COLUMNS)}", line=1, field=unknown[0])
+    offers: list[PriceOffer] = []
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            raise CatalogError(path, f"bad CSV: {exc}", line=reader.line_num) from None
+        line = reader.line_num
+        if not any(c.strip() for c in cells):
+            continue
+        if cells[0].lstrip().startswith("#"):
+            continue
+        if len(cells) > len(names):
+            raise CatalogError(path, f"{len(cells)} cells but the header has {len(names)} columns", line=line)
+        row = {n: (cells[i].strip() if i < len(cells) else "") for i, n in enumerate(names)}
+        for column in ("provider", "region", "gpu", "instance_type"):
+            if not row[column]:
+                raise CatalogError(path, "must not be empty", line=line, field=column)
+        gpu_name = row["gpu"]
+        if gpus is not None:
+            spec = gpus.find_gpu(gpu_name)
+            if spec is None:
+                known = ", ".join(g.name for g in gpus.gpus)
+                raise CatalogError(path, f"unknown GPU {gpu_name!r}; known: {known}", line=line, field="gpu")
+            gpu_name = spec.name
+        try:
+            count = int(row["gpu_count"])
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise CatalogError(
+                path, f"must be a whole number of at least 1, got {row['gpu_count']!r}", line=line, field="gpu_count"
+            )
+        on_demand = _optional_float(row["on_demand_usd_per_gpu_hour"], path, line, "on_demand_usd_per_gpu_hour")
+        if on_demand is None:
+            raise CatalogError(path, "must not be empty", line=line, field="on_demand_usd_per_gpu_hour")
+        provider = row["provider"].lower()
+        offers.append(
+            PriceOffer(
+                provider=provider,
+                region=row["region"],
+                gpu=gpu_name,
+                gpu_count=count,
+                instance_type=row["instance_type"],
+                on_demand_usd=on_demand,
+                spot_usd=_optional_float(row.get("spot_usd_per_gpu_hour"), path, line, "spot_usd_per_gpu_hour"),
+                interruptions_per_hour=_optional_float(
+                    row.get("interruptions_per_hour"), path, line, "interruptions_per_hour", allow_zero=True
+                ),
+                notice_s=_optional_float(
+                    row.get("preemption_notice_s"), path, line, "preemption_notice_s", allow_zero=True
+                ),
+                as_of=_iso_date(row["as_of"], path, line),
+                source=row.get("source", "") or str(path.name),
+                own=provider == OWN_PROVIDER,
+            )
+        )
+    return tuple(offers)
+
+
+def parse_machines(path: Path, gpus: Catalog) -> tuple[PriceOffer, ...]:
+    """Read ``machines.toml``: ``[[machine]]`` tables with name, gpu, gpu_count, usd_per_gpu_hour."""
+    data, lines = _read_toml(path)
+    extra = [k for k in data if k != "machine"]
+    if extra:
+        raise CatalogError(path, "only [[machine]] tables are allowed at the top level", field=extra[0])
+    tables = data.get("machine", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise CatalogError(path, "write each machine as a [[machine]] table", field="machine")
+    as_of = _dt.date.fromtimestamp(path.stat().st_mtime).isoformat()
+    offers = []
+    allowed = ("name", "gpu", "gpu_count", "usd_per_gpu_hour", "region", "notes")
+    for index, table in enumerate(tables):
+
+        def fail(field: str, message: str, index: int = index) -> CatalogError:
+            return CatalogError(path, message, line=lines.key_line("machine", index, field), field=field)
+
+        for key in table:
+            if key not in allowed:
+                raise fail(key, f"unknown field; allowed: {', '.join(allowed)}")
+        for key in ("name", "gpu", "gpu_count", "usd_per_gpu_hour"):
+            if key not in table:
+                raise CatalogError(path, "missing", line=lines.table_line("machine", index), field=key)
+        name, gpu, count, price = table["name"], table["gpu"], table["gpu_count"], table["usd_per_gpu_hour"]
+        if not isinstance(name, str) or not name.strip():
+            raise fail("name", "must be a non-empty string")
+        if not isinstance(gpu, str):
+            raise fail("gpu", "must be a GPU name as a string")
+        spec = gpus.find_gpu(gpu)
+        if spec is None:
+            raise fail("gpu", f"unknown GPU {gpu!r}; known: {', '.join(g.name for g in gpus.gpus)}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise fail("gpu_count", f"must be a whole number of at least 1, got {count!r}")
+        if not _number(price) or price < 0:
+            raise fail("usd_per_gpu_hour", f"must be a number of at least 0, got {price!r}")
+        region = table.get("region", "local")
+        if not isinstance(region, str):
+            raise fail("region", "must be a string")
+        offers.append(
+            PriceOffer(
+                provider=OWN_PROVIDER,
+                region=region,
+                gpu=spec.name,
+                gpu_count=count,
+                instance_type=name.strip(),
+                on_demand_usd=float(price),
+                spot_usd=None,
+                interruptions_per_hour=None,
+                notice_s=None,
+                as_of=as_of,
+                source=str(path),
+                own=True,
+            )
+        )
+    return tuple(offers)
+
+
+def merge_offers(base: Iterable[PriceOffer], extra: Iterable[PriceOffer]) -> tuple[PriceOffer, ...]:
+    """``extra`` replaces offers of ``base`` with the same :attr:`PriceOffer.key` and adds the rest."""
+    merged: dict[tuple[str, str, str, str], PriceOffer] = {}
+    for offer in base:
+        merged[offer.key] = offer
+    for offer in extra:
+        merged[offer.key] = offer
+    return tuple(merged.values())
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading
+
+
+def builtin_gpus_path() -> Path:
+    from gpuplanner.resources import resource_path
+
+    return resource_path("catalog", "gpus.toml")
+
+
+def builtin_prices_path() -> Path:
+    from gpuplanner.resources import resource_path
+
+    return resource_path("catalog", "prices.csv")
+
+
+@functools.lru_cache(maxsize=1)
+def builtin_catalog() -> Catalog:
+    """The shipped catalog, parsed once per process."""
+    gpus = Catalog(parse_gpus(builtin_gpus_path()), ())
+    return Catalog(gpus.gpus, parse_prices(builtin_prices_path(), gpus))
+
+
+def user_files(config_dir: Path | None = None) -> dict[str, Path]:
+    """Where the user's override files live (they need not exist)."""
+    if config_dir is None:
+        from gpuplanner.paths import config_dir as _config_dir
+
+        config_dir = _config_dir()
+    return {
+        "prices": config_dir / "prices.csv",
+        "gpus": config_dir / "gpus.toml",
+        "machines": config_dir / "machines.toml",
+    }
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(
+    files: tuple[tuple[str, str], ...], stamps: tuple[tuple[int, int] | None, ...]
+) -> Catalog:
+    paths = {kind: Path(p) for kind, p in files}
+    builtin = builtin_catalog()
+    gpus = builtin.gpus
+    if stamps[1] is not None:
+        gpus = parse_gpus(paths["gpus"], gpus)
+    catalog = Catalog(gpus, ())
+    # An override keeps its GPU's canonical name, so the shipped offers stay valid as they are.
+    offers = builtin.offers
+    if stamps[0] is not None:
+        offers = merge_offers(offers, parse_prices(paths["prices"], catalog))
+    if stamps[2] is not None:
+        offers = merge_offers(offers, parse_machines(paths["machines"], catalog))
+    return Catalog(gpus, offers)
+
+
+def load_catalog(config_dir: Path | None = None) -> Catalog:
+    """The shipped catalog with the user's overrides from ``config_dir`` (default: the app's config dir).
+
+    Parsing is cached: the shipped files once per process, the user's files until they change."""
+    files = user_files(config_dir)
+    order = ("prices", "gpus", "machines")
+    return _load_cached(
+        tuple((k, str(files[k])) for k in order),
+        tuple(_stamp(files[k]) for k in order),
+    )
+
+
+def clear_cache() -> None:
+    """Forget every parsed catalog (tests, or after editing the shipped files)."""
+    builtin_catalog.cache_clear()
+    _load_cached.cache_clear()
+
+
+# --------------------------------------------------------------------------------------------------
+# Writing
+
+
+def offer_row(offer: PriceOffer) -> dict[str, str]:
+    """One offer as a ``prices.csv`` row."""
+
+    def fmt(value: float | None) -> str:
+        if value is None:
+            return ""
+        return f"{value:.6g}" if not float(value).is_integer() else str(int(value))
+
+    return {
+        "provider": offer.provider,
+        "region": offer.region,
+        "gpu": offer.gpu,
+        "gpu_count": str(offer.gpu_count),
+        "instance_type": offer.instance_type,
+        "on_demand_usd_per_gpu_hour": fmt(offer.on_demand_usd),
+        "spot_usd_per_gpu_hour": fmt(offer.spot_usd),
+        "interruptions_per_hour": fmt(offer.interruptions_per_hour),
+        "preemption_notice_s": fmt(offer.notice_s),
+        "as_of": offer.as_of,
+        "source": offer.source,
+    }
+
+
+def offers_to_csv(offers: Iterable[PriceOffer]) -> str:
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=PRICE_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for offer in offers:
+        writer.writerow(offer_row(offer))
+    return out.getvalue()
