@@ -1,0 +1,274 @@
+"""`gpuplanner runs`: the run history (list, show, compare, delete, import, export, compact)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuplanner.cli import UsageError
+from gpuplanner.history import export as export_mod
+from gpuplanner.history.analytics import RunSummary, compare, summarize
+from gpuplanner.history.db import HistoryError, open_db
+from gpuplanner.history.maintenance import downsample, optimize
+from gpuplanner.history.plans import get_plan, planned_figures
+from gpuplanner.history.runs import create_run, delete_run, find_run_by_source, list_runs, update_run
+from gpuplanner.history.tail import events_file, ingest_file
+
+LIST_COLUMNS = ("run_id", "name", "status", "host", "gpu_type", "gpu_count", "started_at", "hours", "gpu_hours",
+                "avg_util_pct", "cost_usd", "samples")
+COMPARE_COLUMNS = ("run_id", "name", "status", "gpu_type", "gpu_count", "pricing", "hours", "gpu_hours",
+                   "avg_util_pct", "effective_gpu_hours", "cost_usd", "cost_per_effective_gpu_hour_usd",
+                   "cost_per_sample_usd", "cost_per_million_tokens_usd", "idle_gpu_hours", "data_wait_pct",
+                   "interruptions", "samples", "tokens", "tokens_per_s", "peak_mem_bytes", "final_loss")
+
+
+def _output_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="history database file (default: $GPUPLANNER_DB or the data directory's)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--json", dest="fmt", action="store_const", const="json", help="print one JSON document")
+    group.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="print CSV")
+    group.add_argument("--markdown", dest="fmt", action="store_const", const="markdown", help="print a Markdown table")
+
+
+def _run_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"run ID must be a positive whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"run ID must be a positive whole number, not {text!r}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("runs", help="the run history: list, show, compare, import, export runs",
+                                   description=__doc__.splitlines()[0])
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
+    parser.set_defaults(handler=_no_action)
+
+    p = actions.add_parser("list", help="runs, newest first")
+    _output_flags(p)
+    p.add_argument("--limit", type=int, default=None, help="show at most this many runs")
+    p.add_argument("--status", help="only runs with this status (running, finished, preempted, ...)")
+    p.set_defaults(handler=_list)
+
+    p = actions.add_parser("show", help="one run's derived metrics, planned against actual, alerts")
+    _output_flags(p)
+    p.add_argument("run_id", metavar="ID", type=_run_id)
+    p.add_argument("--low-util-minutes", type=float, default=10.0,
+                   help="alert when a GPU stays under 50%% utilisation longer than this (default 10)")
+    p.set_defaults(handler=_show)
+
+    p = actions.add_parser("compare", help="several runs side by side")
+    _output_flags(p)
+    p.add_argument("run_ids", metavar="ID", type=_run_id, nargs="+")
+    p.set_defaults(handler=_compare)
+
+    p = actions.add_parser("delete", help="delete a run and all its telemetry")
+    _output_flags(p)
+    p.add_argument("run_id", metavar="ID", type=_run_id)
+    p.set_defaults(handler=_delete)
+
+    p = actions.add_parser("import", help="ingest a run directory or events.jsonl (again: only what is new)")
+    _output_flags(p)
+    p.add_argument("path", metavar="RUN_DIR_OR_EVENTS_FILE")
+    p.add_argument("--price", type=float, help="price in $ per GPU-hour the run paid")
+    p.add_argument("--spot", action="store_true", help="the price is a spot price")
+    p.add_argument("--gpus", type=int, help="number of GPUs the run used")
+    p.add_argument("--gpu-type", help="GPU type, e.g. 'H100 SXM' (used for calibration)")
+    p.add_argument("--host", help="host name the run ran on")
+    p.add_argument("--model", help="model name (used for calibration; default: from the run's config)")
+    p.add_argument("--name", help="a name for the run")
+    p.add_argument("--plan", type=int, metavar="PLAN_ID", help="saved plan the run came from")
+    p.add_argument("--follow", action="store_true", help="keep reading while the file grows, until run_end")
+    p.set_defaults(handler=_import)
+
+    p = actions.add_parser("export", help="a run's summary, steps and GPU samples")
+    p.add_argument("--db", help="history database file")
+    p.add_argument("run_id", metavar="ID", type=_run_id)
+    p.add_argument("--format", choices=export_mod.FORMATS, default="json")
+    p.add_argument("--out", help="write to this file instead of stdout")
+    p.set_defaults(handler=_export)
+
+    p = actions.add_parser("compact", help="downsample old GPU samples to 1-minute rows and tidy the file")
+    _output_flags(p)
+    p.add_argument("--older-than-days", type=float, default=7.0, help="keep raw samples this long (default 7)")
+    p.set_defaults(handler=_compact)
+
+
+def _no_action(args: argparse.Namespace) -> int:
+    raise UsageError("ACTION: one of list, show, compare, delete, import, export, compact")
+
+
+def _guard(fn: Any) -> Any:
+    def wrapped(args: argparse.Namespace) -> int:
+        try:
+            return int(fn(args))
+        except HistoryError as exc:
+            print(f"gpuplanner runs: error: {exc}", file=sys.stderr)
+            return 1
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+def _time(t: float | None) -> str:
+    return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M") if t is not None else ""
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return str(value)
+
+
+def _print_rows(fmt: str | None, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
+    if fmt == "json":
+        print(json.dumps(rows, indent=1))
+    elif fmt in ("csv", "markdown"):
+        export_mod.write_table(sys.stdout, fmt, columns, [[row.get(c) for c in columns] for row in rows])
+    else:
+        table = [[_time(r.get(c)) if c.endswith("_at") else _fmt(r.get(c)) for c in columns] for r in rows]
+        widths = [max([len(c)] + [len(row[i]) for row in table]) for i, c in enumerate(columns)]
+        print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+        for row in table:
+            print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+
+
+@_guard
+def _list(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise UsageError("--limit: a whole number of at least 1")
+    with open_db(args.db) as db:
+        rows = [summarize(db, run.id, with_alerts=False).as_dict()
+                for run in list_runs(db, limit=args.limit, status=args.status)]
+    _print_rows(args.fmt, LIST_COLUMNS, rows)
+    return 0
+
+
+def _print_summary(summary: RunSummary, fmt: str | None) -> None:
+    data = summary.as_dict()
+    if fmt == "json":
+        print(json.dumps(data, indent=1))
+        return
+    if fmt in ("csv", "markdown"):
+        export_mod.write_table(sys.stdout, fmt, ("metric", "value"), list(data.items()))
+        return
+    for key, value in data.items():
+        if key in ("planned", "alerts", "util_histogram"):
+            continue
+        print(f"{key:34} {_time(value) if key.endswith('_at') else _fmt(value)}")
+    print(f"{'util_histogram (0-10%..90-100%)':34} {' '.join(str(n) for n in summary.util_histogram)}")
+    if summary.planned:
+        print("planned vs actual:")
+        for key, cell in summary.planned.items():
+            if isinstance(cell, dict):
+                diff = cell["diff_pct"]
+                print(f"  {key:16} planned {_fmt(cell['planned']):>12}  actual {_fmt(cell['actual']):>12}  "
+                      f"{'' if diff is None else f'{diff:+.1f}%'}")
+    for alert in summary.alerts:
+        print(f"alert [{alert['kind']}] {alert['message']}")
+
+
+@_guard
+def _show(args: argparse.Namespace) -> int:
+    if args.low_util_minutes < 0:
+        raise UsageError("--low-util-minutes: a number of minutes, 0 or more")
+    with open_db(args.db, create=False) as db:
+        _print_summary(summarize(db, args.run_id, low_util_minutes=args.low_util_minutes), args.fmt)
+    return 0
+
+
+@_guard
+def _compare(args: argparse.Namespace) -> int:
+    with open_db(args.db, create=False) as db:
+        rows = [s.as_dict() for s in compare(db, args.run_ids)]
+    if args.fmt == "json":
+        print(json.dumps(rows, indent=1))
+    else:
+        _print_rows(args.fmt, COMPARE_COLUMNS, rows)
+    return 0
+
+
+@_guard
+def _delete(args: argparse.Namespace) -> int:
+    with open_db(args.db, create=False) as db:
+        delete_run(db, args.run_id)
+    print(json.dumps({"deleted": args.run_id}) if args.fmt == "json" else f"deleted run {args.run_id}")
+    return 0
+
+
+@_guard
+def _import(args: argparse.Namespace) -> int:
+    if args.price is not None and not args.price >= 0:
+        raise UsageError("--price: a number of dollars per GPU-hour, 0 or more")
+    if args.gpus is not None and args.gpus < 1:
+        raise UsageError("--gpus: a whole number of at least 1")
+    path = Path(args.path)
+    if not path.exists():
+        raise UsageError(f"RUN_DIR_OR_EVENTS_FILE: {path} does not exist")
+    file = events_file(path)
+    if not file.is_file():
+        raise UsageError(f"RUN_DIR_OR_EVENTS_FILE: {file} is not a file")
+    source = str(file.resolve())
+    pricing = "spot" if args.spot else "on_demand"
+    with open_db(args.db) as db:
+        planned = None
+        if args.plan is not None:
+            planned = planned_figures(get_plan(db, args.plan).document, pricing)
+        run = find_run_by_source(db, source)
+        if run is None:
+            run_id = create_run(db, name=args.name, host=args.host, gpu_type=args.gpu_type, gpu_count=args.gpus,
+                                price_usd_per_gpu_hour=args.price, pricing=pricing, model_name=args.model,
+                                plan_id=args.plan, source=source, planned=planned)
+        else:
+            run_id = run.id
+            given = {"name": args.name, "host": args.host, "gpu_type": args.gpu_type, "gpu_count": args.gpus,
+                     "price_usd_per_gpu_hour": args.price, "model_name": args.model, "plan_id": args.plan}
+            changes = {k: v for k, v in given.items() if v is not None}
+            if args.spot:
+                changes["pricing"] = "spot"
+            if planned:
+                changes.update({f"planned_{k}": v for k, v in planned.items()})
+            update_run(db, run_id, **changes)
+        stats = ingest_file(db, run_id, file, source=source, follow=args.follow)
+        status = db.execute("SELECT status FROM runs WHERE id = ?", [run_id]).fetchone()[0]
+    result = {"run_id": run_id, "status": status, "inserted": stats.inserted, "duplicates": stats.duplicates,
+              "malformed": stats.malformed, "unknown_kind": stats.unknown_kind, "offset": stats.offset}
+    if args.fmt == "json":
+        print(json.dumps(result))
+    elif args.fmt in ("csv", "markdown"):
+        export_mod.write_table(sys.stdout, args.fmt, tuple(result), [tuple(result.values())])
+    else:
+        print(f"run {run_id} ({status}): {stats.inserted} new records, {stats.duplicates} already stored, "
+              f"{stats.malformed} malformed and {stats.unknown_kind} unknown lines skipped")
+    return 0
+
+
+@_guard
+def _export(args: argparse.Namespace) -> int:
+    with open_db(args.db, create=False) as db:
+        if args.out:
+            with open(args.out, "w", encoding="utf-8", newline="") as out:
+                export_mod.export_run(db, args.run_id, args.format, out)
+        else:
+            export_mod.export_run(db, args.run_id, args.format, sys.stdout)
+    return 0
+
+
+@_guard
+def _compact(args: argparse.Namespace) -> int:
+    if not args.older_than_days >= 0:
+        raise UsageError("--older-than-days: a number of days, 0 or more")
+    with open_db(args.db) as db:
+        result = downsample(db, older_than_s=args.older_than_days * 86400.0)
+        optimize(db)
+    data = {"runs": result.runs, "samples_removed": result.samples_removed, "minutes_written": result.minutes_written}
+    print(json.dumps(data) if args.fmt == "json" else
+          f"downsampled {result.samples_removed} samples of {result.runs} runs into {result.minutes_written} minute rows")
+    return 0
