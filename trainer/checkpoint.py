@@ -1,0 +1,190 @@
+"""Atomic, verified checkpoints in ``RUN_DIR/checkpoints/step-NNNNNNNN/``.
+
+Writing: files go to a temporary directory, each is fsynced, the directory is renamed into place,
+and only then the completion marker ``COMPLETE.json`` (holding a SHA-256 of every file) is written
+and fsynced. A checkpoint without a valid marker, or whose files do not match their checksums, is
+ignored, and the previous one is used. The last K (at least 2) complete checkpoints are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+MARKER = "COMPLETE.json"
+PREFIX = "step-"
+
+
+def checkpoints_dir(run_dir: Path) -> Path:
+    return run_dir / "checkpoints"
+
+
+def step_dir_name(step: int) -> str:
+    return f"{PREFIX}{step:08d}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        _fsync_file(path)
+    except OSError:
+        pass
+
+
+def rng_state() -> dict[str, Any]:
+    np_state = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(_tuples(state["python"]))
+    n = state["numpy"]
+    np.random.set_state((n[0], np.asarray(n[1], dtype=np.uint32), n[2], n[3], n[4]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _tuples(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+def begin(run_dir: Path, step: int) -> Path:
+    """A fresh temporary directory for the checkpoint of ``step`` (all ranks write into it)."""
+    root = checkpoints_dir(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".tmp-{step_dir_name(step)}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    return tmp
+
+
+def write_rank_state(tmp: Path, rank: int) -> None:
+    path = tmp / f"rng-rank{rank}.pt"
+    torch.save(rng_state(), path)
+    _fsync_file(path)
+
+
+def write_main(tmp: Path, model_state: dict[str, torch.Tensor], optimizer_state: dict[str, Any],
+               scaler_state: dict[str, Any] | None, trainer_state: dict[str, Any]) -> None:
+    torch.save(model_state, tmp / "model.pt")
+    torch.save(optimizer_state, tmp / "optimizer.pt")
+    if scaler_state:
+        torch.save(scaler_state, tmp / "scaler.pt")
+    (tmp / "trainer_state.json").write_text(json.dumps(trainer_state, indent=1), encoding="utf-8")
+    for f in tmp.iterdir():
+        _fsync_file(f)
+
+
+def finish(run_dir: Path, tmp: Path, step: int, keep: int) -> tuple[Path, int]:
+    """Rename into place, then write the completion marker last. Returns (path, bytes)."""
+    final = checkpoints_dir(run_dir) / step_dir_name(step)
+    if final.exists():
+        shutil.rmtree(final)
+    files = {f.name: _sha256(f) for f in sorted(tmp.iterdir())}
+    size = sum(f.stat().st_size for f in tmp.iterdir())
+    os.replace(tmp, final)
+    _fsync_dir(final.parent)
+    marker = final / MARKER
+    marker_tmp = final / (MARKER + ".tmp")
+    marker_tmp.write_text(json.dumps({"step": step, "files": files, "bytes": size, "t": time.time()}))
+    _fsync_file(marker_tmp)
+    os.replace(marker_tmp, marker)
+    _fsync_dir(final)
+    prune(run_dir, keep)
+    return final, size
+
+
+def is_valid(path: Path) -> bool:
+    marker = path / MARKER
+    try:
+        meta = json.loads(marker.read_text(encoding="utf-8"))
+        files = meta["files"]
+        if "trainer_state.json" not in files or "model.pt" not in files:
+            return False
+        return all(_sha256(path / name) == digest for name, digest in files.items())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def candidates(run_dir: Path) -> list[Path]:
+    root = checkpoints_dir(run_dir)
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if p.name.startswith(PREFIX) and p.is_dir()), reverse=True)
+
+
+def complete(run_dir: Path) -> list[Path]:
+    """Checkpoints with a completion marker, newest first (checksums not verified)."""
+    return [p for p in candidates(run_dir) if (p / MARKER).exists()]
+
+
+def newest_valid(run_dir: Path, log: Any = None) -> Path | None:
+    for path in candidates(run_dir):
+        if is_valid(path):
+            return path
+        if log:
+            log(f"checkpoint {path.name} is incomplete or corrupt; trying the previous one")
+    return None
+
+
+def prune(run_dir: Path, keep: int) -> None:
+    keep = max(2, keep)
+    done = complete(run_dir)
+    for old in done[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+    # Directories without a marker older than the newest complete one are leftovers of a crash.
+    if done:
+        for p in candidates(run_dir):
+            if not (p / MARKER).exists() and p.name < done[0].name:
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def load(path: Path, rank: int) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "model": torch.load(path / "model.pt", map_location="cpu", weights_only=True),
+        "optimizer": torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True),
+        "state": json.loads((path / "trainer_state.json").read_text(encoding="utf-8")),
+        "scaler": None,
+        "rng": None,
+    }
+    if (path / "scaler.pt").exists():
+        out["scaler"] = torch.load(path / "scaler.pt", weights_only=True)
+    rng_path = path / f"rng-rank{rank}.pt"
+    if rng_path.exists():
+        out["rng"] = torch.load(rng_path, weights_only=True)
+    return out

@@ -1,0 +1,82 @@
+"""``python -m trainer train|probe|bench|monitor``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from . import __version__
+from .config import add_arguments, resolve
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m trainer", description="GPU Planner bundled trainer")
+    p.add_argument("--version", action="version", version=__version__)
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train (resumes from the newest valid checkpoint in --run-dir)")
+    add_arguments(t)
+    b = sub.add_parser("bench", help="short calibration run; prints throughput, memory and MFU as JSON")
+    add_arguments(b)
+    b.add_argument("--bench-warmup-steps", type=int, default=5, help="steps not measured")
+    b.add_argument("--bench-steps", type=int, default=30, help="steps measured after warm-up")
+    pr = sub.add_parser("probe", help="describe this host as one JSON document")
+    pr.add_argument("--run-root", default=".", help="folder whose free disk space is reported")
+    m = sub.add_parser("monitor", help="GPU telemetry as JSON lines on stdout")
+    m.add_argument("--interval", type=float, default=2.0, help="seconds between samples")
+    m.add_argument("--count", type=int, default=0, help="stop after this many samples (0: until killed)")
+    m.add_argument("--simulate", action="store_true", help="use the simulated source even if NVML works")
+    return p
+
+
+def _monitor(args: argparse.Namespace) -> int:
+    from . import protocol
+    from .nvml_sampler import open_source
+    from .preemption import SignalHandlers, StopFlag
+
+    source = open_source(None, None, force_simulated=args.simulate)
+    flag = StopFlag()
+    seq, n = 0, 0
+    with SignalHandlers(flag):
+        try:
+            while not flag.set:
+                for rec in source.sample():
+                    sys.stdout.write(protocol.encode(protocol.make_record("gpu", seq, time.time(), **rec)))
+                    seq += 1
+                sys.stdout.flush()
+                n += 1
+                if args.count and n >= args.count:
+                    break
+                deadline = time.monotonic() + args.interval
+                while not flag.set and time.monotonic() < deadline:
+                    time.sleep(min(0.1, args.interval))
+        except BrokenPipeError:
+            return 0
+        finally:
+            source.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "probe":
+        from .probe import probe
+
+        print(json.dumps(probe(args.run_root), indent=2))
+        return 0
+    if args.command == "monitor":
+        return _monitor(args)
+    try:
+        config = resolve(args)
+    except (ValueError, OSError) as exc:
+        print(f"trainer: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "bench":
+        from .bench import bench
+
+        print(json.dumps(bench(config, args.bench_warmup_steps, args.bench_steps), indent=2))
+        return 0
+    from .loop import train
+
+    return train(config, stdout=sys.stdout)

@@ -1,0 +1,217 @@
+"""Training configuration: defaults < TOML file (``--config``) < command-line flags.
+
+Every field of :class:`TrainConfig` is a flag (``--seq-len`` for ``seq_len``) and a TOML key (either
+spelling). The resolved config is written to the run directory as TOML and JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class TrainConfig:
+    # Where and what
+    run_dir: str = "run"
+    model: str | None = None
+    model_config: str | None = None
+    task: str = "causal-lm"
+    data: list[str] = field(default_factory=list)
+    text_field: str = "text"
+    label_field: str = "label"
+    cache_dir: str | None = None
+    eval_fraction: float = 0.05
+    # Shapes and schedule
+    seq_len: int = 512
+    micro_batch: int = 8
+    grad_accum: int = 1
+    epochs: int = 1
+    max_steps: int = 0
+    lr: float = 3e-4
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = -1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    seed: int = 1234
+    # Speed and memory
+    precision: str = "auto"
+    grad_checkpointing: str = "off"
+    compile: bool = False
+    attn_implementation: str = "sdpa"
+    reset_position_ids: bool = True
+    num_workers: int = -1
+    device: str = "auto"
+    fsdp: bool = False
+    # LoRA
+    lora_rank: int = 0
+    lora_alpha: float = 0.0
+    lora_targets: list[str] = field(default_factory=list)
+    lora_dropout: float = 0.0
+    # Evaluation and stopping
+    eval_every_steps: int = 0
+    eval_batches: int = 8
+    target_eval_loss: float | None = None
+    early_stop_patience: int = 0
+    early_stop_min_delta: float = 0.0
+    # Checkpoints
+    checkpoint_every_steps: int = 0
+    checkpoint_every_minutes: float = 10.0
+    keep_checkpoints: int = 3
+    mirror_url: str | None = None
+    resume: bool = True
+    # Budget
+    price_per_gpu_hour: float = 0.0
+    budget_usd: float | None = None
+    max_gpu_hours: float | None = None
+    # Preemption notices
+    preemption_url: str | None = None
+    preemption_provider: str = "auto"
+    preemption_poll_s: float = 5.0
+    # Telemetry
+    log_every_steps: int = 1
+    log_interval_s: float = 1.0
+    gpu_interval_s: float = 2.0
+    events_stdout: bool = True
+    record_sample_ids: bool = False
+    peak_tflops: float | None = None
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+CHOICES = {
+    "precision": ("auto", "bf16", "fp16", "fp32"),
+    "grad_checkpointing": ("off", "every", "every-other"),
+    "task": ("causal-lm", "seq-cls"),
+    "preemption_provider": ("auto", "aws", "gcp", "azure"),
+    "attn_implementation": ("sdpa", "eager", "flash_attention_2"),
+}
+HELP = {
+    "run_dir": "run directory: checkpoints, events.jsonl, final model (resumed from by default)",
+    "model": "Hugging Face model id or local directory (causal LM, or sequence classifier with --task seq-cls)",
+    "model_config": "config.json for a randomly initialised model (nothing downloads)",
+    "data": "text (.txt) or JSONL (.jsonl) files or folders; repeatable",
+    "text_field": "JSONL field that holds the text",
+    "label_field": "JSONL field that holds the class label (--task seq-cls)",
+    "cache_dir": "token cache folder (default RUN_DIR/token-cache)",
+    "precision": "auto = bf16 where supported, else fp16 on CUDA, fp32 on CPU",
+    "grad_checkpointing": "recompute activations of every layer or every other layer",
+    "compile": "torch.compile the model",
+    "num_workers": "DataLoader workers (-1: 0 on CPU, up to 4 per GPU on CUDA)",
+    "device": "auto, cpu, cuda or cuda:N",
+    "warmup_steps": "linear warm-up steps before cosine decay (-1: 5%% of the run, at most 100)",
+    "checkpoint_every_minutes": "time-based checkpoint interval (0: off); the main safety net on spot",
+    "keep_checkpoints": "complete checkpoints kept (at least 2)",
+    "mirror_url": "copy each checkpoint to a local path or sftp://[user@]host[:port]/path",
+    "preemption_url": "instance metadata URL to poll for a preemption notice",
+    "log_interval_s": "minimum seconds between step records",
+    "record_sample_ids": "add the sample ids of each step to its step record (tests)",
+    "peak_tflops": "peak FLOP/s of the device in TFLOP/s for MFU (default: built-in table)",
+}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per config field; defaults are suppressed so TOML values are not overridden."""
+    parser.add_argument("--config", help="TOML file with any of the settings below")
+    for name, f in FIELDS.items():
+        kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "help": HELP.get(name)}
+        type_ = str(f.type)
+        if type_ == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif type_.startswith("list"):
+            kwargs["action"] = "append"
+        elif "int" in type_:
+            kwargs["type"] = int
+        elif "float" in type_:
+            kwargs["type"] = float
+        if name in CHOICES:
+            kwargs["choices"] = CHOICES[name]
+        parser.add_argument(_flag(name), dest=name, **kwargs)
+
+
+def _normalise_key(key: str) -> str:
+    return key.replace("-", "_")
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    with open(path, "rb") as fh:
+        raw = tomllib.load(fh)
+    values = raw.get("train", raw)
+    out = {}
+    for key, value in values.items():
+        name = _normalise_key(key)
+        if name not in FIELDS:
+            raise ValueError(f"{path}: unknown setting {key!r}")
+        out[name] = value
+    return out
+
+
+def resolve(args: argparse.Namespace) -> TrainConfig:
+    values: dict[str, Any] = {}
+    if getattr(args, "config", None):
+        values.update(load_toml(args.config))
+    values.update({k: v for k, v in vars(args).items() if k in FIELDS})
+    if isinstance(values.get("data"), str):
+        values["data"] = [values["data"]]
+    if isinstance(values.get("lora_targets"), str):
+        values["lora_targets"] = [t for t in values["lora_targets"].split(",") if t]
+    values["lora_targets"] = [t for item in values.get("lora_targets", []) for t in item.split(",") if t]
+    config = TrainConfig(**values)
+    validate(config)
+    return config
+
+
+def validate(config: TrainConfig) -> None:
+    problems = []
+    if not config.model and not config.model_config:
+        problems.append("give --model or --model-config")
+    if not config.data:
+        problems.append("give --data")
+    for name in ("seq_len", "micro_batch", "grad_accum", "epochs"):
+        if getattr(config, name) < 1:
+            problems.append(f"--{name.replace('_', '-')} must be at least 1")
+    for name, choices in CHOICES.items():
+        if getattr(config, name) not in choices:
+            problems.append(f"--{name.replace('_', '-')} must be one of {', '.join(choices)}")
+    if not 0.0 <= config.eval_fraction < 1.0:
+        problems.append("--eval-fraction must be in [0, 1)")
+    if config.price_per_gpu_hour < 0:
+        problems.append("--price-per-gpu-hour must not be negative")
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def to_dict(config: TrainConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def to_toml(config: TrainConfig) -> str:
+    lines = ["# Resolved trainer configuration (usable with --config)", "[train]"]
+    for key, value in to_dict(config).items():
+        if value is not None:
+            lines.append(f"{key.replace('_', '-')} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def write_resolved(config: TrainConfig, run_dir: Path) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.resolved.toml").write_text(to_toml(config), encoding="utf-8")
+    (run_dir / "config.resolved.json").write_text(json.dumps(to_dict(config), indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,255 @@
+"""Data: read text/JSONL, tokenise once into a memory-mapped cache, pack into fixed-length sequences,
+and lay out a deterministic sample order that is a pure function of (seed, epoch).
+
+The order: in epoch ``e`` the training sequences are permuted by ``default_rng([seed, e])``. An
+optimizer step consumes the next ``G = micro_batch * grad_accum * world`` samples of that
+permutation; micro-step ``k`` of rank ``r`` takes ``perm[pos + (k * world + r) * mb :][:mb]``. The
+position stored in a checkpoint is ``(epoch, samples consumed in the epoch)``, so a resume starts
+exactly there (with any number of ranks) without iterating batches to skip them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+CACHE_FORMAT = 1
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as tokens, 256 = end of document. For config-built models (needs vocab >= 257)."""
+
+    name = "byte-level"
+    vocab_size = 257
+    eos_token_id = 256
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def fingerprint(self) -> str:
+        return "byte-level-v1"
+
+    def save_pretrained(self, path: str | Path) -> None:
+        Path(path, "byte_tokenizer.json").write_text(json.dumps({"type": "byte-level", "eos": 256}) + "\n")
+
+
+class HFTokenizer:
+    def __init__(self, tok: Any) -> None:
+        self.tok = tok
+        self.name = getattr(tok, "name_or_path", "hf")
+        self.vocab_size = len(tok)
+        eos = tok.eos_token_id
+        self.eos_token_id = int(eos if eos is not None else (tok.sep_token_id or 0))
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok(text, add_special_tokens=False)["input_ids"]
+
+    def fingerprint(self) -> str:
+        vocab = json.dumps(sorted(self.tok.get_vocab().items())[:2000])
+        return hashlib.sha256(f"{self.name}|{self.vocab_size}|{vocab}".encode()).hexdigest()[:16]
+
+    def save_pretrained(self, path: str | Path) -> None:
+        self.tok.save_pretrained(path)
+
+
+def load_tokenizer(model: str | None) -> ByteTokenizer | HFTokenizer:
+    if model:
+        try:
+            from transformers import AutoTokenizer
+
+            return HFTokenizer(AutoTokenizer.from_pretrained(model))
+        except (OSError, ValueError, TypeError):
+            pass
+    return ByteTokenizer()
+
+
+def data_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            files.extend(sorted(f for f in path.rglob("*") if f.suffix in (".txt", ".jsonl", ".md")))
+        elif path.exists():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"data not found: {p}")
+    if not files:
+        raise FileNotFoundError(f"no .txt or .jsonl files in {paths}")
+    return files
+
+
+def iter_documents(files: list[Path], text_field: str) -> Iterator[str]:
+    """JSONL: one document per line (``text_field``). Text: paragraphs (blank-line separated)."""
+    for f in files:
+        if f.suffix == ".jsonl":
+            with open(f, encoding="utf-8") as fh:
+                for n, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    obj = json.loads(line)
+                    if text_field not in obj:
+                        raise ValueError(f"{f}:{n}: no field {text_field!r}")
+                    yield str(obj[text_field])
+        else:
+            for para in f.read_text(encoding="utf-8").split("\n\n"):
+                if para.strip():
+                    yield para.strip()
+
+
+def cache_key(files: list[Path], tokenizer: Any, text_field: str) -> str:
+    h = hashlib.sha256(f"v{CACHE_FORMAT}|{tokenizer.fingerprint()}|{text_field}".encode())
+    for f in files:
+        h.update(str(f.name).encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:24]
+
+
+def tokenize_cached(files: list[Path], tokenizer: Any, text_field: str, cache_dir: Path) -> np.ndarray:
+    """All documents, each followed by EOS, as one memory-mapped token array (built once)."""
+    key = cache_key(files, tokenizer, text_field)
+    path = cache_dir / f"tokens-{key}.npy"
+    if not path.exists():
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        ids: list[int] = []
+        for doc in iter_documents(files, text_field):
+            ids.extend(tokenizer.encode(doc))
+            ids.append(tokenizer.eos_token_id)
+        dtype = np.uint16 if tokenizer.vocab_size <= 65535 else np.uint32
+        tmp = path.with_suffix(f".tmp{os.getpid()}.npy")
+        np.save(tmp, np.asarray(ids, dtype=dtype))
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    return np.load(path, mmap_mode="r")
+
+
+@dataclass
+class PackedData:
+    """Fixed-length sequences over the token array; the last ``n_eval`` sequences are held out."""
+
+    tokens: np.ndarray
+    seq_len: int
+    eos_id: int
+    n_eval: int
+
+    @property
+    def n_total(self) -> int:
+        return len(self.tokens) // self.seq_len
+
+    @property
+    def n_train(self) -> int:
+        return self.n_total - self.n_eval
+
+    def sequences(self, index: np.ndarray) -> np.ndarray:
+        starts = np.asarray(index, dtype=np.int64)[:, None] * self.seq_len
+        return np.asarray(self.tokens[starts + np.arange(self.seq_len)], dtype=np.int64)
+
+
+def pack(tokens: np.ndarray, seq_len: int, eos_id: int, eval_fraction: float) -> PackedData:
+    n_total = len(tokens) // seq_len
+    n_eval = int(n_total * eval_fraction) if eval_fraction > 0 else 0
+    if eval_fraction > 0 and n_total >= 4:
+        n_eval = max(1, n_eval)
+    data = PackedData(tokens, seq_len, eos_id, n_eval)
+    if data.n_train < 1:
+        raise ValueError(f"corpus too small: {len(tokens)} tokens give no training sequence of {seq_len}")
+    return data
+
+
+def position_ids(input_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """Positions that restart after each EOS (and at the start of every sequence)."""
+    b, length = input_ids.shape
+    ar = torch.arange(length).expand(b, length)
+    start = torch.zeros_like(input_ids, dtype=torch.bool)
+    start[:, 0] = True
+    start[:, 1:] = input_ids[:, :-1] == eos_id
+    seg_start = torch.where(start, ar, torch.zeros_like(ar)).cummax(dim=1).values
+    return ar - seg_start
+
+
+def epoch_permutation(seed: int, epoch: int, n: int) -> np.ndarray:
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+@dataclass
+class Position:
+    epoch: int = 0
+    offset: int = 0  # samples of the epoch's permutation consumed so far (all ranks together)
+
+
+class StepPlan(torch.utils.data.Dataset):
+    """Item ``i`` is micro-batch ``i`` of this rank from ``start`` onwards, over as many epochs as needed.
+
+    A pure function of (seed, epoch, position, shapes), so the same plan rebuilt after a resume yields
+    the same batches. Items are dicts of CPU tensors: input_ids, position_ids (if asked), sample_ids.
+    """
+
+    def __init__(self, data: PackedData, seed: int, start: Position, micro_batch: int, grad_accum: int,
+                 world: int, rank: int, n_steps: int, reset_positions: bool) -> None:
+        self.data, self.seed, self.mb, self.accum = data, seed, micro_batch, grad_accum
+        self.world, self.rank, self.reset_positions = world, rank, reset_positions
+        self.global_batch = micro_batch * grad_accum * world
+        if self.global_batch > data.n_train:
+            raise ValueError(f"global batch {self.global_batch} exceeds the {data.n_train} training sequences")
+        self.steps: list[Position] = []  # start position of each optimizer step
+        pos = Position(start.epoch, start.offset)
+        while len(self.steps) < n_steps:
+            if pos.offset + self.global_batch > data.n_train:
+                pos = Position(pos.epoch + 1, 0)
+                continue
+            self.steps.append(pos)
+            pos = Position(pos.epoch, pos.offset + self.global_batch)
+        self._perm_epoch = -1
+        self._perm = np.empty(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.steps) * self.accum
+
+    def position_after(self, step_index: int) -> Position:
+        pos = self.steps[step_index]
+        return Position(pos.epoch, pos.offset + self.global_batch)
+
+    def indices(self, i: int) -> np.ndarray:
+        step, k = divmod(i, self.accum)
+        pos = self.steps[step]
+        if pos.epoch != self._perm_epoch:
+            self._perm = epoch_permutation(self.seed, pos.epoch, self.data.n_train)
+            self._perm_epoch = pos.epoch
+        first = pos.offset + (k * self.world + self.rank) * self.mb
+        return self._perm[first:first + self.mb]
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        idx = self.indices(i)
+        ids = torch.from_numpy(self.data.sequences(idx))
+        item = {"input_ids": ids, "sample_ids": torch.from_numpy(np.asarray(idx, dtype=np.int64))}
+        if self.reset_positions:
+            item["position_ids"] = position_ids(ids, self.data.eos_id)
+        return item
+
+
+def eval_batches(data: PackedData, micro_batch: int, n_batches: int, rank: int = 0,
+                 world: int = 1) -> list[np.ndarray]:
+    """Held-out sequences in fixed order, split across ranks."""
+    idx = np.arange(data.n_train, data.n_total)[rank::world]
+    out = [idx[i:i + micro_batch] for i in range(0, len(idx), micro_batch)]
+    return [b for b in out if len(b)][:n_batches]
+
+
+def make_loader(plan: StepPlan, device: torch.device, num_workers: int, local_world: int) -> torch.utils.data.DataLoader:
+    if num_workers < 0:
+        num_workers = 0 if device.type == "cpu" else max(0, min(4, (os.cpu_count() or 1) // max(1, local_world) - 1))
+    kwargs: dict[str, Any] = {}
+    if num_workers > 0:
+        # One loader iterates the whole run (all epochs), so persistent workers are not needed.
+        kwargs.update(prefetch_factor=4, persistent_workers=False)
+    return torch.utils.data.DataLoader(plan, batch_size=None, shuffle=False, num_workers=num_workers,
+                                       pin_memory=device.type == "cuda", **kwargs)

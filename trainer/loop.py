@@ -1,0 +1,492 @@
+"""The training loop: exact resume, accumulation normalised by real token count, one agreed stop flag.
+
+``train(config)`` returns the exit code: 0 finished (also budget or early stop), 75 checkpointed after
+a stop signal or preemption notice, 1 failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+import torch.nn.functional as F
+
+from . import checkpoint, data as data_mod, dist, protocol
+from .config import TrainConfig, to_dict, write_resolved
+from .flops import peak_flops
+from .mirror import Mirror, fetch_newest
+from .model import build_model, count_params, flops_per_token, pick_device, pick_precision, save_final
+from .nvml_sampler import Activity, GpuSampler, open_source
+from .preemption import (BUDGET_STOP, EARLY_STOP, NONE, PREEMPTED, REASON_STATUS, MetadataWatcher,
+                         SignalHandlers, StopFlag)
+from .telemetry import StepRateLimiter, Telemetry, warn
+
+EXIT_OK, EXIT_FAILED, EXIT_RESUME = 0, 1, 75
+
+
+@dataclass
+class RunState:
+    """Everything besides tensors that a checkpoint carries; cumulative across resumes."""
+
+    step: int = 0
+    epoch: int = 0
+    offset: int = 0
+    tokens_total: int = 0
+    samples_total: int = 0
+    elapsed_s: float = 0.0
+    spend_usd: float = 0.0
+    gpu_hours: float = 0.0
+    best_eval: float | None = None
+    bad_evals: int = 0
+    world: int = 1
+    global_batch: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BenchStats:
+    """Filled when the loop runs as ``trainer bench``: per-step timings after warm-up."""
+
+    warmup_steps: int
+    step_times: list[float] = field(default_factory=list)
+    data_waits: list[float] = field(default_factory=list)
+    tokens_per_step: int = 0
+    samples_per_step: int = 0
+    peak_allocated: int = 0
+    peak_reserved: int = 0
+    flops_per_token: float = 0.0
+    peak_flops: float | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def lr_at(step: int, base: float, warmup: int, total: int, min_ratio: float) -> float:
+    """Linear warm-up to ``base`` then cosine decay to ``base * min_ratio`` at ``total``."""
+    if warmup > 0 and step < warmup:
+        return base * (step + 1) / warmup
+    span = max(1, total - warmup)
+    progress = min(1.0, (step - warmup) / span)
+    return base * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def make_optimizer(model: torch.nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+    decay, no_decay = [], []
+    for _, p in model.named_parameters():
+        if p.requires_grad:
+            (decay if p.dim() >= 2 else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    try:
+        return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95), fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95), foreach=True)
+
+
+def causal_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device,
+                    autocast: Any) -> torch.Tensor:
+    """Summed next-token cross-entropy over a micro-batch (fp32 logits for the loss)."""
+    ids = batch["input_ids"].to(device, non_blocking=True)
+    kwargs = {}
+    if "position_ids" in batch:
+        kwargs["position_ids"] = batch["position_ids"].to(device, non_blocking=True)
+    with autocast():
+        logits = model(input_ids=ids, **kwargs).logits
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten(), reduction="sum")
+
+
+def target_count(batch: dict[str, torch.Tensor]) -> int:
+    ids = batch["input_ids"]
+    return int(ids.shape[0] * (ids.shape[1] - 1))
+
+
+def accumulate(model: torch.nn.Module, micro_batches: list[dict[str, torch.Tensor]], device: torch.device,
+               autocast: Any, global_targets: int, world: int = 1, scaler: Any = None) -> torch.Tensor:
+    """Forward/backward over the micro-batches of one optimizer step.
+
+    Each micro-batch's summed loss is divided by the real target count of the whole step across all
+    ranks (times ``world``, since DDP averages gradients), so the gradient equals that of one big
+    batch. DDP's gradient all-reduce runs only on the last micro-batch (``no_sync`` before).
+    Returns the summed loss (a device tensor; no host sync here).
+    """
+    total = torch.zeros((), device=device)
+    for k, batch in enumerate(micro_batches):
+        sync_ctx = (model.no_sync() if world > 1 and k < len(micro_batches) - 1 and hasattr(model, "no_sync")
+                    else contextlib.nullcontext())
+        with sync_ctx:
+            loss = causal_loss_sum(model, batch, device, autocast)
+            scaled = loss * (world / global_targets)
+            (scaler.scale(scaled) if scaler is not None else scaled).backward()
+        total += loss.detach()
+    return total
+
+
+def _host_info(device: torch.device) -> dict[str, Any]:
+    gpus = []
+    if device.type == "cuda":
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            gpus.append({"index": i, "name": p.name, "mem_total_bytes": p.total_memory})
+    return {"host": socket.gethostname(), "gpus": gpus}
+
+
+def _peak_mem(device: torch.device) -> int:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    try:
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    except (ImportError, OSError):
+        return 0
+
+
+def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats | None = None) -> int:
+    info = dist.DistInfo.from_env()
+    device = pick_device(config.device, info.local_rank)
+    run_dir = Path(config.run_dir)
+    dist.init(info, device)
+    if info.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_resolved(config, run_dir)
+    events = None if bench is not None else run_dir / protocol.EVENTS_FILE
+    tele = Telemetry(events, stdout=stdout if config.events_stdout else None, enabled=info.is_main)
+    try:
+        return _Trainer(config, info, device, run_dir, tele, bench).run()
+    except Exception as exc:
+        warn(f"training failed: {exc}")
+        traceback.print_exc(file=sys.stderr)
+        tele.emit("run_end", status="failed", error=f"{type(exc).__name__}: {exc}", exit_code=EXIT_FAILED)
+        return EXIT_FAILED
+    finally:
+        tele.close()
+        dist.shutdown()
+
+
+class _Trainer:
+    def __init__(self, config: TrainConfig, info: dist.DistInfo, device: torch.device, run_dir: Path,
+                 tele: Telemetry, bench: BenchStats | None) -> None:
+        self.config, self.info, self.device, self.run_dir, self.tele, self.bench = config, info, device, run_dir, tele, bench
+        self.flag = StopFlag()
+        self.activity = Activity()
+        self.state = RunState(world=info.world)
+        self.mirror = Mirror(config.mirror_url, config.keep_checkpoints) if config.mirror_url and info.is_main else None
+
+    # -- setup ------------------------------------------------------------------------------------
+    def _data(self) -> None:
+        c = self.config
+        self.tokenizer = data_mod.load_tokenizer(c.model if c.model else None)
+        files = data_mod.data_files(c.data)
+        cache = Path(c.cache_dir) if c.cache_dir else self.run_dir / "token-cache"
+        if self.info.is_main:
+            data_mod.tokenize_cached(files, self.tokenizer, c.text_field, cache)
+        dist.barrier(self.info)
+        tokens = data_mod.tokenize_cached(files, self.tokenizer, c.text_field, cache)
+        self.data = data_mod.pack(tokens, c.seq_len, self.tokenizer.eos_token_id, c.eval_fraction)
+
+    def _model(self) -> None:
+        c = self.config
+        if c.task != "causal-lm":
+            raise NotImplementedError("--task seq-cls is not implemented yet in the bundled trainer")
+        self.model = build_model(c, self.tokenizer.vocab_size, self.tokenizer.eos_token_id).to(self.device)
+        self.model.train()
+        self.dtype = pick_precision(c.precision, self.device)
+        self.optimizer = make_optimizer(self.model, c, self.device)
+        self.scaler = (torch.amp.GradScaler("cuda") if self.dtype == torch.float16 and self.device.type == "cuda"
+                       else None)
+        self.trainable = [n for n, p in self.model.named_parameters() if p.requires_grad]
+        torch.manual_seed(c.seed * 1000 + self.info.rank)  # dropout stream, per rank
+
+    def _resume(self) -> Path | None:
+        c = self.config
+        if not c.resume or self.bench is not None:
+            return None
+        path = checkpoint.newest_valid(self.run_dir, log=warn if self.info.is_main else None)
+        if path is None and c.mirror_url:
+            if self.info.is_main:
+                fetch_newest(c.mirror_url, self.run_dir)
+            dist.barrier(self.info)
+            path = checkpoint.newest_valid(self.run_dir)
+        if path is None:
+            return None
+        ck = checkpoint.load(path, self.info.rank)
+        st = ck["state"]
+        if st.get("world") != self.info.world:
+            gb = self.config.micro_batch * self.config.grad_accum * self.info.world
+            warn(f"resuming a {st.get('world')}-rank checkpoint on {self.info.world} ranks: the data position "
+                 f"(epoch {st['epoch']}, sample {st['offset']}) is re-sharded exactly; global batch is now {gb}; "
+                 "the dropout RNG streams of new ranks start fresh")
+        missing, unexpected = self.model.load_state_dict(ck["model"], strict=False)
+        bad = [k for k in missing if k in self.trainable] + list(unexpected)
+        if bad:
+            raise RuntimeError(f"checkpoint {path} does not match the model: {bad[:5]}")
+        self.optimizer.load_state_dict(ck["optimizer"])
+        if self.scaler is not None and ck["scaler"]:
+            self.scaler.load_state_dict(ck["scaler"])
+        if ck["rng"] is not None:
+            checkpoint.set_rng_state(ck["rng"])
+        known = set(RunState.__dataclass_fields__)
+        self.state = RunState(**{k: v for k, v in st.items() if k in known})
+        self.state.world = self.info.world
+        return path
+
+    def _remaining_steps(self) -> int:
+        c, s, n = self.config, self.state, self.data.n_train
+        gb = c.micro_batch * c.grad_accum * self.info.world
+        if c.max_steps > 0:
+            return max(0, c.max_steps - s.step)
+        if s.epoch >= c.epochs:
+            return 0
+        per_epoch = n // gb
+        return (n - s.offset) // gb + (c.epochs - s.epoch - 1) * per_epoch
+
+    # -- checkpoint -------------------------------------------------------------------------------
+    def _raw_model(self) -> torch.nn.Module:
+        return getattr(self.model, "module", self.model)
+
+    def save_checkpoint(self) -> None:
+        t0 = time.perf_counter()
+        step = self.state.step
+        tmp = self.run_dir / "checkpoints" / f".tmp-{checkpoint.step_dir_name(step)}"
+        if self.info.is_main:
+            tmp = checkpoint.begin(self.run_dir, step)
+        dist.barrier(self.info)
+        checkpoint.write_rank_state(tmp, self.info.rank)
+        dist.barrier(self.info)
+        if self.info.is_main:
+            raw = self._raw_model()
+            trainable = set(self.trainable)
+            model_state = {k: v for k, v in raw.state_dict().items()
+                           if k in trainable or len(trainable) == sum(1 for _ in raw.parameters())}
+            st = dict(self.state.__dict__)
+            st["global_batch"] = self.config.micro_batch * self.config.grad_accum * self.info.world
+            st["seed"] = self.config.seed
+            st["scheduler"] = {"kind": "warmup-cosine", "warmup": self.warmup, "total": self.total_steps,
+                               "min_lr_ratio": self.config.min_lr_ratio}
+            checkpoint.write_main(tmp, model_state, self.optimizer.state_dict(),
+                                  self.scaler.state_dict() if self.scaler is not None else None, st)
+            self.tele.sync()
+            path, size = checkpoint.finish(self.run_dir, tmp, step, self.config.keep_checkpoints)
+            seconds = time.perf_counter() - t0
+            self.tele.emit("checkpoint", step=step, path=str(path), bytes=size, seconds=round(seconds, 4))
+            if self.mirror is not None:
+                self.mirror.submit(path)
+        dist.barrier(self.info)
+        self.last_ckpt = time.monotonic()
+
+    # -- evaluation -------------------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self) -> float | None:
+        batches = data_mod.eval_batches(self.data, self.config.micro_batch, self.config.eval_batches,
+                                        self.info.rank, self.info.world)
+        if not batches:
+            return None
+        self.model.eval()
+        total = torch.zeros(2, dtype=torch.float64, device=self.device)
+        for idx in batches:
+            b = {"input_ids": torch.from_numpy(self.data.sequences(idx))}
+            if self.config.reset_position_ids:
+                b["position_ids"] = data_mod.position_ids(b["input_ids"], self.data.eos_id)
+            total[0] += causal_loss_sum(self._raw_model(), b, self.device, self.autocast).double()
+            total[1] += target_count(b)
+        self.model.train()
+        dist.all_sum(total, self.info)
+        return float(total[0] / total[1])
+
+    def _after_eval(self, loss: float) -> None:
+        c, s = self.config, self.state
+        self.tele.emit("eval", step=s.step, eval_loss=loss, best_eval_loss=min(loss, s.best_eval or loss))
+        if c.target_eval_loss is not None and loss <= c.target_eval_loss:
+            self.flag.request(EARLY_STOP, f"eval loss {loss:.4f} reached target {c.target_eval_loss}")
+        if s.best_eval is None or s.best_eval - loss > c.early_stop_min_delta:
+            s.best_eval, s.bad_evals = loss, 0
+        else:
+            s.bad_evals += 1
+            if c.early_stop_patience and s.bad_evals >= c.early_stop_patience:
+                self.flag.request(EARLY_STOP, f"no eval improvement in {s.bad_evals} evaluations")
+
+    # -- main -------------------------------------------------------------------------------------
+    def run(self) -> int:
+        c, info = self.config, self.info
+        self._data()
+        self._model()
+        resumed = self._resume()
+        remaining = self._remaining_steps()
+        self.total_steps = self.state.step + remaining
+        self.warmup = c.warmup_steps if c.warmup_steps >= 0 else min(100, max(1, self.total_steps // 20))
+        raw = self.model
+        if info.distributed:
+            self.model = torch.nn.parallel.DistributedDataParallel(
+                raw, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        fwd_model = torch.compile(self.model) if c.compile else self.model
+        self.autocast = ((lambda: torch.autocast(self.device.type, dtype=self.dtype))
+                         if self.dtype != torch.float32 else contextlib.nullcontext)
+        n_params, n_trainable = count_params(raw)
+        fpt = flops_per_token(raw, c.seq_len, c.grad_checkpointing, c.lora_rank > 0)
+        dev_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
+        peak = c.peak_tflops * 1e12 if c.peak_tflops else peak_flops(dev_name, self.dtype)
+        gb = c.micro_batch * c.grad_accum * info.world
+        start_step = self.state.step
+        self.tele.emit("run_start", config=to_dict(c), **_host_info(self.device), world_size=info.world,
+                       device=dev_name, precision=str(self.dtype).replace("torch.", ""), params=n_params,
+                       trainable_params=n_trainable, train_sequences=self.data.n_train,
+                       eval_sequences=self.data.n_eval, steps_total=self.total_steps, flops_per_token=fpt,
+                       peak_flops=peak, resumed_from_step=start_step if resumed else None, pid=os.getpid())
+        if resumed is not None:
+            self.tele.emit("resumed", step=start_step, checkpoint=str(resumed), spend_usd=self.state.spend_usd)
+        if self.bench is not None:
+            self.bench.flops_per_token, self.bench.peak_flops = fpt, peak
+            self.bench.tokens_per_step, self.bench.samples_per_step = gb * c.seq_len, gb
+            self.bench.info = {"device": dev_name, "precision": str(self.dtype).replace("torch.", ""),
+                               "params": n_params, "trainable_params": n_trainable, "world_size": info.world}
+
+        sampler = None
+        if info.is_main and self.bench is None and c.gpu_interval_s > 0:
+            indices = None if self.device.type != "cuda" else list(range(max(1, info.local_world)))
+            source = open_source(indices, self.activity, force_simulated=self.device.type != "cuda")
+            sampler = GpuSampler(source, self.tele.emit, c.gpu_interval_s).start()
+        watcher = None
+        if c.preemption_url or c.preemption_provider != "auto":
+            watcher = MetadataWatcher(c.preemption_url, c.preemption_provider, c.preemption_poll_s,
+                                      lambda notice: self.flag.request(PREEMPTED, notice)).start()
+        try:
+            with SignalHandlers(self.flag):
+                reason = self._loop(fwd_model, remaining, gb, fpt, peak)
+        finally:
+            if watcher is not None:
+                watcher.stop()
+            if sampler is not None:
+                sampler.sample_once()
+                sampler.stop()
+        return self._finish(reason)
+
+    def _loop(self, fwd_model: torch.nn.Module, remaining: int, gb: int, fpt: float, peak: float | None) -> int:
+        c, info, s = self.config, self.info, self.state
+        self.last_ckpt = time.monotonic()
+        if remaining == 0:
+            return NONE
+        plan = data_mod.StepPlan(self.data, c.seed, data_mod.Position(s.epoch, s.offset), c.micro_batch,
+                                 c.grad_accum, info.world, info.rank, remaining, c.reset_position_ids)
+        loader = data_mod.make_loader(plan, self.device, c.num_workers, info.local_world)
+        batches = iter(loader)
+        limiter = StepRateLimiter(c.log_every_steps, c.log_interval_s)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        global_targets = gb * (c.seq_len - 1)
+        t_run = time.monotonic()
+        elapsed0, spend0, gpu_h0 = s.elapsed_s, s.spend_usd, s.gpu_hours
+        win = {"t": time.perf_counter(), "steps": 0, "wait": 0.0, "loss": torch.zeros((), device=self.device),
+               "targets": 0}
+        sample_ids: list[int] = []
+        reason = NONE
+        for i in range(remaining):
+            t0 = time.perf_counter()
+            micro = []
+            wait = 0.0
+            for _ in range(c.grad_accum):
+                tw = time.perf_counter()
+                micro.append(next(batches))
+                wait += time.perf_counter() - tw
+            if c.record_sample_ids:
+                sample_ids = [int(x) for b in micro for x in b["sample_ids"]]
+            lr = lr_at(s.step, c.lr, self.warmup, self.total_steps, c.min_lr_ratio)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            loss_sum = accumulate(fwd_model, micro, self.device, self.autocast, global_targets, info.world, self.scaler)
+            if self.scaler is not None:
+                self.scaler.unscale_(self.optimizer)
+            if c.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm)
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.bench is not None and self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            step_time = time.perf_counter() - t0
+            self.activity.add_busy(step_time - wait)
+            # bookkeeping (cumulative across resumes)
+            pos = plan.position_after(i)
+            s.step, s.epoch, s.offset = s.step + 1, pos.epoch, pos.offset
+            s.tokens_total += gb * c.seq_len
+            s.samples_total += gb
+            elapsed = elapsed0 + (time.monotonic() - t_run)
+            s.elapsed_s = elapsed
+            s.gpu_hours = gpu_h0 + info.world * (elapsed - elapsed0) / 3600.0
+            s.spend_usd = spend0 + c.price_per_gpu_hour * info.world * (elapsed - elapsed0) / 3600.0
+            if c.budget_usd is not None and s.spend_usd >= c.budget_usd:
+                self.flag.request(BUDGET_STOP, f"spend ${s.spend_usd:.4f} reached the budget ${c.budget_usd}")
+            if c.max_gpu_hours is not None and s.gpu_hours >= c.max_gpu_hours:
+                self.flag.request(BUDGET_STOP, f"{s.gpu_hours:.4f} GPU-hours reached the cap {c.max_gpu_hours}")
+            win["steps"] += 1
+            win["wait"] += wait
+            win["loss"] += loss_sum
+            win["targets"] += global_targets // info.world
+            if self.bench is not None:
+                if s.step > self.bench.warmup_steps:
+                    self.bench.step_times.append(step_time)
+                    self.bench.data_waits.append(wait)
+            last = i == remaining - 1
+            if c.eval_every_steps and (s.step % c.eval_every_steps == 0 or last):
+                loss = self.evaluate()
+                if loss is not None:
+                    self._after_eval(loss)
+            now = time.monotonic()
+            ckpt_due = int(bool(self.bench is None and (
+                (c.checkpoint_every_steps and s.step % c.checkpoint_every_steps == 0)
+                or (c.checkpoint_every_minutes and now - self.last_ckpt >= c.checkpoint_every_minutes * 60))))
+            reason, ckpt_due = dist.all_max([self.flag.reason, ckpt_due], info, self.device)
+            if info.is_main and limiter.due(s.step, now, force=c.record_sample_ids or last or reason != NONE):
+                self._emit_step(win, gb, fpt, peak, lr, sample_ids if c.record_sample_ids else None)
+            if reason != NONE:
+                break
+            if ckpt_due and not last:
+                self.save_checkpoint()
+        return reason
+
+    def _emit_step(self, win: dict[str, Any], gb: int, fpt: float, peak: float | None, lr: float,
+                   sample_ids: list[int] | None) -> None:
+        c, s = self.config, self.state
+        now = time.perf_counter()
+        dt = max(1e-9, now - win["t"])
+        loss = float((win["loss"] / max(1, win["targets"])).item())  # the one host sync, at logging only
+        tokens_per_s = win["steps"] * gb * c.seq_len / dt
+        rec: dict[str, Any] = dict(
+            step=s.step, epoch=s.epoch, loss=loss, lr=lr, tokens_total=s.tokens_total, samples_total=s.samples_total,
+            tokens_per_s=tokens_per_s, samples_per_s=win["steps"] * gb / dt, step_time_s=dt / win["steps"],
+            data_wait_s=win["wait"] / win["steps"], peak_mem_bytes=_peak_mem(self.device),
+            mfu=(fpt * tokens_per_s / (peak * self.info.world)) if peak else None, spend_usd=s.spend_usd,
+            gpu_hours=s.gpu_hours, elapsed_s=s.elapsed_s, steps_in_record=win["steps"],
+        )
+        if sample_ids is not None:
+            rec["sample_ids"] = sample_ids
+        self.tele.emit("step", **rec)
+        win.update(t=now, steps=0, wait=0.0, targets=0)
+        win["loss"] = torch.zeros((), device=self.device)
+
+    def _finish(self, reason: int) -> int:
+        s, c = self.state, self.config
+        status = REASON_STATUS.get(reason, "finished")
+        totals = {"steps": s.step, "tokens_total": s.tokens_total, "samples_total": s.samples_total,
+                  "spend_usd": s.spend_usd, "gpu_hours": s.gpu_hours, "elapsed_s": s.elapsed_s}
+        if reason == PREEMPTED:
+            self.tele.emit("preempted", step=s.step, reason=self.flag.detail or "stop requested")
+        if self.bench is not None:
+            self.tele.emit("run_end", status=status, totals=totals, exit_code=EXIT_OK)
+            return EXIT_OK
+        self.save_checkpoint()
+        if reason != PREEMPTED and self.info.is_main:
+            save_final(self._raw_model(), self.tokenizer, self.run_dir / "final")
+        if self.mirror is not None:
+            self.mirror.wait(timeout=120)
+        code = EXIT_RESUME if reason == PREEMPTED else EXIT_OK
+        detail = {"reason": self.flag.detail} if self.flag.detail else {}
+        self.tele.emit("run_end", status=status, totals=totals, exit_code=code, **detail)
+        return code

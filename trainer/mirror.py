@@ -1,0 +1,143 @@
+"""Mirror complete checkpoints to a durable location so a run can resume on another host.
+
+URLs: a local path (or ``file://``), or ``sftp://[user@]host[:port]/path`` (needs paramiko; uses
+the SSH agent and ``~/.ssh`` keys). The completion marker is copied last, so a half-copied mirror is
+never taken for a checkpoint. ``fetch_newest`` restores the newest mirrored checkpoint into a run
+directory that has none.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import threading
+import urllib.parse
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from . import checkpoint
+from .telemetry import warn
+
+
+def _parse(url: str) -> tuple[str, Any]:
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme in ("", "file"):
+        return "local", Path(parsed.path if parsed.scheme else url)
+    if parsed.scheme == "sftp":
+        return "sftp", parsed
+    raise ValueError(f"unsupported mirror URL {url!r}: use a path or sftp://host/path")
+
+
+def _files_marker_last(src: Path) -> list[Path]:
+    files = sorted(f for f in src.iterdir() if f.is_file() and f.name != checkpoint.MARKER)
+    return files + [src / checkpoint.MARKER]
+
+
+class _Sftp:
+    def __init__(self, parsed: Any) -> None:
+        import paramiko
+
+        self.client = paramiko.SSHClient()
+        self.client.load_system_host_keys()
+        self.client.connect(parsed.hostname, port=parsed.port or 22, username=parsed.username, timeout=20)
+        self.sftp = self.client.open_sftp()
+        self.root = PurePosixPath(parsed.path)
+
+    def makedirs(self, path: PurePosixPath) -> None:
+        parts = []
+        for part in path.parts:
+            parts.append(part)
+            p = str(PurePosixPath(*parts))
+            try:
+                self.sftp.stat(p)
+            except OSError:
+                self.sftp.mkdir(p)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def push(src: Path, url: str, keep: int) -> None:
+    kind, target = _parse(url)
+    if kind == "local":
+        dest = target / src.name
+        tmp = target / f".tmp-{src.name}"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        for f in _files_marker_last(src)[:-1]:
+            shutil.copy2(f, tmp / f.name)
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+        shutil.copy2(src / checkpoint.MARKER, dest / checkpoint.MARKER)
+        done = sorted((p for p in target.iterdir() if p.name.startswith(checkpoint.PREFIX)
+                       and (p / checkpoint.MARKER).exists()), reverse=True)
+        for old in done[max(2, keep):]:
+            shutil.rmtree(old, ignore_errors=True)
+        return
+    conn = _Sftp(target)
+    try:
+        dest = conn.root / src.name
+        conn.makedirs(dest)
+        for f in _files_marker_last(src):
+            conn.sftp.put(str(f), str(dest / f.name))
+    finally:
+        conn.close()
+
+
+def fetch_newest(url: str, run_dir: Path) -> Path | None:
+    """Copy the newest valid mirrored checkpoint into ``run_dir/checkpoints``; return its path."""
+    kind, target = _parse(url)
+    root = checkpoint.checkpoints_dir(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    if kind == "local":
+        if not target.is_dir():
+            return None
+        for src in sorted((p for p in target.iterdir() if p.name.startswith(checkpoint.PREFIX)), reverse=True):
+            if checkpoint.is_valid(src):
+                dest = root / src.name
+                shutil.rmtree(dest, ignore_errors=True)
+                shutil.copytree(src, dest)
+                return dest
+        return None
+    conn = _Sftp(target)
+    try:
+        names = sorted((a.filename for a in conn.sftp.listdir_attr(str(conn.root))
+                        if a.filename.startswith(checkpoint.PREFIX) and stat.S_ISDIR(a.st_mode or 0)), reverse=True)
+        for name in names:
+            dest = root / name
+            dest.mkdir(exist_ok=True)
+            for entry in conn.sftp.listdir(str(conn.root / name)):
+                conn.sftp.get(str(conn.root / name / entry), str(dest / entry))
+            if checkpoint.is_valid(dest):
+                return dest
+            shutil.rmtree(dest, ignore_errors=True)
+        return None
+    finally:
+        conn.close()
+
+
+class Mirror:
+    """Pushes checkpoints in a background thread, one at a time; a push still running is not queued twice."""
+
+    def __init__(self, url: str, keep: int) -> None:
+        _parse(url)
+        self.url, self.keep = url, keep
+        self._thread: threading.Thread | None = None
+        self.pushed: list[str] = []
+
+    def submit(self, path: Path) -> None:
+        self.wait()
+        self._thread = threading.Thread(target=self._push, args=(path,), name="checkpoint-mirror", daemon=True)
+        self._thread.start()
+
+    def _push(self, path: Path) -> None:
+        try:
+            push(path, self.url, self.keep)
+            self.pushed.append(path.name)
+        except Exception as exc:
+            warn(f"mirroring {path.name} to {self.url} failed: {exc}")
+
+    def wait(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)

@@ -1,0 +1,109 @@
+"""Model construction: Hugging Face id/dir or a config.json (random init), SDPA attention, gradient
+checkpointing (every or every other layer), optional LoRA via peft, precision choice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .config import TrainConfig
+
+
+def pick_device(name: str, local_rank: int = 0) -> torch.device:
+    if name == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    if name == "cuda":
+        return torch.device(f"cuda:{local_rank}")
+    return torch.device(name)
+
+
+def pick_precision(name: str, device: torch.device) -> torch.dtype:
+    if name == "fp32":
+        return torch.float32
+    if name == "bf16":
+        return torch.bfloat16
+    if name == "fp16":
+        return torch.float16
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None = None) -> torch.nn.Module:
+    import transformers
+
+    auto = (transformers.AutoModelForSequenceClassification if config.task == "seq-cls"
+            else transformers.AutoModelForCausalLM)
+    kwargs: dict[str, Any] = {"attn_implementation": config.attn_implementation}
+    if config.model_config:
+        raw = json.loads(Path(config.model_config).read_text(encoding="utf-8"))
+        model_type = raw.pop("model_type", "gpt2")
+        for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            if eos_id is not None and raw.get("vocab_size", 0) and key not in raw:
+                raw[key] = eos_id
+        hf_config = transformers.AutoConfig.for_model(model_type, **raw)
+        if getattr(hf_config, "vocab_size", vocab_size) < vocab_size:
+            raise ValueError(f"model vocab_size {hf_config.vocab_size} < tokenizer vocabulary {vocab_size}")
+        torch.manual_seed(config.seed)
+        model = auto.from_config(hf_config, **kwargs)
+    else:
+        model = auto.from_pretrained(config.model, **kwargs)
+    if config.grad_checkpointing != "off":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if config.grad_checkpointing == "every-other":
+            layers = [m for m in model.modules() if hasattr(m, "gradient_checkpointing")
+                      and type(m).__name__ != type(model).__name__ and m is not model]
+            blocks = [m for m in layers if "Block" in type(m).__name__ or "Layer" in type(m).__name__]
+            for i, block in enumerate(blocks):
+                if i % 2 == 1:
+                    block.gradient_checkpointing = False
+        if hasattr(model.config, "use_cache"):
+            model.config.use_cache = False
+    if config.lora_rank > 0:
+        model = apply_lora(model, config)
+    return model
+
+
+def apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
+    try:
+        import peft
+    except ImportError as exc:  # pragma: no cover - depends on the host
+        raise RuntimeError("--lora-rank needs peft: pip install peft") from exc
+    task = peft.TaskType.SEQ_CLS if config.task == "seq-cls" else peft.TaskType.CAUSAL_LM
+    lora = peft.LoraConfig(task_type=task, r=config.lora_rank, lora_alpha=config.lora_alpha or 2 * config.lora_rank,
+                           lora_dropout=config.lora_dropout, target_modules=config.lora_targets or None)
+    return peft.get_peft_model(model, lora)
+
+
+def count_params(model: torch.nn.Module) -> tuple[int, int]:
+    total = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return total, trainable
+
+
+def flops_per_token(model: torch.nn.Module, seq_len: int, recompute: str, lora: bool) -> float:
+    """Training FLOPs per token: 6N (2N fwd + 4N bwd) + attention, +2N with full recompute, ~4N for LoRA."""
+    cfg = getattr(model, "config", None)
+    n_params, _ = count_params(model)
+    n_layer = getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layer", 0)) or 0
+    hidden = getattr(cfg, "hidden_size", getattr(cfg, "n_embd", 0)) or 0
+    factor = 4.0 if lora else 6.0
+    if recompute == "every":
+        factor += 2.0
+    elif recompute == "every-other":
+        factor += 1.0
+    attention = (factor * 2) * n_layer * hidden * seq_len  # 12 * L * H * T for the plain 6N case
+    return factor * n_params + attention
+
+
+def save_final(model: torch.nn.Module, tokenizer: Any, path: Path) -> None:
+    """Hugging Face format with safetensors (LoRA: the adapters only)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)

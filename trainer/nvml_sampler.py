@@ -1,0 +1,258 @@
+"""GPU telemetry: NVML through nvidia-ml-py, or a labelled simulated source where there is no GPU.
+
+Every NVML call may be missing from the installed driver (FunctionNotFound, or absent from an old
+``pynvml``) or unsupported on the GPU (NotSupported, e.g. utilisation under MIG): such a field
+becomes null, is reported once, and is never called again. Memory uses the v2 call (so reserved
+memory is not counted as used) and falls back to v1 on drivers without it. On Hopper and newer the
+GPM metrics SM active, SM occupancy and tensor-pipe active are added.
+
+The simulated source follows the training loop's activity (:class:`Activity`): utilisation is the
+share of wall time the loop spent computing since the last sample, memory is the process's resident
+memory, power and temperature follow utilisation. Its records carry ``"simulated": true``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import threading
+import time
+from typing import Any, Callable
+
+from .telemetry import warn
+
+
+class Activity:
+    """Filled by the training loop: time spent busy (computing) and the latest peak memory."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.busy_s = 0.0
+        self.mem_bytes = 0
+
+    def add_busy(self, seconds: float, mem_bytes: int = 0) -> None:
+        with self._lock:
+            self.busy_s += seconds
+            if mem_bytes:
+                self.mem_bytes = mem_bytes
+
+    def snapshot(self) -> tuple[float, int]:
+        with self._lock:
+            return self.busy_s, self.mem_bytes
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _ram_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return 0
+
+
+class SimulatedSource:
+    """No GPU here: a clearly labelled stand-in driven by the loop's real activity."""
+
+    simulated = True
+    IDLE_W, MAX_W = 60.0, 300.0
+
+    def __init__(self, activity: Activity | None = None, node: str | None = None) -> None:
+        self.activity = activity or Activity()
+        self.node = node or socket.gethostname()
+        self._last_t = time.monotonic()
+        self._last_busy = self.activity.snapshot()[0]
+        self.energy_j = 0.0
+
+    def sample(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        busy, mem = self.activity.snapshot()
+        dt = max(1e-6, now - self._last_t)
+        util = max(0.0, min(100.0, 100.0 * (busy - self._last_busy) / dt))
+        self._last_t, self._last_busy = now, busy
+        power = self.IDLE_W + (self.MAX_W - self.IDLE_W) * util / 100.0
+        self.energy_j += power * dt
+        return [{
+            "node": self.node, "index": 0, "name": "simulated (no GPU)", "simulated": True,
+            "util_pct": round(util, 1), "mem_used_bytes": max(mem, _rss_bytes()), "mem_total_bytes": _ram_bytes(),
+            "power_w": round(power, 1), "energy_j": round(self.energy_j, 1), "temp_c": round(35 + 0.45 * util, 1),
+            "sm_clock_mhz": 1410 if util > 0 else 210, "throttle_reasons": 0,
+            "sm_active_pct": None, "sm_occupancy_pct": None, "tensor_active_pct": None,
+        }]
+
+    def close(self) -> None:
+        pass
+
+
+class NvmlUnavailable(RuntimeError):
+    pass
+
+
+class NvmlSource:
+    """Samples NVML for the given device indices; degrades unsupported calls to null once."""
+
+    simulated = False
+
+    def __init__(self, indices: list[int] | None = None, nvml: Any = None, node: str | None = None) -> None:
+        try:
+            self.nv = nvml if nvml is not None else importlib.import_module("pynvml")
+        except ImportError as exc:
+            raise NvmlUnavailable(f"nvidia-ml-py not installed: {exc}") from exc
+        try:
+            self.nv.nvmlInit()
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+            raise NvmlUnavailable(f"NVML not available: {exc}") from exc
+        self.node = node or socket.gethostname()
+        count = self.nv.nvmlDeviceGetCount()
+        if count == 0:
+            raise NvmlUnavailable("NVML sees no GPU")
+        self.indices = list(range(count)) if indices is None else [i for i in indices if i < count]
+        self.handles = {i: self.nv.nvmlDeviceGetHandleByIndex(i) for i in self.indices}
+        self.disabled: set[str] = set()
+        self.reported: list[str] = []
+        self._gpm_prev: dict[int, Any] = {}
+
+    # -- one guarded call -------------------------------------------------------------------------
+    def _unsupported(self, exc: BaseException) -> bool:
+        if isinstance(exc, AttributeError):
+            return True  # function absent from this pynvml
+        codes = {getattr(self.nv, "NVML_ERROR_NOT_SUPPORTED", 3), getattr(self.nv, "NVML_ERROR_FUNCTION_NOT_FOUND", 13)}
+        return getattr(exc, "value", None) in codes
+
+    def call(self, field: str, fn: Callable[[], Any]) -> Any:
+        if field in self.disabled:
+            return None
+        try:
+            return fn()
+        except Exception as exc:
+            if self._unsupported(exc):
+                self.disabled.add(field)
+                self.reported.append(field)
+                warn(f"GPU field {field} unavailable ({type(exc).__name__}); reported as null from now on")
+            return None
+
+    # -- fields -----------------------------------------------------------------------------------
+    def _memory(self, h: Any) -> tuple[int | None, int | None]:
+        v2 = getattr(self.nv, "nvmlMemory_v2", None)
+        if v2 is not None and "mem_v2" not in self.disabled:
+            mem = self.call("mem_v2", lambda: self.nv.nvmlDeviceGetMemoryInfo(h, version=v2))
+            if mem is not None:
+                return int(mem.used), int(mem.total)
+        else:
+            self.disabled.add("mem_v2")
+        mem = self.call("mem", lambda: self.nv.nvmlDeviceGetMemoryInfo(h))
+        return (int(mem.used), int(mem.total)) if mem is not None else (None, None)
+
+    def _throttle(self, h: Any) -> Any:
+        if "clock_events" not in self.disabled:
+            value = self.call("clock_events", lambda: self.nv.nvmlDeviceGetCurrentClocksEventReasons(h))
+            if value is not None:
+                return int(value)
+        return self.call("throttle", lambda: int(self.nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)))
+
+    def _gpm(self, i: int, h: Any) -> dict[str, float | None]:
+        out: dict[str, float | None] = {"sm_active_pct": None, "sm_occupancy_pct": None, "tensor_active_pct": None}
+        if "gpm" in self.disabled:
+            return out
+        support = self.call("gpm", lambda: self.nv.nvmlGpmQueryDeviceSupport(h))
+        if support is None or not getattr(support, "isSupportedDevice", 0):
+            self.disabled.add("gpm")
+            return out
+        sample = self.call("gpm", lambda: self.nv.nvmlGpmSampleGet(h, self.nv.nvmlGpmSampleAlloc()))
+        prev = self._gpm_prev.get(i)
+        self._gpm_prev[i] = sample
+        if sample is None or prev is None:
+            return out
+        ids = {"sm_active_pct": self.nv.NVML_GPM_METRIC_SM_UTIL, "sm_occupancy_pct": self.nv.NVML_GPM_METRIC_SM_OCCUPANCY,
+               "tensor_active_pct": self.nv.NVML_GPM_METRIC_ANY_TENSOR_UTIL}
+
+        def get() -> Any:
+            req = self.nv.c_nvmlGpmMetricsGet_t()
+            req.version = self.nv.NVML_GPM_METRICS_GET_VERSION
+            req.numMetrics = len(ids)
+            req.sample1, req.sample2 = prev, sample
+            for k, metric_id in enumerate(ids.values()):
+                req.metrics[k].metricId = metric_id
+            return self.nv.nvmlGpmMetricsGet(req)
+
+        res = self.call("gpm", get)
+        if res is not None:
+            for k, name in enumerate(ids):
+                m = res.metrics[k]
+                out[name] = round(float(m.value), 2) if getattr(m, "nvmlReturn", 0) == 0 else None
+        return out
+
+    def sample(self) -> list[dict[str, Any]]:
+        nv, records = self.nv, []
+        for i, h in self.handles.items():
+            mig = self.call("mig", lambda: nv.nvmlDeviceGetMigMode(h))
+            util = self.call("util", lambda: nv.nvmlDeviceGetUtilizationRates(h))
+            used, total = self._memory(h)
+            power = self.call("power", lambda: nv.nvmlDeviceGetPowerUsage(h))
+            energy = self.call("energy", lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h))
+            rec = {
+                "node": self.node, "index": i, "simulated": False,
+                "util_pct": float(util.gpu) if util is not None else None,
+                "mem_used_bytes": used, "mem_total_bytes": total,
+                "power_w": power / 1000.0 if power is not None else None,
+                "energy_j": energy / 1000.0 if energy is not None else None,
+                "temp_c": self.call("temp", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+                "sm_clock_mhz": self.call("sm_clock", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                "throttle_reasons": self._throttle(h),
+                "mig": bool(mig[0]) if mig is not None else None,
+            }
+            rec.update(self._gpm(i, h))
+            records.append(rec)
+        return records
+
+    def close(self) -> None:
+        try:
+            self.nv.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def open_source(device_indices: list[int] | None, activity: Activity | None, force_simulated: bool = False,
+                nvml: Any = None) -> NvmlSource | SimulatedSource:
+    if not force_simulated:
+        try:
+            return NvmlSource(device_indices, nvml=nvml)
+        except NvmlUnavailable:
+            pass
+    return SimulatedSource(activity)
+
+
+class GpuSampler:
+    """Daemon thread: every ``interval_s`` emits one ``gpu`` record per device through ``emit``."""
+
+    def __init__(self, source: NvmlSource | SimulatedSource, emit: Callable[..., Any], interval_s: float) -> None:
+        self.source, self.emit, self.interval_s = source, emit, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
+
+    def start(self) -> GpuSampler:
+        self._thread.start()
+        return self
+
+    def sample_once(self) -> None:
+        try:
+            for rec in self.source.sample():
+                self.emit("gpu", **rec)
+        except Exception as exc:  # telemetry must never take training down
+            warn(f"GPU sampling failed: {exc}")
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample_once()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self.source.close()

@@ -1,0 +1,160 @@
+"""Telemetry writer: appends records to ``RUN_DIR/events.jsonl`` and echoes them to stdout.
+
+``seq`` continues from the highest seq already in the file, so it rises across resumes. Writing
+never crashes or stalls training: file errors (a full disk) and stdout errors (a closed pipe) are
+reported once on stderr and the affected sink is dropped or retried quietly; stdout is written by a
+background thread through a bounded queue, so a reader that does not drain the pipe cannot block the
+loop (records that do not fit are dropped and counted).
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import protocol
+
+
+def last_seq(path: Path) -> int:
+    """Highest valid seq in an events file, -1 when there is none."""
+    if not path.exists():
+        return -1
+    parser = protocol.StreamParser()
+    best = -1
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            for rec in parser.feed(chunk):
+                best = max(best, rec["seq"])
+    rest = parser.feed(b"\n")  # a last line without newline may still be complete JSON
+    for rec in rest:
+        best = max(best, rec["seq"])
+    return best
+
+
+def warn(message: str) -> None:
+    try:
+        print(f"trainer: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+class Telemetry:
+    """Thread-safe record emitter. ``enabled=False`` (non-zero ranks) makes every call a no-op."""
+
+    def __init__(self, path: Path | None, stdout: TextIO | None = None, enabled: bool = True,
+                 queue_size: int = 10000) -> None:
+        self.enabled = enabled
+        self.path = path
+        self._lock = threading.Lock()
+        self._fh = None
+        self._reported: set[str] = set()
+        self.dropped = 0
+        self.seq = 0
+        self._queue: queue.Queue[str | None] | None = None
+        self._thread: threading.Thread | None = None
+        if not enabled:
+            return
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.seq = last_seq(path) + 1
+            try:
+                self._fh = open(path, "a", encoding="utf-8")
+                if path.stat().st_size > 0:
+                    with open(path, "rb") as check:
+                        check.seek(-1, 2)
+                        if check.read(1) != b"\n":
+                            self._fh.write("\n")  # a killed writer left half a line: end it
+            except OSError as exc:
+                self._report("file", f"cannot write {path}: {exc}; telemetry goes to stdout only")
+                self._fh = None
+        if stdout is not None:
+            self._stdout = stdout
+            self._queue = queue.Queue(maxsize=queue_size)
+            self._thread = threading.Thread(target=self._pump, name="telemetry-stdout", daemon=True)
+            self._thread.start()
+
+    def _report(self, key: str, message: str) -> None:
+        if key not in self._reported:
+            self._reported.add(key)
+            warn(message)
+
+    def emit(self, kind: str, **fields: Any) -> dict[str, Any] | None:
+        if not self.enabled:
+            return None
+        with self._lock:
+            record = protocol.make_record(kind, self.seq, time.time(), **fields)
+            self.seq += 1
+            line = protocol.encode(record)
+            if self._fh is not None:
+                try:
+                    self._fh.write(line)
+                    self._fh.flush()
+                except (OSError, ValueError) as exc:
+                    self._report("file", f"writing {self.path} failed ({exc}); training goes on")
+        if self._queue is not None:
+            try:
+                self._queue.put_nowait(line)
+            except queue.Full:
+                self.dropped += 1
+        return record
+
+    def _pump(self) -> None:
+        assert self._queue is not None
+        while True:
+            line = self._queue.get()
+            if line is None:
+                return
+            if self._stdout is None:
+                continue
+            try:
+                self._stdout.write(line)
+                self._stdout.flush()
+            except (OSError, ValueError) as exc:
+                self._report("stdout", f"stdout closed ({exc}); records still go to the events file")
+                self._stdout = None
+
+    def sync(self) -> None:
+        """fsync the events file (before a checkpoint is declared complete)."""
+        import os
+
+        with self._lock:
+            if self._fh is not None:
+                try:
+                    self._fh.flush()
+                    os.fsync(self._fh.fileno())
+                except (OSError, ValueError):
+                    pass
+
+    def close(self, timeout: float = 2.0) -> None:
+        if self._queue is not None and self._thread is not None:
+            try:
+                self._queue.put(None, timeout=timeout)
+            except queue.Full:
+                pass
+            self._thread.join(timeout)
+        with self._lock:
+            if self._fh is not None:
+                try:
+                    self._fh.close()
+                except OSError:
+                    pass
+                self._fh = None
+
+
+class StepRateLimiter:
+    """Lets a step record through every ``every`` steps and no more often than ``interval_s``."""
+
+    def __init__(self, every: int, interval_s: float) -> None:
+        self.every = max(1, every)
+        self.interval_s = interval_s
+        self._last = float("-inf")
+
+    def due(self, step: int, now: float, force: bool = False) -> bool:
+        if force or (step % self.every == 0 and now - self._last >= self.interval_s):
+            self._last = now
+            return True
+        return False
