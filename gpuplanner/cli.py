@@ -19,6 +19,7 @@ from gpuplanner.plan.setup import PlanInputError
 COMMAND_MODULES = (
     "gpuplanner.commands.plan",
     "gpuplanner.commands.runs",
+    "gpuplanner.commands.catalog",
 )
 
 

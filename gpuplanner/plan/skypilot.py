@@ -1,0 +1,313 @@
+"""Import prices from a SkyPilot catalog ``vms.csv`` into the user's ``prices.csv``.
+
+SkyPilot keeps one ``vms.csv`` per cloud (``~/.sky/catalogs/<version>/<cloud>/vms.csv``). The columns
+are the same family everywhere but their order differs per cloud, so rows are read by header name:
+``InstanceType, AcceleratorName, AcceleratorCount, vCPUs, MemoryGiB, GpuInfo, Price, SpotPrice, Region,
+AvailabilityZone``. ``Price`` and ``SpotPrice`` are per instance-hour; we divide by the accelerator
+count to get the per-GPU-hour prices the catalog uses, and keep the cheapest zone of each region and
+instance type. ``GpuInfo`` is a Python literal (a dict, sometimes a bare name); it is read with
+:func:`ast.literal_eval` only, never evaluated as code, and used where ``AcceleratorName`` is blank or
+ambiguous.
+
+Pure apart from :func:`merge_into_user_prices`, which writes the user's ``prices.csv`` atomically.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import datetime as _dt
+import io
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuplanner.plan.catalog import (
+    Catalog,
+    CatalogError,
+    GpuSpec,
+    PriceOffer,
+    load_catalog,
+    offers_to_csv,
+    parse_prices,
+    user_files,
+)
+
+# Seconds of warning before a spot VM is reclaimed, by provider (others: unknown).
+SPOT_NOTICE_S = {"aws": 120.0, "gcp": 30.0, "azure": 30.0}
+_MAX_GPU_INFO_CHARS = 4096
+_MAX_PROBLEMS = 20
+
+
+@dataclass
+class ImportReport:
+    """What an import read, kept and skipped."""
+
+    path: str
+    provider: str
+    rows: int = 0
+    imported: int = 0
+    skipped_no_accelerator: int = 0
+    skipped_no_price: int = 0
+    skipped_fractional: int = 0
+    bad_gpu_info: int = 0
+    spot_dropped: int = 0
+    unknown_accelerators: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def skipped_unknown(self) -> int:
+        return sum(self.unknown_accelerators.values())
+
+    def note(self, line: int, message: str) -> None:
+        if len(self.problems) < _MAX_PROBLEMS:
+            self.problems.append(f"line {line}: {message}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "provider": self.provider,
+            "rows": self.rows,
+            "imported": self.imported,
+            "skipped": {
+                "no_accelerator": self.skipped_no_accelerator,
+                "no_price": self.skipped_no_price,
+                "fractional_gpu": self.skipped_fractional,
+                "unknown_accelerator": self.skipped_unknown,
+            },
+            "unknown_accelerators": dict(sorted(self.unknown_accelerators.items())),
+            "bad_gpu_info": self.bad_gpu_info,
+            "spot_dropped": self.spot_dropped,
+            "problems": list(self.problems),
+        }
+
+
+@dataclass(frozen=True)
+class SkyPilotImport:
+    offers: tuple[PriceOffer, ...]
+    report: ImportReport
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    path: Path
+    added: int
+    replaced: int
+    total: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "added": self.added, "replaced": self.replaced, "total": self.total}
+
+
+def parse_gpu_info(text: str) -> tuple[str | None, float | None]:
+    """Accelerator name and per-GPU memory (MiB) from a ``GpuInfo`` cell; raises ValueError if malformed.
+
+    Accepts a dict like ``{'Gpus': [{'Name': 'A10G', 'Count': 1, 'MemoryInfo': {'SizeInMiB': 24576}}]}``
+    or a bare name (``'T4'`` or ``T4``)."""
+    text = text.strip()
+    if not text:
+        return None, None
+    if len(text) > _MAX_GPU_INFO_CHARS:
+        raise ValueError("GpuInfo cell is too long")
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        if text.replace("-", "").replace("_", "").isalnum():
+            return text, None  # a bare accelerator name, unquoted
+        raise ValueError(f"GpuInfo is not a Python literal: {text[:60]!r}") from None
+    if isinstance(value, str):
+        return (value.strip() or None), None
+    if not isinstance(value, dict):
+        raise ValueError(f"GpuInfo is a {type(value).__name__}, expected a dict")
+    gpus = value.get("Gpus")
+    if not isinstance(gpus, list) or not gpus or not isinstance(gpus[0], dict):
+        raise ValueError("GpuInfo has no 'Gpus' list")
+    first = gpus[0]
+    name = first.get("Name")
+    memory = first.get("MemoryInfo", {})
+    size = memory.get("SizeInMiB") if isinstance(memory, dict) else None
+    name = name.strip() if isinstance(name, str) and name.strip() else None
+    size = float(size) if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 0 else None
+    return name, size
+
+
+def _cell(row: dict[str, str], column: str) -> str:
+    return (row.get(column) or "").strip()
+
+
+def _price(text: str) -> float | None:
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def _resolve(catalog: Catalog, name: str, memory_mib: float | None) -> GpuSpec | None:
+    spec = catalog.find_gpu(name)
+    if memory_mib is None:
+        return spec
+    memory_gib = memory_mib / 1024
+    if spec is None or abs(spec.marketing_memory_gb - memory_gib) > 0.2 * spec.marketing_memory_gb:
+        # "A100" with 80 GiB in GpuInfo is an A100-80GB: try the name with the memory size.
+        sized = catalog.find_gpu(f"{name}-{round(memory_gib)}GB")
+        if sized is not None:
+            return sized
+    return spec
+
+
+def import_vms_csv(
+    path: Path | str,
+    provider: str,
+    catalog: Catalog | None = None,
+    *,
+    as_of: str | None = None,
+) -> SkyPilotImport:
+    """Read a SkyPilot ``vms.csv`` into per-GPU-hour offers from ``provider`` (e.g. ``"aws"``)."""
+    path = Path(path)
+    provider = provider.strip().lower()
+    if catalog is None:
+        catalog = load_catalog()
+    if as_of is None:
+        as_of = _dt.date.today().isoformat()
+    report = ImportReport(path=str(path), provider=provider)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CatalogError(path, f"not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise CatalogError(path, f"cannot read: {exc.strerror or exc}") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+    except csv.Error as exc:
+        raise CatalogError(path, f"bad CSV: {exc}", line=1) from None
+    reader.fieldnames = header
+    for column in ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region"):
+        if column not in header:
+            raise CatalogError(path, "this does not look like a SkyPilot vms.csv: a column is missing", line=1, field=column)
+
+    # (region, instance type, gpu) -> [count, cheapest on-demand, cheapest spot]
+    best: dict[tuple[str, str, str], list[Any]] = {}
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            raise CatalogError(path, f"bad CSV: {exc}", line=reader.line_num) from None
+        line = reader.line_num
+        report.rows += 1
+        name = _cell(row, "AcceleratorName")
+        count_text = _cell(row, "AcceleratorCount")
+        info_name, info_mib = None, None
+        info_text = _cell(row, "GpuInfo")
+        if info_text:
+            try:
+                info_name, info_mib = parse_gpu_info(info_text)
+            except ValueError as exc:
+                report.bad_gpu_info += 1
+                report.note(line, f"ignored GpuInfo: {exc}")
+        name = name or (info_name or "")
+        try:
+            count = float(count_text) if count_text else 0.0
+        except ValueError:
+            count = 0.0
+        if not name or not math.isfinite(count) or count <= 0:
+            report.skipped_no_accelerator += 1
+            continue
+        if count < 1 or not count.is_integer():
+            report.skipped_fractional += 1
+            continue
+        spec = _resolve(catalog, name, info_mib)
+        if spec is None:
+            report.unknown_accelerators[name] = report.unknown_accelerators.get(name, 0) + 1
+            continue
+        price = _price(_cell(row, "Price"))
+        if price is None:
+            report.skipped_no_price += 1
+            continue
+        spot = _price(_cell(row, "SpotPrice"))
+        region = _cell(row, "Region")
+        if not region:
+            report.skipped_no_price += 1
+            report.note(line, "no Region")
+            continue
+        instance = _cell(row, "InstanceType") or f"{int(count)}x {name} (accelerator only)"
+        gpus = int(count)
+        key = (region, instance, spec.name)
+        entry = best.setdefault(key, [gpus, math.inf, math.inf])
+        entry[1] = min(entry[1], price / gpus)
+        if spot is not None:
+            entry[2] = min(entry[2], spot / gpus)
+
+    offers = []
+    source = f"SkyPilot catalog {path.name}"
+    for (region, instance, gpu_name), (gpus, on_demand, spot) in sorted(best.items()):
+        spot_usd: float | None = spot if math.isfinite(spot) else None
+        if spot_usd is not None and spot_usd >= on_demand:
+            report.spot_dropped += 1
+            spot_usd = None
+        offers.append(
+            PriceOffer(
+                provider=provider,
+                region=region,
+                gpu=gpu_name,
+                gpu_count=gpus,
+                instance_type=instance,
+                on_demand_usd=round(on_demand, 6),
+                spot_usd=round(spot_usd, 6) if spot_usd is not None else None,
+                interruptions_per_hour=None,
+                notice_s=SPOT_NOTICE_S.get(provider) if spot_usd is not None else None,
+                as_of=as_of,
+                source=source,
+            )
+        )
+    report.imported = len(offers)
+    return SkyPilotImport(tuple(offers), report)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def merge_into_user_prices(
+    offers: tuple[PriceOffer, ...] | list[PriceOffer],
+    config_dir: Path | None = None,
+    catalog: Catalog | None = None,
+) -> MergeResult:
+    """Merge offers into ``<config_dir>/prices.csv``: same provider, region, GPU and instance type
+    replaces the row, anything else is appended. The file is replaced atomically; a malformed existing
+    file raises :class:`CatalogError` and is left untouched."""
+    path = user_files(config_dir)["prices"]
+    if catalog is None:
+        catalog = load_catalog(config_dir)
+    existing = parse_prices(path, catalog) if path.exists() else ()
+    rows = {offer.key: offer for offer in existing}
+    added = replaced = 0
+    for offer in offers:
+        if offer.key in rows:
+            replaced += 1
+        else:
+            added += 1
+        rows[offer.key] = offer
+    _atomic_write(path, offers_to_csv(rows.values()))
+    return MergeResult(path=path, added=added, replaced=replaced, total=len(rows))
