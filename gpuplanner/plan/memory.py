@@ -1,0 +1,500 @@
+"""Peak GPU memory of one training step, per GPU, with a breakdown.
+
+The model follows what a PyTorch + transformers + peft run actually allocates (see docs/memory.md):
+persistent state (weights, gradients, optimizer states), the tensors autograd saves for backward
+(counted tensor by tensor for each layer kind, with their real dtypes), the loss region around the
+logits, and the transients of the optimizer step. The peak is the largest of three moments:
+start of backward, end of backward and the optimizer step. CUDA context and allocator slack are
+added on top.
+
+Pure Python; every call is a handful of arithmetic operations on numbers precomputed per spec.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Sequence
+
+from gpuplanner.plan.model_spec import ModelSpec, resolve_targets
+from gpuplanner.plan.setup import TrainSetup
+
+GIB = 1024**3
+
+# --- fixed costs -----------------------------------------------------------------------------------
+# CUDA context + cuBLAS/cuDNN handles and workspaces, as nvidia-smi shows for a process that has
+# only initialised torch and run one matmul (about 0.45-0.55 GiB on H100/A100 with CUDA 12 lazy loading).
+CUDA_CONTEXT_BYTES = int(0.5 * GIB)
+# The caching allocator reserves more than it hands out (block rounding, fragmentation between
+# differently sized activations). torch.cuda.max_memory_reserved / max_memory_allocated is typically
+# 1.03-1.10 for transformer training without expandable segments; we take the middle.
+ALLOCATOR_SLACK = 0.06
+
+# --- bytes per element ----------------------------------------------------------------------------
+FP32, HALF, MASK = 4, 2, 1  # torch.float32, bf16/fp16, torch.bool dropout masks
+# bitsandbytes NF4 with double quantization (QLoRA defaults): 4-bit values, one 8-bit absmax per
+# 64-element block, plus one fp32 second-level constant per 256 blocks.
+NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
+# bitsandbytes 8-bit Adam: two uint8 states, one fp32 absmax per 256-element block for each state.
+ADAM8_BYTES_PER_PARAM = 2 + 2 * 4 / 256
+# DeepSpeed ZeRO-2 default reduce_bucket_size (elements), allocated in the gradient dtype.
+ZERO2_BUCKET_ELEMS = 500_000_000
+# Cross-entropy over fp32 logits (transformers' ForCausalLMLoss upcasts with logits.float()):
+# at the start of backward the log-softmax output (4 B), nll_loss's gradient (4 B) and
+# log_softmax_backward's result (4 B) are alive together; during the forward the 16-bit logits,
+# their fp32 copy and the log-softmax output (2+4+4 B) are, which is never more.
+LOGITS_BYTES_PER_ELEM = 12
+# Gemma 2 soft-caps the logits (divide, tanh, multiply): tanh saves its output in 16 bit and the
+# capped copy is upcast, roughly two extra 16-bit copies.
+SOFTCAP_EXTRA_BYTES = 2 * HALF
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    logits: int
+    overhead: int
+    peak_moment: str = "start-of-backward"
+    source: str = "formula"
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.logits + self.overhead
+
+    def as_gib(self) -> dict[str, float]:
+        g = lambda v: round(v / GIB, 3)  # noqa: E731
+        return {
+            "weights_gib": g(self.weights),
+            "gradients_gib": g(self.gradients),
+            "optimizer_gib": g(self.optimizer),
+            "activations_gib": g(self.activations),
+            "logits_gib": g(self.logits),
+            "overhead_gib": g(self.overhead),
+            "total_gib": g(self.total),
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# Activations: what autograd saves, per token, for one layer
+# --------------------------------------------------------------------------------------------------
+# Regimes: "fp32" (everything 4 B), "amp" (fp32 parameters under torch.autocast: residual stream and
+# norms in fp32, matmuls in 16 bit, every linear casts its own input), "half" (16-bit parameters, no
+# autocast: residual and matmuls 16 bit, RMSNorm upcasts internally). LoRA with a 16-bit base is "half".
+# Each entry: (elements per token, bytes, needed_by) where needed_by is None (always saved, the input
+# gradient needs it) or the module paths / norm names whose weight gradient needs it; an entry is
+# dropped when none of those train (frozen base under LoRA).
+
+Ledger = tuple[tuple[int, int, tuple[str, ...] | None], ...]
+
+
+def _norm_out(out: int, res: int, c: int, regime: str, consumers: tuple[str, ...]) -> list:
+    """A normalised tensor consumed by ``consumers`` linears: one shared copy, or one cast per linear."""
+    if regime == "amp":
+        return [(out, HALF, (m,)) for m in consumers]
+    return [(out, c, consumers)]
+
+
+def _rmsnorm(h: int, res: int, c: int, regime: str, name: str, consumers: tuple[str, ...]) -> list:
+    # LlamaRMSNorm: x.to(float32); pow(2) saves the fp32 input; x * rsqrt(var) saves it and rsqrt;
+    # weight * x.to(input_dtype) saves the normalised copy only when the weight trains.
+    items = [(h, FP32, None), (1, FP32, None), (h, res, (name,))]
+    if consumers:
+        items += _norm_out(h, res, c, regime, consumers) if regime != "half" else [(h, c, consumers)]
+    return items
+
+
+def _layernorm(h: int, res: int, c: int, regime: str, consumers: tuple[str, ...]) -> list:
+    # native_layer_norm saves its input and fp32 mean/rstd; its output is saved by the next linears.
+    items = [(h, res, None), (2, FP32, None)]
+    if consumers:
+        items += _norm_out(h, res, c, regime, consumers)
+    return items
+
+
+def _llama_ledger(spec: ModelSpec, regime: str) -> list:
+    h, q, kv, inter = spec.hidden_size, spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim, spec.intermediate_size
+    res = FP32 if regime in ("fp32", "amp") else HALF
+    c = FP32 if regime == "fp32" else HALF
+    qkv = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+    items = _rmsnorm(h, res, c, regime, "norm1", qkv)
+    if spec.qk_norm:  # Qwen3/Gemma3 q/k RMSNorm: fp32 upcast + normalised copy of q and k
+        items += [(q + kv, FP32, None), (q + kv, c, ("norm1",))]
+    # rotary q and k, v; SDPA saves q, k, v, its output and the fp32 logsumexp; the output is
+    # transposed to a contiguous copy that o_proj saves (transformers' sdpa_attention_forward).
+    items += [(q, c, None), (kv, c, None), (kv, c, None), (q, c, None), (spec.num_heads, FP32, None)]
+    items += [(q, c, ("self_attn.o_proj",))]
+    if spec.norms_per_layer == 4:  # Gemma 2: post-attention norm before the residual add
+        items += _rmsnorm(h, res, c, regime, "norm3", ())
+    items += _rmsnorm(h, res, c, regime, "norm2", ("mlp.gate_proj", "mlp.up_proj"))
+    # gated MLP: act(gate) saves gate; act*up saves both; down_proj saves the product.
+    items += [(inter, c, None), (inter, c, None), (inter, c, None), (inter, c, ("mlp.down_proj",))]
+    if spec.norms_per_layer == 4:
+        items += _rmsnorm(h, res, c, regime, "norm4", ())
+    return items
+
+
+def _gelu_items(inter: int, c: int, regime: str, act: str, consumer: str) -> list:
+    if act == "gelu_new":
+        # 0.5*x*(1+tanh(k*(x+0.044715*x**3))) in Python: pow saves x, tanh its output, the last
+        # product both factors. Under autocast pow runs in fp32 (autocast fp32 op list), which turns
+        # x, tanh and (1+tanh) into fp32.
+        if regime == "amp":
+            return [(inter, FP32, None), (inter, FP32, None), (inter, HALF, None), (inter, FP32, None), (inter, HALF, (consumer,))]
+        return [(inter, c, None)] * 4 + [(inter, c, (consumer,))]
+    # fused GELU/SiLU: saves its input; the next linear saves the output
+    return [(inter, c, None), (inter, c, (consumer,))]
+
+
+def _gpt2_ledger(spec: ModelSpec, regime: str) -> list:
+    h, inter = spec.hidden_size, spec.intermediate_size
+    res = FP32 if regime in ("fp32", "amp") else HALF
+    c = FP32 if regime == "fp32" else HALF
+    drop = [(h, MASK, None)] if spec.resid_dropout > 0 else []
+    items = _layernorm(h, res, c, regime, ("attn.c_attn",))
+    # c_attn output (q, k, v are views of it) saved by SDPA, SDPA output + logsumexp, merged copy.
+    items += [(3 * h, c, None), (h, c, None), (spec.num_heads, FP32, None), (h, c, ("attn.c_proj",))]
+    items += drop
+    items += _layernorm(h, res, c, regime, ("mlp.c_fc",))
+    items += _gelu_items(inter, c, regime, spec.activation, "mlp.c_proj")
+    items += drop
+    return items
+
+
+def _bert_ledger(spec: ModelSpec, regime: str) -> list:
+    h, inter = spec.hidden_size, spec.intermediate_size
+    res = FP32 if regime in ("fp32", "amp") else HALF
+    c = FP32 if regime == "fp32" else HALF
+    drop = [(h, MASK, None)] if spec.resid_dropout > 0 else []
+    qkv = ("attention.self.query", "attention.self.key", "attention.self.value")
+    # the layer input is the previous LayerNorm's output, saved by the three projections
+    items = _norm_out(h, res, c, regime, qkv)
+    items += [(3 * h, c, None), (h, c, None), (spec.num_heads, FP32, None), (h, c, ("attention.output.dense",))]
+    items += drop + [(h, res, None), (2, FP32, None)]  # post-norm LayerNorm input + mean/rstd
+    items += _norm_out(h, res, c, regime, ("intermediate.dense",))
+    items += _gelu_items(inter, c, regime, spec.activation, "output.dense")
+    items += drop + [(h, res, None), (2, FP32, None)]
+    return items
+
+
+@lru_cache(maxsize=4096)
+def _layer_bytes(spec: ModelSpec, regime: str, trained: frozenset[str] | None) -> tuple[int, int]:
+    """(bytes per token saved by one block, bytes per token outside the blocks)."""
+    if spec.family == "gpt2":
+        items = _gpt2_ledger(spec, regime)
+    elif spec.family == "bert":
+        items = _bert_ledger(spec, regime)
+    else:
+        items = _llama_ledger(spec, regime)
+    per_layer = 0
+    for elems, nbytes, needed in items:
+        if needed is None or trained is None or any(n in trained for n in needed):
+            per_layer += elems * nbytes
+    # outside the blocks: final norm (input + stats) and the head's saved input; dropout after embeddings
+    h = spec.hidden_size
+    res = FP32 if regime in ("fp32", "amp") else HALF
+    c = FP32 if regime == "fp32" else HALF
+    outside = h * res + 8 + (h * c if trained is None or "lm_head" in trained else 0)
+    if spec.family == "bert" and spec.architecture == "BertForMaskedLM":
+        outside += 3 * h * c  # MLM transform: dense output (GELU input), GELU output, LayerNorm stats
+    if spec.resid_dropout > 0:
+        outside += h * MASK
+    return per_layer, outside
+
+
+def _attention_matrix_bytes(spec: ModelSpec, regime: str) -> int:
+    """Eager attention, per layer per sequence element squared per head: the fp32 softmax output and
+    its 16-bit copy that the probs @ V matmul saves (plus dropout mask and output when p > 0)."""
+    c = FP32 if regime == "fp32" else HALF
+    per = FP32 + (c if c != FP32 else 0)
+    if spec.attn_dropout > 0:
+        per += MASK + c
+    return per
+
+
+# --------------------------------------------------------------------------------------------------
+# Estimator
+# --------------------------------------------------------------------------------------------------
+
+
+def _regime(setup: TrainSetup) -> str:
+    if setup.precision == "fp32":
+        return "fp32"
+    if setup.method == "lora":
+        return "half"  # base loaded in 16 bit: autocast is a no-op on the frozen layers
+    if setup.method == "qlora":
+        return "amp"  # prepare_model_for_kbit_training casts norms/embeddings to fp32
+    return "amp" if setup.precision.endswith("mixed") else "half"
+
+
+def trainable_params(spec: ModelSpec, setup: TrainSetup) -> int:
+    if setup.uses_adapters:
+        from gpuplanner.plan.model_spec import lora_trainable_params
+
+        return lora_trainable_params(spec, setup.lora_rank, tuple(setup.lora_targets))
+    return spec.n_params
+
+
+@lru_cache(maxsize=4096)
+def _trained_modules(spec: ModelSpec, method: str, targets: tuple[str, ...]) -> frozenset[str] | None:
+    if method == "full":
+        return None  # everything trains
+    return frozenset(m.path for m in resolve_targets(spec, targets))
+
+
+def _optimizer_state_bytes(spec: ModelSpec, setup: TrainSetup, trainable: int, state_b: int) -> tuple[int, int]:
+    """(persistent state bytes, transient bytes at the step) for all trainable params on one replica."""
+    opt = setup.optimizer
+    full = setup.method == "full"
+    if opt in ("adamw", "adamw-fused"):
+        state = 2 * state_b * trainable  # exp_avg + exp_avg_sq in the parameter dtype
+        # foreach AdamW materialises sqrt(exp_avg_sq)+eps for every tensor at once (one
+        # parameter-sized buffer); the fused kernel works in place.
+        transient = state_b * trainable if opt == "adamw" else 0
+        return state, transient
+    if opt == "adamw-8bit":
+        small = spec.small_tensor_params if full else 0
+        big = max(0, trainable - small)
+        return int(ADAM8_BYTES_PER_PARAM * big) + 2 * FP32 * small, 0
+    if opt == "sgd":
+        return state_b * trainable, 0  # one momentum buffer
+    # adafactor (factored second moment, no first moment): rows + cols per matrix
+    if full:
+        elems = spec.adafactor_state_elems
+        largest = spec.largest_tensor
+    else:
+        mods = resolve_targets(spec, tuple(setup.lora_targets))
+        r = setup.lora_rank
+        elems = sum((r + m.in_features + r + m.out_features) * m.count for m in mods)
+        largest = max((r * max(m.in_features, m.out_features) for m in mods), default=0)
+    # the update for one tensor at a time: the squared gradient and the update, fp32
+    return FP32 * elems, 2 * FP32 * largest
+
+
+def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
+    """Peak memory per GPU for one training step of ``spec`` under ``setup``."""
+    n = spec.n_params
+    gpus = setup.gpus
+    shard = setup.sharding if gpus > 1 else "none"
+    regime = _regime(setup)
+    pure_half = setup.precision == "bf16"
+    notes: list[str] = []
+
+    # ---- persistent state, whole model (one replica) ----
+    if setup.method == "full":
+        trainable = n
+        param_b = HALF if pure_half else FP32
+        weights = param_b * n
+        grad_b = param_b
+        state_b = param_b
+    else:
+        trainable = trainable_params(spec, setup)
+        base_b = FP32 if setup.precision == "fp32" else HALF
+        if setup.method == "qlora":
+            q = spec.quantizable_params
+            weights = int(NF4_BYTES_PER_PARAM * q) + FP32 * (n - q)
+            notes.append("QLoRA: block linears in NF4 with double quantization; embeddings, head and norms cast to fp32")
+        else:
+            weights = base_b * n
+        weights += FP32 * trainable  # peft keeps adapters in fp32
+        grad_b = state_b = FP32
+    grads = grad_b * trainable
+    opt_state, opt_transient = _optimizer_state_bytes(spec, setup, trainable, state_b)
+
+    # ---- sharding ----
+    compute_b = FP32 if setup.precision == "fp32" else HALF
+    grad_extra = 0
+    weight_extra = 0
+    if shard == "fsdp":
+        weights_sh = -(-weights // gpus)
+        grads = -(-grads // gpus)
+        opt_state = -(-opt_state // gpus)
+        opt_transient = -(-opt_transient // gpus)
+        # FSDP gathers the root unit (embeddings, head, final norm) for the whole step and each block
+        # while it runs, prefetching the next one; the block's full gradient exists until it is
+        # reduce-scattered.
+        gather_b = compute_b if setup.method == "full" else (HALF if setup.method == "qlora" else compute_b)
+        weight_extra = gather_b * (spec.root_params + 2 * spec.layer_params)
+        if setup.method == "full":
+            grad_extra = grad_b * spec.layer_params
+        weights = weights_sh
+        notes.append(f"FSDP over {gpus} GPUs: weights, gradients and optimizer states sharded; gathered units counted in weights")
+    elif shard == "zero2":
+        if setup.method == "full" and regime == "amp":
+            # DeepSpeed keeps the 16-bit model replicated and the fp32 master copy partitioned
+            weights = HALF * n + -(-FP32 * n // gpus)
+        grads = -(-grads // gpus)
+        opt_state = -(-opt_state // gpus)
+        opt_transient = -(-opt_transient // gpus)
+        grad_extra = min(trainable, ZERO2_BUCKET_ELEMS) * (HALF if regime != "fp32" else FP32)
+        notes.append(f"ZeRO-2 over {gpus} GPUs: gradients and optimizer states sharded; reduce bucket counted in gradients")
+    elif shard == "ddp":
+        # DDP's reducer copies every gradient into flat buckets (gradient_as_bucket_view=False default)
+        grad_extra = grads
+        notes.append("DDP replicates the model; its gradient buckets double the gradient memory")
+
+    # ---- activations ----
+    tokens = setup.micro_batch * setup.seq_len
+    trained = _trained_modules(spec, setup.method, tuple(setup.lora_targets))
+    per_layer_tok, outside_tok = _layer_bytes(spec, regime, trained)
+    layer_act = per_layer_tok * tokens
+    if setup.attention == "eager":
+        layer_act += _attention_matrix_bytes(spec, regime) * setup.micro_batch * spec.num_heads * setup.seq_len**2
+    else:
+        # SDPA/flash keep no s x s matrix; with a padding mask or GQA transformers may repeat K/V
+        pass
+    if setup.uses_adapters:
+        mods = resolve_targets(spec, tuple(setup.lora_targets))
+        # lora_A output (r, fp32 adapters) saved by lora_B, per wrapped module
+        layer_act += sum(FP32 * setup.lora_rank * m.count for m in mods if m.in_block) * tokens // max(1, spec.num_layers)
+    res_b = FP32 if regime in ("fp32", "amp") else HALF
+    L = spec.num_layers
+    if setup.grad_checkpointing == "none":
+        stored_layers, ckpt_layers = L, 0
+    elif setup.grad_checkpointing == "full":
+        stored_layers, ckpt_layers = 0, L
+    else:
+        ckpt_layers = (L + 1) // 2
+        stored_layers = L - ckpt_layers
+    acts = stored_layers * layer_act + ckpt_layers * res_b * spec.hidden_size * tokens + outside_tok * tokens
+    recompute = layer_act if ckpt_layers else 0  # one block re-run at a time during backward
+
+    # ---- logits ----
+    vocab_elems = tokens * spec.vocab_size
+    logits = LOGITS_BYTES_PER_ELEM * vocab_elems + (SOFTCAP_EXTRA_BYTES * vocab_elems if spec.logit_softcap else 0)
+
+    # autocast caches a 16-bit copy of every fp32 weight a matmul used, kept (saved) until backward
+    cast_cache = 0
+    if regime == "amp" and setup.method == "full" and shard != "fsdp" and shard != "zero2":
+        cast_cache = HALF * (spec.block_linear_params + spec.vocab_size * spec.hidden_size)
+        notes.append("autocast keeps 16-bit copies of the fp32 weights from forward to backward")
+
+    # ---- the three moments ----
+    grads_total = grads + grad_extra
+    weights_total = weights + weight_extra
+    grads_sob = grads_total if setup.grad_accum > 1 else 0  # zero_grad(set_to_none) frees them between steps
+    m_sob = weights_total + cast_cache + grads_sob + opt_state + acts + max(logits, recompute)
+    m_eob = weights_total + grads_total + opt_state + recompute + outside_tok * tokens
+    m_opt = weights_total + grads_total + opt_state + opt_transient
+    peak = max(m_sob, m_eob, m_opt)
+    if peak == m_sob:
+        moment = "start-of-backward"
+        w, g, o = weights_total + cast_cache, grads_sob, opt_state
+        a, lg, tr = acts + (recompute if recompute > logits else 0), (logits if logits >= recompute else 0), 0
+    elif peak == m_eob:
+        moment = "end-of-backward"
+        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, recompute + outside_tok * tokens, 0, 0
+    else:
+        moment = "optimizer-step"
+        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, 0, 0, opt_transient
+    overhead = CUDA_CONTEXT_BYTES + int(ALLOCATOR_SLACK * peak) + tr
+    if setup.attention == "sdpa" and spec.num_kv_heads != spec.num_heads:
+        notes.append("GQA assumed without a padding mask (SDPA enable_gqa); a padding mask makes transformers repeat K/V")
+    return MemoryBreakdown(
+        weights=int(w), gradients=int(g), optimizer=int(o), activations=int(a), logits=int(lg),
+        overhead=int(overhead), peak_moment=moment, source="formula", notes=tuple(notes),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Fit checks and suggestions
+# --------------------------------------------------------------------------------------------------
+
+
+def fits(breakdown: MemoryBreakdown, capacity_gib: float, headroom: float = 0.95) -> bool:
+    return breakdown.total <= capacity_gib * headroom * GIB
+
+
+MAX_MICRO_BATCH = 1024
+
+
+def max_micro_batch(spec: ModelSpec, setup: TrainSetup, capacity_gib: float, headroom: float = 0.95) -> int:
+    """Largest micro-batch (up to 1024) that fits; 0 when even 1 does not."""
+    def ok(mb: int) -> bool:
+        return fits(estimate_memory(spec, replace(setup, micro_batch=mb)), capacity_gib, headroom)
+
+    if not ok(1):
+        return 0
+    lo, hi = 1, MAX_MICRO_BATCH
+    if ok(hi):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _keep_batch(spec: ModelSpec, setup: TrainSetup, cap: float, headroom: float) -> TrainSetup | None:
+    """Smaller micro-batch k with more accumulation m so that k*m stays micro_batch*grad_accum."""
+    per_gpu = setup.micro_batch * setup.grad_accum
+    best = max_micro_batch(spec, replace(setup, micro_batch=1, grad_accum=per_gpu), cap, headroom)
+    if best < 1:
+        return None
+    for k in range(min(best, setup.micro_batch - 1), 0, -1):
+        if per_gpu % k == 0:
+            return replace(setup, micro_batch=k, grad_accum=per_gpu // k)
+    return None
+
+
+def fit_suggestions(
+    spec: ModelSpec,
+    setup: TrainSetup,
+    capacity_gib: float,
+    headroom: float = 0.95,
+    larger_gpus: Sequence[tuple[str, float]] = (),
+) -> list[str]:
+    """Concrete changes, each re-estimated and checked to fit; empty when the setup already fits."""
+    if fits(estimate_memory(spec, setup), capacity_gib, headroom):
+        return []
+    out: list[str] = []
+
+    def check(candidate: TrainSetup | None, text: str) -> bool:
+        if candidate is not None and fits(estimate_memory(spec, candidate), capacity_gib, headroom):
+            total = estimate_memory(spec, candidate).total / GIB
+            out.append(f"{text} (≈{total:.1f} GiB)")
+            return True
+        return False
+
+    if setup.grad_checkpointing != "full":
+        check(replace(setup, grad_checkpointing="full"), "enable full gradient checkpointing")
+    smaller = _keep_batch(spec, setup, capacity_gib, headroom)
+    if smaller is not None:
+        check(smaller, f"micro-batch {smaller.micro_batch} with {smaller.grad_accum} accumulation steps (same effective batch)")
+    elif setup.grad_checkpointing != "full":
+        ck = replace(setup, grad_checkpointing="full")
+        smaller = _keep_batch(spec, ck, capacity_gib, headroom)
+        if smaller is not None:
+            check(smaller, f"full gradient checkpointing with micro-batch {smaller.micro_batch} and {smaller.grad_accum} accumulation steps")
+    if setup.optimizer != "adamw-8bit" and setup.method == "full":
+        check(replace(setup, optimizer="adamw-8bit"), "8-bit AdamW (bitsandbytes)")
+    if setup.method == "full":
+        try:
+            lora = replace(setup, method="lora")
+            if not check(lora, f"LoRA rank {setup.lora_rank} on {', '.join(setup.lora_targets)}"):
+                qsetup = replace(setup, method="qlora", precision="bf16-mixed" if setup.precision == "fp32" else setup.precision)
+                if not check(qsetup, f"QLoRA (4-bit base) rank {setup.lora_rank}"):
+                    check(replace(qsetup, grad_checkpointing="full"), "QLoRA with full gradient checkpointing")
+        except ValueError:
+            pass
+    elif setup.method == "lora":
+        check(replace(setup, method="qlora"), "QLoRA (4-bit base) instead of LoRA")
+    for n in (2, 4, 8, 16, 32, 64):
+        if n > setup.gpus and (setup.sharding != "fsdp" or n > setup.gpus):
+            if check(replace(setup, sharding="fsdp", gpus=n), f"FSDP (ZeRO-3) over {n} GPUs"):
+                break
+    for name, cap in sorted(larger_gpus, key=lambda x: x[1]):
+        if cap > capacity_gib and fits(estimate_memory(spec, setup), cap, headroom):
+            out.append(f"a larger GPU: {name} ({cap:.1f} GiB)")
+            break
+    return out
+
+
+def _finite(x: float) -> bool:
+    return math.isfinite(x)
