@@ -480,7 +480,7 @@ def parse_prices(path: Path, gpus: Catalog | None = None, *, text: str | None = 
             raise CatalogError(path, f"not UTF-8 text ({exc.reason})") from None
         except OSError as exc:
             raise CatalogError(path, f"cannot read: {exc.strerror or exc}") from None
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader, None)
     except csv.Error as exc:
