@@ -189,12 +189,19 @@ def estimate_spot(compute_hours: float, terms: SpotTerms, deadline_hours: float 
         hours = work + interruptions * (terms.restart_hours + terms.stop_checkpoint_hours)
     else:
         hours, interruptions = _expected_lossy(work, terms)
-    finishes = math.isfinite(hours)
+    finishes = math.isfinite(hours) and interruptions < MAX_INTERRUPTIONS
+    if not finishes:
+        hours = interruptions = math.inf
     stop_checkpoints = interruptions * terms.stop_checkpoint_hours if finishes else math.inf
     restarts = interruptions * terms.restart_hours if finishes else math.inf
-    samples = simulate_wall_hours(compute_hours, terms, runs=runs)
-    p50, p90 = (float(q) for q in np.quantile(samples, [0.5, 0.9]))
-    meets = None if deadline_hours is None else float(np.mean(samples <= deadline_hours))
+    if finishes:
+        samples = simulate_wall_hours(compute_hours, terms, runs=runs)
+        # No interpolation: it would turn a pair of never-finishing runs into NaN.
+        p50, p90 = (float(q) for q in np.quantile(samples, [0.5, 0.9], method="inverted_cdf"))
+        meets = None if deadline_hours is None else float(np.mean(samples <= deadline_hours))
+    else:
+        p50 = p90 = math.inf
+        meets = None if deadline_hours is None else 0.0
     return SpotEstimate(
         hours=hours,
         expected_interruptions=interruptions,

@@ -1,0 +1,1 @@
+"""Tables and charts of plans and runs as CSV, JSON, Markdown and plain text (no Qt)."""

@@ -1,0 +1,56 @@
+"""Render a table (column names + rows of plain values) as CSV, Markdown or aligned text."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Sequence
+
+Row = Sequence[Any]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.6g}"
+    return str(value)
+
+
+def to_csv(columns: Sequence[str], rows: Sequence[Row]) -> str:
+    """CSV with a header line; numbers keep full precision, None is an empty cell."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow("" if v is None else v for v in row)
+    return out.getvalue()
+
+
+def to_markdown(columns: Sequence[str], rows: Sequence[Row]) -> str:
+    """A GitHub-flavoured Markdown table; pipes inside cells are escaped."""
+    def esc(value: Any) -> str:
+        return _cell(value).replace("|", "\\|")
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(esc(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def to_text(columns: Sequence[str], rows: Sequence[Row]) -> str:
+    """Columns aligned with spaces: numbers right-aligned, text left-aligned."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in rows) and rows != []
+               for i in range(len(columns))]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)]
+        return "  ".join(parts).rstrip()
+    return "\n".join([line(list(columns)), line(["-" * w for w in widths])] + [line(r) for r in cells]) + "\n"
+
+
+def to_json(document: Any) -> str:
+    return json.dumps(document, indent=2, allow_nan=False) + "\n"
