@@ -30,8 +30,8 @@ PRICINGS = ("on-demand", "spot")
 FALLBACK_INTERRUPTIONS_PER_HOUR = 0.05
 # Sustained write speed of a checkpoint to local NVMe through torch.save / safetensors.
 CHECKPOINT_WRITE_GB_PER_S = 1.0
-# A spot option "meets" a deadline or budget when this share of simulated runs does.
-SPOT_CONFIDENCE = 0.9
+# Below this multi-GPU scaling efficiency a plan warns that communication dominates.
+LOW_SCALING_EFFICIENCY = 0.5
 
 
 @dataclass(frozen=True)
@@ -329,6 +329,9 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
     fits = None if capacity is None else memory.total / GIB <= capacity * request.headroom
     warnings += _memory_warnings(memory, capacity, request.headroom, setup)
     throughput = _throughput(request, setup, gpu, trainable, allow_measured=True)
+    if throughput.scaling_efficiency < LOW_SCALING_EFFICIENCY:
+        warnings.append(f"communication dominates: {setup.gpus} GPUs reach only {throughput.scaling_efficiency:.0%} "
+                        "scaling efficiency; raise --grad-accum or the micro-batch, or use fewer GPUs")
     runtime = estimate_runtime(request.workload, throughput, setup)
     offers = catalog.offers_for(gpu.name) if (catalog is not None and gpu is not None) else ()
     on_demand, spot_price = choose_prices(request, offers, setup.gpus)
