@@ -166,7 +166,7 @@ class GpuSpec:
             raise PlanInputError("precision", f"{self.name} has no {key} tensor-core rate in the catalog")
         return float(value)
 
-    def keys(self) -> tuple[str, ...]:
+    def lookup_keys(self) -> tuple[str, ...]:
         """Every lookup key of this GPU (normalized name and aliases)."""
         return tuple(dict.fromkeys(normalize_name(n) for n in (self.name, *self.aliases)))
 
@@ -214,7 +214,7 @@ class Catalog:
         for spec in self.gpus:
             index[normalize_name(spec.name)] = spec
         for spec in self.gpus:
-            for key in spec.keys():
+            for key in spec.lookup_keys():
                 index.setdefault(key, spec)
         return index
 
