@@ -52,14 +52,16 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None = None)
     else:
         model = auto.from_pretrained(config.model, **kwargs)
     if config.grad_checkpointing != "off":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if config.grad_checkpointing == "every-other":
-            layers = [m for m in model.modules() if hasattr(m, "gradient_checkpointing")
-                      and type(m).__name__ != type(model).__name__ and m is not model]
-            blocks = [m for m in layers if "Block" in type(m).__name__ or "Layer" in type(m).__name__]
-            for i, block in enumerate(blocks):
-                if i % 2 == 1:
-                    block.gradient_checkpointing = False
+        every_n = 2 if config.grad_checkpointing == "every-other" else 1
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
+            model.activation_checkpointing_enable({"use_reentrant": False}, every_n_layers=every_n)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if every_n == 2:
+                blocks = [m for m in model.modules() if m is not model and hasattr(m, "gradient_checkpointing")
+                          and ("Block" in type(m).__name__ or "Layer" in type(m).__name__)]
+                for i, block in enumerate(blocks):
+                    block.gradient_checkpointing = i % 2 == 0
         if hasattr(model.config, "use_cache"):
             model.config.use_cache = False
     if config.lora_rank > 0:
@@ -72,10 +74,18 @@ def apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
         import peft
     except ImportError as exc:  # pragma: no cover - depends on the host
         raise RuntimeError("--lora-rank needs peft: pip install peft") from exc
+    from transformers.pytorch_utils import Conv1D
+
+    conv1d = any(isinstance(m, Conv1D) for m in model.modules())  # GPT-2 style layers store weights transposed
     task = peft.TaskType.SEQ_CLS if config.task == "seq-cls" else peft.TaskType.CAUSAL_LM
     lora = peft.LoraConfig(task_type=task, r=config.lora_rank, lora_alpha=config.lora_alpha or 2 * config.lora_rank,
-                           lora_dropout=config.lora_dropout, target_modules=config.lora_targets or None)
-    return peft.get_peft_model(model, lora)
+                           lora_dropout=config.lora_dropout, target_modules=config.lora_targets or None,
+                           fan_in_fan_out=conv1d)
+    import warnings
+
+    with warnings.catch_warnings():  # peft's own use of deprecated transformers APIs is not ours to fix
+        warnings.simplefilter("ignore", FutureWarning)
+        return peft.get_peft_model(model, lora)
 
 
 def count_params(model: torch.nn.Module) -> tuple[int, int]:

@@ -60,8 +60,8 @@ class Telemetry:
             return
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.seq = last_seq(path) + 1
             try:
+                self.seq = last_seq(path) + 1
                 self._fh = open(path, "a", encoding="utf-8")
                 if path.stat().st_size > 0:
                     with open(path, "rb") as check:
