@@ -44,7 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a flag argparse rejected (already reported)
+        return exc.code if isinstance(exc.code, int) else 2
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

@@ -1,0 +1,111 @@
+"""`gpuplanner plan` and `gpuplanner compare` as a user runs them: output formats and bad input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuplanner.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_json_direct_case(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "plan", "--params", "7B", "--samples", "100k", "--epochs", "2", "--seq-len", "1024",
+                         "--samples-per-min", "500", "--price", "2.5", "--gpus", "2", "--spot-discount", "0.6",
+                         "--spot-overhead-pct", "10", "--deadline-hours", "6", "--budget-usd", "20", "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    # 200k samples at 500/min = 6.667 h on 2 GPUs at $2.5 = $33.33; spot 0.4 x 1.1 of that.
+    assert document["runtime"]["hours"] == pytest.approx(6.6667, rel=1e-4)
+    assert document["on_demand"]["cost_usd"] == pytest.approx(33.33, abs=0.01)
+    assert document["spot"]["cost_usd"] == pytest.approx(33.33 * 0.44, abs=0.01)
+    assert document["deadline_ok"] is False and document["budget_ok"] is False
+    assert document["inputs"]["params"] == 7_000_000_000
+    assert document["throughput"]["source"].startswith("measured")
+
+
+def test_plan_text_report_is_readable(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--model", "gpt2", "--method", "full", "--gpu", "a10g", "--samples", "20000",
+                       "--seq-len", "1024", "--micro-batch", "8")
+    assert code == 0
+    assert "Peak memory per GPU" in out and "A10G" in out and "On-demand $" in out
+    assert "Traceback" not in out
+
+
+def test_plan_csv_and_markdown_print_only_the_document(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--model", "gpt2", "--csv")
+    assert code == 0
+    rows = dict(csv.reader(io.StringIO(out)))
+    assert rows["field"] == "value" and float(rows["memory.total_gib"]) > 0
+    code, out, _ = run(capsys, "plan", "--model", "gpt2", "--markdown")
+    assert out.splitlines()[0] == "| field | value |"
+
+
+def test_compare_json_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "compare", "--model", "llama-3.2-1b", "--method", "lora", "--samples", "10000",
+                       "--deadline-hours", "5", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert rows[0]["rank"] == 1 and rows[0]["usable"] is True
+    assert {"gpu", "gpus", "provider", "pricing", "memory", "spot", "on_demand"} <= set(rows[0])
+    assert {row["gpus"] for row in rows} == {1, 2, 4, 8}
+    assert {row["pricing"] for row in rows} == {"on-demand", "spot"}
+
+
+def test_compare_text_ends_with_a_recommendation(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "compare", "--model", "gpt2", "--gpus", "1", "--top", "5")
+    assert code == 0
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("rank") and len(lines) == 2 + 5 + 2
+    assert " at " in lines[-1] and lines[-1].endswith(".")
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["plan", "--micro-batch", "0"], "--micro-batch"),
+    (["plan", "--micro-batch", "abc"], "--micro-batch"),
+    (["plan", "--seq-len", "-5"], "--seq-len"),
+    (["plan", "--gpu", "H900"], "--gpu"),
+    (["plan", "--model", "no-such-model"], "--model"),
+    (["plan", "--model-config", "/nonexistent/config.json"], "--model-config"),
+    (["plan", "--model", "gpt2", "--params", "7B"], "--params"),
+    (["plan", "--samples", "10", "--tokens", "10"], "--tokens"),
+    (["plan", "--spot-price", "1", "--spot-discount", "0.5"], "--spot-discount"),
+    (["plan", "--spot-discount", "1.5"], "--spot-discount"),
+    (["plan", "--method", "dora"], "--method"),
+    (["plan", "--precision", "bf16", "--gpu", "T4"], "--precision"),
+    (["compare", "--price", "2"], "--price"),
+    (["plan", "--price", "2"], "--gpu"),
+])
+def test_bad_input_exits_2_with_one_line_naming_the_flag(capsys: pytest.CaptureFixture[str], argv: list[str], flag: str) -> None:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert flag in err
+    assert "Traceback" not in err
+
+
+def test_malformed_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.json"
+    config.write_text("{not json")
+    assert main(["plan", "--model-config", str(config)]) == 2
+    assert "--model-config" in capsys.readouterr().err
+
+
+def test_a_real_process_never_shows_a_traceback(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "gpuplanner", "plan", "--epochs", "zero"], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2
+    assert "--epochs" in result.stderr and "Traceback" not in result.stderr
