@@ -45,6 +45,9 @@ ZERO2_BUCKET_ELEMS = 500_000_000
 # log_softmax_backward's result (4 B) are alive together; during the forward the 16-bit logits,
 # their fp32 copy and the log-softmax output (2+4+4 B) are, which is never more.
 LOGITS_BYTES_PER_ELEM = 12
+# BERT's loss (nn.CrossEntropyLoss on the scores as they are): log-softmax output, nll grad and
+# log-softmax grad in the compute dtype.
+BERT_LOGITS_HALF_BYTES = 3 * HALF
 # Gemma 2 soft-caps the logits (divide, tanh, multiply): tanh saves its output in 16 bit and the
 # capped copy is upcast, roughly two extra 16-bit copies.
 SOFTCAP_EXTRA_BYTES = 2 * HALF
@@ -207,10 +210,14 @@ def _layer_bytes(spec: ModelSpec, regime: str, trained: frozenset[str] | None) -
 
 
 def _attention_matrix_bytes(spec: ModelSpec, regime: str) -> int:
-    """Eager attention, per layer per sequence element squared per head: the fp32 softmax output and
-    its 16-bit copy that the probs @ V matmul saves (plus dropout mask and output when p > 0)."""
+    """Eager attention, per layer per sequence element squared per head: the softmax output, which
+    Llama-style eager attention computes in fp32 and copies back to 16 bit for the probs @ V matmul,
+    while GPT-2/BERT keep it in the compute dtype (plus dropout mask and output when p > 0)."""
     c = FP32 if regime == "fp32" else HALF
-    per = FP32 + (c if c != FP32 else 0)
+    if spec.family in ("gpt2", "bert"):
+        per = c
+    else:
+        per = FP32 + (c if c != FP32 else 0)
     if spec.attn_dropout > 0:
         per += MASK + c
     return per
@@ -365,7 +372,12 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
 
     # ---- logits ----
     vocab_elems = tokens * spec.vocab_size
-    logits = LOGITS_BYTES_PER_ELEM * vocab_elems + (SOFTCAP_EXTRA_BYTES * vocab_elems if spec.logit_softcap else 0)
+    if spec.family == "bert" and regime == "half":
+        # BertForMaskedLM's CrossEntropyLoss runs on the 16-bit scores (no upcast): three 16-bit copies
+        logits = BERT_LOGITS_HALF_BYTES * vocab_elems
+    else:
+        logits = LOGITS_BYTES_PER_ELEM * vocab_elems
+    logits += (SOFTCAP_EXTRA_BYTES * vocab_elems if spec.logit_softcap else 0)
 
     # autocast caches a 16-bit copy of every fp32 weight a matmul used, kept (saved) until backward
     cast_cache = 0
