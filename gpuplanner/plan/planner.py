@@ -416,25 +416,27 @@ def compare(request: PlanRequest, catalog: Catalog, counts: Sequence[int] = GPU_
     if request.pricing.price is not None and request.gpu is None:
         raise PlanInputError("price", "compare ranks catalog offers; --price applies only with --gpu")
     names = list(gpus) if gpus is not None else ([catalog.gpu(request.gpu).name] if request.gpu else [g.name for g in catalog.gpus])
+    mode_requests = {mode: replace(request, pricing_mode=mode) for mode in PRICINGS}
     rows: list[CompareRow] = []
     for count in counts:
         setup = replace(request.setup, gpus=count)
         memory = estimate_memory(request.model, setup)
         trainable = trainable_params(request.model, setup)
         for name in names:
-            rows.extend(_compare_rows(request, catalog, catalog.gpu(name), setup, memory, trainable))
+            rows.extend(_compare_rows(mode_requests, catalog, catalog.gpu(name), setup, memory, trainable))
     return rank_rows(rows)
 
 
-def _compare_rows(request: PlanRequest, catalog: Catalog, gpu: GpuSpec, setup: TrainSetup,
+def _compare_rows(mode_requests: Mapping[str, PlanRequest], catalog: Catalog, gpu: GpuSpec, setup: TrainSetup,
                   memory: MemoryBreakdown, trainable: int) -> list[CompareRow]:
+    request = mode_requests["on-demand"]
     warnings: list[str] = []
     capacity = gpu.memory_gib
     fits = memory.total / GIB <= capacity * request.headroom
     try:
         throughput = _throughput(request, setup, gpu, trainable, allow_measured=request.gpu is not None)
     except PlanInputError as exc:  # e.g. bf16 on a GPU without bf16
-        return [_unusable_row(request, gpu, setup, memory, fits, mode, exc.message) for mode in PRICINGS]
+        return [_unusable_row(mode_requests[mode], gpu, setup, memory, fits, exc.message) for mode in PRICINGS]
     runtime = estimate_runtime(request.workload, throughput, setup)
     on_demand, spot_price = choose_prices(request, catalog.offers_for(gpu.name), setup.gpus)
     on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
@@ -443,8 +445,7 @@ def _compare_rows(request: PlanRequest, catalog: Catalog, gpu: GpuSpec, setup: T
         write_s = checkpoint_write_seconds(memory, setup, trainable)
         spot = _spot_result(request, spot_price, runtime, write_s, on_demand_cost, warnings)
     rows = []
-    for mode in PRICINGS:
-        mode_request = replace(request, pricing_mode=mode)
+    for mode, mode_request in mode_requests.items():
         deadline_ok, budget_ok = _deadline_budget(mode_request, runtime, on_demand_cost, spot)
         plan = Plan(mode_request, gpu, setup, memory, capacity, fits, throughput, runtime, on_demand,
                     on_demand_cost, spot, deadline_ok, budget_ok, tuple(warnings))
@@ -457,12 +458,12 @@ def _compare_rows(request: PlanRequest, catalog: Catalog, gpu: GpuSpec, setup: T
 
 
 def _unusable_row(request: PlanRequest, gpu: GpuSpec, setup: TrainSetup, memory: MemoryBreakdown,
-                  fits: bool, mode: str, reason: str) -> CompareRow:
+                  fits: bool, reason: str) -> CompareRow:
     zero = Throughput(0.0, 0.0, reason)
     runtime = Runtime(math.inf, math.inf, setup.effective_batch, 0, 0.0, 0.0)
-    plan = Plan(replace(request, pricing_mode=mode), gpu, setup, memory, gpu.memory_gib, fits, zero, runtime,
+    plan = Plan(request, gpu, setup, memory, gpu.memory_gib, fits, zero, runtime,
                 None, None, None, None, None, (reason,))
-    return CompareRow(plan, gpu.name, setup.gpus, mode, None, False, reason)
+    return CompareRow(plan, gpu.name, setup.gpus, request.pricing_mode, None, False, reason)
 
 
 def _sort_key(row: CompareRow) -> tuple[bool, float, float]:

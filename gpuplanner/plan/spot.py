@@ -153,6 +153,14 @@ def simulate_wall_hours(compute_hours: float, terms: SpotTerms, runs: int = MONT
     return simulation.wall_hours(work)
 
 
+def _order_statistics(samples: np.ndarray, shares: tuple[float, ...]) -> tuple[float, ...]:
+    """Empirical quantiles without interpolation (a pair of never-finishing runs stays inf, not NaN);
+    a partial sort is several times faster than np.quantile on a few thousand samples."""
+    ranks = [max(math.ceil(share * samples.size) - 1, 0) for share in shares]
+    ordered = np.partition(samples, ranks)
+    return tuple(float(ordered[rank]) for rank in ranks)
+
+
 def _expected_lossy(work: float, terms: SpotTerms) -> tuple[float, float]:
     """Expected (wall hours, interruptions) when an interruption loses the work since the last checkpoint.
 
@@ -196,8 +204,7 @@ def estimate_spot(compute_hours: float, terms: SpotTerms, deadline_hours: float 
     restarts = interruptions * terms.restart_hours if finishes else math.inf
     if finishes:
         samples = simulate_wall_hours(compute_hours, terms, runs=runs)
-        # No interpolation: it would turn a pair of never-finishing runs into NaN.
-        p50, p90 = (float(q) for q in np.quantile(samples, [0.5, 0.9], method="inverted_cdf"))
+        p50, p90 = _order_statistics(samples, (0.5, 0.9))
         meets = None if deadline_hours is None else float(np.mean(samples <= deadline_hours))
     else:
         p50 = p90 = math.inf
