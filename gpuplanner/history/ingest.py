@@ -55,12 +55,19 @@ def stream_position(db: Database, run_id: int, source: str) -> StreamPosition:
 
 
 def _num(value: Any) -> float | None:
+    kind = type(value)
+    if kind is float:
+        return value  # type: ignore[no-any-return]
+    if kind is int:
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
 
 
 def _int(value: Any) -> int | None:
+    if type(value) is int:
+        return value  # type: ignore[no-any-return]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:

@@ -18,6 +18,7 @@ from sqlite_utils import Database
 IDLE_UTIL_PCT = 10.0
 LOW_UTIL_PCT = 50.0
 MEM_PRESSURE_FRACTION = 0.85
+MIN_STORED_INTERVAL_S = 60.0  # shorter closed low-utilisation blips are never worth an alert: not stored
 
 
 @dataclass
@@ -128,7 +129,11 @@ class Rollups:
         return current
 
     def save(self) -> None:
-        for interval in self._touched.values():
+        still_open = {id(i) for state in self.gpus.values() for i in (state.low, state.mem) if i is not None}
+        for key, interval in self._touched.items():
+            if (interval.id is None and key not in still_open and interval.kind == "low_util"
+                    and interval.end_t - interval.start_t < MIN_STORED_INTERVAL_S):
+                continue
             if interval.id is None:
                 cursor = self.db.execute(
                     "INSERT INTO gpu_intervals (run_id, node, gpu_index, kind, start_t, end_t, n, peak)"
