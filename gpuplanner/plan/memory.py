@@ -390,7 +390,8 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     weights_total = weights + weight_extra
     grads_sob = grads_total if setup.grad_accum > 1 else 0  # zero_grad(set_to_none) frees them between steps
     m_sob = weights_total + cast_cache + grads_sob + opt_state + acts + max(logits, recompute)
-    m_eob = weights_total + grads_total + opt_state + recompute + outside_tok * tokens
+    # the first block's saved tensors (recomputed or stored) are alive while its weight grads are made
+    m_eob = weights_total + grads_total + opt_state + layer_act + outside_tok * tokens
     m_opt = weights_total + grads_total + opt_state + opt_transient
     peak = max(m_sob, m_eob, m_opt)
     if peak == m_sob:
@@ -399,7 +400,7 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         a, lg, tr = acts + (recompute if recompute > logits else 0), (logits if logits >= recompute else 0), 0
     elif peak == m_eob:
         moment = "end-of-backward"
-        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, recompute + outside_tok * tokens, 0, 0
+        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, layer_act + outside_tok * tokens, 0, 0
     else:
         moment = "optimizer-step"
         w, g, o, a, lg, tr = weights_total, grads_total, opt_state, 0, 0, opt_transient
@@ -500,6 +501,18 @@ def fit_suggestions(
     for n in (2, 4, 8, 16, 32, 64):
         if n > setup.gpus and (setup.sharding != "fsdp" or n > setup.gpus):
             if check(replace(setup, sharding="fsdp", gpus=n), f"FSDP (ZeRO-3) over {n} GPUs"):
+                break
+    if not out:  # nothing single works: combine checkpointing, a smaller micro-batch and a lighter method
+        combos = [setup] + ([replace(setup, method="lora")] if setup.method == "full" else [])
+        if setup.method != "qlora":
+            combos.append(replace(setup, method="qlora", precision="bf16-mixed" if setup.precision == "fp32" else setup.precision))
+        for base in combos:
+            ck = replace(base, grad_checkpointing="full")
+            small = _keep_batch(spec, ck, capacity_gib, headroom) if ck.micro_batch > 1 else None
+            cand = small or ck
+            label = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA (4-bit base)"}[base.method]
+            if check(cand, f"{label} with full gradient checkpointing, micro-batch {cand.micro_batch} and "
+                           f"{cand.grad_accum} accumulation steps (same effective batch)"):
                 break
     for name, cap in sorted(larger_gpus, key=lambda x: x[1]):
         if cap > capacity_gib and fits(estimate_memory(spec, setup), cap, headroom):
