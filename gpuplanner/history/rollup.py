@@ -18,7 +18,7 @@ from sqlite_utils import Database
 IDLE_UTIL_PCT = 10.0
 LOW_UTIL_PCT = 50.0
 MEM_PRESSURE_FRACTION = 0.85
-MIN_STORED_INTERVAL_S = 60.0  # shorter closed low-utilisation blips are never worth an alert: not stored
+MIN_STORED_INTERVAL_S = 60.0  # shorter closed blips (low util, memory pressure) are not stored
 
 
 @dataclass
@@ -131,8 +131,9 @@ class Rollups:
     def save(self) -> None:
         still_open = {id(i) for state in self.gpus.values() for i in (state.low, state.mem) if i is not None}
         for key, interval in self._touched.items():
-            if (interval.id is None and key not in still_open and interval.kind == "low_util"
-                    and interval.end_t - interval.start_t < MIN_STORED_INTERVAL_S):
+            if key not in still_open and interval.end_t - interval.start_t < MIN_STORED_INTERVAL_S:
+                if interval.id is not None:  # stored while open, closed short: drop it
+                    self.db.execute("DELETE FROM gpu_intervals WHERE id = ?", [interval.id])
                 continue
             if interval.id is None:
                 cursor = self.db.execute(
