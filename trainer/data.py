@@ -251,5 +251,8 @@ def make_loader(plan: StepPlan, device: torch.device, num_workers: int, local_wo
     if num_workers > 0:
         # One loader iterates the whole run (all epochs), so persistent workers are not needed.
         kwargs.update(prefetch_factor=4, persistent_workers=False)
+    # A private generator: creating the iterator must not draw from the global torch RNG, or the
+    # dropout stream after a resume would differ from the uninterrupted run.
+    generator = torch.Generator().manual_seed(plan.seed)
     return torch.utils.data.DataLoader(plan, batch_size=None, shuffle=False, num_workers=num_workers,
-                                       pin_memory=device.type == "cuda", **kwargs)
+                                       pin_memory=device.type == "cuda", generator=generator, **kwargs)

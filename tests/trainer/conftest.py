@@ -72,8 +72,15 @@ def trainer_env() -> dict[str, str]:
 
 
 def spawn_train(args: dict[str, Any], **popen: Any) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "trainer", "train", *cli_args(args)], cwd=REPO_ROOT,
-                            env=trainer_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **popen)
+    """Start ``python -m trainer train``; stderr goes to ``RUN_DIR.stderr.log`` (see :func:`stderr_of`)."""
+    log = Path(str(args["run_dir"]) + ".stderr.log")
+    with open(log, "ab") as err:
+        return subprocess.Popen([sys.executable, "-m", "trainer", "train", *cli_args(args)], cwd=REPO_ROOT,
+                                env=trainer_env(), stdout=subprocess.DEVNULL, stderr=err, **popen)
+
+
+def stderr_of(run_dir: Path) -> str:
+    return Path(str(run_dir) + ".stderr.log").read_text(errors="replace")[-3000:]
 
 
 def read_events(run_dir: Path) -> list[dict[str, Any]]:
