@@ -21,7 +21,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from gpuplanner.history.alerts import DEFAULT_LOW_UTIL_MINUTES, run_alerts
-from gpuplanner.history.economics import diff_pct, ratio, unit_economics
+from gpuplanner.plan.economics import diff_pct, ratio, unit_economics
 from gpuplanner.history.rollup import IDLE_UTIL_PCT
 from gpuplanner.history.runs import Run, get_run
 

@@ -9,7 +9,7 @@ from gpuplanner.history import HistoryError, ingest_records
 from gpuplanner.history.alerts import run_alerts
 from gpuplanner.history.analytics import summarize
 from gpuplanner.history.calibration import lookup, measurements, record_bench
-from gpuplanner.history.economics import diff_pct, unit_economics
+from gpuplanner.plan.economics import diff_pct, unit_economics
 from gpuplanner.history.plans import delete_plan, get_plan, list_plans, planned_figures, save_plan
 from gpuplanner.history.runs import create_run
 from tests.history.streams import GIB, StreamBuilder, hand_computed_run

@@ -38,7 +38,7 @@ def test_workload_rejects_bad_sizes(kwargs: dict, field: str) -> None:
 
 
 def test_unit_economics_of_the_issue_example() -> None:
-    economics = unit_economics(gpus=8, hours=1.25, usd_per_gpu_hour=8.0, utilisation=0.6, samples=200_000,
+    economics = unit_economics(gpus=8, hours=1.25, price_usd_per_gpu_hour=8.0, avg_util_pct=60.0, samples=200_000,
                                tokens=200_000 * 512)
     assert economics.gpu_hours == pytest.approx(10.0)
     assert economics.effective_gpu_hours == pytest.approx(6.0)
@@ -46,7 +46,7 @@ def test_unit_economics_of_the_issue_example() -> None:
     assert economics.cost_per_effective_gpu_hour_usd == pytest.approx(13.3333, rel=1e-4)
     assert economics.cost_per_sample_usd == pytest.approx(0.0004)
     assert economics.cost_per_million_tokens_usd == pytest.approx(80.0 / 102.4)
-    assert unit_economics(1, 1.0, 2.0, 0.0).cost_per_effective_gpu_hour_usd is None
+    assert unit_economics(gpus=1, hours=1.0, price_usd_per_gpu_hour=2.0, avg_util_pct=0.0).cost_per_effective_gpu_hour_usd is None
 
 
 def test_chinchilla_twenty_tokens_per_parameter() -> None:
