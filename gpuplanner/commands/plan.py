@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import argparse
 import math
+import sqlite3
+from dataclasses import replace
 from typing import Any, Callable
 
+from gpuplanner.cli import UsageError
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.plan import example
-from gpuplanner.plan.catalog import CatalogError, load_catalog
+from gpuplanner.history.calibration import measurements
+from gpuplanner.history.db import HistoryError, open_db, resolve_db_path
+from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
 from gpuplanner.plan.model_spec import ModelSpec, from_config_file, from_param_count, from_preset
 from gpuplanner.plan.planner import (
     GPU_COUNTS,
+    MeasuredSpeed,
     Plan,
     PlanRequest,
     PricingInputs,
@@ -127,6 +133,10 @@ def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     goals = parser.add_argument_group("deadline and budget")
     goals.add_argument("--deadline-hours", type=positive_float, metavar="H")
     goals.add_argument("--budget-usd", type=positive_float, metavar="USD")
+    parser.add_argument("--memory", choices=("formula", "trace"), default="formula",
+                        help="trace: run one real training step on fake tensors to measure memory (needs torch)")
+    parser.add_argument("--db", metavar="FILE", help="run history to take measured speeds from (default: the user's)")
+    parser.add_argument("--no-calibration", action="store_true", help="ignore speeds measured in the run history")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_const", const="json", dest="format", help="print only JSON")
     out.add_argument("--csv", action="store_const", const="csv", dest="format", help="print only CSV")
@@ -190,6 +200,7 @@ def request_from_args(args: argparse.Namespace, gpus: int, default_gpu: str | No
         tokens_per_s=args.tokens_per_s,
         samples_per_min=args.samples_per_min,
         headroom=args.headroom,
+        memory_source=args.memory,
     )
 
 
@@ -212,11 +223,10 @@ def inputs_document(request: PlanRequest) -> dict[str, Any]:
     }
 
 
-def _catalog():
+def _catalog() -> Catalog:
     try:
         return load_catalog()
     except CatalogError as exc:
-        from gpuplanner.cli import UsageError
         raise UsageError(str(exc)) from None
 
 
@@ -229,14 +239,43 @@ def _list_models(args: argparse.Namespace) -> bool:
     return True
 
 
+def with_calibration(request: PlanRequest, args: argparse.Namespace, catalog: Catalog) -> PlanRequest:
+    """Add the speeds measured for this model in the run history (finished runs, `trainer bench`)."""
+    if args.no_calibration:
+        return request
+    path = resolve_db_path(args.db)
+    if not path.exists():
+        return request
+    try:
+        db = open_db(path, create=False)
+    except (HistoryError, sqlite3.Error) as exc:
+        raise UsageError(f"--db: cannot read the run history {path}: {exc}") from None
+    try:
+        found = measurements(db, model_name=request.model.name)
+    finally:
+        db.close()
+    measured: dict[str, MeasuredSpeed] = {}
+    for calibration in found.values():
+        gpu = catalog.find_gpu(calibration.gpu_type)
+        if gpu is None or calibration.tokens_per_s_per_gpu is None:
+            continue
+        if calibration.seq_len is not None and calibration.seq_len != request.setup.seq_len:
+            continue
+        where = "runs" if calibration.source == "run" else "trainer bench results"
+        source = f"{where} {', '.join(f'#{i}' for i in calibration.ids)} on {calibration.gpu_type}"
+        peak = calibration.peak_mem_bytes / 1024**3 if calibration.peak_mem_bytes else None
+        measured[gpu.name] = MeasuredSpeed(gpu.name, calibration.tokens_per_s_per_gpu, source, peak)
+    return replace(request, measured=measured) if measured else request
+
+
 # ----------------------------------------------------------------------------------- plan
 
 
 def run_plan(args: argparse.Namespace) -> int:
     if _list_models(args):
         return 0
-    request = request_from_args(args, args.gpus or 1, default_gpu=example.GPU)
     catalog = _catalog()
+    request = with_calibration(request_from_args(args, args.gpus or 1, default_gpu=example.GPU), args, catalog)
     plan = make_plan(request, catalog)
     document = plan_document(plan, inputs_document(request))
     if args.format == "json":
@@ -328,8 +367,8 @@ COMPARE_COLUMNS = ("rank", "gpu", "gpus", "pricing", "provider", "fits", "mem_gi
 def run_compare(args: argparse.Namespace) -> int:
     if _list_models(args):
         return 0
-    request = request_from_args(args, args.gpus or 1, default_gpu=None)
     catalog = _catalog()
+    request = with_calibration(request_from_args(args, args.gpus or 1, default_gpu=None), args, catalog)
     counts = (args.gpus,) if args.gpus else GPU_COUNTS
     rows = compare(request, catalog, counts=counts)
     inputs = inputs_document(request)

@@ -20,12 +20,14 @@ from gpuplanner.plan.runtime import Runtime, Workload, estimate_runtime
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.spot import SpotEstimate, SpotTerms, estimate_spot
 from gpuplanner.plan.throughput import Throughput, estimate_throughput, measured_throughput
+from gpuplanner.plan.trace import TraceUnavailable, trace_memory
 
 GIB = 1024**3
 DEFAULT_HEADROOM = 0.95
 DEFAULT_GPU = example.GPU
 GPU_COUNTS = (1, 2, 4, 8)
 PRICINGS = ("on-demand", "spot")
+MEMORY_SOURCES = ("formula", "trace")
 # Assumed rate for spot offers whose provider publishes none (about one interruption a day).
 FALLBACK_INTERRUPTIONS_PER_HOUR = 0.05
 # Sustained write speed of a checkpoint to local NVMe through torch.save / safetensors.
@@ -93,8 +95,11 @@ class PlanRequest:
     samples_per_min: float | None = None
     headroom: float = DEFAULT_HEADROOM
     measured: Mapping[str, MeasuredSpeed] = field(default_factory=dict)
+    memory_source: str = "formula"
 
     def __post_init__(self) -> None:
+        if self.memory_source not in MEMORY_SOURCES:
+            raise PlanInputError("memory", f"{self.memory_source!r} is not one of {', '.join(MEMORY_SOURCES)}")
         if self.pricing_mode not in PRICINGS:
             raise PlanInputError("pricing", f"{self.pricing_mode!r} is not one of {', '.join(PRICINGS)}")
         if self.deadline_hours is not None and not (math.isfinite(self.deadline_hours) and self.deadline_hours > 0):
@@ -314,6 +319,16 @@ def _larger_gpus(catalog: Catalog | None, capacity: float | None) -> list[tuple[
     return sorted(((g.name, g.memory_gib) for g in catalog.gpus if g.memory_gib > capacity), key=lambda item: item[1])
 
 
+def _plan_memory(request: PlanRequest, setup: TrainSetup, warnings: list[str]) -> MemoryBreakdown:
+    """The formula estimate, or in trace mode one traced training step (falling back, with a warning)."""
+    if request.memory_source == "trace":
+        try:
+            return trace_memory(request.model, setup)
+        except TraceUnavailable as exc:
+            warnings.append(f"trace mode unavailable ({exc}): the formulas answered")
+    return estimate_memory(request.model, setup)
+
+
 def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = True) -> Plan:
     """Plan one workload on one GPU option (``request.gpu`` x ``request.setup.gpus``)."""
     setup = request.setup
@@ -323,7 +338,7 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
     if request.gpu is None and request.pricing.price is None:
         raise PlanInputError("gpu", "name a GPU (--gpu) or give your own --price per GPU-hour")
     warnings: list[str] = []
-    memory = estimate_memory(request.model, setup)
+    memory = _plan_memory(request, setup, warnings)
     trainable = trainable_params(request.model, setup)
     capacity = gpu.memory_gib if gpu else None
     fits = None if capacity is None else memory.total / GIB <= capacity * request.headroom

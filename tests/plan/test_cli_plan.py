@@ -109,3 +109,50 @@ def test_a_real_process_never_shows_a_traceback(tmp_path: Path) -> None:
                             text=True, cwd=tmp_path, timeout=120)
     assert result.returncode == 2
     assert "--epochs" in result.stderr and "Traceback" not in result.stderr
+
+
+def _write_finished_run(path: Path, tokens_per_s: float, seq_len: int) -> None:
+    from trainer.protocol import encode, make_record
+
+    records = [make_record("run_start", 0, 1000.0, config={"seq_len": seq_len, "micro_batch": 4})]
+    for step in range(1, 6):
+        records.append(make_record("step", step, 1000.0 + step, step=step, loss=2.0, tokens_total=step * 4 * seq_len,
+                                   samples_total=step * 4, step_time_s=1.0, tokens_per_s=tokens_per_s,
+                                   samples_per_s=tokens_per_s / seq_len))
+    records.append(make_record("run_end", 6, 1010.0, status="finished"))
+    path.write_text("".join(encode(r) for r in records))
+
+
+def test_measured_runs_in_the_history_calibrate_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events, db = tmp_path / "events.jsonl", tmp_path / "history.sqlite"
+    _write_finished_run(events, tokens_per_s=12_345.0, seq_len=512)
+    assert main(["runs", "import", str(events), "--db", str(db), "--gpu-type", "NVIDIA A10G", "--model", "gpt2",
+                 "--gpus", "1", "--price", "1.0"]) == 0
+    capsys.readouterr()
+    flags = ["plan", "--model", "gpt2", "--method", "full", "--gpu", "A10G", "--seq-len", "512", "--db", str(db), "--json"]
+    code, out, _ = run(capsys, *flags)
+    assert code == 0
+    throughput = json.loads(out)["throughput"]
+    assert throughput["source"].startswith("calibrated: runs #1 on NVIDIA A10G")
+    assert throughput["tokens_per_s"] == pytest.approx(12_345.0)
+    code, out, _ = run(capsys, *flags, "--no-calibration")
+    assert json.loads(out)["throughput"]["source"].startswith("estimate")
+    # A measurement at another sequence length does not transfer.
+    code, out, _ = run(capsys, *[f if f != "512" else "1024" for f in flags])
+    assert json.loads(out)["throughput"]["source"].startswith("estimate")
+
+
+def test_trace_mode_says_which_answered(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--model", "gpt2", "--method", "full", "--seq-len", "256", "--micro-batch", "1",
+                       "--gpu", "A10G", "--memory", "trace", "--json")
+    assert code == 0
+    document = json.loads(out)
+    assert document["memory"]["source"] == "trace"
+    formula = json.loads(run(capsys, "plan", "--model", "gpt2", "--method", "full", "--seq-len", "256",
+                             "--micro-batch", "1", "--gpu", "A10G", "--json")[1])
+    assert formula["memory"]["source"] == "formula"
+    assert document["memory"]["total_gib"] == pytest.approx(formula["memory"]["total_gib"], rel=0.35)
+    code, out, _ = run(capsys, "plan", "--model", "gpt2", "--method", "lora", "--memory", "trace", "--json")
+    fallback = json.loads(out)
+    assert fallback["memory"]["source"] == "formula"
+    assert any("trace mode unavailable" in w for w in fallback["warnings"])
