@@ -44,7 +44,7 @@ class TrainConfig:
     grad_checkpointing: str = "off"
     compile: bool = False
     attn_implementation: str = "sdpa"
-    reset_position_ids: bool = True
+    reset_position_ids: bool = False
     num_workers: int = -1
     device: str = "auto"
     fsdp: bool = False
@@ -109,6 +109,7 @@ HELP = {
     "mirror_url": "copy each checkpoint to a local path or sftp://[user@]host[:port]/path",
     "preemption_url": "instance metadata URL to poll for a preemption notice",
     "log_interval_s": "minimum seconds between step records",
+    "reset_position_ids": "restart position ids after each document and mask cross-document attention (fast with flash_attention_2; slow with sdpa, which then needs a materialised mask)",
     "record_sample_ids": "add the sample ids of each step to its step record (tests)",
     "peak_tflops": "peak FLOP/s of the device in TFLOP/s for MFU (default: built-in table)",
 }
