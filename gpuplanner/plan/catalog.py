@@ -470,6 +470,18 @@ def _iso_date(value: str, path: Path, line: int) -> str:
     return text
 
 
+def csv_rows(reader: Any, path: Path | str) -> Iterator[tuple[int, Any]]:
+    """``(line number, row)`` of a csv reader; a CSV syntax error becomes a :class:`CatalogError`."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise CatalogError(path, f"bad CSV: {exc}", line=reader.line_num) from None
+        yield reader.line_num, row
+
+
 def parse_prices(path: Path, gpus: Catalog | None = None, *, text: str | None = None) -> tuple[PriceOffer, ...]:
     """Read a ``prices.csv`` by its header. With ``gpus``, GPU names resolve to canonical names and
     unknown GPUs are an error."""
@@ -495,14 +507,7 @@ def parse_prices(path: Path, gpus: Catalog | None = None, *, text: str | None = 
     if unknown:
         raise CatalogError(path, f"unknown column; allowed: {', '.join(PRICE_COLUMNS)}", line=1, field=unknown[0])
     offers: list[PriceOffer] = []
-    while True:
-        try:
-            cells = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            raise CatalogError(path, f"bad CSV: {exc}", line=reader.line_num) from None
-        line = reader.line_num
+    for line, cells in csv_rows(reader, path):
         if not any(c.strip() for c in cells):
             continue
         if cells[0].lstrip().startswith("#"):

@@ -30,6 +30,7 @@ from gpuplanner.plan.catalog import (
     CatalogError,
     GpuSpec,
     PriceOffer,
+    csv_rows,
     load_catalog,
     offers_to_csv,
     parse_prices,
@@ -194,14 +195,7 @@ def import_vms_csv(
 
     # (region, instance type, gpu) -> [count, cheapest on-demand, cheapest spot]
     best: dict[tuple[str, str, str], list[Any]] = {}
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            raise CatalogError(path, f"bad CSV: {exc}", line=reader.line_num) from None
-        line = reader.line_num
+    for line, row in csv_rows(reader, path):
         report.rows += 1
         name = _cell(row, "AcceleratorName")
         count_text = _cell(row, "AcceleratorCount")
