@@ -95,8 +95,13 @@ HELP = {
     "model": "Hugging Face model id or local directory (causal LM, or sequence classifier with --task seq-cls)",
     "model_config": "config.json for a randomly initialised model (nothing downloads)",
     "data": "text (.txt) or JSONL (.jsonl) files or folders; repeatable",
+    "task": "causal-lm (packed next-token prediction) or seq-cls (sequence classification: JSONL with "
+            "--text-field and --label-field, padded/truncated to --seq-len, no packing)",
     "text_field": "JSONL field that holds the text",
-    "label_field": "JSONL field that holds the class label (--task seq-cls)",
+    "label_field": "JSONL field that holds the class label (--task seq-cls): integers (sorted numerically) "
+                   "or strings (sorted), mapped to ids 0..K-1 and saved as id2label/label2id",
+    "fsdp": "shard parameters, gradients and optimizer state with PyTorch FSDP2 (fully_shard per transformer "
+            "block) across torchrun ranks instead of DDP; full-state checkpoints; one process: unsharded",
     "cache_dir": "token cache folder (default RUN_DIR/token-cache)",
     "precision": "auto = bf16 where supported, else fp16 on CUDA, fp32 on CPU",
     "grad_checkpointing": "recompute activations of every layer or every other layer",
@@ -184,6 +189,8 @@ def validate(config: TrainConfig) -> None:
             problems.append(f"--{name.replace('_', '-')} must be one of {', '.join(choices)}")
     if not 0.0 <= config.eval_fraction < 1.0:
         problems.append("--eval-fraction must be in [0, 1)")
+    if config.task == "seq-cls" and config.reset_position_ids:
+        problems.append("--reset-position-ids applies to --task causal-lm only (seq-cls does not pack)")
     if config.price_per_gpu_hour < 0:
         problems.append("--price-per-gpu-hour must not be negative")
     if problems:

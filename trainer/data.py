@@ -33,8 +33,14 @@ class ByteTokenizer:
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
 
+    pad_token_id = 256
+
     def fingerprint(self) -> str:
         return "byte-level-v1"
+
+    def encode_truncated(self, text: str, max_len: int) -> list[int]:
+        """Classification input: no special tokens (none exist), the first ``max_len`` bytes."""
+        return self.encode(text)[:max_len]
 
     def save_pretrained(self, path: str | Path) -> None:
         Path(path, "byte_tokenizer.json").write_text(json.dumps({"type": "byte-level", "eos": 256}) + "\n")
@@ -47,9 +53,15 @@ class HFTokenizer:
         self.vocab_size = len(tok)
         eos = tok.eos_token_id
         self.eos_token_id = int(eos if eos is not None else (tok.sep_token_id or 0))
+        pad = tok.pad_token_id
+        self.pad_token_id = int(pad if pad is not None else self.eos_token_id)
 
     def encode(self, text: str) -> list[int]:
         return self.tok(text, add_special_tokens=False)["input_ids"]
+
+    def encode_truncated(self, text: str, max_len: int) -> list[int]:
+        """Classification input: with the model's special tokens (e.g. BERT's [CLS] ... [SEP]), truncated."""
+        return list(self.tok(text, truncation=True, max_length=max_len)["input_ids"])
 
     def fingerprint(self) -> str:
         vocab = json.dumps(sorted(self.tok.get_vocab().items())[:2000])
@@ -153,6 +165,9 @@ class PackedData:
         starts = np.asarray(index, dtype=np.int64)[:, None] * self.seq_len
         return np.asarray(self.tokens[starts + np.arange(self.seq_len)], dtype=np.int64)
 
+    def batch(self, index: np.ndarray) -> dict[str, torch.Tensor]:
+        return {"input_ids": torch.from_numpy(self.sequences(index))}
+
 
 def pack(tokens: np.ndarray, seq_len: int, eos_id: int, eval_fraction: float) -> PackedData:
     n_total = len(tokens) // seq_len
@@ -229,11 +244,123 @@ class StepPlan(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         idx = self.indices(i)
-        ids = torch.from_numpy(self.data.sequences(idx))
-        item = {"input_ids": ids, "sample_ids": torch.from_numpy(np.asarray(idx, dtype=np.int64))}
+        item = self.data.batch(idx)
+        item["sample_ids"] = torch.from_numpy(np.asarray(idx, dtype=np.int64))
         if self.reset_positions:
-            item["position_ids"] = position_ids(ids, self.data.eos_id)
+            item["position_ids"] = position_ids(item["input_ids"], self.data.eos_id)
         return item
+
+
+# -- sequence classification ------------------------------------------------------------------------
+
+def iter_labelled(files: list[Path], text_field: str, label_field: str) -> Iterator[tuple[str, Any]]:
+    """(text, raw label) per JSONL line; classification needs JSONL."""
+    for f in files:
+        if f.suffix != ".jsonl":
+            raise ValueError(f"{f}: --task seq-cls needs JSONL files with {text_field!r} and {label_field!r} fields")
+        with open(f, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                obj = json.loads(line)
+                for name in (text_field, label_field):
+                    if name not in obj:
+                        raise ValueError(f"{f}:{n}: no field {name!r}")
+                yield str(obj[text_field]), obj[label_field]
+
+
+def label_names(raw: list[Any]) -> list[str]:
+    """Class names in id order, a pure function of the label set: integers sorted numerically
+    (so labels 0..K-1 keep their ids), anything else sorted as strings."""
+    values = set(raw)
+    for v in values:
+        if isinstance(v, (dict, list)) or v is None:
+            raise ValueError(f"labels must be integers or strings, got {v!r}")
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return [str(v) for v in sorted(values)]
+    return sorted({str(v) for v in values})
+
+
+@dataclass
+class ClassificationData:
+    """One row per example: ``seq_len`` token ids (right-padded with ``pad_id``), the real length and
+    the label id. ``order`` is a fixed shuffle of the examples; its last ``n_eval`` are held out."""
+
+    rows: np.ndarray
+    order: np.ndarray
+    seq_len: int
+    pad_id: int
+    n_eval: int
+    labels: list[str]
+    eos_id: int = -1
+
+    @property
+    def n_total(self) -> int:
+        return len(self.order)
+
+    @property
+    def n_train(self) -> int:
+        return self.n_total - self.n_eval
+
+    @property
+    def id2label(self) -> dict[int, str]:
+        return dict(enumerate(self.labels))
+
+    @property
+    def label2id(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.labels)}
+
+    def batch(self, index: np.ndarray) -> dict[str, torch.Tensor]:
+        rows = np.asarray(self.rows[self.order[np.asarray(index, dtype=np.int64)]], dtype=np.int64)
+        ids = torch.from_numpy(rows[:, :self.seq_len])
+        lengths = torch.from_numpy(rows[:, self.seq_len])
+        mask = (torch.arange(self.seq_len)[None, :] < lengths[:, None]).long()
+        return {"input_ids": ids, "attention_mask": mask, "labels": torch.from_numpy(rows[:, self.seq_len + 1])}
+
+
+def classification_cached(files: list[Path], tokenizer: Any, text_field: str, label_field: str, seq_len: int,
+                          cache_dir: Path) -> tuple[np.ndarray, list[str]]:
+    """Tokenised, truncated and padded examples as a memory-mapped ``[N, seq_len + 2]`` array (built once)."""
+    h = hashlib.sha256(cache_key(files, tokenizer, text_field).encode())
+    h.update(f"seq-cls|{label_field}|{seq_len}|{tokenizer.pad_token_id}".encode())
+    key = h.hexdigest()[:24]
+    path = cache_dir / f"cls-{key}.npy"
+    names_path = cache_dir / f"cls-{key}.labels.json"
+    if not path.exists():
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        examples = list(iter_labelled(files, text_field, label_field))
+        if not examples:
+            raise ValueError(f"no examples in {[str(f) for f in files]}")
+        names = label_names([label for _, label in examples])
+        ids_of = {name: i for i, name in enumerate(names)}
+        rows = np.full((len(examples), seq_len + 2), tokenizer.pad_token_id, dtype=np.int64)
+        for n, (text, label) in enumerate(examples):
+            ids = tokenizer.encode_truncated(text, seq_len)[:seq_len] or [tokenizer.pad_token_id]
+            rows[n, :len(ids)] = ids
+            rows[n, seq_len] = len(ids)
+            rows[n, seq_len + 1] = ids_of[str(label)]
+        dtype = np.int32 if max(tokenizer.vocab_size, seq_len) < 2**31 else np.int64
+        names_path.write_text(json.dumps(names), encoding="utf-8")
+        tmp = path.with_suffix(f".tmp{os.getpid()}.npy")
+        np.save(tmp, rows.astype(dtype))
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    return np.load(path, mmap_mode="r"), json.loads(names_path.read_text(encoding="utf-8"))
+
+
+def split_classification(rows: np.ndarray, labels: list[str], seq_len: int, pad_id: int,
+                         eval_fraction: float, seed: int) -> ClassificationData:
+    n_total = len(rows)
+    n_eval = int(n_total * eval_fraction) if eval_fraction > 0 else 0
+    if eval_fraction > 0 and n_total >= 4:
+        n_eval = max(1, n_eval)
+    # Files are often grouped by class: hold out a fixed random subset, not the tail.
+    order = np.random.default_rng([seed, 2**31 - 1]).permutation(n_total)
+    data = ClassificationData(rows, order, seq_len, pad_id, n_eval, labels)
+    if data.n_train < 1:
+        raise ValueError(f"{n_total} examples leave none for training")
+    return data
 
 
 def eval_batches(data: PackedData, micro_batch: int, n_batches: int, rank: int = 0,

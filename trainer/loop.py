@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import torch
 import torch.nn.functional as F
 
-from . import checkpoint, data as data_mod, dist, protocol
+from . import checkpoint, data as data_mod, dist, fsdp as fsdp_mod, protocol
 from .config import TrainConfig, to_dict, write_resolved
 from .flops import peak_flops
 from .mirror import Mirror, fetch_newest
@@ -103,24 +103,51 @@ def causal_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], devi
 
 def target_count(batch: dict[str, torch.Tensor]) -> int:
     ids = batch["input_ids"]
+    if "labels" in batch:  # classification: one target per example
+        return int(ids.shape[0])
     return int(ids.shape[0] * (ids.shape[1] - 1))
 
 
+def classification_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device,
+                          autocast: Any) -> torch.Tensor:
+    ids = batch["input_ids"].to(device, non_blocking=True)
+    mask = batch["attention_mask"].to(device, non_blocking=True)
+    with autocast():
+        return model(input_ids=ids, attention_mask=mask).logits.float()
+
+
+def classification_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device,
+                            autocast: Any) -> torch.Tensor:
+    """Summed cross-entropy over the examples of a micro-batch (fp32 logits)."""
+    logits = classification_logits(model, batch, device, autocast)
+    return F.cross_entropy(logits, batch["labels"].to(device, non_blocking=True), reduction="sum")
+
+
+def _grad_sync(model: torch.nn.Module, on: bool, world: int, last: bool) -> Any:
+    """DDP: ``no_sync`` before the last micro-batch. FSDP2: gradient reduce-scatter only on the last."""
+    if world > 1 and hasattr(model, "set_requires_gradient_sync"):
+        model.set_requires_gradient_sync(last)
+        return contextlib.nullcontext()
+    if world > 1 and not last and hasattr(model, "no_sync"):
+        return model.no_sync()
+    return contextlib.nullcontext()
+
+
 def accumulate(model: torch.nn.Module, micro_batches: list[dict[str, torch.Tensor]], device: torch.device,
-               autocast: Any, global_targets: int, world: int = 1, scaler: Any = None) -> torch.Tensor:
+               autocast: Any, global_targets: int, world: int = 1, scaler: Any = None,
+               loss_fn: Any = causal_loss_sum) -> torch.Tensor:
     """Forward/backward over the micro-batches of one optimizer step.
 
     Each micro-batch's summed loss is divided by the real target count of the whole step across all
-    ranks (times ``world``, since DDP averages gradients), so the gradient equals that of one big
-    batch. DDP's gradient all-reduce runs only on the last micro-batch (``no_sync`` before).
+    ranks (times ``world``, since DDP and FSDP average gradients), so the gradient equals that of one
+    big batch. The gradient all-reduce (DDP) or reduce-scatter (FSDP) runs only on the last micro-batch.
+    Targets are next tokens (``causal_loss_sum``) or class labels (``classification_loss_sum``).
     Returns the summed loss (a device tensor; no host sync here).
     """
     total = torch.zeros((), device=device)
     for k, batch in enumerate(micro_batches):
-        sync_ctx = (model.no_sync() if world > 1 and k < len(micro_batches) - 1 and hasattr(model, "no_sync")
-                    else contextlib.nullcontext())
-        with sync_ctx:
-            loss = causal_loss_sum(model, batch, device, autocast)
+        with _grad_sync(model, True, world, k == len(micro_batches) - 1):
+            loss = loss_fn(model, batch, device, autocast)
             scaled = loss * (world / global_targets)
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
         total += loss.detach()
@@ -184,6 +211,17 @@ class _Trainer:
         self.tokenizer = data_mod.load_tokenizer(c.model if c.model else None)
         files = data_mod.data_files(c.data)
         cache = Path(c.cache_dir) if c.cache_dir else self.run_dir / "token-cache"
+        if c.task == "seq-cls":
+            def load() -> tuple[Any, list[str]]:
+                return data_mod.classification_cached(files, self.tokenizer, c.text_field, c.label_field,
+                                                      c.seq_len, cache)
+            if self.info.is_main:
+                load()
+            dist.barrier(self.info)
+            rows, labels = load()
+            self.data = data_mod.split_classification(rows, labels, c.seq_len, self.tokenizer.pad_token_id,
+                                                      c.eval_fraction, c.seed)
+            return
         if self.info.is_main:
             data_mod.tokenize_cached(files, self.tokenizer, c.text_field, cache)
         dist.barrier(self.info)
@@ -192,15 +230,24 @@ class _Trainer:
 
     def _model(self) -> None:
         c = self.config
-        if c.task != "causal-lm":
-            raise NotImplementedError("--task seq-cls is not implemented yet in the bundled trainer")
-        self.model = build_model(c, self.tokenizer.vocab_size, self.tokenizer.eos_token_id).to(self.device)
+        self.cls = c.task == "seq-cls"
+        self.loss_fn = classification_loss_sum if self.cls else causal_loss_sum
+        labels = self.data.labels if self.cls else None
+        self.model = build_model(c, self.tokenizer.vocab_size, self.tokenizer.eos_token_id, labels=labels,
+                                 pad_id=getattr(self.tokenizer, "pad_token_id", None)).to(self.device)
         self.model.train()
+        self.trainable = [n for n, p in self.model.named_parameters() if p.requires_grad]
+        self.full_state = len(self.trainable) == sum(1 for _ in self.model.parameters())
+        self.fsdp = bool(c.fsdp and self.info.distributed)
+        if c.fsdp and not self.info.distributed:
+            warn("--fsdp with a single process: nothing to shard across, training unsharded "
+                 "(run under torchrun --nproc-per-node N to shard)")
+        if self.fsdp:
+            fsdp_mod.shard(self.model)  # before the optimizer: it must see the sharded parameters
         self.dtype = pick_precision(c.precision, self.device)
         self.optimizer = make_optimizer(self.model, c, self.device)
         self.scaler = (torch.amp.GradScaler("cuda") if self.dtype == torch.float16 and self.device.type == "cuda"
                        else None)
-        self.trainable = [n for n, p in self.model.named_parameters() if p.requires_grad]
         torch.manual_seed(c.seed * 1000 + self.info.rank)  # dropout stream, per rank
 
     def _resume(self) -> Path | None:
@@ -222,11 +269,22 @@ class _Trainer:
             warn(f"resuming a {st.get('world')}-rank checkpoint on {self.info.world} ranks: the data position "
                  f"(epoch {st['epoch']}, sample {st['offset']}) is re-sharded exactly; global batch is now {gb}; "
                  "the dropout RNG streams of new ranks start fresh")
-        missing, unexpected = self.model.load_state_dict(ck["model"], strict=False)
-        bad = [k for k in missing if k in self.trainable] + list(unexpected)
+        names = {n for n, _ in self.model.named_parameters()} | {n for n, _ in self.model.named_buffers()}
+        bad = [k for k in self.trainable if k not in ck["model"]] + [k for k in ck["model"] if k not in names]
         if bad:
             raise RuntimeError(f"checkpoint {path} does not match the model: {bad[:5]}")
-        self.optimizer.load_state_dict(ck["optimizer"])
+        by_name = st.get("optimizer_format") == "by-name"
+        if self.fsdp:
+            fsdp_mod.load_model_state(self.model, ck["model"])
+        else:
+            self.model.load_state_dict(ck["model"], strict=False)
+        if by_name:
+            fsdp_mod.load_optimizer_state(self.model, self.optimizer, ck["optimizer"])
+        elif self.fsdp:
+            raise RuntimeError(f"checkpoint {path} was written without --fsdp: its optimizer state cannot be "
+                               "sharded; resume it without --fsdp")
+        else:
+            self.optimizer.load_state_dict(ck["optimizer"])
         if self.scaler is not None and ck["scaler"]:
             self.scaler.load_state_dict(ck["scaler"])
         if ck["rng"] is not None:
@@ -258,18 +316,25 @@ class _Trainer:
             tmp = checkpoint.begin(self.run_dir, step)
         dist.barrier(self.info)
         checkpoint.write_rank_state(tmp, self.info.rank)
+        if self.fsdp:  # collectives: every rank takes part, rank 0 receives the full tensors
+            full_model = fsdp_mod.full_model_state(self.model)
+            optim_state = fsdp_mod.full_optimizer_state(self.model, self.optimizer)
+        else:
+            full_model, optim_state = {}, {}
         dist.barrier(self.info)
         if self.info.is_main:
-            raw = self._raw_model()
             trainable = set(self.trainable)
-            model_state = {k: v for k, v in raw.state_dict().items()
-                           if k in trainable or len(trainable) == sum(1 for _ in raw.parameters())}
+            if not self.fsdp:
+                full_model, optim_state = self._raw_model().state_dict(), self.optimizer.state_dict()
+            model_state = {k: v for k, v in full_model.items() if k in trainable or self.full_state}
             st = dict(self.state.__dict__)
+            st["optimizer_format"] = "by-name" if self.fsdp else "by-index"
+            st["fsdp"] = self.fsdp
             st["global_batch"] = self.config.micro_batch * self.config.grad_accum * self.info.world
             st["seed"] = self.config.seed
             st["scheduler"] = {"kind": "warmup-cosine", "warmup": self.warmup, "total": self.total_steps,
                                "min_lr_ratio": self.config.min_lr_ratio}
-            checkpoint.write_main(tmp, model_state, self.optimizer.state_dict(),
+            checkpoint.write_main(tmp, model_state, optim_state,
                                   self.scaler.state_dict() if self.scaler is not None else None, st)
             self.tele.sync()
             path, size = checkpoint.finish(self.run_dir, tmp, step, self.config.keep_checkpoints)
@@ -282,26 +347,38 @@ class _Trainer:
 
     # -- evaluation -------------------------------------------------------------------------------
     @torch.no_grad()
-    def evaluate(self) -> float | None:
+    def evaluate(self) -> tuple[float, dict[str, Any]] | None:
+        """Held-out loss (and accuracy for classification), summed over ranks."""
         batches = data_mod.eval_batches(self.data, self.config.micro_batch, self.config.eval_batches,
                                         self.info.rank, self.info.world)
-        if not batches:
-            return None
+        if self.fsdp:  # every rank must run the same number of forwards (parameter all-gathers)
+            n = -dist.all_max([-len(batches)], self.info, self.device)[0]
+            batches = batches[:n]
         self.model.eval()
-        total = torch.zeros(2, dtype=torch.float64, device=self.device)
+        total = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss sum, targets, correct
         for idx in batches:
-            b = {"input_ids": torch.from_numpy(self.data.sequences(idx))}
-            if self.config.reset_position_ids:
-                b["position_ids"] = data_mod.position_ids(b["input_ids"], self.data.eos_id)
-            total[0] += causal_loss_sum(self._raw_model(), b, self.device, self.autocast).double()
+            b = self.data.batch(idx)
+            if self.cls:
+                logits = classification_logits(self._raw_model(), b, self.device, self.autocast)
+                labels = b["labels"].to(self.device)
+                total[0] += F.cross_entropy(logits, labels, reduction="sum").double()
+                total[2] += (logits.argmax(-1) == labels).sum().double()
+            else:
+                if self.config.reset_position_ids:
+                    b["position_ids"] = data_mod.position_ids(b["input_ids"], self.data.eos_id)
+                total[0] += causal_loss_sum(self._raw_model(), b, self.device, self.autocast).double()
             total[1] += target_count(b)
         self.model.train()
         dist.all_sum(total, self.info)
-        return float(total[0] / total[1])
+        if total[1] == 0:
+            return None
+        extra = {"eval_accuracy": float(total[2] / total[1]), "eval_examples": int(total[1])} if self.cls else {}
+        return float(total[0] / total[1]), extra
 
-    def _after_eval(self, loss: float) -> None:
+    def _after_eval(self, loss: float, extra: dict[str, Any] | None = None) -> None:
         c, s = self.config, self.state
-        self.tele.emit("eval", step=s.step, eval_loss=loss, best_eval_loss=min(loss, s.best_eval or loss))
+        self.tele.emit("eval", step=s.step, eval_loss=loss, best_eval_loss=min(loss, s.best_eval or loss),
+                       **(extra or {}))
         if c.target_eval_loss is not None and loss <= c.target_eval_loss:
             self.flag.request(EARLY_STOP, f"eval loss {loss:.4f} reached target {c.target_eval_loss}")
         if s.best_eval is None or s.best_eval - loss > c.early_stop_min_delta:
@@ -321,7 +398,7 @@ class _Trainer:
         self.total_steps = self.state.step + remaining
         self.warmup = c.warmup_steps if c.warmup_steps >= 0 else min(100, max(1, self.total_steps // 20))
         raw = self.model
-        if info.distributed:
+        if info.distributed and not self.fsdp:
             self.model = torch.nn.parallel.DistributedDataParallel(
                 raw, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         fwd_model = torch.compile(self.model) if c.compile else self.model
@@ -337,7 +414,9 @@ class _Trainer:
                        device=dev_name, precision=str(self.dtype).replace("torch.", ""), params=n_params,
                        trainable_params=n_trainable, train_sequences=self.data.n_train,
                        eval_sequences=self.data.n_eval, steps_total=self.total_steps, flops_per_token=fpt,
-                       peak_flops=peak, resumed_from_step=start_step if resumed else None, pid=os.getpid())
+                       peak_flops=peak, resumed_from_step=start_step if resumed else None, pid=os.getpid(),
+                       task=c.task, fsdp=self.fsdp,
+                       **({"labels": self.data.labels} if self.cls else {}))
         if resumed is not None:
             self.tele.emit("resumed", step=start_step, checkpoint=str(resumed), spend_usd=self.state.spend_usd)
         if self.bench is not None:
@@ -372,12 +451,13 @@ class _Trainer:
         if remaining == 0:
             return NONE
         plan = data_mod.StepPlan(self.data, c.seed, data_mod.Position(s.epoch, s.offset), c.micro_batch,
-                                 c.grad_accum, info.world, info.rank, remaining, c.reset_position_ids)
+                                 c.grad_accum, info.world, info.rank, remaining,
+                                 c.reset_position_ids and not self.cls)
         loader = data_mod.make_loader(plan, self.device, c.num_workers, info.local_world)
         batches = iter(loader)
         limiter = StepRateLimiter(c.log_every_steps, c.log_interval_s)
         params = [p for p in self.model.parameters() if p.requires_grad]
-        global_targets = gb * (c.seq_len - 1)
+        global_targets = gb if self.cls else gb * (c.seq_len - 1)
         t_run = time.monotonic()
         elapsed0, spend0, gpu_h0 = s.elapsed_s, s.spend_usd, s.gpu_hours
         win = {"t": time.perf_counter(), "steps": 0, "wait": 0.0, "loss": torch.zeros((), device=self.device),
@@ -397,7 +477,8 @@ class _Trainer:
             lr = lr_at(s.step, c.lr, self.warmup, self.total_steps, c.min_lr_ratio)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            loss_sum = accumulate(fwd_model, micro, self.device, self.autocast, global_targets, info.world, self.scaler)
+            loss_sum = accumulate(fwd_model, micro, self.device, self.autocast, global_targets, info.world, self.scaler,
+                                  loss_fn=self.loss_fn)
             if self.scaler is not None:
                 self.scaler.unscale_(self.optimizer)
             if c.max_grad_norm > 0:
@@ -435,9 +516,9 @@ class _Trainer:
                     self.bench.data_waits.append(wait)
             last = i == remaining - 1
             if c.eval_every_steps and (s.step % c.eval_every_steps == 0 or last):
-                loss = self.evaluate()
-                if loss is not None:
-                    self._after_eval(loss)
+                result = self.evaluate()
+                if result is not None:
+                    self._after_eval(*result)
             now = time.monotonic()
             ckpt_due = int(bool(self.bench is None and (
                 (c.checkpoint_every_steps and s.step % c.checkpoint_every_steps == 0)
@@ -482,8 +563,11 @@ class _Trainer:
             self.tele.emit("run_end", status=status, totals=totals, exit_code=EXIT_OK)
             return EXIT_OK
         self.save_checkpoint()
-        if reason != PREEMPTED and self.info.is_main:
-            save_final(self._raw_model(), self.tokenizer, self.run_dir / "final")
+        if reason != PREEMPTED:
+            # FSDP: gather the full weights (a collective on every rank); rank 0 writes them.
+            full = fsdp_mod.full_model_state(self.model) if self.fsdp else None
+            if self.info.is_main:
+                save_final(self._raw_model(), self.tokenizer, self.run_dir / "final", state_dict=full)
         if self.mirror is not None:
             self.mirror.wait(timeout=120)
         code = EXIT_RESUME if reason == PREEMPTED else EXIT_OK

@@ -32,25 +32,42 @@ def pick_precision(name: str, device: torch.device) -> torch.dtype:
     return torch.float32
 
 
-def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None = None) -> torch.nn.Module:
+def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None = None,
+                labels: list[str] | None = None, pad_id: int | None = None) -> torch.nn.Module:
+    """Causal LM, or (``task == "seq-cls"``) a sequence classifier with ``labels`` as its classes
+    (``id2label``/``label2id`` in its config) and ``pad_id`` as pad token (GPT-2 style models pool the
+    last non-pad token, so they need one)."""
     import transformers
 
-    auto = (transformers.AutoModelForSequenceClassification if config.task == "seq-cls"
-            else transformers.AutoModelForCausalLM)
+    cls = config.task == "seq-cls"
+    auto = transformers.AutoModelForSequenceClassification if cls else transformers.AutoModelForCausalLM
     kwargs: dict[str, Any] = {"attn_implementation": config.attn_implementation}
+    label_kwargs: dict[str, Any] = {}
+    if cls:
+        if not labels:
+            raise ValueError("--task seq-cls needs the class labels")
+        label_kwargs = {"num_labels": len(labels), "id2label": dict(enumerate(labels)),
+                        "label2id": {name: i for i, name in enumerate(labels)}}
     if config.model_config:
         raw = json.loads(Path(config.model_config).read_text(encoding="utf-8"))
         model_type = raw.pop("model_type", "gpt2")
         for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
             if eos_id is not None and raw.get("vocab_size", 0) and key not in raw:
                 raw[key] = eos_id
+        if cls and pad_id is not None and "pad_token_id" not in json.loads(Path(config.model_config).read_text()):
+            raw["pad_token_id"] = pad_id
+        raw.update(label_kwargs)
         hf_config = transformers.AutoConfig.for_model(model_type, **raw)
         if getattr(hf_config, "vocab_size", vocab_size) < vocab_size:
             raise ValueError(f"model vocab_size {hf_config.vocab_size} < tokenizer vocabulary {vocab_size}")
         torch.manual_seed(config.seed)
         model = auto.from_config(hf_config, **kwargs)
     else:
+        if cls:  # a new head when the checkpoint's classes differ
+            kwargs.update(label_kwargs, ignore_mismatched_sizes=True)
         model = auto.from_pretrained(config.model, **kwargs)
+    if cls and getattr(model.config, "pad_token_id", None) is None:
+        model.config.pad_token_id = pad_id if pad_id is not None else eos_id
     if config.grad_checkpointing != "off":
         every_n = 2 if config.grad_checkpointing == "every-other" else 1
         if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
@@ -109,11 +126,23 @@ def flops_per_token(model: torch.nn.Module, seq_len: int, recompute: str, lora: 
     return factor * n_params + attention
 
 
-def save_final(model: torch.nn.Module, tokenizer: Any, path: Path) -> None:
-    """Hugging Face format with safetensors (LoRA: the adapters only)."""
+def save_final(model: torch.nn.Module, tokenizer: Any, path: Path,
+               state_dict: dict[str, torch.Tensor] | None = None) -> None:
+    """Hugging Face format with safetensors (LoRA: the adapters, and for classification the head).
+
+    ``state_dict``: the full weights when the model's own parameters are shards (FSDP).
+    Classifiers keep ``id2label``/``label2id`` in ``config.json``; LoRA classifiers, whose folder holds
+    only the adapter, get the base model's ``config.json`` (with the labels) as ``base_config.json``.
+    """
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path, safe_serialization=True)
+    kwargs: dict[str, Any] = {"safe_serialization": True}
+    if state_dict is not None:
+        kwargs["state_dict"] = state_dict
+    model.save_pretrained(path, **kwargs)
     tokenizer.save_pretrained(path)
+    base = getattr(getattr(model, "base_model", None), "model", None)
+    if hasattr(model, "peft_config") and base is not None and getattr(base.config, "id2label", None):
+        (path / "base_config.json").write_text(base.config.to_json_string(), encoding="utf-8")
