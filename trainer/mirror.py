@@ -1,13 +1,15 @@
 """Mirror complete checkpoints to a durable location so a run can resume on another host.
 
 URLs: a local path (or ``file://``), or ``sftp://[user@]host[:port]/path`` (needs paramiko; uses
-the SSH agent and ``~/.ssh`` keys). The completion marker is copied last, so a half-copied mirror is
-never taken for a checkpoint. ``fetch_newest`` restores the newest mirrored checkpoint into a run
+the SSH agent and ``~/.ssh`` keys). Each checkpoint is copied into a temporary folder, completion
+marker last, and renamed into place, so a mirrored ``step-N`` folder is always complete; the last K
+(at least 2) are kept. ``fetch_newest`` restores the newest mirrored checkpoint into a run
 directory that has none.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
 import threading
@@ -53,6 +55,16 @@ class _Sftp:
             except OSError:
                 self.sftp.mkdir(p)
 
+    def rmtree(self, path: PurePosixPath) -> None:
+        """Remove a folder of files (checkpoints are flat); missing is fine."""
+        try:
+            names = self.sftp.listdir(str(path))
+        except OSError:
+            return
+        for name in names:
+            self.sftp.remove(str(path / name))
+        self.sftp.rmdir(str(path))
+
     def close(self) -> None:
         self.client.close()
 
@@ -60,16 +72,20 @@ class _Sftp:
 def push(src: Path, url: str, keep: int) -> None:
     kind, target = _parse(url)
     if kind == "local":
+        # Every file, the completion marker last, goes into a temporary folder that is fsynced and then
+        # renamed into place: a mirrored checkpoint appears all at once, already marked complete.
         dest = target / src.name
         tmp = target / f".tmp-{src.name}"
         target.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        for f in _files_marker_last(src)[:-1]:
+        for f in _files_marker_last(src):
             shutil.copy2(f, tmp / f.name)
+            _fsync(tmp / f.name)
+        _fsync(tmp)
         shutil.rmtree(dest, ignore_errors=True)
-        tmp.rename(dest)
-        shutil.copy2(src / checkpoint.MARKER, dest / checkpoint.MARKER)
+        os.replace(tmp, dest)
+        _fsync(target)
         done = sorted((p for p in target.iterdir() if p.name.startswith(checkpoint.PREFIX)
                        and (p / checkpoint.MARKER).exists()), reverse=True)
         for old in done[max(2, keep):]:
@@ -78,11 +94,33 @@ def push(src: Path, url: str, keep: int) -> None:
     conn = _Sftp(target)
     try:
         dest = conn.root / src.name
-        conn.makedirs(dest)
+        tmp = conn.root / f".tmp-{src.name}"
+        conn.makedirs(conn.root)
+        conn.rmtree(tmp)
+        conn.sftp.mkdir(str(tmp))
         for f in _files_marker_last(src):
-            conn.sftp.put(str(f), str(dest / f.name))
+            conn.sftp.put(str(f), str(tmp / f.name))
+        conn.rmtree(dest)
+        conn.sftp.rename(str(tmp), str(dest))
+        done = sorted((a.filename for a in conn.sftp.listdir_attr(str(conn.root))
+                       if a.filename.startswith(checkpoint.PREFIX) and stat.S_ISDIR(a.st_mode or 0)), reverse=True)
+        for old in done[max(2, keep):]:
+            conn.rmtree(conn.root / old)
     finally:
         conn.close()
+
+
+def _fsync(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def fetch_newest(url: str, run_dir: Path) -> Path | None:
