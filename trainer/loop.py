@@ -269,7 +269,7 @@ class _Trainer:
             warn(f"resuming a {st.get('world')}-rank checkpoint on {self.info.world} ranks: the data position "
                  f"(epoch {st['epoch']}, sample {st['offset']}) is re-sharded exactly; global batch is now {gb}; "
                  "the dropout RNG streams of new ranks start fresh")
-        names = {n for n, _ in self.model.named_parameters()} | {n for n, _ in self.model.named_buffers()}
+        names = set(self.model.state_dict())  # (FSDP: the same names, sharded values; nothing gathered)
         bad = [k for k in self.trainable if k not in ck["model"]] + [k for k in ck["model"] if k not in names]
         if bad:
             raise RuntimeError(f"checkpoint {path} does not match the model: {bad[:5]}")
@@ -566,6 +566,9 @@ class _Trainer:
         if reason != PREEMPTED:
             # FSDP: gather the full weights (a collective on every rank); rank 0 writes them.
             full = fsdp_mod.full_model_state(self.model) if self.fsdp else None
+            if full is not None:  # tied weights (GPT-2's lm_head) once, as save_pretrained does unsharded
+                unique = {n for n, _ in self.model.named_parameters()} | {n for n, _ in self.model.named_buffers()}
+                full = {k: v for k, v in full.items() if k in unique}
             if self.info.is_main:
                 save_final(self._raw_model(), self.tokenizer, self.run_dir / "final", state_dict=full)
         if self.mirror is not None:
