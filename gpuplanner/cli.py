@@ -36,6 +36,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpuplanner", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"gpuplanner {__version__}")
+    parser.add_argument("--self-test", action="store_true",
+                        help="check this installation headless (window, panes, plots, planner, a tiny training"
+                             " run) in a temporary data folder; exit 0 when it works")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
@@ -48,10 +51,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a flag argparse rejected (already reported)
         return exc.code if isinstance(exc.code, int) else 2
+    if getattr(args, "self_test", False):
+        from gpuplanner.ui.self_test import run_self_test  # lazily: Qt only loads for the self-test
+
+        return run_self_test()
     handler = getattr(args, "handler", None)
     if handler is None:
-        parser.print_help()
-        return 0
+        # No subcommand: open the window. The UI (and Qt) is loaded only here, by name, so scripts
+        # never pay for it and no module of the layers below depends on gpuplanner.ui.
+        return int(importlib.import_module("gpuplanner.ui.app").main([]))
     try:
         return int(handler(args) or 0)
     except (UsageError, PlanInputError) as exc:

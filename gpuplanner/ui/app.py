@@ -1,0 +1,61 @@
+"""Start the desktop application: ``gpuplanner`` with no subcommand (or ``python -m gpuplanner``).
+
+``main(argv)`` creates the QApplication (Fusion style, a palette that follows the system's light or
+dark scheme, the SVG app icon), the services (history database, catalog) and the main window, and
+runs the event loop. Options: ``--db FILE`` (history database), ``--theme light|dark`` (instead of
+following the system).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from PySide6.QtCore import QCoreApplication
+from PySide6.QtWidgets import QApplication
+
+from gpuplanner.ui import pyside_guard
+from gpuplanner.ui.palette import SchemeFollower, app_icon
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="gpuplanner", description="GPU Planner desktop application")
+    parser.add_argument("--db", metavar="FILE", help="history database (default: $GPUPLANNER_DB or the data directory's)")
+    parser.add_argument("--theme", choices=("light", "dark"), help="force a palette instead of following the system")
+    args, _qt_args = parser.parse_known_args(list(argv))
+    return args
+
+
+def create_application(argv: Sequence[str] = (), theme: str | None = None) -> QApplication:
+    """The QApplication with the app's names, icon, style and palette (reuses an existing one)."""
+    pyside_guard.install()
+    QCoreApplication.setOrganizationName("GPU Planner")
+    QCoreApplication.setApplicationName("gpuplanner")
+    app = QApplication.instance()
+    if not isinstance(app, QApplication):
+        app = QApplication(["gpuplanner", *argv])
+    app.setApplicationDisplayName("GPU Planner")
+    app.setDesktopFileName("gpuplanner")
+    app.setWindowIcon(app_icon())
+    SchemeFollower(app, forced=theme)
+    return app
+
+
+def create_window(db: str | None = None):  # -> MainWindow (imported lazily: keeps `--help` fast)
+    from gpuplanner.ui.main_window import MainWindow
+    from gpuplanner.ui.services import AppServices
+
+    return MainWindow(AppServices.from_environment(db))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    app = create_application((), theme=args.theme)
+    window = create_window(args.db)
+    window.show()
+    return int(app.exec())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,99 @@
+"""Cost against time for every option of the comparison (pyqtgraph scatter).
+
+Usable options in colour (circles on-demand, triangles spot), options that fit but miss the
+deadline or the budget in grey, the winner as a star; the deadline and the budget as lines.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QWidget
+
+from gpuplanner.plan.planner import CompareRow
+
+ON_DEMAND = "#4e79a7"
+SPOT = "#f28e2b"
+WINNER = "#2e9d4f"
+
+
+def _points(rows: Sequence[CompareRow]) -> list[CompareRow]:
+    out = []
+    for row in rows:
+        cost = row.cost_usd
+        if not row.plan.fits or cost is None or not math.isfinite(cost) or not math.isfinite(row.hours) or row.hours <= 0:
+            continue
+        out.append(row)
+    return out
+
+
+class CostChart(pg.PlotWidget):
+    """Scatter of the comparison's options: x hours (log), y cost in dollars."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAccessibleName("Cost against time")
+        item = self.getPlotItem()
+        item.setDownsampling(auto=True, mode="peak")
+        item.setClipToView(True)
+        item.setLogMode(x=True, y=False)
+        item.showGrid(x=True, y=True, alpha=0.25)
+        item.setLabel("bottom", "wall-clock hours (log)")
+        item.setLabel("left", "cost ($)")
+        item.setMenuEnabled(False)
+        self.legend = item.addLegend(offset=(-10, 10), labelTextSize="8pt")
+        self.rows_shown: list[CompareRow] = []
+        self.apply_palette()
+
+    def apply_palette(self) -> None:
+        palette = QGuiApplication.palette()
+        self.setBackground(palette.color(QPalette.ColorRole.Base))
+        fg = palette.color(QPalette.ColorRole.Text)
+        for name in ("left", "bottom"):
+            axis = self.getPlotItem().getAxis(name)
+            axis.setPen(pg.mkPen(fg))
+            axis.setTextPen(pg.mkPen(fg))
+
+    def set_rows(self, rows: Sequence[CompareRow], deadline_hours: float | None, budget_usd: float | None) -> None:
+        item = self.getPlotItem()
+        item.clear()
+        self.legend.clear()
+        shown = _points(rows)
+        self.rows_shown = shown
+        if not shown:
+            return
+        groups = (
+            ("on-demand", [r for r in shown if r.usable and r.pricing == "on-demand" and r.rank != 1], "o", ON_DEMAND),
+            ("spot (expected)", [r for r in shown if r.usable and r.pricing == "spot" and r.rank != 1], "t", SPOT),
+            ("misses deadline/budget", [r for r in shown if not r.usable], "x", "#9a9a9a"),
+            ("recommended", [r for r in shown if r.rank == 1], "star", WINNER),
+        )
+        for name, group, symbol, color in groups:
+            if not group:
+                continue
+            xs = np.log10(np.array([r.hours for r in group], dtype=float))
+            ys = np.array([r.cost_usd for r in group], dtype=float)
+            tips = [f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {r.hours:,.1f} h, ${r.cost_usd:,.2f}"
+                    for r in group]
+            size = 16 if symbol == "star" else 8
+            scatter = pg.ScatterPlotItem(xs, ys, symbol=symbol, size=size, pen=pg.mkPen(QColor(color).darker(130)),
+                                         brush=pg.mkBrush(color), data=tips, hoverable=True, tip=lambda x, y, data: data,
+                                         name=name)
+            item.addItem(scatter)  # named items join the legend by themselves
+        if deadline_hours:
+            item.addItem(pg.InfiniteLine(math.log10(deadline_hours), angle=90, pen=pg.mkPen("#d64545", style=pg.QtCore.Qt.PenStyle.DashLine),
+                                         label="deadline", labelOpts={"position": 0.9, "color": "#d64545"}))
+        if budget_usd:
+            item.addItem(pg.InfiniteLine(budget_usd, angle=0, pen=pg.mkPen("#d64545", style=pg.QtCore.Qt.PenStyle.DotLine),
+                                         label="budget", labelOpts={"position": 0.95, "color": "#d64545"}))
+        costs = [r.cost_usd for r in shown if r.cost_usd is not None]
+        hours = [r.hours for r in shown]
+        top = max(costs + ([budget_usd] if budget_usd else []))
+        item.setYRange(0, top * 1.08, padding=0)
+        lo = math.log10(min(hours + ([deadline_hours] if deadline_hours else [])))
+        hi = math.log10(max(hours + ([deadline_hours] if deadline_hours else [])))
+        item.setXRange(lo - 0.1, hi + 0.1, padding=0)

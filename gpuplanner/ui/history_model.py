@@ -1,0 +1,263 @@
+"""The run history as a Qt table model, a filter proxy, and the plain queries the History pane draws.
+
+Rows are :class:`RunSummary` objects from :func:`gpuplanner.history.analytics.summarize` (the same
+figures as ``gpuplanner runs show``). :data:`SORT_ROLE` holds one comparable type per column.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QBrush, QColor
+from sqlite_utils import Database
+
+from gpuplanner.history.analytics import RunSummary
+
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+RUN_ID_ROLE = Qt.ItemDataRole.UserRole + 2
+
+# (header, export name, tooltip)
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("ID", "run_id", "Run id in the history"),
+    ("Date", "started_at", "When the run started"),
+    ("Name", "name", "Run name"),
+    ("Host", "host", "Where it ran"),
+    ("GPU", "gpu", "GPU type x count"),
+    ("Model", "model_name", "Model trained"),
+    ("Status", "status", "running, finished, preempted, budget_stop, early_stop, failed"),
+    ("Hours", "hours", "Hours the GPUs were held (interruption gaps excluded)"),
+    ("Cost $", "cost_usd", "Price x GPUs x hours"),
+    ("Util %", "avg_util_pct", "Average NVML GPU utilisation: share of time any kernel ran, not SM occupancy"),
+    ("$/eff GPU-h", "cost_per_effective_gpu_hour_usd", "Cost per GPU-hour x utilisation"),
+    ("vs plan %", "cost_vs_plan_pct", "Actual cost against the plan's (+ = more expensive than planned)"),
+)
+EXPORT_COLUMNS = tuple(c[1] for c in COLUMNS)
+STATUS_COLORS = {"finished": "#2e9d4f", "failed": "#d64545", "preempted": "#d98a00", "running": "#2f6fde",
+                 "budget_stop": "#d98a00", "early_stop": "#2e9d4f"}
+
+# Side-by-side comparison: (label, attribute or callable, format)
+COMPARE_METRICS: tuple[tuple[str, str], ...] = (
+    ("Name", "name"), ("Status", "status"), ("Host", "host"), ("GPU", "gpu_type"), ("GPUs", "gpu_count"),
+    ("Pricing", "pricing"), ("$/GPU-hour", "price_usd_per_gpu_hour"), ("Model", "model_name"), ("Hours", "hours"),
+    ("Wall hours", "wall_hours"), ("GPU-hours", "gpu_hours"), ("Avg util %", "avg_util_pct"),
+    ("Effective GPU-hours", "effective_gpu_hours"), ("Cost $", "cost_usd"),
+    ("$ per effective GPU-hour", "cost_per_effective_gpu_hour_usd"), ("$ per sample", "cost_per_sample_usd"),
+    ("$ per 1M tokens", "cost_per_million_tokens_usd"), ("Idle GPU-hours", "idle_gpu_hours"),
+    ("Data wait %", "data_wait_pct"), ("Interruptions", "interruptions"), ("Samples", "samples"),
+    ("Tokens", "tokens"), ("Tokens/s", "tokens_per_s"), ("Peak memory GiB", "peak_mem_gib"),
+    ("Final loss", "final_loss"), ("Simulated GPU", "simulated"),
+)
+
+
+def cost_vs_plan_pct(summary: RunSummary) -> float | None:
+    planned = summary.planned or {}
+    cell = planned.get("cost_usd") if isinstance(planned.get("cost_usd"), dict) else None
+    if cell is None or cell.get("diff_pct") is None:
+        cell = planned.get("hours") if isinstance(planned.get("hours"), dict) else None
+    return None if cell is None else cell.get("diff_pct")
+
+
+def row_values(summary: RunSummary) -> tuple[Any, ...]:
+    """One run as plain values in :data:`EXPORT_COLUMNS` order."""
+    gpu = f"{summary.gpu_count} x {summary.gpu_type}" if summary.gpu_type else f"{summary.gpu_count} GPU(s)"
+    return (summary.run_id, summary.started_at, summary.name, summary.host, gpu, summary.model_name, summary.status,
+            summary.hours, summary.cost_usd, summary.avg_util_pct, summary.cost_per_effective_gpu_hour_usd,
+            cost_vs_plan_pct(summary))
+
+
+def export_values(summary: RunSummary) -> tuple[Any, ...]:
+    """Like :func:`row_values` with the date as text and numbers rounded (CSV/Markdown/PDF)."""
+    values = list(row_values(summary))
+    values[1] = format_time(values[1])
+    for i in (7, 8, 9, 10, 11):
+        if isinstance(values[i], float):
+            values[i] = round(values[i], 4 if i == 7 else 2)
+    return tuple(values)
+
+
+def format_time(t: float | None) -> str:
+    return "" if t is None else datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M")
+
+
+def metric_value(summary: RunSummary, attribute: str) -> Any:
+    if attribute == "peak_mem_gib":
+        return None if summary.peak_mem_bytes is None else summary.peak_mem_bytes / 1024**3
+    return getattr(summary, attribute)
+
+
+def format_value(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "–"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) >= 1:
+            return f"{value:,.2f}"
+        return f"{value:.4g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _display(column: int, value: Any) -> str:
+    name = EXPORT_COLUMNS[column]
+    if name == "started_at":
+        return format_time(value)
+    if name == "cost_vs_plan_pct" and value is not None:
+        return f"{value:+.1f}%"
+    if name == "run_id":
+        return str(value)
+    if name == "avg_util_pct" and value is not None:
+        return f"{value:.0f}"
+    return format_value(value)
+
+
+class RunsTableModel(QAbstractTableModel):
+    """Summaries of runs, one per row; read-only."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._summaries: list[RunSummary] = []
+        self._values: list[tuple[Any, ...]] = []
+
+    def set_summaries(self, summaries: Sequence[RunSummary]) -> None:
+        self.beginResetModel()
+        self._summaries = list(summaries)
+        self._values = [row_values(s) for s in self._summaries]
+        self.endResetModel()
+
+    def summaries(self) -> list[RunSummary]:
+        return list(self._summaries)
+
+    def summary(self, row: int) -> RunSummary:
+        return self._summaries[row]
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._summaries)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and 0 <= section < len(COLUMNS):
+            if role == Qt.ItemDataRole.DisplayRole:
+                return COLUMNS[section][0]
+            if role == Qt.ItemDataRole.ToolTipRole:
+                return COLUMNS[section][2]
+        return None
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not (0 <= index.row() < len(self._summaries)) or not (0 <= index.column() < len(COLUMNS)):
+            return None
+        value = self._values[index.row()][index.column()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return _display(index.column(), value)
+        if role == SORT_ROLE:
+            if value is None:
+                return -math.inf
+            return float(value) if isinstance(value, (int, float)) else str(value).lower()
+        if role == RUN_ID_ROLE:
+            return self._summaries[index.row()].run_id
+        if role == Qt.ItemDataRole.ForegroundRole and EXPORT_COLUMNS[index.column()] == "status":
+            color = STATUS_COLORS.get(str(value))
+            return QBrush(QColor(color)) if color else None
+        if role == Qt.ItemDataRole.ToolTipRole and self._summaries[index.row()].simulated:
+            return "GPU telemetry of this run was simulated (no real GPU)"
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            if isinstance(value, (int, float)) and EXPORT_COLUMNS[index.column()] != "started_at":
+                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            return int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class RunsFilterProxy(QSortFilterProxyModel):
+    """Text filter over the text columns (case-insensitive) and a status filter."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.setSortRole(SORT_ROLE)
+        self._text = ""
+        self._status = ""
+
+    def set_filter(self, text: str, status: str) -> None:
+        self.beginFilterChange()
+        self._text, self._status = text.strip().lower(), status
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:
+        model = self.sourceModel()
+        assert isinstance(model, RunsTableModel)
+        summary = model.summary(source_row)
+        if self._status and summary.status != self._status:
+            return False
+        if not self._text:
+            return True
+        haystack = " ".join(str(v) for v in (summary.run_id, summary.name, summary.host, summary.gpu_type,
+                                             summary.model_name, summary.status, summary.pricing) if v is not None)
+        return self._text in haystack.lower()
+
+    def lessThan(self, left: QModelIndex | QPersistentModelIndex, right: QModelIndex | QPersistentModelIndex) -> bool:
+        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
+        if type(a) is not type(b):
+            return isinstance(a, float)
+        return bool(a < b)
+
+
+# ------------------------------------------------------------------------------ plot data
+
+
+@dataclass
+class RunSeries:
+    """What the detail plots show for one run, bucketed to at most ``points`` per series."""
+
+    t0: float
+    gpu: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # label -> (t, util, mem GiB, power)
+    steps: tuple[np.ndarray, np.ndarray, np.ndarray]  # t, loss, tokens/s
+    events: list[tuple[float, str, int | None]]
+
+
+def run_series(db: Database, run_id: int, points: int = 1500) -> RunSeries:
+    """Per-GPU utilisation, memory and power (bucket means), loss and tokens/s, and the events."""
+    row = db.execute("SELECT MIN(t), MAX(t) FROM gpu_samples WHERE run_id = ?", [run_id]).fetchone()
+    step_row = db.execute("SELECT MIN(t), MAX(t) FROM steps WHERE run_id = ?", [run_id]).fetchone()
+    lows = [v for v in (row[0], step_row[0]) if v is not None]
+    highs = [v for v in (row[1], step_row[1]) if v is not None]
+    t0 = min(lows) if lows else 0.0
+    span = (max(highs) - t0) if highs else 0.0
+    bucket = max(span / points, 1e-6)
+    gpu: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    rows = db.execute(
+        "SELECT node, gpu_index, CAST((t - ?) / ? AS INTEGER) AS b, AVG(t), AVG(util_pct), AVG(mem_used_bytes),"
+        " AVG(power_w) FROM gpu_samples WHERE run_id = ? GROUP BY node, gpu_index, b ORDER BY node, gpu_index, b",
+        [t0, bucket, run_id]).fetchall()
+    grouped: dict[str, list[tuple[float, float, float, float]]] = {}
+    nodes = {r[0] for r in rows}
+    for node, index, _b, t, util, mem, power in rows:
+        label = f"GPU {index}" if len(nodes) <= 1 else f"{node}:{index}"
+        grouped.setdefault(label, []).append((t - t0, util if util is not None else math.nan,
+                                              (mem or math.nan) / 1024**3, power if power is not None else math.nan))
+    for label, values in grouped.items():
+        arr = np.array(values, dtype=float)
+        gpu[label] = (arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+    steps = db.execute(
+        "SELECT AVG(t), AVG(loss), AVG(tokens_per_s) FROM steps WHERE run_id = ?"
+        " GROUP BY CAST((t - ?) / ? AS INTEGER) ORDER BY 1", [run_id, t0, bucket]).fetchall()
+    if steps:
+        arr = np.array([[s[0] - t0, s[1] if s[1] is not None else math.nan, s[2] if s[2] is not None else math.nan]
+                        for s in steps], dtype=float)
+        step_series = (arr[:, 0], arr[:, 1], arr[:, 2])
+    else:
+        empty = np.zeros(0)
+        step_series = (empty, empty, empty)
+    events = [(t - t0, kind, step) for t, kind, step in db.execute(
+        "SELECT t, kind, step FROM events WHERE run_id = ? ORDER BY seq", [run_id]).fetchall()]
+    return RunSeries(t0, gpu, step_series, events)

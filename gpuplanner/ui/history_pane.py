@@ -1,0 +1,489 @@
+"""The History pane: past runs (sortable, filterable), one run's plots and events, runs side by side.
+
+It reads the history with its own SQLite connection per call (opened and closed on the GUI thread;
+every query goes through the rollups, so a summary stays cheap for long runs).
+
+Signals:
+    runsChanged(): the list was reloaded (after refresh or delete).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import pyqtgraph as pg
+from PySide6.QtCore import QSize, Qt, Signal, Slot
+from PySide6.QtGui import QImage, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gpuplanner.history.analytics import RunSummary, summarize
+from gpuplanner.history.db import HistoryError, open_db
+from gpuplanner.history.export import write_table
+from gpuplanner.history.runs import delete_run, list_runs
+from gpuplanner.ui.history_model import (
+    COLUMNS,
+    COMPARE_METRICS,
+    EXPORT_COLUMNS,
+    RUN_ID_ROLE,
+    RunSeries,
+    RunsFilterProxy,
+    RunsTableModel,
+    export_values,
+    format_time,
+    format_value,
+    metric_value,
+    run_series,
+)
+from gpuplanner.ui.report_pdf import Report, write_pdf
+from gpuplanner.ui.services import AppServices
+
+STATUSES = ("", "running", "finished", "preempted", "budget_stop", "early_stop", "failed")
+EVENT_PENS = {"checkpoint": "#59a14f", "preempted": "#d64545", "resumed": "#2f6fde", "run_start": "#8a8f98",
+              "run_end": "#8a8f98"}
+GPU_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
+
+
+class RunPlots(pg.GraphicsLayoutWidget):
+    """Four linked plots of one finished run: utilisation, memory, tokens/s and loss, with event markers."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.plots: dict[str, pg.PlotItem] = {}
+        for i, (key, label) in enumerate((("util", "GPU util %"), ("mem", "memory GiB"), ("tokens", "tokens/s"),
+                                          ("loss", "loss"))):
+            plot = self.addPlot(row=i // 2, col=i % 2, title=label)
+            plot.setDownsampling(auto=True, mode="peak")
+            plot.setClipToView(True)
+            plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.setLabel("bottom", "minutes")
+            plot.setMenuEnabled(False)
+            if self.plots:
+                plot.setXLink(next(iter(self.plots.values())))
+            self.plots[key] = plot
+        self.apply_palette()
+
+    def apply_palette(self) -> None:
+        palette = self.palette()
+        self.setBackground(palette.color(QPalette.ColorRole.Base))
+        fg = palette.color(QPalette.ColorRole.Text)
+        for plot in self.plots.values():
+            for name in ("left", "bottom"):
+                plot.getAxis(name).setTextPen(pg.mkPen(fg))
+            plot.titleLabel.setText(plot.titleLabel.text, color=fg.name())
+
+    def clear_all(self) -> None:
+        for plot in self.plots.values():
+            plot.clear()
+
+    def show_series(self, series: RunSeries) -> None:
+        self.clear_all()
+        if len(series.gpu) <= 8:
+            self.plots["util"].addLegend(offset=(5, 5), labelTextSize="7pt", colCount=4)
+        for i, (label, (t, util, mem, _power)) in enumerate(sorted(series.gpu.items())):
+            pen = pg.mkPen(GPU_COLORS[i % len(GPU_COLORS)], width=1)
+            self.plots["util"].plot(t / 60.0, util, pen=pen, name=label if len(series.gpu) <= 8 else None)
+            self.plots["mem"].plot(t / 60.0, mem, pen=pen)
+        t, loss, tokens = series.steps
+        if len(t):
+            self.plots["loss"].plot(t / 60.0, loss, pen=pg.mkPen("#e15759", width=1))
+            self.plots["tokens"].plot(t / 60.0, tokens, pen=pg.mkPen("#4e79a7", width=1))
+        for at, kind, _step in series.events:
+            color = EVENT_PENS.get(kind)
+            if color is None or kind in ("run_start", "run_end"):
+                continue
+            for plot in self.plots.values():
+                plot.addItem(pg.InfiniteLine(at / 60.0, angle=90, pen=pg.mkPen(color, style=Qt.PenStyle.DashLine)))
+        for plot in self.plots.values():
+            plot.enableAutoRange()
+
+
+class HistoryPane(QWidget):
+    runsChanged = Signal()
+
+    def __init__(self, services: AppServices, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.services = services
+        self._build()
+        self.refresh()
+
+    # ------------------------------------------------------------------ layout
+
+    def _build(self) -> None:
+        self.filter_edit = QLineEdit()
+        self.filter_edit.setPlaceholderText("Filter: name, host, GPU, model, status…")
+        self.filter_edit.setClearButtonEnabled(True)
+        self.filter_edit.textChanged.connect(self._on_filter_changed)
+        self.status_combo = QComboBox()
+        self.status_combo.addItems(["all statuses" if not s else s for s in STATUSES])
+        self.status_combo.currentIndexChanged.connect(self._on_status_changed)
+        self.refresh_button = QPushButton("Refresh")
+        self.refresh_button.setToolTip("Reload the runs from the history (F5)")
+        self.refresh_button.clicked.connect(self.refresh)
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setToolTip("Select two or more runs to see them side by side")
+        self.compare_button.clicked.connect(self._on_compare_clicked)
+        self.delete_button = QPushButton("Delete…")
+        self.delete_button.setToolTip("Delete the selected runs and all their telemetry")
+        self.delete_button.clicked.connect(self._on_delete_clicked)
+        self.export_button = QToolButton()
+        self.export_button.setText("Export")
+        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self.export_button)
+        for label, kind in (("Runs as CSV…", "csv"), ("Runs as Markdown…", "markdown"), ("PDF report…", "pdf")):
+            action = menu.addAction(label)
+            action.setData(kind)
+        menu.triggered.connect(self._on_export_triggered)
+        self.export_button.setMenu(menu)
+        bar = QHBoxLayout()
+        bar.addWidget(self.filter_edit, 2)
+        bar.addWidget(self.status_combo)
+        bar.addStretch(1)
+        for widget in (self.refresh_button, self.compare_button, self.export_button, self.delete_button):
+            bar.addWidget(widget)
+
+        self.model = RunsTableModel(self)
+        self.proxy = RunsFilterProxy(self)
+        self.proxy.setSourceModel(self.model)
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(1, Qt.SortOrder.DescendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setAlternatingRowColors(True)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(22)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setAccessibleName("Runs")
+        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        self.empty_label = QLabel("No runs yet. Launch one from the Plan pane, or try a demo run (Run menu).")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+
+        self.summary_view = QTextBrowser()
+        self.summary_view.setOpenLinks(False)
+        self.plots = RunPlots()
+        self.events_table = QTableWidget(0, 4)
+        self.events_table.setHorizontalHeaderLabels(["Time", "Minute", "Event", "Step"])
+        self.events_table.verticalHeader().setVisible(False)
+        self.events_table.horizontalHeader().setStretchLastSection(True)
+        self.events_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.compare_table = QTableWidget(0, 0)
+        self.compare_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.compare_table.setAlternatingRowColors(True)
+        self.detail_tabs = QTabWidget()
+        self.detail_tabs.addTab(self.summary_view, "Summary")
+        self.detail_tabs.addTab(self.plots, "Plots")
+        self.detail_tabs.addTab(self.events_table, "Events")
+        self.detail_tabs.addTab(self.compare_table, "Compare")
+
+        top = QWidget()
+        tv = QVBoxLayout(top)
+        tv.setContentsMargins(6, 4, 6, 0)
+        tv.addLayout(bar)
+        tv.addWidget(self.table, 1)
+        tv.addWidget(self.empty_label)
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(top)
+        splitter.addWidget(self.detail_tabs)
+        splitter.setStretchFactor(0, 2)
+        splitter.setStretchFactor(1, 3)
+        splitter.setChildrenCollapsible(False)
+        self.splitter = splitter
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(splitter)
+
+    # ------------------------------------------------------------------ data
+
+    @Slot()
+    def refresh(self) -> None:
+        """Reload every run's summary from the history (keeps the selection where it can)."""
+        selected = self.selected_run_ids()
+        summaries: list[RunSummary] = []
+        path = self.services.db_path
+        if path.exists():
+            db = open_db(path)
+            try:
+                for run in list_runs(db):
+                    try:
+                        summaries.append(summarize(db, run.id))
+                    except HistoryError:
+                        continue
+            finally:
+                db.close()
+        self.model.set_summaries(summaries)
+        self.empty_label.setVisible(not summaries)
+        self.select_runs(selected)
+        self.runsChanged.emit()
+
+    @Slot(int)
+    def on_run_finished(self, run_id: int) -> None:
+        """A run ended in the Runs pane: reload and show it."""
+        self.refresh()
+        self.select_runs([run_id])
+
+    def summaries(self) -> list[RunSummary]:
+        return self.model.summaries()
+
+    def visible_summaries(self) -> list[RunSummary]:
+        """The runs the filter lets through, in the table's current order."""
+        out = []
+        for row in range(self.proxy.rowCount()):
+            source = self.proxy.mapToSource(self.proxy.index(row, 0))
+            out.append(self.model.summary(source.row()))
+        return out
+
+    def selected_run_ids(self) -> list[int]:
+        rows = sorted({index.row() for index in self.table.selectionModel().selectedRows()})
+        return [int(self.proxy.index(row, 0).data(RUN_ID_ROLE)) for row in rows]
+
+    def select_runs(self, run_ids: Sequence[int]) -> None:
+        selection = self.table.selectionModel()
+        selection.clearSelection()
+        flags = selection.SelectionFlag.Select | selection.SelectionFlag.Rows
+        for row in range(self.proxy.rowCount()):
+            index = self.proxy.index(row, 0)
+            if index.data(RUN_ID_ROLE) in run_ids:
+                selection.select(index, flags)
+
+    def _summary(self, run_id: int) -> RunSummary | None:
+        return next((s for s in self.model.summaries() if s.run_id == run_id), None)
+
+    # ------------------------------------------------------------------ filter and selection
+
+    @Slot(str)
+    def _on_filter_changed(self, _text: str) -> None:
+        self._apply_filter()
+
+    @Slot(int)
+    def _on_status_changed(self, _index: int) -> None:
+        self._apply_filter()
+
+    def _apply_filter(self) -> None:
+        self.proxy.set_filter(self.filter_edit.text(), STATUSES[self.status_combo.currentIndex()])
+
+    def set_filter(self, text: str, status: str = "") -> None:
+        self.filter_edit.setText(text)
+        self.status_combo.setCurrentIndex(STATUSES.index(status))
+        self._apply_filter()
+
+    @Slot()
+    def _on_selection_changed(self, *_args: Any) -> None:
+        ids = self.selected_run_ids()
+        if len(ids) == 1:
+            self.show_run(ids[0])
+        elif len(ids) >= 2:
+            self.show_compare(ids)
+
+    def show_run(self, run_id: int) -> None:
+        summary = self._summary(run_id)
+        if summary is None:
+            return
+        self.summary_view.setHtml(self.summary_html(summary))
+        db = open_db(self.services.db_path)
+        try:
+            series = run_series(db, run_id)
+        finally:
+            db.close()
+        self.plots.show_series(series)
+        self.events_table.setRowCount(0)
+        for at, kind, step in series.events:
+            row = self.events_table.rowCount()
+            self.events_table.insertRow(row)
+            for col, text in enumerate((format_time(series.t0 + at), f"{at / 60.0:,.1f}", kind,
+                                        "" if step is None else str(step))):
+                self.events_table.setItem(row, col, QTableWidgetItem(text))
+        if self.detail_tabs.currentWidget() is self.compare_table:
+            self.detail_tabs.setCurrentWidget(self.summary_view)
+
+    @staticmethod
+    def summary_html(s: RunSummary) -> str:
+        def row(label: str, value: Any) -> str:
+            return f"<tr><td style='padding-right:14px;color:gray'>{label}</td><td>{value}</td></tr>"
+        title = f"Run {s.run_id}" + (f": {s.name}" if s.name else "")
+        sim = " <i>(simulated GPU telemetry)</i>" if s.simulated else ""
+        left = [("Status", s.status), ("Host", s.host or "–"), ("GPU", f"{s.gpu_count} x {s.gpu_type or '?'}"),
+                ("Model", s.model_name or "–"), ("Started", format_time(s.started_at)),
+                ("Hours (held)", format_value(s.hours)), ("GPU-hours", format_value(s.gpu_hours)),
+                ("Interruptions", f"{s.interruptions} ({format_value(s.interruption_hours)} h lost)")]
+        right = [("Cost", f"${format_value(s.cost_usd)}"), ("Avg utilisation", f"{format_value(s.avg_util_pct)} %"),
+                 ("$ per effective GPU-hour", format_value(s.cost_per_effective_gpu_hour_usd)),
+                 ("$ per sample", format_value(s.cost_per_sample_usd)),
+                 ("$ per 1M tokens", format_value(s.cost_per_million_tokens_usd)),
+                 ("Tokens/s (median)", format_value(s.tokens_per_s)), ("Data wait", f"{format_value(s.data_wait_pct)} %"),
+                 ("Final loss", format_value(s.final_loss))]
+        html = [f"<h3>{title}{sim}</h3><table><tr><td valign='top'><table>",
+                *(row(k, v) for k, v in left), "</table></td><td valign='top' style='padding-left:30px'><table>",
+                *(row(k, v) for k, v in right), "</table></td></tr></table>"]
+        if s.planned:
+            html.append("<h4>Planned against actual</h4><table><tr><th align='left'>metric</th>"
+                        "<th align='right'>planned</th><th align='right'>actual</th><th align='right'>diff</th></tr>")
+            for key, cell in s.planned.items():
+                if isinstance(cell, dict):
+                    diff = cell.get("diff_pct")
+                    html.append(f"<tr><td>{key}</td><td align='right'>{format_value(cell.get('planned'))}</td>"
+                                f"<td align='right'>{format_value(cell.get('actual'))}</td>"
+                                f"<td align='right'>{'' if diff is None else f'{diff:+.1f}%'}</td></tr>")
+            html.append("</table>")
+        if s.alerts:
+            html.append("<h4>Alerts</h4><ul>" + "".join(f"<li>{a.get('message', a)}</li>" for a in s.alerts) + "</ul>")
+        return "".join(html)
+
+    # ------------------------------------------------------------------ compare
+
+    @Slot()
+    def _on_compare_clicked(self) -> None:
+        ids = self.selected_run_ids()
+        if len(ids) < 2:
+            QMessageBox.information(self, "Compare runs", "Select two or more runs (Ctrl+click) to compare them.")
+            return
+        self.show_compare(ids)
+
+    def compare_rows(self, run_ids: Sequence[int]) -> tuple[list[str], list[list[Any]]]:
+        """Metrics as rows, runs as columns (the Compare tab and its export)."""
+        summaries = [s for s in (self._summary(i) for i in run_ids) if s is not None]
+        headers = [f"Run {s.run_id}" for s in summaries]
+        rows = [[label, *(metric_value(s, attr) for s in summaries)] for label, attr in COMPARE_METRICS]
+        return headers, rows
+
+    def show_compare(self, run_ids: Sequence[int]) -> None:
+        headers, rows = self.compare_rows(run_ids)
+        self.compare_table.clear()
+        self.compare_table.setColumnCount(len(headers))
+        self.compare_table.setRowCount(len(rows))
+        self.compare_table.setHorizontalHeaderLabels(headers)
+        self.compare_table.setVerticalHeaderLabels([r[0] for r in rows])
+        for r, row in enumerate(rows):
+            for c, value in enumerate(row[1:]):
+                item = QTableWidgetItem(format_value(value))
+                item.setTextAlignment(int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter))
+                self.compare_table.setItem(r, c, item)
+        self.compare_table.resizeColumnsToContents()
+        self.detail_tabs.setCurrentWidget(self.compare_table)
+
+    # ------------------------------------------------------------------ delete
+
+    @Slot()
+    def _on_delete_clicked(self) -> None:
+        ids = self.selected_run_ids()
+        if not ids:
+            QMessageBox.information(self, "Delete runs", "Select the runs to delete first.")
+            return
+        answer = QMessageBox.question(self, "Delete runs",
+                                      f"Delete {len(ids)} run(s) ({', '.join(f'#{i}' for i in ids)}) and all their "
+                                      "telemetry? This cannot be undone.",
+                                      QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                                      QMessageBox.StandardButton.No)
+        if answer == QMessageBox.StandardButton.Yes:
+            self.delete_runs(ids)
+
+    def delete_runs(self, run_ids: Sequence[int]) -> None:
+        db = open_db(self.services.db_path)
+        try:
+            for run_id in run_ids:
+                try:
+                    delete_run(db, run_id)
+                except HistoryError:
+                    continue
+        finally:
+            db.close()
+        self.summary_view.clear()
+        self.plots.clear_all()
+        self.events_table.setRowCount(0)
+        self.refresh()
+
+    # ------------------------------------------------------------------ export
+
+    def export_rows(self) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+        """The selected runs, or every visible run when none is selected."""
+        ids = self.selected_run_ids()
+        runs = [s for s in self.visible_summaries() if not ids or s.run_id in ids]
+        return EXPORT_COLUMNS, [export_values(s) for s in runs]
+
+    def export_table(self, path: str | Path, fmt: str) -> None:
+        columns, rows = self.export_rows()
+        with open(path, "w", encoding="utf-8", newline="") as out:
+            if fmt == "markdown":
+                out.write(f"# GPU Planner runs ({time.strftime('%Y-%m-%d %H:%M')})\n\n")
+            write_table(out, fmt, columns, rows)
+            ids = self.selected_run_ids()
+            if len(ids) >= 2:
+                headers, compare = self.compare_rows(ids)
+                out.write("\n" if fmt == "csv" else "\n## Compared side by side\n\n")
+                write_table(out, fmt, ["metric", *headers], compare)
+
+    def plots_image(self) -> QImage:
+        return self.plots.grab().toImage()
+
+    def report(self) -> Report:
+        columns, rows = self.export_rows()
+        report = Report("GPU Planner: run history", time.strftime("%Y-%m-%d %H:%M"))
+        runs = [s for s in self.visible_summaries() if s.run_id in {r[0] for r in rows}]
+        total = sum(s.cost_usd or 0.0 for s in runs)
+        hours = sum(s.gpu_hours or 0.0 for s in runs)
+        report.text(f"{len(runs)} run(s), {hours:,.1f} GPU-hours, ${total:,.2f} in total.", bold=True)
+        report.table([c[0] for c in COLUMNS], rows, max_rows=25)
+        ids = self.selected_run_ids()
+        if len(ids) >= 2:
+            headers, compare = self.compare_rows(ids)
+            report.text("Compared side by side", bold=True)
+            report.table(["metric", *headers], [[r[0], *(format_value(v) for v in r[1:])] for r in compare])
+        elif len(ids) == 1:
+            summary = self._summary(ids[0])
+            if summary is not None:
+                report.text(f"Run {summary.run_id}: {summary.status}, {format_value(summary.hours)} h, "
+                            f"${format_value(summary.cost_usd)}, {format_value(summary.avg_util_pct)} % average "
+                            "utilisation", bold=True)
+                image = self.plots.grab().toImage()
+                if not image.isNull() and image.width() > 10:
+                    report.image(image.scaled(QSize(1400, 800), Qt.AspectRatioMode.KeepAspectRatio,
+                                              Qt.TransformationMode.SmoothTransformation), 110)
+        return report
+
+    def export_pdf(self, path: str | Path) -> None:
+        write_pdf(self.report(), str(path))
+
+    @Slot("QAction*")
+    def _on_export_triggered(self, action: Any) -> None:
+        self.export_dialog(str(action.data()))
+
+    def export_dialog(self, kind: str) -> str | None:
+        suffix = {"csv": ".csv", "markdown": ".md", "pdf": ".pdf"}[kind]
+        filters = {"csv": "CSV (*.csv)", "markdown": "Markdown (*.md)", "pdf": "PDF (*.pdf)"}
+        path, _ = QFileDialog.getSaveFileName(self, "Export runs", f"gpu-runs{suffix}", filters[kind])
+        if not path:
+            return None
+        if not path.endswith(suffix):
+            path += suffix
+        try:
+            if kind == "pdf":
+                self.export_pdf(path)
+            else:
+                self.export_table(path, kind)
+        except OSError as exc:
+            QMessageBox.warning(self, "Export", f"Cannot write {path}: {exc}")
+            return None
+        return path

@@ -1,0 +1,297 @@
+"""The main window: a sidebar for the four places (Plan, Hosts, Runs, History), the menu bar, settings.
+
+Window geometry, splitter positions, the current place and the planner's last inputs are kept in
+:func:`app_settings` (organisation "GPU Planner", application "gpuplanner", INI format in the
+user's config location: ``~/.config/GPU Planner/gpuplanner.ini`` on Linux).
+
+Closing the window while runs are live asks whether to detach (runs go on; the app reattaches
+next time) or stop them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings, QSize, Qt, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QMessageBox,
+    QSplitter,
+    QStackedWidget,
+    QStyle,
+    QWidget,
+)
+
+from gpuplanner import __version__
+from gpuplanner.ui.history_pane import HistoryPane
+from gpuplanner.ui.hosts_pane import HostsPane
+from gpuplanner.ui.palette import app_icon
+from gpuplanner.ui.plan_inputs import FIELD_BY_KEY
+from gpuplanner.ui.plan_pane import PlanPane
+from gpuplanner.ui.runs_pane import RunsPane
+from gpuplanner.ui.services import AppServices
+
+ORGANIZATION = "GPU Planner"
+APPLICATION = "gpuplanner"
+PLACES = ("Plan", "Hosts", "Runs", "History")
+PLACE_ICONS = (QStyle.StandardPixmap.SP_FileDialogDetailedView, QStyle.StandardPixmap.SP_DriveNetIcon,
+               QStyle.StandardPixmap.SP_MediaPlay, QStyle.StandardPixmap.SP_FileDialogContentsView)
+
+
+def app_settings() -> QSettings:
+    """The app's settings file (tests redirect it with ``QSettings.setPath(IniFormat, UserScope, dir)``)."""
+    return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, ORGANIZATION, APPLICATION)
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, services: AppServices, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.services = services
+        self.setWindowTitle("GPU Planner")
+        self.setWindowIcon(app_icon())
+        self.setMinimumSize(QSize(1024, 640))
+        self.resize(1280, 800)
+        self.plan_pane = PlanPane(services)
+        self.hosts_pane = HostsPane(services)
+        self.runs_pane = RunsPane(services)
+        self.history_pane = HistoryPane(services)
+        self.panes: tuple[QWidget, ...] = (self.plan_pane, self.hosts_pane, self.runs_pane, self.history_pane)
+
+        self.stack = QStackedWidget()
+        for pane in self.panes:
+            self.stack.addWidget(pane)
+        self.sidebar = QListWidget()
+        self.sidebar.setAccessibleName("Places")
+        self.sidebar.setIconSize(QSize(22, 22))
+        self.sidebar.setSpacing(2)
+        for name, icon in zip(PLACES, PLACE_ICONS):
+            item = QListWidgetItem(self.style().standardIcon(icon), name)
+            item.setSizeHint(QSize(100, 36))
+            self.sidebar.addItem(item)
+        self.sidebar.setFixedWidth(118)
+        self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(self.sidebar)
+        self.splitter.addWidget(self.stack)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setChildrenCollapsible(False)
+        self.setCentralWidget(self.splitter)
+
+        self.plan_pane.launchRequested.connect(self._on_launch_requested)
+        self.runs_pane.runFinished.connect(self.history_pane.on_run_finished)
+        self._build_menus()
+        self.statusBar().showMessage(f"History: {services.db_path}", 8000)
+        self.sidebar.setCurrentRow(0)
+        self._closing_done = False
+        self.restore_settings()
+
+    # ------------------------------------------------------------------ menus
+
+    def _action(self, text: str, slot: Any, shortcut: QKeySequence | str | None = None, tip: str = "") -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        if tip:
+            action.setStatusTip(tip)
+            action.setToolTip(tip)
+        action.triggered.connect(slot)
+        return action
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        self.save_action = self._action("&Save plan…", self._on_save_plan, QKeySequence.StandardKey.Save,
+                                        "Store the current plan in the history")
+        self.open_action = self._action("&Open plan…", self._on_open_plan, QKeySequence.StandardKey.Open,
+                                        "Reopen a saved plan")
+        file_menu.addAction(self.save_action)
+        file_menu.addAction(self.open_action)
+        export = file_menu.addMenu("&Export plan")
+        self.export_actions = {
+            "csv": self._action("Comparison as &CSV…", self._on_export_csv, "Ctrl+Shift+C"),
+            "markdown": self._action("Comparison as &Markdown…", self._on_export_markdown, "Ctrl+Shift+M"),
+            "png": self._action("Charts as &PNG…", self._on_export_png, "Ctrl+Shift+P"),
+            "pdf": self._action("One-page PDF &report…", self._on_export_pdf, QKeySequence.StandardKey.Print),
+        }
+        for action in self.export_actions.values():
+            export.addAction(action)
+        file_menu.addSeparator()
+        self.quit_action = self._action("&Quit", self.close, QKeySequence.StandardKey.Quit)
+        self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
+        file_menu.addAction(self.quit_action)
+
+        view = bar.addMenu("&View")
+        self.place_actions = []
+        for index, name in enumerate(PLACES):
+            action = QAction(f"&{name}", self)
+            action.setShortcut(QKeySequence(f"Ctrl+{index + 1}"))
+            action.setData(index)
+            action.triggered.connect(self._on_place_action)
+            view.addAction(action)
+            self.place_actions.append(action)
+        view.addSeparator()
+        self.refresh_action = self._action("&Refresh history", self.history_pane.refresh, QKeySequence.StandardKey.Refresh)
+        view.addAction(self.refresh_action)
+
+        run = bar.addMenu("&Run")
+        self.launch_action = self._action("&Launch this plan…", self._on_launch_plan, "Ctrl+L",
+                                          "Open the launch dialog with the plan's settings")
+        self.demo_action = self._action("Try a &demo run", self._on_demo_run, "Ctrl+D",
+                                        "Train a tiny model on this machine and watch it live (simulated GPU if none)")
+        run.addAction(self.launch_action)
+        run.addAction(self.demo_action)
+
+        help_menu = bar.addMenu("&Help")
+        self.about_action = self._action("&About GPU Planner", self._on_about)
+        self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
+        help_menu.addAction(self.about_action)
+
+    # ------------------------------------------------------------------ places
+
+    def show_place(self, name: str) -> None:
+        self.sidebar.setCurrentRow(PLACES.index(name))
+
+    def current_place(self) -> str:
+        return PLACES[self.stack.currentIndex()]
+
+    @Slot()
+    def _on_place_action(self) -> None:
+        action = self.sender()
+        if isinstance(action, QAction):
+            self.sidebar.setCurrentRow(int(action.data()))
+
+    # ------------------------------------------------------------------ actions
+
+    @Slot()
+    def _on_save_plan(self) -> None:
+        self.show_place("Plan")
+        self.plan_pane.save_dialog()
+
+    @Slot()
+    def _on_open_plan(self) -> None:
+        self.show_place("Plan")
+        self.plan_pane.open_dialog()
+
+    @Slot()
+    def _on_export_csv(self) -> None:
+        self.plan_pane.export_dialog("csv")
+
+    @Slot()
+    def _on_export_markdown(self) -> None:
+        self.plan_pane.export_dialog("markdown")
+
+    @Slot()
+    def _on_export_png(self) -> None:
+        self.plan_pane.export_dialog("png")
+
+    @Slot()
+    def _on_export_pdf(self) -> None:
+        self.plan_pane.export_dialog("pdf")
+
+    @Slot()
+    def _on_launch_plan(self) -> None:
+        self.plan_pane.launch()
+
+    @Slot(dict)
+    def _on_launch_requested(self, settings: dict) -> None:
+        self.show_place("Runs")
+        self.runs_pane.open_launch_dialog(settings)
+
+    @Slot()
+    def _on_demo_run(self) -> None:
+        self.show_place("Runs")
+        self.runs_pane.start_demo_run()
+
+    @Slot()
+    def _on_about(self) -> None:
+        QMessageBox.about(self, "About GPU Planner",
+                          f"<b>GPU Planner {__version__}</b><p>Plan what a GPU training run costs, launch it, "
+                          f"watch it live and look back at what it really cost.</p><p>History: {self.services.db_path}</p>")
+
+    # ------------------------------------------------------------------ settings
+
+    def save_settings(self) -> None:
+        settings = app_settings()
+        settings.setValue("window/geometry", self.saveGeometry())
+        settings.setValue("window/state", self.saveState())
+        settings.setValue("window/place", self.current_place())
+        settings.setValue("plan/splitter", self.plan_pane.splitter.saveState())
+        settings.setValue("history/splitter", self.history_pane.splitter.saveState())
+        settings.setValue("plan/inputs", json.dumps(self.plan_pane.form.values()))
+        settings.sync()
+
+    def restore_settings(self) -> None:
+        settings = app_settings()
+        geometry = settings.value("window/geometry")
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        state = settings.value("window/state")
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.restoreState(state)
+        for key, splitter in (("plan/splitter", self.plan_pane.splitter), ("history/splitter", self.history_pane.splitter)):
+            value = settings.value(key)
+            if isinstance(value, QByteArray) and not value.isEmpty():
+                splitter.restoreState(value)
+        place = settings.value("window/place")
+        if place in PLACES:
+            self.show_place(str(place))
+        raw = settings.value("plan/inputs")
+        if isinstance(raw, str) and raw:
+            try:
+                values = json.loads(raw)
+            except json.JSONDecodeError:
+                values = None
+            if isinstance(values, dict):
+                self.plan_pane.form.set_values({k: str(v) for k, v in values.items() if k in FIELD_BY_KEY})
+                self.plan_pane.recalculate()
+
+    # ------------------------------------------------------------------ closing
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self._closing_done:
+            event.accept()
+            return
+        stop_runs = False
+        if self.runs_pane.has_live_runs():
+            answer = self.ask_about_live_runs()
+            if answer == "cancel":
+                event.ignore()
+                return
+            stop_runs = answer == "stop"
+        self.save_settings()
+        self.shutdown(stop_runs)
+        self._closing_done = True
+        event.accept()
+
+    def ask_about_live_runs(self) -> str:
+        """"detach", "stop" or "cancel": what to do with live runs when the window closes."""
+        box = QMessageBox(QMessageBox.Icon.Question, "Runs are still going",
+                          "Some runs are still going. Detach (they keep running; GPU Planner reattaches "
+                          "and catches up when it opens again) or stop them?", parent=self)
+        detach = box.addButton("Detach", QMessageBox.ButtonRole.AcceptRole)
+        stop = box.addButton("Stop runs", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(detach)
+        box.exec()
+        clicked = box.clickedButton()
+        return "detach" if clicked is detach else "stop" if clicked is stop else "cancel"
+
+    def shutdown(self, stop_runs: bool = False) -> None:
+        """Stop every pane's background work (the Runs pane detaches or stops its runs)."""
+        self.plan_pane.shutdown()
+        self.runs_pane.shutdown(stop_runs)
+        shutdown_hosts = getattr(self.hosts_pane, "shutdown", None)
+        if callable(shutdown_hosts):
+            shutdown_hosts()
+
+
+def running_window() -> MainWindow | None:
+    for widget in QApplication.topLevelWidgets():
+        if isinstance(widget, MainWindow):
+            return widget
+    return None

@@ -1,0 +1,184 @@
+"""The planner form: every input of :mod:`gpuplanner.ui.plan_inputs`, grouped, with units and tooltips.
+
+Signals:
+    edited(): the user changed a field (the pane debounces and recalculates).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gpuplanner.ui.plan_inputs import FIELDS, GROUPS, default_values, widget_key
+from gpuplanner.ui.palette import BAD
+
+_ERROR_STYLE = f"color: {BAD};"
+_INVALID_STYLE = f"border: 2px solid {BAD}; border-radius: 3px;"
+
+
+class PlanForm(QWidget):
+    """Grouped inputs of one plan. Texts in, texts out: :meth:`values` / :meth:`set_values`."""
+
+    edited = Signal()
+
+    def __init__(self, gpu_names: list[str], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.editors: dict[str, QLineEdit | QComboBox] = {}
+        self.error_labels: dict[str, QLabel] = {}
+        self._layouts: dict[str, QFormLayout] = {}
+        self._loading = False
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(4, 4, 4, 4)
+        outer.setSpacing(6)
+        for group in GROUPS:
+            box = QGroupBox(group)
+            form = QFormLayout(box)
+            form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+            form.setVerticalSpacing(3)
+            form.setContentsMargins(8, 6, 8, 6)
+            for spec in (f for f in FIELDS if f.group == group):
+                editor = self._make_editor(spec.key, spec.kind, spec.choices or tuple(gpu_names), spec.placeholder)
+                editor.setToolTip(spec.tooltip)
+                editor.setAccessibleName(spec.label)
+                label = QLabel(spec.label)
+                label.setToolTip(spec.tooltip)
+                label.setBuddy(editor)
+                field_widget: QWidget = editor
+                if spec.key == "model-config":
+                    field_widget = QWidget()
+                    row = QHBoxLayout(field_widget)
+                    row.setContentsMargins(0, 0, 0, 0)
+                    row.addWidget(editor, 1)
+                    self.browse_button = QPushButton("Browse…")
+                    self.browse_button.setToolTip("Choose a Hugging Face config.json")
+                    self.browse_button.clicked.connect(self._on_browse_clicked)
+                    row.addWidget(self.browse_button)
+                form.addRow(label, field_widget)
+                error = QLabel()
+                error.setWordWrap(True)
+                error.setStyleSheet(_ERROR_STYLE)
+                error.setObjectName(f"error-{spec.key}")
+                error.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+                form.addRow("", error)
+                form.setRowVisible(error, False)
+                self.editors[spec.key] = editor
+                self.error_labels[spec.key] = error
+                self._layouts[spec.key] = form
+            outer.addWidget(box)
+        self.hint = QLabel()
+        self.hint.setWordWrap(True)
+        self.hint.setObjectName("form-hint")
+        outer.addWidget(self.hint)
+        outer.addStretch(1)
+        self.set_values(default_values())
+
+    # ------------------------------------------------------------------ editors
+
+    def _make_editor(self, key: str, kind: str, choices: tuple[str, ...], placeholder: str) -> QLineEdit | QComboBox:
+        if kind == "choice":
+            combo = QComboBox()
+            combo.addItems(list(choices))
+            combo.setObjectName(key)
+            combo.currentTextChanged.connect(self._on_changed)
+            return combo
+        line = QLineEdit()
+        line.setObjectName(key)
+        line.setPlaceholderText(placeholder)
+        line.setClearButtonEnabled(False)
+        line.textEdited.connect(self._on_changed)
+        return line
+
+    def values(self) -> dict[str, str]:
+        return {key: (e.currentText() if isinstance(e, QComboBox) else e.text()) for key, e in self.editors.items()}
+
+    def set_values(self, values: Mapping[str, str]) -> None:
+        self._loading = True
+        try:
+            for key, value in values.items():
+                editor = self.editors.get(key)
+                if isinstance(editor, QComboBox):
+                    index = editor.findText(str(value))
+                    if index >= 0:
+                        editor.setCurrentIndex(index)
+                elif editor is not None:
+                    editor.setText(str(value))
+        finally:
+            self._loading = False
+        self._update_visibility()
+        self.edited.emit()
+
+    def set_value(self, key: str, value: str) -> None:
+        """Set one field as if the user typed it (used by the table's "use this option")."""
+        self.set_values({key: value})
+
+    def _update_visibility(self) -> None:
+        source = self.values()["model-source"]
+        for key, wanted in (("model", "preset"), ("model-config", "config.json"), ("params", "parameter count")):
+            form = self._layouts[key]
+            editor = self.editors[key]
+            target = self.browse_button.parentWidget() if key == "model-config" else editor
+            form.setRowVisible(target, source == wanted)
+            if source != wanted:
+                self._show_error(key, "")
+        adapters = self.values()["method"] != "full"
+        for key in ("lora-rank", "lora-targets"):
+            self.editors[key].setEnabled(adapters)
+
+    # ------------------------------------------------------------------ errors
+
+    def clear_errors(self) -> None:
+        for key in self.editors:
+            self._show_error(key, "")
+
+    def show_error(self, engine_field: str, message: str) -> str:
+        """Mark the field an engine error names; returns the form key it was shown at."""
+        key = widget_key(engine_field)
+        self.clear_errors()
+        self._show_error(key, message)
+        return key
+
+    def _show_error(self, key: str, message: str) -> None:
+        label, editor = self.error_labels[key], self.editors[key]
+        label.setText(message)
+        self._layouts[key].setRowVisible(label, bool(message))
+        editor.setStyleSheet(_INVALID_STYLE if message else "")
+        editor.setProperty("invalid", bool(message))
+
+    def error_text(self, key: str) -> str:
+        label = self.error_labels[key]
+        return label.text() if self._layouts[key].isRowVisible(label) else ""
+
+    # ------------------------------------------------------------------ slots
+
+    @Slot(str)
+    def _on_changed(self, _text: str = "") -> None:
+        if self._loading:
+            return
+        self._update_visibility()
+        self.edited.emit()
+
+    @Slot()
+    def _on_browse_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Model config.json", "", "Model config (*.json);;All files (*)")
+        if path:
+            editor = self.editors["model-config"]
+            assert isinstance(editor, QLineEdit)
+            editor.setText(path)
+            self._on_changed()
+
+    def focus_field(self, key: str) -> None:
+        self.editors[key].setFocus(Qt.FocusReason.OtherFocusReason)

@@ -1,0 +1,268 @@
+"""The planner form's fields, and how their texts become a :class:`PlanRequest` (no Qt here).
+
+Every field is keyed by the ``gpuplanner plan`` flag it stands for (``micro-batch``, ``budget-usd``
+...), so a :class:`PlanInputError` raised by the engine (whose ``field`` is that flag name) lands at
+the right widget. Texts are parsed with the CLI's own argument types and turned into a request by
+the CLI's own :func:`request_from_args`: the window and ``gpuplanner plan`` cannot disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+from gpuplanner.commands.plan import (
+    inputs_document,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    request_from_args,
+    share,
+)
+from gpuplanner.plan import example
+from gpuplanner.plan.model_spec import list_presets
+from gpuplanner.plan.planner import DEFAULT_HEADROOM, PlanRequest
+from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING, PlanInputError
+
+MODEL_SOURCES = ("preset", "config.json", "parameter count")
+PRICING_MODES = ("on-demand", "spot")
+DATA_UNITS = ("samples", "tokens")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One input of the form: ``kind`` is "choice" (a combo box) or "text" (a line edit)."""
+
+    key: str
+    label: str
+    group: str
+    tooltip: str
+    default: str = ""
+    kind: str = "text"
+    choices: tuple[str, ...] = ()
+    parse: Callable[[str], Any] | None = None
+    optional: bool = False
+    placeholder: str = ""
+
+
+GROUPS = ("Model and method", "Batch and sequence", "Data and epochs", "Hardware and pricing", "Spot",
+          "Deadline and budget")
+
+FIELDS: tuple[Field, ...] = (
+    # --- model and method
+    Field("model-source", "Model from", GROUPS[0], "Pick a preset, load a Hugging Face config.json (exact "
+          "parameter count), or give a bare parameter count (a Llama-like shape of that size).",
+          MODEL_SOURCES[0], "choice", MODEL_SOURCES),
+    Field("model", "Preset", GROUPS[0], "A model whose architecture ships with the app.",
+          example.MODEL, "choice", tuple(list_presets())),
+    Field("model-config", "config.json", GROUPS[0], "Path of a Hugging Face config.json; nothing is downloaded.",
+          placeholder="path/to/config.json"),
+    Field("params", "Parameters", GROUPS[0], "Model size as a number with an optional suffix: 7B, 350M, 1.5e9.",
+          "7B", parse=positive_float),
+    Field("method", "Method", GROUPS[0], "Full fine-tune trains every weight. LoRA freezes the model and trains "
+          "small low-rank adapters; QLoRA also stores the frozen weights in 4 bits.",
+          example.METHOD, "choice", METHODS),
+    Field("lora-rank", "LoRA rank", GROUPS[0], "Rank r of each adapter: it trains r x (in + out) parameters "
+          "per adapted layer. 8-64 is usual.", str(example.LORA_RANK), parse=positive_int),
+    Field("lora-targets", "LoRA targets", GROUPS[0], "Comma-separated module names the adapters attach to "
+          "(q_proj, v_proj ...), or `attention` / `all-linear`.", ",".join(example.LORA_TARGETS)),
+    Field("precision", "Precision", GROUPS[0], "Mixed precision computes in 16 bits but keeps fp32 master weights "
+          "and gradients; bf16 keeps everything in bf16. fp16 needs loss scaling.",
+          example.PRECISION, "choice", PRECISIONS),
+    Field("optimizer", "Optimizer", GROUPS[0], "AdamW keeps two fp32 states per trained parameter (8 bytes); "
+          "8-bit Adam about 2 bytes; SGD and Adafactor less.", example.OPTIMIZER, "choice", OPTIMIZERS),
+    # --- batch and sequence
+    Field("micro-batch", "Micro-batch (sequences/GPU)", GROUPS[1], "Sequences each GPU processes in one forward "
+          "and backward pass. Activation memory grows with it.", str(example.MICRO_BATCH), parse=positive_int),
+    Field("grad-accum", "Accumulation steps", GROUPS[1], "Micro-batches whose gradients are summed before one "
+          "optimizer step. Effective batch = micro-batch x accumulation x GPUs.",
+          str(example.GRAD_ACCUM), parse=positive_int),
+    Field("seq-len", "Sequence length (tokens)", GROUPS[1], "Tokens per training sequence.",
+          str(example.SEQ_LEN), parse=positive_int),
+    Field("grad-checkpointing", "Gradient checkpointing", GROUPS[1], "Recompute activations in the backward pass "
+          "instead of storing them: much less memory for about one extra forward pass (~33% more compute).",
+          example.GRAD_CHECKPOINTING, "choice", CHECKPOINTING),
+    Field("attention", "Attention", GROUPS[1], "sdpa (fused, flash) attention does not store the attention "
+          "matrix; eager does (memory grows with sequence squared).", example.ATTENTION, "choice", ATTENTION),
+    # --- data and epochs
+    Field("data-unit", "Data size in", GROUPS[2], "Count the data as sequences (samples) or as tokens per epoch.",
+          DATA_UNITS[0], "choice", DATA_UNITS),
+    Field("samples", "Data size (per epoch)", GROUPS[2], "Training sequences (or tokens) in one pass over the data; "
+          "suffixes k, M, B allowed.", f"{example.SAMPLES}", parse=positive_int),
+    Field("epochs", "Epochs", GROUPS[2], "Passes over the data (fractions allowed).", "1", parse=positive_float),
+    Field("tokens-per-s", "Measured speed (tokens/s)", GROUPS[2], "Tokens per second of the whole run, if you "
+          "measured it; replaces the peak-FLOP/s x MFU estimate.", parse=positive_float, optional=True,
+          placeholder="estimate"),
+    # --- hardware and pricing
+    Field("gpu", "GPU", GROUPS[3], "The GPU the memory bar and the plan figures are for; the table compares "
+          "every catalog GPU.", example.GPU, "choice", ()),
+    Field("gpus", "GPUs", GROUPS[3], "GPUs in the run (data parallel).", "1", parse=positive_int),
+    Field("sharding", "Sharding", GROUPS[3], "DDP replicates weights, gradients and optimizer states on every GPU; "
+          "ZeRO-2 shards gradients and optimizer states; FSDP shards all three.", "ddp", "choice", SHARDING),
+    Field("mfu", "MFU (share)", GROUPS[3], "Model-FLOPs utilisation: the share of the GPU's peak FLOP/s the training "
+          "really reaches (0.3-0.5 is typical). Empty: the GPU's default.", parse=share, optional=True,
+          placeholder="GPU default"),
+    Field("headroom", "Memory headroom (share)", GROUPS[3], "Share of GPU memory a plan may use; the rest is "
+          "kept free for fragmentation and spikes.", f"{DEFAULT_HEADROOM:g}", parse=share),
+    Field("price", "Price ($/GPU-hour)", GROUPS[3], "Your own on-demand price per GPU-hour. Empty: the cheapest "
+          "catalog offer. With a price only the chosen GPU is compared.", parse=positive_float, optional=True,
+          placeholder="catalog"),
+    Field("pricing", "Check deadline/budget with", GROUPS[3], "Which price and runtime the deadline and budget "
+          "checks of the plan use; spot uses the P90 of simulated interrupted runs.",
+          PRICING_MODES[0], "choice", PRICING_MODES),
+    # --- spot
+    Field("spot-discount", "Spot discount (share)", GROUPS[4], "Spot instances are spare capacity sold cheaper "
+          "but can be taken back. 0.6 = 60% cheaper per hour. Empty: catalog spot prices.",
+          parse=share, optional=True, placeholder="catalog"),
+    Field("interruptions-per-hour", "Interruptions per hour", GROUPS[4], "How often the provider takes a spot "
+          "instance back (0.05 = about once a day). Empty: the catalog's rate.",
+          parse=non_negative_float, optional=True, placeholder="catalog"),
+    Field("restart-minutes", "Restart (min)", GROUPS[4], "Time to get a new instance, load the checkpoint and "
+          "warm up after an interruption.", "10", parse=non_negative_float),
+    Field("checkpoint-minutes", "Checkpoint every (min)", GROUPS[4], "Checkpoint interval: on average half of it "
+          "is lost at each interruption, unless the notice leaves time to save.", "30", parse=positive_float),
+    # --- deadline and budget
+    Field("deadline-hours", "Deadline (hours)", GROUPS[5], "Wall-clock hours the run must finish in.",
+          parse=positive_float, optional=True, placeholder="none"),
+    Field("budget-usd", "Budget ($)", GROUPS[5], "Most money the run may cost.", parse=positive_float,
+          optional=True, placeholder="none"),
+)
+
+FIELD_BY_KEY = {f.key: f for f in FIELDS}
+# Engine field names that belong to a differently named form field.
+FIELD_ALIASES = {"tokens": "samples", "samples-per-min": "tokens-per-s", "spot-price": "spot-discount",
+                 "lora_rank": "lora-rank", "memory": "gpu", "pricing": "pricing"}
+
+
+def default_values() -> dict[str, str]:
+    """The form's first state: the example workload."""
+    return {f.key: f.default for f in FIELDS}
+
+
+def widget_key(engine_field: str) -> str:
+    """The form field an engine error names (``tokens`` is shown at the data-size field ...)."""
+    key = engine_field.replace("_", "-")
+    key = FIELD_ALIASES.get(key, key)
+    if key == "model" or key in ("model-config", "params"):
+        return key
+    return key if key in FIELD_BY_KEY else "model-source"
+
+
+def _parse(key: str, text: str) -> Any:
+    spec = FIELD_BY_KEY[key]
+    text = text.strip()
+    if not text:
+        if spec.optional:
+            return None
+        raise PlanInputError(key, "needs a value")
+    if spec.parse is None:
+        return text
+    try:
+        return spec.parse(text)
+    except argparse.ArgumentTypeError as exc:
+        raise PlanInputError(key, str(exc)) from None
+
+
+def request_from_values(values: Mapping[str, str]) -> PlanRequest:
+    """Build the engine's request from the form's texts; raises PlanInputError naming the field."""
+    v = {**default_values(), **{k: str(x) for k, x in values.items()}}
+    source = v["model-source"]
+    ns = argparse.Namespace(model=None, model_config=None, params=None, memory="formula",
+                            mean_hours_between_interruptions=None, spot_price=None, checkpoint_write_s=None,
+                            spot_overhead_pct=None, samples_per_min=None)
+    if source == "config.json":
+        if not v["model-config"].strip():
+            raise PlanInputError("model-config", "choose a config.json file")
+        ns.model_config = v["model-config"].strip()
+    elif source == "parameter count":
+        ns.params = _parse("params", v["params"])
+        if ns.params < 1e5:
+            raise PlanInputError("params", f"a model of at least 100k parameters, got {v['params']!r}")
+    else:
+        ns.model = v["model"]
+    for key in ("method", "precision", "optimizer", "grad-checkpointing", "attention", "sharding", "pricing"):
+        setattr(ns, key.replace("-", "_"), v[key])
+    ns.lora_targets = v["lora-targets"]
+    if v["method"] != "full" and not any(t.strip() for t in ns.lora_targets.split(",")):
+        raise PlanInputError("lora-targets", "name at least one module for the adapters")
+    for key in ("lora-rank", "micro-batch", "grad-accum", "seq-len", "gpus", "epochs", "tokens-per-s", "mfu",
+                "headroom", "price", "spot-discount", "interruptions-per-hour", "restart-minutes",
+                "checkpoint-minutes", "deadline-hours", "budget-usd"):
+        setattr(ns, key.replace("-", "_"), _parse(key, v[key]))
+    if ns.headroom == 0:
+        raise PlanInputError("headroom", "must be a share above 0 (0.95 keeps 5% free)")
+    size = _parse("samples", v["samples"])
+    ns.samples, ns.tokens = (size, None) if v["data-unit"] == "samples" else (None, size)
+    ns.gpu = v["gpu"] or None
+    try:
+        request = request_from_args(ns, ns.gpus, default_gpu=example.GPU)
+    except PlanInputError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:  # a config.json the model reader cannot use
+        raise PlanInputError("model-config", f"cannot read this model config: {exc}") from None
+    return request
+
+
+def comparison_request(request: PlanRequest) -> PlanRequest:
+    """What the table ranks: every catalog GPU (as `gpuplanner compare`), or only the chosen GPU when the
+    user gave their own price (a price belongs to one GPU)."""
+    if request.pricing.price is not None:
+        return request
+    return replace(request, gpu=None)
+
+
+def inputs_with_form(request: PlanRequest, values: Mapping[str, str]) -> dict[str, Any]:
+    """The plan document's ``inputs``: the CLI's names, plus the form's own texts to reopen it exactly."""
+    document = inputs_document(request)
+    document["form"] = {k: str(values.get(k, "")) for k in FIELD_BY_KEY}
+    return document
+
+
+def values_from_inputs(inputs: Mapping[str, Any]) -> dict[str, str]:
+    """Form texts of a saved plan's inputs (its own ``form`` texts, else the CLI's names)."""
+    form = inputs.get("form")
+    if isinstance(form, Mapping):
+        return {**default_values(), **{k: str(v) for k, v in form.items() if k in FIELD_BY_KEY}}
+    values = default_values()
+    for spec in FIELDS:
+        name = spec.key.replace("-", "_")
+        if name in inputs and inputs[name] is not None:
+            value = inputs[name]
+            values[spec.key] = ",".join(value) if isinstance(value, list) else (
+                f"{value:g}" if isinstance(value, float) else str(value))
+    if inputs.get("model_source") == "params" and inputs.get("params"):
+        values["model-source"], values["params"] = "parameter count", str(inputs["params"])
+    if inputs.get("tokens"):
+        values["data-unit"], values["samples"] = "tokens", str(inputs["tokens"])
+    return values
+
+
+TRAINER_PRECISION = {"bf16-mixed": "bf16", "bf16": "bf16", "fp16-mixed": "fp16", "fp32": "fp32"}
+
+
+def trainer_settings(request: PlanRequest, values: Mapping[str, str], *, plan_id: int | None,
+                     price_per_gpu_hour: float | None) -> dict[str, Any]:
+    """The settings "Launch this plan" hands to the launch dialog (names the Runs pane expects)."""
+    setup = request.setup
+    source = values.get("model-source", MODEL_SOURCES[0])
+    epochs = request.workload.epochs
+    return {
+        "model": request.model.name if source == "preset" else None,
+        "model_config": values.get("model-config") or None if source == "config.json" else None,
+        "method": setup.method,
+        "lora_rank": setup.lora_rank if setup.uses_adapters else None,
+        "precision": TRAINER_PRECISION[setup.precision],
+        "micro_batch": setup.micro_batch,
+        "grad_accum": setup.grad_accum,
+        "seq_len": setup.seq_len,
+        "grad_checkpointing": setup.grad_checkpointing,
+        "epochs": max(1, math.ceil(epochs)),
+        "gpus": setup.gpus,
+        "gpu": request.gpu,
+        "price_per_gpu_hour": price_per_gpu_hour,
+        "budget_usd": request.budget_usd,
+        "plan_id": plan_id,
+        "spot": request.pricing_mode == "spot",
+    }
