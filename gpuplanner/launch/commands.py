@@ -1,0 +1,48 @@
+"""The trainer command line a node runs (as arguments to the host's Python).
+
+One GPU: ``python -m trainer train ...``. Several GPUs on one host: ``torchrun --standalone
+--nproc-per-node N``. Several hosts: ``torchrun`` on each with the same c10d rendezvous
+(``--nnodes``, ``--node-rank``, ``--rdzv-endpoint first-host:port``, ``--rdzv-id``); the first node
+hosts the rendezvous store (``is_host=1``). The launcher adds ``--run-dir``, the host's price and the
+budget; the user's flags must not set them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+MANAGED_FLAGS = ("--run-dir", "--price-per-gpu-hour", "--budget-usd")
+
+
+def check_trainer_args(args: Sequence[str]) -> list[str]:
+    """The user's trainer flags; ValueError if one the launcher sets is among them."""
+    out = [str(a) for a in args]
+    for arg in out:
+        flag = arg.split("=", 1)[0]
+        if flag in MANAGED_FLAGS:
+            raise ValueError(f"{flag} is set by the launcher (run dir, host price, budget); leave it out")
+    if out[:1] == ["train"]:  # tolerate "train" given as the first word
+        out = out[1:]
+    return out
+
+
+def trainer_args(user_args: Sequence[str], run_dir: str, price: float | None, budget_usd: float | None) -> list[str]:
+    args = ["-m", "trainer", "train", *user_args, "--run-dir", run_dir]
+    if price is not None:
+        args += ["--price-per-gpu-hour", repr(float(price))]
+    if budget_usd is not None:
+        args += ["--budget-usd", repr(float(budget_usd))]
+    return args
+
+
+def node_command(train_args: list[str], *, gpus: int, nnodes: int, node_rank: int, rdzv_host: str | None,
+                 rdzv_port: int | None, run_id: int) -> list[str]:
+    """Python arguments for node ``node_rank`` of ``nnodes``, each with ``gpus`` processes."""
+    if nnodes > 1:
+        return ["-m", "torch.distributed.run", "--nnodes", str(nnodes), "--node-rank", str(node_rank),
+                "--nproc-per-node", str(gpus), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{rdzv_host}:{rdzv_port}",
+                "--rdzv-id", f"gpuplanner-run-{run_id}", "--rdzv-conf", f"is_host={1 if node_rank == 0 else 0}",
+                "--max-restarts", "0", *train_args]
+    if gpus > 1:
+        return ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus), *train_args]
+    return train_args

@@ -1,0 +1,172 @@
+"""Hosts a run can go to: "This machine" plus SSH hosts (added by the user or from ``~/.ssh/config``).
+
+Hosts are stored in the history database (see :mod:`gpuplanner.history.hosts`) with their price per
+GPU-hour (on-demand or spot) and what the last probe found. Every function opens its own short-lived
+connection, so they are safe to call from any thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from gpuplanner.history.db import HistoryError, open_db
+from gpuplanner.history.hosts import delete_host_row, get_host_row, insert_host_row, list_host_rows, upsert_host_row
+from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
+
+__all__ = ["Host", "LOCAL_HOST_NAME", "HostError", "UnknownHostKey", "ChangedHostKey", "list_hosts", "get_host",
+           "add_host", "update_host", "remove_host", "ssh_config_hosts", "default_ssh_config_path",
+           "PRICING_NAMES"]
+
+LOCAL_HOST_NAME = "local"
+KINDS = ("local", "ssh")
+PRICING_NAMES = ("on-demand", "spot")
+_DB_PRICING = {"on-demand": "on_demand", "spot": "spot"}
+
+
+class HostError(ValueError):
+    """A host that cannot be stored or found; the message says why."""
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    kind: str  # "local" | "ssh"
+    hostname: str | None = None
+    port: int = 22
+    user: str | None = None
+    identity_file: str | None = None
+    proxy_jump: str | None = None
+    price_usd_per_gpu_hour: float | None = None
+    pricing: str = "on-demand"  # or "spot"
+    gpu_type: str | None = None
+    gpu_count: int | None = None
+    probe: dict[str, Any] | None = None  # last probe JSON
+    python: str | None = None  # interpreter on the host (default: python3 over SSH, this one locally)
+
+    @property
+    def db_pricing(self) -> str:
+        """The pricing name the run history uses (``on_demand`` or ``spot``)."""
+        return _DB_PRICING[self.pricing]
+
+    @property
+    def display_name(self) -> str:
+        return "This machine" if self.kind == "local" else self.name
+
+
+def local_host() -> Host:
+    return Host(name=LOCAL_HOST_NAME, kind="local")
+
+
+def validate_host(host: Host) -> None:
+    if not host.name or host.name != host.name.strip() or "\n" in host.name:
+        raise HostError("host name must be non-empty, without surrounding spaces or newlines")
+    if host.kind not in KINDS:
+        raise HostError(f"host kind must be one of {KINDS}, not {host.kind!r}")
+    if (host.kind == "local") != (host.name == LOCAL_HOST_NAME):
+        raise HostError(f"only the host named {LOCAL_HOST_NAME!r} is local (this machine)")
+    if host.kind == "ssh" and not host.hostname:
+        raise HostError(f"SSH host {host.name!r} needs a hostname")
+    if not 0 < int(host.port) < 65536:
+        raise HostError(f"port must be 1-65535, not {host.port}")
+    if host.pricing not in PRICING_NAMES:
+        raise HostError(f"pricing must be one of {PRICING_NAMES}, not {host.pricing!r}")
+    if host.price_usd_per_gpu_hour is not None and host.price_usd_per_gpu_hour < 0:
+        raise HostError("price per GPU-hour must not be negative")
+
+
+def _to_row(host: Host) -> dict[str, Any]:
+    return dataclasses.asdict(host)
+
+
+def _from_row(row: dict[str, Any]) -> Host:
+    fields = {f.name for f in dataclasses.fields(Host)}
+    values = {k: v for k, v in row.items() if k in fields}
+    values.setdefault("kind", "local" if row["name"] == LOCAL_HOST_NAME else "ssh")
+    return Host(**values)
+
+
+def list_hosts(db_path: str | os.PathLike[str] | None) -> list[Host]:
+    """This machine first, then the stored SSH hosts by name."""
+    with open_db(db_path) as db:
+        rows = list_host_rows(db)
+    hosts = [_from_row(r) for r in rows]
+    local = next((h for h in hosts if h.name == LOCAL_HOST_NAME), local_host())
+    return [local] + [h for h in hosts if h.name != LOCAL_HOST_NAME]
+
+
+def get_host(db_path: str | os.PathLike[str] | None, name: str) -> Host:
+    with open_db(db_path) as db:
+        row = get_host_row(db, name)
+    if row is None:
+        if name == LOCAL_HOST_NAME:
+            return local_host()
+        raise HostError(f"no host named {name!r}")
+    return _from_row(row)
+
+
+def add_host(db_path: str | os.PathLike[str] | None, host: Host) -> None:
+    validate_host(host)
+    if host.name == LOCAL_HOST_NAME:
+        raise HostError("this machine is always there; use update_host to set its price")
+    with open_db(db_path) as db:
+        try:
+            insert_host_row(db, _to_row(host))
+        except HistoryError as exc:
+            raise HostError(str(exc)) from exc
+
+
+def update_host(db_path: str | os.PathLike[str] | None, host: Host) -> None:
+    validate_host(host)
+    with open_db(db_path) as db:
+        if host.name != LOCAL_HOST_NAME and get_host_row(db, host.name) is None:
+            raise HostError(f"no host named {host.name!r}")
+        upsert_host_row(db, _to_row(host))
+
+
+def remove_host(db_path: str | os.PathLike[str] | None, name: str) -> None:
+    if name == LOCAL_HOST_NAME:
+        raise HostError("this machine cannot be removed")
+    with open_db(db_path) as db:
+        try:
+            delete_host_row(db, name)
+        except HistoryError as exc:
+            raise HostError(str(exc)) from exc
+
+
+def default_ssh_config_path() -> Path:
+    """``$GPUPLANNER_SSH_CONFIG`` (tests) or ``~/.ssh/config``."""
+    return Path(os.environ.get("GPUPLANNER_SSH_CONFIG") or Path.home() / ".ssh" / "config")
+
+
+def _config_host(config: paramiko.SSHConfig, alias: str) -> Host:
+    entry = config.lookup(alias)
+    identity = entry.get("identityfile")
+    return Host(name=alias, kind="ssh", hostname=entry.get("hostname", alias), port=int(entry.get("port", 22)),
+                user=entry.get("user"), identity_file=os.path.expanduser(identity[0]) if identity else None,
+                proxy_jump=entry.get("proxyjump"))
+
+
+def ssh_config_hosts(path: str | os.PathLike[str] | None = "~/.ssh/config") -> list[Host]:
+    """The concrete ``Host`` aliases of an OpenSSH config (no patterns), resolved with paramiko."""
+    file = Path(os.path.expanduser(str(path))) if path else default_ssh_config_path()
+    if str(path) == "~/.ssh/config":
+        file = default_ssh_config_path()
+    if not file.is_file():
+        return []
+    config = paramiko.SSHConfig.from_path(str(file))
+    aliases = sorted(a for a in config.get_hostnames() if not any(c in a for c in "*?!"))
+    return [_config_host(config, alias) for alias in aliases]
+
+
+def ssh_config_host(alias: str, path: str | os.PathLike[str] | None = None) -> Host | None:
+    """One alias of the SSH config, or None."""
+    for host in ssh_config_hosts(path or default_ssh_config_path()):
+        if host.name == alias:
+            return host
+    return None

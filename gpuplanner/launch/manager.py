@@ -1,0 +1,631 @@
+"""RunManager: launch, watch, stop, resume and re-attach runs on this machine or SSH hosts.
+
+Thread model: every public method may be called from any thread. Each watched run has one watcher
+thread that owns its telemetry reading and supervision; callbacks (``on_records(run_id, records)``
+and ``on_status(RunStatus)``) are invoked on that thread and must not block for long. Connections to
+a host are shared by the runs on it and re-opened with backoff when they drop. ``close()`` stops the
+watchers (not the runs), which keep going detached; ``attach()`` picks them up again later.
+
+What a launch records (so another process can attach, stop or resume): the run row's ``config``
+holds ``trainer_args`` and ``launch`` (nodes with host, run dir, process group id and command, GPUs,
+environment, supervisor settings, restarts). Supervisor restarts are stored as ``restart`` events
+with negative ``seq`` (the trainer's records use seq >= 0), carrying the time each restart cost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import paramiko
+from sqlite_utils import Database
+
+from gpuplanner.history.db import connect, open_db, resolve_db_path, write_transaction
+from gpuplanner.history.runs import create_run, get_run, update_run
+from gpuplanner.launch import commands, supervisor
+from gpuplanner.launch.backend import Backend
+from gpuplanner.launch.hosts import Host, HostError, get_host, update_host
+from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
+from gpuplanner.launch.local_backend import LocalBackend
+from gpuplanner.launch.ssh_backend import SSHBackend
+from gpuplanner.launch.ssh_connection import AuthenticationFailed, PassphraseCallback, SSHError
+from gpuplanner.launch.streaming import NodeStream
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.25
+STATE_EVERY_S = 1.0
+RECONNECT_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+UNREACHABLE_AFTER_S = 3.0
+FAILOVER_AFTER_S = 60.0
+JOIN_DEADLINE_S = 10.0
+FINAL_STATES = ("finished", "failed", "stopped", "killed")
+_DISCONNECTS = (SSHError, OSError, EOFError, paramiko.SSHException)
+_PERMANENT = (UnknownHostKey, ChangedHostKey, AuthenticationFailed, HostError)
+
+RecordsCallback = Callable[[int, list[dict[str, Any]]], None]
+StatusCallback = Callable[["RunStatus"], None]
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    run_id: int
+    state: str  # starting|running|stopping|preempted|resuming|finished|failed|stopped|killed|detached|unreachable
+    pid: int | None
+    exit_code: int | None
+    last_seq: int | None
+    host: str
+    run_dir: str
+    restarts: int
+    reconnects: int = 0
+    last_reconnect_s: float | None = None
+    error: str | None = None
+
+
+class RunError(RuntimeError):
+    """A request about a run that cannot be served (unknown run, wrong state); the message says why."""
+
+
+@dataclass
+class _Node:
+    host: str
+    run_dir: str
+    tag: str
+    pgid: int | None = None
+    command: list[str] = field(default_factory=list)
+    done: bool = False
+    exit_code: int | None = None
+
+
+@dataclass
+class _Run:
+    run_id: int
+    trainer_args: list[str]
+    nodes: list[_Node]
+    gpus: int = 1
+    env: dict[str, str] = field(default_factory=dict)
+    auto_resume: bool = False
+    fallback_hosts: list[str] = field(default_factory=list)
+    max_restarts: int = 3
+    budget_usd: float | None = None
+    rdzv_port: int | None = None
+    restarts: int = 0
+    state: str = "starting"
+    exit_code: int | None = None
+    last_seq: int | None = None
+    user_action: str | None = None
+    resume_after_s: float | None = None
+    resume_now: bool = False
+    on_records: list[RecordsCallback] = field(default_factory=list)
+    on_status: list[StatusCallback] = field(default_factory=list)
+    thread: threading.Thread | None = None
+    stop_evt: threading.Event = field(default_factory=threading.Event)
+    wake: threading.Event = field(default_factory=threading.Event)
+    reconnects: int = 0
+    last_reconnect_s: float | None = None
+    disconnected_at: float | None = None
+    error: str | None = None
+
+    @property
+    def hosts(self) -> list[str]:
+        return [n.host for n in self.nodes]
+
+    def launch_doc(self) -> dict[str, Any]:
+        return {"nodes": [{"host": n.host, "run_dir": n.run_dir, "tag": n.tag, "pgid": n.pgid, "command": n.command}
+                          for n in self.nodes],
+                "gpus": self.gpus, "env": self.env, "auto_resume": self.auto_resume,
+                "fallback_hosts": self.fallback_hosts, "max_restarts": self.max_restarts,
+                "budget_usd": self.budget_usd, "rdzv_port": self.rdzv_port, "restarts": self.restarts}
+
+
+def _model_name(args: Sequence[str]) -> str | None:
+    for flag in ("--model", "--model-config"):
+        if flag in args:
+            i = list(args).index(flag)
+            if i + 1 < len(args):
+                return Path(args[i + 1]).name if flag == "--model-config" else args[i + 1]
+    return None
+
+
+class RunManager:
+    """See the module docstring. ``remote_root`` (default ``~/.gpuplanner``) and ``local_runs_root``
+    (default ``DATA_DIR/runs``) say where run directories and the payload go."""
+
+    def __init__(self, db_path: Any, *, passphrase_callback: PassphraseCallback | None = None,
+                 known_hosts_path: Any = None, remote_root: str | None = None, local_runs_root: Any = None,
+                 failover_after_s: float = FAILOVER_AFTER_S) -> None:
+        self.db_path = resolve_db_path(db_path)
+        open_db(self.db_path).close()  # create or migrate once, up front
+        self.passphrase_callback = passphrase_callback
+        self.known_hosts_path = known_hosts_path
+        self.remote_root = remote_root
+        self.local_runs_root = local_runs_root
+        self.failover_after_s = failover_after_s
+        self._lock = threading.RLock()
+        self._runs: dict[int, _Run] = {}
+        self._backends: dict[str, Backend] = {}
+        self._closed = False
+
+    # -- hosts and backends ------------------------------------------------------------------------
+    def _db(self) -> Database:
+        return connect(self.db_path)
+
+    def _make_backend(self, host: Host) -> Backend:
+        if host.kind == "local":
+            return LocalBackend(host, self.local_runs_root)
+        return SSHBackend(host, known_hosts_path=self.known_hosts_path, passphrase_callback=self.passphrase_callback,
+                          remote_root=self.remote_root)
+
+    def _backend(self, host_name: str) -> Backend:
+        """The connected backend of a host (shared by its runs); reconnects if the connection dropped."""
+        with self._lock:
+            backend = self._backends.get(host_name)
+            if backend is None:
+                backend = self._backends[host_name] = self._make_backend(get_host(self.db_path, host_name))
+        backend.connect()
+        return backend
+
+    def _drop_backend(self, host_name: str) -> None:
+        with self._lock:
+            backend = self._backends.get(host_name)
+        if backend is not None:
+            backend.close()
+
+    def probe(self, host_name: str) -> dict[str, Any]:
+        """Upload the payload if needed, run ``python -m trainer probe``; store GPU type/count on the host."""
+        host = get_host(self.db_path, host_name)
+        result = self._backend(host_name).probe()
+        gpus = result.get("gpus") or []
+        gpu_type = gpus[0]["name"] if gpus else None
+        if result.get("ok"):
+            update_host(self.db_path, replace(host, gpu_type=gpu_type, gpu_count=len(gpus), probe=result))
+        return result
+
+    # -- launching -------------------------------------------------------------------------------------
+    def launch(self, host_name: str, trainer_args: Sequence[str], *, name: str | None = None, plan_id: int | None = None,
+               gpus: int = 1, auto_resume: bool = False, fallback_hosts: Sequence[str] = (), max_restarts: int = 3,
+               budget_usd: float | None = None, on_records: RecordsCallback | None = None,
+               on_status: StatusCallback | None = None, nodes: Sequence[str] = (),
+               env: dict[str, str] | None = None, rdzv_port: int | None = None) -> int:
+        """Start a run and return its history id once the process started. ``nodes``: further hosts of
+        a multi-node job (the first host hosts the rendezvous); ``env``: extra environment variables."""
+        if self._closed:
+            raise RunError("the run manager is closed")
+        args = commands.check_trainer_args(trainer_args)
+        if gpus < 1:
+            raise ValueError("gpus must be at least 1")
+        host_names = [host_name, *nodes]
+        hosts = [get_host(self.db_path, h) for h in host_names]
+        for fallback in fallback_hosts:
+            get_host(self.db_path, fallback)
+        for h in host_names:
+            self._backend(h)  # connect first: an unknown host key must not leave a run row behind
+        host = hosts[0]
+        if len(host_names) > 1 and rdzv_port is None:
+            rdzv_port = 29400 + secrets.randbelow(500)
+        db = self._db()
+        try:
+            run_id = create_run(db, name=name, host=host_name, gpu_type=host.gpu_type, gpu_count=gpus * len(hosts),
+                                price_usd_per_gpu_hour=host.price_usd_per_gpu_hour, pricing=host.db_pricing,
+                                model_name=_model_name(args), config={"trainer_args": args}, plan_id=plan_id,
+                                source=f"launch:{host_name}")
+        finally:
+            db.close()
+        run = _Run(run_id, args, [_Node(h, "", f"node{i}") for i, h in enumerate(host_names)], gpus=gpus,
+                   env=dict(env or {}), auto_resume=auto_resume, fallback_hosts=list(fallback_hosts),
+                   max_restarts=max_restarts, budget_usd=budget_usd, rdzv_port=rdzv_port)
+        if on_records:
+            run.on_records.append(on_records)
+        if on_status:
+            run.on_status.append(on_status)
+        with self._lock:
+            self._runs[run_id] = run
+        self._set_state(run, "starting")
+        try:
+            self._start_nodes(run)
+        except BaseException as exc:
+            run.error = str(exc)
+            self._set_state(run, "failed")
+            self._mark_db(run_id, "failed")
+            with self._lock:
+                self._runs.pop(run_id, None)
+            raise
+        self._set_state(run, "running")
+        self._start_watcher(run)
+        return run_id
+
+    def _start_nodes(self, run: _Run) -> None:
+        """Start every node's process (fresh run dirs, or the existing ones: the trainer resumes)."""
+        first = get_host(self.db_path, run.nodes[0].host)
+        rdzv_host = first.hostname if first.kind == "ssh" else "127.0.0.1"
+        price = first.price_usd_per_gpu_hour
+        for i, node in enumerate(run.nodes):
+            backend = self._backend(node.host)
+            node.run_dir = backend.run_dir(run.run_id)
+            train = commands.trainer_args(run.trainer_args, node.run_dir, price, run.budget_usd)
+            node.command = commands.node_command(train, gpus=run.gpus, nnodes=len(run.nodes), node_rank=i,
+                                                 rdzv_host=rdzv_host, rdzv_port=run.rdzv_port, run_id=run.run_id)
+            node.pgid = backend.start(node.run_dir, node.tag, node.command, run.env)
+            node.done, node.exit_code = False, None
+        run.exit_code = None
+        self._save_launch(run)
+
+    def _save_launch(self, run: _Run) -> None:
+        db = self._db()
+        try:
+            config = get_run(db, run.run_id).config
+            config["trainer_args"] = run.trainer_args
+            config["launch"] = run.launch_doc()
+            update_run(db, run.run_id, config=config, host=run.nodes[0].host)
+        finally:
+            db.close()
+
+    def _mark_db(self, run_id: int, status: str) -> None:
+        db = self._db()
+        try:
+            update_run(db, run_id, status=status, ended_at=time.time())
+        finally:
+            db.close()
+
+    # -- control ---------------------------------------------------------------------------------------
+    def _run(self, run_id: int) -> _Run:
+        with self._lock:
+            run = self._runs.get(run_id)
+        return run if run is not None else self._load(run_id)
+
+    def _load(self, run_id: int) -> _Run:
+        """A run launched earlier (maybe by another process), from what its row recorded."""
+        db = self._db()
+        try:
+            row = get_run(db, run_id)
+            last = db.execute("SELECT MAX(last_seq) FROM stream_positions WHERE run_id = ?", [run_id]).fetchone()[0]
+        except Exception as exc:
+            raise RunError(str(exc)) from exc
+        finally:
+            db.close()
+        doc = row.config.get("launch")
+        if not doc:
+            raise RunError(f"run {run_id} was not launched by GPU Planner (imported); it cannot be controlled")
+        nodes = [_Node(n["host"], n["run_dir"], n["tag"], n.get("pgid"), n.get("command", [])) for n in doc["nodes"]]
+        state = {"running": "detached", "finished": "finished", "budget_stop": "finished", "early_stop": "finished",
+                 "preempted": "preempted", "killed": "killed", "stopped": "stopped"}.get(row.status, "failed")
+        return _Run(run_id, row.config.get("trainer_args", []), nodes, gpus=doc.get("gpus", 1), env=doc.get("env", {}),
+                    auto_resume=doc.get("auto_resume", False), fallback_hosts=doc.get("fallback_hosts", []),
+                    max_restarts=doc.get("max_restarts", 3), budget_usd=doc.get("budget_usd"),
+                    rdzv_port=doc.get("rdzv_port"), restarts=doc.get("restarts", 0), state=state, last_seq=last)
+
+    def _signal(self, run: _Run, signame: str) -> None:
+        for node in run.nodes:
+            if node.pgid is not None and not node.done:
+                self._backend(node.host).signal(node.pgid, signame)
+
+    def stop(self, run_id: int) -> None:
+        """Graceful stop: SIGTERM to the process group; the trainer checkpoints and exits 75."""
+        run = self._run(run_id)
+        run.user_action = "stop"
+        if run.state in ("preempted", "resuming"):  # waiting for an automatic resume: cancel it
+            run.wake.set()
+            return
+        self._set_state(run, "stopping")
+        self._signal(run, "TERM")
+        run.wake.set()
+
+    def kill(self, run_id: int) -> None:
+        """SIGKILL to the process group (work since the last checkpoint is lost)."""
+        run = self._run(run_id)
+        run.user_action = "kill"
+        self._signal(run, "KILL")
+        if run.thread is None or not run.thread.is_alive():
+            run.state = "killed"
+            self._mark_db(run_id, "killed")
+        run.wake.set()
+
+    def simulate_preemption(self, run_id: int, resume_after_s: float = 5.0) -> None:
+        """A graceful stop followed by an automatic resume on the same host after ``resume_after_s``."""
+        run = self._run(run_id)
+        if run.thread is None or not run.thread.is_alive():
+            raise RunError(f"run {run_id} is not being watched here; attach to it first")
+        run.user_action, run.resume_after_s = "preempt", resume_after_s
+        self._set_state(run, "stopping")
+        self._signal(run, "TERM")
+        run.wake.set()
+
+    def resume(self, run_id: int) -> None:
+        """Restart a stopped, preempted or failed run on its run directory (the trainer resumes)."""
+        run = self._run(run_id)
+        if run.thread is not None and run.thread.is_alive():
+            if run.state in ("preempted", "resuming"):
+                run.resume_now = True
+                run.wake.set()
+                return
+            if run.state not in FINAL_STATES:
+                raise RunError(f"run {run_id} is {run.state}; only a stopped, preempted or failed run can be resumed")
+            run.thread.join(JOIN_DEADLINE_S)
+        if run.state in ("running", "stopping", "starting", "detached", "unreachable"):
+            raise RunError(f"run {run_id} is {run.state}; only a stopped, preempted or failed run can be resumed")
+        if run.state == "finished":
+            raise RunError(f"run {run_id} has finished")
+        with self._lock:
+            self._runs[run_id] = run
+        run.user_action, run.stop_evt = None, threading.Event()
+        self._restart(run, run.nodes[0].host, "resumed by the user", time.time())
+        self._start_watcher(run)
+
+    def status(self, run_id: int) -> RunStatus:
+        return self._status_of(self._run(run_id))
+
+    def attach(self, run_id: int, on_records: RecordsCallback | None = None,
+               on_status: StatusCallback | None = None) -> None:
+        """Watch a run launched earlier: backfill from the stored offset, then follow (and supervise)."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None or run.thread is None or not run.thread.is_alive():
+                run = self._load(run_id) if run is None else run
+                self._runs[run_id] = run
+                fresh = True
+            else:
+                fresh = False
+        if on_records:
+            run.on_records.append(on_records)
+        if on_status:
+            run.on_status.append(on_status)
+        if fresh:
+            run.stop_evt = threading.Event()
+            if run.state in ("detached", "unreachable"):
+                run.state = "running"
+            self._start_watcher(run)
+
+    def detach(self, run_id: int) -> None:
+        """Stop watching a run (it goes on); ``attach`` later catches up."""
+        with self._lock:
+            run = self._runs.pop(run_id, None)
+        if run is None:
+            return
+        run.stop_evt.set()
+        run.wake.set()
+        if run.thread is not None and run.thread is not threading.current_thread():
+            run.thread.join(JOIN_DEADLINE_S)
+        if run.state not in FINAL_STATES:
+            self._set_state(run, "detached")
+
+    def detach_all(self) -> None:
+        with self._lock:
+            ids = list(self._runs)
+        for run_id in ids:
+            self.detach(run_id)
+
+    def live_runs(self) -> list[int]:
+        with self._lock:
+            return [i for i, r in self._runs.items() if r.thread is not None and r.thread.is_alive()]
+
+    def wait(self, run_id: int, timeout_s: float | None = None) -> RunStatus:
+        """Block until the run's watcher ends (a final state, or detached); returns the status."""
+        with self._lock:
+            run = self._runs.get(run_id)
+        if run is not None and run.thread is not None:
+            run.thread.join(timeout_s)
+        return self.status(run_id) if run is None else self._status_of(run)
+
+    def close(self) -> None:
+        """Stop every watcher (not the runs) and join them with a deadline; close connections."""
+        self._closed = True
+        self.detach_all()
+        with self._lock:
+            backends, self._backends = list(self._backends.values()), {}
+        for backend in backends:
+            backend.close()
+
+    # -- status and callbacks --------------------------------------------------------------------------
+    def _status_of(self, run: _Run) -> RunStatus:
+        node = run.nodes[0]
+        return RunStatus(run.run_id, run.state, node.pgid, run.exit_code, run.last_seq, node.host, node.run_dir,
+                         run.restarts, run.reconnects, run.last_reconnect_s, run.error)
+
+    def _set_state(self, run: _Run, state: str) -> None:
+        run.state = state
+        status = self._status_of(run)
+        for callback in list(run.on_status):
+            try:
+                callback(status)
+            except Exception:
+                log.exception("on_status callback failed")
+
+    def _deliver(self, run: _Run, records: list[dict[str, Any]]) -> None:
+        records = sorted((r for r in records if run.last_seq is None or r["seq"] > run.last_seq), key=lambda r: r["seq"])
+        if not records:
+            return
+        run.last_seq = records[-1]["seq"]
+        for callback in list(run.on_records):
+            try:
+                callback(run.run_id, records)
+            except Exception:
+                log.exception("on_records callback failed")
+
+    # -- the watcher -------------------------------------------------------------------------------------
+    def _start_watcher(self, run: _Run) -> None:
+        run.thread = threading.Thread(target=self._watch, args=(run,), name=f"run-{run.run_id}-watcher", daemon=True)
+        run.thread.start()
+
+    def _watch(self, run: _Run) -> None:
+        db = self._db()
+        attempt = 0
+        try:
+            while not run.stop_evt.is_set():
+                try:
+                    code = self._follow(run, db)
+                except _PERMANENT as exc:
+                    run.error = str(exc)
+                    self._set_state(run, "unreachable")
+                    return
+                except _DISCONNECTS as exc:
+                    now = time.monotonic()
+                    if run.disconnected_at is None:
+                        run.disconnected_at = now
+                        log.info("run %s: connection lost (%s); reconnecting", run.run_id, exc)
+                    for node in run.nodes:
+                        self._drop_backend(node.host)
+                    down = now - run.disconnected_at
+                    if down >= UNREACHABLE_AFTER_S and run.state != "unreachable":
+                        run.error = str(exc)
+                        self._set_state(run, "unreachable")
+                    if down >= self.failover_after_s and len(run.nodes) == 1:
+                        decision = supervisor.decide_unreachable(
+                            auto_resume=run.auto_resume, restarts=run.restarts, max_restarts=run.max_restarts,
+                            host=run.nodes[0].host, hosts=[run.nodes[0].host, *run.fallback_hosts])
+                        if decision is not None and decision.host is not None:
+                            try:
+                                self._restart(run, decision.host, decision.reason, time.time() - down)
+                                run.disconnected_at, attempt = None, 0
+                                continue
+                            except _DISCONNECTS + _PERMANENT as restart_exc:
+                                log.warning("run %s: fallback to %s failed: %s", run.run_id, decision.host, restart_exc)
+                    run.wake.clear()
+                    run.wake.wait(RECONNECT_BACKOFF_S[min(attempt, len(RECONNECT_BACKOFF_S) - 1)])
+                    attempt += 1
+                    continue
+                attempt = 0
+                if code is _DETACHED or not self._after_exit(run, db, code):
+                    return
+        except Exception as exc:  # never let a watcher die silently
+            log.exception("run %s: watcher failed", run.run_id)
+            run.error = f"{type(exc).__name__}: {exc}"
+            self._set_state(run, "failed")
+        finally:
+            db.close()
+
+    def _follow(self, run: _Run, db: Database) -> Any:
+        """Stream every node's telemetry until all its processes ended; returns the combined exit code."""
+        backends = {node.host: self._backend(node.host) for node in run.nodes}
+        if run.disconnected_at is not None:
+            run.last_reconnect_s = time.monotonic() - run.disconnected_at
+            run.reconnects += 1
+            run.disconnected_at = None
+            log.info("run %s: reconnected after %.2f s", run.run_id, run.last_reconnect_s)
+            self._set_state(run, "stopping" if run.user_action in ("stop", "preempt", "kill") else "running")
+        elif run.state in ("unreachable", "detached"):
+            self._set_state(run, "running")
+        streams = [NodeStream(db, run.run_id, node.host, node.run_dir) for node in run.nodes]
+        next_check = 0.0
+        while not run.stop_evt.is_set():
+            records: list[dict[str, Any]] = []
+            for node, stream in zip(run.nodes, streams):
+                records.extend(stream.poll(backends[node.host]))
+            self._deliver(run, records)
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + STATE_EVERY_S
+                if self._check_nodes(run, backends):
+                    for node, stream in zip(run.nodes, streams):  # the last records written before exit
+                        records.extend(stream.poll(backends[node.host]))
+                    self._deliver(run, records)
+                    return self._combined_exit(run)
+            if not records:
+                run.wake.clear()
+                run.wake.wait(POLL_S)
+        return _DETACHED
+
+    def _check_nodes(self, run: _Run, backends: dict[str, Backend]) -> bool:
+        """Update each node's state; a failed node stops the others cleanly. True when all ended."""
+        for node in run.nodes:
+            if node.done or node.pgid is None:
+                node.done = True
+                continue
+            state = backends[node.host].state(node.run_dir, node.tag, node.pgid)
+            if not state.alive:
+                node.done, node.exit_code = True, state.exit_code
+        failed = [n for n in run.nodes if n.done and n.exit_code not in (0, supervisor.EXIT_RESUME)]
+        if failed and len(run.nodes) > 1 and run.user_action is None:
+            run.user_action = "node-failed"
+            for node in run.nodes:
+                if not node.done and node.pgid is not None:
+                    backends[node.host].signal(node.pgid, "TERM")
+        return all(n.done for n in run.nodes)
+
+    @staticmethod
+    def _combined_exit(run: _Run) -> int | None:
+        codes = [n.exit_code for n in run.nodes]
+        if run.user_action == "node-failed":
+            return next((c for c in codes if c not in (0, supervisor.EXIT_RESUME)), 1)
+        if all(c == 0 for c in codes):
+            return 0
+        if all(c in (0, supervisor.EXIT_RESUME) for c in codes):
+            return supervisor.EXIT_RESUME
+        return next((c for c in codes if c not in (0, supervisor.EXIT_RESUME)), None)
+
+    def _after_exit(self, run: _Run, db: Database, code: int | None) -> bool:
+        """Apply the supervisor's decision; True when a new process was started and watching goes on."""
+        ended = time.time()
+        run.exit_code = code
+        action = run.user_action if run.user_action != "node-failed" else None
+        decision = supervisor.decide(code, user_action=action, auto_resume=run.auto_resume, restarts=run.restarts,
+                                     max_restarts=run.max_restarts, host=run.nodes[0].host,
+                                     resume_after_s=run.resume_after_s)
+        self._set_state(run, decision.state)
+        if not decision.restart:
+            self._finish_db(db, run, decision.state, code)
+            return False
+        run.wake.clear()
+        deadline = time.monotonic() + decision.delay_s
+        while time.monotonic() < deadline and not run.resume_now:
+            if run.stop_evt.is_set() or run.user_action in ("stop", "kill"):
+                break
+            run.wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+            run.wake.clear()
+        run.resume_now = False
+        if run.stop_evt.is_set():
+            return False
+        if run.user_action in ("stop", "kill"):
+            self._set_state(run, "stopped" if run.user_action == "stop" else "killed")
+            self._finish_db(db, run, run.state, code)
+            return False
+        try:
+            self._restart(run, decision.host or run.nodes[0].host, decision.reason, ended)
+        except _DISCONNECTS + _PERMANENT as exc:
+            run.error = f"restart failed: {exc}"
+            self._set_state(run, "failed")
+            self._finish_db(db, run, "failed", code)
+            return False
+        return True
+
+    def _finish_db(self, db: Database, run: _Run, state: str, code: int | None) -> None:
+        row = db.execute("SELECT status FROM runs WHERE id = ?", [run.run_id]).fetchone()
+        stored = row[0] if row else None
+        if state == "killed" or (state == "failed" and stored == "running") or (state == "stopped" and stored == "running"):
+            status = "preempted" if state == "stopped" else state
+            with write_transaction(db):
+                db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", [status, time.time(), run.run_id])
+
+    def _restart(self, run: _Run, host_name: str, reason: str, since: float) -> None:
+        """Start the run again (the trainer resumes from its newest checkpoint, or the mirror on a new host)."""
+        previous = run.nodes[0].host
+        self._set_state(run, "resuming")
+        if host_name != previous:
+            run.nodes = [_Node(host_name, "", "node0")]
+        run.user_action, run.resume_after_s = None, None
+        self._start_nodes(run)
+        run.restarts += 1
+        self._save_launch(run)
+        self._record_restart(run, previous, host_name, reason, time.time() - since)
+        self._set_state(run, "running")
+
+    def _record_restart(self, run: _Run, from_host: str, to_host: str, reason: str, cost_s: float) -> None:
+        db = self._db()
+        try:
+            with write_transaction(db):
+                low = db.execute("SELECT MIN(seq) FROM events WHERE run_id = ?", [run.run_id]).fetchone()[0]
+                seq = min(-1, (low or 0) - 1)
+                detail = {"from_host": from_host, "to_host": to_host, "reason": reason, "cost_s": round(cost_s, 3),
+                          "attempt": run.restarts}
+                db.execute("INSERT INTO events (run_id, seq, t, kind, step, detail_json) VALUES (?,?,?,?,?,?)",
+                           [run.run_id, seq, time.time(), "restart", None, json.dumps(detail)])
+        finally:
+            db.close()
+
+
+_DETACHED = object()

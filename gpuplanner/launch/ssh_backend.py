@@ -1,0 +1,177 @@
+"""A host reached over SSH: payload by SFTP, detached runs under ``REMOTE_ROOT/runs/<id>``.
+
+Every value put into a remote command line is quoted with :func:`shlex.quote` (``shlex.join``);
+environment variable names are checked against ``[A-Za-z_][A-Za-z0-9_]*``. Reading telemetry uses
+SFTP reads at an explicit offset, so a reconnect continues exactly where the store stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import threading
+from typing import Any
+
+import paramiko
+
+from gpuplanner.launch.backend import ProcessState
+from gpuplanner.launch.hosts import Host
+from gpuplanner.launch.payload import Payload, ensure_remote
+from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
+from gpuplanner.launch.ssh_connection import PassphraseCallback, SSHConnection, SSHError
+
+DEFAULT_REMOTE_ROOT = "~/.gpuplanner"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+q = shlex.quote
+
+
+def env_assignments(env: dict[str, str]) -> list[str]:
+    for key in env:
+        if not _ENV_NAME.match(key):
+            raise ValueError(f"bad environment variable name {key!r}")
+    return [f"{k}={v}" for k, v in env.items()]
+
+
+class SSHBackend:
+    def __init__(self, host: Host, *, known_hosts_path: Any = None, passphrase_callback: PassphraseCallback | None = None,
+                 remote_root: str | None = None) -> None:
+        self.host = host
+        self.name = host.name
+        self.python = host.python or "python3"
+        self.known_hosts_path = known_hosts_path
+        self.passphrase_callback = passphrase_callback
+        self.remote_root_spec = remote_root or DEFAULT_REMOTE_ROOT
+        self.root = ""
+        self.conn: SSHConnection | None = None
+        self._payload: Payload | None = None
+        self._lock = threading.RLock()  # one SFTP conversation at a time
+        self._files: dict[str, paramiko.SFTPFile] = {}
+        self.uploaded = False
+
+    # -- connection -----------------------------------------------------------------------------
+    def connect(self) -> None:
+        with self._lock:
+            if self.conn is not None and self.conn.is_active():
+                return
+            self.close()
+            conn = SSHConnection(self.host, known_hosts_path=self.known_hosts_path,
+                                 passphrase_callback=self.passphrase_callback).connect()
+            try:
+                spec = self.remote_root_spec
+                if spec == "~" or spec.startswith("~/"):
+                    home = conn.sftp().normalize(".")
+                    spec = home.rstrip("/") + spec[1:]
+                self.root = spec.rstrip("/")
+            except (OSError, paramiko.SSHException, EOFError) as exc:
+                conn.close()
+                raise SSHError(f"{self.name}: {exc}") from exc
+            self.conn = conn
+
+    def is_connected(self) -> bool:
+        return self.conn is not None and self.conn.is_active()
+
+    def close(self) -> None:
+        with self._lock:
+            for handle in self._files.values():
+                try:
+                    handle.close()
+                except Exception:
+                    pass
+            self._files.clear()
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
+
+    def _conn(self) -> SSHConnection:
+        if self.conn is None or not self.conn.is_active():
+            raise SSHError(f"{self.name}: not connected")
+        return self.conn
+
+    def payload(self) -> Payload:
+        with self._lock:
+            if self._payload is None:
+                try:
+                    self._payload, self.uploaded = ensure_remote(self._conn().sftp(), self.root)
+                except (OSError, paramiko.SSHException, EOFError) as exc:
+                    raise SSHError(f"{self.name}: payload upload failed: {exc}") from exc
+            return self._payload
+
+    # -- runs -----------------------------------------------------------------------------------
+    def run_dir(self, run_id: int) -> str:
+        return f"{self.root}/runs/{int(run_id)}"
+
+    def start_command(self, run_dir: str, tag: str, args: list[str], env: dict[str, str]) -> str:
+        payload = self.payload()
+        assignments = env_assignments({**env, "PYTHONPATH": payload.pythonpath})
+        wrapped = [self.python, payload.wrapper, run_dir, tag, "--", self.python, *args]
+        return (f"mkdir -p {q(run_dir)} && env {shlex.join(assignments)} setsid {shlex.join(wrapped)}"
+                f" </dev/null >{q(f'{run_dir}/{tag}.out')} 2>{q(f'{run_dir}/{tag}.err')} & echo $!")
+
+    def start(self, run_dir: str, tag: str, args: list[str], env: dict[str, str]) -> int:
+        status, out, err = self._conn().run(self.start_command(run_dir, tag, args, env), timeout_s=30)
+        lines = out.strip().splitlines()
+        if status != 0 or not lines or not lines[-1].isdigit():
+            raise SSHError(f"{self.name}: could not start the run (exit {status}): {err.strip()[-500:]}")
+        return int(lines[-1])
+
+    def signal(self, pgid: int, signame: str) -> None:
+        if not signame.isalnum():
+            raise ValueError(f"bad signal name {signame!r}")
+        self._conn().run(f"kill -{signame} -- -{int(pgid)} 2>/dev/null; true", timeout_s=20)
+
+    def state(self, run_dir: str, tag: str, pgid: int) -> ProcessState:
+        exit_file = q(f"{run_dir}/{tag}.exit")
+        status, out, _ = self._conn().run(
+            f"if kill -0 {int(pgid)} 2>/dev/null; then echo alive; elif [ -f {exit_file} ]; then cat {exit_file};"
+            f" else echo gone; fi", timeout_s=20)
+        text = out.strip()
+        if text == "alive":
+            return ProcessState(True)
+        try:
+            return ProcessState(False, int(json.loads(text)["exit_code"]))
+        except (ValueError, KeyError, TypeError):
+            return ProcessState(False, None)
+
+    def read(self, path: str, offset: int, size: int) -> bytes:
+        with self._lock:
+            sftp = self._conn().sftp()
+            handle = self._files.get(path)
+            try:
+                if handle is None:
+                    try:
+                        handle = sftp.open(path, "rb")
+                    except FileNotFoundError:
+                        return b""
+                    self._files[path] = handle
+                handle.seek(offset)
+                return handle.read(size)
+            except (OSError, paramiko.SSHException, EOFError) as exc:
+                self._files.pop(path, None)
+                raise SSHError(f"{self.name}: reading {path} failed: {exc}") from exc
+
+    def forget_file(self, path: str) -> None:
+        with self._lock:
+            handle = self._files.pop(path, None)
+            if handle is not None:
+                try:
+                    handle.close()
+                except Exception:
+                    pass
+
+    def probe(self) -> dict[str, Any]:
+        conn = self._conn()
+        status, out, err = conn.run(f"{q(self.python)} -c {q(CHECK_CODE)}", timeout_s=60)
+        if status != 0:
+            return {"ok": False, "missing": ["python"], "error": err.strip()[-1000:],
+                    "install_hint": f"install Python 3.11+ on {self.name} or set the host's python path"}
+        report = missing_report(out, self.python)
+        if report["missing"]:
+            return {"ok": False, **report}
+        payload = self.payload()
+        status, out, err = conn.run(f"env {q('PYTHONPATH=' + payload.pythonpath)} {q(self.python)} -m trainer probe"
+                                    f" --run-root {q(self.root)}", timeout_s=300)
+        if status != 0:
+            return {"ok": False, **report, "error": err.strip()[-2000:]}
+        return {"ok": True, **json.loads(out), **report, "payload": payload.content_hash,
+                "payload_uploaded": self.uploaded}
