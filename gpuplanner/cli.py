@@ -39,9 +39,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--self-test", action="store_true",
                         help="check this installation headless (window, panes, plots, planner, a tiny training"
                              " run) in a temporary data folder; exit 0 when it works")
-    parser.add_argument("--self-test", action="store_true",
-                        help="check this installation headless (window, panes, plots, planner, a tiny training"
-                             " run) in a temporary data folder; exit 0 when it works")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
@@ -54,10 +51,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a flag argparse rejected (already reported)
         return exc.code if isinstance(exc.code, int) else 2
-    if getattr(args, "self_test", False):
-        from gpuplanner.ui.self_test import run_self_test  # lazily: Qt only loads for the self-test
-
-        return run_self_test()
     if getattr(args, "self_test", False):
         from gpuplanner.ui.self_test import run_self_test  # lazily: Qt only loads for the self-test
 
