@@ -104,3 +104,11 @@ def test_two_process_gloo_ddp_matches_single_process_big_batch(tmp_path: Path, m
     a, b = final_weights(tmp_path / "ddp"), final_weights(tmp_path / "single")
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5)
+
+
+def test_every_train_flag_is_documented() -> None:
+    doc = (REPO_ROOT / "docs" / "trainer.md").read_text()
+    train_parser = _parser()._subparsers._group_actions[0].choices["train"]
+    flags = [s for a in train_parser._actions for s in a.option_strings if s.startswith("--") and s != "--help"
+             and not s.startswith("--no-")]
+    assert [f for f in flags if f"`{f}`" not in doc] == []
