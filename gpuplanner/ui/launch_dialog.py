@@ -1,0 +1,322 @@
+"""The launch dialog: host, trainer settings (prefilled from a plan), budget and spot behaviour.
+
+:func:`trainer_args` turns the form's values into ``python -m trainer train`` flags (docs/trainer.md);
+:class:`LaunchDialog` collects the values and hands back a :class:`LaunchRequest`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog,
+                               QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget,
+                               QListWidgetItem, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+
+from gpuplanner.resources import resources_dir
+
+GRAD_CHECKPOINTING = {"none": "off", "off": "off", "full": "every", "every": "every", "every-other": "every-other"}
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+METHODS = ("full", "lora", "qlora")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def demo_dir() -> Path:
+    """The shipped demo files (tiny GPT-2 config and corpus), installed or from a checkout."""
+    return resources_dir() / "demo"
+
+
+@dataclass
+class LaunchRequest:
+    """What the Runs pane passes to ``RunManager.launch`` (plus what it shows next to the run)."""
+
+    host_name: str
+    trainer_args: list[str]
+    name: str | None = None
+    plan_id: int | None = None
+    gpus: int = 1
+    auto_resume: bool = False
+    fallback_hosts: list[str] = field(default_factory=list)
+    max_restarts: int = 3
+    budget_usd: float | None = None
+    price_per_gpu_hour: float | None = None
+    planned_cost_usd: float | None = None
+
+
+def trainer_args(values: dict[str, Any]) -> list[str]:
+    """Trainer flags for the form's values (keys as in the Plan pane's settings plus the dialog's own:
+    ``data`` (list of paths), ``max_steps``, ``device``, ``checkpoint_every_minutes``, ``extra``), without
+    the flags the launcher sets itself (run dir, the host's price, the budget)."""
+    args: list[str] = []
+    if values.get("model_config"):
+        args += ["--model-config", str(values["model_config"])]
+    elif values.get("model"):
+        args += ["--model", str(values["model"])]
+    for path in values.get("data") or []:
+        args += ["--data", str(path)]
+    method = values.get("method") or "full"
+    if method in ("lora", "qlora") and int(values.get("lora_rank") or 0) > 0:
+        args += ["--lora-rank", str(int(values["lora_rank"]))]
+    precision = values.get("precision")
+    if precision and precision != "auto":
+        args += ["--precision", str(precision)]
+    for key in ("micro_batch", "grad_accum", "seq_len", "epochs"):
+        if values.get(key):
+            args += ["--" + key.replace("_", "-"), str(int(values[key]))]
+    if int(values.get("max_steps") or 0) > 0:
+        args += ["--max-steps", str(int(values["max_steps"]))]
+    gc = GRAD_CHECKPOINTING.get(str(values.get("grad_checkpointing") or "none"), "off")
+    if gc != "off":
+        args += ["--grad-checkpointing", gc]
+    if values.get("device") and values["device"] != "auto":
+        args += ["--device", str(values["device"])]
+    # --price-per-gpu-hour and --budget-usd are set by the launcher (the host's price, the budget below)
+    if values.get("checkpoint_every_minutes") is not None:
+        args += ["--checkpoint-every-minutes", f"{float(values['checkpoint_every_minutes']):g}"]
+    extra = values.get("extra")
+    if extra:
+        args += shlex.split(extra) if isinstance(extra, str) else [str(a) for a in extra]
+    return args
+
+
+def _spin(minimum: int, maximum: int, value: int, tip: str) -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(minimum, maximum)
+    box.setValue(value)
+    box.setToolTip(tip)
+    return box
+
+
+def _money(value: float, tip: str, special: str | None = None) -> QDoubleSpinBox:
+    box = QDoubleSpinBox()
+    box.setRange(0.0, 1e7)
+    box.setDecimals(2)
+    box.setPrefix("$ ")
+    box.setValue(value)
+    box.setToolTip(tip)
+    if special:
+        box.setSpecialValueText(special)
+    return box
+
+
+class LaunchDialog(QDialog):
+    """Form for one launch. ``hosts`` are ``(name, label, price per GPU-hour or None)``; ``settings`` the
+    Plan pane's dict."""
+
+    def __init__(self, hosts: list[tuple[str, str, float | None]], settings: dict[str, Any] | None = None,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        settings = dict(settings or {})
+        self.settings = settings
+        self.setWindowTitle("Launch a training run")
+        self.setMinimumWidth(560)
+        outer = QVBoxLayout(self)
+
+        where = QGroupBox("Where")
+        form = QFormLayout(where)
+        self.name_edit = QLineEdit(str(settings.get("name") or ""))
+        self.name_edit.setPlaceholderText("optional: shown in the history")
+        self.host_combo = QComboBox()
+        self._prices = {name: price for name, _, price in hosts}
+        for name, label, _ in hosts:
+            self.host_combo.addItem(label, name)
+        if settings.get("host"):
+            index = self.host_combo.findData(settings["host"])
+            if index >= 0:
+                self.host_combo.setCurrentIndex(index)
+        self.host_combo.setToolTip("The machine the trainer runs on: this machine or an SSH host from the Hosts pane")
+        self.gpus_spin = _spin(1, 64, int(settings.get("gpus") or 1), "GPUs on the host (more than one runs DDP)")
+        self.device_combo = QComboBox()
+        self.device_combo.addItems(DEVICES)
+        self.device_combo.setCurrentText(str(settings.get("device") or "auto"))
+        self.device_combo.setToolTip("auto: the GPU when there is one, else the CPU")
+        form.addRow("Run name:", self.name_edit)
+        form.addRow("Host:", self.host_combo)
+        form.addRow("GPUs:", self.gpus_spin)
+        form.addRow("Device:", self.device_combo)
+        outer.addWidget(where)
+
+        model_box = QGroupBox("Model and data")
+        form = QFormLayout(model_box)
+        self.model_edit = QLineEdit(str(settings.get("model") or ""))
+        self.model_edit.setPlaceholderText("Hugging Face id or local directory")
+        self.model_config_edit = QLineEdit(str(settings.get("model_config") or ""))
+        self.model_config_edit.setPlaceholderText("or a config.json for a randomly initialised model")
+        self.data_edit = QLineEdit("; ".join(str(p) for p in settings.get("data") or []))
+        self.data_edit.setPlaceholderText(".txt/.jsonl files or folders, separated by ';'")
+        self.data_edit.setToolTip("Training text: .txt (blank-line separated documents) or .jsonl files or folders")
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse_data)
+        data_row = QHBoxLayout()
+        data_row.addWidget(self.data_edit)
+        data_row.addWidget(browse)
+        self.method_combo = QComboBox()
+        self.method_combo.addItems(METHODS)
+        self.method_combo.setCurrentText(str(settings.get("method") or "full"))
+        self.method_combo.setToolTip("full: every weight trains; LoRA: only low-rank adapters train "
+                                     "(QLoRA runs as LoRA here: the trainer loads weights in 16 bits)")
+        self.lora_spin = _spin(0, 1024, int(settings.get("lora_rank") or 16), "LoRA adapter rank")
+        form.addRow("Model:", self.model_edit)
+        form.addRow("Model config:", self.model_config_edit)
+        form.addRow("Data:", data_row)
+        form.addRow("Method:", self.method_combo)
+        form.addRow("LoRA rank:", self.lora_spin)
+        outer.addWidget(model_box)
+
+        train_box = QGroupBox("Training")
+        form = QFormLayout(train_box)
+        self.precision_combo = QComboBox()
+        self.precision_combo.addItems(PRECISIONS)
+        self.precision_combo.setCurrentText(str(settings.get("precision") or "auto"))
+        self.micro_spin = _spin(1, 4096, int(settings.get("micro_batch") or 8), "sequences per micro-batch per GPU")
+        self.accum_spin = _spin(1, 4096, int(settings.get("grad_accum") or 1), "micro-batches per optimizer step")
+        self.seq_spin = _spin(8, 1 << 20, int(settings.get("seq_len") or 512), "packed sequence length (tokens)")
+        self.gc_combo = QComboBox()
+        self.gc_combo.addItems(["none", "full", "every-other"])
+        self.gc_combo.setCurrentText(str(settings.get("grad_checkpointing") or "none"))
+        self.gc_combo.setToolTip("Recompute activations in the backward pass to save memory (about a third slower)")
+        self.epochs_spin = _spin(1, 10_000, int(settings.get("epochs") or 1), "passes over the data")
+        self.steps_spin = _spin(0, 100_000_000, int(settings.get("max_steps") or 0),
+                                "optimizer steps; 0: run the epochs")
+        self.steps_spin.setSpecialValueText("use epochs")
+        self.ckpt_spin = QDoubleSpinBox()
+        self.ckpt_spin.setRange(0.0, 1440.0)
+        self.ckpt_spin.setValue(float(settings.get("checkpoint_every_minutes") if settings.get("checkpoint_every_minutes") is not None else 10.0))
+        self.ckpt_spin.setSuffix(" min")
+        self.ckpt_spin.setToolTip("time-based checkpoints: the safety net on spot hosts")
+        form.addRow("Precision:", self.precision_combo)
+        form.addRow("Micro-batch:", self.micro_spin)
+        form.addRow("Accumulation steps:", self.accum_spin)
+        form.addRow("Sequence length (tokens):", self.seq_spin)
+        form.addRow("Gradient checkpointing:", self.gc_combo)
+        form.addRow("Epochs:", self.epochs_spin)
+        form.addRow("Max steps:", self.steps_spin)
+        form.addRow("Checkpoint every:", self.ckpt_spin)
+        self.extra_edit = QLineEdit(str(settings.get("extra") or ""))
+        self.extra_edit.setPlaceholderText("more trainer flags, e.g. --lr 1e-4 --eval-every-steps 100")
+        form.addRow("Extra flags:", self.extra_edit)
+        outer.addWidget(train_box)
+
+        money_box = QGroupBox("Budget and spot")
+        form = QFormLayout(money_box)
+        self.price_label = QLabel()
+        self.price_label.setWordWrap(True)
+        self.price_label.setToolTip("Spend is the host's price x GPUs x time; set the price in the Hosts pane")
+        self.budget_spin = _money(float(settings.get("budget_usd") or 0.0),
+                                  "the trainer checkpoints and stops (budget_stop) at this spend", "no budget")
+        self.auto_resume_check = QCheckBox("Resume automatically after a preemption")
+        self.auto_resume_check.setChecked(bool(settings.get("spot")))
+        self.max_restarts_spin = _spin(0, 100, int(settings.get("max_restarts") or 3), "restarts before giving up")
+        self.fallback_list = QListWidget()
+        self.fallback_list.setMaximumHeight(80)
+        self.fallback_list.setToolTip("When the host is lost, resume on the first of these that is reachable")
+        for name, label, _ in hosts:
+            item = QListWidgetItem(label)
+            item.setData(Qt.ItemDataRole.UserRole, name)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Checked if name in (settings.get("fallback_hosts") or [])
+                               else Qt.CheckState.Unchecked)
+            self.fallback_list.addItem(item)
+        form.addRow("Price per GPU-hour:", self.price_label)
+        form.addRow("Budget:", self.budget_spin)
+        form.addRow("", self.auto_resume_check)
+        form.addRow("Max restarts:", self.max_restarts_spin)
+        form.addRow("Fallback hosts:", self.fallback_list)
+        outer.addWidget(money_box)
+
+        self.error_label = QLabel()
+        self.error_label.setStyleSheet("color: #b00020")
+        self.error_label.setVisible(False)
+        outer.addWidget(self.error_label)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        self.launch_button = self.buttons.addButton("Launch", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.launch_button.setDefault(True)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        outer.addWidget(self.buttons)
+        self.method_combo.currentTextChanged.connect(self._on_method_changed)
+        self._on_method_changed(self.method_combo.currentText())
+        self.host_combo.currentIndexChanged.connect(self._on_host_changed)
+        self._on_host_changed()
+
+    def _on_host_changed(self, _index: int = 0) -> None:
+        price = self._prices.get(self.host_combo.currentData())
+        text = f"${price:,.2f} (the host's price)" if price else "none set for this host: spend shows as $0"
+        planned = self.settings.get("price_per_gpu_hour")
+        if planned:
+            text += f"; the plan assumed ${float(planned):,.2f}"
+        self.price_label.setText(text)
+
+    def _on_method_changed(self, method: str) -> None:
+        self.lora_spin.setEnabled(method in ("lora", "qlora"))
+
+    def _browse_data(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Training data", "", "Text (*.txt *.jsonl);;All files (*)")
+        if path:
+            current = [p for p in self.data_edit.text().split(";") if p.strip()]
+            self.data_edit.setText("; ".join([*current, path]))
+
+    def values(self) -> dict[str, Any]:
+        """The form as a settings dict (the Plan pane's keys plus the dialog's own)."""
+        return {
+            "name": self.name_edit.text().strip() or None,
+            "host": self.host_combo.currentData(),
+            "gpus": self.gpus_spin.value(),
+            "device": self.device_combo.currentText(),
+            "model": self.model_edit.text().strip() or None,
+            "model_config": self.model_config_edit.text().strip() or None,
+            "data": [p.strip() for p in self.data_edit.text().split(";") if p.strip()],
+            "method": self.method_combo.currentText(),
+            "lora_rank": self.lora_spin.value(),
+            "precision": self.precision_combo.currentText(),
+            "micro_batch": self.micro_spin.value(),
+            "grad_accum": self.accum_spin.value(),
+            "seq_len": self.seq_spin.value(),
+            "grad_checkpointing": self.gc_combo.currentText(),
+            "epochs": self.epochs_spin.value(),
+            "max_steps": self.steps_spin.value(),
+            "checkpoint_every_minutes": self.ckpt_spin.value(),
+            "extra": self.extra_edit.text().strip(),
+            "price_per_gpu_hour": self._prices.get(self.host_combo.currentData()),
+            "budget_usd": self.budget_spin.value() or None,
+            "auto_resume": self.auto_resume_check.isChecked(),
+            "max_restarts": self.max_restarts_spin.value(),
+            "fallback_hosts": [self.fallback_list.item(i).data(Qt.ItemDataRole.UserRole)
+                               for i in range(self.fallback_list.count())
+                               if self.fallback_list.item(i).checkState() == Qt.CheckState.Checked],
+        }
+
+    def validate(self) -> str | None:
+        """A message for the first problem in the form, or ``None``."""
+        v = self.values()
+        if v["host"] is None:
+            return "Choose a host (add one in the Hosts pane)."
+        if not v["model"] and not v["model_config"]:
+            return "Give a model (Hugging Face id or directory) or a model config.json."
+        if not v["data"]:
+            return "Give the training data (.txt or .jsonl files or folders)."
+        try:
+            shlex.split(v["extra"])
+        except ValueError as exc:
+            return f"Extra flags: {exc}"
+        return None
+
+    def accept(self) -> None:
+        problem = self.validate()
+        if problem:
+            self.error_label.setText(problem)
+            self.error_label.setVisible(True)
+            return
+        super().accept()
+
+    def request(self) -> LaunchRequest:
+        v = self.values()
+        return LaunchRequest(
+            host_name=v["host"], trainer_args=trainer_args(v), name=v["name"], plan_id=self.settings.get("plan_id"),
+            gpus=v["gpus"], auto_resume=v["auto_resume"],
+            fallback_hosts=[h for h in v["fallback_hosts"] if h != v["host"]], max_restarts=v["max_restarts"],
+            budget_usd=v["budget_usd"], price_per_gpu_hour=v["price_per_gpu_hour"],
+            planned_cost_usd=self.settings.get("planned_cost_usd"))

@@ -1,0 +1,256 @@
+"""One live run's telemetry as ring buffers, fed from protocol records; no Qt.
+
+The Runs pane's producer (the slot that receives a run's records) calls :meth:`RunTelemetry.add_records`;
+the plot timer reads the buffers' views. Time is stored as seconds since the run's first record
+(float64, monotonic in practice), which is what the plots put on their x axis.
+
+Owned by one thread (the GUI thread); not locked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplanner.ui.ring_buffer import RingBuffer
+
+GPU_COLUMNS = ("x", "util", "sm_active", "mem_used_gib", "mem_total_gib", "power_w")
+STEP_COLUMNS = ("x", "step", "loss", "tokens_per_s", "spend_usd", "step_time_s", "data_wait_s")
+EVAL_COLUMNS = ("x", "step", "eval_loss")
+GPU_CAPACITY = 86_400  # a day of 1 Hz samples per GPU
+STEP_CAPACITY = 200_000
+MARKER_KINDS = ("checkpoint", "preempted", "resumed")
+GIB = float(1 << 30)
+
+
+@dataclass(frozen=True)
+class Marker:
+    x: float
+    kind: str  # checkpoint | preempted | resumed
+    label: str
+
+
+def _num(value: Any) -> float:
+    if isinstance(value, bool) or value is None:
+        return math.nan
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return out if math.isfinite(out) else math.nan
+
+
+class RunTelemetry:
+    """Ring buffers of one run: per-GPU samples, steps, evals, and event markers."""
+
+    def __init__(self, run_id: int | None = None, *, gpu_capacity: int = GPU_CAPACITY,
+                 step_capacity: int = STEP_CAPACITY) -> None:
+        self.run_id = run_id
+        self.gpu_capacity = gpu_capacity
+        self.gpus: dict[tuple[str, int], RingBuffer] = {}
+        self.steps = RingBuffer(STEP_COLUMNS, step_capacity)
+        self.evals = RingBuffer(EVAL_COLUMNS, step_capacity)
+        self.markers: list[Marker] = []
+        self.t0: float | None = None
+        self.last_t: float | None = None
+        self.last_seq = -1
+        self.records = 0
+        self.steps_total: int | None = None
+        self.price_per_gpu_hour: float | None = None
+        self.gpu_count: int | None = None
+        self.budget_usd: float | None = None
+        self.planned_cost_usd: float | None = None
+        self.planned_hours: float | None = None
+        self.simulated: bool | None = None
+        self.sm_reported = False
+        self.device: str | None = None
+        self.end_status: str | None = None
+        self.started = False
+        self.version = 0
+
+    # -- producer side ---------------------------------------------------------------------------
+    def _x(self, t: float) -> float:
+        if self.t0 is None:
+            self.t0 = t
+        self.last_t = t if self.last_t is None else max(self.last_t, t)
+        return t - self.t0
+
+    def add_records(self, records: Iterable[dict[str, Any]]) -> int:
+        """Take telemetry records (any order within a batch; duplicates by ``seq`` are dropped).
+        Returns how many were used."""
+        gpu_rows: dict[tuple[str, int], list[list[float]]] = {}
+        step_rows: list[list[float]] = []
+        eval_rows: list[list[float]] = []
+        used = 0
+        for rec in sorted(records, key=lambda r: (r.get("seq", -1) if isinstance(r.get("seq"), int) else -1)):
+            seq = rec.get("seq")
+            if isinstance(seq, int):
+                if seq <= self.last_seq:
+                    continue
+                self.last_seq = seq
+            t = _num(rec.get("t"))
+            if math.isnan(t):
+                continue
+            kind = rec.get("kind")
+            used += 1
+            if kind == "gpu":
+                key = (str(rec.get("node") or ""), int(_num(rec.get("index")) if not math.isnan(_num(rec.get("index"))) else 0))
+                sm = _num(rec.get("sm_active_pct"))
+                if not math.isnan(sm):
+                    self.sm_reported = True
+                if "simulated" in rec:
+                    sim = bool(rec.get("simulated"))
+                    self.simulated = sim if self.simulated is None else (self.simulated or sim)
+                gpu_rows.setdefault(key, []).append([
+                    self._x(t), _num(rec.get("util_pct")), sm, _num(rec.get("mem_used_bytes")) / GIB,
+                    _num(rec.get("mem_total_bytes")) / GIB, _num(rec.get("power_w"))])
+            elif kind == "step":
+                spend = _num(rec.get("spend_usd"))
+                x = self._x(t)
+                if math.isnan(spend) and self.price_per_gpu_hour:
+                    spend = self.price_per_gpu_hour * (self.gpu_count or 1) * x / 3600.0
+                step_rows.append([x, _num(rec.get("step")), _num(rec.get("loss")), _num(rec.get("tokens_per_s")),
+                                  spend, _num(rec.get("step_time_s")), _num(rec.get("data_wait_s"))])
+            elif kind == "eval":
+                eval_rows.append([self._x(t), _num(rec.get("step")), _num(rec.get("eval_loss"))])
+            elif kind == "run_start":
+                self._x(t)
+                self.started = True
+                self.end_status = None
+                total = rec.get("steps_total")
+                if isinstance(total, int) and total > 0:
+                    self.steps_total = total
+                config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+                price = _num(config.get("price_per_gpu_hour"))
+                if not math.isnan(price):
+                    self.price_per_gpu_hour = price
+                budget = _num(config.get("budget_usd"))
+                if not math.isnan(budget) and self.budget_usd is None:
+                    self.budget_usd = budget
+                world = rec.get("world_size")
+                if isinstance(world, int) and world > 0:
+                    self.gpu_count = world
+                if isinstance(rec.get("device"), str):
+                    self.device = rec["device"]
+            elif kind in MARKER_KINDS:
+                step = rec.get("step")
+                label = {"checkpoint": "checkpoint", "preempted": "preempted", "resumed": "resumed"}[kind]
+                if isinstance(step, int):
+                    label += f" @ step {step}"
+                self.markers.append(Marker(self._x(t), kind, label))
+            elif kind == "run_end":
+                self._x(t)
+                self.end_status = str(rec.get("status") or "finished")
+        for key, rows in gpu_rows.items():
+            buf = self.gpus.get(key)
+            if buf is None:
+                buf = self.gpus[key] = RingBuffer(GPU_COLUMNS, self.gpu_capacity)
+            buf.extend(rows)
+        if step_rows:
+            self.steps.extend(step_rows)
+        if eval_rows:
+            self.evals.extend(eval_rows)
+        if used:
+            self.records += used
+            self.version += 1
+        return used
+
+    def backfill_from_history(self, db: Any, run_id: int) -> int:
+        """Load what the history already holds for the run (reattach after a restart)."""
+        records: list[dict[str, Any]] = []
+        for seq, t, node, idx, util, used, total, power, sim in db.execute(
+                "SELECT seq, t, node, gpu_index, util_pct, mem_used_bytes, mem_total_bytes, power_w, simulated"
+                " FROM gpu_samples WHERE run_id = ?", [run_id]).fetchall():
+            records.append({"seq": seq, "t": t, "kind": "gpu", "node": node, "index": idx, "util_pct": util,
+                            "mem_used_bytes": used, "mem_total_bytes": total, "power_w": power,
+                            "simulated": bool(sim) if sim is not None else None})
+        for seq, t, step, loss, tps, st, dw, spend in db.execute(
+                "SELECT seq, t, step, loss, tokens_per_s, step_time_s, data_wait_s, spend_usd FROM steps"
+                " WHERE run_id = ?", [run_id]).fetchall():
+            records.append({"seq": seq, "t": t, "kind": "step", "step": step, "loss": loss, "tokens_per_s": tps,
+                            "step_time_s": st, "data_wait_s": dw, "spend_usd": spend})
+        for seq, t, step, eval_loss in db.execute(
+                "SELECT seq, t, step, eval_loss FROM evals WHERE run_id = ?", [run_id]).fetchall():
+            records.append({"seq": seq, "t": t, "kind": "eval", "step": step, "eval_loss": eval_loss})
+        for seq, t, kind, step, detail in db.execute(
+                "SELECT seq, t, kind, step, detail_json FROM events WHERE run_id = ?", [run_id]).fetchall():
+            rec: dict[str, Any] = {}
+            if detail:
+                try:
+                    loaded = json.loads(detail)
+                    rec = loaded if isinstance(loaded, dict) else {}
+                except ValueError:
+                    rec = {}
+            rec.update({"seq": seq, "t": t, "kind": kind, "step": step})
+            records.append(rec)
+        return self.add_records(records)
+
+    # -- reader side -----------------------------------------------------------------------------
+    @property
+    def gpu_keys(self) -> list[tuple[str, int]]:
+        return sorted(self.gpus)
+
+    def elapsed_s(self) -> float:
+        if self.t0 is None or self.last_t is None:
+            return 0.0
+        return self.last_t - self.t0
+
+    def current_step(self) -> int | None:
+        step = self.steps.last("step")
+        return None if step is None else int(step)
+
+    def progress(self) -> float | None:
+        """Share of the run done (0..1) from steps, or ``None`` before the first step."""
+        step = self.current_step()
+        if step is None or not self.steps_total:
+            return None
+        return max(0.0, min(1.0, step / self.steps_total))
+
+    def steps_per_s(self, window: int = 30) -> float | None:
+        n = len(self.steps)
+        if n < 2:
+            return None
+        xs = self.steps.view("x")[-window:]
+        steps = self.steps.view("step")[-window:]
+        dx, ds = float(xs[-1] - xs[0]), float(steps[-1] - steps[0])
+        if dx <= 0 or ds <= 0:
+            return None
+        return ds / dx
+
+    def eta_s(self) -> float | None:
+        """Seconds left at the recent step rate, or ``None`` when unknown."""
+        step, rate = self.current_step(), self.steps_per_s()
+        if step is None or not self.steps_total:
+            return None
+        if step >= self.steps_total:
+            return 0.0
+        if not rate:
+            return None
+        return (self.steps_total - step) / rate
+
+    def spend_usd(self) -> float | None:
+        return self.steps.last("spend_usd")
+
+    def projected_cost_usd(self) -> float | None:
+        """Spend at the end of the run if it keeps its pace."""
+        spend, frac = self.spend_usd(), self.progress()
+        if spend is None or not frac:
+            return None
+        return spend / frac
+
+    def over_plan(self) -> str | None:
+        """A message when spend (or its projection) is over the planned cost, else ``None``."""
+        if not self.planned_cost_usd:
+            return None
+        spend, projected = self.spend_usd(), self.projected_cost_usd()
+        if spend is not None and spend > self.planned_cost_usd:
+            return (f"Over plan: spent ${spend:,.2f}, the plan said ${self.planned_cost_usd:,.2f} "
+                    f"({spend / self.planned_cost_usd - 1:+.0%})")
+        frac = self.progress() or 0.0
+        if projected is not None and frac >= 0.1 and projected > 1.1 * self.planned_cost_usd:
+            return (f"Heading over plan: at this pace the run costs ${projected:,.2f}, the plan said "
+                    f"${self.planned_cost_usd:,.2f} ({projected / self.planned_cost_usd - 1:+.0%})")
+        return None
