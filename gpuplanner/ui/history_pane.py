@@ -379,7 +379,7 @@ class HistoryPane(QWidget):
         for r, row in enumerate(rows):
             for c, value in enumerate(row[1:]):
                 item = QTableWidgetItem(format_value(value))
-                item.setTextAlignment(int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter))
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.compare_table.setItem(r, c, item)
         self.compare_table.resizeColumnsToContents()
         self.detail_tabs.setCurrentWidget(self.compare_table)

@@ -1,0 +1,345 @@
+"""The Plan pane with real widgets: numbers against the engine, invalid input, sorting, exports, plans."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QComboBox, QFileDialog, QInputDialog, QLineEdit
+
+from gpuplanner.history.db import open_db
+from gpuplanner.history.plans import get_plan, list_plans
+from gpuplanner.plan.model_spec import from_preset
+from gpuplanner.plan.planner import GIB, PlanRequest, PricingInputs, compare, make_plan, recommendation
+from gpuplanner.plan.runtime import Workload
+from gpuplanner.plan.setup import TrainSetup
+from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE
+from gpuplanner.ui.plan_inputs import comparison_request, default_values, request_from_values
+from gpuplanner.ui.plan_pane import PlanPane
+from tests.ui.conftest import wait_for_result
+
+pytestmark = [pytest.mark.qt_log_level_fail("WARNING"), pytest.mark.qt_log_ignore("propagateSizeHints")]
+
+
+@pytest.fixture
+def pane(qtbot: Any, services: Any) -> Any:
+    widget = PlanPane(services)
+    qtbot.addWidget(widget)
+    widget.resize(1160, 760)
+    widget.show()
+    wait_for_result(qtbot, widget)
+    yield widget
+    widget.shutdown()
+
+
+def type_into(qtbot: Any, pane: PlanPane, key: str, text: str) -> None:
+    editor = pane.form.editors[key]
+    assert isinstance(editor, QLineEdit)
+    editor.selectAll()
+    qtbot.keyClick(editor, Qt.Key.Key_Delete)
+    if text:
+        qtbot.keyClicks(editor, text)
+
+
+def choose(pane: PlanPane, key: str, text: str) -> None:
+    combo = pane.form.editors[key]
+    assert isinstance(combo, QComboBox)
+    index = combo.findText(text)
+    assert index >= 0, text
+    combo.setCurrentIndex(index)
+
+
+def column(name: str) -> int:
+    return EXPORT_COLUMNS.index(name)
+
+
+def shown_rows(pane: PlanPane) -> list[list[str]]:
+    proxy = pane.proxy
+    return [[proxy.index(r, c).data() for c in range(proxy.columnCount())] for r in range(proxy.rowCount())]
+
+
+def test_first_state_is_the_example_and_matches_the_engine(pane: PlanPane, services: Any) -> None:
+    request = request_from_values(default_values())
+    rows = compare(comparison_request(request), services.catalog)
+    assert pane.recommendation_label.text() == recommendation(rows)
+    assert pane.proxy.rowCount() == len(rows)
+    assert pane.form.values()["model"] == "llama-3.1-8b"
+
+
+def test_filled_form_shows_the_engines_numbers(qtbot: Any, pane: PlanPane, services: Any) -> None:
+    choose(pane, "method", "full")
+    choose(pane, "model", "llama-3.2-1b")
+    type_into(qtbot, pane, "micro-batch", "2")
+    type_into(qtbot, pane, "grad-accum", "8")
+    type_into(qtbot, pane, "seq-len", "1024")
+    type_into(qtbot, pane, "samples", "20k")
+    type_into(qtbot, pane, "epochs", "2")
+    choose(pane, "gpu", "A100 80GB")
+    type_into(qtbot, pane, "gpus", "2")
+    type_into(qtbot, pane, "budget-usd", "40")
+    type_into(qtbot, pane, "deadline-hours", "6")
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pass
+    wait_for_result(qtbot, pane)
+    # The same inputs straight into the engine, without the form's parsing.
+    request = PlanRequest(
+        model=from_preset("llama-3.2-1b"),
+        setup=TrainSetup(method="full", micro_batch=2, grad_accum=8, seq_len=1024, grad_checkpointing="full",
+                         precision="bf16-mixed", gpus=2),
+        workload=Workload(samples=20_000, epochs=2.0), gpu="A100 80GB", pricing=PricingInputs(),
+        deadline_hours=6.0, budget_usd=40.0)
+    plan = make_plan(request, services.catalog)
+    assert pane.result is not None
+    assert pane.result.request.setup == request.setup
+    assert pane.memory_bar.view is not None
+    assert pane.memory_bar.view.total_gib == pytest.approx(plan.memory.total / GIB)
+    assert pane.memory_bar.view.capacity_gib == pytest.approx(plan.capacity_gib)
+    summary = pane.summary_label.text()
+    assert f"{plan.memory.total / GIB:.1f} GiB per GPU" in summary
+    assert f"{plan.runtime.hours:,.2f} h" in summary
+    assert f"${plan.on_demand_cost_usd:,.2f}" in summary
+    rows = compare(PlanRequest(**{**request.__dict__, "gpu": None}), services.catalog)
+    assert pane.recommendation_label.text() == recommendation(rows)
+    table = shown_rows(pane)
+    assert len(table) == len(rows)
+    first = table[0]
+    assert first[column("gpu")] == rows[0].gpu
+    assert first[column("gpus")] == str(rows[0].gpus)
+    assert first[column("cost_usd")] == f"{rows[0].cost_usd:,.2f}"
+    assert not pane.table.isColumnHidden(column("meets_deadline"))
+    # the chart shows every option that fits and has a price
+    assert {(r.gpu, r.gpus, r.pricing) for r in pane.chart.rows_shown} <= {(r.gpu, r.gpus, r.pricing) for r in rows}
+    assert pane.chart.rows_shown
+
+
+def test_invalid_input_is_marked_and_the_last_result_stays(qtbot: Any, pane: PlanPane) -> None:
+    before = pane.recommendation_label.text()
+    result = pane.result
+    with qtbot.waitSignal(pane.inputError, timeout=5000) as blocker:
+        type_into(qtbot, pane, "micro-batch", "abc")
+    assert blocker.args[0] == "micro-batch"
+    assert "expected a number" in pane.form.error_text("micro-batch")
+    assert pane.form.editors["micro-batch"].property("invalid") is True
+    assert pane.recommendation_label.text() == before
+    assert pane.result is result
+    assert pane.status_label.isVisibleTo(pane) and "last valid result" in pane.status_label.text()
+    # an error only the engine finds (QLoRA in fp32) is shown at its field too
+    type_into(qtbot, pane, "micro-batch", "4")
+    choose(pane, "method", "qlora")
+    with qtbot.waitSignal(pane.inputError, timeout=5000) as blocker:
+        choose(pane, "precision", "fp32")
+    assert blocker.args[0] == "precision"
+    assert "QLoRA" in pane.form.error_text("precision")
+    assert pane.form.error_text("micro-batch") == ""
+    # fixing it clears the mark and shows a new result
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        choose(pane, "precision", "bf16-mixed")
+    assert pane.form.error_text("precision") == ""
+    assert not pane.status_label.isVisibleTo(pane)
+    assert pane.result is not result
+
+
+def test_samples_and_tokens_errors_land_at_the_data_field(qtbot: Any, pane: PlanPane) -> None:
+    with qtbot.waitSignal(pane.inputError, timeout=5000) as blocker:
+        type_into(qtbot, pane, "samples", "0")
+    assert blocker.args[0] == "samples"
+    with qtbot.waitSignal(pane.inputError, timeout=5000) as blocker:
+        type_into(qtbot, pane, "headroom", "1.5")
+    assert blocker.args[0] == "headroom"
+
+
+def test_table_sorts_by_any_column(qtbot: Any, pane: PlanPane) -> None:
+    cost = column("cost_usd")
+    header = pane.table.horizontalHeader()
+    qtbot.mouseClick(header.viewport(), Qt.MouseButton.LeftButton,
+                     pos=header.viewport().rect().topLeft() + type(header.viewport().rect().topLeft())(
+                         header.sectionViewportPosition(cost) + 5, 5))
+    values = [pane.proxy.index(r, cost).data(SORT_ROLE) for r in range(pane.proxy.rowCount())]
+    order = header.sortIndicatorOrder()
+    assert header.sortIndicatorSection() == cost
+    assert values == sorted(values, reverse=order == Qt.SortOrder.DescendingOrder)
+    pane.table.sortByColumn(column("gpu"), Qt.SortOrder.DescendingOrder)
+    names = [pane.proxy.index(r, column("gpu")).data(SORT_ROLE) for r in range(pane.proxy.rowCount())]
+    assert names == sorted(names, reverse=True)
+    pane.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+    ranks = [pane.proxy.index(r, 0).data() for r in range(pane.proxy.rowCount())]
+    assert ranks[0] == "1"
+
+
+def test_unusable_rows_are_greyed_with_their_reason(qtbot: Any, pane: PlanPane) -> None:
+    choose(pane, "method", "full")
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pass
+    wait_for_result(qtbot, pane)
+    rows = pane.model.rows()
+    unusable = [i for i, r in enumerate(rows) if not r.usable]
+    assert unusable, "a full fine-tune of 8B does not fit everywhere"
+    index = pane.model.index(unusable[0], 0)
+    assert pane.model.data(index, Qt.ItemDataRole.ForegroundRole) is not None
+    assert pane.model.data(pane.model.index(unusable[0], column("reason"))) == rows[unusable[0]].reason
+    pane.usable_only.setChecked(True)
+    assert pane.proxy.rowCount() == len(rows) - len(unusable)
+
+
+def test_advice_when_the_model_does_not_fit(qtbot: Any, pane: PlanPane) -> None:
+    choose(pane, "method", "full")
+    choose(pane, "gpu", "RTX 4090")
+    choose(pane, "grad-checkpointing", "none")
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pass
+    wait_for_result(qtbot, pane)
+    assert pane.result is not None and pane.result.plan.fits is False
+    assert pane.advice_label.text().startswith("To make it fit") or "does not fit" in pane.advice_label.text()
+    assert "does NOT fit" in pane.memory_bar.toolTip() or pane.memory_bar.view.fits is False
+
+
+def test_exports_write_checked_files(pane: PlanPane, tmp_path: Path) -> None:
+    assert pane.result is not None
+    rows = pane.result.rows
+    pane.export_csv(tmp_path / "plan.csv")
+    table = list(csv.reader(io.StringIO((tmp_path / "plan.csv").read_text())))
+    assert table[0] == list(EXPORT_COLUMNS)
+    assert len(table) == len(rows) + 1
+    assert table[1][column("gpu")] == rows[0].gpu
+    assert float(table[1][column("cost_usd")]) == pytest.approx(rows[0].cost_usd, abs=0.01)
+
+    pane.export_markdown(tmp_path / "plan.md")
+    text = (tmp_path / "plan.md").read_text()
+    lines = [line for line in text.splitlines() if line.startswith("|")]
+    assert lines[0] == "| " + " | ".join(EXPORT_COLUMNS) + " |"
+    assert len(lines) == len(rows) + 2
+    assert pane.result.recommendation in text
+
+    pane.export_png(tmp_path / "charts.png")
+    image = QImage(str(tmp_path / "charts.png"))
+    assert not image.isNull() and image.width() > 100 and image.height() > 100
+
+    pane.export_pdf(tmp_path / "report.pdf")
+    data = (tmp_path / "report.pdf").read_bytes()
+    assert data.startswith(b"%PDF")
+    assert len(re.findall(rb"/Type\s*/Page(?!s)", data)) == 1
+
+
+def test_export_through_the_file_dialog(pane: PlanPane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "chosen"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), "CSV (*.csv)"))
+    written = pane.export_dialog("csv")
+    assert written == str(target) + ".csv"
+    assert Path(written).read_text().startswith("rank,gpu,")
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: ("", ""))
+    assert pane.export_dialog("pdf") is None
+
+
+def test_save_and_reopen_a_plan(qtbot: Any, pane: PlanPane, services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    type_into(qtbot, pane, "micro-batch", "2")
+    type_into(qtbot, pane, "budget-usd", "123")
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pass
+    wait_for_result(qtbot, pane)
+    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("my plan", True))
+    with qtbot.waitSignal(pane.planSaved) as saved:
+        plan_id = pane.save_dialog()
+    assert saved.args == [plan_id]
+    db = open_db(services.db_path)
+    try:
+        stored = get_plan(db, plan_id)
+        assert [p.name for p in list_plans(db)] == ["my plan"]
+    finally:
+        db.close()
+    assert stored.inputs["micro_batch"] == 2 and stored.inputs["budget_usd"] == 123.0
+    assert stored.results["memory"]["total_gib"] == pytest.approx(pane.result.plan.memory.total / GIB, abs=1e-3)
+
+    type_into(qtbot, pane, "micro-batch", "8")
+    type_into(qtbot, pane, "budget-usd", "")
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pass
+    label = f"#{plan_id}  my plan"
+    monkeypatch.setattr(QInputDialog, "getItem",
+                        lambda _p, _t, _l, items, *a, **k: (next(i for i in items if i.startswith(label)), True))
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pane.open_dialog()
+    wait_for_result(qtbot, pane)
+    assert pane.form.values()["micro-batch"] == "2"
+    assert pane.form.values()["budget-usd"] == "123"
+    assert pane.result.request.budget_usd == 123.0
+
+
+def test_launch_carries_the_trainer_settings(qtbot: Any, pane: PlanPane, services: Any) -> None:
+    choose(pane, "pricing", "spot")
+    type_into(qtbot, pane, "budget-usd", "50")
+    type_into(qtbot, pane, "epochs", "1.5")
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pass
+    wait_for_result(qtbot, pane)
+    with qtbot.waitSignal(pane.launchRequested) as launched:
+        pane.launch()
+    settings = launched.args[0]
+    assert settings["model"] == "llama-3.1-8b" and settings["model_config"] is None
+    assert settings["method"] == "lora" and settings["lora_rank"] == 16
+    assert settings["precision"] == "bf16"
+    assert (settings["micro_batch"], settings["grad_accum"], settings["seq_len"]) == (4, 4, 2048)
+    assert settings["grad_checkpointing"] == "full"
+    assert settings["epochs"] == 2 and settings["gpus"] == 1 and settings["gpu"] == "H100 SXM"
+    assert settings["budget_usd"] == 50.0 and settings["spot"] is True
+    assert settings["price_per_gpu_hour"] == pane.result.plan.spot.price.usd_per_gpu_hour
+    db = open_db(services.db_path)
+    try:
+        assert get_plan(db, settings["plan_id"]).inputs["pricing"] == "spot"
+    finally:
+        db.close()
+
+
+def test_stale_results_are_dropped(qtbot: Any, pane: PlanPane) -> None:
+    pane.form.set_values({"micro-batch": "1"})
+    pane.recalculate()
+    pane.form.set_values({"micro-batch": "3"})
+    pane.recalculate()
+    wait_for_result(qtbot, pane)
+    qtbot.wait(50)
+    assert pane.result is not None and pane.result.request.setup.micro_batch == 3
+
+
+def test_double_click_plans_with_that_option(qtbot: Any, pane: PlanPane) -> None:
+    pane.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+    index = pane.proxy.index(0, 1)
+    row = pane.model.rows()[pane.proxy.mapToSource(index).row()]
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pane.table.doubleClicked.emit(index)
+    wait_for_result(qtbot, pane)
+    values = pane.form.values()
+    assert (values["gpu"], values["gpus"], values["pricing"]) == (row.gpu, str(row.gpus), row.pricing)
+
+
+def test_parameter_count_and_config_file(qtbot: Any, pane: PlanPane, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    choose(pane, "model-source", "parameter count")
+    type_into(qtbot, pane, "params", "350M")
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pass
+    wait_for_result(qtbot, pane)
+    assert pane.result.request.model.n_params == 350_000_000
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257, '
+                      '"n_positions": 1024}')
+    choose(pane, "model-source", "config.json")
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(config), ""))
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pane.form.browse_button.click()
+    wait_for_result(qtbot, pane)
+    assert 120e6 < pane.result.request.model.n_params < 130e6
+    (tmp_path / "bad.json").write_text("{not json")
+    with qtbot.waitSignal(pane.inputError, timeout=5000) as blocker:
+        type_into(qtbot, pane, "model-config", str(tmp_path / "bad.json"))
+    assert blocker.args[0] == "model-config"
+
+
+def test_compare_model_follows_the_model_view_rules(qtmodeltester: Any, pane: PlanPane) -> None:
+    qtmodeltester.check(pane.model)
+    qtmodeltester.check(pane.proxy)
+    assert pane.model.columnCount() == len(COLUMNS)
