@@ -29,3 +29,11 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache
+
+# The wheel, the sdist and the frozen one-folder bundle (dist/gpuplanner/), checked by
+# packaging/check_dist.sh in CI. PyInstaller comes with the `dev` extra.
+.PHONY: dist
+dist: $(STAMP)
+	rm -rf dist/gpuplanner dist/gpuplanner-*.whl dist/gpuplanner-*.tar.gz
+	$(BIN)/python -m build --no-isolation --sdist --wheel --outdir dist .
+	QT_QPA_PLATFORM=offscreen $(BIN)/python packaging/build.py --dist dist
