@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "gpuplanner.commands.plan",
     "gpuplanner.commands.runs",
     "gpuplanner.commands.catalog",
+    "gpuplanner.commands.hosts",
+    "gpuplanner.commands.run",
 )
 
 

@@ -28,6 +28,7 @@ import paramiko
 from sqlite_utils import Database
 
 from gpuplanner.history.db import connect, open_db, resolve_db_path, write_transaction
+from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, get_run, update_run
 from gpuplanner.launch import commands, supervisor
 from gpuplanner.launch.backend import Backend
@@ -212,10 +213,13 @@ class RunManager:
             rdzv_port = 29400 + secrets.randbelow(500)
         db = self._db()
         try:
+            planned = None
+            if plan_id is not None:
+                planned = planned_figures(get_plan(db, plan_id).document, host.db_pricing)
             run_id = create_run(db, name=name, host=host_name, gpu_type=host.gpu_type, gpu_count=gpus * len(hosts),
                                 price_usd_per_gpu_hour=host.price_usd_per_gpu_hour, pricing=host.db_pricing,
                                 model_name=_model_name(args), config={"trainer_args": args}, plan_id=plan_id,
-                                source=f"launch:{host_name}")
+                                source=f"launch:{host_name}", planned=planned)
         finally:
             db.close()
         run = _Run(run_id, args, [_Node(h, "", f"node{i}") for i, h in enumerate(host_names)], gpus=gpus,
@@ -278,7 +282,9 @@ class RunManager:
     def _run(self, run_id: int) -> _Run:
         with self._lock:
             run = self._runs.get(run_id)
-        return run if run is not None else self._load(run_id)
+            if run is None:
+                run = self._runs[run_id] = self._load(run_id)
+            return run
 
     def _load(self, run_id: int) -> _Run:
         """A run launched earlier (maybe by another process), from what its row recorded."""

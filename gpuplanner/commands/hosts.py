@@ -1,0 +1,169 @@
+"""`gpuplanner hosts`: the machines runs go to (list, add, remove, probe)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from gpuplanner.cli import UsageError
+from gpuplanner.history.db import HistoryError
+from gpuplanner.launch.hosts import (LOCAL_HOST_NAME, Host, HostError, add_host, get_host, list_hosts, remove_host,
+                                     ssh_config_host)
+from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
+from gpuplanner.launch.ssh_connection import SSHError
+
+T = TypeVar("T")
+
+
+def with_host_key_trust(args: argparse.Namespace, action: Callable[[], T]) -> T:
+    """Run ``action``; on an unknown host key ask y/N on a TTY, accept the exact ``--trust-host-key``
+    fingerprint, or refuse (exit 2 with the fingerprint). A changed key is always refused."""
+    for _ in range(5):  # a jump host and the target may each be new
+        try:
+            return action()
+        except UnknownHostKey as exc:
+            where = f"[{exc.hostname}]:{exc.port}" if exc.port != 22 else exc.hostname
+            if getattr(args, "trust_host_key", None) == exc.fingerprint_sha256:
+                exc.trust()
+                continue
+            if getattr(args, "trust_host_key", None):
+                raise UsageError(f"--trust-host-key: {where} offers {exc.key_type} {exc.fingerprint_sha256}, "
+                                 f"not {args.trust_host_key}") from None
+            if sys.stdin.isatty() and sys.stderr.isatty():
+                print(f"The authenticity of host {where} can't be established.\n"
+                      f"{exc.key_type} key fingerprint is {exc.fingerprint_sha256}.", file=sys.stderr)
+                answer = input("Trust this host and remember its key? [y/N] ").strip().lower()
+                if answer in ("y", "yes"):
+                    exc.trust()
+                    continue
+            raise UsageError(f"unknown host key for {where}: {exc.key_type} {exc.fingerprint_sha256}; check it and "
+                             f"pass --trust-host-key {exc.fingerprint_sha256} to accept it") from None
+        except ChangedHostKey as exc:
+            print(f"gpuplanner: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
+    raise UsageError("too many unknown host keys")
+
+
+def add_trust_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trust-host-key", metavar="SHA256:...",
+                        help="accept an unknown host key if (and only if) it has this fingerprint")
+
+
+def _host_doc(host: Host) -> dict[str, Any]:
+    doc = dataclasses.asdict(host)
+    doc["display_name"] = host.display_name
+    return doc
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("hosts", help="hosts runs go to: list, add, remove, probe",
+                                   description=__doc__.splitlines()[0])
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
+    parser.set_defaults(handler=lambda args: parser.print_help() or 0)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--db", help="history database file (default: $GPUPLANNER_DB or the data directory's)")
+        p.add_argument("--json", action="store_true", help="print one JSON document")
+
+    p = actions.add_parser("list", help="this machine and the SSH hosts")
+    common(p)
+    p.set_defaults(handler=_list)
+
+    p = actions.add_parser("add", help="add an SSH host (or one from ~/.ssh/config by its alias)")
+    common(p)
+    p.add_argument("name", help="a name for the host; an alias of ~/.ssh/config fills in the rest")
+    p.add_argument("--hostname", help="address or DNS name")
+    p.add_argument("--port", type=int, help="SSH port (default 22)")
+    p.add_argument("--user", help="login name")
+    p.add_argument("--identity-file", help="private key file (passwords are never stored)")
+    p.add_argument("--proxy-jump", help="[user@]jumphost[:port]")
+    p.add_argument("--python", help="Python on the host with torch and transformers (default python3)")
+    p.add_argument("--price", type=float, help="price in US dollars per GPU-hour")
+    p.add_argument("--spot", action="store_true", help="the price is a spot price")
+    p.set_defaults(handler=_add)
+
+    p = actions.add_parser("remove", help="forget a host")
+    common(p)
+    p.add_argument("name")
+    p.set_defaults(handler=_remove)
+
+    p = actions.add_parser("probe", help="upload the payload if needed and describe the host's GPUs and software")
+    common(p)
+    p.add_argument("name")
+    add_trust_flag(p)
+    p.set_defaults(handler=_probe)
+
+
+def _list(args: argparse.Namespace) -> int:
+    hosts = list_hosts(args.db)
+    if args.json:
+        print(json.dumps([_host_doc(h) for h in hosts], indent=1))
+        return 0
+    for h in hosts:
+        where = "this machine" if h.kind == "local" else f"{h.user + '@' if h.user else ''}{h.hostname}:{h.port}"
+        price = f"${h.price_usd_per_gpu_hour:g}/GPU-h {h.pricing}" if h.price_usd_per_gpu_hour is not None else "no price"
+        gpus = f"{h.gpu_count} x {h.gpu_type}" if h.gpu_type else (f"{h.gpu_count} GPUs" if h.gpu_count is not None
+                                                                   else "not probed")
+        print(f"{h.name:<16} {where:<32} {gpus:<24} {price}")
+    return 0
+
+
+def _add(args: argparse.Namespace) -> int:
+    if args.price is not None and not args.price >= 0:
+        raise UsageError("--price: a number of dollars per GPU-hour, 0 or more")
+    if args.name == LOCAL_HOST_NAME:
+        raise UsageError(f"NAME: {LOCAL_HOST_NAME!r} is this machine and always there")
+    base = ssh_config_host(args.name)
+    if base is None and not args.hostname:
+        raise UsageError(f"--hostname: needed, {args.name!r} is not a Host alias of the SSH config")
+    base = base or Host(name=args.name, kind="ssh", hostname=args.hostname)
+    changes = {"hostname": args.hostname, "port": args.port, "user": args.user, "identity_file": args.identity_file,
+               "proxy_jump": args.proxy_jump, "python": args.python, "price_usd_per_gpu_hour": args.price}
+    host = dataclasses.replace(base, **{k: v for k, v in changes.items() if v is not None},
+                               pricing="spot" if args.spot else "on-demand")
+    try:
+        add_host(args.db, host)
+    except HostError as exc:
+        raise UsageError(f"NAME: {exc}") from None
+    print(json.dumps(_host_doc(host)) if args.json else f"added host {host.name} ({host.hostname}:{host.port})")
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    try:
+        remove_host(args.db, args.name)
+    except HostError as exc:
+        raise UsageError(f"NAME: {exc}") from None
+    print(json.dumps({"removed": args.name}) if args.json else f"removed host {args.name}")
+    return 0
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from gpuplanner.launch.manager import RunManager
+
+    try:
+        get_host(args.db, args.name)
+    except HostError as exc:
+        raise UsageError(f"NAME: {exc}") from None
+    manager = RunManager(args.db)
+    try:
+        result = with_host_key_trust(args, lambda: manager.probe(args.name))
+    except (SSHError, HistoryError) as exc:
+        print(f"gpuplanner hosts: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        manager.close()
+    if args.json:
+        print(json.dumps(result, indent=1))
+    elif not result.get("ok"):
+        print(f"{args.name}: missing {', '.join(result.get('missing', [])) or 'nothing'}; "
+              f"{result.get('install_hint') or result.get('error', '')}")
+    else:
+        gpus = ", ".join(g["name"] for g in result.get("gpus", [])) or "no GPU"
+        print(f"{args.name}: {gpus}; Python {result.get('python')}, torch {result.get('torch')}, "
+              f"CUDA {result.get('cuda_runtime')}, driver {result.get('driver')}")
+    return 0 if result.get("ok") else 1

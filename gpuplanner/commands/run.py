@@ -1,0 +1,246 @@
+"""`gpuplanner run`: launch the bundled trainer on a host and follow it; attach, stop, kill, resume.
+
+    gpuplanner run --host NAME [--plan FILE] [--auto-resume] [--fallback-host H ...] -- TRAINER FLAGS...
+    gpuplanner run attach|stop|kill|resume ID
+
+The run is followed with one progress line (step, loss, tokens/s, spend, ETA) until it ends; Ctrl-C
+detaches (the run goes on; ``gpuplanner run attach ID`` catches up). Exit codes: 0 finished, 75
+stopped or preempted (resumable), 1 failed, killed or unreachable, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from gpuplanner.cli import UsageError
+from gpuplanner.commands.hosts import add_trust_flag, with_host_key_trust
+from gpuplanner.history.db import HistoryError, open_db
+from gpuplanner.history.plans import save_plan
+from gpuplanner.launch.hosts import HostError, get_host
+from gpuplanner.launch.manager import FINAL_STATES, RunError, RunManager, RunStatus
+from gpuplanner.launch.ssh_connection import SSHError
+
+ACTIONS = ("attach", "stop", "kill", "resume")
+EXIT_BY_STATE = {"finished": 0, "stopped": 75, "preempted": 75}
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="launch the trainer on a host and follow it; attach|stop|kill|resume ID",
+                              description=__doc__.splitlines()[0],
+                              usage="gpuplanner run --host NAME [options] -- TRAINER FLAGS...\n"
+                                    "       gpuplanner run {attach,stop,kill,resume} ID [--db FILE] [--json]")
+    p.add_argument("--db", help="history database file (default: $GPUPLANNER_DB or the data directory's)")
+    p.add_argument("--json", action="store_true", help="no progress line; print one JSON document at the end")
+    p.add_argument("--host", help="host name (see `gpuplanner hosts list`; 'local' is this machine)")
+    p.add_argument("--plan", help="a plan JSON file (from `gpuplanner plan --json`) to compare the run against")
+    p.add_argument("--name", help="a name for the run")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs (processes) per host; >1 uses torchrun")
+    p.add_argument("--node", action="append", default=[], metavar="HOST",
+                   help="another host of a multi-node job (repeat; torchrun with a c10d rendezvous)")
+    p.add_argument("--auto-resume", action="store_true", help="restart after a preemption (exit 75) or lost host")
+    p.add_argument("--fallback-host", action="append", default=[], metavar="HOST",
+                   help="host to continue on when the host stops answering (repeat; needs --mirror-url)")
+    p.add_argument("--max-restarts", type=int, default=3, help="at most this many automatic restarts")
+    p.add_argument("--budget-usd", type=float, help="checkpoint and stop at this spend")
+    p.add_argument("--no-follow", action="store_true", help="print the run id and return once it started")
+    add_trust_flag(p)
+    p.add_argument("words", nargs="*", metavar="-- TRAINER FLAGS | ACTION ID",
+                   help="the trainer's flags after --, or attach|stop|kill|resume and a run ID")
+    p.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    words = list(args.words)
+    if args.host is None:
+        if len(words) != 2 or words[0] not in ACTIONS:
+            raise UsageError("--host: needed to launch (or give attach|stop|kill|resume and a run ID)")
+        try:
+            run_id = int(words[1])
+        except ValueError:
+            raise UsageError(f"ID: a run ID is a whole number, not {words[1]!r}") from None
+        return _control(args, words[0], run_id)
+    return _launch(args, words)
+
+
+def _launch(args: argparse.Namespace, flags: list[str]) -> int:
+    if not flags:
+        raise UsageError("TRAINER FLAGS: give the trainer's flags after --, e.g. -- --model-config cfg.json --data d")
+    if args.gpus < 1:
+        raise UsageError("--gpus: a whole number of at least 1")
+    if args.max_restarts < 0:
+        raise UsageError("--max-restarts: 0 or more")
+    for name in [args.host, *args.node, *args.fallback_host]:
+        try:
+            get_host(args.db, name)
+        except HostError as exc:
+            raise UsageError(f"--host: {exc}") from None
+    plan_id = None
+    if args.plan:
+        try:
+            document = json.loads(Path(args.plan).read_text())
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--plan: cannot read a plan JSON document from {args.plan}: {exc}") from None
+        with open_db(args.db) as db:
+            plan_id = save_plan(db, args.name or Path(args.plan).stem, document)
+    manager = RunManager(args.db)
+    progress = _Progress(flags, quiet=args.json)
+    try:
+        try:
+            run_id = with_host_key_trust(args, lambda: manager.launch(
+                args.host, flags, name=args.name, plan_id=plan_id, gpus=args.gpus, auto_resume=args.auto_resume,
+                fallback_hosts=args.fallback_host, max_restarts=args.max_restarts, budget_usd=args.budget_usd,
+                on_records=progress.on_records, on_status=progress.on_status, nodes=args.node))
+        except ValueError as exc:
+            raise UsageError(f"TRAINER FLAGS: {exc}") from None
+        except (SSHError, HistoryError, RunError) as exc:
+            print(f"gpuplanner run: {exc}", file=sys.stderr)
+            return 1
+        if not args.json:
+            print(f"run {run_id} started on {args.host}", file=sys.stderr)
+        if args.no_follow:
+            manager.detach(run_id)
+            _report(args, manager.status(run_id))
+            return 0
+        return _follow(args, manager, run_id, progress)
+    finally:
+        manager.close()
+
+
+def _control(args: argparse.Namespace, action: str, run_id: int) -> int:
+    manager = RunManager(args.db)
+    progress = _Progress([], quiet=args.json)
+    try:
+        try:
+            if action == "kill":
+                manager.kill(run_id)
+                _report(args, manager.status(run_id))
+                return 1
+            if action == "stop":
+                manager.stop(run_id)
+            if action == "resume":
+                with_host_key_trust(args, lambda: manager.resume(run_id))
+            manager.attach(run_id, progress.on_records, progress.on_status)
+        except (SSHError, HistoryError, RunError) as exc:
+            print(f"gpuplanner run: {exc}", file=sys.stderr)
+            return 1
+        return _follow(args, manager, run_id, progress)
+    finally:
+        manager.close()
+
+
+def _follow(args: argparse.Namespace, manager: RunManager, run_id: int, progress: _Progress) -> int:
+    try:
+        while True:
+            status = manager.wait(run_id, 0.5)
+            progress.draw()
+            if status.state in FINAL_STATES or status.state in ("preempted", "detached") and not manager.live_runs():
+                break
+            if run_id not in manager.live_runs():
+                break
+    except KeyboardInterrupt:
+        manager.detach(run_id)
+        progress.end_line()
+        print(f"detached; the run goes on. Follow it again with: gpuplanner run attach {run_id}", file=sys.stderr)
+        _report(args, manager.status(run_id))
+        return 0
+    progress.draw(final=True)
+    progress.end_line()
+    status = manager.status(run_id)
+    _report(args, status)
+    return EXIT_BY_STATE.get(status.state, 1)
+
+
+def _report(args: argparse.Namespace, status: RunStatus) -> None:
+    doc = {"run_id": status.run_id, "state": status.state, "exit_code": status.exit_code, "pid": status.pid,
+           "last_seq": status.last_seq, "host": status.host, "run_dir": status.run_dir, "restarts": status.restarts,
+           "reconnects": status.reconnects}
+    if status.error:
+        doc["error"] = status.error
+    if args.json:
+        print(json.dumps(doc))
+    else:
+        print(f"run {status.run_id}: {status.state}" + (f" (exit {status.exit_code})" if status.exit_code is not None
+                                                        else "") + f", run dir {status.host}:{status.run_dir}")
+
+
+class _Progress:
+    """The one-line display; fed on the watcher thread, drawn on the main thread."""
+
+    def __init__(self, flags: list[str], quiet: bool) -> None:
+        self.quiet = quiet
+        self.max_steps = _flag_int(flags, "--max-steps")
+        self.lock = threading.Lock()
+        self.last: dict[str, Any] = {}
+        self.state = "starting"
+        self.first: tuple[float, int] | None = None
+        self.tty = sys.stderr.isatty()
+        self.last_draw = 0.0
+        self.drawn = False
+
+    def on_records(self, run_id: int, records: list[dict[str, Any]]) -> None:
+        with self.lock:
+            for record in records:
+                if record["kind"] == "step":
+                    self.last = record
+                    if self.first is None:
+                        self.first = (time.monotonic(), int(record.get("step") or 0))
+
+    def on_status(self, status: RunStatus) -> None:
+        with self.lock:
+            self.state = status.state
+
+    def line(self) -> str:
+        with self.lock:
+            r, state, first = dict(self.last), self.state, self.first
+        if not r:
+            return f"[{state}] waiting for the first step"
+        step = int(r.get("step") or 0)
+        parts = [f"[{state}] step {step}" + (f"/{self.max_steps}" if self.max_steps else "")]
+        if r.get("loss") is not None:
+            parts.append(f"loss {r['loss']:.4f}")
+        if r.get("tokens_per_s") is not None:
+            parts.append(f"{r['tokens_per_s']:,.0f} tok/s")
+        if r.get("spend_usd") is not None:
+            parts.append(f"${r['spend_usd']:.4f}")
+        if self.max_steps and first and step > first[1]:
+            rate = (step - first[1]) / max(1e-9, time.monotonic() - first[0])
+            parts.append(f"ETA {_duration(max(0, self.max_steps - step) / rate)}")
+        return "  ".join(parts)
+
+    def draw(self, final: bool = False) -> None:
+        if self.quiet:
+            return
+        now = time.monotonic()
+        if self.tty:
+            print("\r" + self.line().ljust(100), end="", file=sys.stderr, flush=True)
+            self.drawn = True
+        elif final or now - self.last_draw >= 5.0:
+            print(self.line(), file=sys.stderr, flush=True)
+            self.last_draw = now
+
+    def end_line(self) -> None:
+        if self.drawn:
+            print(file=sys.stderr)
+            self.drawn = False
+
+
+def _flag_int(flags: list[str], name: str) -> int | None:
+    for i, flag in enumerate(flags):
+        value = flags[i + 1] if flag == name and i + 1 < len(flags) else flag.split("=", 1)[1] if flag.startswith(name + "=") else None
+        if value is not None:
+            try:
+                return int(value) or None
+            except ValueError:
+                return None
+    return None
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
