@@ -102,7 +102,8 @@ class LivePlots(QWidget):
             self.plots[key] = plot
         self.plots["util"].setYRange(0, 100)
         self.plots["util"].enableAutoRange(y=False)
-        self.plots["util"].addLegend(offset=(5, 5), labelTextSize="7pt")
+        self.plots["util"].addLegend(offset=(-5, 5), labelTextSize="7pt")
+        self._titles: dict[str, str] = {}
         self.gpu_curves: dict[tuple[str, int], dict[str, pg.PlotDataItem]] = {}
         self.capacity_line = pg.InfiniteLine(angle=0, pen=_pen("#d62728", dashed=True), movable=False,
                                              label="capacity {value:.1f} GiB",
@@ -164,6 +165,21 @@ class LivePlots(QWidget):
         return self._telemetry
 
     # -- drawing -------------------------------------------------------------------------------
+    def _set_titles(self, tel: RunTelemetry) -> None:
+        sim = " (SIMULATED: no GPU)" if tel.simulated else ""
+        titles = {key: title for key, title in self.PLOTS}
+        titles["util"] = "GPU utilisation (% of time a kernel ran)" + (", dashed: SM active" if tel.sm_reported else "") + sim
+        titles["mem"] = "GPU memory used vs capacity (GiB)" + sim
+        titles["power"] = "Power (W)" + sim
+        if not tel.price_per_gpu_hour and not tel.budget_usd and not (tel.spend_usd() or 0):
+            titles["spend"] = "Spend (USD): no price set for this host"
+        elif tel.budget_usd:
+            titles["spend"] = "Spend (USD) against budget"
+        for key, title in titles.items():
+            if self._titles.get(key) != title:
+                self._titles[key] = title
+                self.plots[key].setTitle(title)
+
     def _curves_for(self, key: tuple[str, int]) -> dict[str, pg.PlotDataItem]:
         curves = self.gpu_curves.get(key)
         if curves is None:
@@ -209,6 +225,7 @@ class LivePlots(QWidget):
         if capacity > 0 and capacity != self._capacity:
             self._capacity = capacity
             self.capacity_line.setValue(capacity)
+            self.capacity_line.label.setFormat(f"capacity {capacity:.1f} GiB")
             self.capacity_line.setVisible(True)
             self.plots["mem"].enableAutoRange(y=False)  # memory is drawn against capacity: a fixed scale
             self.plots["mem"].setYRange(0.0, capacity * 1.08, padding=0)
@@ -223,7 +240,9 @@ class LivePlots(QWidget):
         for line, value in ((self.budget_line, tel.budget_usd), (self.plan_line, tel.planned_cost_usd)):
             if value:
                 line.setValue(value)
+                line.label.setFormat(("budget" if line is self.budget_line else "plan") + f" ${value:,.2f}")
                 line.setVisible(True)
+        self._set_titles(tel)
         while self._markers_drawn < len(tel.markers):
             marker = tel.markers[self._markers_drawn]
             self._markers_drawn += 1

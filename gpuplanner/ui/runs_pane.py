@@ -1,0 +1,557 @@
+"""The Runs pane: launch runs (or a demo run), watch them live, stop, kill, preempt and resume them.
+
+Data flow: the launcher's watcher threads call :class:`RunController`'s callbacks, which re-emit the
+records as queued signals; :meth:`RunsPane._on_records` (GUI thread) appends them to the run's ring
+buffers (:class:`RunTelemetry`); one 15 Hz timer redraws the plots of the selected run and a 1 s timer
+updates the text (progress, ETA, spend, state, alerts). Blocking work (launch, stop, resume, database
+queries for alerts) runs on the controller's worker thread.
+
+Signals:
+    runFinished(int run_id)  a run ended (finished, failed, stopped, killed); the History pane reloads
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QElapsedTimer, Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (QApplication, QComboBox, QDialog, QHBoxLayout, QLabel, QListWidget,
+                               QListWidgetItem, QProgressBar, QPushButton, QSplitter, QVBoxLayout, QWidget)
+
+from gpuplanner.ui import pyside_guard
+from gpuplanner.ui.alert_banner import AlertBanner
+from gpuplanner.ui.launch_dialog import LaunchDialog, LaunchRequest, demo_dir
+from gpuplanner.ui.live_plots import LivePlots, synthetic_telemetry
+from gpuplanner.ui.run_controller import RunController
+from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
+
+pyside_guard.install()
+
+FINAL_STATES = ("finished", "failed", "stopped", "killed")
+ACTIVE_STATES = ("starting", "running", "stopping", "resuming", "unreachable")
+REDRAW_HZ = 15
+ALERT_EVERY_S = 5.0
+WINDOWS = (("Last 10 minutes", 600.0), ("Last hour", 3600.0), ("Full history", 0.0))
+
+
+def demo_request(max_steps: int = 400) -> LaunchRequest:
+    """The demo run: the shipped tiny GPT-2 config and corpus on this machine, fast telemetry."""
+    demo = demo_dir()
+    args = ["--model-config", str(demo / "tiny-gpt2.json"), "--data", str(demo / "corpus"), "--seq-len", "64",
+            "--micro-batch", "8", "--max-steps", str(max_steps), "--lr", "2e-3", "--warmup-steps", "20",
+            "--eval-every-steps", "50", "--eval-batches", "2", "--checkpoint-every-steps", "100",
+            "--checkpoint-every-minutes", "0", "--log-interval-s", "0.25", "--gpu-interval-s", "0.5"]
+    return LaunchRequest(host_name="local", trainer_args=args, name="Demo run (tiny GPT-2)", gpus=1)
+
+
+def _money(value: float | None) -> str:
+    return "—" if value is None else f"${value:,.2f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+@dataclass
+class RunEntry:
+    """What the pane knows about one run it shows."""
+
+    run_id: int
+    telemetry: RunTelemetry
+    name: str
+    host: str
+    item: QListWidgetItem
+    state: str = "starting"
+    status: Any = None
+    request: LaunchRequest | None = None
+    run_dir: str | None = None
+    exit_code: int | None = None
+    finished_emitted: bool = False
+    alerts: list[tuple[str, str]] = field(default_factory=list)
+    alerts_checked: float = 0.0
+
+
+class RunsPane(QWidget):
+    """See the module docstring."""
+
+    runFinished = Signal(int)
+
+    def __init__(self, services: Any, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.services = services
+        self.runs: dict[int, RunEntry] = {}
+        self._pending: dict[int, list[list[dict[str, Any]]]] = {}
+        self._pending_status: dict[int, Any] = {}
+        self._shut_down = False
+        self.controller = RunController(self._make_manager, self)
+        self.controller.recordsArrived.connect(self._on_records)
+        self.controller.statusChanged.connect(self._on_status)
+        self._build()
+        self.redraw_timer = QTimer(self)
+        self.redraw_timer.setInterval(int(1000 / REDRAW_HZ))
+        self.redraw_timer.timeout.connect(self._on_redraw_timer)
+        self.redraw_timer.start()
+        self.text_timer = QTimer(self)
+        self.text_timer.setInterval(1000)
+        self.text_timer.timeout.connect(self._on_text_timer)
+        self.text_timer.start()
+        self._update_text()
+        QTimer.singleShot(0, self._reattach)
+
+    def _make_manager(self) -> Any:
+        from gpuplanner.launch.manager import RunManager
+
+        return RunManager(self.services.db_path)
+
+    # -- layout ---------------------------------------------------------------------------------
+    def _build(self) -> None:
+        layout = QVBoxLayout(self)
+        top = QHBoxLayout()
+        self.new_button = QPushButton("New run…")
+        self.new_button.setToolTip("Launch the bundled trainer on this machine or an SSH host")
+        self.new_button.clicked.connect(self._on_new_clicked)
+        self.demo_button = QPushButton("Try a demo run")
+        self.demo_button.setToolTip("Train a tiny GPT-2 on this machine for a minute to see the live plots")
+        self.demo_button.clicked.connect(self.start_demo_run)
+        self.window_combo = QComboBox()
+        for label, seconds in WINDOWS:
+            self.window_combo.addItem(label, seconds)
+        self.window_combo.setToolTip("Scroll with the newest data, or show the whole run")
+        self.window_combo.currentIndexChanged.connect(self._on_window_changed)
+        self.message_label = QLabel()
+        self.message_label.setStyleSheet("color: #b00020")
+        self.message_label.setWordWrap(True)
+        top.addWidget(self.new_button)
+        top.addWidget(self.demo_button)
+        top.addWidget(self.message_label, 1)
+        top.addWidget(QLabel("Plots:"))
+        top.addWidget(self.window_combo)
+        layout.addLayout(top)
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.run_list = QListWidget()
+        self.run_list.setMinimumWidth(170)
+        self.run_list.currentItemChanged.connect(self._on_current_changed)
+        splitter.addWidget(self.run_list)
+        right = QWidget()
+        rlay = QVBoxLayout(right)
+        rlay.setContentsMargins(4, 0, 0, 0)
+        head = QHBoxLayout()
+        self.title_label = QLabel("No run yet: launch one, or try the demo run.")
+        self.title_label.setStyleSheet("font-weight: bold; font-size: 13pt")
+        self.state_label = QLabel()
+        self.simulated_badge = QLabel("SIMULATED GPU telemetry: no GPU on this host")
+        self.simulated_badge.setStyleSheet("background: #ffe0b2; color: #7a3e00; border: 1px solid #e08a00;"
+                                           " border-radius: 3px; padding: 1px 6px; font-weight: bold")
+        self.simulated_badge.setToolTip("The trainer found no NVIDIA GPU; utilisation, memory and power follow the "
+                                        "training loop's busy time and are not measurements")
+        self.simulated_badge.setVisible(False)
+        head.addWidget(self.title_label)
+        head.addWidget(self.state_label)
+        head.addStretch(1)
+        head.addWidget(self.simulated_badge)
+        rlay.addLayout(head)
+        prog = QHBoxLayout()
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setFormat("—")
+        self.eta_label = QLabel("ETA —")
+        self.spend_label = QLabel("Spend —")
+        prog.addWidget(self.progress, 2)
+        prog.addWidget(self.eta_label)
+        prog.addWidget(self.spend_label, 1)
+        rlay.addLayout(prog)
+        self.alert_banner = AlertBanner()
+        rlay.addWidget(self.alert_banner)
+        self.plots = LivePlots()
+        rlay.addWidget(self.plots, 1)
+        buttons = QHBoxLayout()
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Graceful stop: the trainer checkpoints and exits (resume it later)")
+        self.kill_button = QPushButton("Kill")
+        self.kill_button.setToolTip("Kill the process group now: work since the last checkpoint is lost")
+        self.preempt_button = QPushButton("Simulate preemption")
+        self.preempt_button.setToolTip("Stop like a spot interruption, then resume automatically after 5 s")
+        self.resume_button = QPushButton("Resume")
+        self.resume_button.setToolTip("Restart from the newest checkpoint in the run directory")
+        self.folder_button = QPushButton("Open run folder")
+        self.stop_button.clicked.connect(self._on_stop_clicked)
+        self.kill_button.clicked.connect(self._on_kill_clicked)
+        self.preempt_button.clicked.connect(self._on_preempt_clicked)
+        self.resume_button.clicked.connect(self._on_resume_clicked)
+        self.folder_button.clicked.connect(self._on_folder_clicked)
+        for b in (self.stop_button, self.kill_button, self.preempt_button, self.resume_button, self.folder_button):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        rlay.addLayout(buttons)
+        splitter.addWidget(right)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([200, 1000])
+        layout.addWidget(splitter, 1)
+
+    # -- public API -----------------------------------------------------------------------------
+    def hosts_for_dialog(self) -> list[tuple[str, str, float | None]]:
+        from gpuplanner.launch.hosts import list_hosts
+
+        return [(h.name, h.display_name, h.price_usd_per_gpu_hour) for h in list_hosts(self.services.db_path)]
+
+    def make_launch_dialog(self, settings: dict[str, Any]) -> LaunchDialog:
+        settings = dict(settings or {})
+        if not settings.get("data"):
+            settings["data"] = [str(demo_dir() / "corpus")]
+        return LaunchDialog(self.hosts_for_dialog(), settings, self)
+
+    def open_launch_dialog(self, settings: dict[str, Any]) -> None:
+        """The launch dialog prefilled from the Plan pane's settings; launches on OK."""
+        dialog = self.make_launch_dialog(settings)
+        if dialog.exec() == QDialog.DialogCode.Accepted:
+            request = dialog.request()
+            if request.planned_cost_usd is None and settings:
+                request.planned_cost_usd = settings.get("planned_cost_usd")
+            self.launch(request)
+
+    def start_demo_run(self) -> None:
+        """Launch the tiny demo run on this machine."""
+        self.launch(demo_request())
+
+    def launch(self, request: LaunchRequest) -> None:
+        """Launch on the worker thread; a new host key is asked about here, then the launch is retried."""
+        self.message_label.setText(f"Launching on {request.host_name}…")
+        self.controller.launch(request, lambda run_id: self._on_launched(run_id, request),
+                               lambda exc: self._on_launch_failed(exc, request))
+
+    def has_live_runs(self) -> bool:
+        return bool(self.controller.live_runs())
+
+    def shutdown(self, stop_runs: bool) -> None:
+        """Stop (gracefully) or detach every live run, stop the timers and the worker thread."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        self.redraw_timer.stop()
+        self.text_timer.stop()
+        self.controller.shutdown(stop_runs)
+
+    def current(self) -> RunEntry | None:
+        item = self.run_list.currentItem()
+        return None if item is None else self.runs.get(item.data(Qt.ItemDataRole.UserRole))
+
+    # -- launching ------------------------------------------------------------------------------
+    def _add_entry(self, run_id: int, name: str, host: str, telemetry: RunTelemetry | None = None,
+                   request: LaunchRequest | None = None) -> RunEntry:
+        entry = self.runs.get(run_id)
+        if entry is not None:
+            return entry
+        item = QListWidgetItem()
+        item.setData(Qt.ItemDataRole.UserRole, run_id)
+        tel = telemetry or RunTelemetry(run_id)
+        tel.run_id = run_id
+        if request is not None:
+            tel.budget_usd = request.budget_usd
+            tel.planned_cost_usd = request.planned_cost_usd
+            tel.price_per_gpu_hour = request.price_per_gpu_hour
+        entry = RunEntry(run_id, tel, name, host, item, request=request)
+        self.runs[run_id] = entry
+        self.run_list.insertItem(0, item)
+        for records in self._pending.pop(run_id, []):
+            tel.add_records(records)
+        status = self._pending_status.pop(run_id, None)
+        if status is not None:
+            self._apply_status(entry, status)
+        self._update_item(entry)
+        self.run_list.setCurrentItem(item)
+        return entry
+
+    def _on_launched(self, run_id: int, request: LaunchRequest) -> None:
+        self.message_label.setText("")
+        self._add_entry(run_id, request.name or f"Run {run_id}", request.host_name, request=request)
+        self._update_text()
+
+    def _on_launch_failed(self, exc: Exception, request: LaunchRequest) -> None:
+        from gpuplanner.launch.hosts import HostError
+        from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
+
+        if isinstance(exc, UnknownHostKey):
+            self.message_label.setText("")
+            if ask_trust(exc, self):
+                self.launch(request)
+            else:
+                self.message_label.setText(f"Not launched: the key of {exc.hostname} was not trusted.")
+            return
+        if isinstance(exc, ChangedHostKey):
+            self.message_label.setText(f"Refused: the host key of {exc.hostname} changed.")
+            show_changed_key(exc, self)
+            return
+        prefix = "Host problem" if isinstance(exc, HostError) else "Launch failed"
+        self.message_label.setText(f"{prefix}: {exc}")
+
+    def _reattach(self) -> None:
+        """Pick up runs a previous session left running (they went on detached): backfill, then follow."""
+        if self._shut_down:
+            return
+        db_path = self.services.db_path
+
+        def job(manager: Any) -> list[tuple[int, str, str, RunTelemetry]]:
+            from gpuplanner.history.db import connect
+            from gpuplanner.history.runs import list_runs
+
+            db = connect(db_path)
+            try:
+                found = []
+                for run in list_runs(db, status="running"):
+                    if not (run.config or {}).get("launch"):
+                        continue
+                    tel = RunTelemetry(run.id)
+                    tel.planned_cost_usd = run.planned_cost_usd
+                    tel.price_per_gpu_hour = run.price_usd_per_gpu_hour
+                    tel.backfill_from_history(db, run.id)
+                    try:
+                        manager.attach(run.id, on_records=self.controller.on_records,
+                                       on_status=self.controller.on_status)
+                    except Exception:
+                        continue
+                    found.append((run.id, run.name or f"Run {run.id}", run.host or "?", tel))
+                return found
+            finally:
+                db.close()
+
+        self.controller.submit(job, self._on_reattached, lambda exc: self.message_label.setText(
+            f"Could not reattach to running runs: {exc}"))
+
+    def _on_reattached(self, found: list[tuple[int, str, str, RunTelemetry]]) -> None:
+        for run_id, name, host, tel in found:
+            self._add_entry(run_id, name, host, telemetry=tel)
+
+    # -- producers (slots for the controller's queued signals) ----------------------------------
+    @Slot(int, object)
+    def _on_records(self, run_id: int, records: list[dict[str, Any]]) -> None:
+        entry = self.runs.get(run_id)
+        if entry is None:
+            self._pending.setdefault(run_id, []).append(records)
+            return
+        entry.telemetry.add_records(records)
+
+    @Slot(object)
+    def _on_status(self, status: Any) -> None:
+        entry = self.runs.get(status.run_id)
+        if entry is None:
+            self._pending_status[status.run_id] = status
+            return
+        self._apply_status(entry, status)
+        self._update_item(entry)
+        if entry is self.current():
+            self._update_text()
+
+    def _apply_status(self, entry: RunEntry, status: Any) -> None:
+        entry.status = status
+        entry.state = status.state
+        entry.run_dir = status.run_dir or entry.run_dir
+        entry.exit_code = status.exit_code
+        entry.host = status.host or entry.host
+        if status.state in FINAL_STATES:
+            if not entry.finished_emitted:
+                entry.finished_emitted = True
+                entry.alerts_checked = 0.0
+                self.runFinished.emit(entry.run_id)
+        elif status.state in ACTIVE_STATES:
+            entry.finished_emitted = False
+
+    # -- timers ---------------------------------------------------------------------------------
+    @Slot()
+    def _on_redraw_timer(self) -> None:
+        entry = self.current()
+        self.plots.redraw(entry.telemetry if entry else None)
+
+    @Slot()
+    def _on_text_timer(self) -> None:
+        self._update_text()
+        entry = self.current()
+        if entry is not None and time.monotonic() - entry.alerts_checked > ALERT_EVERY_S:
+            self._check_alerts(entry)
+
+    def _check_alerts(self, entry: RunEntry) -> None:
+        """Alerts from the history's rules (alerts.run_alerts) on the worker thread, plus over-plan."""
+        entry.alerts_checked = time.monotonic()
+        db_path, run_id = self.services.db_path, entry.run_id
+
+        def job(manager: Any) -> tuple[list[tuple[str, str]], float | None]:
+            from gpuplanner.history.alerts import run_alerts
+            from gpuplanner.history.db import connect
+            from gpuplanner.history.runs import get_run
+
+            db = connect(db_path)
+            try:
+                alerts = [(a.kind, a.message) for a in run_alerts(db, run_id)]
+                planned = get_run(db, run_id).planned_cost_usd
+            finally:
+                db.close()
+            return alerts, planned
+
+        def done(result: tuple[list[tuple[str, str]], float | None]) -> None:
+            alerts, planned = result
+            if planned and not entry.telemetry.planned_cost_usd:
+                entry.telemetry.planned_cost_usd = planned
+            entry.alerts = alerts
+            if entry is self.current():
+                self._update_alerts(entry)
+
+        if not self._shut_down:
+            self.controller.submit(job, done, lambda exc: None)
+
+    def _update_alerts(self, entry: RunEntry) -> None:
+        alerts = list(entry.alerts)
+        over = entry.telemetry.over_plan()
+        if over:
+            alerts.append(("over_plan", over))
+        self.alert_banner.set_alerts(alerts)
+
+    def _update_item(self, entry: RunEntry) -> None:
+        entry.item.setText(f"#{entry.run_id} {entry.name}\n{entry.host} · {entry.state}")
+
+    def _update_text(self) -> None:
+        entry = self.current()
+        for button in (self.stop_button, self.kill_button, self.preempt_button, self.resume_button,
+                       self.folder_button):
+            button.setEnabled(False)
+        if entry is None:
+            self.simulated_badge.setVisible(False)
+            self.alert_banner.set_alerts([])
+            return
+        tel = entry.telemetry
+        self.title_label.setText(f"#{entry.run_id} {entry.name}")
+        code = f", exit {entry.exit_code}" if entry.exit_code is not None else ""
+        end = f" ({tel.end_status})" if tel.end_status and tel.end_status != entry.state else ""
+        device = f" · {tel.device}" if tel.device else ""
+        self.state_label.setText(f"on {entry.host}{device} · <b>{entry.state}</b>{end}{code}")
+        self.simulated_badge.setVisible(bool(tel.simulated))
+        frac = tel.progress()
+        step = tel.current_step()
+        if frac is None:
+            self.progress.setValue(0)
+            self.progress.setFormat("waiting for the first step…" if entry.state in ACTIVE_STATES else "—")
+        else:
+            self.progress.setValue(int(frac * 1000))
+            self.progress.setFormat(f"step {step:,} of {tel.steps_total:,} ({frac:.0%})")
+        eta = tel.eta_s() if entry.state in ("running", "starting") else None
+        self.eta_label.setText(f"Elapsed {_duration(tel.elapsed_s())} · ETA {_duration(eta)}")
+        spend = tel.spend_usd()
+        parts = [f"Spend {_money(spend)}"]
+        if not tel.price_per_gpu_hour and not spend:
+            parts.append("(no price set for this host)")
+        if tel.budget_usd:
+            parts.append(f"of budget {_money(tel.budget_usd)}" + (f" ({spend / tel.budget_usd:.0%})" if spend else ""))
+        if tel.planned_cost_usd:
+            parts.append(f"· plan {_money(tel.planned_cost_usd)}")
+        projected = tel.projected_cost_usd()
+        if projected is not None and entry.state in ACTIVE_STATES:
+            parts.append(f"· projected {_money(projected)}")
+        self.spend_label.setText(" ".join(parts))
+        active = entry.state in ACTIVE_STATES
+        self.stop_button.setEnabled(active or entry.state in ("preempted",))
+        self.kill_button.setEnabled(active or entry.state in ("preempted", "stopping"))
+        self.preempt_button.setEnabled(entry.state == "running")
+        self.resume_button.setEnabled(entry.state in ("stopped", "preempted", "failed", "killed"))
+        self.folder_button.setEnabled(bool(entry.run_dir))
+        self._update_alerts(entry)
+
+    # -- user actions ---------------------------------------------------------------------------
+    @Slot()
+    def _on_new_clicked(self) -> None:
+        self.open_launch_dialog({})
+
+    @Slot(int)
+    def _on_window_changed(self, index: int) -> None:
+        seconds = self.window_combo.itemData(index)
+        self.plots.set_follow(bool(seconds), seconds or None)
+        self._on_redraw_timer()
+
+    @Slot(QListWidgetItem, QListWidgetItem)
+    def _on_current_changed(self, current: QListWidgetItem | None, previous: QListWidgetItem | None) -> None:
+        entry = self.current()
+        self.plots.set_telemetry(entry.telemetry if entry else None)
+        self._update_text()
+        if entry is not None:
+            self._check_alerts(entry)
+
+    def _control(self, action: str) -> None:
+        entry = self.current()
+        if entry is None:
+            return
+        run_id = entry.run_id
+        calls = {"stop": lambda m: m.stop(run_id), "kill": lambda m: m.kill(run_id),
+                 "preempt": lambda m: m.simulate_preemption(run_id), "resume": lambda m: m.resume(run_id)}
+        self.message_label.setText("")
+        if action == "resume":
+            entry.finished_emitted = False
+        self.controller.submit(calls[action], None,
+                               lambda exc: self.message_label.setText(f"{action.capitalize()} failed: {exc}"))
+
+    @Slot()
+    def _on_stop_clicked(self) -> None:
+        self._control("stop")
+
+    @Slot()
+    def _on_kill_clicked(self) -> None:
+        self._control("kill")
+
+    @Slot()
+    def _on_preempt_clicked(self) -> None:
+        self._control("preempt")
+
+    @Slot()
+    def _on_resume_clicked(self) -> None:
+        self._control("resume")
+
+    @Slot()
+    def _on_folder_clicked(self) -> None:
+        entry = self.current()
+        if entry is None or not entry.run_dir:
+            return
+        if Path(entry.run_dir).is_dir():
+            QDesktopServices.openUrl(QUrl.fromLocalFile(entry.run_dir))
+        else:
+            self.message_label.setStyleSheet("")
+            self.message_label.setText(f"Run folder on {entry.host}: {entry.run_dir}")
+
+
+def redraw_benchmark(gpus: int = 8, samples: int = 86_400, frames: int = 30, *, follow: bool = False) -> float:
+    """Seconds per frame to redraw the Runs plots (``LivePlots`` at 1280x800, full history by default)
+    with ``gpus`` GPUs x ``samples`` 1 Hz samples: each frame appends one sample per GPU, pushes the
+    data into the curves and paints the widget. Returns the median."""
+    app = QApplication.instance() or QApplication([])
+    tel = synthetic_telemetry(gpus, samples)
+    plots = LivePlots()
+    plots.resize(1280, 800)
+    plots.set_follow(follow)
+    plots.show()
+    plots.redraw(tel, force=True)
+    app.processEvents()
+    timer = QElapsedTimer()
+    times = []
+    try:
+        for k in range(frames):
+            for buf in tel.gpus.values():
+                buf.append((samples + k, 80.0, None, 60.0, 80.0, 400.0))
+            tel.last_t = float(samples + k)
+            tel.version += 1
+            timer.start()
+            plots.redraw()
+            plots.graphics.viewport().update()
+            app.processEvents()
+            times.append(timer.nsecsElapsed() / 1e9)
+    finally:
+        plots.close()
+        plots.deleteLater()
+        app.processEvents()
+    times.sort()
+    return times[len(times) // 2]
