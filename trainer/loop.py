@@ -123,7 +123,7 @@ def classification_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tenso
     return F.cross_entropy(logits, batch["labels"].to(device, non_blocking=True), reduction="sum")
 
 
-def _grad_sync(model: torch.nn.Module, on: bool, world: int, last: bool) -> Any:
+def _grad_sync(model: torch.nn.Module, world: int, last: bool) -> Any:
     """DDP: ``no_sync`` before the last micro-batch. FSDP2: gradient reduce-scatter only on the last."""
     if world > 1 and hasattr(model, "set_requires_gradient_sync"):
         model.set_requires_gradient_sync(last)
@@ -146,7 +146,7 @@ def accumulate(model: torch.nn.Module, micro_batches: list[dict[str, torch.Tenso
     """
     total = torch.zeros((), device=device)
     for k, batch in enumerate(micro_batches):
-        with _grad_sync(model, True, world, k == len(micro_batches) - 1):
+        with _grad_sync(model, world, k == len(micro_batches) - 1):
             loss = loss_fn(model, batch, device, autocast)
             scaled = loss * (world / global_targets)
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
