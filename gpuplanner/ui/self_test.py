@@ -218,9 +218,12 @@ def _image_detail(widget: Any) -> str:
 
 
 def _panes(window: Any) -> list[Any]:
-    """The window's panes: its widgets whose class name ends in ``Pane``, in the order they were made."""
+    """The window's panes: ``window.panes`` when it has them, else its widgets named ``*Pane``."""
     from PySide6.QtWidgets import QWidget
 
+    declared = getattr(window, "panes", None)
+    if declared:
+        return list(declared)
     seen: list[Any] = []
     for widget in window.findChildren(QWidget):
         if type(widget).__name__.endswith("Pane") and widget not in seen:
