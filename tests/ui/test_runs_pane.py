@@ -1,0 +1,175 @@
+"""Runs pane: ring buffers, telemetry, dialogs, and real tiny runs launched, stopped and resumed from the pane."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QDialog
+
+from gpuplanner.ui.ring_buffer import RingBuffer
+from gpuplanner.ui.run_telemetry import RunTelemetry
+from tests.ui.runs_fixtures import FakeHostKeyError, runs_pane, services, tiny_request  # noqa: F401
+
+pytestmark = pytest.mark.xdist_group("ui_runs")
+
+
+def test_ring_buffer_keeps_newest_rows_contiguous() -> None:
+    buf = RingBuffer(("x", "y"), capacity=5, initial=2)
+    for i in range(13):
+        buf.append((i, -i))
+        assert list(buf.view("x")) == list(range(max(0, i - 4), i + 1))
+    buf.extend(np.array([[i, i] for i in range(100, 120)], dtype=float))
+    assert list(buf.view("y")) == [115, 116, 117, 118, 119]
+    assert buf.total == 33 and buf.last("x") == 119
+    assert buf.view("x").base is not None  # a view, not a copy
+
+
+def test_telemetry_from_records_and_markers() -> None:
+    tel = RunTelemetry(1)
+    recs = [{"seq": 0, "t": 100.0, "kind": "run_start", "config": {"budget_usd": 5.0}, "steps_total": 10},
+            {"seq": 1, "t": 101.0, "kind": "gpu", "node": "n", "index": 0, "util_pct": 90, "mem_used_bytes": 2 << 30,
+             "mem_total_bytes": 8 << 30, "power_w": 200, "simulated": True},
+            {"seq": 2, "t": 102.0, "kind": "step", "step": 5, "loss": 2.0, "tokens_per_s": 10.0, "spend_usd": 1.0,
+             "tokens_total": 1, "samples_total": 1, "step_time_s": 1.0},
+            {"seq": 3, "t": 103.0, "kind": "checkpoint", "step": 5, "path": "x"},
+            {"seq": 4, "t": 104.0, "kind": "step", "step": 6, "loss": 1.9, "tokens_per_s": 10.0, "spend_usd": 1.2,
+             "tokens_total": 1, "samples_total": 1, "step_time_s": 1.0}]
+    assert tel.add_records(recs) == 5
+    assert tel.add_records(recs) == 0  # duplicates by seq are dropped
+    assert tel.simulated is True and tel.budget_usd == 5.0
+    assert list(tel.gpus[("n", 0)].view("mem_used_gib")) == [2.0]
+    assert tel.progress() == pytest.approx(0.6) and tel.eta_s() == pytest.approx(8.0)
+    assert [m.kind for m in tel.markers] == ["checkpoint"]
+    tel.planned_cost_usd = 1.0
+    assert "Over plan" in (tel.over_plan() or "")
+
+
+def test_trust_dialog_accepts_and_refuses(qtbot) -> None:
+    from gpuplanner.ui.trust_dialog import TrustHostKeyDialog, ask_trust, changed_key_box
+
+    exc = FakeHostKeyError()
+    dialog = TrustHostKeyDialog(exc)
+    qtbot.addWidget(dialog)
+    assert dialog.fingerprint_label.text() == exc.fingerprint_sha256
+    assert dialog.key_type_label.text() == "ssh-ed25519"
+
+    def press(accept: bool) -> None:
+        from PySide6.QtWidgets import QApplication
+
+        active = QApplication.activeModalWidget()
+        assert isinstance(active, TrustHostKeyDialog)
+        active.trust_button.click() if accept else active.reject()
+
+    QTimer.singleShot(50, lambda: press(True))
+    assert ask_trust(exc) is True and exc.trusted == 1
+    QTimer.singleShot(50, lambda: press(False))
+    assert ask_trust(exc) is False and exc.trusted == 1
+
+    box = changed_key_box(exc)
+    qtbot.addWidget(box)
+    assert "refuses to connect" in box.text()
+    assert exc.fingerprint_sha256 in box.informativeText()
+    assert len(box.buttons()) == 1  # Close only: no way to connect anyway
+
+
+def test_launch_dialog_maps_plan_settings(qtbot) -> None:
+    from gpuplanner.ui.launch_dialog import LaunchDialog
+
+    settings = {"model": "gpt2", "model_config": None, "method": "lora", "lora_rank": 8, "precision": "bf16",
+                "micro_batch": 4, "grad_accum": 2, "seq_len": 256, "grad_checkpointing": "full", "epochs": 2,
+                "gpus": 2, "gpu": "A100-80GB", "price_per_gpu_hour": 1.5, "budget_usd": 40.0, "plan_id": 7,
+                "spot": True, "data": ["/data/train.jsonl"]}
+    dialog = LaunchDialog([("local", "This machine", None), ("box", "box", 2.0)], settings)
+    qtbot.addWidget(dialog)
+    request = dialog.request()
+    args = request.trainer_args
+    assert args[args.index("--model") + 1] == "gpt2"
+    assert args[args.index("--lora-rank") + 1] == "8" and args[args.index("--precision") + 1] == "bf16"
+    assert args[args.index("--grad-checkpointing") + 1] == "every" and args[args.index("--seq-len") + 1] == "256"
+    assert "--price-per-gpu-hour" not in args and "--budget-usd" not in args  # the launcher sets them
+    assert request.gpus == 2 and request.budget_usd == 40.0 and request.plan_id == 7 and request.auto_resume
+    assert "1.50" in dialog.price_label.text()
+    dialog.data_edit.setText("")
+    dialog.accept()
+    assert dialog.error_label.text().startswith("Give the training data")
+
+
+def test_redraw_benchmark_runs() -> None:
+    from gpuplanner.ui.runs_pane import redraw_benchmark
+
+    assert 0 < redraw_benchmark(gpus=2, samples=2000, frames=3) < 5
+
+
+@pytest.mark.slow
+def test_demo_run_shows_simulated_live_data_and_ends_in_history(qtbot, runs_pane, monkeypatch) -> None:
+    from gpuplanner.history.db import connect
+    from gpuplanner.history.runs import get_run
+    from gpuplanner.ui import runs_pane as module
+
+    original = module.demo_request
+    monkeypatch.setattr(module, "demo_request", lambda: _demo_cpu(original(max_steps=60)))
+    finished: list[int] = []
+    runs_pane.runFinished.connect(finished.append)
+    runs_pane.start_demo_run()
+    qtbot.waitUntil(lambda: runs_pane.current() is not None, timeout=30_000)
+    entry = runs_pane.current()
+    qtbot.waitUntil(lambda: runs_pane.plots.curve_lengths().get("gpu0", 0) >= 2
+                    and runs_pane.plots.curve_lengths()["loss"] >= 2, timeout=60_000)
+    assert len(entry.telemetry.gpus[next(iter(entry.telemetry.gpus))]) >= 2
+    if entry.telemetry.simulated:  # no GPU here: the badge and the plot titles say so
+        qtbot.waitUntil(lambda: runs_pane.simulated_badge.isVisible(), timeout=5_000)
+        assert "SIMULATED" in runs_pane.simulated_badge.text()
+        assert "SIMULATED" in runs_pane.plots.plots["util"].titleLabel.text
+    qtbot.waitUntil(lambda: finished == [entry.run_id], timeout=90_000)
+    assert entry.state == "finished" and entry.telemetry.end_status == "finished"
+    assert runs_pane.progress.value() == 1000
+    db = connect(runs_pane.services.db_path)
+    try:
+        run = get_run(db, entry.run_id)
+        steps = db.execute("SELECT COUNT(*) FROM steps WHERE run_id = ?", [entry.run_id]).fetchone()[0]
+    finally:
+        db.close()
+    assert run.status == "finished" and steps == len(entry.telemetry.steps)
+    assert runs_pane.resume_button.isEnabled() is False
+
+
+def _demo_cpu(request):
+    request.trainer_args += ["--device", "cpu", "--no-events-stdout"]
+    return request
+
+
+@pytest.mark.slow
+def test_launch_from_dialog_then_stop_resume_from_buttons(qtbot, runs_pane, monkeypatch) -> None:
+    from gpuplanner.ui.launch_dialog import LaunchDialog
+
+    def accept(dialog: LaunchDialog) -> int:
+        dialog.extra_edit.setText(" ".join(tiny_request(4000).trainer_args[4:]))
+        dialog.ckpt_spin.setValue(0)
+        dialog.accept()
+        return QDialog.DialogCode.Accepted
+
+    monkeypatch.setattr(LaunchDialog, "exec", accept)
+    finished: list[int] = []
+    runs_pane.runFinished.connect(finished.append)
+    demo_model = str(__import__("gpuplanner.ui.launch_dialog", fromlist=["demo_dir"]).demo_dir() / "tiny-gpt2.json")
+    runs_pane.open_launch_dialog({"model": None, "model_config": demo_model, "method": "full", "lora_rank": 0,
+                                  "precision": "fp32", "micro_batch": 4, "grad_accum": 1, "seq_len": 32,
+                                  "grad_checkpointing": "none", "epochs": 1, "gpus": 1, "gpu": None,
+                                  "price_per_gpu_hour": None, "budget_usd": None, "plan_id": None, "spot": False})
+    qtbot.waitUntil(lambda: runs_pane.current() is not None, timeout=30_000)
+    entry = runs_pane.current()
+    qtbot.waitUntil(lambda: len(entry.telemetry.steps) >= 3 and runs_pane.stop_button.isEnabled(), timeout=60_000)
+    runs_pane.stop_button.click()
+    qtbot.waitUntil(lambda: entry.state == "stopped", timeout=60_000)
+    assert entry.exit_code == 75 and finished == [entry.run_id]
+    qtbot.waitUntil(runs_pane.resume_button.isEnabled, timeout=5_000)
+    steps_before = entry.telemetry.current_step()
+    runs_pane.resume_button.click()
+    qtbot.waitUntil(lambda: entry.state == "running", timeout=30_000)
+    qtbot.waitUntil(lambda: any(m.kind == "resumed" for m in entry.telemetry.markers), timeout=60_000)
+    qtbot.waitUntil(lambda: (entry.telemetry.current_step() or 0) > steps_before, timeout=60_000)
+    assert len(runs_pane.plots._marker_items) >= 6  # checkpoint + resumed lines on every plot
+    runs_pane.kill_button.click()
+    qtbot.waitUntil(lambda: entry.state == "killed", timeout=30_000)
+    assert finished == [entry.run_id, entry.run_id]
