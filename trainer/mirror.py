@@ -140,7 +140,11 @@ def fetch_newest(url: str, run_dir: Path) -> Path | None:
         return None
     conn = _Sftp(target)
     try:
-        names = sorted((a.filename for a in conn.sftp.listdir_attr(str(conn.root))
+        try:
+            entries = conn.sftp.listdir_attr(str(conn.root))
+        except FileNotFoundError:  # nothing mirrored yet (a first run)
+            return None
+        names = sorted((a.filename for a in entries
                         if a.filename.startswith(checkpoint.PREFIX) and stat.S_ISDIR(a.st_mode or 0)), reverse=True)
         for name in names:
             dest = root / name

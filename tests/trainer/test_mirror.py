@@ -84,3 +84,32 @@ def test_fetch_skips_a_corrupt_mirrored_checkpoint(tmp_path: Path, model_config:
     assert mirror.fetch_newest(str(tmp_path / "nowhere"), tmp_path / "fresh2") is None
     with pytest.raises(ValueError, match="unsupported mirror URL"):
         mirror.Mirror("s3://bucket/x", 2)
+
+
+@pytest.mark.slow
+def test_sftp_mirror_against_a_real_sshd(tmp_path: Path, model_config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("paramiko")
+    from tests import sshd
+
+    if not sshd.available():
+        pytest.skip("needs /usr/sbin/sshd and root")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    server = sshd.SSHServer(tmp_path / "sshd", address="127.0.0.1").start()
+    try:
+        (home / ".ssh" / "known_hosts").write_text(server.known_hosts_line + "\n")
+        key = home / ".ssh" / "id_ed25519"
+        shutil.copy(server.client_key, key)
+        key.chmod(0o600)
+        remote = tmp_path / "remote-mirror"
+        url = f"sftp://root@127.0.0.1:{server.port}{remote}"
+        run = tmp_path / "run"
+        assert train(make_config(run, model_config, max_steps=4, checkpoint_every_steps=2, mirror_url=url)) == 0
+        assert _mirrored(remote) == ["step-00000002", "step-00000004"]
+        assert all(checkpoint.is_valid(remote / n) for n in _mirrored(remote))
+        assert not [p for p in remote.iterdir() if p.name.startswith(".tmp")]
+        got = mirror.fetch_newest(url, tmp_path / "fresh")
+        assert got is not None and got.name == "step-00000004" and checkpoint.is_valid(got)
+    finally:
+        server.stop()
