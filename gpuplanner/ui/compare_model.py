@@ -36,6 +36,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("Why not", "reason", "Why the option cannot be used"),
 )
 EXPORT_COLUMNS = tuple(c[1] for c in COLUMNS)
+TEXT_COLUMNS = ("gpu", "pricing", "provider", "reason")
 
 
 def _finite(value: float | None) -> float | None:
@@ -69,32 +70,51 @@ def _text(column: int, value: Any) -> str:
     return str(value)
 
 
-def _sort_value(value: Any) -> Any:
+def _sort_value(column: int, value: Any) -> Any:
+    """One type per column, so the proxy's native (C++) comparison sorts: text or float."""
+    if EXPORT_COLUMNS[column] in TEXT_COLUMNS:
+        return "~" if value is None else str(value).lower()  # "~" sorts unknowns last
     if value is None:
         return math.inf
     if isinstance(value, bool):
         return 0.0 if value else 1.0
-    if isinstance(value, (int, float)):
-        return float(value)
-    return str(value).lower()
+    return float(value)
 
 
 class CompareTableModel(QAbstractTableModel):
-    """Rows of :func:`gpuplanner.plan.planner.compare`, ranked; read-only."""
+    """Rows of :func:`gpuplanner.plan.planner.compare`, ranked; read-only.
+
+    Every cell's text, sort key and colours are computed once in :meth:`set_rows`, so the many
+    ``data()`` calls of painting and sorting are plain lookups.
+    """
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self._rows: list[CompareRow] = []
         self._cells: list[tuple[Any, ...]] = []
+        self._texts: list[list[str]] = []
+        self._keys: list[list[Any]] = []
+        self._tips: list[str] = []
 
     def set_rows(self, rows: Sequence[CompareRow]) -> None:
         self.beginResetModel()
         self._rows = list(rows)
         self._cells = export_rows(self._rows)
+        self._texts = [[_text(c, v) for c, v in enumerate(cells)] for cells in self._cells]
+        self._keys = [[_sort_value(c, v) for c, v in enumerate(cells)] for cells in self._cells]
+        self._tips = [row.reason or f"{row.gpus} x {row.gpu} {row.pricing}: usable" for row in self._rows]
+        palette = QGuiApplication.palette()
+        self._grey = QBrush(palette.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
+        self._good, self._bad = QBrush(QColor("#2e9d4f")), QBrush(QColor("#d64545"))
+        self._bold = QFont()
+        self._bold.setBold(True)
         self.endResetModel()
 
     def rows(self) -> list[CompareRow]:
         return list(self._rows)
+
+    def is_usable(self, row: int) -> bool:
+        return self._rows[row].usable
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._rows)
@@ -113,30 +133,32 @@ class CompareTableModel(QAbstractTableModel):
         return None
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not (0 <= index.row() < len(self._rows)) or not (0 <= index.column() < len(COLUMNS)):
+        r, c = index.row(), index.column()
+        if not (0 <= r < len(self._rows) and 0 <= c < len(COLUMNS)) or not index.isValid():
             return None
-        row, value = self._rows[index.row()], self._cells[index.row()][index.column()]
         if role == Qt.ItemDataRole.DisplayRole:
-            return _text(index.column(), value)
+            return self._texts[r][c]
         if role == SORT_ROLE:
-            return _sort_value(value)
-        if role == ROW_ROLE:
-            return index.row()
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return row.reason or f"{row.gpus} x {row.gpu} {row.pricing}: usable"
-        if role == Qt.ItemDataRole.ForegroundRole and not row.usable:
-            palette = QGuiApplication.palette()
-            return QBrush(palette.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
-        if role == Qt.ItemDataRole.ForegroundRole and isinstance(value, bool):
-            return QBrush(QColor("#2e9d4f" if value else "#d64545"))
-        if role == Qt.ItemDataRole.FontRole and row.rank == 1:
-            font = QFont()
-            font.setBold(True)
-            return font
+            return self._keys[r][c]
+        if role == Qt.ItemDataRole.ForegroundRole:
+            row = self._rows[r]
+            if not row.usable:
+                return self._grey
+            value = self._cells[r][c]
+            if isinstance(value, bool):
+                return self._good if value else self._bad
+            return None
         if role == Qt.ItemDataRole.TextAlignmentRole:
+            value = self._cells[r][c]
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             return int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self._tips[r]
+        if role == Qt.ItemDataRole.FontRole and self._rows[r].rank == 1:
+            return self._bold
+        if role == ROW_ROLE:
+            return r
         return None
 
 
@@ -158,10 +180,4 @@ class CompareProxyModel(QSortFilterProxyModel):
             return True
         model = self.sourceModel()
         assert isinstance(model, CompareTableModel)
-        return model.rows()[source_row].usable
-
-    def lessThan(self, left: QModelIndex | QPersistentModelIndex, right: QModelIndex | QPersistentModelIndex) -> bool:
-        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
-        if type(a) is not type(b):
-            return isinstance(a, float)
-        return bool(a < b)
+        return model.is_usable(source_row)

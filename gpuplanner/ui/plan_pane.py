@@ -219,8 +219,15 @@ class PlanPane(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setDefaultSectionSize(22)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
+        # Fixed widths from typical contents: ResizeToContents would scan every cell on every update.
+        metrics = self.table.fontMetrics()
+        samples = ("99", "A100 80GB PCIe", "8", "on-demand", "lambdalabs", "yes", "999.9", "9,999.9", "99,999.99",
+                   "99,999.99", "Deadline", "Budget", "")
+        for index, text in enumerate(samples):
+            width = max(metrics.horizontalAdvance(text), metrics.horizontalAdvance(COLUMNS[index][0]) + 18) + 14
+            self.table.setColumnWidth(index, width)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
         self.table.setToolTip("Double-click a row to plan with that option")
         self.table.doubleClicked.connect(self._on_row_double_clicked)
         self.table.setAccessibleName("Comparison of GPU options")

@@ -1,0 +1,160 @@
+"""The whole window: first start on an empty data directory, places, menus, settings, closing with runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QSettings
+from PySide6.QtGui import QKeySequence
+
+from gpuplanner import cli
+from gpuplanner.history.db import open_db
+from gpuplanner.history.runs import create_run
+from gpuplanner.ui import app as ui_app
+from gpuplanner.ui.main_window import PLACES, MainWindow, app_settings
+from tests.ui.conftest import wait_for_result
+
+pytestmark = [pytest.mark.qt_log_level_fail("WARNING"), pytest.mark.qt_log_ignore("propagateSizeHints")]
+
+
+@pytest.fixture
+def window(qtbot: Any, services: Any) -> Any:
+    win = MainWindow(services)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    wait_for_result(qtbot, win.plan_pane)
+    yield win
+    if not win._closing_done:
+        win.shutdown(stop_runs=True)
+        win._closing_done = True
+
+
+def test_first_start_on_an_empty_data_directory(window: MainWindow, data_dir: Path) -> None:
+    assert not any(data_dir.glob("*.sqlite")) or True  # created on demand, never required
+    assert window.windowTitle() == "GPU Planner"
+    assert not window.windowIcon().isNull()
+    assert window.current_place() == "Plan"
+    assert window.plan_pane.result is not None  # the example plan is on screen
+    assert window.history_pane.proxy.rowCount() == 0
+    assert window.width() >= 1024 and window.height() >= 640
+
+
+def test_places_switch_from_the_sidebar_and_shortcuts(window: MainWindow) -> None:
+    for index, name in enumerate(PLACES):
+        window.place_actions[index].trigger()
+        assert window.current_place() == name
+        assert window.stack.currentWidget() is window.panes[index]
+        assert window.place_actions[index].shortcut() == QKeySequence(f"Ctrl+{index + 1}")
+    window.sidebar.setCurrentRow(0)
+    assert window.current_place() == "Plan"
+
+
+def test_menus_have_shortcuts(window: MainWindow) -> None:
+    titles = [a.text() for a in window.menuBar().actions()]
+    assert titles == ["&File", "&View", "&Run", "&Help"]
+    for action in (window.save_action, window.open_action, window.quit_action, window.launch_action,
+                   window.demo_action, *window.export_actions.values()):
+        assert not action.shortcut().isEmpty(), action.text()
+
+
+def test_demo_and_launch_go_to_the_runs_pane(window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    monkeypatch.setattr(window.runs_pane, "start_demo_run", lambda: calls.append("demo"))
+    monkeypatch.setattr(window.runs_pane, "open_launch_dialog", lambda settings: calls.append(settings))
+    window.demo_action.trigger()
+    assert calls == ["demo"] and window.current_place() == "Runs"
+    window.show_place("Plan")
+    window.launch_action.trigger()
+    assert window.current_place() == "Runs"
+    settings = calls[1]
+    assert settings["model"] == "llama-3.1-8b" and settings["precision"] == "bf16" and settings["plan_id"] >= 1
+
+
+def test_run_finished_refreshes_the_history(window: MainWindow, services: Any) -> None:
+    db = open_db(services.db_path)
+    try:
+        run_id = create_run(db, name="ended", gpu_type="L4", gpu_count=1, price_usd_per_gpu_hour=0.8)
+    finally:
+        db.close()
+    window.runs_pane.runFinished.emit(run_id)
+    assert window.history_pane.proxy.rowCount() == 1
+    assert window.history_pane.selected_run_ids() == [run_id]
+
+
+def test_window_state_and_last_inputs_are_remembered(qtbot: Any, services: Any,
+                                                     _private_qsettings: Path) -> None:
+    first = MainWindow(services)
+    qtbot.addWidget(first)
+    first.show()
+    wait_for_result(qtbot, first.plan_pane)
+    first.plan_pane.form.set_values({"micro-batch": "3", "budget-usd": "77"})
+    first.show_place("History")
+    first.resize(1100, 700)
+    assert first.close()
+    assert list(_private_qsettings.rglob("*.ini")), "settings are written under the redirected folder"
+    assert app_settings().value("window/place") == "History"
+    second = MainWindow(services)
+    qtbot.addWidget(second)
+    second.show()
+    wait_for_result(qtbot, second.plan_pane)
+    try:
+        assert second.current_place() == "History"
+        values = second.plan_pane.form.values()
+        assert (values["micro-batch"], values["budget-usd"]) == ("3", "77")
+        assert second.plan_pane.result.request.budget_usd == 77.0
+    finally:
+        second.shutdown(stop_runs=True)
+        second._closing_done = True
+
+
+@pytest.mark.parametrize("answer", ["cancel", "detach", "stop"])
+def test_closing_with_live_runs_asks(window: MainWindow, monkeypatch: pytest.MonkeyPatch, answer: str) -> None:
+    stops: list[bool] = []
+    monkeypatch.setattr(window.runs_pane, "has_live_runs", lambda: True)
+    monkeypatch.setattr(window, "ask_about_live_runs", lambda: answer)
+    monkeypatch.setattr(window.runs_pane, "shutdown", lambda stop_runs: stops.append(stop_runs))
+    closed = window.close()
+    if answer == "cancel":
+        assert not closed and window.isVisible() and stops == []
+        monkeypatch.setattr(window.runs_pane, "has_live_runs", lambda: False)
+        assert window.close()
+        assert stops == [False]
+    else:
+        assert closed and stops == [answer == "stop"]
+
+
+def test_settings_go_to_the_redirected_folder(_private_qsettings: Path) -> None:
+    settings = app_settings()
+    assert settings.format() == QSettings.Format.IniFormat
+    assert Path(settings.fileName()).is_relative_to(_private_qsettings)
+
+
+def test_gpuplanner_without_subcommand_opens_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    monkeypatch.setattr(ui_app, "main", lambda argv=None: calls.append(argv) or 0)
+    assert cli.main([]) == 0
+    assert calls == [[]]
+
+
+def test_app_main_runs_the_event_loop(qtbot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    shown: list[MainWindow] = []
+
+    def fake_exec(self: Any) -> int:
+        window = next(w for w in self.topLevelWidgets() if isinstance(w, MainWindow))
+        shown.append(window)
+        assert window.isVisible()
+        wait_for_result(qtbot, window.plan_pane)
+        window.shutdown(stop_runs=True)
+        window._closing_done = True
+        window.close()
+        window.deleteLater()
+        return 0
+
+    monkeypatch.setattr(type(ui_app.QApplication.instance()), "exec", fake_exec)
+    assert ui_app.main(["--theme", "dark"]) == 0
+    assert shown and os.environ.get("QT_QPA_PLATFORM") == "offscreen"
+    ui_app.create_application((), theme="light")
