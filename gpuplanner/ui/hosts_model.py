@@ -1,0 +1,143 @@
+"""The hosts table: one row per host (this machine first), with what its last probe found."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtGui import QColor
+
+COLUMNS = ("Host", "Address", "Reachable", "GPUs", "Driver", "CUDA", "torch", "Price / GPU-h", "Pricing")
+_Index = QModelIndex | QPersistentModelIndex
+
+
+def _gpus(probe: dict[str, Any] | None, host: Any) -> str:
+    if probe and probe.get("ok"):
+        gpus = probe.get("gpus") or []
+        if not gpus:
+            return "none (CPU only)"
+        names = sorted({str(g.get("name", "?")) for g in gpus})
+        mem = gpus[0].get("mem_total_bytes")
+        size = f" {mem / (1 << 30):.0f} GiB" if isinstance(mem, (int, float)) else ""
+        return f"{len(gpus)} × {', '.join(names)}{size}"
+    if host.gpu_type:
+        return f"{host.gpu_count or '?'} × {host.gpu_type}"
+    return "—"
+
+
+class HostsTableModel(QAbstractTableModel):
+    """Rows are launcher ``Host`` objects; probing state and errors are kept per host name."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._hosts: list[Any] = []
+        self._probing: set[str] = set()
+        self._errors: dict[str, str] = {}
+
+    # -- data -----------------------------------------------------------------------------------
+    def set_hosts(self, hosts: list[Any]) -> None:
+        self.beginResetModel()
+        self._hosts = list(hosts)
+        self.endResetModel()
+
+    def host(self, row: int) -> Any:
+        return self._hosts[row]
+
+    def row_of(self, name: str) -> int:
+        for row, host in enumerate(self._hosts):
+            if host.name == name:
+                return row
+        return -1
+
+    def _changed(self, name: str) -> None:
+        row = self.row_of(name)
+        if row >= 0:
+            self.dataChanged.emit(self.index(row, 0), self.index(row, len(COLUMNS) - 1))
+
+    def set_probing(self, name: str, probing: bool) -> None:
+        if probing:
+            self._probing.add(name)
+            self._errors.pop(name, None)
+        else:
+            self._probing.discard(name)
+        self._changed(name)
+
+    def set_error(self, name: str, message: str | None) -> None:
+        if message:
+            self._errors[name] = message
+        else:
+            self._errors.pop(name, None)
+        self._changed(name)
+
+    def update_host(self, host: Any) -> None:
+        row = self.row_of(host.name)
+        if row >= 0:
+            self._hosts[row] = host
+            self._changed(host.name)
+
+    # -- Qt model API ---------------------------------------------------------------------------
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self._hosts)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal and 0 <= section < len(COLUMNS):
+            return COLUMNS[section]
+        return None
+
+    def reachable_text(self, host: Any) -> str:
+        if host.name in self._probing:
+            return "probing…"
+        if host.name in self._errors:
+            return f"no: {self._errors[host.name]}"
+        probe = host.probe
+        if probe is None:
+            return "not probed"
+        if probe.get("ok"):
+            return "yes"
+        missing = probe.get("missing")
+        return f"yes, but missing {', '.join(missing)}" if missing else f"no: {probe.get('error', 'probe failed')}"
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not (0 <= index.row() < len(self._hosts)) or not (0 <= index.column() < len(COLUMNS)):
+            return None
+        host = self._hosts[index.row()]
+        probe = host.probe if isinstance(host.probe, dict) else None
+        column = COLUMNS[index.column()]
+        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
+            if column == "Host":
+                return host.display_name
+            if column == "Address":
+                if host.kind == "local":
+                    return "local"
+                user = f"{host.user}@" if host.user else ""
+                port = f":{host.port}" if host.port and host.port != 22 else ""
+                return f"{user}{host.hostname or host.name}{port}"
+            if column == "Reachable":
+                return self.reachable_text(host)
+            if column == "GPUs":
+                return _gpus(probe, host)
+            if column == "Driver":
+                return (probe or {}).get("driver") or "—"
+            if column == "CUDA":
+                return (probe or {}).get("cuda_runtime") or "—"
+            if column == "torch":
+                return (probe or {}).get("torch") or "—"
+            if column == "Price / GPU-h":
+                return "—" if host.price_usd_per_gpu_hour is None else f"${host.price_usd_per_gpu_hour:,.2f}"
+            if column == "Pricing":
+                return host.pricing
+        if role == Qt.ItemDataRole.ForegroundRole and column == "Reachable":
+            text = self.reachable_text(host)
+            if text.startswith("no"):
+                return QColor("#b00020")
+            if text == "yes":
+                return QColor("#1b7f3b")
+        if role == Qt.ItemDataRole.TextAlignmentRole and column == "Price / GPU-h":
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.UserRole:
+            return host.name
+        return None

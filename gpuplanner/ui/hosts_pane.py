@@ -1,0 +1,328 @@
+"""The Hosts pane: this machine and SSH hosts, probed for GPUs, driver, CUDA and torch; prices per host.
+
+Probes run on a worker thread (a :class:`RunController`, created on the first probe); an unknown host key
+opens the trust-on-first-use dialog and the probe is retried once trusted; a changed key is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from PySide6.QtCore import Slot
+from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QDialog, QDialogButtonBox,
+                               QDoubleSpinBox, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+                               QProgressBar, QPushButton, QSpinBox, QTableView, QVBoxLayout, QWidget)
+
+from gpuplanner.ui import pyside_guard
+from gpuplanner.ui.hosts_model import HostsTableModel
+from gpuplanner.ui.run_controller import RunController
+from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
+
+pyside_guard.install()
+
+
+class HostDialog(QDialog):
+    """Add or edit a host. This machine only has a price and pricing."""
+
+    def __init__(self, host: Any = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.host = host
+        local = host is not None and host.kind == "local"
+        self.setWindowTitle("Edit host" if host else "Add SSH host")
+        form = QFormLayout(self)
+        self.name_edit = QLineEdit(host.name if host else "")
+        self.name_edit.setEnabled(host is None)
+        self.hostname_edit = QLineEdit((host.hostname or "") if host else "")
+        self.port_spin = QSpinBox()
+        self.port_spin.setRange(1, 65535)
+        self.port_spin.setValue(host.port if host else 22)
+        self.user_edit = QLineEdit((host.user or "") if host else "")
+        self.identity_edit = QLineEdit((host.identity_file or "") if host else "")
+        self.identity_edit.setPlaceholderText("~/.ssh/id_ed25519 (optional: the agent and default keys are tried)")
+        self.jump_edit = QLineEdit((host.proxy_jump or "") if host else "")
+        self.jump_edit.setPlaceholderText("bastion host (optional)")
+        self.price_spin = QDoubleSpinBox()
+        self.price_spin.setRange(0.0, 10_000.0)
+        self.price_spin.setDecimals(3)
+        self.price_spin.setPrefix("$ ")
+        self.price_spin.setSpecialValueText("not set")
+        self.price_spin.setValue((host.price_usd_per_gpu_hour or 0.0) if host else 0.0)
+        self.price_spin.setToolTip("What one GPU of this host costs per hour; runs' spend uses it")
+        self.pricing_combo = QComboBox()
+        self.pricing_combo.addItems(["on-demand", "spot"])
+        self.pricing_combo.setCurrentText(host.pricing if host else "on-demand")
+        form.addRow("Name:", self.name_edit)
+        if not local:
+            form.addRow("Hostname:", self.hostname_edit)
+            form.addRow("Port:", self.port_spin)
+            form.addRow("User:", self.user_edit)
+            form.addRow("Identity file:", self.identity_edit)
+            form.addRow("Proxy jump:", self.jump_edit)
+        form.addRow("Price per GPU-hour:", self.price_spin)
+        form.addRow("Pricing:", self.pricing_combo)
+        self.error_label = QLabel()
+        self.error_label.setStyleSheet("color: #b00020")
+        form.addRow(self.error_label)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form.addRow(buttons)
+
+    def result_host(self) -> Any:
+        from gpuplanner.launch.hosts import Host
+
+        price = self.price_spin.value() or None
+        if self.host is not None and self.host.kind == "local":
+            return replace(self.host, price_usd_per_gpu_hour=price, pricing=self.pricing_combo.currentText())
+        base = self.host or Host(name=self.name_edit.text().strip(), kind="ssh")
+        return replace(base, hostname=self.hostname_edit.text().strip() or None, port=self.port_spin.value(),
+                       user=self.user_edit.text().strip() or None,
+                       identity_file=self.identity_edit.text().strip() or None,
+                       proxy_jump=self.jump_edit.text().strip() or None, price_usd_per_gpu_hour=price,
+                       pricing=self.pricing_combo.currentText())
+
+    def accept(self) -> None:
+        if not self.name_edit.text().strip():
+            self.error_label.setText("Give the host a name.")
+            return
+        if (self.host is None or self.host.kind == "ssh") and not self.hostname_edit.text().strip():
+            self.error_label.setText("Give the hostname or address.")
+            return
+        super().accept()
+
+
+class HostsPane(QWidget):
+    """See the module docstring."""
+
+    def __init__(self, services: Any, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.services = services
+        self._controller: RunController | None = None
+        self._in_flight = 0
+        self.model = HostsTableModel(self)
+        layout = QVBoxLayout(self)
+        bar = QHBoxLayout()
+        self.add_button = QPushButton("Add…")
+        self.edit_button = QPushButton("Edit…")
+        self.remove_button = QPushButton("Remove")
+        self.import_button = QPushButton("Import from ~/.ssh/config")
+        self.probe_button = QPushButton("Probe")
+        self.probe_button.setToolTip("Connect, upload the trainer if needed, and report GPUs, driver, CUDA and torch")
+        self.probe_all_button = QPushButton("Probe all")
+        for b in (self.add_button, self.edit_button, self.remove_button, self.import_button, self.probe_button,
+                  self.probe_all_button):
+            bar.addWidget(b)
+        bar.addStretch(1)
+        self.busy = QProgressBar()
+        self.busy.setRange(0, 0)  # indeterminate while probing
+        self.busy.setMaximumWidth(160)
+        self.busy.setVisible(False)
+        bar.addWidget(self.busy)
+        layout.addLayout(bar)
+        self.message_label = QLabel()
+        self.message_label.setWordWrap(True)
+        layout.addWidget(self.message_label)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.verticalHeader().setVisible(False)
+        self.table.doubleClicked.connect(self._on_edit_clicked)
+        layout.addWidget(self.table, 1)
+        self.add_button.clicked.connect(self._on_add_clicked)
+        self.edit_button.clicked.connect(self._on_edit_clicked)
+        self.remove_button.clicked.connect(self._on_remove_clicked)
+        self.import_button.clicked.connect(self._on_import_clicked)
+        self.probe_button.clicked.connect(self._on_probe_clicked)
+        self.probe_all_button.clicked.connect(self._on_probe_all_clicked)
+        self.table.selectionModel().selectionChanged.connect(self._update_buttons)
+        app = QApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
+        self.reload()
+
+    # -- data -----------------------------------------------------------------------------------
+    def reload(self) -> None:
+        from gpuplanner.launch.hosts import list_hosts
+
+        selected = self.selected_name()
+        self.model.set_hosts(list_hosts(self.services.db_path))
+        row = self.model.row_of(selected) if selected else 0
+        if row >= 0 and self.model.rowCount():
+            self.table.selectRow(row)
+        self._update_buttons()
+
+    def selected_name(self) -> str | None:
+        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
+        return self.model.host(rows[0].row()).name if rows else None
+
+    def select(self, name: str) -> None:
+        row = self.model.row_of(name)
+        if row >= 0:
+            self.table.selectRow(row)
+
+    @Slot()
+    def _update_buttons(self, *args: Any) -> None:
+        name = self.selected_name()
+        local = name == "local"
+        self.edit_button.setEnabled(name is not None)
+        self.remove_button.setEnabled(name is not None and not local)
+        self.probe_button.setEnabled(name is not None)
+
+    def _say(self, text: str, error: bool = False) -> None:
+        self.message_label.setStyleSheet("color: #b00020" if error else "")
+        self.message_label.setText(text)
+
+    # -- add / edit / remove / import -----------------------------------------------------------
+    def make_host_dialog(self, host: Any = None) -> HostDialog:
+        return HostDialog(host, self)
+
+    @Slot()
+    def _on_add_clicked(self) -> None:
+        from gpuplanner.launch.hosts import HostError, add_host
+
+        dialog = self.make_host_dialog()
+        if dialog.exec() != QDialog.DialogCode.Accepted:
+            return
+        host = dialog.result_host()
+        try:
+            add_host(self.services.db_path, host)
+        except HostError as exc:
+            self._say(f"Could not add the host: {exc}", error=True)
+            return
+        self.reload()
+        self.select(host.name)
+        self._say(f"Added {host.name}. Probe it to see its GPUs.")
+
+    @Slot()
+    def _on_edit_clicked(self, *args: Any) -> None:
+        from gpuplanner.launch.hosts import HostError, update_host
+
+        name = self.selected_name()
+        if name is None:
+            return
+        dialog = self.make_host_dialog(self.model.host(self.model.row_of(name)))
+        if dialog.exec() != QDialog.DialogCode.Accepted:
+            return
+        try:
+            update_host(self.services.db_path, dialog.result_host())
+        except HostError as exc:
+            self._say(f"Could not save the host: {exc}", error=True)
+            return
+        self.reload()
+
+    @Slot()
+    def _on_remove_clicked(self) -> None:
+        from gpuplanner.launch.hosts import HostError, remove_host
+
+        name = self.selected_name()
+        if name is None or name == "local":
+            return
+        try:
+            remove_host(self.services.db_path, name)
+        except HostError as exc:
+            self._say(f"Could not remove {name}: {exc}", error=True)
+            return
+        self.reload()
+        self._say(f"Removed {name}.")
+
+    @Slot()
+    def _on_import_clicked(self) -> None:
+        from gpuplanner.launch.hosts import HostError, add_host, ssh_config_hosts
+
+        known = {self.model.host(r).name for r in range(self.model.rowCount())}
+        added = []
+        for host in ssh_config_hosts():
+            if host.name in known:
+                continue
+            try:
+                add_host(self.services.db_path, host)
+                added.append(host.name)
+            except HostError:
+                continue
+        self.reload()
+        self._say(f"Imported {len(added)} host(s) from ~/.ssh/config: {', '.join(added)}" if added
+                  else "No new hosts in ~/.ssh/config.")
+
+    # -- probing --------------------------------------------------------------------------------
+    @property
+    def controller(self) -> RunController:
+        if self._controller is None:
+            self._controller = RunController(self._make_manager, self)
+        return self._controller
+
+    def _make_manager(self) -> Any:
+        from gpuplanner.launch.manager import RunManager
+
+        return RunManager(self.services.db_path)
+
+    def probing(self) -> bool:
+        return self._in_flight > 0
+
+    @Slot()
+    def _on_probe_clicked(self) -> None:
+        name = self.selected_name()
+        if name:
+            self.probe(name)
+
+    @Slot()
+    def _on_probe_all_clicked(self) -> None:
+        for row in range(self.model.rowCount()):
+            self.probe(self.model.host(row).name)
+
+    def probe(self, name: str) -> None:
+        """Probe one host on the worker thread; the table shows "probing…" until it answers."""
+        self._in_flight += 1
+        self.model.set_probing(name, True)
+        self.busy.setVisible(True)
+        self._say(f"Probing {name}…")
+        self.controller.submit(lambda m: m.probe(name), lambda result: self._on_probed(name, result),
+                               lambda exc: self._on_probe_failed(name, exc))
+
+    def _done(self, name: str) -> None:
+        self._in_flight -= 1
+        self.model.set_probing(name, False)
+        self.busy.setVisible(self._in_flight > 0)
+
+    def _on_probed(self, name: str, result: dict[str, Any]) -> None:
+        self._done(name)
+        self.reload()
+        row = self.model.row_of(name)
+        if row >= 0:  # the manager stores a good probe with the host; show a failed one too
+            host = self.model.host(row)
+            self.model.update_host(replace(host, probe=result))
+        if result.get("ok"):
+            self._say(f"{name}: {len(result.get('gpus') or [])} GPU(s), torch {result.get('torch')}.")
+        else:
+            self._say(f"{name} answered, but: {result.get('error') or 'missing ' + ', '.join(result.get('missing') or [])}",
+                      error=True)
+
+    def _on_probe_failed(self, name: str, exc: Exception) -> None:
+        from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
+
+        self._done(name)
+        if isinstance(exc, UnknownHostKey):
+            if ask_trust(exc, self):
+                self.probe(name)
+            else:
+                self.model.set_error(name, "host key not trusted")
+                self._say(f"Did not connect to {name}: its key was not trusted.")
+            return
+        if isinstance(exc, ChangedHostKey):
+            self.model.set_error(name, "REFUSED: host key changed")
+            self._say(f"Refused to connect to {name}: its host key changed.", error=True)
+            show_changed_key(exc, self)
+            return
+        self.model.set_error(name, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        self._say(f"Probing {name} failed: {exc}", error=True)
+
+    @Slot()
+    def shutdown(self) -> None:
+        """End the probe worker thread (waits for a probe in progress)."""
+        if self._controller is not None:
+            self._controller.shutdown(stop_runs=False)
+            self._controller = None
+

@@ -1,0 +1,159 @@
+"""Hosts pane: the table model, add/edit/remove, a real probe of this machine, trust-on-first-use and
+the refusal of a changed host key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import paramiko
+import pytest
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication, QDialog, QMessageBox
+
+from gpuplanner.launch.hosts import Host, add_host, get_host, list_hosts
+from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
+from gpuplanner.ui.hosts_model import COLUMNS, HostsTableModel
+from gpuplanner.ui.hosts_pane import HostDialog, HostsPane
+from gpuplanner.ui.trust_dialog import TrustHostKeyDialog
+from tests.ui.runs_fixtures import services  # noqa: F401
+
+pytestmark = pytest.mark.xdist_group("ui_hosts")
+
+
+@pytest.fixture
+def hosts_pane(qtbot: Any, services: Any) -> Any:
+    pane = HostsPane(services)
+    qtbot.addWidget(pane)
+    pane.resize(1280, 800)
+    pane.show()
+    yield pane
+    pane.shutdown()
+
+
+def _cell(pane: HostsPane, name: str, column: str) -> str:
+    return pane.model.index(pane.model.row_of(name), COLUMNS.index(column)).data()
+
+
+def test_model_follows_qt_rules(qtmodeltester: Any, services: Any) -> None:
+    add_host(services.db_path, Host(name="box", kind="ssh", hostname="10.0.0.5", port=2222, user="me",
+                                    price_usd_per_gpu_hour=2.5, pricing="spot"))
+    model = HostsTableModel()
+    model.set_hosts(list_hosts(services.db_path))
+    qtmodeltester.check(model, force_py=True)
+    model.set_probing("box", True)
+    assert model.index(1, COLUMNS.index("Reachable")).data() == "probing…"
+    model.set_probing("box", False)
+    model.set_error("box", "connection refused")
+    assert model.index(1, COLUMNS.index("Reachable")).data() == "no: connection refused"
+    assert model.index(1, COLUMNS.index("Address")).data() == "me@10.0.0.5:2222"
+    assert model.index(1, COLUMNS.index("Price / GPU-h")).data() == "$2.50"
+    assert model.index(0, 0).data() == "This machine"
+
+
+def test_add_edit_remove_hosts(qtbot: Any, hosts_pane: HostsPane, services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fill(dialog: HostDialog) -> int:
+        if dialog.host is None:
+            dialog.name_edit.setText("gpu-box")
+            dialog.hostname_edit.setText("gpu-box.example.org")
+            dialog.user_edit.setText("ml")
+        dialog.price_spin.setValue(1.75)
+        dialog.accept()
+        return QDialog.DialogCode.Accepted if dialog.result() == QDialog.DialogCode.Accepted else 0
+
+    monkeypatch.setattr(HostDialog, "exec", fill)
+    hosts_pane.add_button.click()
+    assert _cell(hosts_pane, "gpu-box", "Address") == "ml@gpu-box.example.org"
+    assert get_host(services.db_path, "gpu-box").price_usd_per_gpu_hour == 1.75
+    hosts_pane.select("local")
+    assert not hosts_pane.remove_button.isEnabled()  # this machine stays
+    hosts_pane.edit_button.click()
+    assert get_host(services.db_path, "local").price_usd_per_gpu_hour == 1.75
+    assert _cell(hosts_pane, "local", "Price / GPU-h") == "$1.75"
+    hosts_pane.select("gpu-box")
+    hosts_pane.remove_button.click()
+    assert hosts_pane.model.row_of("gpu-box") == -1
+
+
+@pytest.mark.slow
+def test_probe_this_machine(qtbot: Any, hosts_pane: HostsPane) -> None:
+    hosts_pane.select("local")
+    hosts_pane.probe_button.click()
+    assert hosts_pane.busy.isVisible() and _cell(hosts_pane, "local", "Reachable") == "probing…"
+    qtbot.waitUntil(lambda: not hosts_pane.probing(), timeout=120_000)
+    assert _cell(hosts_pane, "local", "Reachable") == "yes", hosts_pane.message_label.text()
+    assert _cell(hosts_pane, "local", "torch") not in ("—", None)
+    assert not hosts_pane.busy.isVisible()
+
+
+class _KeyManager:
+    """A RunManager stand-in whose probe raises the launcher's real host-key exceptions."""
+
+    def __init__(self, known_hosts: Path, changed: bool) -> None:
+        self.key = paramiko.RSAKey.generate(1024)
+        self.known_hosts = known_hosts
+        self.changed = changed
+        self.calls = 0
+
+    def probe(self, name: str) -> dict:
+        self.calls += 1
+        if self.changed:
+            raise ChangedHostKey("gpu-box.example.org", 2222, self.key, self.known_hosts)
+        if not self.known_hosts.exists():
+            raise UnknownHostKey("gpu-box.example.org", 2222, self.key, self.known_hosts)
+        return {"ok": True, "gpus": [{"name": "NVIDIA H100", "mem_total_bytes": 80 << 30}], "torch": "2.5.0",
+                "driver": "550.54", "cuda_runtime": "12.4"}
+
+    def live_runs(self) -> list[int]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def _ssh_box(services: Any) -> None:
+    add_host(services.db_path, Host(name="gpu-box", kind="ssh", hostname="gpu-box.example.org", port=2222))
+
+
+def test_unknown_key_trusted_then_refused(qtbot: Any, hosts_pane: HostsPane, services: Any, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _ssh_box(services)
+    hosts_pane.reload()
+    manager = _KeyManager(tmp_path / "known_hosts", changed=False)
+    monkeypatch.setattr(hosts_pane, "_make_manager", lambda: manager)
+    seen: list[str] = []
+
+    def answer(accept: bool) -> None:
+        dialog = QApplication.activeModalWidget()
+        assert isinstance(dialog, TrustHostKeyDialog)
+        seen.append(dialog.fingerprint_label.text())
+        dialog.trust_button.click() if accept else dialog.reject()
+
+    monkeypatch.setattr(TrustHostKeyDialog, "exec",
+                        lambda self: (QTimer.singleShot(0, lambda: answer(accepts.pop(0))), QDialog.exec(self))[1])
+    accepts = [False]
+    hosts_pane.probe("gpu-box")
+    qtbot.waitUntil(lambda: not hosts_pane.probing(), timeout=10_000)
+    assert _cell(hosts_pane, "gpu-box", "Reachable") == "no: host key not trusted"
+    assert not (tmp_path / "known_hosts").exists()
+    accepts = [True]
+    hosts_pane.probe("gpu-box")
+    qtbot.waitUntil(lambda: _cell(hosts_pane, "gpu-box", "Reachable") == "yes", timeout=10_000)
+    assert seen[0].startswith("SHA256:") and seen[0] == seen[1]
+    assert "gpu-box.example.org" in (tmp_path / "known_hosts").read_text()
+    assert manager.calls == 3  # refused, asked again, retried after trusting
+
+
+def test_changed_key_is_refused(qtbot: Any, hosts_pane: HostsPane, services: Any, tmp_path: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    _ssh_box(services)
+    hosts_pane.reload()
+    manager = _KeyManager(tmp_path / "known_hosts", changed=True)
+    monkeypatch.setattr(hosts_pane, "_make_manager", lambda: manager)
+    shown: list[str] = []
+    monkeypatch.setattr(QMessageBox, "exec", lambda self: shown.append(self.text() + self.informativeText()) or 0)
+    hosts_pane.probe("gpu-box")
+    qtbot.waitUntil(lambda: not hosts_pane.probing(), timeout=10_000)
+    assert _cell(hosts_pane, "gpu-box", "Reachable") == "no: REFUSED: host key changed"
+    assert len(shown) == 1 and "refuses to connect" in shown[0] and "SHA256:" in shown[0]
+    assert manager.calls == 1
