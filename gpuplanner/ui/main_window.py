@@ -43,6 +43,11 @@ PLACE_ICONS = (QStyle.StandardPixmap.SP_FileDialogDetailedView, QStyle.StandardP
                QStyle.StandardPixmap.SP_MediaPlay, QStyle.StandardPixmap.SP_FileDialogContentsView)
 
 
+FALLBACK_KEYS = {QKeySequence.StandardKey.Save: "Ctrl+S", QKeySequence.StandardKey.Open: "Ctrl+O",
+                 QKeySequence.StandardKey.Print: "Ctrl+P", QKeySequence.StandardKey.Quit: "Ctrl+Q",
+                 QKeySequence.StandardKey.Refresh: "F5"}
+
+
 def app_settings() -> QSettings:
     """The app's settings file (tests redirect it with ``QSettings.setPath(IniFormat, UserScope, dir)``)."""
     return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, ORGANIZATION, APPLICATION)
@@ -92,9 +97,13 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ menus
 
-    def _action(self, text: str, slot: Any, shortcut: QKeySequence | str | None = None, tip: str = "") -> QAction:
+    def _action(self, text: str, slot: Any, shortcut: QKeySequence.StandardKey | str | None = None,
+                tip: str = "") -> QAction:
         action = QAction(text, self)
-        if shortcut is not None:
+        if isinstance(shortcut, QKeySequence.StandardKey):
+            bindings = QKeySequence.keyBindings(shortcut)  # the platform's own keys, where it has them
+            action.setShortcuts(bindings or [QKeySequence(FALLBACK_KEYS[shortcut])])
+        elif shortcut is not None:
             action.setShortcut(QKeySequence(shortcut))
         if tip:
             action.setStatusTip(tip)

@@ -116,7 +116,13 @@ def test_closing_with_live_runs_asks(window: MainWindow, monkeypatch: pytest.Mon
     stops: list[bool] = []
     monkeypatch.setattr(window.runs_pane, "has_live_runs", lambda: True)
     monkeypatch.setattr(window, "ask_about_live_runs", lambda: answer)
-    monkeypatch.setattr(window.runs_pane, "shutdown", lambda stop_runs: stops.append(stop_runs))
+    real_shutdown = window.runs_pane.shutdown
+
+    def shutdown(stop_runs: bool) -> None:
+        stops.append(stop_runs)
+        real_shutdown(stop_runs)  # the pane's threads still have to end
+
+    monkeypatch.setattr(window.runs_pane, "shutdown", shutdown)
     closed = window.close()
     if answer == "cancel":
         assert not closed and window.isVisible() and stops == []
@@ -144,9 +150,8 @@ def test_app_main_runs_the_event_loop(qtbot: Any, monkeypatch: pytest.MonkeyPatc
     shown: list[MainWindow] = []
 
     def fake_exec(self: Any) -> int:
-        window = next(w for w in self.topLevelWidgets() if isinstance(w, MainWindow))
+        window = next(w for w in self.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible())
         shown.append(window)
-        assert window.isVisible()
         wait_for_result(qtbot, window.plan_pane)
         window.shutdown(stop_runs=True)
         window._closing_done = True
