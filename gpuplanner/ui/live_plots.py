@@ -107,7 +107,7 @@ class LivePlots(QWidget):
         self.gpu_curves: dict[tuple[str, int], dict[str, pg.PlotDataItem]] = {}
         self.capacity_line = pg.InfiniteLine(angle=0, pen=_pen("#d62728", dashed=True), movable=False,
                                              label="capacity {value:.1f} GiB",
-                                             labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 1), (0, 1)]})
+                                             labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 0), (0, 0)]})
         self.capacity_line.setVisible(False)
         self.plots["mem"].addItem(self.capacity_line, ignoreBounds=False)
         self.tokens_curve = self.plots["tokens"].plot(pen=_pen("#1f77b4"))
@@ -117,7 +117,7 @@ class LivePlots(QWidget):
         self.spend_curve = self.plots["spend"].plot(pen=_pen("#2ca02c", width=1.5))
         self.budget_line = pg.InfiniteLine(angle=0, pen=_pen("#d62728", dashed=True), movable=False,
                                            label="budget ${value:,.2f}",
-                                           labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 1), (0, 1)]})
+                                           labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 0), (0, 0)]})
         self.plan_line = pg.InfiniteLine(angle=0, pen=_pen("#7f7f7f", dashed=True), movable=False,
                                          label="plan ${value:,.2f}",
                                          labelOpts={"position": 0.95, "color": "#555555", "anchors": [(1, 1), (1, 1)]})
@@ -186,8 +186,8 @@ class LivePlots(QWidget):
             color = GPU_COLORS[len(self.gpu_curves) % len(GPU_COLORS)]
             node, index = key
             name = f"GPU {index}" + (f" ({node})" if node and len({k[0] for k in self.gpu_curves} | {node}) > 1 else "")
-            curves = {
-                "util": self.plots["util"].plot(pen=_pen(color), name=name),
+            curves = {  # a legend only while it stays small; colours follow GPU order
+                "util": self.plots["util"].plot(pen=_pen(color), name=name if len(self.gpu_curves) < 2 else None),
                 "mem": self.plots["mem"].plot(pen=_pen(color)),
                 "power": self.plots["power"].plot(pen=_pen(color)),
             }
@@ -199,7 +199,7 @@ class LivePlots(QWidget):
         if "sm" not in curves:
             color = GPU_COLORS[(list(self.gpu_curves).index(key)) % len(GPU_COLORS)]
             curves["sm"] = self.plots["util"].plot(pen=_pen(color, dashed=True),
-                                                   name=f"SM active {key[1]}" if len(self.gpu_curves) <= 2 else None)
+                                                   name="SM active" if key == min(self.gpu_curves) else None)
         return curves["sm"]
 
     def redraw(self, telemetry: RunTelemetry | None = None, *, force: bool = False) -> bool:
@@ -224,9 +224,8 @@ class LivePlots(QWidget):
         capacity = max((b.last("mem_total_gib") or 0.0 for b in tel.gpus.values()), default=0.0)
         if capacity > 0 and capacity != self._capacity:
             self._capacity = capacity
+            self.capacity_line.setVisible(True)  # first: a hidden line's label ignores value changes
             self.capacity_line.setValue(capacity)
-            self.capacity_line.label.setFormat(f"capacity {capacity:.1f} GiB")
-            self.capacity_line.setVisible(True)
             self.plots["mem"].enableAutoRange(y=False)  # memory is drawn against capacity: a fixed scale
             self.plots["mem"].setYRange(0.0, capacity * 1.08, padding=0)
         steps = tel.steps
@@ -239,9 +238,8 @@ class LivePlots(QWidget):
             self.eval_curve.setData(tel.evals.view("x"), tel.evals.view("eval_loss"))
         for line, value in ((self.budget_line, tel.budget_usd), (self.plan_line, tel.planned_cost_usd)):
             if value:
-                line.setValue(value)
-                line.label.setFormat(("budget" if line is self.budget_line else "plan") + f" ${value:,.2f}")
                 line.setVisible(True)
+                line.setValue(value)
         self._set_titles(tel)
         while self._markers_drawn < len(tel.markers):
             marker = tel.markers[self._markers_drawn]
@@ -249,7 +247,7 @@ class LivePlots(QWidget):
             for key, plot in self.plots.items():
                 line = pg.InfiniteLine(pos=marker.x, angle=90, movable=False,
                                        pen=_pen(MARKER_COLORS.get(marker.kind, "#7f7f7f"), dashed=True),
-                                       label=marker.kind if key == "util" else None,
+                                       label=marker.kind if key == "util" and marker.kind != "checkpoint" else None,
                                        labelOpts={"position": 0.92, "color": MARKER_COLORS.get(marker.kind, "#555"),
                                                   "rotateAxis": (1, 0)})
                 line.setToolTip(marker.label)

@@ -1,0 +1,116 @@
+"""Screenshots of the Runs and Hosts panes at 1280x800 with realistic data (no trainer needed).
+
+    QT_QPA_PLATFORM=offscreen .venv/bin/python -m tests.ui.runs_screenshots [OUT_DIR]
+
+The Runs pane shows an 8-GPU run two hours in, fed through the same record path as a live run
+(checkpoints, a preemption and the resume, budget and plan lines, an over-plan alert).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def run_records(gpus: int = 8, seconds: int = 7200) -> list[dict]:
+    rnd = random.Random(4)
+    t0, seq, out = 1_763_800_000.0, 0, []
+
+    def rec(kind: str, t: float, **fields: object) -> None:
+        nonlocal seq
+        out.append({"v": 1, "seq": seq, "t": t0 + t, "kind": kind, **fields})
+        seq += 1
+
+    rec("run_start", 0, config={"budget_usd": 160.0, "price_per_gpu_hour": 2.49}, steps_total=12_000, world_size=gpus,
+        device="NVIDIA H100 80GB HBM3")
+    step, down = 0, (4210, 4290)
+    for s in range(0, seconds, 2):
+        if down[0] <= s < down[1]:
+            continue
+        for i in range(gpus):
+            util = min(100.0, max(0.0, 88 + 8 * math.sin(s / 700 + i) + rnd.gauss(0, 3) - (35 if 2500 < s < 3100 and i == 3 else 0)))
+            rec("gpu", s, node="h100-a", index=i, util_pct=util, mem_used_bytes=int((61 + 3 * math.sin(s / 900 + i)) * 2**30),
+                mem_total_bytes=80 * 2**30, power_w=250 + 4.4 * util, sm_active_pct=util * 0.82, simulated=False)
+        if s % 4 == 0:
+            step += 3
+            rec("step", s, step=step, loss=2.1 + 1.6 * math.exp(-s / 1800) + rnd.gauss(0, 0.03), tokens_total=step * 2**17,
+                samples_total=step * 64, tokens_per_s=94_000 + rnd.gauss(0, 2500), step_time_s=1.33, data_wait_s=0.02,
+                spend_usd=2.49 * gpus * s / 3600)
+        if s % 600 == 0 and s:
+            rec("checkpoint", s, step=step, path=f"checkpoints/step-{step:08d}", bytes=2**34, seconds=14.0)
+        if s % 900 == 0 and s:
+            rec("eval", s, step=step, eval_loss=2.2 + 1.5 * math.exp(-s / 1800))
+        if s == down[0] - 2:
+            rec("preempted", s, step=step)
+        if s == down[1]:
+            rec("resumed", s, step=step)
+    return out
+
+
+def main(out_dir: str = "docs/screenshots") -> None:
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication([])
+    from gpuplanner.launch.hosts import Host, add_host, local_host, update_host
+    from gpuplanner.ui.hosts_pane import HostsPane
+    from gpuplanner.ui.launch_dialog import LaunchRequest
+    from gpuplanner.ui.runs_pane import RunsPane
+    from gpuplanner.ui.services import AppServices
+
+    tmp = Path(tempfile.mkdtemp())
+    services = AppServices(db_path=tmp / "history.sqlite", config_dir=tmp / "config")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    pane = RunsPane(services)
+    pane.resize(1280, 800)
+    pane.show()
+    request = LaunchRequest(host_name="h100-a", trainer_args=[], name="llama-3.2-3b LoRA r16", gpus=8,
+                            budget_usd=160.0, price_per_gpu_hour=2.49, planned_cost_usd=36.0)
+    entry = pane._add_entry(41, request.name, "h100-a", request=request)
+    entry.telemetry.add_records(run_records())
+    pane._apply_status(entry, SimpleNamespace(run_id=41, state="running", run_dir="~/.gpuplanner/runs/41",
+                                              exit_code=None, host="h100-a"))
+    pane._update_item(entry)
+    entry.alerts = [("low_util", "GPU 3 on h100-a under 50% utilisation for 10.0 min (lowest 41%)")]
+    pane.window_combo.setCurrentIndex(2)  # full history
+    pane._on_redraw_timer()
+    pane._update_text()
+    for _ in range(5):
+        app.processEvents()
+    pane.grab().save(str(out / "runs.png"))
+    pane.shutdown(stop_runs=False)
+
+    db = services.db_path
+    update_host(db, Host(**{**local_host().__dict__, "probe": {"ok": True, "gpus": [], "torch": "2.5.1+cpu",
+                                                               "driver": None, "cuda_runtime": None}}))
+    h100 = {"ok": True, "gpus": [{"name": "NVIDIA H100 80GB HBM3", "mem_total_bytes": 80 * 2**30}] * 8,
+            "torch": "2.5.1+cu124", "driver": "550.127.05", "cuda_runtime": "12.4"}
+    add_host(db, Host(name="h100-a", kind="ssh", hostname="203.0.113.17", user="ubuntu", price_usd_per_gpu_hour=2.49,
+                      pricing="on-demand", gpu_type="NVIDIA H100 80GB HBM3", gpu_count=8, probe=h100))
+    add_host(db, Host(name="a10g-spot", kind="ssh", hostname="ec2-198-51-100-4.compute.amazonaws.com", user="ec2-user",
+                      price_usd_per_gpu_hour=0.36, pricing="spot", gpu_type="NVIDIA A10G", gpu_count=1,
+                      probe={"ok": True, "gpus": [{"name": "NVIDIA A10G", "mem_total_bytes": 24 * 2**30}],
+                             "torch": "2.4.0+cu121", "driver": "535.183.01", "cuda_runtime": "12.1"}))
+    add_host(db, Host(name="lab-4090", kind="ssh", hostname="lab-4090.internal", port=2222, user="ml"))
+    hosts = HostsPane(services)
+    hosts.resize(1280, 800)
+    hosts.show()
+    hosts.model.set_error("lab-4090", "REFUSED: host key changed")
+    hosts.select("h100-a")
+    hosts._say("h100-a: 8 GPU(s), torch 2.5.1+cu124.")
+    for _ in range(5):
+        app.processEvents()
+    hosts.grab().save(str(out / "hosts.png"))
+    hosts.shutdown()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
