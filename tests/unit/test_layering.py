@@ -7,6 +7,8 @@ nothing imports ``gpuplanner.ui``; ``gpuplanner/plan/`` imports no other part of
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT
@@ -50,10 +52,34 @@ def test_trainer_does_not_import_gpuplanner() -> None:
     assert violations(files, ("gpuplanner",)) == []
 
 
+def module_level_imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+    return names
+
+
 def test_nothing_imports_ui() -> None:
-    files = [p for p in python_files("gpuplanner") if "ui" not in p.relative_to(REPO_ROOT / "gpuplanner").parts[:1]]
+    """Only the entry point opens the window, and it imports the UI lazily inside a function, so
+    `gpuplanner plan` and friends never load Qt."""
+    entry = REPO_ROOT / "gpuplanner" / "cli.py"
+    files = [p for p in python_files("gpuplanner")
+             if "ui" not in p.relative_to(REPO_ROOT / "gpuplanner").parts[:1] and p != entry]
     files += python_files("trainer")
     assert violations(files, ("gpuplanner.ui",)) == []
+    assert [m for m in module_level_imports(entry) if m.startswith("gpuplanner.ui")] == []
+
+
+def test_cli_commands_do_not_load_qt(tmp_path: Path) -> None:
+    code = ("import sys; from gpuplanner.cli import main; main(['plan', '--model', 'gpt2', '--json']); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'shiboken6')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_plan_is_pure() -> None:
