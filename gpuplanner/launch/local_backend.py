@@ -18,6 +18,13 @@ from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
 from gpuplanner.paths import data_dir
 
 
+# Children started by this process, shared by every backend instance: a Popen is never dropped
+# while its process runs (and a child is reaped, never left a zombie), even after the manager that
+# started it closed and another one attached.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+_CHILDREN_LOCK = threading.Lock()
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -25,7 +32,10 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a zombie is dead
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def read_exit_file(path: Path) -> int | None:
@@ -41,8 +51,6 @@ class LocalBackend:
         self.name = host.name
         self.runs_root = Path(runs_root) if runs_root else data_dir() / "runs"
         self.python = host.python or sys.executable
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
-        self._lock = threading.Lock()
 
     def connect(self) -> None:
         pass
@@ -71,8 +79,8 @@ class LocalBackend:
         with open(folder / f"{tag}.out", "ab") as out, open(folder / f"{tag}.err", "ab") as err:
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=self._env(env),
                                     start_new_session=True, close_fds=True)
-        with self._lock:
-            self._procs[proc.pid] = proc
+        with _CHILDREN_LOCK:
+            _CHILDREN[proc.pid] = proc
         return proc.pid
 
     def signal(self, pgid: int, signame: str) -> None:
@@ -82,13 +90,13 @@ class LocalBackend:
             pass
 
     def state(self, run_dir: str, tag: str, pgid: int) -> ProcessState:
-        with self._lock:
-            proc = self._procs.get(pgid)
+        with _CHILDREN_LOCK:
+            proc = _CHILDREN.get(pgid)
         alive = proc.poll() is None if proc is not None else _pid_alive(pgid)
         if alive:
             return ProcessState(True)
-        with self._lock:
-            self._procs.pop(pgid, None)
+        with _CHILDREN_LOCK:
+            _CHILDREN.pop(pgid, None)
         return ProcessState(False, read_exit_file(Path(run_dir) / f"{tag}.exit"))
 
     def read(self, path: str, offset: int, size: int) -> bytes:

@@ -1,5 +1,7 @@
 """A host reached over SSH: payload by SFTP, detached runs under ``REMOTE_ROOT/runs/<id>``.
 
+``REMOTE_ROOT`` is ``~/.gpuplanner`` unless the manager or ``$GPUPLANNER_REMOTE_ROOT`` says otherwise.
+
 Every value put into a remote command line is quoted with :func:`shlex.quote` (``shlex.join``);
 environment variable names are checked against ``[A-Za-z_][A-Za-z0-9_]*``. Reading telemetry uses
 SFTP reads at an explicit offset, so a reconnect continues exactly where the store stopped.
@@ -8,6 +10,7 @@ SFTP reads at an explicit offset, so a reconnect continues exactly where the sto
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import threading
@@ -41,7 +44,7 @@ class SSHBackend:
         self.python = host.python or "python3"
         self.known_hosts_path = known_hosts_path
         self.passphrase_callback = passphrase_callback
-        self.remote_root_spec = remote_root or DEFAULT_REMOTE_ROOT
+        self.remote_root_spec = remote_root or os.environ.get("GPUPLANNER_REMOTE_ROOT") or DEFAULT_REMOTE_ROOT
         self.root = ""
         self.conn: SSHConnection | None = None
         self._payload: Payload | None = None
@@ -105,7 +108,9 @@ class SSHBackend:
         payload = self.payload()
         assignments = env_assignments({**env, "PYTHONPATH": payload.pythonpath})
         wrapped = [self.python, payload.wrapper, run_dir, tag, "--", self.python, *args]
-        return (f"mkdir -p {q(run_dir)} && env {shlex.join(assignments)} setsid {shlex.join(wrapped)}"
+        # "mkdir ... || exit" first, on its own: "A && B &" would background a subshell, and $! would
+        # not be the wrapper's pid (= its process group id after setsid).
+        return (f"mkdir -p {q(run_dir)} || exit 1; env {shlex.join(assignments)} setsid {shlex.join(wrapped)}"
                 f" </dev/null >{q(f'{run_dir}/{tag}.out')} 2>{q(f'{run_dir}/{tag}.err')} & echo $!")
 
     def start(self, run_dir: str, tag: str, args: list[str], env: dict[str, str]) -> int:

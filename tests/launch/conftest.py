@@ -40,6 +40,7 @@ def _private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GPUPLANNER_KNOWN_HOSTS", str(home / ".ssh" / "known_hosts"))
     monkeypatch.setenv("GPUPLANNER_SSH_CONFIG", str(home / ".ssh" / "config"))
+    monkeypatch.setenv("GPUPLANNER_REMOTE_ROOT", str(tmp_path / "remote"))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     for key, value in TRAINER_ENV.items():
         monkeypatch.setenv(key, value)
