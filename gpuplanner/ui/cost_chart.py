@@ -66,7 +66,7 @@ class CostChart(pg.PlotWidget):
                                                    brush=pg.mkBrush(color), hoverable=True, tip=_tip, name=name)
             item.addItem(self.series[name])
         self.deadline_line = pg.InfiniteLine(angle=90, pen=pg.mkPen(BAD, style=Qt.PenStyle.DashLine), label="deadline",
-                                             labelOpts={"position": 0.9, "color": BAD})
+                                             labelOpts={"position": 0.5, "color": BAD, "rotateAxis": (1, 0)})
         self.budget_line = pg.InfiniteLine(angle=0, pen=pg.mkPen(BAD, style=Qt.PenStyle.DotLine), label="budget",
                                            labelOpts={"position": 0.95, "color": BAD})
         for line in (self.deadline_line, self.budget_line):
@@ -79,6 +79,8 @@ class CostChart(pg.PlotWidget):
         palette = QGuiApplication.palette()
         self.setBackground(palette.color(QPalette.ColorRole.Base))
         fg = palette.color(QPalette.ColorRole.Text)
+        self.legend.setLabelTextColor(fg)
+        self.legend.setBrush(pg.mkBrush(palette.color(QPalette.ColorRole.Base)))
         for name in ("left", "bottom"):
             axis = self.getPlotItem().getAxis(name)
             axis.setPen(pg.mkPen(fg))
@@ -113,7 +115,9 @@ class CostChart(pg.PlotWidget):
         if budget_usd:
             self.budget_line.setValue(budget_usd)
         if not shown:
+            item.setTitle("no option fits in memory: nothing to chart")
             return
+        item.setTitle(None)
         costs = [r.cost_usd for r in shown if r.cost_usd is not None]
         hours = [r.hours for r in shown]
         top = max(costs + ([budget_usd] if budget_usd else []))

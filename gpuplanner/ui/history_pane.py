@@ -82,6 +82,7 @@ class RunPlots(pg.GraphicsLayoutWidget):
             if self.plots:
                 plot.setXLink(next(iter(self.plots.values())))
             self.plots[key] = plot
+        self.util_legend = self.plots["util"].addLegend(offset=(5, 5), labelTextSize="7pt", colCount=4)
         self.apply_palette()
 
     def apply_palette(self) -> None:
@@ -99,11 +100,12 @@ class RunPlots(pg.GraphicsLayoutWidget):
 
     def show_series(self, series: RunSeries) -> None:
         self.clear_all()
-        if len(series.gpu) <= 8:
-            self.plots["util"].addLegend(offset=(5, 5), labelTextSize="7pt", colCount=4)
+        legend = 2 <= len(series.gpu) <= 8
+        self.util_legend.clear()
+        self.util_legend.setVisible(legend)
         for i, (label, (t, util, mem, _power)) in enumerate(sorted(series.gpu.items())):
             pen = pg.mkPen(GPU_COLORS[i % len(GPU_COLORS)], width=1)
-            self.plots["util"].plot(t / 60.0, util, pen=pen, name=label if len(series.gpu) <= 8 else None)
+            self.plots["util"].plot(t / 60.0, util, pen=pen, name=label if legend else None)
             self.plots["mem"].plot(t / 60.0, mem, pen=pen)
         t, loss, tokens = series.steps
         if len(t):
@@ -193,6 +195,7 @@ class HistoryPane(QWidget):
         self.compare_table = QTableWidget(0, 0)
         self.compare_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.compare_table.setAlternatingRowColors(True)
+        self.compare_table.verticalHeader().setDefaultSectionSize(22)
         self.detail_tabs = QTabWidget()
         self.detail_tabs.addTab(self.summary_view, "Summary")
         self.detail_tabs.addTab(self.plots, "Plots")

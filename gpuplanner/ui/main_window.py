@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMainWindow,
     QMessageBox,
-    QSplitter,
+    QHBoxLayout,
     QStackedWidget,
     QStyle,
     QWidget,
@@ -80,12 +80,13 @@ class MainWindow(QMainWindow):
             self.sidebar.addItem(item)
         self.sidebar.setFixedWidth(118)
         self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
-        self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.splitter.addWidget(self.sidebar)
-        self.splitter.addWidget(self.stack)
-        self.splitter.setStretchFactor(1, 1)
-        self.splitter.setChildrenCollapsible(False)
-        self.setCentralWidget(self.splitter)
+        central = QWidget()
+        layout = QHBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.sidebar)
+        layout.addWidget(self.stack, 1)
+        self.setCentralWidget(central)
 
         self.plan_pane.launchRequested.connect(self._on_launch_requested)
         self.runs_pane.runFinished.connect(self.history_pane.on_run_finished)

@@ -221,8 +221,8 @@ class PlanPane(QWidget):
         header = self.table.horizontalHeader()
         # Fixed widths from typical contents: ResizeToContents would scan every cell on every update.
         metrics = self.table.fontMetrics()
-        samples = ("99", "A100 80GB PCIe", "8", "on-demand", "lambdalabs", "yes", "999.9", "9,999.9", "99,999.99",
-                   "99,999.99", "Deadline", "Budget", "")
+        samples = ("99", "A100 80GB PCIe", "8", "on-demand", "lambda", "yes", "999.9", "9,999.9", "9,999.99",
+                   "9,999.99", "Deadline", "Budget", "")
         for index, text in enumerate(samples):
             width = max(metrics.horizontalAdvance(text), metrics.horizontalAdvance(COLUMNS[index][0]) + 18) + 14
             self.table.setColumnWidth(index, width)
@@ -321,7 +321,10 @@ class PlanPane(QWidget):
 
     def _apply(self, result: PlanResult) -> None:
         plan, request = result.plan, result.request
-        self.recommendation_label.setText(result.recommendation)
+        text = result.recommendation
+        if text.startswith("No option fits in memory"):
+            text = "No option fits in memory: see below what would make it fit."
+        self.recommendation_label.setText(text)
         self.summary_label.setText(self.summary_text(result))
         gpu_name = plan.gpu.name if plan.gpu else "your GPU"
         self.memory_bar.set_view(memory_view(plan.memory, plan.capacity_gib, request.headroom, gpu_name))
