@@ -62,7 +62,7 @@ def assert_exactly_once(db_path: Path, run_id: int, events_files: list[Path]) ->
 def test_local_launch_stream_stop_resume(db_path: Path, model_config: Path, tmp_path: Path) -> None:
     watch = Watch()
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
-    run_id = manager.launch("local", train_flags(model_config, steps=30), name="local run", on_records=watch.on_records,
+    run_id = manager.launch("local", train_flags(model_config, steps=300), name="local run", on_records=watch.on_records,
                             on_status=watch.on_status)
     watch.until(lambda: len(watch.steps()) >= 3)
     FIGURES["local_launch_to_first_step_s"] = watch.first_step_s or 0
@@ -71,7 +71,7 @@ def test_local_launch_stream_stop_resume(db_path: Path, model_config: Path, tmp_
     assert (status.state, status.exit_code) == ("stopped", 75)
     assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("preempted",)]
     stopped_at = watch.steps()[-1]
-    assert stopped_at < 30
+    assert stopped_at < 300
     manager.resume(run_id)
     status = manager.wait(run_id, 120)
     assert (status.state, status.exit_code, status.restarts) == ("finished", 0, 1)
