@@ -11,6 +11,7 @@ import argparse
 import math
 import sqlite3
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable
 
 from gpuplanner.cli import UsageError
@@ -244,12 +245,25 @@ def with_calibration(request: PlanRequest, args: argparse.Namespace, catalog: Ca
     if args.no_calibration:
         return request
     path = resolve_db_path(args.db)
-    if not path.exists():
-        return request
     try:
-        db = open_db(path, create=False)
+        return calibrated_request(request, path, catalog)
     except (HistoryError, sqlite3.Error) as exc:
         raise UsageError(f"--db: cannot read the run history {path}: {exc}") from None
+
+
+def calibrated_request(request: PlanRequest, db_path: Path, catalog: Catalog) -> PlanRequest:
+    """The request with the speeds measured for its model in the history at ``db_path`` (unchanged when the
+    file does not exist or holds nothing that applies). Opens and closes its own connection, so any thread
+    may call it; raises HistoryError or sqlite3.Error when the file cannot be read."""
+    measured = measured_speeds(request, db_path, catalog)
+    return replace(request, measured=measured) if measured else request
+
+
+def measured_speeds(request: PlanRequest, db_path: Path, catalog: Catalog) -> dict[str, MeasuredSpeed]:
+    """Per catalog GPU name, the speed measured in the history for this model at this sequence length."""
+    if not db_path.exists():
+        return {}
+    db = open_db(db_path, create=False)
     try:
         found = measurements(db, model_name=request.model.name)
     finally:
@@ -265,7 +279,7 @@ def with_calibration(request: PlanRequest, args: argparse.Namespace, catalog: Ca
         source = f"{where} {', '.join(f'#{i}' for i in calibration.ids)} on {calibration.gpu_type}"
         peak = calibration.peak_mem_bytes / 1024**3 if calibration.peak_mem_bytes else None
         measured[gpu.name] = MeasuredSpeed(gpu.name, calibration.tokens_per_s_per_gpu, source, peak)
-    return replace(request, measured=measured) if measured else request
+    return measured
 
 
 # ----------------------------------------------------------------------------------- plan

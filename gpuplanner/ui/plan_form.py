@@ -23,10 +23,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpuplanner.ui.plan_inputs import FIELDS, GROUPS, default_values, widget_key
+from gpuplanner.ui.plan_inputs import EXCLUSIVE, FIELDS, GROUPS, default_values, widget_key
 from gpuplanner.ui.palette import BAD
 
 _ERROR_STYLE = f"color: {BAD};"
+# Fields under which the pane writes what answered (memory model, measured speeds).
+NOTE_KEYS = ("memory", "calibration")
 _INVALID_STYLE = f"border: 2px solid {BAD}; border-radius: 3px;"
 
 
@@ -39,6 +41,7 @@ class PlanForm(QWidget):
         super().__init__(parent)
         self.editors: dict[str, QLineEdit | QComboBox] = {}
         self.error_labels: dict[str, QLabel] = {}
+        self.note_labels: dict[str, QLabel] = {}
         self._layouts: dict[str, QFormLayout] = {}
         self._loading = False
         outer = QVBoxLayout(self)
@@ -75,6 +78,16 @@ class PlanForm(QWidget):
                 error.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
                 form.addRow("", error)
                 form.setRowVisible(error, False)
+                if spec.key in NOTE_KEYS:
+                    note = QLabel()
+                    note.setWordWrap(True)
+                    note.setObjectName(f"note-{spec.key}")
+                    font = note.font()
+                    font.setItalic(True)
+                    note.setFont(font)
+                    form.addRow("", note)
+                    form.setRowVisible(note, False)
+                    self.note_labels[spec.key] = note
                 self.editors[spec.key] = editor
                 self.error_labels[spec.key] = error
                 self._layouts[spec.key] = form
@@ -134,9 +147,30 @@ class PlanForm(QWidget):
             form.setRowVisible(target, source == wanted)
             if source != wanted:
                 self._show_error(key, "")
-        adapters = self.values()["method"] != "full"
+        values = self.values()
+        adapters = values["method"] != "full"
         for key in ("lora-rank", "lora-targets"):
             self.editors[key].setEnabled(adapters)
+        # Of mutually exclusive fields, the one filled in greys out the others (a field that holds text
+        # stays editable, so a conflict loaded from elsewhere can be cleared).
+        for keys in EXCLUSIVE:
+            filled = [k for k in keys if values[k].strip()]
+            for key in keys:
+                self.editors[key].setEnabled(not filled or key in filled)
+
+    # ------------------------------------------------------------------ notes
+
+    def set_note(self, key: str, text: str) -> None:
+        """Show (or with "" hide) a note under a field of :data:`NOTE_KEYS`: what answered for it."""
+        label = self.note_labels[key]
+        if label.text() != text:
+            label.setText(text)
+            label.setToolTip(text)
+        self._layouts[key].setRowVisible(label, bool(text))
+
+    def note_text(self, key: str) -> str:
+        label = self.note_labels[key]
+        return label.text() if self._layouts[key].isRowVisible(label) else ""
 
     # ------------------------------------------------------------------ errors
 

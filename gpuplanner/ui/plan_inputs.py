@@ -27,6 +27,8 @@ from gpuplanner.plan.planner import DEFAULT_HEADROOM, PlanRequest
 from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING, PlanInputError
 
 MODEL_SOURCES = ("preset", "config.json", "parameter count")
+MEMORY_SOURCES = ("formula", "trace")
+CALIBRATION = ("use measured speeds", "ignore the history")
 PRICING_MODES = ("on-demand", "spot")
 DATA_UNITS = ("samples", "tokens")
 
@@ -92,9 +94,15 @@ FIELDS: tuple[Field, ...] = (
     Field("samples", "Data size (per epoch)", GROUPS[2], "Training sequences (or tokens) in one pass over the data; "
           "suffixes k, M, B allowed.", f"{example.SAMPLES}", parse=positive_int),
     Field("epochs", "Epochs", GROUPS[2], "Passes over the data (fractions allowed).", "1", parse=positive_float),
-    Field("tokens-per-s", "Measured speed (tokens/s)", GROUPS[2], "Tokens per second of the whole run, if you "
-          "measured it; replaces the peak-FLOP/s x MFU estimate.", parse=positive_float, optional=True,
-          placeholder="estimate"),
+    Field("tokens-per-s", "Measured speed (tokens/s)", GROUPS[2], "Tokens per second of the whole run (all GPUs), "
+          "if you measured it; replaces the peak-FLOP/s x MFU estimate. Give this or samples/min, not both.",
+          parse=positive_float, optional=True, placeholder="estimate"),
+    Field("samples-per-min", "Measured speed (samples/min)", GROUPS[2], "Training sequences per minute of the "
+          "whole run, if you measured it; replaces the estimate. Give this or tokens/s, not both.",
+          parse=positive_float, optional=True, placeholder="estimate"),
+    Field("calibration", "Speeds from the history", GROUPS[2], "Use the tokens/s measured in finished runs and "
+          "`trainer bench` results of this model (same sequence length) in the run history, instead of the "
+          "MFU estimate for those GPUs.", CALIBRATION[0], "choice", CALIBRATION),
     # --- hardware and pricing
     Field("gpu", "GPU", GROUPS[3], "The GPU the memory bar and the plan figures are for; the table compares "
           "every catalog GPU.", example.GPU, "choice", ()),
@@ -106,6 +114,9 @@ FIELDS: tuple[Field, ...] = (
           placeholder="GPU default"),
     Field("headroom", "Memory headroom (share)", GROUPS[3], "Share of GPU memory a plan may use; the rest is "
           "kept free for fragmentation and spikes.", f"{DEFAULT_HEADROOM:g}", parse=share),
+    Field("memory", "Memory estimate", GROUPS[3], "formula: the app's memory model (instant). trace: build the model "
+          "on fake tensors and run one real training step with PyTorch's memory tracker (needs torch, takes "
+          "seconds); falls back to the formulas when it cannot trace.", MEMORY_SOURCES[0], "choice", MEMORY_SOURCES),
     Field("price", "Price ($/GPU-hour)", GROUPS[3], "Your own on-demand price per GPU-hour. Empty: the cheapest "
           "catalog offer. With a price only the chosen GPU is compared.", parse=positive_float, optional=True,
           placeholder="catalog"),
@@ -114,15 +125,27 @@ FIELDS: tuple[Field, ...] = (
           PRICING_MODES[0], "choice", PRICING_MODES),
     # --- spot
     Field("spot-discount", "Spot discount (share)", GROUPS[4], "Spot instances are spare capacity sold cheaper "
-          "but can be taken back. 0.6 = 60% cheaper per hour. Empty: catalog spot prices.",
+          "but can be taken back. 0.6 = 60% cheaper per hour than on-demand. Empty: catalog spot prices.",
           parse=share, optional=True, placeholder="catalog"),
+    Field("spot-price", "Spot price ($/GPU-hour)", GROUPS[4], "Your spot price per GPU-hour, instead of a "
+          "discount. Empty: the catalog's spot price (or the discount).",
+          parse=positive_float, optional=True, placeholder="catalog"),
     Field("interruptions-per-hour", "Interruptions per hour", GROUPS[4], "How often the provider takes a spot "
           "instance back (0.05 = about once a day). Empty: the catalog's rate.",
           parse=non_negative_float, optional=True, placeholder="catalog"),
+    Field("mean-hours-between-interruptions", "Hours between interruptions", GROUPS[4], "The same rate said the "
+          "other way: mean hours between two interruptions (20 = 0.05 per hour).",
+          parse=positive_float, optional=True, placeholder="catalog"),
+    Field("spot-overhead-pct", "Flat spot overhead (%)", GROUPS[4], "Instead of the interruption model: spot "
+          "takes this much longer in wall time than on-demand (10 = 10% longer).",
+          parse=non_negative_float, optional=True, placeholder="interruption model"),
     Field("restart-minutes", "Restart (min)", GROUPS[4], "Time to get a new instance, load the checkpoint and "
           "warm up after an interruption.", "10", parse=non_negative_float),
     Field("checkpoint-minutes", "Checkpoint every (min)", GROUPS[4], "Checkpoint interval: on average half of it "
           "is lost at each interruption, unless the notice leaves time to save.", "30", parse=positive_float),
+    Field("checkpoint-write-s", "Checkpoint write (s)", GROUPS[4], "Seconds to write one checkpoint; training "
+          "pauses while it is written. Empty: estimated from the checkpoint's size.",
+          parse=non_negative_float, optional=True, placeholder="estimated"),
     # --- deadline and budget
     Field("deadline-hours", "Deadline (hours)", GROUPS[5], "Wall-clock hours the run must finish in.",
           parse=positive_float, optional=True, placeholder="none"),
@@ -132,8 +155,13 @@ FIELDS: tuple[Field, ...] = (
 
 FIELD_BY_KEY = {f.key: f for f in FIELDS}
 # Engine field names that belong to a differently named form field.
-FIELD_ALIASES = {"tokens": "samples", "samples-per-min": "tokens-per-s", "spot-price": "spot-discount",
-                 "lora_rank": "lora-rank", "memory": "gpu", "pricing": "pricing"}
+FIELD_ALIASES = {"tokens": "samples", "lora_rank": "lora-rank"}
+# Fields of which at most one may be filled (the CLI's mutually exclusive flags).
+EXCLUSIVE: tuple[tuple[str, ...], ...] = (
+    ("tokens-per-s", "samples-per-min"),
+    ("spot-discount", "spot-price"),
+    ("interruptions-per-hour", "mean-hours-between-interruptions", "spot-overhead-pct"),
+)
 
 
 def default_values() -> dict[str, str]:
@@ -169,9 +197,7 @@ def request_from_values(values: Mapping[str, str]) -> PlanRequest:
     """Build the engine's request from the form's texts; raises PlanInputError naming the field."""
     v = {**default_values(), **{k: str(x) for k, x in values.items()}}
     source = v["model-source"]
-    ns = argparse.Namespace(model=None, model_config=None, params=None, memory="formula",
-                            mean_hours_between_interruptions=None, spot_price=None, checkpoint_write_s=None,
-                            spot_overhead_pct=None, samples_per_min=None)
+    ns = argparse.Namespace(model=None, model_config=None, params=None)
     if source == "config.json":
         if not v["model-config"].strip():
             raise PlanInputError("model-config", "choose a config.json file")
@@ -182,15 +208,21 @@ def request_from_values(values: Mapping[str, str]) -> PlanRequest:
             raise PlanInputError("params", f"a model of at least 100k parameters, got {v['params']!r}")
     else:
         ns.model = v["model"]
-    for key in ("method", "precision", "optimizer", "grad-checkpointing", "attention", "sharding", "pricing"):
+    for key in ("method", "precision", "optimizer", "grad-checkpointing", "attention", "sharding", "pricing", "memory"):
         setattr(ns, key.replace("-", "_"), v[key])
     ns.lora_targets = v["lora-targets"]
     if v["method"] != "full" and not any(t.strip() for t in ns.lora_targets.split(",")):
         raise PlanInputError("lora-targets", "name at least one module for the adapters")
-    for key in ("lora-rank", "micro-batch", "grad-accum", "seq-len", "gpus", "epochs", "tokens-per-s", "mfu",
-                "headroom", "price", "spot-discount", "interruptions-per-hour", "restart-minutes",
-                "checkpoint-minutes", "deadline-hours", "budget-usd"):
+    for key in ("lora-rank", "micro-batch", "grad-accum", "seq-len", "gpus", "epochs", "tokens-per-s",
+                "samples-per-min", "mfu", "headroom", "price", "spot-discount", "spot-price", "interruptions-per-hour",
+                "mean-hours-between-interruptions", "spot-overhead-pct", "restart-minutes", "checkpoint-minutes",
+                "checkpoint-write-s", "deadline-hours", "budget-usd"):
         setattr(ns, key.replace("-", "_"), _parse(key, v[key]))
+    for keys in EXCLUSIVE:
+        given = [k for k in keys if v[k].strip()]
+        if len(given) > 1:
+            others = " or ".join(FIELD_BY_KEY[k].label for k in given[:-1])
+            raise PlanInputError(given[-1], f"give either this or {others}, not both")
     if ns.headroom == 0:
         raise PlanInputError("headroom", "must be a share above 0 (0.95 keeps 5% free)")
     size = _parse("samples", v["samples"])
@@ -203,6 +235,12 @@ def request_from_values(values: Mapping[str, str]) -> PlanRequest:
     except (ValueError, KeyError, TypeError) as exc:  # a config.json the model reader cannot use
         raise PlanInputError("model-config", f"cannot read this model config: {exc}") from None
     return request
+
+
+def uses_calibration(values: Mapping[str, str]) -> bool:
+    """Whether the plan takes the speeds measured in the run history (as ``gpuplanner plan`` without
+    ``--no-calibration``)."""
+    return values.get("calibration", CALIBRATION[0]) == CALIBRATION[0]
 
 
 def comparison_request(request: PlanRequest) -> PlanRequest:

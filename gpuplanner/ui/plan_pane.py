@@ -1,9 +1,14 @@
 """The Plan pane: the form on the left; memory bar, ranked table, cost chart and recommendation on the right.
 
-Edits are debounced (:data:`DEBOUNCE_MS`), then the request is built on the GUI thread (cheap) and
-the engine (``make_plan`` + ``compare``, ~10-30 ms) runs on the pane's own one-thread pool. Each
-calculation carries a generation number; a result older than the newest request is dropped. An
-invalid input is shown at its field and the last valid result stays on screen.
+Edits are debounced (:data:`DEBOUNCE_MS`), then the request is built on the GUI thread (cheap, the
+CLI's own parsing) and the rest runs on the pane's own one-thread pool: the speeds measured in the
+run history are added (its own SQLite connection, as ``gpuplanner plan`` does), then the engine
+(``make_plan`` + ``compare``, ~10-30 ms; seconds in trace memory mode). Each calculation carries a
+generation number; a result older than the newest request is dropped. An invalid input is shown at
+its field and the last valid result stays on screen. The form says which memory model answered and
+where the speed came from.
+
+In the window the cost chart (pyqtgraph) is built after the first frame (``defer_chart``).
 
 Signals:
     resultsUpdated(): a new result is on screen.
@@ -16,8 +21,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sqlite3
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,22 +50,24 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuplanner.commands.plan import measured_speeds
 from gpuplanner.export.tables import to_csv, to_markdown
-from gpuplanner.history.db import open_db
+from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.plans import get_plan, list_plans, save_plan
 from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.planner import GIB, CompareRow, Plan, PlanRequest, compare, make_plan, plan_document, recommendation
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, CompareProxyModel, CompareTableModel, export_rows
-from gpuplanner.ui.cost_chart import CostChart
 from gpuplanner.ui.memory_bar import MemoryBar, memory_view, paint_memory_bar
 from gpuplanner.ui.palette import BAD, WARN
 from gpuplanner.ui.plan_form import PlanForm
 from gpuplanner.ui.plan_inputs import (
+    MEMORY_SOURCES,
     comparison_request,
     inputs_with_form,
     request_from_values,
     trainer_settings,
+    uses_calibration,
     values_from_inputs,
 )
 from gpuplanner.ui.report_pdf import Report, write_pdf
@@ -69,20 +79,92 @@ DEBOUNCE_MS = 150
 @dataclass(frozen=True)
 class PlanResult:
     generation: int
-    request: PlanRequest
+    request: PlanRequest  # with the history's measured speeds, when the form uses them
     values: dict[str, str]
     plan: Plan
     rows: list[CompareRow]
     recommendation: str
     compute_s: float
+    calibration_note: str = ""  # what the history said (nothing measured, unreadable ...)
+
+    @property
+    def throughput_source(self) -> str:
+        return self.plan.throughput.source
+
+    @property
+    def memory_source(self) -> str:
+        """Which memory model answered (``memory.source`` of ``gpuplanner plan --json``)."""
+        return self.plan.memory.source
+
+    @property
+    def memory_note(self) -> str:
+        """The memory source in words, with the reason when trace mode fell back to the formulas."""
+        fallback = next((w for w in self.plan.warnings if w.startswith("trace mode unavailable")), None)
+        if fallback:
+            return fallback[0].upper() + fallback[1:] + "."
+        if self.memory_source == "trace":
+            return "Answered by trace: one training step on fake tensors (the table uses the formulas)."
+        return "Answered by the formulas."
 
 
-def compute(generation: int, request: PlanRequest, values: dict[str, str], catalog: Catalog) -> PlanResult:
-    """The engine's answer for one request (runs on a worker thread; touches no widget)."""
+class _MeasuredCache:
+    """The history's measured speeds per (model, sequence length), until the database file changes.
+
+    Used only from the pane's one worker thread; the lock makes that assumption harmless to break."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    @staticmethod
+    def _stamp(path: Path) -> tuple[int, ...]:
+        out: list[int] = []
+        for name in (str(path), str(path) + "-wal"):
+            try:
+                st = os.stat(name)
+                out += [st.st_mtime_ns, st.st_size]
+            except OSError:
+                out += [0, 0]
+        return tuple(out)
+
+    def speeds(self, request: PlanRequest, db_path: Path, catalog: Catalog) -> dict[str, Any]:
+        key = (str(db_path), request.model.name, request.setup.seq_len, self._stamp(db_path))
+        with self._lock:
+            if key in self._entries:
+                return self._entries[key]
+        found = measured_speeds(request, db_path, catalog)
+        with self._lock:
+            if len(self._entries) > 64:
+                self._entries.clear()
+            self._entries[key] = found
+        return found
+
+
+def compute(generation: int, request: PlanRequest, values: dict[str, str], catalog: Catalog,
+            db_path: Path | None = None, cache: _MeasuredCache | None = None) -> PlanResult:
+    """The engine's answer for one request (runs on a worker thread; touches no widget).
+
+    With ``db_path`` the speeds measured in that run history are added first (``gpuplanner plan``'s
+    calibration); a history that cannot be read is reported in ``calibration_note``, not raised."""
     start = time.perf_counter()
+    note = ""
+    if db_path is not None:
+        try:
+            measured = (cache or _MeasuredCache()).speeds(request, db_path, catalog)
+        except (HistoryError, sqlite3.Error, OSError) as exc:
+            measured, note = {}, f"Cannot read the run history ({exc}): speeds are estimated."
+        if measured:
+            request = replace(request, measured=measured)
     plan = make_plan(request, catalog)
     rows = compare(comparison_request(request), catalog)
-    return PlanResult(generation, request, values, plan, rows, recommendation(rows), time.perf_counter() - start)
+    if db_path is not None and not note:
+        if plan.throughput.source.startswith("calibrated"):
+            note = f"Speed {plan.throughput.source}."
+        else:
+            note = (f"No finished run or bench of {request.model.name} at {request.setup.seq_len:,} tokens on this "
+                    "GPU in the history: speed estimated.")
+    return PlanResult(generation, request, values, plan, rows, recommendation(rows), time.perf_counter() - start,
+                      note)
 
 
 class _PlanSignals(QObject):
@@ -92,13 +174,14 @@ class _PlanSignals(QObject):
 
 class _PlanJob(QRunnable):
     def __init__(self, generation: int, request: PlanRequest, values: dict[str, str], catalog: Catalog,
-                 signals: _PlanSignals) -> None:
+                 db_path: Path | None, cache: _MeasuredCache, signals: _PlanSignals) -> None:
         super().__init__()
         self.generation, self.request, self.values, self.catalog, self.signals = generation, request, values, catalog, signals
+        self.db_path, self.cache = db_path, cache
 
     def run(self) -> None:
         try:
-            result = compute(self.generation, self.request, self.values, self.catalog)
+            result = compute(self.generation, self.request, self.values, self.catalog, self.db_path, self.cache)
         except PlanInputError as exc:
             self.signals.failed.emit(self.generation, exc.field, exc.message)
         except Exception as exc:  # noqa: BLE001 - never let a worker die silently
@@ -117,8 +200,11 @@ class PlanPane(QWidget):
     launchRequested = Signal(dict)
     planSaved = Signal(int)
 
-    def __init__(self, services: AppServices, parent: QWidget | None = None) -> None:
+    def __init__(self, services: AppServices, parent: QWidget | None = None, *, defer_chart: bool = False) -> None:
         super().__init__(parent)
+        self._chart: Any = None  # CostChart, built by ensure_chart (pyqtgraph loads then)
+        self._defer_chart = defer_chart
+        self._measured_cache = _MeasuredCache()
         self.services = services
         self.catalog = services.catalog
         self.result: PlanResult | None = None
@@ -199,6 +285,12 @@ class PlanPane(QWidget):
         self.summary_label.setWordWrap(True)
         self.summary_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         rv.addWidget(self.summary_label)
+        self.sources_label = QLabel()
+        self.sources_label.setObjectName("plan-sources")
+        self.sources_label.setToolTip("Where the speed came from (your figure, runs measured in the history, or "
+                                      "peak FLOP/s x MFU) and which memory model answered")
+        self.sources_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        rv.addWidget(self.sources_label)
         self.memory_bar = MemoryBar()
         rv.addWidget(self.memory_bar)
         self.advice_label = QLabel()
@@ -244,11 +336,11 @@ class PlanPane(QWidget):
         top.addWidget(self.usable_only)
         tv.addLayout(top)
         tv.addWidget(self.table)
-        self.chart = CostChart()
-        self.chart.setMinimumHeight(150)
+        self._chart_placeholder = QLabel("")
+        self._chart_placeholder.setMinimumHeight(150)
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(table_box)
-        splitter.addWidget(self.chart)
+        splitter.addWidget(self._chart_placeholder)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
         splitter.setChildrenCollapsible(False)
@@ -259,6 +351,30 @@ class PlanPane(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(scroll)
         layout.addWidget(right, 1)
+        if not self._defer_chart:
+            self.ensure_chart()
+
+    @property
+    def chart(self) -> Any:
+        """The cost chart (a :class:`CostChart`), built on first use."""
+        return self.ensure_chart()
+
+    @Slot()
+    def ensure_chart(self) -> Any:
+        """Build the cost chart if it is not there yet (imports pyqtgraph) and show the current result."""
+        if self._chart is None:
+            from gpuplanner.ui.cost_chart import CostChart
+
+            chart = CostChart()
+            chart.setMinimumHeight(150)
+            sizes = self.splitter.sizes()
+            self.splitter.replaceWidget(1, chart)
+            self._chart_placeholder.deleteLater()
+            self.splitter.setSizes(sizes)
+            self._chart = chart
+            if self.result is not None:
+                chart.set_rows(self.result.rows, self.result.request.deadline_hours, self.result.request.budget_usd)
+        return self._chart
 
     # ------------------------------------------------------------------ calculation
 
@@ -283,7 +399,11 @@ class PlanPane(QWidget):
         signals.done.connect(self._on_result)
         signals.failed.connect(self._on_failed)
         self._in_flight[self._generation] = signals
-        self._pool.start(_PlanJob(self._generation, request, values, self.catalog, signals))
+        db_path = self.services.db_path if uses_calibration(values) else None
+        if request.memory_source == "trace":
+            self.form.set_note("memory", "Tracing one training step…")
+        self._pool.start(_PlanJob(self._generation, request, values, self.catalog, db_path, self._measured_cache,
+                                  signals))
         return True
 
     def is_busy(self) -> bool:
@@ -333,8 +453,8 @@ class PlanPane(QWidget):
             advice.append("To make it fit: " + "; ".join(plan.suggestions) + ".")
         elif plan.fits is False:
             advice.append("It does not fit and no simple change makes it fit: try a larger GPU or QLoRA.")
-        advice += [w[0].upper() + w[1:] for w in plan.warnings if not w.startswith("does not fit")
-                   and not w.startswith("no spot price known")]
+        advice += [w[0].upper() + w[1:] for w in plan.warnings if not w.startswith(
+            ("does not fit", "no spot price known", "trace mode unavailable"))]
         self.advice_label.setText("\n".join(advice))
         self.advice_label.setVisible(bool(advice))
         self.model.set_rows(result.rows)
@@ -343,7 +463,14 @@ class PlanPane(QWidget):
         self.table.setColumnHidden(names.index("within_budget"), request.budget_usd is None)
         header = self.table.horizontalHeader()
         self.proxy.sort(header.sortIndicatorSection(), header.sortIndicatorOrder())
-        self.chart.set_rows(result.rows, request.deadline_hours, request.budget_usd)
+        if self._chart is not None:
+            self._chart.set_rows(result.rows, request.deadline_hours, request.budget_usd)
+        self.form.set_note("memory", result.memory_note if request.memory_source != MEMORY_SOURCES[0]
+                           or result.memory_source != MEMORY_SOURCES[0] else "")
+        self.form.set_note("calibration", result.calibration_note)
+        self.sources_label.setText(f"Speed: {result.throughput_source}. Memory: {result.memory_source}"
+                                   + (" (trace fell back to the formulas)" if request.memory_source == "trace"
+                                      and result.memory_source != "trace" else "") + ".")
         setup = plan.setup
         tokens = setup.effective_batch * setup.seq_len
         self.form.hint.setText(
@@ -357,7 +484,7 @@ class PlanPane(QWidget):
         plan, request = result.plan, result.request
         gpu = plan.gpu.name if plan.gpu else "your GPU"
         parts = [f"{plan.setup.gpus} x {gpu}: {plan.memory.total / GIB:.1f} GiB per GPU, "
-                 f"{plan.throughput.tokens_per_s:,.0f} tokens/s ({plan.throughput.source}), "
+                 f"{plan.throughput.tokens_per_s:,.0f} tokens/s, "
                  f"{plan.runtime.hours:,.2f} h, {plan.runtime.gpu_hours:,.2f} GPU-hours."]
         if plan.on_demand is not None:
             parts.append(f"On-demand {_money(plan.on_demand_cost_usd)} at ${plan.on_demand.usd_per_gpu_hour:.2f}/GPU-h "
@@ -529,7 +656,7 @@ class PlanPane(QWidget):
         pairs = [(k.replace("_", " "), json.dumps(v) if isinstance(v, list) else str(v))
                  for k, v in inputs.items() if v is not None]
         report.text("Recommendation: " + result.recommendation, bold=True)
-        report.text(self.summary_text(result))
+        report.text(self.summary_text(result) + " " + self.sources_label.text())
         report.key_values(pairs, columns=3)
         view = self.memory_bar.view
         report.picture(lambda painter, rect, palette: paint_memory_bar(painter, rect, view, palette), 16)
