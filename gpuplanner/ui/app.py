@@ -36,7 +36,7 @@ def create_application(argv: Sequence[str] = (), theme: str | None = None) -> QA
     if not isinstance(app, QApplication):
         app = QApplication(["gpuplanner", *argv])
     app.setApplicationDisplayName("GPU Planner")
-    app.setDesktopFileName("gpuplanner")
+    app.setDesktopFileName("io.github.gpuplanner.GpuPlanner")  # packaging/linux/<id>.desktop: Wayland finds the icon by it
     app.setWindowIcon(app_icon())
     SchemeFollower(app, forced=theme)
     return app

@@ -1,10 +1,14 @@
 """The History pane: past runs (sortable, filterable), one run's plots and events, runs side by side.
 
-It reads the history with its own SQLite connection per call (opened and closed on the GUI thread;
-every query goes through the rollups, so a summary stays cheap for long runs).
+Every read and delete runs on the pane's own one-thread pool, with its own SQLite connection per
+job (opened and closed on that thread; every query goes through the rollups, so a summary stays
+cheap for long runs). Jobs hand plain data back by a queued signal; each kind of job ("runs",
+"series") carries a generation number and an answer older than the newest request is dropped.
+:meth:`shutdown` waits for the pool.
 
 Signals:
     runsChanged(): the list was reloaded (after refresh or delete).
+    seriesShown(int): the plots and events of one run are on screen.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import QSize, Qt, Signal, Slot
+from PySide6.QtCore import QObject, QRunnable, QSize, Qt, QThreadPool, Signal, Slot
 from PySide6.QtGui import QImage, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -121,12 +125,82 @@ class RunPlots(pg.GraphicsLayoutWidget):
             plot.enableAutoRange()
 
 
+def load_summaries(path: Path) -> list[RunSummary]:
+    """Every run's summary (a worker's job: its own connection; an absent file is an empty history)."""
+    if not path.exists():
+        return []
+    db = open_db(path)
+    try:
+        summaries = []
+        for run in list_runs(db):
+            try:
+                summaries.append(summarize(db, run.id))
+            except HistoryError:
+                continue
+        return summaries
+    finally:
+        db.close()
+
+
+def load_series(path: Path, run_id: int) -> RunSeries:
+    db = open_db(path)
+    try:
+        return run_series(db, run_id)
+    finally:
+        db.close()
+
+
+def delete_and_load(path: Path, run_ids: Sequence[int]) -> list[RunSummary]:
+    db = open_db(path)
+    try:
+        for run_id in run_ids:
+            try:
+                delete_run(db, run_id)
+            except HistoryError:
+                continue
+    finally:
+        db.close()
+    return load_summaries(path)
+
+
+class _JobSignals(QObject):
+    done = Signal(str, int, object)  # kind, generation, payload
+    failed = Signal(str, int, str)
+
+
+class _HistoryJob(QRunnable):
+    """One read (or delete, then read) of the history on the pool's thread; touches no widget."""
+
+    def __init__(self, kind: str, generation: int, work: Any, signals: _JobSignals) -> None:
+        super().__init__()
+        self.kind, self.generation, self.work, self.signals = kind, generation, work, signals
+
+    def run(self) -> None:
+        try:
+            payload = self.work()
+        except Exception as exc:  # noqa: BLE001 - a worker reports, never dies silently
+            self.signals.failed.emit(self.kind, self.generation, str(exc))
+        else:
+            self.signals.done.emit(self.kind, self.generation, payload)
+
+
 class HistoryPane(QWidget):
     runsChanged = Signal()
+    seriesShown = Signal(int)
 
     def __init__(self, services: AppServices, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.services = services
+        self._generation = {"runs": 0, "series": 0}
+        self._pending: set[tuple[str, int]] = set()
+        self._select_after_load: list[int] = []
+        self._series_run: int | None = None
+        self._shut_down = False
+        self._pool = QThreadPool(self)
+        self._pool.setMaxThreadCount(1)
+        self._signals = _JobSignals(self)
+        self._signals.done.connect(self._on_job_done)
+        self._signals.failed.connect(self._on_job_failed)
         self._build()
         self.refresh()
 
@@ -181,7 +255,7 @@ class HistoryPane(QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setAccessibleName("Runs")
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
-        self.empty_label = QLabel("No runs yet. Launch one from the Plan pane, or try a demo run (Run menu).")
+        self.empty_label = QLabel("Loading the run history…")
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
 
         self.summary_view = QTextBrowser()
@@ -221,32 +295,51 @@ class HistoryPane(QWidget):
 
     # ------------------------------------------------------------------ data
 
+    def _start(self, kind: str, work: Any) -> None:
+        if self._shut_down:
+            return
+        self._generation[kind] += 1
+        generation = self._generation[kind]
+        self._pending.add((kind, generation))
+        self._pool.start(_HistoryJob(kind, generation, work, self._signals))
+
+    def is_loading(self) -> bool:
+        return bool(self._pending)
+
     @Slot()
     def refresh(self) -> None:
-        """Reload every run's summary from the history (keeps the selection where it can)."""
-        selected = self.selected_run_ids()
-        summaries: list[RunSummary] = []
+        """Reload every run's summary from the history on the worker (keeps the selection where it can)."""
+        self._select_after_load = self.selected_run_ids()
         path = self.services.db_path
-        if path.exists():
-            db = open_db(path)
-            try:
-                for run in list_runs(db):
-                    try:
-                        summaries.append(summarize(db, run.id))
-                    except HistoryError:
-                        continue
-            finally:
-                db.close()
-        self.model.set_summaries(summaries)
-        self.empty_label.setVisible(not summaries)
-        self.select_runs(selected)
-        self.runsChanged.emit()
+        self._start("runs", lambda: load_summaries(path))
 
     @Slot(int)
     def on_run_finished(self, run_id: int) -> None:
         """A run ended in the Runs pane: reload and show it."""
         self.refresh()
-        self.select_runs([run_id])
+        self._select_after_load = [run_id]
+
+    @Slot(str, int, object)
+    def _on_job_done(self, kind: str, generation: int, payload: Any) -> None:
+        self._pending.discard((kind, generation))
+        if generation != self._generation[kind] or self._shut_down:
+            return  # a newer request of this kind is on its way
+        if kind == "runs":
+            self.model.set_summaries(payload)
+            self.empty_label.setText("No runs yet. Launch one from the Plan pane, or try a demo run (Run menu).")
+            self.empty_label.setVisible(not payload)
+            self.select_runs(self._select_after_load)
+            self.runsChanged.emit()
+        elif kind == "series" and self._series_run is not None:
+            self._show_series(self._series_run, payload)
+
+    @Slot(str, int, str)
+    def _on_job_failed(self, kind: str, generation: int, message: str) -> None:
+        self._pending.discard((kind, generation))
+        if generation != self._generation[kind] or self._shut_down:
+            return
+        self.empty_label.setText(f"Cannot read the run history {self.services.db_path}: {message}")
+        self.empty_label.setVisible(True)
 
     def summaries(self) -> list[RunSummary]:
         return self.model.summaries()
@@ -306,11 +399,13 @@ class HistoryPane(QWidget):
         if summary is None:
             return
         self.summary_view.setHtml(self.summary_html(summary))
-        db = open_db(self.services.db_path)
-        try:
-            series = run_series(db, run_id)
-        finally:
-            db.close()
+        if self.detail_tabs.currentWidget() is self.compare_table:
+            self.detail_tabs.setCurrentWidget(self.summary_view)
+        self._series_run = run_id
+        path = self.services.db_path
+        self._start("series", lambda: load_series(path, run_id))
+
+    def _show_series(self, run_id: int, series: RunSeries) -> None:
         self.plots.show_series(series)
         self.events_table.setRowCount(0)
         for at, kind, step in series.events:
@@ -319,8 +414,7 @@ class HistoryPane(QWidget):
             for col, text in enumerate((format_time(series.t0 + at), f"{at / 60.0:,.1f}", kind,
                                         "" if step is None else str(step))):
                 self.events_table.setItem(row, col, QTableWidgetItem(text))
-        if self.detail_tabs.currentWidget() is self.compare_table:
-            self.detail_tabs.setCurrentWidget(self.summary_view)
+        self.seriesShown.emit(run_id)
 
     @staticmethod
     def summary_html(s: RunSummary) -> str:
@@ -373,6 +467,7 @@ class HistoryPane(QWidget):
         return headers, rows
 
     def show_compare(self, run_ids: Sequence[int]) -> None:
+        self._series_run = None  # a series still loading is not shown over the comparison
         headers, rows = self.compare_rows(run_ids)
         self.compare_table.clear()
         self.compare_table.setColumnCount(len(headers))
@@ -404,19 +499,20 @@ class HistoryPane(QWidget):
             self.delete_runs(ids)
 
     def delete_runs(self, run_ids: Sequence[int]) -> None:
-        db = open_db(self.services.db_path)
-        try:
-            for run_id in run_ids:
-                try:
-                    delete_run(db, run_id)
-                except HistoryError:
-                    continue
-        finally:
-            db.close()
+        """Delete the runs on the worker, then reload the list (runsChanged when it is on screen)."""
         self.summary_view.clear()
         self.plots.clear_all()
         self.events_table.setRowCount(0)
-        self.refresh()
+        self._series_run = None
+        self._select_after_load = []
+        ids, path = list(run_ids), self.services.db_path
+        self._start("runs", lambda: delete_and_load(path, ids))
+
+    def shutdown(self) -> None:
+        """Drop queued loads and wait for the running one (call before the pane goes away)."""
+        self._shut_down = True
+        self._pool.clear()
+        self._pool.waitForDone(5000)
 
     # ------------------------------------------------------------------ export
 

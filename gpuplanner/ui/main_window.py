@@ -6,6 +6,11 @@ user's config location: ``~/.config/GPU Planner/gpuplanner.ini`` on Linux).
 
 Closing the window while runs are live asks whether to detach (runs go on; the app reattaches
 next time) or stop them.
+
+Start-up shows the Plan pane first: the Hosts and History panes are built on their first visit, and
+the cost chart and the Runs pane (which reattaches live runs) right after the first frame, so
+pyqtgraph and paramiko load after the window is on screen. ``hosts_pane``, ``runs_pane`` and
+``history_pane`` build their pane when read.
 """
 
 from __future__ import annotations
@@ -13,8 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, QSize, Qt, Slot
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import QByteArray, QSettings, QSize, Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QPaintEvent
 from PySide6.QtWidgets import (
     QApplication,
     QListWidget,
@@ -28,12 +33,9 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner import __version__
-from gpuplanner.ui.history_pane import HistoryPane
-from gpuplanner.ui.hosts_pane import HostsPane
 from gpuplanner.ui.palette import app_icon
 from gpuplanner.ui.plan_inputs import FIELD_BY_KEY
 from gpuplanner.ui.plan_pane import PlanPane
-from gpuplanner.ui.runs_pane import RunsPane
 from gpuplanner.ui.services import AppServices
 
 ORGANIZATION = "GPU Planner"
@@ -61,15 +63,14 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(app_icon())
         self.setMinimumSize(QSize(1024, 640))
         self.resize(1280, 800)
-        self.plan_pane = PlanPane(services)
-        self.hosts_pane = HostsPane(services)
-        self.runs_pane = RunsPane(services)
-        self.history_pane = HistoryPane(services)
-        self.panes: tuple[QWidget, ...] = (self.plan_pane, self.hosts_pane, self.runs_pane, self.history_pane)
+        self.plan_pane = PlanPane(services, defer_chart=True)
+        self._built: dict[str, QWidget] = {"Plan": self.plan_pane}
+        self._first_frame_seen = False
 
         self.stack = QStackedWidget()
-        for pane in self.panes:
-            self.stack.addWidget(pane)
+        self.stack.addWidget(self.plan_pane)
+        for _name in PLACES[1:]:
+            self.stack.addWidget(QWidget())  # replaced by the pane on its first visit
         self.sidebar = QListWidget()
         self.sidebar.setAccessibleName("Places")
         self.sidebar.setIconSize(QSize(22, 22))
@@ -79,7 +80,7 @@ class MainWindow(QMainWindow):
             item.setSizeHint(QSize(100, 36))
             self.sidebar.addItem(item)
         self.sidebar.setFixedWidth(118)
-        self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
+        self.sidebar.currentRowChanged.connect(self._on_place_changed)
         central = QWidget()
         layout = QHBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -89,7 +90,6 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
 
         self.plan_pane.launchRequested.connect(self._on_launch_requested)
-        self.runs_pane.runFinished.connect(self.history_pane.on_run_finished)
         self._build_menus()
         self.statusBar().showMessage(f"History: {services.db_path}", 8000)
         self.sidebar.setCurrentRow(0)
@@ -145,7 +145,7 @@ class MainWindow(QMainWindow):
             view.addAction(action)
             self.place_actions.append(action)
         view.addSeparator()
-        self.refresh_action = self._action("&Refresh history", self.history_pane.refresh, QKeySequence.StandardKey.Refresh)
+        self.refresh_action = self._action("&Refresh history", self._on_refresh_history, QKeySequence.StandardKey.Refresh)
         view.addAction(self.refresh_action)
 
         run = bar.addMenu("&Run")
@@ -160,6 +160,91 @@ class MainWindow(QMainWindow):
         self.about_action = self._action("&About GPU Planner", self._on_about)
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
         help_menu.addAction(self.about_action)
+
+    # ------------------------------------------------------------------ panes, built when first needed
+
+    @property
+    def hosts_pane(self) -> Any:
+        return self.pane("Hosts")
+
+    @property
+    def runs_pane(self) -> Any:
+        return self.pane("Runs")
+
+    @property
+    def history_pane(self) -> Any:
+        return self.pane("History")
+
+    @property
+    def panes(self) -> tuple[QWidget, ...]:
+        return tuple(self.pane(name) for name in PLACES)
+
+    def is_built(self, name: str) -> bool:
+        return name in self._built
+
+    def pane(self, name: str) -> Any:
+        """The pane of a place, built (and put in the stack) on first use."""
+        built = self._built.get(name)
+        if built is not None:
+            return built
+        index = PLACES.index(name)
+        pane: QWidget
+        if name == "Hosts":
+            from gpuplanner.ui.hosts_pane import HostsPane
+
+            pane = HostsPane(self.services)
+        elif name == "Runs":
+            from gpuplanner.ui.runs_pane import RunsPane
+
+            pane = RunsPane(self.services)
+            pane.runFinished.connect(self._on_run_finished)
+        else:
+            from gpuplanner.ui.history_pane import HistoryPane
+
+            pane = HistoryPane(self.services)
+            state = app_settings().value("history/splitter")
+            if isinstance(state, QByteArray) and not state.isEmpty():
+                pane.splitter.restoreState(state)
+        self._built[name] = pane
+        placeholder = self.stack.widget(index)
+        current = self.stack.currentIndex()
+        self.stack.insertWidget(index, pane)
+        self.stack.removeWidget(placeholder)
+        placeholder.deleteLater()
+        self.stack.setCurrentIndex(current)
+        return pane
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        super().paintEvent(event)
+        if not self._first_frame_seen:
+            self._first_frame_seen = True
+            # Two hops: whatever else waits for this first frame runs before the heavier imports.
+            QTimer.singleShot(0, self._after_first_frame)
+
+    @Slot()
+    def _after_first_frame(self) -> None:
+        QTimer.singleShot(0, self._build_after_first_frame)
+
+    @Slot()
+    def _build_after_first_frame(self) -> None:
+        if self._closing_done:
+            return
+        self.plan_pane.ensure_chart()
+        self.pane("Runs")  # reattaches runs left going by the last session
+
+    @Slot(int)
+    def _on_place_changed(self, row: int) -> None:
+        if 0 <= row < len(PLACES):
+            self.pane(PLACES[row])
+            self.stack.setCurrentIndex(row)
+
+    @Slot(int)
+    def _on_run_finished(self, run_id: int) -> None:
+        self.pane("History").on_run_finished(run_id)
+
+    @Slot()
+    def _on_refresh_history(self) -> None:
+        self.pane("History").refresh()
 
     # ------------------------------------------------------------------ places
 
@@ -231,7 +316,8 @@ class MainWindow(QMainWindow):
         settings.setValue("window/state", self.saveState())
         settings.setValue("window/place", self.current_place())
         settings.setValue("plan/splitter", self.plan_pane.splitter.saveState())
-        settings.setValue("history/splitter", self.history_pane.splitter.saveState())
+        if self.is_built("History"):
+            settings.setValue("history/splitter", self.history_pane.splitter.saveState())
         settings.setValue("plan/inputs", json.dumps(self.plan_pane.form.values()))
         settings.sync()
 
@@ -243,10 +329,9 @@ class MainWindow(QMainWindow):
         state = settings.value("window/state")
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.restoreState(state)
-        for key, splitter in (("plan/splitter", self.plan_pane.splitter), ("history/splitter", self.history_pane.splitter)):
-            value = settings.value(key)
-            if isinstance(value, QByteArray) and not value.isEmpty():
-                splitter.restoreState(value)
+        value = settings.value("plan/splitter")
+        if isinstance(value, QByteArray) and not value.isEmpty():
+            self.plan_pane.splitter.restoreState(value)
         place = settings.value("window/place")
         if place in PLACES:
             self.show_place(str(place))
@@ -267,7 +352,7 @@ class MainWindow(QMainWindow):
             event.accept()
             return
         stop_runs = False
-        if self.runs_pane.has_live_runs():
+        if self.is_built("Runs") and self.runs_pane.has_live_runs():
             answer = self.ask_about_live_runs()
             if answer == "cancel":
                 event.ignore()
@@ -293,11 +378,14 @@ class MainWindow(QMainWindow):
 
     def shutdown(self, stop_runs: bool = False) -> None:
         """Stop every pane's background work (the Runs pane detaches or stops its runs)."""
+        self._closing_done = True  # nothing more gets built after this
         self.plan_pane.shutdown()
-        self.runs_pane.shutdown(stop_runs)
-        shutdown_hosts = getattr(self.hosts_pane, "shutdown", None)
-        if callable(shutdown_hosts):
-            shutdown_hosts()
+        if self.is_built("Runs"):
+            self.runs_pane.shutdown(stop_runs)
+        if self.is_built("Hosts"):
+            self.hosts_pane.shutdown()
+        if self.is_built("History"):
+            self.history_pane.shutdown()
 
 
 def running_window() -> MainWindow | None:

@@ -40,6 +40,11 @@ def data_dir() -> Path:
     return Path(os.environ["GPUPLANNER_DATA_DIR"])
 
 
+def wait_for_history(qtbot: Any, pane: Any, timeout: int = 10_000) -> None:
+    """Wait until the History pane's worker has answered every load it was asked for."""
+    qtbot.waitUntil(lambda: not pane.is_loading(), timeout=timeout)
+
+
 def wait_for_result(qtbot: Any, pane: Any, timeout: int = 10_000) -> None:
     """Wait until the Plan pane has no calculation pending and shows a result."""
     qtbot.waitUntil(lambda: not pane.is_busy() and pane.result is not None, timeout=timeout)

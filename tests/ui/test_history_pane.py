@@ -19,6 +19,7 @@ from gpuplanner.history.runs import create_run, list_runs
 from gpuplanner.ui.history_model import EXPORT_COLUMNS, SORT_ROLE
 from gpuplanner.ui.history_pane import HistoryPane
 from tests.history.streams import StreamBuilder, hand_computed_run
+from tests.ui.conftest import wait_for_history
 
 pytestmark = [pytest.mark.qt_log_level_fail("WARNING"), pytest.mark.qt_log_ignore("propagateSizeHints")]
 
@@ -60,12 +61,14 @@ def runs(services: Any) -> dict[str, int]:
 
 
 @pytest.fixture
-def pane(qtbot: Any, services: Any, runs: dict[str, int]) -> HistoryPane:
+def pane(qtbot: Any, services: Any, runs: dict[str, int]) -> Any:
     widget = HistoryPane(services)
     qtbot.addWidget(widget)
     widget.resize(1160, 760)
     widget.show()
-    return widget
+    wait_for_history(qtbot, widget)
+    yield widget
+    widget.shutdown()
 
 
 def cell(pane: HistoryPane, run_id: int, name: str) -> str:
@@ -79,8 +82,12 @@ def test_empty_history_says_so(qtbot: Any, services: Any) -> None:
     widget = HistoryPane(services)
     qtbot.addWidget(widget)
     widget.show()
+    wait_for_history(qtbot, widget)
     assert widget.proxy.rowCount() == 0
     assert widget.empty_label.isVisibleTo(widget)
+    assert widget.empty_label.text().startswith("No runs yet")
+    assert not services.db_path.exists(), "looking at an empty history creates no database"
+    widget.shutdown()
 
 
 def test_runs_show_the_history_numbers(pane: HistoryPane, services: Any, runs: dict[str, int]) -> None:
@@ -124,8 +131,9 @@ def test_sorts_by_cost(pane: HistoryPane) -> None:
     assert values == sorted(values, reverse=True)
 
 
-def test_detail_shows_plots_and_events(pane: HistoryPane, runs: dict[str, int]) -> None:
-    pane.select_runs([runs["spot"]])
+def test_detail_shows_plots_and_events(qtbot: Any, pane: HistoryPane, runs: dict[str, int]) -> None:
+    with qtbot.waitSignal(pane.seriesShown, timeout=10_000):
+        pane.select_runs([runs["spot"]])
     assert pane.selected_run_ids() == [runs["spot"]]
     assert "Run " + str(runs["spot"]) in pane.summary_view.toPlainText()
     kinds = [pane.events_table.item(r, 2).text() for r in range(pane.events_table.rowCount())]
@@ -134,7 +142,8 @@ def test_detail_shows_plots_and_events(pane: HistoryPane, runs: dict[str, int]) 
     assert len(util_curves) == 2
     markers = [i for i in pane.plots.plots["loss"].items if type(i).__name__ == "InfiniteLine"]
     assert len(markers) == 3  # checkpoint, preempted, resumed
-    pane.select_runs([runs["eight"]])
+    with qtbot.waitSignal(pane.seriesShown, timeout=10_000):
+        pane.select_runs([runs["eight"]])
     assert len(pane.plots.plots["util"].listDataItems()) == 8
     assert "Planned against actual" in pane.summary_view.toHtml()
 
@@ -184,7 +193,7 @@ def test_delete_asks_first(qtbot: Any, pane: HistoryPane, runs: dict[str, int], 
     pane.delete_button.click()
     assert pane.proxy.rowCount() == 2
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
-    with qtbot.waitSignal(pane.runsChanged):
+    with qtbot.waitSignal(pane.runsChanged, timeout=10_000):
         pane.delete_button.click()
     assert pane.proxy.rowCount() == 1
     db = open_db(services.db_path)
@@ -200,7 +209,8 @@ def test_run_finished_refreshes_and_selects(qtbot: Any, pane: HistoryPane, servi
         new = create_run(db, name="just-ended", gpu_type="L4", gpu_count=1, price_usd_per_gpu_hour=0.8)
     finally:
         db.close()
-    pane.on_run_finished(new)
+    with qtbot.waitSignal(pane.runsChanged, timeout=10_000):
+        pane.on_run_finished(new)
     assert pane.proxy.rowCount() == 3
     assert pane.selected_run_ids() == [new]
 
@@ -208,3 +218,27 @@ def test_run_finished_refreshes_and_selects(qtbot: Any, pane: HistoryPane, servi
 def test_runs_model_follows_the_model_view_rules(qtmodeltester: Any, pane: HistoryPane) -> None:
     qtmodeltester.check(pane.model)
     qtmodeltester.check(pane.proxy)
+
+
+def test_loads_run_on_a_worker_and_stale_answers_are_dropped(qtbot: Any, pane: HistoryPane,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from gpuplanner.ui import history_pane as module
+
+    threads: list[str] = []
+    real = module.load_summaries
+
+    def recording(path: Path) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(path)
+
+    monkeypatch.setattr(module, "load_summaries", recording)
+    shown: list[int] = []
+    pane.runsChanged.connect(lambda: shown.append(pane.proxy.rowCount()))
+    pane.refresh()
+    pane.refresh()
+    pane.refresh()
+    wait_for_history(qtbot, pane)
+    assert threads and threading.main_thread().name not in threads
+    assert shown == [2], "only the newest of three loads reaches the table"

@@ -15,7 +15,7 @@ from gpuplanner.history.db import open_db
 from gpuplanner.history.runs import create_run
 from gpuplanner.ui import app as ui_app
 from gpuplanner.ui.main_window import PLACES, MainWindow, app_settings
-from tests.ui.conftest import wait_for_result
+from tests.ui.conftest import wait_for_history, wait_for_result
 
 pytestmark = [pytest.mark.qt_log_level_fail("WARNING"), pytest.mark.qt_log_ignore("propagateSizeHints")]
 
@@ -33,12 +33,18 @@ def window(qtbot: Any, services: Any) -> Any:
         win._closing_done = True
 
 
-def test_first_start_on_an_empty_data_directory(window: MainWindow, data_dir: Path) -> None:
+def test_first_start_on_an_empty_data_directory(qtbot: Any, window: MainWindow, data_dir: Path) -> None:
     assert not any(data_dir.glob("*.sqlite")) or True  # created on demand, never required
     assert window.windowTitle() == "GPU Planner"
     assert not window.windowIcon().isNull()
     assert window.current_place() == "Plan"
     assert window.plan_pane.result is not None  # the example plan is on screen
+    # after the first frame the chart and the Runs pane (reattaching live runs) are built; Hosts and
+    # History wait for their first visit
+    qtbot.waitUntil(lambda: window.is_built("Runs"), timeout=10_000)
+    assert window.plan_pane.chart.rows_shown
+    assert not window.is_built("Hosts") and not window.is_built("History")
+    wait_for_history(qtbot, window.history_pane)
     assert window.history_pane.proxy.rowCount() == 0
     assert window.width() >= 1024 and window.height() >= 640
 
@@ -74,13 +80,14 @@ def test_demo_and_launch_go_to_the_runs_pane(window: MainWindow, monkeypatch: py
     assert settings["model"] == "llama-3.1-8b" and settings["precision"] == "bf16" and settings["plan_id"] >= 1
 
 
-def test_run_finished_refreshes_the_history(window: MainWindow, services: Any) -> None:
+def test_run_finished_refreshes_the_history(qtbot: Any, window: MainWindow, services: Any) -> None:
     db = open_db(services.db_path)
     try:
         run_id = create_run(db, name="ended", gpu_type="L4", gpu_count=1, price_usd_per_gpu_hour=0.8)
     finally:
         db.close()
     window.runs_pane.runFinished.emit(run_id)
+    wait_for_history(qtbot, window.history_pane)
     assert window.history_pane.proxy.rowCount() == 1
     assert window.history_pane.selected_run_ids() == [run_id]
 
