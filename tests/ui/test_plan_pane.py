@@ -343,3 +343,154 @@ def test_compare_model_follows_the_model_view_rules(qtmodeltester: Any, pane: Pl
     qtmodeltester.check(pane.model)
     qtmodeltester.check(pane.proxy)
     assert pane.model.columnCount() == len(COLUMNS)
+
+
+def near(value: float) -> Any:
+    """The CLI's JSON rounds to 2-4 decimals."""
+    return pytest.approx(value, rel=1e-3, abs=0.006)
+
+
+def cli_plan(capsys: pytest.CaptureFixture[str], *flags: str) -> dict[str, Any]:
+    import json
+
+    from gpuplanner.cli import main
+
+    capsys.readouterr()
+    assert main(["plan", *flags, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_every_plan_flag_has_a_field() -> None:
+    """Each flag of `gpuplanner plan --help` is a form field (or named here with what stands for it)."""
+    import argparse
+
+    from gpuplanner.commands.plan import register
+    from gpuplanner.ui.plan_inputs import FIELD_BY_KEY
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    plan = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["plan"]
+    flags = {o[2:] for a in plan._actions for o in a.option_strings if o.startswith("--")}
+    elsewhere = {"help": "-", "list-models": "the Preset list", "tokens": "Data size in: tokens",
+                 "no-calibration": "calibration", "db": "the app's history", "json": "-", "csv": "Export",
+                 "markdown": "Export"}
+    assert sorted(flags - set(FIELD_BY_KEY) - set(elsewhere)) == []
+    for spec in FIELD_BY_KEY.values():
+        assert spec.tooltip and len(spec.tooltip) > 20, spec.key
+
+
+def test_spot_and_speed_inputs_give_the_clis_numbers(qtbot: Any, pane: PlanPane,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    choose(pane, "calibration", "ignore the history")
+    choose(pane, "pricing", "spot")
+    type_into(qtbot, pane, "spot-price", "1.1")
+    assert not pane.form.editors["spot-discount"].isEnabled(), "spot price and discount exclude each other"
+    type_into(qtbot, pane, "mean-hours-between-interruptions", "8")
+    assert not pane.form.editors["interruptions-per-hour"].isEnabled()
+    assert not pane.form.editors["spot-overhead-pct"].isEnabled()
+    type_into(qtbot, pane, "checkpoint-write-s", "45")
+    type_into(qtbot, pane, "samples-per-min", "90")
+    assert not pane.form.editors["tokens-per-s"].isEnabled()
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pass
+    wait_for_result(qtbot, pane)
+    cli = cli_plan(capsys, "--pricing", "spot", "--spot-price", "1.1", "--mean-hours-between-interruptions", "8",
+                   "--checkpoint-write-s", "45", "--samples-per-min", "90", "--no-calibration")
+    plan = pane.result.plan
+    assert plan.throughput.samples_per_min == near(cli["throughput"]["samples_per_min"])
+    assert plan.spot.cost_usd == near(cli["spot"]["cost_usd"])
+    assert plan.spot.p90_cost_usd == near(cli["spot"]["p90_cost_usd"])
+    assert plan.spot.estimate.expected_interruptions == near(cli["spot"]["expected_interruptions"])
+    assert f"${cli['spot']['cost_usd']:,.2f}" in pane.summary_label.text()
+    # the flat overhead instead of the interruption model
+    type_into(qtbot, pane, "mean-hours-between-interruptions", "")
+    type_into(qtbot, pane, "spot-overhead-pct", "12")
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pass
+    wait_for_result(qtbot, pane)
+    cli = cli_plan(capsys, "--pricing", "spot", "--spot-price", "1.1", "--spot-overhead-pct", "12",
+                   "--checkpoint-write-s", "45", "--samples-per-min", "90", "--no-calibration")
+    assert pane.result.plan.spot.estimate.hours == near(cli["spot"]["hours"])
+    assert pane.result.plan.spot.cost_usd == near(cli["spot"]["cost_usd"])
+
+
+def test_exclusive_fields_filled_together_are_refused(qtbot: Any, pane: PlanPane) -> None:
+    pane.form.set_values({"spot-discount": "0.5", "spot-price": "1.0"})
+    assert pane.recalculate() is False
+    assert "not both" in pane.form.error_text("spot-price")
+    pane.form.set_values({"spot-price": ""})
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pane.recalculate()
+    assert pane.result.request.pricing.spot_discount == 0.5
+
+
+def test_memory_source_says_which_answered(qtbot: Any, pane: PlanPane, tmp_path: Path) -> None:
+    assert pane.result.memory_source == "formula"
+    assert "Memory: formula" in pane.sources_label.text()
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 2, "n_embd": 128, '
+                      '"n_head": 4, "n_positions": 512, "vocab_size": 2000}')
+    choose(pane, "model-source", "config.json")
+    type_into(qtbot, pane, "model-config", str(config))
+    choose(pane, "method", "full")
+    type_into(qtbot, pane, "seq-len", "256")
+    type_into(qtbot, pane, "micro-batch", "2")
+    choose(pane, "memory", "trace")
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=60_000):
+        pass
+    qtbot.waitUntil(lambda: not pane.is_busy() and pane.result.request.memory_source == "trace", timeout=60_000)
+    torch_present = pane.result.memory_source == "trace"
+    if torch_present:
+        assert "Answered by trace" in pane.form.note_text("memory")
+        assert "Memory: trace" in pane.sources_label.text()
+    else:
+        assert "trace mode unavailable" in pane.form.note_text("memory").lower()
+    # LoRA cannot be traced: the formulas answer, and the form says so
+    choose(pane, "method", "lora")
+    qtbot.waitUntil(lambda: not pane.is_busy() and pane.result.request.setup.method == "lora", timeout=60_000)
+    assert pane.result.memory_source == "formula"
+    assert "trace mode unavailable" in pane.form.note_text("memory").lower()
+    assert "fell back" in pane.sources_label.text()
+
+
+def _finished_run_in(db: Path, tokens_per_s: float, seq_len: int) -> None:
+    from gpuplanner.cli import main
+    from tests.plan.test_cli_plan import _write_finished_run
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    events = db.parent / "events.jsonl"
+    _write_finished_run(events, tokens_per_s=tokens_per_s, seq_len=seq_len)
+    assert main(["runs", "import", str(events), "--db", str(db), "--gpu-type", "NVIDIA A10G", "--model", "gpt2",
+                 "--gpus", "1", "--price", "1.0"]) == 0
+
+
+def test_speeds_measured_in_the_history_calibrate_the_plan(qtbot: Any, pane: PlanPane, services: Any,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    _finished_run_in(services.db_path, tokens_per_s=12_345.0, seq_len=512)
+    choose(pane, "model", "gpt2")
+    choose(pane, "method", "full")
+    choose(pane, "gpu", "A10G")
+    type_into(qtbot, pane, "seq-len", "512")
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pass
+    qtbot.waitUntil(lambda: not pane.is_busy() and pane.result.request.setup.seq_len == 512, timeout=10_000)
+    assert pane.result.plan.throughput.tokens_per_s == pytest.approx(12_345.0)
+    assert pane.result.throughput_source.startswith("calibrated: runs #1 on NVIDIA A10G")
+    assert "calibrated: runs #1 on NVIDIA A10G" in pane.sources_label.text()
+    assert "calibrated: runs #1" in pane.form.note_text("calibration")
+    cli = cli_plan(capsys, "--model", "gpt2", "--method", "full", "--gpu", "A10G", "--seq-len", "512",
+                   "--db", str(services.db_path))
+    assert pane.result.plan.runtime.hours == near(cli["runtime"]["hours"])
+    assert pane.result.throughput_source == cli["throughput"]["source"]
+    # ignoring the history gives the estimate, as --no-calibration
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        choose(pane, "calibration", "ignore the history")
+    wait_for_result(qtbot, pane)
+    assert pane.result.throughput_source.startswith("estimate")
+    assert pane.form.note_text("calibration") == ""
+    # a measurement at another sequence length does not transfer
+    choose(pane, "calibration", "use measured speeds")
+    type_into(qtbot, pane, "seq-len", "1024")
+    qtbot.waitUntil(lambda: not pane.is_busy() and pane.result.request.setup.seq_len == 1024, timeout=10_000)
+    assert pane.result.throughput_source.startswith("estimate")
+    assert "speed estimated" in pane.form.note_text("calibration")
