@@ -82,8 +82,13 @@ def _tuples(value: Any) -> Any:
     return value
 
 
+def step_of(path: Path) -> int:
+    return int(path.name[len(PREFIX):])
+
+
 def begin(run_dir: Path, step: int) -> Path:
-    """A fresh temporary directory for the checkpoint of ``step`` (all ranks write into it)."""
+    """A fresh temporary directory for the checkpoint of ``step``, made by the writer of each node's
+    run directory (rank 0 with a shared file system); every rank of that node writes into it."""
     root = checkpoints_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-{step_dir_name(step)}"

@@ -61,6 +61,9 @@ def _monitor(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "probe":
+        from .early_signals import restore_defaults
+
+        restore_defaults()  # nothing to save: a stop signal ends the probe as usual
         from .probe import probe
 
         print(json.dumps(probe(args.run_root), indent=2))

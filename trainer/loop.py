@@ -179,13 +179,16 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
     device = pick_device(config.device, info.local_rank)
     run_dir = Path(config.run_dir)
     dist.init(info, device)
-    if info.is_main:
+    # The rank that writes this node's files (checkpoints, final/, token cache): rank 0 when every
+    # node sees the same run directory (shared file system), else each node's local rank 0.
+    writer = dist.storage_leader(info, run_dir) == info.rank
+    if writer:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_resolved(config, run_dir)
     events = None if bench is not None else run_dir / protocol.EVENTS_FILE
     tele = Telemetry(events, stdout=stdout if config.events_stdout else None, enabled=info.is_main)
     try:
-        return _Trainer(config, info, device, run_dir, tele, bench).run()
+        return _Trainer(config, info, device, run_dir, tele, bench, writer).run()
     except Exception as exc:
         warn(f"training failed: {exc}")
         traceback.print_exc(file=sys.stderr)
@@ -198,8 +201,10 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
 
 class _Trainer:
     def __init__(self, config: TrainConfig, info: dist.DistInfo, device: torch.device, run_dir: Path,
-                 tele: Telemetry, bench: BenchStats | None) -> None:
+                 tele: Telemetry, bench: BenchStats | None, writer: bool | None = None) -> None:
         self.config, self.info, self.device, self.run_dir, self.tele, self.bench = config, info, device, run_dir, tele, bench
+        self.writer = info.is_main if writer is None else writer
+        self.steps_done = 0  # optimizer steps taken in this process (0: a stop before the first one)
         self.flag = StopFlag()
         self.activity = Activity()
         self.state = RunState(world=info.world)
@@ -215,14 +220,14 @@ class _Trainer:
             def load() -> tuple[Any, list[str]]:
                 return data_mod.classification_cached(files, self.tokenizer, c.text_field, c.label_field,
                                                       c.seq_len, cache)
-            if self.info.is_main:
+            if self.writer:
                 load()
             dist.barrier(self.info)
             rows, labels = load()
             self.data = data_mod.split_classification(rows, labels, c.seq_len, self.tokenizer.pad_token_id,
                                                       c.eval_fraction, c.seed)
             return
-        if self.info.is_main:
+        if self.writer:
             data_mod.tokenize_cached(files, self.tokenizer, c.text_field, cache)
         dist.barrier(self.info)
         tokens = data_mod.tokenize_cached(files, self.tokenizer, c.text_field, cache)
@@ -242,6 +247,9 @@ class _Trainer:
         if c.fsdp and not self.info.distributed:
             warn("--fsdp with a single process: nothing to shard across, training unsharded "
                  "(run under torchrun --nproc-per-node N to shard)")
+        if self.fsdp and not self.multi_storage_ok():
+            raise RuntimeError("--fsdp across nodes needs one run directory on a shared file system (rank 0 "
+                               "gathers the full checkpoint); the nodes' run directories are on separate disks")
         if self.fsdp:
             fsdp_mod.shard(self.model)  # before the optimizer: it must see the sharded parameters
         self.dtype = pick_precision(c.precision, self.device)
@@ -254,12 +262,13 @@ class _Trainer:
         c = self.config
         if not c.resume or self.bench is not None:
             return None
-        path = checkpoint.newest_valid(self.run_dir, log=warn if self.info.is_main else None)
-        if path is None and c.mirror_url:
-            if self.info.is_main:
+        path = checkpoint.newest_valid(self.run_dir, log=warn if self.writer else None)
+        if c.mirror_url and dist.all_max([int(path is None)], self.info, self.device)[0]:
+            if self.writer and path is None:
                 fetch_newest(c.mirror_url, self.run_dir)
             dist.barrier(self.info)
             path = checkpoint.newest_valid(self.run_dir)
+        path = self._agree_on_checkpoint(path)
         if path is None:
             return None
         ck = checkpoint.load(path, self.info.rank)
@@ -294,6 +303,32 @@ class _Trainer:
         self.state.world = self.info.world
         return path
 
+    def multi_storage_ok(self) -> bool:
+        """False when some node writes its own copy of the checkpoints (run dirs on separate disks)."""
+        return dist.all_max([int(self.writer and not self.info.is_main)], self.info, self.device)[0] == 0
+
+    def _agree_on_checkpoint(self, path: Path | None) -> Path | None:
+        """Every rank resumes the same step: the newest valid one on this rank's storage, agreed by all.
+
+        With one shared run directory every rank finds the same. With a run directory per node, the
+        nodes may differ (one was cut off while completing a checkpoint): the newest step is taken
+        that is valid on every node; a node without it (a fresh disk, no mirror) refuses clearly.
+        """
+        if not self.info.distributed:
+            return path
+        step = checkpoint.step_of(path) if path is not None else -1
+        low = -dist.all_max([-step], self.info, self.device)[0]
+        high = dist.all_max([step], self.info, self.device)[0]
+        if low == high:  # the same step everywhere (always so with a shared run directory)
+            return path
+        candidate = checkpoint.checkpoints_dir(self.run_dir) / checkpoint.step_dir_name(low) if low >= 0 else None
+        ok = int(candidate is not None and checkpoint.is_valid(candidate))
+        if -dist.all_max([-ok], self.info, self.device)[0] == 0:
+            raise RuntimeError(f"the nodes' run directories hold different checkpoints (newest valid steps "
+                               f"{low}..{high}) and none is valid on every node; copy the newest checkpoint to "
+                               "every node's run directory, or resume from a --mirror-url")
+        return candidate
+
     def _remaining_steps(self) -> int:
         c, s, n = self.config, self.state, self.data.n_train
         gb = c.micro_batch * c.grad_accum * self.info.world
@@ -311,8 +346,10 @@ class _Trainer:
     def save_checkpoint(self) -> None:
         t0 = time.perf_counter()
         step = self.state.step
+        # Each node's writer creates the temporary folder in its own run directory; every rank writes
+        # its RNG state into its node's folder; each writer completes its node's copy (marker last).
         tmp = self.run_dir / "checkpoints" / f".tmp-{checkpoint.step_dir_name(step)}"
-        if self.info.is_main:
+        if self.writer:
             tmp = checkpoint.begin(self.run_dir, step)
         dist.barrier(self.info)
         checkpoint.write_rank_state(tmp, self.info.rank)
@@ -322,7 +359,7 @@ class _Trainer:
         else:
             full_model, optim_state = {}, {}
         dist.barrier(self.info)
-        if self.info.is_main:
+        if self.writer:  # DDP: every rank holds the same weights and optimizer state; FSDP: rank 0 only
             trainable = set(self.trainable)
             if not self.fsdp:
                 full_model, optim_state = self._raw_model().state_dict(), self.optimizer.state_dict()
@@ -339,7 +376,8 @@ class _Trainer:
             self.tele.sync()
             path, size = checkpoint.finish(self.run_dir, tmp, step, self.config.keep_checkpoints)
             seconds = time.perf_counter() - t0
-            self.tele.emit("checkpoint", step=step, path=str(path), bytes=size, seconds=round(seconds, 4))
+            if self.info.is_main:
+                self.tele.emit("checkpoint", step=step, path=str(path), bytes=size, seconds=round(seconds, 4))
             if self.mirror is not None:
                 self.mirror.submit(path)
         dist.barrier(self.info)
@@ -450,6 +488,10 @@ class _Trainer:
         self.last_ckpt = time.monotonic()
         if remaining == 0:
             return NONE
+        # A stop requested before the first step (e.g. SIGTERM during start-up): stop now, all ranks agreed.
+        reason = dist.all_max([self.flag.reason], info, self.device)[0]
+        if reason != NONE:
+            return reason
         plan = data_mod.StepPlan(self.data, c.seed, data_mod.Position(s.epoch, s.offset), c.micro_batch,
                                  c.grad_accum, info.world, info.rank, remaining,
                                  c.reset_position_ids and not self.cls)
@@ -489,6 +531,7 @@ class _Trainer:
             else:
                 self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
+            self.steps_done += 1
             if self.bench is not None and self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
             step_time = time.perf_counter() - t0
@@ -562,14 +605,15 @@ class _Trainer:
         if self.bench is not None:
             self.tele.emit("run_end", status=status, totals=totals, exit_code=EXIT_OK)
             return EXIT_OK
-        self.save_checkpoint()
+        if not (reason == PREEMPTED and self.steps_done == 0):  # stopped before any step: nothing to save
+            self.save_checkpoint()
         if reason != PREEMPTED:
             # FSDP: gather the full weights (a collective on every rank); rank 0 writes them.
             full = fsdp_mod.full_model_state(self.model) if self.fsdp else None
             if full is not None:  # tied weights (GPT-2's lm_head) once, as save_pretrained does unsharded
                 unique = {n for n, _ in self.model.named_parameters()} | {n for n, _ in self.model.named_buffers()}
                 full = {k: v for k, v in full.items() if k in unique}
-            if self.info.is_main:
+            if self.writer:  # every node's writer: each node's run directory gets the finished model
                 save_final(self._raw_model(), self.tokenizer, self.run_dir / "final", state_dict=full)
         if self.mirror is not None:
             self.mirror.wait(timeout=120)

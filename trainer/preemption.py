@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable
 
+from . import early_signals
+
 # Stop reasons, ordered: the highest wins when ranks are combined with a max all-reduce.
 NONE, EARLY_STOP, BUDGET_STOP, PREEMPTED = 0, 1, 2, 3
 REASON_STATUS = {EARLY_STOP: "early_stop", BUDGET_STOP: "budget_stop", PREEMPTED: "preempted"}
@@ -43,7 +45,11 @@ class StopFlag:
 
 
 class SignalHandlers:
-    """Context manager: SIGTERM, SIGINT and SIGUSR1 request a preemption stop; restores on exit."""
+    """Context manager: SIGTERM, SIGINT and SIGUSR1 request a preemption stop; restores on exit.
+
+    A stop signal recorded during start-up (:mod:`trainer.early_signals`, installed by
+    ``python -m trainer`` before the heavy imports) requests the stop as soon as this is entered.
+    """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
@@ -58,6 +64,9 @@ class SignalHandlers:
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 self._old[sig] = signal.signal(sig, self._handler)
+        early = early_signals.pending()
+        if early is not None:
+            self.flag.request(PREEMPTED, f"signal {signal.Signals(early).name} (during start-up)")
         return self
 
     def __exit__(self, *exc: Any) -> None:

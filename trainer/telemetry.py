@@ -9,6 +9,7 @@ loop (records that do not fit are dropped and counted).
 
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import threading
@@ -33,6 +34,13 @@ def last_seq(path: Path) -> int:
     for rec in rest:
         best = max(best, rec["seq"])
     return best
+
+
+def _seq_floor() -> int:
+    try:
+        return max(0, int(os.environ.get("TRAINER_SEQ_START", "0")))
+    except ValueError:
+        return 0
 
 
 def warn(message: str) -> None:
@@ -61,7 +69,9 @@ class Telemetry:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                self.seq = last_seq(path) + 1
+                # $TRAINER_SEQ_START: a floor set by a launcher that moved the run to a fresh run
+                # directory (another host), so seq keeps rising across hosts too.
+                self.seq = max(last_seq(path) + 1, _seq_floor())
                 self._fh = open(path, "a", encoding="utf-8")
                 if path.stat().st_size > 0:
                     with open(path, "rb") as check:

@@ -1,0 +1,41 @@
+"""Stop signals that arrive while the trainer is still starting up (standard library only).
+
+``python -m trainer`` installs :func:`install` before anything heavy is imported (torch and
+transformers take seconds), so a SIGTERM, SIGINT or SIGUSR1 sent during start-up is recorded instead
+of killing the process with exit 143. :class:`trainer.preemption.SignalHandlers` picks a recorded
+request up when the training loop's handlers take over, so the run stops gracefully at its first
+step boundary (or before the first step, with nothing to lose) and exits 75.
+"""
+
+import signal
+
+SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1")
+_received = []
+
+
+def _note(signum, frame):
+    _received.append(signum)
+
+
+def install():
+    """Record stop signals from now on (only in the main thread, where handlers can be set)."""
+    for name in SIGNALS:
+        try:
+            signal.signal(getattr(signal, name), _note)
+        except (ValueError, OSError, AttributeError):
+            pass
+
+
+def pending():
+    """The first stop signal recorded since :func:`install`, or None."""
+    return _received[0] if _received else None
+
+
+def restore_defaults():
+    """Back to the default dispositions (commands that do not stop gracefully); a recorded signal is re-raised."""
+    for name in SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, signal.default_int_handler if name == "SIGINT" else signal.SIG_DFL)
+    if _received:
+        signal.raise_signal(_received[0])
