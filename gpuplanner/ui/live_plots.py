@@ -13,10 +13,12 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
 from gpuplanner.ui import pyside_guard
+from gpuplanner.ui.ring_buffer import Curves, PeakDecimator, RingBuffer
 from gpuplanner.ui.run_telemetry import RunTelemetry
 
 pyside_guard.install()
@@ -52,6 +54,132 @@ def _nice_step(value: float) -> float:
     return 10.0 * power
 
 
+GPU_CURVES = ("util", "mem", "power", "sm")  # a GPU's curves, drawn from these buffer columns:
+GPU_SERIES = ("util", "mem_used_gib", "power_w", "sm_active")
+STEP_SERIES = ("tokens_per_s", "loss", "spend_usd")  # tokens_curve, loss_curve, spend_curve
+
+
+def _set_curve(curve: pg.PlotDataItem | pg.PlotCurveItem, x: np.ndarray, y: np.ndarray) -> None:
+    """New data for a line: pyqtgraph's finite check is skipped unless there are NaNs (drawn as gaps)."""
+    finite = not np.isnan(y).any()
+    curve.setData(x, y, connect="all" if finite else "finite", skipFiniteCheck=finite)
+
+
+class _LiveEnds(pg.GraphicsObject):
+    """The live parts (see :class:`_Line`) of every line of one plot, drawn by one item: for a few
+    points per line pyqtgraph's per-item overhead (bounds, path building, paint setup) would cost more
+    than the drawing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lines: dict[int, tuple[QPen, list[QPolygonF], QRectF]] = {}
+        self._rect = QRectF()
+
+    def set_points(self, owner: int, pen: QPen, x: np.ndarray, y: np.ndarray) -> None:
+        polys, rect = [], QRectF()
+        finite = np.isfinite(x) & np.isfinite(y)
+        if finite.any():
+            # runs of finite points (a NaN is a gap)
+            edges = np.flatnonzero(np.diff(np.concatenate(([0], finite.astype(np.int8), [0]))))
+            for a, b in zip(edges[0::2], edges[1::2]):
+                polys.append(QPolygonF([QPointF(float(px), float(py)) for px, py in zip(x[a:b], y[a:b])]))
+            fx, fy = x[finite], y[finite]
+            rect = QRectF(float(fx.min()), float(fy.min()), float(fx.max() - fx.min()), float(fy.max() - fy.min()))
+        if not polys and owner not in self._lines:
+            return
+        self.prepareGeometryChange()
+        if polys:
+            self._lines[owner] = (pen, polys, rect)
+        else:
+            self._lines.pop(owner, None)
+        self._rect = QRectF()
+        for _pen, _polys, r in self._lines.values():
+            self._rect = self._rect.united(r) if not self._rect.isNull() else r
+        self.update()
+
+    def clear(self) -> None:
+        self.prepareGeometryChange()
+        self._lines.clear()
+        self._rect = QRectF()
+        self.update()
+
+    def points(self, owner: int) -> tuple[np.ndarray, np.ndarray]:
+        entry = self._lines.get(owner)
+        pts = [(pt.x(), pt.y()) for poly in (entry[1] if entry else []) for pt in poly]
+        return np.array([p[0] for p in pts], dtype=float), np.array([p[1] for p in pts], dtype=float)
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt naming)
+        if self._rect.isNull() and not self._lines:
+            return QRectF()
+        px, py = abs(self.pixelWidth() or 0.0), abs(self.pixelHeight() or 0.0)
+        return self._rect.adjusted(-2 * px, -2 * py, 2 * px, 2 * py)  # room for the 1 px pen
+
+    def paint(self, painter: QPainter, *args) -> None:
+        for pen, polys, _rect in self._lines.values():
+            painter.setPen(pen)
+            for poly in polys:
+                painter.drawPolyline(poly)
+
+
+class _Line:
+    """One series drawn in two parts with the same pen: ``body``, the settled part (complete buckets of
+    the decimated history: new data only when a bucket completes or leaves the window), and the live
+    parts, which change at any frame (the open bucket and the newest sample, and the oldest bucket
+    while the ring buffer drops rows from it), joined to the body's ends and drawn by the plot's
+    :class:`_LiveEnds`. So a frame rebuilds a few points per line, not the whole path."""
+
+    def __init__(self, plot: pg.PlotItem, pen: QPen, name: str | None = None) -> None:
+        self.plot = plot
+        self.pen = pen
+        self.body = plot.plot(pen=pen, name=name)
+        self.live = getattr(plot, "_live_ends", None)
+        if self.live is None:
+            self.live = plot._live_ends = _LiveEnds()
+            plot.addItem(self.live)
+        self._key: tuple | None = None
+
+    def set(self, curves: Curves, row: int) -> None:
+        x, y, head, settled = curves.x, curves.ys[row], curves.head, curves.settled
+        if curves.settled_key is None or curves.settled_key != self._key:
+            _set_curve(self.body, x[head:settled], y[head:settled])
+            self._key = curves.settled_key
+        if settled <= head:  # no body: everything is live
+            lx, ly = x, y
+        else:
+            parts = []
+            if head:
+                parts.append((x[:head + 1], y[:head + 1]))  # the head, joined to the body's first point
+            if settled < len(x):
+                if parts:  # a gap between the head and the tail pieces
+                    parts.append((x[settled - 1:settled], np.array([np.nan])))
+                parts.append((x[settled - 1:], y[settled - 1:]))  # the body's last point, then the tail
+            lx = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
+            ly = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
+        self.live.set_points(id(self), self.pen, lx, ly)
+
+    def clear(self) -> None:
+        self.body.setData([], [])
+        self.live.set_points(id(self), self.pen, np.empty(0), np.empty(0))
+        self._key = None
+
+    def remove(self) -> None:
+        self.live.set_points(id(self), self.pen, np.empty(0), np.empty(0))
+        self.plot.removeItem(self.body)
+
+    def points(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every point drawn (body and live parts, joins and gaps included), sorted by x; for tests."""
+        xs, ys = [], []
+        for x, y in (self.body.getData(), self.live.points(id(self))):
+            if x is not None and len(x):
+                xs.append(np.asarray(x, dtype=float))
+                ys.append(np.asarray(y, dtype=float))
+        if not xs:
+            return np.empty(0), np.empty(0)
+        x, y = np.concatenate(xs), np.concatenate(ys)
+        order = np.argsort(x, kind="stable")
+        return x[order], y[order]
+
+
 def _pen(color: str, *, dashed: bool = False, width: float = 1.0):
     pen = pg.mkPen(color, width=width)
     pen.setCosmetic(True)
@@ -76,6 +204,8 @@ class LivePlots(QWidget):
         self._markers_drawn = 0
         self._capacity = 0.0
         self._x_range: tuple[float, float] | None = None
+        self._decimators: dict[int, PeakDecimator] = {}  # by id() of the ring buffer they summarise
+        self._signatures: dict[object, tuple] = {}  # what each curve family was last drawn from
         self.graphics = pg.GraphicsLayoutWidget(self)
         self.graphics.setBackground("w")
         layout = QVBoxLayout(self)
@@ -104,17 +234,17 @@ class LivePlots(QWidget):
         self.plots["util"].enableAutoRange(y=False)
         self.plots["util"].addLegend(offset=(-5, 5), labelTextSize="7pt")
         self._titles: dict[str, str] = {}
-        self.gpu_curves: dict[tuple[str, int], dict[str, pg.PlotDataItem]] = {}
+        self.gpu_curves: dict[tuple[str, int], dict[str, _Line]] = {}
         self.capacity_line = pg.InfiniteLine(angle=0, pen=_pen("#d62728", dashed=True), movable=False,
                                              label="capacity {value:.1f} GiB",
                                              labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 0), (0, 0)]})
         self.capacity_line.setVisible(False)
         self.plots["mem"].addItem(self.capacity_line, ignoreBounds=False)
-        self.tokens_curve = self.plots["tokens"].plot(pen=_pen("#1f77b4"))
-        self.loss_curve = self.plots["loss"].plot(pen=_pen("#1f77b4"), name="train")
+        self.tokens_curve = _Line(self.plots["tokens"], _pen("#1f77b4"))
+        self.loss_curve = _Line(self.plots["loss"], _pen("#1f77b4"), name="train")
         self.eval_curve = self.plots["loss"].plot(pen=None, symbol="o", symbolSize=5, symbolBrush="#ff7f0e",
                                                   symbolPen=None, name="eval")
-        self.spend_curve = self.plots["spend"].plot(pen=_pen("#2ca02c", width=1.5))
+        self.spend_curve = _Line(self.plots["spend"], _pen("#2ca02c"))
         self.budget_line = pg.InfiniteLine(angle=0, pen=_pen("#d62728", dashed=True), movable=False,
                                            label="budget ${value:,.2f}",
                                            labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 0), (0, 0)]})
@@ -139,8 +269,8 @@ class LivePlots(QWidget):
             return
         self._telemetry = telemetry
         for curves in self.gpu_curves.values():
-            for curve in curves.values():
-                curve.getViewBox() and curve.getViewBox().removeItem(curve)
+            for line in curves.values():
+                line.remove()
         self.gpu_curves.clear()
         self.plots["util"].legend.clear()
         for item in self._marker_items:
@@ -149,8 +279,9 @@ class LivePlots(QWidget):
                 vb.removeItem(item)
         self._marker_items.clear()
         self._markers_drawn = 0
-        for curve in (self.tokens_curve, self.loss_curve, self.eval_curve, self.spend_curve):
-            curve.setData([], [])
+        for line in (self.tokens_curve, self.loss_curve, self.spend_curve):
+            line.clear()
+        self.eval_curve.setData([], [])
         self.capacity_line.setVisible(False)
         self._capacity = 0.0
         self._x_range = None
@@ -159,6 +290,8 @@ class LivePlots(QWidget):
         self.plan_line.setVisible(False)
         self._drawn_version = -1
         self._drawn_mode = None
+        self._decimators.clear()
+        self._signatures.clear()
 
     @property
     def telemetry(self) -> RunTelemetry | None:
@@ -187,40 +320,86 @@ class LivePlots(QWidget):
             node, index = key
             name = f"GPU {index}" + (f" ({node})" if node and len({k[0] for k in self.gpu_curves} | {node}) > 1 else "")
             curves = {  # a legend only while it stays small; colours follow GPU order
-                "util": self.plots["util"].plot(pen=_pen(color), name=name if len(self.gpu_curves) < 2 else None),
-                "mem": self.plots["mem"].plot(pen=_pen(color)),
-                "power": self.plots["power"].plot(pen=_pen(color)),
+                "util": _Line(self.plots["util"], _pen(color), name=name if len(self.gpu_curves) < 2 else None),
+                "mem": _Line(self.plots["mem"], _pen(color)),
+                "power": _Line(self.plots["power"], _pen(color)),
             }
             self.gpu_curves[key] = curves
         return curves
 
-    def _sm_curve(self, key: tuple[str, int]) -> pg.PlotDataItem:
+    def _sm_curve(self, key: tuple[str, int]) -> _Line:
         curves = self._curves_for(key)
         if "sm" not in curves:
             color = GPU_COLORS[(list(self.gpu_curves).index(key)) % len(GPU_COLORS)]
-            curves["sm"] = self.plots["util"].plot(pen=_pen(color, dashed=True),
-                                                   name="SM active" if key == min(self.gpu_curves) else None)
+            curves["sm"] = _Line(self.plots["util"], _pen(color, dashed=True),
+                                 name="SM active" if key == min(self.gpu_curves) else None)
         return curves["sm"]
 
+    def _window(self, tel: RunTelemetry) -> tuple[float, float, float]:
+        """The x range to show and the decimation bucket (seconds) for it."""
+        end = max(tel.elapsed_s(), 1.0)
+        if self.follow:
+            start = max(0.0, end - self.window_s)
+            x_range = (start, max(end, start + min(self.window_s, 60.0)))
+            span = self.window_s
+        else:
+            # the full history grows in steps of ~2% so axes and transforms stay put between steps
+            step = _nice_step(end * 0.02)
+            x_range = (0.0, math.ceil(end / step) * step)
+            span = x_range[1]
+        # one bucket per pixel column or so, rounded to a power of two so the bucket grid (and the
+        # decimators' summaries) only change when the span grows by ~40%, not at every range step
+        bucket = 2.0 ** round(math.log2(max(span, 1e-9) / self._pixel_width()))
+        return x_range[0], x_range[1], bucket
+
+    def _pixel_width(self) -> int:
+        return max(int(self.plots["util"].getViewBox().width()), 100)
+
+    def _decimator(self, buffer: RingBuffer, columns: tuple[str, ...]) -> PeakDecimator:
+        dec = self._decimators.get(id(buffer))
+        if dec is None or dec.buffer is not buffer:
+            dec = self._decimators[id(buffer)] = PeakDecimator(buffer, columns)
+        return dec
+
+    def _changed(self, name: object, signature: tuple) -> bool:
+        if self._signatures.get(name) == signature:
+            return False
+        self._signatures[name] = signature
+        return True
+
     def redraw(self, telemetry: RunTelemetry | None = None, *, force: bool = False) -> bool:
-        """Push the newest data into the curves and move the x window. Returns whether it drew."""
+        """Push the newest data into the curves and move the x window. Returns whether it drew.
+
+        Each series is peak-decimated (:class:`PeakDecimator`) to about two points per pixel column of
+        the x window, so a frame costs the same for a minute or a day of samples, and only curves whose
+        buffer or window changed get new data."""
         if telemetry is not None:
             self.set_telemetry(telemetry)
         tel = self._telemetry
         if tel is None:
             return False
         mode = (self.follow, self.window_s)
-        if not force and tel.version == self._drawn_version and mode == self._drawn_mode:
+        if force:
+            self._signatures.clear()
+        elif tel.version == self._drawn_version and mode == self._drawn_mode:
             return False
+        x_lo, x_hi, bucket = self._window(tel)
+        max_raw = 2 * self._pixel_width()
+        window = (x_lo, x_hi, bucket, max_raw)
+        if (x_lo, x_hi) != self._x_range:
+            self._x_range = (x_lo, x_hi)
+            self.plots["util"].setXRange(x_lo, x_hi, padding=0)
         for key in tel.gpu_keys:
             buf = tel.gpus[key]
             curves = self._curves_for(key)
-            x = buf.view("x")
-            curves["util"].setData(x, buf.view("util"))
-            curves["mem"].setData(x, buf.view("mem_used_gib"))
-            curves["power"].setData(x, buf.view("power_w"))
             if tel.sm_reported:
-                self._sm_curve(key).setData(x, buf.view("sm_active"))
+                self._sm_curve(key)
+            if not self._changed(key, (buf.version, tel.sm_reported, window)):
+                continue
+            decimated = self._decimator(buf, GPU_SERIES).curves(*window)
+            for row, name in enumerate(GPU_CURVES):
+                if name in curves:
+                    curves[name].set(decimated, row)
         capacity = max((b.last("mem_total_gib") or 0.0 for b in tel.gpus.values()), default=0.0)
         if capacity > 0 and capacity != self._capacity:
             self._capacity = capacity
@@ -229,15 +408,14 @@ class LivePlots(QWidget):
             self.plots["mem"].enableAutoRange(y=False)  # memory is drawn against capacity: a fixed scale
             self.plots["mem"].setYRange(0.0, capacity * 1.08, padding=0)
         steps = tel.steps
-        if len(steps):
-            sx = steps.view("x")
-            self.tokens_curve.setData(sx, steps.view("tokens_per_s"))
-            self.loss_curve.setData(sx, steps.view("loss"))
-            self.spend_curve.setData(sx, steps.view("spend_usd"))
-        if len(tel.evals):
-            self.eval_curve.setData(tel.evals.view("x"), tel.evals.view("eval_loss"))
+        if len(steps) and self._changed("steps", (steps.version, window)):
+            decimated = self._decimator(steps, STEP_SERIES).curves(*window)
+            for row, line in enumerate((self.tokens_curve, self.loss_curve, self.spend_curve)):
+                line.set(decimated, row)
+        if len(tel.evals) and self._changed("evals", (tel.evals.version,)):
+            self.eval_curve.setData(tel.evals.view("x").copy(), tel.evals.view("eval_loss").copy())
         for line, value in ((self.budget_line, tel.budget_usd), (self.plan_line, tel.planned_cost_usd)):
-            if value:
+            if value and self._changed(line, (value,)):
                 line.setVisible(True)
                 line.setValue(value)
         self._set_titles(tel)
@@ -253,29 +431,16 @@ class LivePlots(QWidget):
                 line.setToolTip(marker.label)
                 plot.addItem(line, ignoreBounds=True)
                 self._marker_items.append(line)
-        end = max(tel.elapsed_s(), 1.0)
-        if self.follow:
-            start = max(0.0, end - self.window_s)
-            x_range = (start, max(end, start + min(self.window_s, 60.0)))
-        else:
-            # the full history grows in steps of ~2% so axes and transforms stay put between steps
-            step = _nice_step(end * 0.02)
-            x_range = (0.0, math.ceil(end / step) * step)
-        if x_range != self._x_range:
-            self._x_range = x_range
-            self.plots["util"].setXRange(*x_range, padding=0)
         self._drawn_version = tel.version
         self._drawn_mode = mode
         return True
 
     def curve_lengths(self) -> dict[str, int]:
-        """Points held by each curve family (for tests and diagnostics)."""
-        out = {"tokens": len(self.tokens_curve.xData if self.tokens_curve.xData is not None else []),
-               "loss": len(self.loss_curve.xData if self.loss_curve.xData is not None else []),
-               "spend": len(self.spend_curve.xData if self.spend_curve.xData is not None else [])}
+        """Points drawn by each curve family (for tests and diagnostics)."""
+        out = {name: len(line.points()[0]) for name, line in
+               (("tokens", self.tokens_curve), ("loss", self.loss_curve), ("spend", self.spend_curve))}
         for key, curves in self.gpu_curves.items():
-            util = curves["util"].xData
-            out[f"gpu{key[1]}"] = 0 if util is None else len(util)
+            out[f"gpu{key[1]}"] = len(curves["util"].points()[0])
         return out
 
 
@@ -285,7 +450,6 @@ def synthetic_telemetry(gpus: int = 8, samples: int = 86_400, *, seed: int = 0) 
     tel = RunTelemetry(None, gpu_capacity=max(samples, 1))
     x = np.arange(samples, dtype=np.float64)
     tel.t0, tel.last_t = 0.0, float(samples - 1)
-    from gpuplanner.ui.ring_buffer import RingBuffer
     from gpuplanner.ui.run_telemetry import GPU_COLUMNS
 
     for i in range(gpus):

@@ -95,6 +95,84 @@ def test_launch_dialog_maps_plan_settings(qtbot) -> None:
     assert dialog.error_label.text().startswith("Give the training data")
 
 
+def test_peak_decimator_matches_a_fresh_reduction_as_rows_arrive_and_drop() -> None:
+    """The incremental bucket summary equals min/max over the rows the ring buffer holds, after each
+    batch, also while the ring drops its oldest rows; each update only reduces the new rows."""
+    from gpuplanner.ui.ring_buffer import PeakDecimator
+
+    rng = np.random.default_rng(1)
+    buf = RingBuffer(("x", "a", "b"), 3000, initial=16)
+    dec = PeakDecimator(buf, ("a", "b"))
+    t, bucket = 0.0, 7.5
+    for i in range(150):
+        m = int(rng.integers(1, 60))
+        xs = t + np.cumsum(rng.uniform(0.2, 2.0, m))
+        t = float(xs[-1])
+        a = rng.normal(0, 1, m)
+        a[rng.random(m) < 0.02] = 50.0  # spikes
+        b = rng.normal(0, 1, m)
+        b[rng.random(m) < 0.05] = np.nan  # missing values
+        buf.extend(np.column_stack([xs, a, b]))
+        before = dec.reduced_rows
+        ids, x, lo, hi = dec.buckets(bucket)
+        if i > 1:
+            assert dec.reduced_rows - before <= m + 200  # new rows, the open bucket and a cut first bucket
+        raw = buf.columns_view()
+        raw_ids = np.floor(raw[0] / bucket).astype(int)
+        assert list(ids) == sorted(set(raw_ids))
+        for col in (1, 2):
+            for k, lo_k, hi_k in zip(ids, lo[col - 1], hi[col - 1]):
+                values = raw[col][raw_ids == k]
+                if np.isnan(values).all():
+                    assert np.isnan(lo_k) and np.isnan(hi_k)
+                else:
+                    assert (lo_k, hi_k) == (np.nanmin(values), np.nanmax(values))
+    assert buf.total > buf.capacity  # the ring did drop rows
+
+
+def test_live_plots_keep_every_bucket_extreme_and_the_latest_sample(qtbot) -> None:
+    """A day of 1 Hz samples for 2 GPUs with rare spikes, one row more than the ring holds: the curves
+    have about two points per pixel column, yet within every bucket they reach exactly the raw min and
+    max (no spike hidden), and they end at the newest sample, also after more samples arrive."""
+    from gpuplanner.ui.live_plots import LivePlots, synthetic_telemetry
+
+    tel = synthetic_telemetry(2, 86_400, seed=3)
+    for i, buf in enumerate(tel.gpus.values()):
+        util = buf.view("util")
+        util[1234 + 40_000 * i] = 100.0  # one-sample spikes up and down
+        util[50_321] = 0.0
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    plots.resize(1280, 800)
+    plots.set_follow(False)
+    plots.show()
+    plots.redraw(tel, force=True)
+    qtbot.wait(10)
+    for k in range(3):
+        for buf in tel.gpus.values():
+            buf.append((86_400 + k, 3.0 if k == 1 else 70.0, None, 60.0, 80.0, 400.0))
+        tel.last_t = 86_400.0 + k
+        tel.version += 1
+        plots.redraw()
+        bucket = plots._window(tel)[2]
+        width = plots._pixel_width()
+        for key, buf in tel.gpus.items():
+            for name, column in (("util", "util"), ("power", "power_w")):
+                x, y = plots.gpu_curves[key][name].points()
+                assert len(x) < 4 * width  # decimated (86,400 rows)
+                raw_x, raw_y = buf.view("x"), buf.view(column)
+                assert x[-1] == raw_x[-1] and y[np.argmax(x)] == raw_y[-1]  # ends at the newest sample
+                raw_ids = np.floor(raw_x / bucket).astype(int)
+                ids = np.floor(x / bucket).astype(int)
+                starts = np.flatnonzero(np.diff(np.concatenate(([raw_ids[0] - 1], raw_ids))))
+                for s_, e_ in zip(starts, np.append(starts[1:], len(raw_ids))):
+                    in_bucket = y[ids == raw_ids[s_]]
+                    assert np.nanmin(in_bucket) == raw_y[s_:e_].min()
+                    assert np.nanmax(in_bucket) == raw_y[s_:e_].max()
+            util_y = plots.gpu_curves[key]["util"].points()[1]
+            assert np.nanmax(util_y) == 100.0 and np.nanmin(util_y) == 0.0  # the spikes are drawn
+
+
 def test_redraw_benchmark_runs() -> None:
     from gpuplanner.ui.runs_pane import redraw_benchmark
 
