@@ -17,6 +17,8 @@ from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette
 from gpuplanner.plan.planner import GIB, CompareRow
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+_LEFT = int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
 ROW_ROLE = Qt.ItemDataRole.UserRole + 2
 
 # (header, CSV/Markdown column name, tooltip)
@@ -95,20 +97,33 @@ class CompareTableModel(QAbstractTableModel):
         self._texts: list[list[str]] = []
         self._keys: list[list[Any]] = []
         self._tips: list[str] = []
+        self._align: list[list[int]] = []
+        self._by_role: dict[int, list[list[Any]]] = {}
 
     def set_rows(self, rows: Sequence[CompareRow]) -> None:
-        self.beginResetModel()
-        self._rows = list(rows)
+        """Show new rows. With as many rows as before (the usual edit: same GPUs and counts) the cells
+        change in place (one dataChanged; the proxy re-sorts), else the model resets."""
+        rows = list(rows)
+        same_shape = bool(rows) and len(rows) == len(self._rows)
+        if not same_shape:
+            self.beginResetModel()
+        self._rows = rows
         self._cells = export_rows(self._rows)
         self._texts = [[_text(c, v) for c, v in enumerate(cells)] for cells in self._cells]
         self._keys = [[_sort_value(c, v) for c, v in enumerate(cells)] for cells in self._cells]
         self._tips = [row.reason or f"{row.gpus} x {row.gpu} {row.pricing}: usable" for row in self._rows]
+        self._align = [[_RIGHT if isinstance(v, (int, float)) and not isinstance(v, bool) else _LEFT for v in cells]
+                       for cells in self._cells]
         palette = QGuiApplication.palette()
         self._grey = QBrush(palette.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
         self._good, self._bad = QBrush(QColor("#2e9d4f")), QBrush(QColor("#d64545"))
         self._bold = QFont()
         self._bold.setBold(True)
-        self.endResetModel()
+        self._index_roles()
+        if same_shape:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(COLUMNS) - 1))
+        else:
+            self.endResetModel()
 
     def rows(self) -> list[CompareRow]:
         return list(self._rows)
@@ -133,33 +148,33 @@ class CompareTableModel(QAbstractTableModel):
         return None
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        r, c = index.row(), index.column()
-        if not (0 <= r < len(self._rows) and 0 <= c < len(COLUMNS)) or not index.isValid():
+        # The hot path of painting and sorting: one dict lookup and two list indexings per call.
+        by_row = self._by_role.get(role)
+        r = index.row()
+        if by_row is None or r < 0 or r >= len(by_row):
             return None
-        if role == Qt.ItemDataRole.DisplayRole:
-            return self._texts[r][c]
-        if role == SORT_ROLE:
-            return self._keys[r][c]
-        if role == Qt.ItemDataRole.ForegroundRole:
-            row = self._rows[r]
+        cells = by_row[r]
+        c = index.column()
+        return cells[c] if 0 <= c < len(cells) else None
+
+    def _index_roles(self) -> None:
+        """Every role's value per cell, computed once per :meth:`set_rows`."""
+        n = len(COLUMNS)
+        fg: list[list[Any]] = []
+        for r, row in enumerate(self._rows):
             if not row.usable:
-                return self._grey
-            value = self._cells[r][c]
-            if isinstance(value, bool):
-                return self._good if value else self._bad
-            return None
-        if role == Qt.ItemDataRole.TextAlignmentRole:
-            value = self._cells[r][c]
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            return int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return self._tips[r]
-        if role == Qt.ItemDataRole.FontRole and self._rows[r].rank == 1:
-            return self._bold
-        if role == ROW_ROLE:
-            return r
-        return None
+                fg.append([self._grey] * n)
+            else:
+                fg.append([(self._good if v else self._bad) if isinstance(v, bool) else None for v in self._cells[r]])
+        self._by_role = {
+            int(Qt.ItemDataRole.DisplayRole): self._texts,
+            int(SORT_ROLE): self._keys,
+            int(Qt.ItemDataRole.ForegroundRole): fg,
+            int(Qt.ItemDataRole.TextAlignmentRole): self._align,
+            int(Qt.ItemDataRole.ToolTipRole): [[tip] * n for tip in self._tips],
+            int(Qt.ItemDataRole.FontRole): [[self._bold if row.rank == 1 else None] * n for row in self._rows],
+            int(ROW_ROLE): [[r] * n for r in range(len(self._rows))],
+        }
 
 
 class CompareProxyModel(QSortFilterProxyModel):

@@ -141,10 +141,9 @@ class PlanForm(QWidget):
     def _update_visibility(self) -> None:
         source = self.values()["model-source"]
         for key, wanted in (("model", "preset"), ("model-config", "config.json"), ("params", "parameter count")):
-            form = self._layouts[key]
             editor = self.editors[key]
             target = self.browse_button.parentWidget() if key == "model-config" else editor
-            form.setRowVisible(target, source == wanted)
+            self._set_row_visible(key, target, source == wanted)
             if source != wanted:
                 self._show_error(key, "")
         values = self.values()
@@ -166,7 +165,7 @@ class PlanForm(QWidget):
         if label.text() != text:
             label.setText(text)
             label.setToolTip(text)
-        self._layouts[key].setRowVisible(label, bool(text))
+        self._set_row_visible(key, label, bool(text))
 
     def note_text(self, key: str) -> str:
         label = self.note_labels[key]
@@ -185,10 +184,18 @@ class PlanForm(QWidget):
         self._show_error(key, message)
         return key
 
+    def _set_row_visible(self, key: str, widget: QWidget, visible: bool) -> None:
+        # Only on a change: each call re-lays out (and repaints) the whole form.
+        form = self._layouts[key]
+        if form.isRowVisible(widget) != visible:
+            form.setRowVisible(widget, visible)
+
     def _show_error(self, key: str, message: str) -> None:
         label, editor = self.error_labels[key], self.editors[key]
+        if label.text() == message and bool(editor.property("invalid")) == bool(message):
+            return  # nothing changes: no restyle, no relayout
         label.setText(message)
-        self._layouts[key].setRowVisible(label, bool(message))
+        self._set_row_visible(key, label, bool(message))
         editor.setStyleSheet(_INVALID_STYLE if message else "")
         editor.setProperty("invalid", bool(message))
 

@@ -461,8 +461,6 @@ class PlanPane(QWidget):
         names = [c[1] for c in COLUMNS]
         self.table.setColumnHidden(names.index("meets_deadline"), request.deadline_hours is None)
         self.table.setColumnHidden(names.index("within_budget"), request.budget_usd is None)
-        header = self.table.horizontalHeader()
-        self.proxy.sort(header.sortIndicatorSection(), header.sortIndicatorOrder())
         if self._chart is not None:
             self._chart.set_rows(result.rows, request.deadline_hours, request.budget_usd)
         self.form.set_note("memory", result.memory_note if request.memory_source != MEMORY_SOURCES[0]
