@@ -14,12 +14,9 @@ from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QDial
                                QDoubleSpinBox, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
                                QProgressBar, QPushButton, QSpinBox, QTableView, QVBoxLayout, QWidget)
 
-from gpuplanner.ui import pyside_guard
 from gpuplanner.ui.hosts_model import HostsTableModel
 from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
-
-pyside_guard.install()
 
 
 class HostDialog(QDialog):

@@ -17,11 +17,8 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
-from gpuplanner.ui import pyside_guard
 from gpuplanner.ui.ring_buffer import Curves, PeakDecimator, RingBuffer
 from gpuplanner.ui.run_telemetry import RunTelemetry
-
-pyside_guard.install()
 
 GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 MARKER_COLORS = {"checkpoint": "#2ca02c", "preempted": "#d62728", "resumed": "#1f77b4"}

@@ -22,15 +22,12 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (QApplication, QComboBox, QDialog, QHBoxLayout, QLabel, QListWidget,
                                QListWidgetItem, QProgressBar, QPushButton, QSplitter, QVBoxLayout, QWidget)
 
-from gpuplanner.ui import pyside_guard
 from gpuplanner.ui.alert_banner import AlertBanner
 from gpuplanner.ui.launch_dialog import LaunchDialog, LaunchRequest, demo_dir
 from gpuplanner.ui.live_plots import LivePlots, synthetic_telemetry
 from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.run_telemetry import RunTelemetry
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
-
-pyside_guard.install()
 
 FINAL_STATES = ("finished", "failed", "stopped", "killed")
 ACTIVE_STATES = ("starting", "running", "stopping", "resuming", "unreachable")

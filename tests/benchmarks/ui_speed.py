@@ -81,11 +81,9 @@ def recalc_seconds() -> tuple[list[float], list[float]]:
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from gpuplanner.ui import pyside_guard
     from gpuplanner.ui.plan_pane import PlanPane
     from gpuplanner.ui.services import AppServices
 
-    pyside_guard.install()
     app = QApplication.instance() or QApplication([])
     with tempfile.TemporaryDirectory() as tmp:
         pane = PlanPane(AppServices(Path(tmp) / "h.sqlite", Path(tmp) / "config"))

@@ -14,10 +14,7 @@ from typing import Any, Iterator
 import pytest
 from PySide6.QtCore import QSettings
 
-from gpuplanner.ui import pyside_guard
 from gpuplanner.ui.services import AppServices
-
-pyside_guard.install()
 
 
 @pytest.fixture(autouse=True)
