@@ -141,6 +141,10 @@ def save_final(model: torch.nn.Module, tokenizer: Any, path: Path,
     kwargs: dict[str, Any] = {"safe_serialization": True}
     if state_dict is not None:
         kwargs["state_dict"] = state_dict
+    if hasattr(model, "should_save_on_this_rank"):
+        # Recent transformers write only on global rank 0 under torch.distributed; we call this on the
+        # writer of each node's own run directory (separate disks), so this rank must write.
+        model.should_save_on_this_rank = lambda is_main_process: True
     model.save_pretrained(path, **kwargs)
     tokenizer.save_pretrained(path)
     base = getattr(getattr(model, "base_model", None), "model", None)

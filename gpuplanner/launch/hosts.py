@@ -47,7 +47,8 @@ class Host:
     gpu_type: str | None = None
     gpu_count: int | None = None
     probe: dict[str, Any] | None = None  # last probe JSON
-    python: str | None = None  # interpreter on the host (default: python3 over SSH, this one locally)
+    python: str | None = None  # interpreter (default: python3 over SSH; locally the one trainer_python finds)
+    remote_root: str | None = None  # SSH: folder for the payload and run dirs (default ~/.gpuplanner)
 
     @property
     def db_pricing(self) -> str:

@@ -1,4 +1,12 @@
-"""This machine: runs as child processes in their own session, run dirs under the user's data dir."""
+"""This machine: runs as child processes in their own session, run dirs under the user's data dir.
+
+The interpreter is the host's ``python`` when set (an explicit override), otherwise the one
+:func:`gpuplanner.trainer_python.find_trainer_python` finds (``$GPUPLANNER_TRAINER_PYTHON``, this
+Python unless it is the frozen app, the app's trainer venv, ``python3``); the child's environment is
+:func:`gpuplanner.trainer_python.trainer_env` (the shipped trainer sources on ``PYTHONPATH``, without
+the app's own Python or bundle settings) plus the run's variables. In the frozen app
+``sys.executable`` is the app, not a Python, so it is never used blindly.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +14,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 from gpuplanner.launch.backend import ProcessState
-from gpuplanner.launch.hosts import Host
+from gpuplanner import trainer_python
+from gpuplanner.launch.hosts import Host, HostError
 from gpuplanner.launch.payload import local_payload
 from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
 from gpuplanner.paths import data_dir
@@ -23,6 +31,28 @@ from gpuplanner.paths import data_dir
 # started it closed and another one attached.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 _CHILDREN_LOCK = threading.Lock()
+
+
+# Interpreters found to work, by the settings that decide the lookup (checking one imports torch: seconds).
+_FOUND: dict[tuple[str, str], str] = {}
+_FOUND_LOCK = threading.Lock()
+
+
+class TrainerPythonMissing(HostError):
+    """No interpreter on this machine can run the trainer; the message says how to create one."""
+
+
+def find_python() -> str:
+    """The interpreter for local runs (cached per ``$GPUPLANNER_TRAINER_PYTHON`` and ``PATH``)."""
+    key = (os.environ.get(trainer_python.ENV_VAR, ""), os.environ.get("PATH", ""))
+    with _FOUND_LOCK:
+        if key in _FOUND:
+            return _FOUND[key]
+        lookup = trainer_python.find_trainer_python()
+        if lookup.python is None:
+            raise TrainerPythonMissing(lookup.message)
+        _FOUND[key] = str(lookup.python.executable)
+        return _FOUND[key]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -50,7 +80,14 @@ class LocalBackend:
         self.host = host
         self.name = host.name
         self.runs_root = Path(runs_root) if runs_root else data_dir() / "runs"
-        self.python = host.python or sys.executable
+        self._python = host.python  # an explicit override wins; otherwise found on first use
+
+    @property
+    def python(self) -> str:
+        """The trainer's interpreter; :class:`TrainerPythonMissing` when there is none."""
+        if self._python is None:
+            self._python = find_python()
+        return self._python
 
     def connect(self) -> None:
         pass
@@ -65,17 +102,17 @@ class LocalBackend:
         return str(self.runs_root / str(run_id))
 
     def _env(self, extra: dict[str, str]) -> dict[str, str]:
-        env = dict(os.environ)
+        env = trainer_python.trainer_env()
         env.update(extra)
-        payload = local_payload()
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (payload.pythonpath, env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = local_payload().pythonpath  # the shipped trainer sources, whatever extra says
         return env
 
     def start(self, run_dir: str, tag: str, args: list[str], env: dict[str, str]) -> int:
+        python = self.python
         folder = Path(run_dir)
         folder.mkdir(parents=True, exist_ok=True)
         payload = local_payload()
-        command = [self.python, payload.wrapper, run_dir, tag, "--", self.python, *args]
+        command = [python, payload.wrapper, run_dir, tag, "--", python, *args]
         with open(folder / f"{tag}.out", "ab") as out, open(folder / f"{tag}.err", "ab") as err:
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=self._env(env),
                                     start_new_session=True, close_fds=True)
@@ -108,12 +145,17 @@ class LocalBackend:
             return b""
 
     def probe(self) -> dict[str, Any]:
+        try:
+            python = self.python
+        except TrainerPythonMissing as exc:
+            return {"ok": False, "missing": list(trainer_python.REQUIRED_MODULES), "error": str(exc),
+                    "install_hint": trainer_python.how_to_create()}
         env = self._env({})
-        check = subprocess.run([self.python, "-c", CHECK_CODE], capture_output=True, text=True, env=env, timeout=60)
-        report = missing_report(check.stdout, self.python)
+        check = subprocess.run([python, "-c", CHECK_CODE], capture_output=True, text=True, env=env, timeout=60)
+        report = missing_report(check.stdout, python)
         if report["missing"]:
             return {"ok": False, **report}
-        out = subprocess.run([self.python, "-m", "trainer", "probe", "--run-root", str(self.runs_root)],
+        out = subprocess.run([python, "-m", "trainer", "probe", "--run-root", str(self.runs_root)],
                              capture_output=True, text=True, env=env, timeout=300)
         if out.returncode != 0:
             return {"ok": False, **report, "error": out.stderr.strip()[-2000:]}

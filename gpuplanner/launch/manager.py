@@ -34,7 +34,7 @@ from gpuplanner.launch import commands, supervisor
 from gpuplanner.launch.backend import Backend
 from gpuplanner.launch.hosts import Host, HostError, get_host, update_host
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
-from gpuplanner.launch.local_backend import LocalBackend
+from gpuplanner.launch.local_backend import LocalBackend, TrainerPythonMissing
 from gpuplanner.launch.ssh_backend import SSHBackend
 from gpuplanner.launch.ssh_connection import AuthenticationFailed, PassphraseCallback, SSHError
 from gpuplanner.launch.streaming import NodeStream
@@ -113,6 +113,7 @@ class _Run:
     last_reconnect_s: float | None = None
     disconnected_at: float | None = None
     error: str | None = None
+    orphans: list[_Node] = field(default_factory=list)  # nodes left behind on an unreachable host (failover)
 
     @property
     def hosts(self) -> list[str]:
@@ -123,7 +124,8 @@ class _Run:
                           for n in self.nodes],
                 "gpus": self.gpus, "env": self.env, "auto_resume": self.auto_resume,
                 "fallback_hosts": self.fallback_hosts, "max_restarts": self.max_restarts,
-                "budget_usd": self.budget_usd, "rdzv_port": self.rdzv_port, "restarts": self.restarts}
+                "budget_usd": self.budget_usd, "rdzv_port": self.rdzv_port, "restarts": self.restarts,
+                "orphans": [{"host": n.host, "run_dir": n.run_dir, "tag": n.tag, "pgid": n.pgid} for n in self.orphans]}
 
 
 def _model_name(args: Sequence[str]) -> str | None:
@@ -207,7 +209,12 @@ class RunManager:
         for fallback in fallback_hosts:
             get_host(self.db_path, fallback)
         for h in host_names:
-            self._backend(h)  # connect first: an unknown host key must not leave a run row behind
+            backend = self._backend(h)  # connect first: an unknown host key must not leave a run row behind
+            if isinstance(backend, LocalBackend):
+                try:
+                    backend.python  # noqa: B018 (no interpreter that can run the trainer: say how to make one)
+                except TrainerPythonMissing as exc:
+                    raise RunError(str(exc)) from exc
         host = hosts[0]
         if len(host_names) > 1 and rdzv_port is None:
             rdzv_port = 29400 + secrets.randbelow(500)
@@ -245,7 +252,7 @@ class RunManager:
         self._start_watcher(run)
         return run_id
 
-    def _start_nodes(self, run: _Run) -> None:
+    def _start_nodes(self, run: _Run, extra_env: dict[str, str] | None = None) -> None:
         """Start every node's process (fresh run dirs, or the existing ones: the trainer resumes)."""
         first = get_host(self.db_path, run.nodes[0].host)
         rdzv_host = first.hostname if first.kind == "ssh" else "127.0.0.1"
@@ -256,7 +263,7 @@ class RunManager:
             train = commands.trainer_args(run.trainer_args, node.run_dir, price, run.budget_usd)
             node.command = commands.node_command(train, gpus=run.gpus, nnodes=len(run.nodes), node_rank=i,
                                                  rdzv_host=rdzv_host, rdzv_port=run.rdzv_port, run_id=run.run_id)
-            node.pgid = backend.start(node.run_dir, node.tag, node.command, run.env)
+            node.pgid = backend.start(node.run_dir, node.tag, node.command, {**run.env, **(extra_env or {})})
             node.done, node.exit_code = False, None
         run.exit_code = None
         self._save_launch(run)
@@ -302,10 +309,12 @@ class RunManager:
         nodes = [_Node(n["host"], n["run_dir"], n["tag"], n.get("pgid"), n.get("command", [])) for n in doc["nodes"]]
         state = {"running": "detached", "finished": "finished", "budget_stop": "finished", "early_stop": "finished",
                  "preempted": "preempted", "killed": "killed", "stopped": "stopped"}.get(row.status, "failed")
+        orphans = [_Node(n["host"], n["run_dir"], n["tag"], n.get("pgid")) for n in doc.get("orphans", [])]
         return _Run(run_id, row.config.get("trainer_args", []), nodes, gpus=doc.get("gpus", 1), env=doc.get("env", {}),
                     auto_resume=doc.get("auto_resume", False), fallback_hosts=doc.get("fallback_hosts", []),
                     max_restarts=doc.get("max_restarts", 3), budget_usd=doc.get("budget_usd"),
-                    rdzv_port=doc.get("rdzv_port"), restarts=doc.get("restarts", 0), state=state, last_seq=last)
+                    rdzv_port=doc.get("rdzv_port"), restarts=doc.get("restarts", 0), state=state, last_seq=last,
+                    orphans=orphans)
 
     def _signal(self, run: _Run, signame: str) -> None:
         for node in run.nodes:
@@ -458,6 +467,43 @@ class RunManager:
     def _start_watcher(self, run: _Run) -> None:
         run.thread = threading.Thread(target=self._watch, args=(run,), name=f"run-{run.run_id}-watcher", daemon=True)
         run.thread.start()
+        for orphan in list(run.orphans):
+            self._start_reaper(run, orphan)
+
+    # -- processes left behind by a failover ---------------------------------------------------------------
+    def _start_reaper(self, run: _Run, node: _Node) -> None:
+        threading.Thread(target=self._reap, args=(run, node), name=f"run-{run.run_id}-reaper-{node.host}",
+                         daemon=True).start()
+
+    def _reap(self, run: _Run, node: _Node) -> None:
+        """Stop the process a failover left on a host that stopped answering, once the host answers again.
+
+        It may still be running (a network partition rather than a lost machine): two copies of one
+        run would write the same checkpoint mirror. It gets SIGKILL, not SIGTERM: a graceful stop
+        would checkpoint and mirror a stale state over the run that moved on. Retries with backoff
+        while the manager is open; the orphan is kept in the launch record, so whoever attaches to the
+        run later goes on trying.
+        """
+        attempt = 0
+        while not run.stop_evt.is_set() and not self._closed:
+            try:
+                backend = self._backend(node.host)
+                if node.pgid is not None and backend.state(node.run_dir, node.tag, node.pgid).alive:
+                    backend.signal(node.pgid, "KILL")
+                    log.info("run %s: stopped the process left on %s after the failover", run.run_id, node.host)
+                    self._record_event(run, "orphan_stopped", {"host": node.host, "pgid": node.pgid})
+                break
+            except _DISCONNECTS + _PERMANENT as exc:
+                log.debug("run %s: %s still unreachable: %s", run.run_id, node.host, exc)
+                self._drop_backend(node.host)
+            run.stop_evt.wait(RECONNECT_BACKOFF_S[min(attempt, len(RECONNECT_BACKOFF_S) - 1)])
+            attempt += 1
+        else:
+            return
+        with self._lock:
+            if node in run.orphans:
+                run.orphans.remove(node)
+        self._save_launch(run)
 
     def _watch(self, run: _Run) -> None:
         db = self._db()
@@ -611,25 +657,36 @@ class RunManager:
         """Start the run again (the trainer resumes from its newest checkpoint, or the mirror on a new host)."""
         previous = run.nodes[0].host
         self._set_state(run, "resuming")
+        extra_env: dict[str, str] = {}
+        left: list[_Node] = []
         if host_name != previous:
+            left = [n for n in run.nodes if not n.done and n.pgid is not None]
             run.nodes = [_Node(host_name, "", "node0")]
+            # A fresh run directory: the trainer's seq would start at 0 and collide with what is stored.
+            extra_env["TRAINER_SEQ_START"] = str((run.last_seq if run.last_seq is not None else -1) + 1)
         run.user_action, run.resume_after_s = None, None
-        self._start_nodes(run)
+        self._start_nodes(run, extra_env)
+        for node in left:
+            run.orphans.append(node)
+            self._start_reaper(run, node)
         run.restarts += 1
         self._save_launch(run)
         self._record_restart(run, previous, host_name, reason, time.time() - since)
         self._set_state(run, "running")
 
     def _record_restart(self, run: _Run, from_host: str, to_host: str, reason: str, cost_s: float) -> None:
+        self._record_event(run, "restart", {"from_host": from_host, "to_host": to_host, "reason": reason,
+                                            "cost_s": round(cost_s, 3), "attempt": run.restarts})
+
+    def _record_event(self, run: _Run, kind: str, detail: dict[str, Any]) -> None:
+        """A launcher event (negative seq, never colliding with the trainer's records)."""
         db = self._db()
         try:
             with write_transaction(db):
                 low = db.execute("SELECT MIN(seq) FROM events WHERE run_id = ?", [run.run_id]).fetchone()[0]
                 seq = min(-1, (low or 0) - 1)
-                detail = {"from_host": from_host, "to_host": to_host, "reason": reason, "cost_s": round(cost_s, 3),
-                          "attempt": run.restarts}
                 db.execute("INSERT INTO events (run_id, seq, t, kind, step, detail_json) VALUES (?,?,?,?,?,?)",
-                           [run.run_id, seq, time.time(), "restart", None, json.dumps(detail)])
+                           [run.run_id, seq, time.time(), kind, None, json.dumps(detail)])
         finally:
             db.close()
 

@@ -1,6 +1,8 @@
 """The payload: the ``trainer`` package plus the process wrapper, identified by a content hash.
 
-Locally they run from where they are installed. On an SSH host they live in
+The trainer's sources are found with :func:`gpuplanner.resources.trainer_source_dir` (in the frozen
+app ``trainer.__file__`` points into PyInstaller's archive, where there are no ``.py`` files; the
+bundle ships a plain copy of the sources). Locally they run from where they are. On an SSH host they live in
 ``REMOTE_ROOT/payload/<hash>/`` and are uploaded by SFTP only when that folder is not complete yet
 (upload into a temporary folder, then rename), so concurrent launches and re-launches cost nothing.
 """
@@ -16,9 +18,8 @@ from pathlib import Path
 
 import paramiko
 
-import trainer
+from gpuplanner.resources import trainer_source_dir
 
-TRAINER_DIR = Path(trainer.__file__).resolve().parent
 WRAPPER = Path(__file__).resolve().parent / "wrapper.py"
 WRAPPER_NAME = "gpuplanner_wrapper.py"
 COMPLETE = ".complete"
@@ -34,21 +35,26 @@ class Payload:
 
 
 def _files() -> list[tuple[str, Path]]:
-    files = [(f"trainer/{p.relative_to(TRAINER_DIR).as_posix()}", p) for p in sorted(TRAINER_DIR.rglob("*.py"))
+    source = trainer_source_dir()
+    files = [(f"trainer/{p.relative_to(source).as_posix()}", p) for p in sorted(source.rglob("*.py"))
              if "__pycache__" not in p.parts]
     return files + [(WRAPPER_NAME, WRAPPER)]
 
 
-@lru_cache(maxsize=1)
 def content_hash() -> str:
+    return _hash_of(tuple((rel, str(path), path.stat().st_mtime_ns, path.stat().st_size) for rel, path in _files()))
+
+
+@lru_cache(maxsize=8)
+def _hash_of(files: tuple[tuple[str, str, int, int], ...]) -> str:
     digest = hashlib.sha256()
-    for rel, path in _files():
-        digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    for rel, path, _, _ in files:
+        digest.update(rel.encode() + b"\0" + Path(path).read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
 def local_payload() -> Payload:
-    return Payload(str(TRAINER_DIR.parent), str(WRAPPER), content_hash())
+    return Payload(str(trainer_source_dir().parent), str(WRAPPER), content_hash())
 
 
 def _exists(sftp: paramiko.SFTPClient, path: str) -> bool:

@@ -1,6 +1,7 @@
 """A host reached over SSH: payload by SFTP, detached runs under ``REMOTE_ROOT/runs/<id>``.
 
-``REMOTE_ROOT`` is ``~/.gpuplanner`` unless the manager or ``$GPUPLANNER_REMOTE_ROOT`` says otherwise.
+``REMOTE_ROOT`` is ``~/.gpuplanner`` unless the host's ``remote_root``, the manager or ``$GPUPLANNER_REMOTE_ROOT`` says
+otherwise (in that order).
 
 Every value put into a remote command line is quoted with :func:`shlex.quote` (``shlex.join``);
 environment variable names are checked against ``[A-Za-z_][A-Za-z0-9_]*``. Reading telemetry uses
@@ -44,7 +45,8 @@ class SSHBackend:
         self.python = host.python or "python3"
         self.known_hosts_path = known_hosts_path
         self.passphrase_callback = passphrase_callback
-        self.remote_root_spec = remote_root or os.environ.get("GPUPLANNER_REMOTE_ROOT") or DEFAULT_REMOTE_ROOT
+        self.remote_root_spec = (host.remote_root or remote_root or os.environ.get("GPUPLANNER_REMOTE_ROOT")
+                                 or DEFAULT_REMOTE_ROOT)
         self.root = ""
         self.conn: SSHConnection | None = None
         self._payload: Payload | None = None
