@@ -26,7 +26,24 @@ DEFAULT_WINDOW_S = 600.0
 
 
 class ElapsedAxis(pg.AxisItem):
-    """Seconds since the run started, written as m:ss or h:mm:ss."""
+    """Seconds since the run started, written as m:ss or h:mm:ss, ticked at round times (every 15 min,
+    not every 1,000 s)."""
+
+    TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.enableAutoSIPrefix(False)
+
+    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802 (Qt naming)
+        span = maxVal - minVal
+        if span <= 0 or size <= 0:
+            return super().tickSpacing(minVal, maxVal, size)
+        target = span * 90.0 / size  # a labelled tick every ~90 px at most
+        major = next((step for step in self.TIME_STEPS if step >= target), None)
+        if major is None:
+            major = 86400.0 * _nice_step(target / 86400.0)
+        return [(float(major), 0.0)]
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (Qt naming)
         out = []
@@ -229,7 +246,8 @@ class LivePlots(QWidget):
             self.plots[key] = plot
         self.plots["util"].setYRange(0, 100)
         self.plots["util"].enableAutoRange(y=False)
-        self.plots["util"].addLegend(offset=(-5, 5), labelTextSize="7pt")
+        self.plots["util"].addLegend(offset=(-5, -5), labelTextSize="7pt", colCount=5, brush=(255, 255, 255, 210),
+                                     horSpacing=8)
         self._titles: dict[str, str] = {}
         self.gpu_curves: dict[tuple[str, int], dict[str, _Line]] = {}
         self.capacity_line = pg.InfiniteLine(angle=0, pen=_pen("#d62728", dashed=True), movable=False,
@@ -296,9 +314,9 @@ class LivePlots(QWidget):
 
     # -- drawing -------------------------------------------------------------------------------
     def _set_titles(self, tel: RunTelemetry) -> None:
-        sim = " (SIMULATED: no GPU)" if tel.simulated else ""
+        sim = " (sim.)" if tel.simulated else ""  # the pane's badge says SIMULATED in full
         titles = {key: title for key, title in self.PLOTS}
-        titles["util"] = "GPU utilisation (% of time a kernel ran)" + (", dashed: SM active" if tel.sm_reported else "") + sim
+        titles["util"] = "GPU utilisation (% time a kernel ran)" + ("; dashed: SM active" if tel.sm_reported else "") + sim
         titles["mem"] = "GPU memory used vs capacity (GiB)" + sim
         titles["power"] = "Power (W)" + sim
         if not tel.price_per_gpu_hour and not tel.budget_usd and not (tel.spend_usd() or 0):
@@ -316,8 +334,8 @@ class LivePlots(QWidget):
             color = GPU_COLORS[len(self.gpu_curves) % len(GPU_COLORS)]
             node, index = key
             name = f"GPU {index}" + (f" ({node})" if node and len({k[0] for k in self.gpu_curves} | {node}) > 1 else "")
-            curves = {  # a legend only while it stays small; colours follow GPU order
-                "util": _Line(self.plots["util"], _pen(color), name=name if len(self.gpu_curves) < 2 else None),
+            curves = {  # colours follow GPU order; the legend (bottom right, below busy GPUs) names them
+                "util": _Line(self.plots["util"], _pen(color), name=name),
                 "mem": _Line(self.plots["mem"], _pen(color)),
                 "power": _Line(self.plots["power"], _pen(color)),
             }

@@ -173,6 +173,29 @@ def test_live_plots_keep_every_bucket_extreme_and_the_latest_sample(qtbot) -> No
             assert np.nanmax(util_y) == 100.0 and np.nanmin(util_y) == 0.0  # the spikes are drawn
 
 
+@pytest.mark.parametrize("width", [1060, 900])  # the pane alone; its plots inside the 1280x800 window
+def test_plot_titles_fit_their_plots(qtbot, width: int) -> None:
+    """Simulated telemetry with SM activity gives the longest titles; none may be cut off."""
+    from gpuplanner.ui.live_plots import LivePlots, synthetic_telemetry
+
+    tel = synthetic_telemetry(2, 600)
+    tel.simulated, tel.sm_reported, tel.price_per_gpu_hour, tel.budget_usd = True, True, None, None
+    tel.steps.clear()
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    plots.resize(width, 560)  # 1060: the plots of the pane alone at 1280; 900: in the 1280x800 window
+    plots.show()
+    plots.redraw(tel, force=True)
+    qtbot.wait(20)
+    assert "(sim.)" in plots.plots["mem"].titleLabel.text
+    view_width = plots.graphics.viewport().width()
+    for key, plot in plots.plots.items():
+        text_width = plot.titleLabel.item.boundingRect().width()
+        assert text_width <= plot.width(), f"{key}: title {text_width:.0f} px in a {plot.width():.0f} px plot"
+        # a long title widens the layout past the view instead: the right column is then cut off
+        assert plot.sceneBoundingRect().right() <= view_width + 1, f"{key} ends past the view's {view_width} px"
+
+
 def test_redraw_benchmark_runs() -> None:
     from gpuplanner.ui.runs_pane import redraw_benchmark
 
@@ -198,7 +221,7 @@ def test_demo_run_shows_simulated_live_data_and_ends_in_history(qtbot, runs_pane
     if entry.telemetry.simulated:  # no GPU here: the badge and the plot titles say so
         qtbot.waitUntil(lambda: runs_pane.simulated_badge.isVisible(), timeout=5_000)
         assert "SIMULATED" in runs_pane.simulated_badge.text()
-        assert "SIMULATED" in runs_pane.plots.plots["util"].titleLabel.text
+        assert "(sim.)" in runs_pane.plots.plots["util"].titleLabel.text
     qtbot.waitUntil(lambda: finished == [entry.run_id], timeout=90_000)
     assert entry.state == "finished" and entry.telemetry.end_status == "finished"
     assert runs_pane.progress.value() == 1000
