@@ -1,6 +1,6 @@
 """Render each pane of the window at 1280x800 with realistic data into docs/screenshots/*.png.
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python tools/screenshots.py [--out docs/screenshots]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python tools/screenshots.py [--out docs/screenshots] [--only plan,history]
 
 Everything happens in a temporary data and settings directory (the user's history is never touched):
 - plan.png: the planner with the example LoRA workload, a deadline and a budget;
@@ -124,7 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "docs" / "screenshots"))
     parser.add_argument("--no-demo-run", action="store_true", help="skip the live demo run (runs.png)")
+    parser.add_argument("--only", default="plan,hosts,runs,history",
+                        help="comma-separated places to write (default: all)")
     args = parser.parse_args(argv)
+    only = {name.strip() for name in args.only.split(",")}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="gpuplanner-shots-"))
@@ -147,28 +150,33 @@ def main(argv: list[str] | None = None) -> int:
     window.show()
     try:
         plan = window.plan_pane
+        wait(20, lambda: window.is_built("Runs"))  # the chart and the Runs pane come after the first frame
         plan.form.set_values({"deadline-hours": "12", "budget-usd": "40"})
         plan.recalculate()
         wait(10, lambda: not plan.is_busy() and plan.result is not None)
         window.show_place("Plan")
-        grab(window, out / "plan.png")
+        if "plan" in only:
+            grab(window, out / "plan.png")
 
-        window.show_place("Hosts")
-        hosts = window.hosts_pane
-        hosts.probe(hosts.model.host(0).name)  # this machine: GPUs, driver, CUDA, torch
-        wait(60, lambda: not hosts.probing())
-        grab(window, out / "hosts.png")
+        if "hosts" in only:
+            window.show_place("Hosts")
+            hosts = window.hosts_pane
+            hosts.probe(hosts.model.host(0).name)  # this machine: GPUs, driver, CUDA, torch
+            wait(60, lambda: not hosts.probing())
+            grab(window, out / "hosts.png")
 
         history = window.history_pane
-        history.refresh()
         window.show_place("History")
+        wait(20, lambda: not history.is_loading())
         history.select_runs([run_ids[1]])
         history.detail_tabs.setCurrentWidget(history.plots)
-        grab(window, out / "history.png")
-        history.select_runs([run_ids[0], run_ids[1], run_ids[2]])
-        grab(window, out / "history-compare.png")
+        wait(20, lambda: not history.is_loading())
+        if "history" in only:
+            grab(window, out / "history.png")
+            history.select_runs([run_ids[0], run_ids[1], run_ids[2]])
+            grab(window, out / "history-compare.png")
 
-        if not args.no_demo_run:
+        if "runs" in only and not args.no_demo_run:
             runs = window.runs_pane
             window.show_place("Runs")
             runs.start_demo_run()
@@ -184,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         plan.recalculate()
         wait(10, lambda: not plan.is_busy() and plan.result is not None)
         window.show_place("Plan")
-        grab(window, out / "plan-dark.png")
+        if "plan" in only:
+            grab(window, out / "plan-dark.png")
     finally:
         window.shutdown(stop_runs=True)
         window._closing_done = True

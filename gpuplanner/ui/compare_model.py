@@ -25,17 +25,17 @@ ROW_ROLE = Qt.ItemDataRole.UserRole + 2
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("#", "rank", "Rank among usable options: cheapest expected cost first"),
     ("GPU", "gpu", "GPU type"),
-    ("GPUs", "gpus", "GPUs in the run"),
+    ("n", "gpus", "GPUs in the run"),
     ("Pricing", "pricing", "On-demand, or spot (cheaper, may be interrupted)"),
     ("Provider", "provider", "Cheapest offer in the catalog"),
     ("Fits", "fits", "Peak memory per GPU within the headroom"),
-    ("Mem GiB", "mem_gib", "Peak memory per GPU"),
+    ("GiB", "mem_gib", "Peak memory per GPU (GiB)"),
     ("Hours", "hours", "Wall-clock hours (spot: expected, with interruptions)"),
     ("Cost $", "cost_usd", "Cost (spot: expected)"),
     ("P90 $", "p90_cost_usd", "Cost in 90% of simulated spot runs (on-demand: the cost)"),
-    ("Deadline", "meets_deadline", "Finishes before the deadline (spot: P90)"),
-    ("Budget", "within_budget", "Within the budget (spot: P90)"),
-    ("Why not", "reason", "Why the option cannot be used"),
+    ("On time", "meets_deadline", "Finishes before the deadline (spot: P90)"),
+    ("In budget", "within_budget", "Within the budget (spot: P90)"),
+    ("Why not", "reason", "Why the option cannot be used (hover a row for the whole reason)"),
 )
 EXPORT_COLUMNS = tuple(c[1] for c in COLUMNS)
 TEXT_COLUMNS = ("gpu", "pricing", "provider", "reason")

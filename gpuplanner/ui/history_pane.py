@@ -66,6 +66,20 @@ from gpuplanner.ui.services import AppServices
 STATUSES = ("", "running", "finished", "preempted", "budget_stop", "early_stop", "failed")
 EVENT_PENS = {"checkpoint": "#59a14f", "preempted": "#d64545", "resumed": "#2f6fde", "run_start": "#8a8f98",
               "run_end": "#8a8f98"}
+def with_gaps(t: Any, *ys: Any) -> tuple[Any, ...]:
+    """Break lines across gaps (a preemption, a pause): a NaN after every step more than 5x the median
+    step, so ``connect="finite"`` draws no straight line over the time nothing was measured."""
+    import numpy as np
+
+    if len(t) < 3:
+        return (t, *ys)
+    dt = np.diff(t)
+    gaps = np.nonzero(dt > 5 * max(float(np.median(dt)), 1e-9))[0] + 1
+    if not len(gaps):
+        return (t, *ys)
+    return (np.insert(t, gaps, np.nan), *(np.insert(np.asarray(y, dtype=float), gaps, np.nan) for y in ys))
+
+
 GPU_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
 
 
@@ -109,12 +123,13 @@ class RunPlots(pg.GraphicsLayoutWidget):
         self.util_legend.setVisible(legend)
         for i, (label, (t, util, mem, _power)) in enumerate(sorted(series.gpu.items())):
             pen = pg.mkPen(GPU_COLORS[i % len(GPU_COLORS)], width=1)
-            self.plots["util"].plot(t / 60.0, util, pen=pen, name=label if legend else None)
-            self.plots["mem"].plot(t / 60.0, mem, pen=pen)
-        t, loss, tokens = series.steps
+            t, util, mem = with_gaps(t, util, mem)
+            self.plots["util"].plot(t / 60.0, util, pen=pen, name=label if legend else None, connect="finite")
+            self.plots["mem"].plot(t / 60.0, mem, pen=pen, connect="finite")
+        t, loss, tokens = with_gaps(*series.steps)
         if len(t):
-            self.plots["loss"].plot(t / 60.0, loss, pen=pg.mkPen("#e15759", width=1))
-            self.plots["tokens"].plot(t / 60.0, tokens, pen=pg.mkPen("#4e79a7", width=1))
+            self.plots["loss"].plot(t / 60.0, loss, pen=pg.mkPen("#e15759", width=1), connect="finite")
+            self.plots["tokens"].plot(t / 60.0, tokens, pen=pg.mkPen("#4e79a7", width=1), connect="finite")
         for at, kind, _step in series.events:
             color = EVENT_PENS.get(kind)
             if color is None or kind in ("run_start", "run_end"):
@@ -251,8 +266,10 @@ class HistoryPane(QWidget):
         self.table.setAlternatingRowColors(True)
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setDefaultSectionSize(22)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(COLUMNS.index(next(c for c in COLUMNS if c[1] == "name")),
+                                    QHeaderView.ResizeMode.Stretch)  # the free width goes to the name
         self.table.setAccessibleName("Runs")
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.empty_label = QLabel("Loading the run history…")

@@ -161,8 +161,9 @@ def compute(generation: int, request: PlanRequest, values: dict[str, str], catal
         if plan.throughput.source.startswith("calibrated"):
             note = f"Speed {plan.throughput.source}."
         else:
-            note = (f"No finished run or bench of {request.model.name} at {request.setup.seq_len:,} tokens on this "
-                    "GPU in the history: speed estimated.")
+            elsewhere = ", ".join(sorted(request.measured))
+            note = (f"Measured only on {elsewhere}: estimated here." if elsewhere else
+                    f"Nothing measured for {request.model.name} at {request.setup.seq_len:,} tokens: estimated.")
     return PlanResult(generation, request, values, plan, rows, recommendation(rows), time.perf_counter() - start,
                       note)
 
@@ -233,7 +234,7 @@ class PlanPane(QWidget):
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setMinimumWidth(330)
-        scroll.setMaximumWidth(420)
+        scroll.setMaximumWidth(380)
         self.form_scroll = scroll
 
         right = QWidget()
@@ -311,15 +312,20 @@ class PlanPane(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setDefaultSectionSize(22)
         header = self.table.horizontalHeader()
-        # Fixed widths from typical contents: ResizeToContents would scan every cell on every update.
+        # Widths from typical contents (ResizeToContents would scan every cell on every update), tight
+        # enough that every column fits at 1280x800; "Why not" takes what is left, elided, and every
+        # cell's tooltip holds the full reason.
         metrics = self.table.fontMetrics()
-        samples = ("99", "A100 80GB PCIe", "8", "on-demand", "lambda", "yes", "999.9", "9,999.9", "9,999.99",
-                   "9,999.99", "Deadline", "Budget", "")
+        samples = ("99", "A100 80GB PCIe", "8", "on-demand", "runpod", "yes", "999.9", "999.9", "9,999.99",
+                   "9,999.99", "yes", "yes", "")
+        header.setMinimumSectionSize(24)
         for index, text in enumerate(samples):
-            width = max(metrics.horizontalAdvance(text), metrics.horizontalAdvance(COLUMNS[index][0]) + 18) + 14
+            width = max(metrics.horizontalAdvance(text), metrics.horizontalAdvance(COLUMNS[index][0])) + 10
             self.table.setColumnWidth(index, width)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.table.setToolTip("Double-click a row to plan with that option")
         self.table.doubleClicked.connect(self._on_row_double_clicked)
         self.table.setAccessibleName("Comparison of GPU options")

@@ -170,3 +170,18 @@ def test_app_main_runs_the_event_loop(qtbot: Any, monkeypatch: pytest.MonkeyPatc
     assert ui_app.main(["--theme", "dark"]) == 0
     assert shown and os.environ.get("QT_QPA_PLATFORM") == "offscreen"
     ui_app.create_application((), theme="light")
+
+
+def test_plan_table_fits_at_1280x800(qtbot: Any, window: MainWindow) -> None:
+    """Every column of the comparison, deadline and budget included, without a horizontal scroll."""
+    window.resize(1280, 800)
+    window.plan_pane.form.set_values({"deadline-hours": "12", "budget-usd": "40"})
+    window.plan_pane.recalculate()
+    wait_for_result(qtbot, window.plan_pane)
+    qtbot.waitUntil(lambda: window.plan_pane.result.request.budget_usd == 40.0, timeout=10_000)
+    table = window.plan_pane.table
+    qtbot.wait(50)
+    header = table.horizontalHeader()
+    assert not table.isColumnHidden(11)
+    assert header.length() <= table.viewport().width() + 1, (header.length(), table.viewport().width())
+    assert not table.horizontalScrollBar().isVisible()
