@@ -135,10 +135,14 @@ class SSHBackend:
         text = out.strip()
         if text == "alive":
             return ProcessState(True)
+        if text == "gone":  # no process and no exit file: it died without the wrapper noting it
+            return ProcessState(False, None)
         try:
             return ProcessState(False, int(json.loads(text)["exit_code"]))
         except (ValueError, KeyError, TypeError):
-            return ProcessState(False, None)
+            # Anything else (an empty answer from a channel cut mid-command, a torn read) says nothing
+            # about the process: a lost connection, never "process lost" (which would restart it).
+            raise SSHError(f"{self.name}: unclear process state (exit {status}): {text[:200]!r}") from None
 
     def read(self, path: str, offset: int, size: int) -> bytes:
         with self._lock:
