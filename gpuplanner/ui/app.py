@@ -15,7 +15,6 @@ from typing import Sequence
 from PySide6.QtCore import QCoreApplication
 from PySide6.QtWidgets import QApplication
 
-from gpuplanner.ui import pyside_guard
 from gpuplanner.ui.palette import SchemeFollower, app_icon
 
 
@@ -29,7 +28,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def create_application(argv: Sequence[str] = (), theme: str | None = None) -> QApplication:
     """The QApplication with the app's names, icon, style and palette (reuses an existing one)."""
-    pyside_guard.install()
     QCoreApplication.setOrganizationName("GPU Planner")
     QCoreApplication.setApplicationName("gpuplanner")
     app = QApplication.instance()
