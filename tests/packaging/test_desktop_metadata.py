@@ -72,8 +72,12 @@ def test_icon_pngs_exist_at_every_size() -> None:
     assert re.search(r"<svg\b", scalable.read_text())
 
 
-def test_icon_pngs_are_rendered_from_the_current_svg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fails when resources/icons/gpuplanner.svg changed: run `python packaging/render_icons.py`."""
+def test_icon_pngs_are_rendered_from_the_current_svg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     qapp: object) -> None:
+    """Fails when resources/icons/gpuplanner.svg changed: run `python packaging/render_icons.py`.
+
+    ``qapp`` makes pytest-qt's QApplication the one the renderer reuses: a QGuiApplication created
+    here would outlive the test and break every widget test after it in the same worker."""
     import importlib.util
 
     from PySide6.QtGui import QImage
