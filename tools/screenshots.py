@@ -5,8 +5,8 @@
 Everything happens in a temporary data and settings directory (the user's history is never touched):
 - plan.png: the planner with the example LoRA workload, a deadline and a budget;
 - plan-dark.png: the same on the dark palette, a full fine-tune that does not fit, with the advice;
-- hosts.png: the Hosts pane with this machine probed;
-- runs.png: the Runs pane during a real demo run (the bundled trainer on a tiny model, simulated GPU);
+- runs.png and hosts.png: by tools/runs_screenshots.py (an 8-GPU run two hours in, fed through the
+  same record path as a live run; hosts with probes and a refused host key);
 - history.png / history-compare.png: five past runs generated as telemetry and ingested into the
   history (one run's plots and events; two runs side by side).
 """
@@ -123,7 +123,6 @@ def wait(seconds: float, until: object = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "docs" / "screenshots"))
-    parser.add_argument("--no-demo-run", action="store_true", help="skip the live demo run (runs.png)")
     parser.add_argument("--only", default="plan,hosts,runs,history",
                         help="comma-separated places to write (default: all)")
     args = parser.parse_args(argv)
@@ -158,13 +157,6 @@ def main(argv: list[str] | None = None) -> int:
         if "plan" in only:
             grab(window, out / "plan.png")
 
-        if "hosts" in only:
-            window.show_place("Hosts")
-            hosts = window.hosts_pane
-            hosts.probe(hosts.model.host(0).name)  # this machine: GPUs, driver, CUDA, torch
-            wait(60, lambda: not hosts.probing())
-            grab(window, out / "hosts.png")
-
         history = window.history_pane
         window.show_place("History")
         wait(20, lambda: not history.is_loading())
@@ -175,14 +167,6 @@ def main(argv: list[str] | None = None) -> int:
             grab(window, out / "history.png")
             history.select_runs([run_ids[0], run_ids[1], run_ids[2]])
             grab(window, out / "history-compare.png")
-
-        if "runs" in only and not args.no_demo_run:
-            runs = window.runs_pane
-            window.show_place("Runs")
-            runs.start_demo_run()
-            wait(90, lambda: bool(runs.runs))
-            wait(14)  # let the live plots fill
-            grab(window, out / "runs.png")
 
         apply_scheme(app, dark=True)
         for pane in (plan.chart, history.plots):
@@ -198,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         window.shutdown(stop_runs=True)
         window._closing_done = True
         window.close()
+    if only & {"runs", "hosts"}:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import runs_screenshots
+
+        runs_screenshots.main(str(out))
     return 0
 
 

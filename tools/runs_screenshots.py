@@ -1,6 +1,8 @@
 """Screenshots of the Runs and Hosts panes at 1280x800 with realistic data (no trainer needed).
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python -m tests.ui.runs_screenshots [OUT_DIR]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python tools/runs_screenshots.py [OUT_DIR]
+
+`tools/screenshots.py` calls it for runs.png and hosts.png.
 
 The Runs pane shows an 8-GPU run two hours in, fed through the same record path as a live run
 (checkpoints, a preemption and the resume, budget and plan lines, an over-plan alert).
