@@ -21,18 +21,9 @@ from gpuplanner.history.calibration import measurements
 from gpuplanner.history.db import HistoryError, open_db, resolve_db_path
 from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
 from gpuplanner.plan.model_spec import ModelSpec, from_config_file, from_param_count, from_preset
-from gpuplanner.plan.planner import (
-    GPU_COUNTS,
-    MeasuredSpeed,
-    Plan,
-    PlanRequest,
-    PricingInputs,
-    compare,
-    compare_document,
-    make_plan,
-    plan_document,
-    recommendation,
-)
+from gpuplanner.plan.compare import GPU_COUNTS, compare, recommendation
+from gpuplanner.plan.documents import compare_document, plan_document
+from gpuplanner.plan.planner import MeasuredSpeed, Plan, PlanRequest, PricingInputs, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING, TrainSetup
 

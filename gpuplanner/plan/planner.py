@@ -1,16 +1,16 @@
-"""One plan for one GPU option, and the ranked comparison of every catalog option.
+"""One plan for one GPU option.
 
 This module ties the engine together: memory (does it fit), throughput (how fast), runtime (how
 long), price (on-demand and spot) and the deadline and budget checks. The results are plain
-dataclasses; :func:`plan_document` turns one into the stable JSON document that `gpuplanner plan
---json` prints and other tools read.
+dataclasses; :mod:`gpuplanner.plan.compare` ranks every catalog option and
+:mod:`gpuplanner.plan.documents` turns results into the stable JSON documents.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, GpuSpec, PriceOffer
@@ -25,7 +25,6 @@ from gpuplanner.plan.trace import TraceUnavailable, trace_memory
 GIB = 1024**3
 DEFAULT_HEADROOM = 0.95
 DEFAULT_GPU = example.GPU
-GPU_COUNTS = (1, 2, 4, 8)
 PRICINGS = ("on-demand", "spot")
 MEMORY_SOURCES = ("formula", "trace")
 # Assumed rate for spot offers whose provider publishes none (about one interruption a day).
@@ -253,8 +252,9 @@ def spot_terms(request: PlanRequest, spot: PriceChoice, write_s: float, warnings
     )
 
 
-def _spot_result(request: PlanRequest, spot: PriceChoice, runtime: Runtime, write_s: float,
-                 on_demand_cost: float | None, warnings: list[str]) -> SpotResult:
+def spot_result(request: PlanRequest, spot: PriceChoice, runtime: Runtime, write_s: float,
+                on_demand_cost: float | None, warnings: list[str]) -> SpotResult:
+    """Expected spot hours and cost (with P50/P90) for a run of ``runtime`` at the ``spot`` price."""
     terms = spot_terms(request, spot, write_s, warnings)
     estimate = estimate_spot(runtime.hours, terms, request.deadline_hours)
     rate = spot.usd_per_gpu_hour * spot.billed_gpus
@@ -271,8 +271,9 @@ def _spot_result(request: PlanRequest, spot: PriceChoice, runtime: Runtime, writ
 # ----------------------------------------------------------------------------------- plan
 
 
-def _throughput(request: PlanRequest, setup: TrainSetup, gpu: GpuSpec | None, trainable: int,
-                allow_measured: bool) -> Throughput:
+def plan_throughput(request: PlanRequest, setup: TrainSetup, gpu: GpuSpec | None, trainable: int,
+                    allow_measured: bool) -> Throughput:
+    """The speed a plan uses: the user's measured figure, a calibration from the history, or peak x MFU."""
     if allow_measured and (request.tokens_per_s is not None or request.samples_per_min is not None):
         return measured_throughput(setup, request.tokens_per_s, request.samples_per_min)
     if gpu is None:
@@ -289,8 +290,9 @@ def _throughput(request: PlanRequest, setup: TrainSetup, gpu: GpuSpec | None, tr
                       estimate.scaling_efficiency)
 
 
-def _deadline_budget(request: PlanRequest, runtime: Runtime, on_demand_cost: float | None,
-                     spot: SpotResult | None) -> tuple[bool | None, bool | None]:
+def deadline_budget(request: PlanRequest, runtime: Runtime, on_demand_cost: float | None,
+                    spot: SpotResult | None) -> tuple[bool | None, bool | None]:
+    """Deadline and budget verdicts under the request's pricing (spot: its P90); None when not set."""
     deadline, budget = request.deadline_hours, request.budget_usd
     if request.pricing_mode == "spot":
         if spot is None:
@@ -343,7 +345,7 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
     capacity = gpu.memory_gib if gpu else None
     fits = None if capacity is None else memory.total / GIB <= capacity * request.headroom
     warnings += _memory_warnings(memory, capacity, request.headroom, setup)
-    throughput = _throughput(request, setup, gpu, trainable, allow_measured=True)
+    throughput = plan_throughput(request, setup, gpu, trainable, allow_measured=True)
     if throughput.scaling_efficiency < LOW_SCALING_EFFICIENCY:
         warnings.append(f"communication dominates: {setup.gpus} GPUs reach only {throughput.scaling_efficiency:.0%} "
                         "scaling efficiency; raise --grad-accum or the micro-batch, or use fewer GPUs")
@@ -361,10 +363,10 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
         spot_choice = spot_price or on_demand
         if spot_choice is not None:
             write_s = checkpoint_write_seconds(memory, setup, trainable)
-            spot = _spot_result(request, spot_choice, runtime, write_s, on_demand_cost, warnings)
+            spot = spot_result(request, spot_choice, runtime, write_s, on_demand_cost, warnings)
     else:
         warnings.append("no spot price known: give --spot-price or --spot-discount to see spot")
-    deadline_ok, budget_ok = _deadline_budget(request, runtime, on_demand_cost, spot)
+    deadline_ok, budget_ok = deadline_budget(request, runtime, on_demand_cost, spot)
     suggestions: tuple[str, ...] = ()
     largest_batch = None
     if capacity is not None:
@@ -374,237 +376,3 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
                                                 _larger_gpus(catalog, capacity)))
     return Plan(request, gpu, setup, memory, capacity, fits, throughput, runtime, on_demand, on_demand_cost,
                 spot, deadline_ok, budget_ok, tuple(warnings), suggestions, largest_batch)
-
-
-# ----------------------------------------------------------------------------------- compare
-
-
-@dataclass(frozen=True)
-class CompareRow:
-    plan: Plan
-    gpu: str
-    gpus: int
-    pricing: str
-    provider: str | None
-    usable: bool
-    reason: str
-    rank: int | None = None
-
-    @property
-    def cost_usd(self) -> float | None:
-        if self.pricing == "spot":
-            return self.plan.spot.cost_usd if self.plan.spot else None
-        return self.plan.on_demand_cost_usd
-
-    @property
-    def p90_cost_usd(self) -> float | None:
-        if self.pricing == "spot":
-            return self.plan.spot.p90_cost_usd if self.plan.spot else None
-        return self.plan.on_demand_cost_usd
-
-    @property
-    def hours(self) -> float:
-        return self.plan.hours
-
-
-def _row_reason(plan: Plan, priced: bool) -> str:
-    reasons = []
-    if plan.fits is False:
-        reasons.append(f"needs {plan.memory.total / GIB:.1f} GiB, has {plan.capacity_gib * plan.request.headroom:.1f} GiB usable"
-                       if plan.capacity_gib else "does not fit")
-    if not priced:
-        reasons.append("no offer in the catalog")
-    if plan.deadline_ok is False:
-        reasons.append("misses the deadline")
-    if plan.budget_ok is False:
-        reasons.append("over budget")
-    return "; ".join(reasons)
-
-
-def compare(request: PlanRequest, catalog: Catalog, counts: Sequence[int] = GPU_COUNTS,
-            gpus: Sequence[str] | None = None) -> list[CompareRow]:
-    """Every GPU x count x pricing for one workload, ranked cheapest first among usable options.
-
-    An option is usable when it fits, has a price, meets the deadline and stays within the budget
-    (spot options: in 90% of simulated runs). Unusable rows follow, cheapest first, with the reason.
-    """
-    if request.pricing.price is not None and request.gpu is None:
-        raise PlanInputError("price", "compare ranks catalog offers; --price applies only with --gpu")
-    names = list(gpus) if gpus is not None else ([catalog.gpu(request.gpu).name] if request.gpu else [g.name for g in catalog.gpus])
-    mode_requests = {mode: replace(request, pricing_mode=mode) for mode in PRICINGS}
-    rows: list[CompareRow] = []
-    for count in counts:
-        setup = replace(request.setup, gpus=count)
-        memory = estimate_memory(request.model, setup)
-        trainable = trainable_params(request.model, setup)
-        for name in names:
-            rows.extend(_compare_rows(mode_requests, catalog, catalog.gpu(name), setup, memory, trainable))
-    return rank_rows(rows)
-
-
-def _compare_rows(mode_requests: Mapping[str, PlanRequest], catalog: Catalog, gpu: GpuSpec, setup: TrainSetup,
-                  memory: MemoryBreakdown, trainable: int) -> list[CompareRow]:
-    request = mode_requests["on-demand"]
-    warnings: list[str] = []
-    capacity = gpu.memory_gib
-    fits = memory.total / GIB <= capacity * request.headroom
-    try:
-        throughput = _throughput(request, setup, gpu, trainable, allow_measured=request.gpu is not None)
-    except PlanInputError as exc:  # e.g. bf16 on a GPU without bf16
-        return [_unusable_row(mode_requests[mode], gpu, setup, memory, fits, exc.message) for mode in PRICINGS]
-    runtime = estimate_runtime(request.workload, throughput, setup)
-    on_demand, spot_price = choose_prices(request, catalog.offers_for(gpu.name), setup.gpus)
-    on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
-    spot = None
-    if spot_price is not None:
-        write_s = checkpoint_write_seconds(memory, setup, trainable)
-        spot = _spot_result(request, spot_price, runtime, write_s, on_demand_cost, warnings)
-    rows = []
-    for mode, mode_request in mode_requests.items():
-        deadline_ok, budget_ok = _deadline_budget(mode_request, runtime, on_demand_cost, spot)
-        plan = Plan(mode_request, gpu, setup, memory, capacity, fits, throughput, runtime, on_demand,
-                    on_demand_cost, spot, deadline_ok, budget_ok, tuple(warnings))
-        choice = on_demand if mode == "on-demand" else (spot.price if spot else None)
-        priced = choice is not None
-        usable = bool(fits and priced and deadline_ok is not False and budget_ok is not False)
-        rows.append(CompareRow(plan, gpu.name, setup.gpus, mode, choice.provider if choice else None, usable,
-                               _row_reason(plan, priced)))
-    return rows
-
-
-def _unusable_row(request: PlanRequest, gpu: GpuSpec, setup: TrainSetup, memory: MemoryBreakdown,
-                  fits: bool, reason: str) -> CompareRow:
-    zero = Throughput(0.0, 0.0, reason)
-    runtime = Runtime(math.inf, math.inf, setup.effective_batch, 0, 0.0, 0.0)
-    plan = Plan(request, gpu, setup, memory, gpu.memory_gib, fits, zero, runtime,
-                None, None, None, None, None, (reason,))
-    return CompareRow(plan, gpu.name, setup.gpus, request.pricing_mode, None, False, reason)
-
-
-def _sort_key(row: CompareRow) -> tuple[bool, float, float]:
-    cost = row.cost_usd
-    return (not row.usable, cost if cost is not None and math.isfinite(cost) else math.inf, row.hours)
-
-
-def rank_rows(rows: Sequence[CompareRow]) -> list[CompareRow]:
-    """Usable rows first, cheapest (expected cost) first; ties go to the faster option."""
-    ordered = sorted(rows, key=_sort_key)
-    return [replace(row, rank=index + 1 if row.usable else None) for index, row in enumerate(ordered)]
-
-
-def recommendation(rows: Sequence[CompareRow]) -> str:
-    """The winner in one sentence, with what makes it win."""
-    usable = [row for row in rows if row.usable]
-    if not usable:
-        if not any(row.plan.fits for row in rows):
-            return "No option fits in memory: see the suggestions of `gpuplanner plan` for what would make it fit."
-        return "No option meets every constraint: relax the deadline or the budget, or see the reasons per row."
-    best = usable[0]
-    cost = best.cost_usd or 0.0
-    text = (f"{best.gpus} x {best.gpu} {best.pricing} at {best.provider}: ${cost:,.2f} in {best.hours:,.1f} h")
-    if len(usable) > 1:
-        runner = usable[1]
-        other = runner.cost_usd or 0.0
-        text += (f", ${other - cost:,.2f} cheaper than the next option ({runner.gpus} x {runner.gpu} "
-                 f"{runner.pricing}, {runner.hours:,.1f} h)")
-    constraints = [c for c, v in (("the deadline", best.plan.request.deadline_hours),
-                                  ("the budget", best.plan.request.budget_usd)) if v is not None]
-    if constraints:
-        text += " while meeting " + " and ".join(constraints)
-    return text + "."
-
-
-# ----------------------------------------------------------------------------------- JSON
-
-
-def _num(value: float | None, digits: int = 4) -> float | None:
-    if value is None or not math.isfinite(value):
-        return None
-    return round(float(value), digits)
-
-
-def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """The stable JSON document of one plan (names documented in the README)."""
-    memory = {key: _num(value) for key, value in plan.memory.as_gib().items()}
-    memory.update({
-        "capacity_gib": _num(plan.capacity_gib),
-        "fits": plan.fits,
-        "headroom": plan.request.headroom,
-        "peak_moment": plan.memory.peak_moment,
-        "source": plan.memory.source,
-        "max_micro_batch": plan.max_micro_batch,
-        "suggestions": list(plan.suggestions),
-    })
-    on_demand = None
-    if plan.on_demand is not None:
-        on_demand = {"hours": _num(plan.runtime.hours), "cost_usd": _num(plan.on_demand_cost_usd, 2),
-                     **_price_fields(plan.on_demand)}
-    spot = None
-    if plan.spot is not None:
-        estimate = plan.spot.estimate
-        spot = {
-            "hours": _num(estimate.hours),
-            "cost_usd": _num(plan.spot.cost_usd, 2),
-            "expected_interruptions": _num(estimate.expected_interruptions),
-            "overhead_hours": _num(estimate.overhead_hours),
-            "checkpoint_hours": _num(estimate.checkpoint_hours),
-            "restart_hours": _num(estimate.restart_hours),
-            "lost_work_hours": _num(estimate.lost_work_hours),
-            "savings_pct": _num(plan.spot.savings_pct, 2),
-            "p50_hours": _num(estimate.p50_hours),
-            "p90_hours": _num(estimate.p90_hours),
-            "p50_cost_usd": _num(plan.spot.p50_cost_usd, 2),
-            "p90_cost_usd": _num(plan.spot.p90_cost_usd, 2),
-            "p_meet_deadline": _num(estimate.p_meet_deadline),
-            "model": estimate.model,
-            **_price_fields(plan.spot.price),
-        }
-    return {
-        "inputs": dict(inputs),
-        "memory": memory,
-        "throughput": {
-            "tokens_per_s": _num(plan.throughput.tokens_per_s, 2),
-            "samples_per_min": _num(plan.throughput.samples_per_min, 3),
-            "source": plan.throughput.source,
-            "mfu": plan.throughput.mfu,
-            "scaling_efficiency": _num(plan.throughput.scaling_efficiency),
-        },
-        "runtime": {
-            "hours": _num(plan.runtime.hours),
-            "gpu_hours": _num(plan.runtime.gpu_hours),
-            "effective_batch": plan.runtime.effective_batch,
-            "optimizer_steps": plan.runtime.optimizer_steps,
-            "tokens": _num(plan.runtime.total_tokens, 0),
-            "samples": _num(plan.runtime.total_samples, 1),
-        },
-        "on_demand": on_demand,
-        "spot": spot,
-        "deadline_ok": plan.deadline_ok,
-        "budget_ok": plan.budget_ok,
-        "warnings": list(plan.warnings),
-    }
-
-
-def _price_fields(choice: PriceChoice) -> dict[str, Any]:
-    return {"price_per_gpu_hour": choice.usd_per_gpu_hour, "billed_gpus": choice.billed_gpus,
-            "provider": choice.provider, "region": choice.region, "instance_type": choice.instance_type}
-
-
-def compare_document(row: CompareRow, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """One row of `compare --json`: the plan document plus gpu, gpus, provider, pricing and the verdict."""
-    document = plan_document(row.plan, inputs)
-    document.update({
-        "gpu": row.gpu,
-        "gpus": row.gpus,
-        "provider": row.provider,
-        "pricing": row.pricing,
-        "rank": row.rank,
-        "usable": row.usable,
-        "reason": row.reason,
-        "hours": _num(row.hours),
-        "cost_usd": _num(row.cost_usd, 2),
-        "p90_cost_usd": _num(row.p90_cost_usd, 2),
-        "meets_deadline": row.plan.deadline_ok,
-        "within_budget": row.plan.budget_ok,
-    })
-    return document

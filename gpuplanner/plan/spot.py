@@ -105,6 +105,11 @@ class _Simulation:
         self._grow(8)
 
     def _grow(self, columns: int) -> None:
+        # A vanishing rate gives infinite gaps (never interrupted); inf flows through correctly.
+        with np.errstate(over="ignore"):
+            self._simulate(columns)
+
+    def _simulate(self, columns: int) -> None:
         rng = np.random.default_rng(self.seed)
         gaps = rng.standard_exponential((columns, self.runs)).T / self.rate
         start = np.zeros((self.runs, columns))  # progress at the start of each segment

@@ -14,7 +14,8 @@ from typing import Any, Sequence
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette
 
-from gpuplanner.plan.planner import GIB, CompareRow
+from gpuplanner.plan.compare import CompareRow
+from gpuplanner.plan.planner import GIB
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)

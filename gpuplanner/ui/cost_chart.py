@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QWidget
 
-from gpuplanner.plan.planner import CompareRow
+from gpuplanner.plan.compare import CompareRow
 
 ON_DEMAND = "#4e79a7"
 SPOT = "#f28e2b"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, QSize, Qt, QTimer, Slot
+from PySide6.QtCore import QByteArray, QSettings, QSize, QTimer, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QPaintEvent
 from PySide6.QtWidgets import (
     QApplication,

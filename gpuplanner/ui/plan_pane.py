@@ -55,7 +55,9 @@ from gpuplanner.export.tables import to_csv, to_markdown
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.plans import get_plan, list_plans, save_plan
 from gpuplanner.plan.catalog import Catalog
-from gpuplanner.plan.planner import GIB, CompareRow, Plan, PlanRequest, compare, make_plan, plan_document, recommendation
+from gpuplanner.plan.compare import CompareRow, compare, recommendation
+from gpuplanner.plan.documents import plan_document
+from gpuplanner.plan.planner import GIB, Plan, PlanRequest, make_plan
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, CompareProxyModel, CompareTableModel, export_rows
 from gpuplanner.ui.memory_bar import MemoryBar, memory_view, paint_memory_bar

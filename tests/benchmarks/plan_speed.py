@@ -14,7 +14,8 @@ import time
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import load_catalog
 from gpuplanner.plan.model_spec import from_preset
-from gpuplanner.plan.planner import PlanRequest, compare, make_plan
+from gpuplanner.plan.compare import compare
+from gpuplanner.plan.planner import PlanRequest, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
 

@@ -12,16 +12,9 @@ from hypothesis import strategies as st
 
 from gpuplanner.plan.catalog import Catalog, PriceOffer, load_catalog
 from gpuplanner.plan.model_spec import from_preset
-from gpuplanner.plan.planner import (
-    PlanRequest,
-    PricingInputs,
-    cheapest_offer,
-    compare,
-    compare_document,
-    make_plan,
-    plan_document,
-    recommendation,
-)
+from gpuplanner.plan.compare import compare, recommendation
+from gpuplanner.plan.documents import compare_document, plan_document
+from gpuplanner.plan.planner import PlanRequest, PricingInputs, cheapest_offer, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, SHARDING, PlanInputError, TrainSetup
 

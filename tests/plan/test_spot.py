@@ -99,3 +99,9 @@ def test_bad_terms_name_the_flag(field: str, kwargs: dict) -> None:
     with pytest.raises(PlanInputError) as info:
         SpotTerms(**kwargs)
     assert info.value.field == field
+
+
+def test_a_vanishing_interruption_rate_is_no_interruption() -> None:
+    estimate = estimate_spot(2.0, SpotTerms(1e-308, checkpoint_interval_hours=1 / 60))
+    assert estimate.p90_hours == pytest.approx(2.0)
+    assert estimate.hours == pytest.approx(2.0)

@@ -16,7 +16,8 @@ from PySide6.QtWidgets import QComboBox, QFileDialog, QInputDialog, QLineEdit
 from gpuplanner.history.db import open_db
 from gpuplanner.history.plans import get_plan, list_plans
 from gpuplanner.plan.model_spec import from_preset
-from gpuplanner.plan.planner import GIB, PlanRequest, PricingInputs, compare, make_plan, recommendation
+from gpuplanner.plan.compare import compare, recommendation
+from gpuplanner.plan.planner import GIB, PlanRequest, PricingInputs, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE

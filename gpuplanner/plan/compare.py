@@ -1,0 +1,161 @@
+"""The ranked comparison: every catalog GPU x count x pricing for one workload, and the winner."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
+
+from gpuplanner.plan.catalog import Catalog, GpuSpec
+from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, trainable_params
+from gpuplanner.plan.planner import (
+    GIB,
+    PRICINGS,
+    Plan,
+    PlanRequest,
+    checkpoint_write_seconds,
+    choose_prices,
+    deadline_budget,
+    plan_throughput,
+    spot_result,
+)
+from gpuplanner.plan.runtime import Runtime, estimate_runtime
+from gpuplanner.plan.setup import PlanInputError, TrainSetup
+from gpuplanner.plan.throughput import Throughput
+
+GPU_COUNTS = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    plan: Plan
+    gpu: str
+    gpus: int
+    pricing: str
+    provider: str | None
+    usable: bool
+    reason: str
+    rank: int | None = None
+
+    @property
+    def cost_usd(self) -> float | None:
+        if self.pricing == "spot":
+            return self.plan.spot.cost_usd if self.plan.spot else None
+        return self.plan.on_demand_cost_usd
+
+    @property
+    def p90_cost_usd(self) -> float | None:
+        if self.pricing == "spot":
+            return self.plan.spot.p90_cost_usd if self.plan.spot else None
+        return self.plan.on_demand_cost_usd
+
+    @property
+    def hours(self) -> float:
+        return self.plan.hours
+
+
+def _row_reason(plan: Plan, priced: bool) -> str:
+    reasons = []
+    if plan.fits is False:
+        reasons.append(f"needs {plan.memory.total / GIB:.1f} GiB, has {plan.capacity_gib * plan.request.headroom:.1f} GiB usable"
+                       if plan.capacity_gib else "does not fit")
+    if not priced:
+        reasons.append("no offer in the catalog")
+    if plan.deadline_ok is False:
+        reasons.append("misses the deadline")
+    if plan.budget_ok is False:
+        reasons.append("over budget")
+    return "; ".join(reasons)
+
+
+def compare(request: PlanRequest, catalog: Catalog, counts: Sequence[int] = GPU_COUNTS,
+            gpus: Sequence[str] | None = None) -> list[CompareRow]:
+    """Every GPU x count x pricing for one workload, ranked cheapest first among usable options.
+
+    An option is usable when it fits, has a price, meets the deadline and stays within the budget
+    (spot options: in 90% of simulated runs). Unusable rows follow, cheapest first, with the reason.
+    """
+    if request.pricing.price is not None and request.gpu is None:
+        raise PlanInputError("price", "compare ranks catalog offers; --price applies only with --gpu")
+    names = list(gpus) if gpus is not None else ([catalog.gpu(request.gpu).name] if request.gpu else [g.name for g in catalog.gpus])
+    mode_requests = {mode: replace(request, pricing_mode=mode) for mode in PRICINGS}
+    rows: list[CompareRow] = []
+    for count in counts:
+        setup = replace(request.setup, gpus=count)
+        memory = estimate_memory(request.model, setup)
+        trainable = trainable_params(request.model, setup)
+        for name in names:
+            rows.extend(_compare_rows(mode_requests, catalog, catalog.gpu(name), setup, memory, trainable))
+    return rank_rows(rows)
+
+
+def _compare_rows(mode_requests: Mapping[str, PlanRequest], catalog: Catalog, gpu: GpuSpec, setup: TrainSetup,
+                  memory: MemoryBreakdown, trainable: int) -> list[CompareRow]:
+    request = mode_requests["on-demand"]
+    warnings: list[str] = []
+    capacity = gpu.memory_gib
+    fits = memory.total / GIB <= capacity * request.headroom
+    try:
+        throughput = plan_throughput(request, setup, gpu, trainable, allow_measured=request.gpu is not None)
+    except PlanInputError as exc:  # e.g. bf16 on a GPU without bf16
+        return [_unusable_row(mode_requests[mode], gpu, setup, memory, fits, exc.message) for mode in PRICINGS]
+    runtime = estimate_runtime(request.workload, throughput, setup)
+    on_demand, spot_price = choose_prices(request, catalog.offers_for(gpu.name), setup.gpus)
+    on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
+    spot = None
+    if spot_price is not None:
+        write_s = checkpoint_write_seconds(memory, setup, trainable)
+        spot = spot_result(request, spot_price, runtime, write_s, on_demand_cost, warnings)
+    rows = []
+    for mode, mode_request in mode_requests.items():
+        deadline_ok, budget_ok = deadline_budget(mode_request, runtime, on_demand_cost, spot)
+        plan = Plan(mode_request, gpu, setup, memory, capacity, fits, throughput, runtime, on_demand,
+                    on_demand_cost, spot, deadline_ok, budget_ok, tuple(warnings))
+        choice = on_demand if mode == "on-demand" else (spot.price if spot else None)
+        priced = choice is not None
+        usable = bool(fits and priced and deadline_ok is not False and budget_ok is not False)
+        rows.append(CompareRow(plan, gpu.name, setup.gpus, mode, choice.provider if choice else None, usable,
+                               _row_reason(plan, priced)))
+    return rows
+
+
+def _unusable_row(request: PlanRequest, gpu: GpuSpec, setup: TrainSetup, memory: MemoryBreakdown,
+                  fits: bool, reason: str) -> CompareRow:
+    zero = Throughput(0.0, 0.0, reason)
+    runtime = Runtime(math.inf, math.inf, setup.effective_batch, 0, 0.0, 0.0)
+    plan = Plan(request, gpu, setup, memory, gpu.memory_gib, fits, zero, runtime,
+                None, None, None, None, None, (reason,))
+    return CompareRow(plan, gpu.name, setup.gpus, request.pricing_mode, None, False, reason)
+
+
+def _sort_key(row: CompareRow) -> tuple[bool, float, float]:
+    cost = row.cost_usd
+    return (not row.usable, cost if cost is not None and math.isfinite(cost) else math.inf, row.hours)
+
+
+def rank_rows(rows: Sequence[CompareRow]) -> list[CompareRow]:
+    """Usable rows first, cheapest (expected cost) first; ties go to the faster option."""
+    ordered = sorted(rows, key=_sort_key)
+    return [replace(row, rank=index + 1 if row.usable else None) for index, row in enumerate(ordered)]
+
+
+def recommendation(rows: Sequence[CompareRow]) -> str:
+    """The winner in one sentence, with what makes it win."""
+    usable = [row for row in rows if row.usable]
+    if not usable:
+        if not any(row.plan.fits for row in rows):
+            return "No option fits in memory: see the suggestions of `gpuplanner plan` for what would make it fit."
+        return "No option meets every constraint: relax the deadline or the budget, or see the reasons per row."
+    best = usable[0]
+    cost = best.cost_usd or 0.0
+    text = (f"{best.gpus} x {best.gpu} {best.pricing} at {best.provider}: ${cost:,.2f} in {best.hours:,.1f} h")
+    if len(usable) > 1:
+        runner = usable[1]
+        other = runner.cost_usd or 0.0
+        text += (f", ${other - cost:,.2f} cheaper than the next option ({runner.gpus} x {runner.gpu} "
+                 f"{runner.pricing}, {runner.hours:,.1f} h)")
+    constraints = [c for c, v in (("the deadline", best.plan.request.deadline_hours),
+                                  ("the budget", best.plan.request.budget_usd)) if v is not None]
+    if constraints:
+        text += " while meeting " + " and ".join(constraints)
+    return text + "."
