@@ -376,6 +376,18 @@ class LivePlots(QWidget):
             dec = self._decimators[id(buffer)] = PeakDecimator(buffer, columns)
         return dec
 
+    def _apply_mode(self) -> None:
+        """Plot settings for the mode. A scrolling window moves the x range at every frame: the curves
+        hold only the window (and at most a chunk before it, see :meth:`PeakDecimator.curves`) at about
+        a point per pixel column, so clip-to-view and auto downsampling would only re-cut every curve
+        (and rebuild its path) at each frame, and a bottom axis (which also draws
+        the vertical grid lines over the whole plot) would re-render its cache pixmap each time."""
+        cache = QGraphicsItem.CacheMode.NoCache if self.follow else QGraphicsItem.CacheMode.DeviceCoordinateCache
+        for plot in self.plots.values():
+            plot.setClipToView(not self.follow)
+            plot.setDownsampling(auto=not self.follow, mode="peak")  # the window is already ~1 point/px
+            plot.getAxis("bottom").setCacheMode(cache)
+
     def _changed(self, name: object, signature: tuple) -> bool:
         if self._signatures.get(name) == signature:
             return False
@@ -398,6 +410,8 @@ class LivePlots(QWidget):
             self._signatures.clear()
         elif tel.version == self._drawn_version and mode == self._drawn_mode:
             return False
+        if mode != self._drawn_mode:
+            self._apply_mode()
         x_lo, x_hi, bucket = self._window(tel)
         max_raw = 2 * self._pixel_width()
         window = (x_lo, x_hi, bucket, max_raw)

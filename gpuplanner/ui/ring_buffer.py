@@ -13,10 +13,13 @@ Not thread-safe by design: one owner (the GUI thread) appends and reads.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+
+RAW_CHUNK = 16  # buckets per chunk of raw rows (see PeakDecimator.curves)
 
 
 class RingBuffer:
@@ -32,6 +35,7 @@ class RingBuffer:
         self._size = min(self._max_size, max(2, int(initial)))  # current storage rows (<= capacity + 1)
         self._data = np.full((len(self.columns), 2 * self._size), np.nan)
         self._count = 0  # rows ever appended
+        self.clears = 0  # bumps on clear(): absolute row numbers then start again
         self.version = 0  # bumps on every change, so a redraw can skip unchanged buffers
 
     def __len__(self) -> int:
@@ -45,6 +49,7 @@ class RingBuffer:
     def clear(self) -> None:
         self._count = 0
         self._data[:] = np.nan
+        self.clears += 1
         self.version += 1
 
     def _grow(self, needed: int) -> None:
@@ -111,7 +116,7 @@ class Curves(NamedTuple):
     """What :meth:`PeakDecimator.curves` returns: points ``x`` and ``ys`` (``(columns, points)``).
 
     Points ``[head, settled)`` come from complete buckets and stay the same for as long as
-    ``settled_key`` does (a plot redraws them only when it changes; ``None``: raw rows, always redraw).
+    ``settled_key`` does (a plot redraws them only when it changes; ``None``: always redraw).
     The others change at any time: ``[0, head)`` is the oldest bucket while the ring buffer drops rows
     from it, ``[settled, len)`` the open bucket and the newest sample."""
 
@@ -244,8 +249,19 @@ class PeakDecimator:
         a = max(0, int(np.searchsorted(xs, x_lo, side="left")) - 1)
         b = min(n, int(np.searchsorted(xs, x_hi, side="right")) + 1)
         if b - a <= max_raw:
+            # raw rows, from the start of the chunk (RAW_CHUNK buckets) the window starts in: the rows of
+            # complete chunks are the settled part, so while a window scrolls the body gets new data only
+            # when the window's start or end passes a chunk boundary, not at every frame (the few rows
+            # before x_lo are off screen, clipped by the view)
+            chunk = RAW_CHUNK * bucket_s
+            a = max(0, int(np.searchsorted(xs, math.floor(x_lo / chunk) * chunk, side="left")) - 1)
+            s = int(np.searchsorted(xs, math.floor(xs[b - 1] / chunk) * chunk, side="left"))
             block = buf.columns_view()[:, a:b]
-            return Curves(block[self._xcol].copy(), block[self._cols].copy(), 0, b - a, None)
+            oldest = buf.total - n
+            if s - a < 2 or (a == 0 and oldest > 0):  # nothing settled, or the ring drops rows at the start
+                return Curves(block[self._xcol].copy(), block[self._cols].copy(), 0, 0, None)
+            return Curves(block[self._xcol].copy(), block[self._cols].copy(), 0, s - a,
+                          ("raw", buf.clears, oldest + a, oldest + s))
         ids, x, lo, hi = self.buckets(bucket_s)
         i = max(0, int(np.searchsorted(ids, np.floor(x_lo / bucket_s), side="left")) - 1)
         j = min(len(ids), int(np.searchsorted(ids, np.floor(x_hi / bucket_s), side="right")) + 1)
