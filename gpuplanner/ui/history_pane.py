@@ -32,7 +32,6 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QPushButton,
     QSplitter,
-    QTableView,
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
@@ -62,6 +61,7 @@ from gpuplanner.ui.history_model import (
 )
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.services import AppServices
+from gpuplanner.ui.table_view import sortable_table
 
 STATUSES = ("", "running", "finished", "preempted", "budget_stop", "early_stop", "failed")
 EVENT_PENS = {"checkpoint": "#59a14f", "preempted": "#d64545", "resumed": "#2f6fde", "run_start": "#8a8f98",
@@ -257,15 +257,8 @@ class HistoryPane(QWidget):
         self.model = RunsTableModel(self)
         self.proxy = RunsFilterProxy(self)
         self.proxy.setSourceModel(self.model)
-        self.table = QTableView()
-        self.table.setModel(self.proxy)
-        self.table.setSortingEnabled(True)
-        self.table.sortByColumn(1, Qt.SortOrder.DescendingOrder)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.setAlternatingRowColors(True)
-        self.table.verticalHeader().setVisible(False)
-        self.table.verticalHeader().setDefaultSectionSize(22)
+        self.table = sortable_table(self.proxy, 1, Qt.SortOrder.DescendingOrder,
+                                    QAbstractItemView.SelectionMode.ExtendedSelection)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(COLUMNS.index(next(c for c in COLUMNS if c[1] == "name")),

@@ -44,7 +44,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSplitter,
-    QTableView,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -74,6 +73,7 @@ from gpuplanner.ui.plan_inputs import (
 )
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.services import AppServices
+from gpuplanner.ui.table_view import sortable_table
 
 DEBOUNCE_MS = 150
 
@@ -304,15 +304,8 @@ class PlanPane(QWidget):
         self.model = CompareTableModel(self)
         self.proxy = CompareProxyModel(self)
         self.proxy.setSourceModel(self.model)
-        self.table = QTableView()
-        self.table.setModel(self.proxy)
-        self.table.setSortingEnabled(True)
-        self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setAlternatingRowColors(True)
-        self.table.verticalHeader().setVisible(False)
-        self.table.verticalHeader().setDefaultSectionSize(22)
+        self.table = sortable_table(self.proxy, 0, Qt.SortOrder.AscendingOrder,
+                                    QAbstractItemView.SelectionMode.SingleSelection)
         header = self.table.horizontalHeader()
         # Widths from typical contents (ResizeToContents would scan every cell on every update), tight
         # enough that every column fits at 1280x800; "Why not" takes what is left, elided, and every
