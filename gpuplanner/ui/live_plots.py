@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QPainter, QPen, QPolygonF
+from PySide6.QtGui import QColor, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
 from gpuplanner.ui.ring_buffer import Curves, PeakDecimator, RingBuffer
@@ -39,11 +39,16 @@ class ElapsedAxis(pg.AxisItem):
         span = maxVal - minVal
         if span <= 0 or size <= 0:
             return super().tickSpacing(minVal, maxVal, size)
+        return [(self.major_step(span, size), 0.0)]
+
+    @classmethod
+    def major_step(cls, span: float, size: float) -> float:
+        """Seconds between labelled ticks for ``span`` seconds over ``size`` pixels."""
         target = span * 90.0 / size  # a labelled tick every ~90 px at most
-        major = next((step for step in self.TIME_STEPS if step >= target), None)
+        major = next((step for step in cls.TIME_STEPS if step >= target), None)
         if major is None:
             major = 86400.0 * _nice_step(target / 86400.0)
-        return [(float(major), 0.0)]
+        return float(major)
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (Qt naming)
         out = []
@@ -77,6 +82,37 @@ def _set_curve(curve: pg.PlotDataItem | pg.PlotCurveItem, x: np.ndarray, y: np.n
     """New data for a line: pyqtgraph's finite check is skipped unless there are NaNs (drawn as gaps)."""
     finite = not np.isnan(y).any()
     curve.setData(x, y, connect="all" if finite else "finite", skipFiniteCheck=finite)
+
+
+class _TimeGrid(pg.GraphicsObject):
+    """Vertical grid lines at the bottom axis's ticks, drawn in the ViewBox's own (pixel) coordinates by
+    one light item: the AxisItem's grid would re-run the axis' tick layout and picture for every plot at
+    every frame of a scrolling window, where only the bottom row shows the tick labels."""
+
+    def __init__(self, view: pg.ViewBox) -> None:
+        super().__init__(view)
+        self._view = view
+        self._pen = QPen(QColor(150, 150, 150, 51))
+        self._pen.setCosmetic(True)
+        self.setZValue(-100)
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresParentOpacity)
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt naming)
+        return self._view.boundingRect()
+
+    def paint(self, painter: QPainter, *args) -> None:
+        rect = self._view.boundingRect()
+        (x0, x1), _ = self._view.viewRange()
+        width = rect.width()
+        if x1 <= x0 or width <= 0:
+            return
+        step = ElapsedAxis.major_step(x1 - x0, width)
+        ticks = np.arange(math.ceil(x0 / step) * step, x1 + step * 1e-9, step)
+        px = rect.left() + (ticks - x0) * (width / (x1 - x0))
+        painter.setPen(self._pen)
+        top, bottom = rect.top(), rect.bottom()
+        for p in px:
+            painter.drawLine(QPointF(float(p), top), QPointF(float(p), bottom))
 
 
 class _LiveEnds(pg.GraphicsObject):
@@ -226,12 +262,14 @@ class LivePlots(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.graphics)
         self.plots: dict[str, pg.PlotItem] = {}
+        self._grids: list[_TimeGrid] = []
         for i, (key, title) in enumerate(self.PLOTS):
             plot = self.graphics.addPlot(row=i // 2, col=i % 2, title=title,
                                          axisItems={"bottom": ElapsedAxis(orientation="bottom")})
             plot.setDownsampling(auto=True, mode="peak")
             plot.setClipToView(True)
-            plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.showGrid(x=False, y=True, alpha=0.2)
+            self._grids.append(_TimeGrid(plot.getViewBox()))
             plot.setMenuEnabled(False)
             plot.enableAutoRange(x=False, y=True)
             plot.setAutoVisible(y=True)
@@ -239,8 +277,7 @@ class LivePlots(QWidget):
             if self.plots:
                 plot.setXLink(self.plots["util"])
             if i < len(self.PLOTS) - 2:  # x axes only under the bottom row (the x ranges are linked)
-                plot.getAxis("bottom").setStyle(showValues=False)
-                plot.getAxis("bottom").setHeight(4)
+                plot.hideAxis("bottom")
             for axis in ("left", "bottom"):  # repaint axes from a pixmap unless their range changed
                 plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
             self.plots[key] = plot
@@ -418,6 +455,8 @@ class LivePlots(QWidget):
         if (x_lo, x_hi) != self._x_range:
             self._x_range = (x_lo, x_hi)
             self.plots["util"].setXRange(x_lo, x_hi, padding=0)
+            for grid in self._grids:
+                grid.update()
         for key in tel.gpu_keys:
             buf = tel.gpus[key]
             curves = self._curves_for(key)
