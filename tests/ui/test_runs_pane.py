@@ -130,10 +130,13 @@ def test_peak_decimator_matches_a_fresh_reduction_as_rows_arrive_and_drop() -> N
     assert buf.total > buf.capacity  # the ring did drop rows
 
 
-def test_live_plots_keep_every_bucket_extreme_and_the_latest_sample(qtbot) -> None:
+@pytest.mark.parametrize("follow", [False, True])
+def test_live_plots_keep_every_bucket_extreme_and_the_latest_sample(qtbot, follow: bool) -> None:
     """A day of 1 Hz samples for 2 GPUs with rare spikes, one row more than the ring holds: the curves
-    have about two points per pixel column, yet within every bucket they reach exactly the raw min and
-    max (no spike hidden), and they end at the newest sample, also after more samples arrive."""
+    have about two points per pixel column, yet within every bucket of the visible window they reach
+    exactly the raw min and max (no spike hidden), and they end at the newest sample, also after more
+    samples arrive. ``follow``: the scrolling "last 10 minutes", over enough frames for the window to
+    pass chunk boundaries (the settled body is then rebuilt, otherwise only the live ends move)."""
     from gpuplanner.ui.live_plots import LivePlots, synthetic_telemetry
 
     tel = synthetic_telemetry(2, 86_400, seed=3)
@@ -141,20 +144,22 @@ def test_live_plots_keep_every_bucket_extreme_and_the_latest_sample(qtbot) -> No
         util = buf.view("util")
         util[1234 + 40_000 * i] = 100.0  # one-sample spikes up and down
         util[50_321] = 0.0
+        util[86_400 - 333 + 100 * i] = 100.0  # and in the last 10 minutes
+        util[86_400 - 45] = 0.0
     plots = LivePlots()
     qtbot.addWidget(plots)
     plots.resize(1280, 800)
-    plots.set_follow(False)
+    plots.set_follow(follow)
     plots.show()
     plots.redraw(tel, force=True)
     qtbot.wait(10)
-    for k in range(3):
+    for k in range(40 if follow else 3):
         for buf in tel.gpus.values():
             buf.append((86_400 + k, 3.0 if k == 1 else 70.0, None, 60.0, 80.0, 400.0))
         tel.last_t = 86_400.0 + k
         tel.version += 1
         plots.redraw()
-        bucket = plots._window(tel)[2]
+        x_lo, x_hi, bucket = plots._window(tel)
         width = plots._pixel_width()
         for key, buf in tel.gpus.items():
             for name, column in (("util", "util"), ("power", "power_w")):
@@ -162,6 +167,8 @@ def test_live_plots_keep_every_bucket_extreme_and_the_latest_sample(qtbot) -> No
                 assert len(x) < 4 * width  # decimated (86,400 rows)
                 raw_x, raw_y = buf.view("x"), buf.view(column)
                 assert x[-1] == raw_x[-1] and y[np.argmax(x)] == raw_y[-1]  # ends at the newest sample
+                inside = (raw_x >= x_lo) & (raw_x <= x_hi)
+                raw_x, raw_y = raw_x[inside], raw_y[inside]
                 raw_ids = np.floor(raw_x / bucket).astype(int)
                 ids = np.floor(x / bucket).astype(int)
                 starts = np.flatnonzero(np.diff(np.concatenate(([raw_ids[0] - 1], raw_ids))))
