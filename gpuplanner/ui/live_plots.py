@@ -132,7 +132,10 @@ class _LiveEnds(pg.GraphicsObject):
             # runs of finite points (a NaN is a gap)
             edges = np.flatnonzero(np.diff(np.concatenate(([0], finite.astype(np.int8), [0]))))
             for a, b in zip(edges[0::2], edges[1::2]):
-                polys.append(QPolygonF([QPointF(float(px), float(py)) for px, py in zip(x[a:b], y[a:b])]))
+                poly = pg.functions.create_qpolygonf(int(b - a))  # filled through a numpy view
+                pts = pg.functions.ndarray_from_qpolygonf(poly)
+                pts[:, 0], pts[:, 1] = x[a:b], y[a:b]
+                polys.append(poly)
             fx, fy = x[finite], y[finite]
             rect = QRectF(float(fx.min()), float(fy.min()), float(fx.max() - fx.min()), float(fy.max() - fy.min()))
         if not polys and owner not in self._lines:
