@@ -28,8 +28,13 @@ def bench(config: TrainConfig, warmup_steps: int = 5, steps: int = 30) -> dict[s
         if torch.cuda.is_available() and cfg.device != "cpu":
             stats.peak_allocated = int(torch.cuda.max_memory_allocated())
             stats.peak_reserved = int(torch.cuda.max_memory_reserved())
-    total_time = sum(stats.step_times)
+    # Throughput over the wall span of the measured steps (from the end of the last warm-up step to the
+    # end of the last step): data loading, the optimizer, telemetry and all bookkeeping between steps
+    # count, as they do for any wall-clock comparison (tests/benchmarks/trainer_vs_hf.py).
     n = len(stats.step_times)
+    first = len(stats.step_ends) - n
+    start = stats.step_ends[first - 1] if first > 0 else stats.loop_start
+    total_time = stats.step_ends[-1] - start
     tokens_per_s = stats.tokens_per_step * n / total_time
     return {
         **stats.info,

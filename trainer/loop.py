@@ -58,6 +58,10 @@ class BenchStats:
 
     warmup_steps: int
     step_times: list[float] = field(default_factory=list)
+    # perf_counter at the end of each step's whole iteration (bookkeeping and telemetry included);
+    # ``step_ends[warmup_steps - 1]`` (or ``loop_start``) to ``step_ends[-1]`` is the measured wall span.
+    step_ends: list[float] = field(default_factory=list)
+    loop_start: float = 0.0
     data_waits: list[float] = field(default_factory=list)
     tokens_per_step: int = 0
     samples_per_step: int = 0
@@ -506,6 +510,8 @@ class _Trainer:
                "targets": 0}
         sample_ids: list[int] = []
         reason = NONE
+        if self.bench is not None:
+            self.bench.loop_start = time.perf_counter()
         for i in range(remaining):
             t0 = time.perf_counter()
             micro = []
@@ -569,6 +575,8 @@ class _Trainer:
             reason, ckpt_due = dist.all_max([self.flag.reason, ckpt_due], info, self.device)
             if info.is_main and limiter.due(s.step, now, force=c.record_sample_ids or last or reason != NONE):
                 self._emit_step(win, gb, fpt, peak, lr, sample_ids if c.record_sample_ids else None)
+            if self.bench is not None:
+                self.bench.step_ends.append(time.perf_counter())
             if reason != NONE:
                 break
             if ckpt_due and not last:

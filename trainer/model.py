@@ -79,8 +79,13 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None = None,
                           and ("Block" in type(m).__name__ or "Layer" in type(m).__name__)]
                 for i, block in enumerate(blocks):
                     block.gradient_checkpointing = i % 2 == 0
-        if hasattr(model.config, "use_cache"):
-            model.config.use_cache = False
+    # Training needs no KV cache: with ``use_cache`` on, every forward builds a DynamicCache and copies
+    # each layer's keys and values into it (a torch.cat per layer, kept alive until backward). The
+    # Hugging Face Trainer turns it off the same way (``config.use_cache = False``). The saved model
+    # (``save_final``) gets the original value back, so inference with it still caches.
+    if getattr(model.config, "use_cache", None):
+        model.config.use_cache = False
+        model._trainer_restore_use_cache = True  # a plain attribute: not in the config or state dict
     if config.lora_rank > 0:
         model = apply_lora(model, config)
     return model
@@ -145,7 +150,14 @@ def save_final(model: torch.nn.Module, tokenizer: Any, path: Path,
         # Recent transformers write only on global rank 0 under torch.distributed; we call this on the
         # writer of each node's own run directory (separate disks), so this rank must write.
         model.should_save_on_this_rank = lambda is_main_process: True
-    model.save_pretrained(path, **kwargs)
+    restore = [m for m in model.modules() if getattr(m, "_trainer_restore_use_cache", False)]
+    for m in restore:
+        m.config.use_cache = True
+    try:
+        model.save_pretrained(path, **kwargs)
+    finally:
+        for m in restore:
+            m.config.use_cache = False
     tokenizer.save_pretrained(path)
     base = getattr(getattr(model, "base_model", None), "model", None)
     if hasattr(model, "peft_config") and base is not None and getattr(base.config, "id2label", None):

@@ -2,13 +2,17 @@
 
 Same GPT-2 config (random init), same packed data, sequence length, micro-batch, step count and
 optimizer (AdamW); warm-up steps are not measured on either side. Prints tokens/s of each and the
-ratio (ours / HF). Run: ``OMP_NUM_THREADS=2 .venv/bin/python tests/benchmarks/trainer_vs_hf.py``.
+ratio (ours / HF). Both sides are timed the same way: the wall span from the end of the last
+warm-up step to the end of the last step (data loading and everything between steps included).
+``--rounds`` repeats the pair, alternating which side goes first, and reports medians.
+Run: ``OMP_NUM_THREADS=2 .venv/bin/python tests/benchmarks/trainer_vs_hf.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -19,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "corpus"
 
 
-def ours(cfg_path: Path, args: argparse.Namespace, tmp: Path) -> float:
+def ours(cfg_path: Path, args: argparse.Namespace, tmp: Path) -> tuple[float, dict]:
     from trainer.bench import bench
     from trainer.config import TrainConfig
 
@@ -53,14 +57,16 @@ def hf(cfg_path: Path, args: argparse.Namespace, tmp: Path) -> float:
     span: dict[str, float] = {}
 
     class Timer(transformers.TrainerCallback):
-        """Wall time from the first measured step's start to the last step's end, so the data
-        loading between steps counts on this side too (our trainer's step times include it)."""
+        """Wall time from the end of the last warm-up step to the end of the last step: the measured
+        steps whole, their data loading included, exactly the span ``trainer.bench`` measures."""
 
-        def on_step_begin(self, a, state, control, **kw):  # noqa: ANN001
-            if state.global_step == args.warmup:
+        def on_train_begin(self, a, state, control, **kw):  # noqa: ANN001
+            if args.warmup == 0:
                 span["start"] = time.perf_counter()
 
         def on_step_end(self, a, state, control, **kw):  # noqa: ANN001
+            if state.global_step == args.warmup:
+                span["start"] = time.perf_counter()
             span["end"] = time.perf_counter()
 
     targs = transformers.TrainingArguments(
@@ -84,19 +90,34 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--precision", default="fp32")
     p.add_argument("--reset-position-ids", action="store_true")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="measure both sides this many times, alternating which goes first; medians reported")
     args = p.parse_args()
+    ours_runs: list[float] = []
+    hf_runs: list[float] = []
+    detail: dict = {}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         cfg = tmp / "config.json"
         cfg.write_text(json.dumps({"model_type": "gpt2", "n_layer": args.layers, "n_embd": args.hidden,
                                    "n_head": args.heads, "n_positions": max(1024, args.seq_len), "vocab_size": 257,
                                    "bos_token_id": 256, "eos_token_id": 256}))
-        hf_tps = hf(cfg, args, tmp)
-        our_tps, detail = ours(cfg, args, tmp)
-    print(json.dumps({"ours_tokens_per_s": round(our_tps, 1), "hf_trainer_tokens_per_s": round(hf_tps, 1),
-                      "ratio_ours_over_hf": round(our_tps / hf_tps, 3), "mfu_ours": detail["mfu"],
-                      "device": detail["device"], "params": detail["params"], "seq_len": args.seq_len,
-                      "batch": args.batch, "steps": args.steps}, indent=2))
+        for r in range(max(1, args.rounds)):
+            sides = [("hf", hf), ("ours", ours)] if r % 2 == 0 else [("ours", ours), ("hf", hf)]
+            for name, fn in sides:
+                if name == "hf":
+                    hf_runs.append(fn(cfg, args, tmp))
+                else:
+                    tps, detail = fn(cfg, args, tmp)
+                    ours_runs.append(tps)
+    ours_tps, hf_tps = statistics.median(ours_runs), statistics.median(hf_runs)
+    print(json.dumps({"ours_tokens_per_s": round(ours_tps, 1), "hf_trainer_tokens_per_s": round(hf_tps, 1),
+                      "ratio_ours_over_hf": round(ours_tps / hf_tps, 3),
+                      "ratios_per_round": [round(o / h, 3) for o, h in zip(ours_runs, hf_runs)],
+                      "ours_runs": [round(x, 1) for x in ours_runs], "hf_runs": [round(x, 1) for x in hf_runs],
+                      "mfu_ours": detail["mfu"], "device": detail["device"], "params": detail["params"],
+                      "seq_len": args.seq_len, "batch": args.batch, "steps": args.steps, "warmup": args.warmup,
+                      "torch_threads": torch.get_num_threads()}, indent=2))
 
 
 if __name__ == "__main__":

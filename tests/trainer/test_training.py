@@ -183,3 +183,24 @@ def test_sample_order_is_a_pure_function_of_seed_and_epoch_and_reshards_exactly(
         assert sorted(two[s * 8:(s + 1) * 8]) == sorted(one[s * 8:(s + 1) * 8])
     # resuming mid-epoch continues exactly where the position says
     assert consumed(1, data_mod.Position(0, 16), 6) == one[16:16 + 24]
+
+
+def test_training_runs_without_kv_cache_and_the_saved_model_keeps_it(tmp_path: Path, model_config: Path) -> None:
+    import json
+
+    from trainer.model import save_final
+
+    cfg = make_config(tmp_path / "run", model_config)
+    model = build_model(cfg, 257, 256)
+    assert model.config.use_cache is False  # no DynamicCache built and filled on every training forward
+    save_final(model, data_mod.ByteTokenizer(), tmp_path / "final")
+    assert json.loads((tmp_path / "final" / "config.json").read_text())["use_cache"] is True
+    assert model.config.use_cache is False
+
+
+def test_bench_measures_the_wall_span_of_the_measured_steps(tmp_path: Path, model_config: Path) -> None:
+    from trainer.bench import bench
+
+    result = bench(make_config(tmp_path / "run", model_config), warmup_steps=2, steps=4)
+    assert result["measured_steps"] == 4 and result["tokens_per_s"] > 0
+    assert result["tokens_per_s"] == pytest.approx(4 * 4 * 32 / (4 * result["step_time_s"]))
