@@ -77,7 +77,7 @@ def train_flags(model_config: Path, *, steps: int = 8, data: Path = CORPUS, **ex
 @pytest.fixture
 def sshd(tmp_path: Path) -> Iterator[SSHServer]:
     if not available():
-        pytest.skip("needs /usr/sbin/sshd and root")
+        pytest.fail("the SSH tests need /usr/sbin/sshd and root: install openssh-server (.ci/run does)")
     server = SSHServer(tmp_path / "sshd-a", "127.0.0.1").start()
     yield server
     server.stop()
@@ -86,7 +86,7 @@ def sshd(tmp_path: Path) -> Iterator[SSHServer]:
 @pytest.fixture
 def sshd_pair(tmp_path: Path) -> Iterator[tuple[SSHServer, SSHServer]]:
     if not available():
-        pytest.skip("needs /usr/sbin/sshd and root")
+        pytest.fail("the SSH tests need /usr/sbin/sshd and root: install openssh-server (.ci/run does)")
     a = SSHServer(tmp_path / "sshd-b", "127.0.0.2").start()
     b = SSHServer(tmp_path / "sshd-c", "127.0.0.3", client_key=a.client_key).start()
     yield a, b

@@ -88,11 +88,10 @@ def test_fetch_skips_a_corrupt_mirrored_checkpoint(tmp_path: Path, model_config:
 
 @pytest.mark.slow
 def test_sftp_mirror_against_a_real_sshd(tmp_path: Path, model_config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("paramiko")
     from tests import sshd
 
     if not sshd.available():
-        pytest.skip("needs /usr/sbin/sshd and root")
+        pytest.fail("the SSH tests need /usr/sbin/sshd and root: install openssh-server (.ci/run does)")
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))
