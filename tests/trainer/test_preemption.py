@@ -87,11 +87,24 @@ def test_unreachable_endpoint_is_not_a_notice() -> None:
 
 def test_notice_during_training_checkpoints_and_exits_75(metadata, tmp_path: Path, model_config: Path) -> None:
     handler, url = metadata
-    handler.status = 200
-    handler.body = json.dumps({"Events": [{"EventType": "Preempt", "NotBefore": "now"}]}).encode()
+    notice = json.dumps({"Events": [{"EventType": "Preempt", "NotBefore": "now"}]}).encode()
+    events_file = tmp_path / "run" / "events.jsonl"
+
+    def announce_once_training() -> None:
+        # The notice comes while steps run: a notice before the first step stops with nothing to save.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if events_file.exists() and '"kind":"step"' in events_file.read_text():
+                handler.status, handler.body = 200, notice
+                return
+            time.sleep(0.02)
+
+    announcer = threading.Thread(target=announce_once_training, daemon=True)
+    announcer.start()
     cfg = make_config(tmp_path / "run", model_config, max_steps=100000, preemption_url=url,
                       preemption_provider="azure", preemption_poll_s=0.05)
     assert train(cfg) == EXIT_RESUME
+    announcer.join(timeout=5)
     events = read_events(tmp_path / "run")
     assert events[-1]["status"] == "preempted"
     assert "azure Preempt" in [e for e in events if e["kind"] == "preempted"][0]["reason"]
