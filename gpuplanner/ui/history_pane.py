@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
-    QMenu,
     QMessageBox,
     QPushButton,
     QSplitter,
@@ -36,7 +35,6 @@ from PySide6.QtWidgets import (
     QTableWidgetItem,
     QTabWidget,
     QTextBrowser,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -61,7 +59,7 @@ from gpuplanner.ui.history_model import (
 )
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.services import AppServices
-from gpuplanner.ui.table_view import sortable_table
+from gpuplanner.ui.table_view import export_menu_button, sortable_table
 
 STATUSES = ("", "running", "finished", "preempted", "budget_stop", "early_stop", "failed")
 EVENT_PENS = {"checkpoint": "#59a14f", "preempted": "#d64545", "resumed": "#2f6fde", "run_start": "#8a8f98",
@@ -238,15 +236,9 @@ class HistoryPane(QWidget):
         self.delete_button = QPushButton("Delete…")
         self.delete_button.setToolTip("Delete the selected runs and all their telemetry")
         self.delete_button.clicked.connect(self._on_delete_clicked)
-        self.export_button = QToolButton()
-        self.export_button.setText("Export")
-        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(self.export_button)
-        for label, kind in (("Runs as CSV…", "csv"), ("Runs as Markdown…", "markdown"), ("PDF report…", "pdf")):
-            action = menu.addAction(label)
-            action.setData(kind)
-        menu.triggered.connect(self._on_export_triggered)
-        self.export_button.setMenu(menu)
+        self.export_button = export_menu_button(
+            (("Runs as CSV…", "csv"), ("Runs as Markdown…", "markdown"), ("PDF report…", "pdf")),
+            self._on_export_triggered)
         bar = QHBoxLayout()
         bar.addWidget(self.filter_edit, 2)
         bar.addWidget(self.status_combo)

@@ -39,12 +39,10 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QInputDialog,
     QLabel,
-    QMenu,
     QMessageBox,
     QPushButton,
     QScrollArea,
     QSplitter,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -73,7 +71,7 @@ from gpuplanner.ui.plan_inputs import (
 )
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.services import AppServices
-from gpuplanner.ui.table_view import sortable_table
+from gpuplanner.ui.table_view import export_menu_button, sortable_table
 
 DEBOUNCE_MS = 150
 
@@ -250,17 +248,10 @@ class PlanPane(QWidget):
         self.open_button = QPushButton("Open plan…")
         self.open_button.setToolTip("Reopen a saved plan (Ctrl+O)")
         self.open_button.clicked.connect(self._on_open_clicked)
-        self.export_button = QToolButton()
-        self.export_button.setText("Export")
-        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(self.export_button)
-        for label, kind in (("Comparison as CSV…", "csv"), ("Comparison as Markdown…", "markdown"),
-                            ("Charts as PNG…", "png"), ("One-page PDF report…", "pdf")):
-            action = menu.addAction(label)
-            action.setData(kind)
-        menu.triggered.connect(self._on_export_triggered)
-        self.export_menu = menu
-        self.export_button.setMenu(menu)
+        self.export_button = export_menu_button(
+            (("Comparison as CSV…", "csv"), ("Comparison as Markdown…", "markdown"), ("Charts as PNG…", "png"),
+             ("One-page PDF report…", "pdf")), self._on_export_triggered)
+        self.export_menu = self.export_button.menu()
         self.launch_button = QPushButton("Launch this plan…")
         self.launch_button.setToolTip("Open the launch dialog with these settings (Ctrl+L)")
         self.launch_button.clicked.connect(self._on_launch_clicked)

@@ -1,9 +1,12 @@
-"""The app's look for a sortable table of rows (Plan comparison, History runs)."""
+"""The app's look for a sortable table of rows and its Export button (Plan comparison, History runs)."""
 
 from __future__ import annotations
 
+from typing import Callable, Sequence
+
 from PySide6.QtCore import QSortFilterProxyModel, Qt
-from PySide6.QtWidgets import QAbstractItemView, QTableView
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QAbstractItemView, QMenu, QTableView, QToolButton
 
 
 def sortable_table(proxy: QSortFilterProxyModel, sort_column: int, order: Qt.SortOrder,
@@ -19,3 +22,16 @@ def sortable_table(proxy: QSortFilterProxyModel, sort_column: int, order: Qt.Sor
     table.verticalHeader().setVisible(False)
     table.verticalHeader().setDefaultSectionSize(22)
     return table
+
+
+def export_menu_button(items: Sequence[tuple[str, str]], on_triggered: Callable[[QAction], None]) -> QToolButton:
+    """An "Export" button whose menu lists ``(label, kind)`` items; the chosen action carries ``kind``."""
+    button = QToolButton()
+    button.setText("Export")
+    button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+    menu = QMenu(button)
+    for label, kind in items:
+        menu.addAction(label).setData(kind)
+    menu.triggered.connect(on_triggered)
+    button.setMenu(menu)
+    return button
