@@ -26,6 +26,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python tests/benchmarks/plan_speed.py
+	OMP_NUM_THREADS=1 $(BIN)/python tests/benchmarks/history_ingest.py
+	QT_QPA_PLATFORM=offscreen $(BIN)/python tests/benchmarks/ui_speed.py
+	OMP_NUM_THREADS=2 PYTHONPATH=. $(BIN)/python tests/benchmarks/trainer_vs_hf.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache

@@ -31,6 +31,7 @@ from .preemption import (BUDGET_STOP, EARLY_STOP, NONE, PREEMPTED, REASON_STATUS
 from .telemetry import StepRateLimiter, Telemetry, warn
 
 EXIT_OK, EXIT_FAILED, EXIT_RESUME = 0, 1, 75
+IGNORE_INDEX = -100  # cross-entropy target that contributes nothing
 
 
 @dataclass
@@ -102,7 +103,11 @@ def causal_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], devi
         kwargs["position_ids"] = batch["position_ids"].to(device, non_blocking=True)
     with autocast():
         logits = model(input_ids=ids, **kwargs).logits
-    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten(), reduction="sum")
+    # Shift the targets, not the logits: slicing ``logits[:, :-1]`` would copy the whole logits tensor
+    # (and its gradient) every step. The last position has no next token and is ignored.
+    targets = F.pad(ids[:, 1:], (0, 1), value=IGNORE_INDEX)
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX,
+                           reduction="sum")
 
 
 def target_count(batch: dict[str, torch.Tensor]) -> int:

@@ -86,9 +86,33 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None = None,
     if getattr(model.config, "use_cache", None):
         model.config.use_cache = False
         model._trainer_restore_use_cache = True  # a plain attribute: not in the config or state dict
+    if config.fused_kernels:
+        fuse_activations(model)
     if config.lora_rank > 0:
         model = apply_lora(model, config)
     return model
+
+
+# Transformers activation classes that compute the tanh GELU, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+# as a chain of elementwise ops (pow, mul, add, tanh, add, mul, mul): seven kernels each way, each one reading
+# and writing the whole activation, several intermediates kept for backward. GPT-2 and GPT-J use them.
+_TANH_GELU_CLASSES = ("NewGELUActivation", "FastGELUActivation", "AccurateGELUActivation")
+
+
+def fuse_activations(model: torch.nn.Module) -> int:
+    """Replace op-by-op tanh-GELU modules with ``torch.nn.GELU(approximate="tanh")``, the same function
+    as one kernel each way; returns how many were replaced.
+
+    Only module instances change: the model's config (``activation_function``) and weights do not,
+    so the saved model loads and behaves as before everywhere.
+    """
+    replaced = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child).__name__ in _TANH_GELU_CLASSES and type(child).__module__.startswith("transformers."):
+                setattr(parent, name, torch.nn.GELU(approximate="tanh"))
+                replaced += 1
+    return replaced
 
 
 def apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:

@@ -142,15 +142,10 @@ def _llama_ledger(spec: ModelSpec, regime: str) -> list:
     return items
 
 
-def _gelu_items(inter: int, c: int, regime: str, act: str, consumer: str) -> list:
-    if act == "gelu_new":
-        # 0.5*x*(1+tanh(k*(x+0.044715*x**3))) in Python: pow saves x, tanh its output, the last
-        # product both factors. Under autocast pow runs in fp32 (autocast fp32 op list), which turns
-        # x, tanh and (1+tanh) into fp32.
-        if regime == "amp":
-            return [(inter, FP32, None), (inter, FP32, None), (inter, HALF, None), (inter, FP32, None), (inter, HALF, (consumer,))]
-        return [(inter, c, None)] * 4 + [(inter, c, (consumer,))]
-    # fused GELU/SiLU: saves its input; the next linear saves the output
+def _gelu_items(inter: int, c: int, consumer: str) -> list:
+    # One-kernel GELU or SiLU: saves its input; the next linear saves the output. GPT-2's ``gelu_new``
+    # counts as one kernel too: transformers writes it op by op (five saved tensors), but the bundled
+    # trainer runs it as ``torch.nn.GELU(approximate="tanh")`` (``--fused-kernels``, on by default).
     return [(inter, c, None), (inter, c, (consumer,))]
 
 
@@ -164,7 +159,7 @@ def _gpt2_ledger(spec: ModelSpec, regime: str) -> list:
     items += [(3 * h, c, None), (h, c, None), (spec.num_heads, FP32, None), (h, c, ("attn.c_proj",))]
     items += drop
     items += _layernorm(h, res, c, regime, ("mlp.c_fc",))
-    items += _gelu_items(inter, c, regime, spec.activation, "mlp.c_proj")
+    items += _gelu_items(inter, c, "mlp.c_proj")
     items += drop
     return items
 
@@ -180,7 +175,7 @@ def _bert_ledger(spec: ModelSpec, regime: str) -> list:
     items += [(3 * h, c, None), (h, c, None), (spec.num_heads, FP32, None), (h, c, ("attention.output.dense",))]
     items += drop + [(h, res, None), (2, FP32, None)]  # post-norm LayerNorm input + mean/rstd
     items += _norm_out(h, res, c, regime, ("intermediate.dense",))
-    items += _gelu_items(inter, c, regime, spec.activation, "output.dense")
+    items += _gelu_items(inter, c, "output.dense")
     items += drop + [(h, res, None), (2, FP32, None)]
     return items
 

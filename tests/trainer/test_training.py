@@ -204,3 +204,41 @@ def test_bench_measures_the_wall_span_of_the_measured_steps(tmp_path: Path, mode
     result = bench(make_config(tmp_path / "run", model_config), warmup_steps=2, steps=4)
     assert result["measured_steps"] == 4 and result["tokens_per_s"] > 0
     assert result["tokens_per_s"] == pytest.approx(4 * 4 * 32 / (4 * result["step_time_s"]))
+
+
+def test_fused_gelu_is_the_same_function_and_the_saved_model_is_unchanged(tmp_path: Path, model_config: Path) -> None:
+    import json
+
+    from trainer.model import fuse_activations, save_final
+
+    def fused_gelus(model: torch.nn.Module) -> int:
+        return sum(isinstance(m, torch.nn.GELU) and m.approximate == "tanh" for m in model.modules())
+
+    fused = build_model(make_config(tmp_path / "run", model_config), 257, 256)
+    plain = build_model(make_config(tmp_path / "run", model_config, fused_kernels=False), 257, 256)
+    assert fused_gelus(fused) == TINY_GPT2["n_layer"] and fused_gelus(plain) == 0
+    assert fuse_activations(fused) == 0  # nothing left to replace
+    plain.load_state_dict(fused.state_dict())
+    ids = torch.randint(0, 256, (2, 16))
+    grads = []
+    for model in (fused, plain):
+        model.eval()  # no dropout: the two forwards must see the same function
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    with torch.no_grad():
+        assert torch.allclose(fused(input_ids=ids).logits, plain(input_ids=ids).logits, atol=1e-5, rtol=1e-5)
+    assert torch.allclose(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+    save_final(fused, data_mod.ByteTokenizer(), tmp_path / "final")
+    assert json.loads((tmp_path / "final" / "config.json").read_text())["activation_function"] == "gelu_new"
+
+
+def test_fused_kernels_leave_other_activations_alone(tmp_path: Path) -> None:
+    import json
+
+    llama = tmp_path / "llama.json"
+    llama.write_text(json.dumps({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
+                                 "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2,
+                                 "vocab_size": 257}))
+    model = build_model(make_config(tmp_path / "run", llama), 257, 256)
+    assert not any(isinstance(m, torch.nn.GELU) for m in model.modules())  # SiLU is already one kernel
