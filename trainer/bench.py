@@ -38,6 +38,7 @@ def bench(config: TrainConfig, warmup_steps: int = 5, steps: int = 30) -> dict[s
     tokens_per_s = stats.tokens_per_step * n / total_time
     return {
         **stats.info,
+        "method": "lora" if cfg.lora_rank > 0 else "full",
         "seq_len": cfg.seq_len, "micro_batch": cfg.micro_batch, "grad_accum": cfg.grad_accum,
         "warmup_steps": warmup_steps, "measured_steps": n,
         "tokens_per_s": tokens_per_s, "samples_per_s": stats.samples_per_step * n / total_time,

@@ -251,20 +251,20 @@ def calibrated_request(request: PlanRequest, db_path: Path, catalog: Catalog) ->
 
 
 def measured_speeds(request: PlanRequest, db_path: Path, catalog: Catalog) -> dict[str, MeasuredSpeed]:
-    """Per catalog GPU name, the speed measured in the history for this model at this sequence length."""
+    """Per catalog GPU name, the speed measured in the history for this model, training method (full or
+    LoRA) and sequence length."""
     if not db_path.exists():
         return {}
     db = open_db(db_path, create=False)
     try:
-        found = measurements(db, model_name=request.model.name)
+        found = measurements(db, model_name=request.model.name, method=request.setup.method,
+                             seq_len=request.setup.seq_len)
     finally:
         db.close()
     measured: dict[str, MeasuredSpeed] = {}
     for calibration in found.values():
         gpu = catalog.find_gpu(calibration.gpu_type)
         if gpu is None or calibration.tokens_per_s_per_gpu is None:
-            continue
-        if calibration.seq_len is not None and calibration.seq_len != request.setup.seq_len:
             continue
         where = "runs" if calibration.source == "run" else "trainer bench results"
         source = f"{where} {', '.join(f'#{i}' for i in calibration.ids)} on {calibration.gpu_type}"

@@ -1,10 +1,14 @@
-"""Calibration for the planner: measured throughput and peak memory per (GPU type, model).
+"""Calibration for the planner: measured throughput and peak memory per GPU type, model, training
+method and sequence length.
 
 Sources, in order of trust: finished runs in the history (``source="run"``), then ``trainer bench``
 results (``source="bench"``). Throughput is the run's median step throughput (tokens/s and
 samples/min for the whole run, and per GPU); peak memory is the largest ``peak_mem_bytes`` a step
-reported (per GPU, as the trainer measures on its own device). The planner should prefer these over its
-defaults and name the source. Plain data only: this module does not import the planning engine.
+reported (per GPU, as the trainer measures on its own device). Measurements are only combined when
+they share the GPU type, the model, the method ("full" or "lora": LoRA skips most weight gradients
+and optimizer work, so its speed says little about full training) and the sequence length. The
+planner should prefer these over its defaults and name the source. Plain data only: this module does
+not import the planning engine.
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ from sqlite_utils import Database
 from gpuplanner.history.db import write_transaction
 
 FINISHED = ("finished", "budget_stop", "early_stop")
+# (gpu_type, model_name, method, seq_len): what must match for measurements to be combined
+Key = tuple[str, str, str, int | None]
 
 
 @dataclass(frozen=True)
 class Calibration:
     gpu_type: str
     model_name: str
+    method: str  # "full" or "lora" (or what an imported run's config names)
     source: str  # "run" (measured in finished runs) or "bench" (trainer bench)
     tokens_per_s: float | None  # for the whole run (all its GPUs)
     samples_per_min: float | None
@@ -42,6 +49,25 @@ class Calibration:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def key(self) -> Key:
+        return (self.gpu_type, self.model_name, self.method, self.seq_len)
+
+
+def method_of(config: Mapping[str, Any]) -> str:
+    """The training method a run's config or a bench result describes: an explicit ``method`` key, else
+    "lora" when it trained LoRA adapters (``lora_rank`` > 0, or fewer trainable than total parameters)."""
+    method = config.get("method")
+    if isinstance(method, str) and method.strip():
+        return method.strip().lower()
+    rank = _num(config.get("lora_rank"))
+    if rank is not None and rank > 0:
+        return "lora"
+    trainable, total = _num(config.get("trainable_params")), _num(config.get("params"))
+    if trainable is not None and total is not None and 0 < trainable < total:
+        return "lora"
+    return "full"
 
 
 def record_bench(db: Database, *, gpu_type: str, model_name: str, result: Mapping[str, Any],
@@ -87,28 +113,36 @@ def _from_runs(db: Database, gpu_type: str | None, model_name: str | None) -> li
     if model_name:
         sql += " AND r.model_name = ?"
         params.append(model_name)
-    groups: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
-    for row in db.execute(sql + " ORDER BY r.id", params).fetchall():
-        run_id = row[0]
+    groups: dict[Key, list[tuple[Any, ...]]] = {}
+    for run_id, gpu, model, gpus, config_json, ended_at, peak in db.execute(sql + " ORDER BY r.id", params).fetchall():
         throughput = db.execute("SELECT tokens_per_s, samples_per_s FROM steps WHERE run_id = ?", [run_id]).fetchall()
         tps = _median([r[0] for r in throughput])
         sps = _median([r[1] for r in throughput])
         if tps is None and sps is None:
             continue
-        groups.setdefault((row[1], row[2]), []).append((*row, tps, sps))
+        config = _json_object(config_json)
+        key = (gpu, model, method_of(config), _int_or_none(_num(config.get("seq_len"))))
+        groups.setdefault(key, []).append((run_id, gpus, ended_at, peak, tps, sps, config))
     out = []
-    for (gpu, model), rows in groups.items():
-        tps = _median([r[7] for r in rows])
-        spm = _median([r[8] * 60.0 if r[8] is not None else None for r in rows])
-        per_gpu_t = _median([r[7] / r[3] if r[7] is not None else None for r in rows])
-        per_gpu_s = _median([r[8] * 60.0 / r[3] if r[8] is not None else None for r in rows])
-        peaks = [r[6] for r in rows if r[6] is not None]
-        config = json.loads(rows[-1][4]) if rows[-1][4] else {}
-        out.append(Calibration(gpu, model, "run", tps, spm, per_gpu_t, per_gpu_s, max(peaks) if peaks else None,
-                               int(statistics.median(r[3] for r in rows)), len(rows), tuple(r[0] for r in rows),
-                               _int_or_none(_num(config.get("seq_len"))), _int_or_none(_num(config.get("micro_batch"))),
-                               max((r[5] or 0.0) for r in rows)))
+    for (gpu, model, method, seq_len), rows in groups.items():
+        tps = _median([r[4] for r in rows])
+        spm = _median([r[5] * 60.0 if r[5] is not None else None for r in rows])
+        per_gpu_t = _median([r[4] / r[1] if r[4] is not None else None for r in rows])
+        per_gpu_s = _median([r[5] * 60.0 / r[1] if r[5] is not None else None for r in rows])
+        peaks = [r[3] for r in rows if r[3] is not None]
+        out.append(Calibration(gpu, model, method, "run", tps, spm, per_gpu_t, per_gpu_s, max(peaks) if peaks else None,
+                               int(statistics.median(r[1] for r in rows)), len(rows), tuple(r[0] for r in rows),
+                               seq_len, _int_or_none(_num(rows[-1][6].get("micro_batch"))),
+                               max((r[2] or 0.0) for r in rows)))
     return out
+
+
+def _json_object(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _num(value: Any) -> float | None:
@@ -117,7 +151,7 @@ def _num(value: Any) -> float | None:
 
 def _from_bench(db: Database, gpu_type: str | None, model_name: str | None) -> list[Calibration]:
     sql = "SELECT id, gpu_type, model_name, seq_len, micro_batch, tokens_per_s, samples_per_s, peak_mem_bytes," \
-          " measured_at FROM bench_results WHERE 1"
+          " measured_at, result_json FROM bench_results WHERE 1"
     params: list[Any] = []
     if gpu_type:
         sql += " AND gpu_type = ?"
@@ -125,28 +159,39 @@ def _from_bench(db: Database, gpu_type: str | None, model_name: str | None) -> l
     if model_name:
         sql += " AND model_name = ?"
         params.append(model_name)
-    groups: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+    groups: dict[Key, list[tuple[Any, ...]]] = {}
     for row in db.execute(sql + " ORDER BY id", params).fetchall():
-        groups.setdefault((row[1], row[2]), []).append(row)
+        groups.setdefault((row[1], row[2], method_of(_json_object(row[9])), row[3]), []).append(row)
     out = []
-    for (gpu, model), rows in groups.items():
+    for (gpu, model, method, seq_len), rows in groups.items():
         tps = _median([r[5] for r in rows])
         spm = _median([r[6] * 60.0 if r[6] is not None else None for r in rows])
         peaks = [r[7] for r in rows if r[7] is not None]
-        out.append(Calibration(gpu, model, "bench", tps, spm, tps, spm, max(peaks) if peaks else None, 1, len(rows),
-                               tuple(r[0] for r in rows), rows[-1][3], rows[-1][4], max(r[8] for r in rows)))
+        out.append(Calibration(gpu, model, method, "bench", tps, spm, tps, spm, max(peaks) if peaks else None, 1,
+                               len(rows), tuple(r[0] for r in rows), seq_len, rows[-1][4], max(r[8] for r in rows)))
     return out
 
 
-def measurements(db: Database, *, gpu_type: str | None = None,
-                 model_name: str | None = None) -> dict[tuple[str, str], Calibration]:
-    """The best calibration per (gpu_type, model_name): finished runs first, else bench results."""
-    best: dict[tuple[str, str], Calibration] = {}
+def measurements(db: Database, *, gpu_type: str | None = None, model_name: str | None = None,
+                 method: str | None = None, seq_len: int | None = None) -> dict[Key, Calibration]:
+    """The best calibration per (gpu_type, model_name, method, seq_len): finished runs first, else bench
+    results. ``method`` and ``seq_len`` narrow the answer to measurements that match them exactly."""
+    best: dict[Key, Calibration] = {}
     for cal in _from_bench(db, gpu_type, model_name) + _from_runs(db, gpu_type, model_name):
-        best[(cal.gpu_type, cal.model_name)] = cal  # runs come last and win
+        if method is not None and cal.method != method.lower():
+            continue
+        if seq_len is not None and cal.seq_len != seq_len:
+            continue
+        best[cal.key] = cal  # runs come last and win
     return best
 
 
-def lookup(db: Database, gpu_type: str, model_name: str) -> Calibration | None:
-    """The calibration for one GPU type and model, or None when nothing was measured."""
-    return measurements(db, gpu_type=gpu_type, model_name=model_name).get((gpu_type, model_name))
+def lookup(db: Database, gpu_type: str, model_name: str, *, method: str = "full",
+           seq_len: int | None = None) -> Calibration | None:
+    """The calibration for one GPU type, model and method (and sequence length when given), or None when
+    nothing that matches was measured. Without ``seq_len``, across sequence lengths: finished runs
+    before bench results, then the most recent."""
+    found = measurements(db, gpu_type=gpu_type, model_name=model_name, method=method, seq_len=seq_len)
+    if not found:
+        return None
+    return max(found.values(), key=lambda cal: (cal.source == "run", cal.measured_at))

@@ -150,6 +150,41 @@ def test_calibration_prefers_finished_runs_over_bench(db: Database) -> None:
     assert cal.tokens_per_s_per_gpu == 125.0 and cal.samples_per_min_per_gpu == 75.0
     assert cal.peak_mem_bytes == 20 * GIB and cal.gpu_count == 8
     everything = measurements(db)
-    assert set(everything) == {("H100 SXM", "gpt2"), ("L4", "gpt2")}
-    assert everything[("L4", "gpt2")].source == "bench"
+    assert set(everything) == {("H100 SXM", "gpt2", "full", 512), ("H100 SXM", "gpt2", "full", None),
+                               ("L4", "gpt2", "full", None)}
+    assert everything[("L4", "gpt2", "full", None)].source == "bench"
+    assert lookup(db, "H100 SXM", "gpt2", seq_len=512).source == "bench"  # type: ignore[union-attr]
     assert lookup(db, "A10", "gpt2") is None
+    assert lookup(db, "H100 SXM", "gpt2", method="lora") is None
+
+
+def _finished_run(db: Database, *, seq_len: int, tokens_per_s: float, **config: object) -> int:
+    from trainer.protocol import make_record
+
+    run_id = create_run(db, gpu_type="A100 80GB", gpu_count=1)
+    records = [make_record("run_start", 0, 100.0, config={"model_name": "llama-3-8b", "seq_len": seq_len, **config})]
+    records += [make_record("step", k, 100.0 + k, step=k, loss=2.0, tokens_total=k * seq_len, samples_total=k,
+                            step_time_s=1.0, tokens_per_s=tokens_per_s, samples_per_s=tokens_per_s / seq_len)
+                for k in range(1, 4)]
+    records.append(make_record("run_end", 4, 104.0, status="finished"))
+    ingest_records(db, run_id, records)
+    return run_id
+
+
+def test_calibration_keeps_methods_and_sequence_lengths_apart(db: Database) -> None:
+    full_2k = _finished_run(db, seq_len=2048, tokens_per_s=3000.0)
+    full_2k_again = _finished_run(db, seq_len=2048, tokens_per_s=3400.0)
+    full_8k = _finished_run(db, seq_len=8192, tokens_per_s=2000.0)
+    lora = _finished_run(db, seq_len=2048, tokens_per_s=9000.0, lora_rank=16)
+    imported = _finished_run(db, seq_len=2048, tokens_per_s=7000.0, method="QLoRA")
+    cal = lookup(db, "A100 80GB", "llama-3-8b", seq_len=2048)
+    assert cal is not None and cal.ids == (full_2k, full_2k_again) and cal.tokens_per_s == 3200.0  # median of 2
+    assert lookup(db, "A100 80GB", "llama-3-8b", seq_len=8192).ids == (full_8k,)  # type: ignore[union-attr]
+    assert lookup(db, "A100 80GB", "llama-3-8b", method="lora").ids == (lora,)  # type: ignore[union-attr]
+    assert lookup(db, "A100 80GB", "llama-3-8b", method="qlora").ids == (imported,)  # type: ignore[union-attr]
+    assert lookup(db, "A100 80GB", "llama-3-8b", seq_len=4096) is None
+    bench = record_bench(db, gpu_type="A100 80GB", model_name="llama-3-8b",
+                         result={"tokens_per_s": 8000.0, "seq_len": 1024, "params": 100, "trainable_params": 4})
+    assert lookup(db, "A100 80GB", "llama-3-8b", method="lora", seq_len=1024).ids == (bench,)  # type: ignore[union-attr]
+    assert set(measurements(db, method="full")) == {("A100 80GB", "llama-3-8b", "full", 2048),
+                                                    ("A100 80GB", "llama-3-8b", "full", 8192)}

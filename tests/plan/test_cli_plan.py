@@ -111,10 +111,11 @@ def test_a_real_process_never_shows_a_traceback(tmp_path: Path) -> None:
     assert "--epochs" in result.stderr and "Traceback" not in result.stderr
 
 
-def _write_finished_run(path: Path, tokens_per_s: float, seq_len: int) -> None:
+def _write_finished_run(path: Path, tokens_per_s: float, seq_len: int, lora_rank: int = 0) -> None:
     from trainer.protocol import encode, make_record
 
-    records = [make_record("run_start", 0, 1000.0, config={"seq_len": seq_len, "micro_batch": 4})]
+    config = {"seq_len": seq_len, "micro_batch": 4, "lora_rank": lora_rank}
+    records = [make_record("run_start", 0, 1000.0, config=config)]
     for step in range(1, 6):
         records.append(make_record("step", step, 1000.0 + step, step=step, loss=2.0, tokens_total=step * 4 * seq_len,
                                    samples_total=step * 4, step_time_s=1.0, tokens_per_s=tokens_per_s,
@@ -140,6 +141,20 @@ def test_measured_runs_in_the_history_calibrate_the_plan(tmp_path: Path, capsys:
     # A measurement at another sequence length does not transfer.
     code, out, _ = run(capsys, *[f if f != "512" else "1024" for f in flags])
     assert json.loads(out)["throughput"]["source"].startswith("estimate")
+
+
+def test_a_lora_run_calibrates_lora_plans_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events, db = tmp_path / "events.jsonl", tmp_path / "history.sqlite"
+    _write_finished_run(events, tokens_per_s=30_000.0, seq_len=512, lora_rank=16)
+    assert main(["runs", "import", str(events), "--db", str(db), "--gpu-type", "NVIDIA A10G", "--model", "gpt2",
+                 "--gpus", "1", "--price", "1.0"]) == 0
+    capsys.readouterr()
+    flags = ["plan", "--model", "gpt2", "--gpu", "A10G", "--seq-len", "512", "--db", str(db), "--json"]
+    code, out, _ = run(capsys, *flags, "--method", "full")
+    assert code == 0 and json.loads(out)["throughput"]["source"].startswith("estimate")
+    code, out, _ = run(capsys, *flags, "--method", "lora")
+    throughput = json.loads(out)["throughput"]
+    assert throughput["source"].startswith("calibrated: runs #1") and throughput["tokens_per_s"] == pytest.approx(30_000.0)
 
 
 def test_trace_mode_says_which_answered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
