@@ -6,7 +6,11 @@ Reusable outside ``tests/launch`` (e.g. the trainer's ``sftp://`` mirror tests):
     server.client_key        # private key accepted for root (authorized_keys in the temp dir)
     server.known_hosts_line  # "[127.0.0.1]:PORT ssh-ed25519 AAAA..." to trust the host key
     server.cut_connections() # kill the per-connection sshd processes (the listener stays)
+    server.authorize(pub)    # accept one more public key (e.g. a passphrase-protected one)
     server.stop()
+
+``options`` are sshd_config lines that take precedence over the defaults (sshd uses the first value
+of a keyword), e.g. ``SSHServer(folder, options=["AllowTcpForwarding no"])``.
 
 Nothing outside the given folder is touched except ``/run/sshd`` (sshd's privilege separation dir).
 """
@@ -50,7 +54,8 @@ def fingerprint(pub_path: Path) -> str:
 
 
 class SSHServer:
-    def __init__(self, folder: Path, address: str = "127.0.0.1", client_key: Path | None = None) -> None:
+    def __init__(self, folder: Path, address: str = "127.0.0.1", client_key: Path | None = None,
+                 options: list[str] | tuple[str, ...] = ()) -> None:
         self.dir = Path(folder)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.address = address
@@ -60,6 +65,8 @@ class SSHServer:
         self.authorized_keys = self.dir / "authorized_keys"
         self.config = self.dir / "sshd_config"
         self.log = self.dir / "sshd.log"
+        self.options = list(options)
+        self.extra_keys: list[str] = []
         self.proc: subprocess.Popen[bytes] | None = None
 
     # -- keys -------------------------------------------------------------------------------------
@@ -68,7 +75,17 @@ class SSHServer:
             keygen(self.host_key, "test-host")
         if not self.client_key.exists():
             keygen(self.client_key)
-        self.authorized_keys.write_text(Path(f"{self.client_key}.pub").read_text())
+        self._write_authorized_keys()
+
+    def _write_authorized_keys(self) -> None:
+        lines = [Path(f"{self.client_key}.pub").read_text().strip(), *self.extra_keys]
+        self.authorized_keys.write_text("\n".join(lines) + "\n")
+
+    def authorize(self, pub_path: Path) -> None:
+        """Accept the key of ``pub_path`` (a ``.pub`` file) too; sshd reads authorized_keys per login."""
+        self.extra_keys.append(Path(pub_path).read_text().strip())
+        if self.client_key.exists():
+            self._write_authorized_keys()
 
     def new_host_key(self) -> None:
         """Replace the host key (a restart is needed for sshd to use it)."""
@@ -87,7 +104,7 @@ class SSHServer:
     # -- process ----------------------------------------------------------------------------------
     def _write_config(self) -> None:
         self.config.write_text("\n".join([
-            f"Port {self.port}", f"ListenAddress {self.address}", f"HostKey {self.host_key}",
+            *self.options, f"Port {self.port}", f"ListenAddress {self.address}", f"HostKey {self.host_key}",
             f"PidFile {self.dir / 'sshd.pid'}", f"AuthorizedKeysFile {self.authorized_keys}", "StrictModes no",
             "PermitRootLogin yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
             "PubkeyAuthentication yes", "Subsystem sftp internal-sftp", "AllowTcpForwarding yes",

@@ -1,19 +1,26 @@
 """One SSH connection to a host: host key check, key/agent authentication, keepalives, deadlines.
 
 - Authentication: ssh-agent and key files; an encrypted key asks ``passphrase_callback(prompt)``
-  (None or an empty answer means "skip this key"). Passwords are never used or stored.
+  (None or an empty answer means "skip this key"), once per key file and process: the decrypted key
+  is kept in memory until the file changes, so reconnects do not ask again. A wrong passphrase raises
+  :class:`AuthenticationFailed` naming the key. Passwords are never used or stored.
 - Every blocking call has a deadline: the TCP connect, the banner, authentication, each command
   (``run``), and SFTP reads (channel timeout). Keepalives detect a dead peer.
 - ``run`` drains stdout and stderr while waiting for the exit status, so a chatty command never
   blocks on a full window.
-- ProxyJump: ``[user@]host[:port]`` or an alias of the SSH config; the jump host's key is checked too.
+- ProxyJump: ``[user@]host[:port]``, ``ssh://[user@]host[:port]`` or an alias of the SSH config, or a
+  comma-separated chain of them (the target is reached through the last, which is reached through
+  the ones before it); ``none`` means no jump. Every jump host's key is checked like a direct host's.
 """
 
 from __future__ import annotations
 
+import base64
+import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,42 +47,131 @@ class AuthenticationFailed(SSHError):
     """No key (agent or file) was accepted. Not retried: the user must fix keys or the agent."""
 
 
-def parse_jump(spec: str) -> Host:
-    """A ProxyJump value (first hop only) as a Host: an SSH config alias, or ``[user@]host[:port]``."""
+MAX_JUMPS = 8  # a longer chain is taken for a loop (e.g. ``Host *`` with a ProxyJump that matches itself)
+
+
+def _parse_hop(hop: str) -> Host:
+    """One ProxyJump hop as a Host: ``[ssh://][user@]host[:port]``; ``host`` may be an SSH config alias."""
     from gpuplanner.launch.hosts import Host, ssh_config_host
 
-    first = spec.split(",")[0].strip()
-    alias = ssh_config_host(first)
-    if alias is not None:
-        return alias
-    user, _, rest = first.rpartition("@")
-    hostname, port = rest, 22
+    rest = hop[len("ssh://"):] if hop.startswith("ssh://") else hop
+    user, _, rest = rest.rpartition("@")
+    hostname, port_text = rest, ""
     if rest.startswith("["):
         hostname, _, tail = rest[1:].partition("]")
-        port = int(tail[1:]) if tail.startswith(":") else 22
+        port_text = tail[1:] if tail.startswith(":") else ""
     elif rest.count(":") == 1:
         hostname, port_text = rest.split(":")
-        port = int(port_text)
-    return Host(name=first, kind="ssh", hostname=hostname, port=port, user=user or None)
+    if not hostname or (port_text and not (port_text.isdigit() and 0 < int(port_text) < 65536)):
+        raise SSHError(f"bad ProxyJump host {hop!r}: expected [user@]host[:port] or an SSH config alias")
+    alias = ssh_config_host(hostname)
+    if alias is not None:
+        return replace(alias, name=hop, user=user or alias.user, port=int(port_text) if port_text else alias.port)
+    return Host(name=hop, kind="ssh", hostname=hostname, port=int(port_text or 22), user=user or None)
+
+
+def parse_jump(spec: str) -> Host | None:
+    """A ProxyJump value as the Host to connect through (None for ``none``). In a chain ``a,b`` that is
+    ``b``, with ``a`` as its own ProxyJump."""
+    hops = [hop.strip() for hop in spec.split(",")]
+    if spec.strip().lower() == "none":
+        return None
+    if not all(hops):
+        raise SSHError(f"bad ProxyJump {spec!r}: an empty host in the list")
+    host = _parse_hop(hops[-1])
+    if len(hops) > 1:
+        host = replace(host, proxy_jump=",".join(hops[:-1]))
+    return host
+
+
+def jump_chain(host: Host) -> list[Host]:
+    """The jump hosts on the way to ``host``, nearest first: ``[b, a]`` for ProxyJump ``a,b`` (``b`` is
+    reached through ``a``). Raises SSHError for a bad value or more than MAX_JUMPS hops (a loop)."""
+    chain: list[Host] = []
+    spec = host.proxy_jump
+    while spec:
+        hop = parse_jump(spec)
+        if hop is None:
+            break
+        chain.append(hop)
+        if len(chain) > MAX_JUMPS:
+            raise SSHError(f"{host.name}: more than {MAX_JUMPS} jump hosts, a ProxyJump loop? "
+                           + " <- ".join(h.name for h in chain[:4]) + " <- ...")
+        spec = hop.proxy_jump
+    return chain
+
+
+def _is_encrypted(data: bytes) -> bool:
+    """Whether a private key file needs a passphrase (OpenSSH format: cipher not "none"; PEM: an
+    ``ENCRYPTED`` header)."""
+    text = data.decode("ascii", "replace")
+    begin = "-----BEGIN OPENSSH PRIVATE KEY-----"
+    if begin in text:
+        body = text.split(begin, 1)[1].split("-----END", 1)[0]
+        try:
+            blob = base64.b64decode("".join(body.split()))
+        except ValueError:
+            return False
+        magic = b"openssh-key-v1\x00"
+        if not blob.startswith(magic):
+            return False
+        size = int.from_bytes(blob[len(magic):len(magic) + 4], "big")
+        return blob[len(magic) + 4:len(magic) + 4 + size] != b"none"
+    return any(line.startswith(("-----BEGIN ENCRYPTED ", "Proc-Type:")) and "ENCRYPTED" in line
+               for line in text.splitlines())
+
+
+_decrypted: dict[tuple[str, int, int, int], paramiko.PKey] = {}  # (path, inode, size, mtime) -> key
+_key_locks: dict[str, threading.Lock] = {}
+_key_locks_lock = threading.Lock()
+
+
+def forget_passphrases() -> None:
+    """Drop the decrypted keys kept in memory; the next connection asks for the passphrases again."""
+    with _key_locks_lock:
+        _decrypted.clear()
+
+
+def _read_key(file: str, password: bytes | None) -> paramiko.PKey:
+    # positional: the argument is ``passphrase`` in paramiko 3 and 4, ``password`` in paramiko 5
+    return paramiko.PKey.from_path(file, password)
 
 
 def load_key(path: str, passphrase_callback: PassphraseCallback | None) -> paramiko.PKey | None:
-    """A private key file, asking for its passphrase if it is encrypted; None if the user declines."""
+    """A private key file, asking for its passphrase if it is encrypted (once per file and process);
+    None if it is encrypted and there is no callback or the user declines (None or "").
+    Raises AuthenticationFailed, naming the key, for a wrong passphrase or a file that is no key."""
     file = str(Path(path).expanduser())
     try:
-        return paramiko.PKey.from_path(file)
-    except paramiko.PasswordRequiredException:
+        data = Path(file).read_bytes()
+        stat = os.stat(file)
+    except OSError as exc:
+        raise AuthenticationFailed(f"could not read key {file}: {exc}") from exc
+    if not _is_encrypted(data):
+        try:
+            return _read_key(file, None)
+        except (ValueError, TypeError, paramiko.SSHException, paramiko.UnknownKeyType) as exc:
+            raise AuthenticationFailed(f"could not read key {file}: {exc}") from exc
+    cache_key = (file, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    with _key_locks_lock:
+        lock = _key_locks.setdefault(file, threading.Lock())
+    with lock:  # one prompt per key at a time: other threads wait for the answer, then use it
+        with _key_locks_lock:
+            cached = _decrypted.get(cache_key)
+        if cached is not None:
+            return cached
         if passphrase_callback is None:
             return None
-        passphrase = passphrase_callback(f"Passphrase for key {file}:")
-        if not passphrase:
+        answer = passphrase_callback(f"Passphrase for key {file}:")
+        if not answer:
             return None
         try:
-            return paramiko.PKey.from_path(file, passphrase=passphrase.encode())
-        except paramiko.SSHException as exc:
-            raise AuthenticationFailed(f"could not decrypt {file}: {exc}") from exc
-    except (OSError, paramiko.SSHException) as exc:
-        raise AuthenticationFailed(f"could not read key {file}: {exc}") from exc
+            key = _read_key(file, answer if isinstance(answer, bytes) else answer.encode())
+        except (ValueError, TypeError, paramiko.SSHException, paramiko.UnknownKeyType) as exc:
+            raise AuthenticationFailed(f"wrong passphrase for key {file} (it could not be decrypted)") from exc
+        with _key_locks_lock:
+            _decrypted[cache_key] = key
+        return key
 
 
 class SSHConnection:
@@ -95,46 +191,84 @@ class SSHConnection:
 
     # -- connecting -------------------------------------------------------------------------------
     def connect(self) -> SSHConnection:
-        """Connect and authenticate; raises UnknownHostKey, ChangedHostKey, AuthenticationFailed, SSHError."""
+        """Connect and authenticate; raises UnknownHostKey, ChangedHostKey, AuthenticationFailed, SSHError.
+        Nothing stays open when it raises (a jump host's connection included)."""
         host = self.host
         assert host.hostname
-        sock = None
-        if host.proxy_jump:
-            self._jump = SSHConnection(parse_jump(host.proxy_jump), known_hosts_path=self.known_hosts_path,
-                                       passphrase_callback=self.passphrase_callback,
-                                       connect_timeout_s=self.connect_timeout_s).connect()
-            try:
-                sock = self._jump.transport.open_channel("direct-tcpip", (host.hostname, host.port),
-                                                         ("127.0.0.1", 0), timeout=self.connect_timeout_s)
-            except (paramiko.SSHException, OSError) as exc:
-                self._jump.close()
-                raise SSHError(f"jump host {host.proxy_jump} could not reach {host.hostname}:{host.port}: {exc}") from exc
+        # the key first: a wrong passphrase fails before anything is opened
+        try:
+            pkey = load_key(host.identity_file, self.passphrase_callback) if host.identity_file else None
+        except AuthenticationFailed as exc:
+            raise AuthenticationFailed(f"{host.name}: {exc}") from exc
+        try:
+            sock = self._open_jump() if host.proxy_jump else None
+            self._connect(pkey, sock)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _open_jump(self) -> paramiko.Channel | None:
+        """Connect to the jump host and open a ``direct-tcpip`` channel from it to this host."""
+        host = self.host
+        assert host.proxy_jump and host.hostname
+        chain = jump_chain(host)
+        if not chain:
+            return None
+        jump_host = chain[0]
+        self._jump = SSHConnection(jump_host, known_hosts_path=self.known_hosts_path,
+                                   passphrase_callback=self.passphrase_callback,
+                                   connect_timeout_s=self.connect_timeout_s)
+        try:
+            self._jump.connect()
+        except (UnknownHostKey, ChangedHostKey):
+            raise  # about the jump host itself: its hostname and port say which key to trust or fix
+        except AuthenticationFailed as exc:
+            hint = ("" if jump_host.identity_file else " (a jump host given as [user@]host[:port] is offered the "
+                    "ssh-agent's keys and ~/.ssh/id_*; for another key, name an SSH config alias with an IdentityFile)")
+            raise AuthenticationFailed(f"{host.name}: jump host {exc}{hint}") from exc
+        except SSHError as exc:
+            raise SSHError(f"{host.name}: jump host {exc}") from exc
+        try:
+            return self._jump.transport.open_channel("direct-tcpip", (host.hostname, host.port), ("127.0.0.1", 0),
+                                                     timeout=self.connect_timeout_s)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            why = exc.text if isinstance(exc, paramiko.ChannelException) else (str(exc) or type(exc).__name__)
+            raise SSHError(f"jump host {jump_host.name} could not reach {host.hostname}:{host.port}: {why}") from exc
+
+    def _connect(self, pkey: paramiko.PKey | None, sock: paramiko.Channel | None) -> None:
+        host = self.host
         client = paramiko.SSHClient()
+        self._client = client  # closed by close() if anything below raises
         self._user_known_hosts = prepare_client(client, host.port, self.known_hosts_path)
-        pkey = load_key(host.identity_file, self.passphrase_callback) if host.identity_file else None
         try:
             client.connect(host.hostname, port=host.port, username=host.user, pkey=pkey, sock=sock,
                            allow_agent=True, look_for_keys=pkey is None and not host.identity_file,
                            timeout=self.connect_timeout_s, banner_timeout=self.connect_timeout_s,
                            auth_timeout=self.connect_timeout_s, channel_timeout=self.connect_timeout_s)
         except paramiko.BadHostKeyException as exc:
-            client.close()
             raise ChangedHostKey(host.hostname, host.port, exc.key, self._user_known_hosts) from exc
-        except paramiko.AuthenticationException as exc:
-            client.close()
+        except UnknownHostKey:
+            raise
+        except paramiko.SSHException as exc:
+            transport = client.get_transport()
+            in_auth = isinstance(exc, paramiko.AuthenticationException) or (
+                transport is not None and transport.is_active() and not transport.is_authenticated())
+            if not in_auth:
+                raise SSHError(f"{host.name}: cannot connect to {host.hostname}:{host.port}: {exc}") from exc
+            if host.identity_file and pkey is None:  # an encrypted key nobody could or would unlock
+                file = str(Path(host.identity_file).expanduser())
+                why = ("no passphrase was given" if self.passphrase_callback is not None
+                       else "nothing here can ask for its passphrase")
+                raise AuthenticationFailed(f"{host.name}: key {file} is encrypted and {why}, and ssh-agent "
+                                           f"offered no accepted key; load it with ssh-add {file}") from exc
             raise AuthenticationFailed(f"{host.name}: authentication failed ({exc}); load a key into ssh-agent "
                                        "or set the host's identity file") from exc
-        except UnknownHostKey:
-            client.close()
-            raise
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            client.close()
+        except (OSError, EOFError) as exc:
             raise SSHError(f"{host.name}: cannot connect to {host.hostname}:{host.port}: {exc}") from exc
         transport = client.get_transport()
         assert transport is not None
         transport.set_keepalive(KEEPALIVE_S)
-        self._client = client
-        return self
 
     @property
     def transport(self) -> paramiko.Transport:
