@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import getpass
 import json
 import sys
 from collections.abc import Callable
@@ -17,6 +18,18 @@ from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 from gpuplanner.launch.ssh_connection import SSHError
 
 T = TypeVar("T")
+
+
+def terminal_passphrase(prompt: str) -> str | None:
+    """Ask for an encrypted key's passphrase on the terminal (not echoed); None without a terminal, so
+    the connection says the key needs ``ssh-add`` instead of waiting for input that cannot come."""
+    if not sys.stdin.isatty():
+        return None
+    try:
+        return getpass.getpass(prompt.rstrip() + " ")
+    except (EOFError, KeyboardInterrupt):
+        print(file=sys.stderr)
+        return None
 
 
 def with_host_key_trust(args: argparse.Namespace, action: Callable[[], T]) -> T:
@@ -149,7 +162,7 @@ def _probe(args: argparse.Namespace) -> int:
         get_host(args.db, args.name)
     except HostError as exc:
         raise UsageError(f"NAME: {exc}") from None
-    manager = RunManager(args.db)
+    manager = RunManager(args.db, passphrase_callback=terminal_passphrase)
     try:
         result = with_host_key_trust(args, lambda: manager.probe(args.name))
     except (SSHError, HistoryError) as exc:

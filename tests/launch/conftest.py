@@ -98,8 +98,9 @@ def add_ssh_host(db_path: Path, name: str, server: SSHServer, *, trust: Path | N
     """Store ``server`` as host ``name`` (Python = this interpreter); append its key to ``trust`` if given."""
     from gpuplanner.launch.hosts import Host, add_host
 
+    fields.setdefault("identity_file", str(server.client_key))
     host = Host(name=name, kind="ssh", hostname=server.address, port=server.port, user="root",
-                identity_file=str(server.client_key), python=sys.executable, **fields)
+                python=sys.executable, **fields)
     add_host(db_path, host)
     if trust is not None:
         with open(trust, "a") as handle:
