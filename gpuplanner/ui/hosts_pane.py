@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QDial
 
 from gpuplanner.ui.hosts_model import HostsTableModel
 from gpuplanner.ui.run_controller import RunController
+from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
 
@@ -97,6 +98,7 @@ class HostsPane(QWidget):
         self.services = services
         self._controller: RunController | None = None
         self._in_flight = 0
+        self.passphrase = PassphrasePrompter(self)  # asks for encrypted keys' passphrases (worker thread)
         self.model = HostsTableModel(self)
         layout = QVBoxLayout(self)
         bar = QHBoxLayout()
@@ -254,7 +256,7 @@ class HostsPane(QWidget):
     def _make_manager(self) -> Any:
         from gpuplanner.launch.manager import RunManager
 
-        return RunManager(self.services.db_path)
+        return RunManager(self.services.db_path, passphrase_callback=self.passphrase)
 
     def probing(self) -> bool:
         return self._in_flight > 0
@@ -319,6 +321,7 @@ class HostsPane(QWidget):
     @Slot()
     def shutdown(self) -> None:
         """End the probe worker thread (waits for a probe in progress)."""
+        self.passphrase.close()  # a probe waiting for a passphrase gets None and ends
         if self._controller is not None:
             self._controller.shutdown(stop_runs=False)
             self._controller = None
