@@ -27,6 +27,7 @@ from gpuplanner.ui.launch_dialog import LaunchDialog, LaunchRequest, demo_dir
 from gpuplanner.ui.live_plots import LivePlots, synthetic_telemetry
 from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
 FINAL_STATES = ("finished", "failed", "stopped", "killed")
@@ -90,6 +91,7 @@ class RunsPane(QWidget):
         self._pending: dict[int, list[list[dict[str, Any]]]] = {}
         self._pending_status: dict[int, Any] = {}
         self._shut_down = False
+        self.passphrase = PassphrasePrompter(self)  # asks for encrypted keys' passphrases (worker thread)
         self.controller = RunController(self._make_manager, self)
         self.controller.recordsArrived.connect(self._on_records)
         self.controller.statusChanged.connect(self._on_status)
@@ -108,7 +110,7 @@ class RunsPane(QWidget):
     def _make_manager(self) -> Any:
         from gpuplanner.launch.manager import RunManager
 
-        return RunManager(self.services.db_path)
+        return RunManager(self.services.db_path, passphrase_callback=self.passphrase)
 
     # -- layout ---------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -237,6 +239,7 @@ class RunsPane(QWidget):
         self._shut_down = True
         self.redraw_timer.stop()
         self.text_timer.stop()
+        self.passphrase.close()  # a connection waiting for a passphrase gets None and ends
         self.controller.shutdown(stop_runs)
 
     def current(self) -> RunEntry | None:

@@ -155,3 +155,17 @@ def test_hosts_pane_probe_unlocks_an_encrypted_key(qtbot: Any, services: Any, en
         assert _open_dialog() is None and len(prompts) == 1
     finally:
         pane.shutdown()
+
+
+def test_both_panes_give_their_connections_the_dialog(qtbot: Any, services: Any) -> None:
+    from gpuplanner.ui.runs_pane import RunsPane
+
+    for pane in (HostsPane(services), RunsPane(services)):
+        qtbot.addWidget(pane)
+        manager = pane._make_manager()
+        try:
+            assert manager.passphrase_callback is pane.passphrase
+        finally:
+            manager.close()
+            pane.shutdown(False) if isinstance(pane, RunsPane) else pane.shutdown()
+        assert pane.passphrase("Passphrase for key /k:") is None  # shut down: nothing is asked
