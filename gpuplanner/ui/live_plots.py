@@ -3,8 +3,11 @@ loss, and cumulative spend with the budget line; vertical markers for checkpoint
 
 :class:`LivePlots` never pulls data by itself: the Runs pane's redraw timer calls :meth:`LivePlots.redraw`
 with a :class:`RunTelemetry` (ring buffers) at 10-20 Hz, and it skips the work when nothing changed.
-For long runs every PlotItem has peak-mode auto downsampling and clip-to-view, and the x range is
-driven here (a scrolling window of the last minutes, or the full history).
+Both ranges are driven here: x (a scrolling window of the last minutes, or the full history) and y
+(fitted to the points in the window, :meth:`LivePlots._fit_y`; no pyqtgraph auto-range). Each series is
+peak-decimated to about a point per pixel column; the lines of a plot are drawn by two light items (the
+settled bodies and the live ends, :class:`_PlotLines`), markers by one per plot (:class:`_MarkerLines`),
+so a frame's cost does not grow with the number of lines' pyqtgraph items or of markers.
 """
 
 from __future__ import annotations
@@ -13,12 +16,12 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QPainter, QPen, QPolygonF
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
 from gpuplanner.ui.ring_buffer import Curves, PeakDecimator, RingBuffer
-from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.run_telemetry import Marker, RunTelemetry
 
 GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 MARKER_COLORS = {"checkpoint": "#2ca02c", "preempted": "#d62728", "resumed": "#1f77b4"}
@@ -34,6 +37,8 @@ class ElapsedAxis(pg.AxisItem):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.enableAutoSIPrefix(False)
+        self.scrolling = False  # set while the x range moves at every frame: see paint()
+        self._text_sizes: dict[str, tuple[float, float]] = {}
 
     def tickSpacing(self, minVal, maxVal, size):  # noqa: N802 (Qt naming)
         span = maxVal - minVal
@@ -49,6 +54,70 @@ class ElapsedAxis(pg.AxisItem):
         if major is None:
             major = 86400.0 * _nice_step(target / 86400.0)
         return float(major)
+
+    def paint(self, p, opt, widget) -> None:
+        """While the view scrolls (the range changes at every frame), a bottom axis is painted directly:
+        the same axis line, ticks and labels as pyqtgraph's AxisItem draws for one tick level, without
+        building the draw specs and a QPicture for each frame (~1 ms per axis per frame). Otherwise
+        (the still full-history range, other orientations) pyqtgraph's paint, from its cached picture."""
+        if not self.scrolling or self.orientation != "bottom" or self._tickLevels is not None \
+                or not self.style["showValues"] or self.logMode or self.grid is not False:
+            super().paint(p, opt, widget)
+            return
+        bounds = self.mapRectFromParent(self.geometry())
+        x0, x1 = self.range
+        width = bounds.width()
+        if x1 <= x0 or width <= 0:
+            return
+        step = self.major_step((x1 - x0) * self.scale, width + 2.0) / self.scale  # pyqtgraph: span + 2 px
+        first = math.ceil(x0 / step) * step
+        scale = width / (x1 - x0)
+        top = bounds.top()
+        tick_len = self.style["tickLength"]
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
+        p.setPen(self.pen())
+        p.drawLine(QPointF(bounds.left() - 1.0, top + 1.0), QPointF(bounds.right() + 1.0, top + 1.0))
+        ticks = []
+        v = first
+        while v <= x1 + step * 1e-9:
+            x = bounds.left() + (v - x0) * scale
+            if bounds.left() <= x <= bounds.right():
+                ticks.append((v, x))
+            v += step
+        tick_pen = QPen(self.tickPen())
+        if tick_pen.brush().style() == Qt.BrushStyle.SolidPattern and self.style["tickAlpha"] is None:
+            color = QColor(tick_pen.color())
+            color.setAlpha(255)
+            tick_pen.setColor(color)
+        p.setPen(tick_pen)
+        for _, x in ticks:
+            p.drawLine(QPointF(x, top), QPointF(x, top + tick_len))
+        font = self.style["tickFont"]
+        if font is not None:
+            p.setFont(font)
+        p.setPen(self.textPen())
+        limit = self.boundingRect()
+        p.setClipRect(limit.toAlignedRect())
+        offset = max(0, tick_len) + self.style["tickTextOffset"][1]
+        flags = int(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextDontClip)
+        strings = self.tickStrings([v for v, _ in ticks], self.scale, step)
+        tallest = 0.0
+        for (_, x), text in zip(ticks, strings):
+            size = self._text_sizes.get(text)
+            if size is None:
+                br = p.boundingRect(QRectF(0, 0, 100, 100), Qt.AlignmentFlag.AlignCenter, text)
+                size = self._text_sizes[text] = (br.width(), br.height() * 0.8)  # as pyqtgraph measures
+                if len(self._text_sizes) > 512:
+                    self._text_sizes.clear()
+            w, h = size
+            tallest = max(tallest, h)
+            rect = QRectF(x - w / 2.0, top + offset, w, h)
+            if limit & rect != rect:
+                continue
+            p.drawText(rect, flags, text)
+        if tallest:
+            self._updateMaxTextSize(tallest)
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (Qt naming)
         out = []
@@ -76,12 +145,6 @@ def _nice_step(value: float) -> float:
 GPU_CURVES = ("util", "mem", "power", "sm")  # a GPU's curves, drawn from these buffer columns:
 GPU_SERIES = ("util", "mem_used_gib", "power_w", "sm_active")
 STEP_SERIES = ("tokens_per_s", "loss", "spend_usd")  # tokens_curve, loss_curve, spend_curve
-
-
-def _set_curve(curve: pg.PlotDataItem | pg.PlotCurveItem, x: np.ndarray, y: np.ndarray) -> None:
-    """New data for a line: pyqtgraph's finite check is skipped unless there are NaNs (drawn as gaps)."""
-    finite = not np.isnan(y).any()
-    curve.setData(x, y, connect="all" if finite else "finite", skipFiniteCheck=finite)
 
 
 class _TimeGrid(pg.GraphicsObject):
@@ -115,86 +178,322 @@ class _TimeGrid(pg.GraphicsObject):
             painter.drawLine(QPointF(float(p), top), QPointF(float(p), bottom))
 
 
-class _LiveEnds(pg.GraphicsObject):
-    """The live parts (see :class:`_Line`) of every line of one plot, drawn by one item: for a few
-    points per line pyqtgraph's per-item overhead (bounds, path building, paint setup) would cost more
-    than the drawing."""
+class _MarkerLines(pg.GraphicsObject):
+    """The vertical dashed marker lines (checkpoints, preemptions, resumes) of one plot, drawn by one item
+    in the ViewBox's own (pixel) coordinates, only those in the x range. An InfiniteLine per marker and
+    plot made every view change call back into Python for each (a day-long run checkpointing every
+    10 minutes has ~150 markers, ~900 lines on six plots: ~30 ms per frame). Hovering near a line shows
+    its marker's label as the tooltip."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._lines: dict[int, tuple[QPen, list[QPolygonF], QRectF]] = {}
-        self._rect = QRectF()
+    HOVER_PX = 4.0
 
-    def set_points(self, owner: int, pen: QPen, x: np.ndarray, y: np.ndarray) -> None:
-        polys, rect = [], QRectF()
-        finite = np.isfinite(x) & np.isfinite(y)
-        if finite.any():
-            # runs of finite points (a NaN is a gap)
-            edges = np.flatnonzero(np.diff(np.concatenate(([0], finite.astype(np.int8), [0]))))
-            for a, b in zip(edges[0::2], edges[1::2]):
-                poly = pg.functions.create_qpolygonf(int(b - a))  # filled through a numpy view
-                pts = pg.functions.ndarray_from_qpolygonf(poly)
-                pts[:, 0], pts[:, 1] = x[a:b], y[a:b]
-                polys.append(poly)
-            fx, fy = x[finite], y[finite]
-            rect = QRectF(float(fx.min()), float(fy.min()), float(fx.max() - fx.min()), float(fy.max() - fy.min()))
-        if not polys and owner not in self._lines:
+    def __init__(self, view: pg.ViewBox) -> None:
+        super().__init__(view)
+        self._view = view
+        self.markers: list[Marker] = []
+        self._xs = np.empty(0)
+        self._pens = {kind: _pen(color, dashed=True) for kind, color in MARKER_COLORS.items()}
+        self._other_pen = _pen("#7f7f7f", dashed=True)
+        self.setZValue(0.5)  # over the curves (the ViewBox's child group), under the legend
+        self.setAcceptHoverEvents(True)
+        self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+
+    def set_markers(self, markers: list[Marker]) -> None:
+        self.markers = sorted(markers, key=lambda m: m.x)
+        self._xs = np.array([m.x for m in self.markers], dtype=float)
+        self.update()
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt naming)
+        return self._view.boundingRect()
+
+    def _visible(self) -> tuple[int, int, float, float, QRectF]:
+        rect = self._view.boundingRect()
+        (x0, x1), _ = self._view.viewRange()
+        if x1 <= x0 or not len(self._xs):
+            return 0, 0, x0, 0.0, rect
+        a = int(np.searchsorted(self._xs, x0, side="left"))
+        b = int(np.searchsorted(self._xs, x1, side="right"))
+        return a, b, x0, rect.width() / (x1 - x0), rect
+
+    def pixel_positions(self) -> list[tuple[Marker, float]]:
+        """The markers in the x range and their x in the ViewBox's coordinates."""
+        a, b, x0, scale, rect = self._visible()
+        return [(m, rect.left() + (m.x - x0) * scale) for m in self.markers[a:b]]
+
+    def paint(self, painter: QPainter, *args) -> None:
+        shown = self.pixel_positions()
+        if not shown:
             return
-        self.prepareGeometryChange()
-        if polys:
-            self._lines[owner] = (pen, polys, rect)
-        else:
-            self._lines.pop(owner, None)
-        self._rect = QRectF()
-        for _pen, _polys, r in self._lines.values():
-            self._rect = self._rect.united(r) if not self._rect.isNull() else r
+        rect = self._view.boundingRect()
+        top, bottom = rect.top(), rect.bottom()
+        by_kind: dict[str, list[QLineF]] = {}
+        for marker, px in shown:
+            by_kind.setdefault(marker.kind, []).append(QLineF(px, top, px, bottom))
+        for kind, lines in by_kind.items():
+            painter.setPen(self._pens.get(kind, self._other_pen))
+            painter.drawLines(lines)
+
+    def hoverMoveEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        x = event.pos().x()
+        near = [(abs(px - x), m.label) for m, px in self.pixel_positions() if abs(px - x) <= self.HOVER_PX]
+        self.setToolTip(min(near)[1] if near else "")
+
+    def hoverLeaveEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        self.setToolTip("")
+
+
+def _mmss(seconds: float) -> str:
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+class _EventLabels(pg.GraphicsObject):
+    """The labels of the preemption and resume markers at the top of one plot, laid out in the ViewBox's
+    own (pixel) coordinates at every paint, so they stay readable at any zoom: events closer than
+    :attr:`MERGE_PX` share one label ("preempted → resumed after 1:20", each word in its marker's colour),
+    and a label that would overlap another goes one row lower. Each label has a light background so the
+    lines under it do not run through the text; it starts just right of its (first) marker, or ends just
+    left of its (last) marker where it would run out of the plot."""
+
+    MERGE_PX = 12.0  # markers closer than this look like one line: one label for them
+    GAP_PX = 3.0  # between a marker and its label
+    SPACING_PX = 6.0  # between two labels in a row
+    PAD_X, PAD_Y = 3.0, 1.0
+
+    def __init__(self, view: pg.ViewBox) -> None:
+        super().__init__(view)
+        self._view = view
+        self._events: list[Marker] = []
+        self.font = QFont()
+        self.font.setPointSizeF(8.0)
+        self._metrics = QFontMetricsF(self.font)
+        self._background = QColor(255, 255, 255, 235)
+        self._border = QPen(QColor(160, 160, 160, 160))
+        self._border.setCosmetic(True)
+        self.setZValue(1000)  # above the curves (the ViewBox's child group)
+
+    def set_events(self, events: list[Marker]) -> None:
+        self._events = sorted(events, key=lambda m: m.x)
         self.update()
 
     def clear(self) -> None:
-        self.prepareGeometryChange()
-        self._lines.clear()
-        self._rect = QRectF()
-        self.update()
-
-    def points(self, owner: int) -> tuple[np.ndarray, np.ndarray]:
-        entry = self._lines.get(owner)
-        pts = [(pt.x(), pt.y()) for poly in (entry[1] if entry else []) for pt in poly]
-        return np.array([p[0] for p in pts], dtype=float), np.array([p[1] for p in pts], dtype=float)
+        self.set_events([])
 
     def boundingRect(self) -> QRectF:  # noqa: N802 (Qt naming)
-        if self._rect.isNull() and not self._lines:
-            return QRectF()
-        px, py = abs(self.pixelWidth() or 0.0), abs(self.pixelHeight() or 0.0)
-        return self._rect.adjusted(-2 * px, -2 * py, 2 * px, 2 * py)  # room for the 1 px pen
+        return self._view.boundingRect()
+
+    @staticmethod
+    def segments(events: list[Marker]) -> list[tuple[str, str]]:
+        """The text of one label for ``events`` (close together), as ``(text, colour)`` pieces."""
+        grey = "#555555"
+        kinds = [m.kind for m in events]
+        out: list[tuple[str, str]] = []
+        if len(kinds) <= 3:
+            for i, kind in enumerate(kinds):
+                if i:
+                    out.append((" → ", grey))
+                out.append((kind, MARKER_COLORS.get(kind, grey)))
+            if kinds == ["preempted", "resumed"]:
+                out.append((f" after {_mmss(events[1].x - events[0].x)}", grey))
+            return out
+        counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
+        for i, (kind, n) in enumerate(counts.items()):
+            out.append((", " if i else f"{len(kinds)} events: ", grey))
+            out.append((f"{n}× {kind}", MARKER_COLORS.get(kind, grey)))
+        return out
+
+    def layout(self) -> list[tuple[QRectF, list[tuple[str, str]]]]:
+        """``(rect, pieces)`` of every label shown, rects in the ViewBox's coordinates (pixels)."""
+        rect = self._view.boundingRect()
+        (x0, x1), _ = self._view.viewRange()
+        if not self._events or x1 <= x0 or rect.width() <= 0:
+            return []
+        scale = rect.width() / (x1 - x0)
+        px = [rect.left() + (m.x - x0) * scale for m in self._events]
+        clusters: list[list[int]] = []
+        for i, p in enumerate(px):
+            if clusters and p - px[clusters[-1][-1]] < self.MERGE_PX:
+                clusters[-1].append(i)
+            else:
+                clusters.append([i])
+        height = self._metrics.height() + 2 * self.PAD_Y
+        rows: list[list[tuple[float, float]]] = []
+        out = []
+        for cluster in clusters:
+            first, last = px[cluster[0]], px[cluster[-1]]
+            if last < rect.left() or first > rect.right():
+                continue  # scrolled out of the window
+            pieces = self.segments([self._events[i] for i in cluster])
+            width = sum(self._metrics.horizontalAdvance(text) for text, _ in pieces) + 2 * self.PAD_X
+            left = first + self.GAP_PX
+            if left + width > rect.right():
+                left = last - self.GAP_PX - width
+            left = max(rect.left(), min(left, rect.right() - width))
+            right = left + width
+            row = 0
+            while row < len(rows) and any(left < b + self.SPACING_PX and a < right + self.SPACING_PX
+                                          for a, b in rows[row]):
+                row += 1
+            if row == len(rows):
+                rows.append([])
+            rows[row].append((left, right))
+            top = rect.top() + 2.0 + row * (height + 2.0)
+            out.append((QRectF(left, top, width, height), pieces))
+        return out
 
     def paint(self, painter: QPainter, *args) -> None:
-        for pen, polys, _rect in self._lines.values():
+        labels = self.layout()
+        if not labels:
+            return
+        painter.setFont(self.font)
+        ascent = self._metrics.ascent()
+        for rect, pieces in labels:
+            painter.setPen(self._border)
+            painter.setBrush(self._background)
+            painter.drawRect(rect)
+            x = rect.left() + self.PAD_X
+            for text, color in pieces:
+                painter.setPen(QColor(color))
+                painter.drawText(QPointF(x, rect.top() + self.PAD_Y + ascent), text)
+                x += self._metrics.horizontalAdvance(text)
+
+
+def _polylines(x: np.ndarray, y: np.ndarray) -> tuple[list[QPolygonF], tuple[float, float, float, float] | None]:
+    """Polylines through the points (a NaN is a gap between two of them), filled through numpy views of the
+    polygons, and the bounds ``(x0, x1, y0, y1)`` of the finite points (``None``: none)."""
+    finite = np.isfinite(y) & np.isfinite(x)
+    if finite.all():
+        runs = [(0, len(x))] if len(x) else []
+        fx, fy = x, y
+    else:
+        if not finite.any():
+            return [], None
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], finite.astype(np.int8), [0]))))
+        runs = list(zip(edges[0::2].tolist(), edges[1::2].tolist()))
+        fx, fy = x[finite], y[finite]
+    if not runs:
+        return [], None
+    polys = []
+    for a, b in runs:
+        poly = pg.functions.create_qpolygonf(b - a)
+        pts = pg.functions.ndarray_from_qpolygonf(poly)
+        pts[:, 0], pts[:, 1] = x[a:b], y[a:b]
+        polys.append(poly)
+    return polys, (float(fx.min()), float(fx.max()), float(fy.min()), float(fy.max()))
+
+
+class _PlotLines(pg.GraphicsObject):
+    """Some lines of one plot, drawn by one item, each line a few polylines with its pen (a plot has one
+    for the settled bodies of its lines and one for their live ends, see :class:`_Line`). One item per
+    plot instead of a PlotDataItem (with its curve and scatter children) per line: a scrolling window
+    moves the view at every frame, and pyqtgraph's per-item work then (view-change slots, bounds with
+    pixel padding, path setup) cost more than the drawing. Hidden lines (a click on the legend) are
+    skipped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # owner -> (pen, polylines, bounds (x0, x1, y0, y1)); insertion order is the drawing order
+        self._lines: dict[int, tuple[QPen, list[QPolygonF], tuple[float, float, float, float]]] = {}
+        self._hidden: set[int] = set()
+        self._bounds: tuple[float, float, float, float] | None = None
+        self._bounds_valid = True
+        self._changing = False
+
+    def set_points(self, owner: int, pen: QPen, x: np.ndarray, y: np.ndarray) -> None:
+        polys, bounds = _polylines(x, y)
+        if not polys and owner not in self._lines:
+            return
+        self._about_to_change()
+        if polys:
+            self._lines[owner] = (pen, polys, bounds)
+        else:
+            del self._lines[owner]
+
+    def set_visible(self, owner: int, visible: bool) -> None:
+        if visible != (owner not in self._hidden):
+            self._about_to_change()
+            (self._hidden.discard if visible else self._hidden.add)(owner)
+
+    def is_visible(self, owner: int) -> bool:
+        return owner not in self._hidden
+
+    def _about_to_change(self) -> None:
+        if not self._changing:  # once per batch of changes, until Qt asks for the new bounds
+            self.prepareGeometryChange()
+            self.update()
+            self._changing = True
+        self._bounds_valid = False
+
+    def points(self, owner: int) -> tuple[np.ndarray, np.ndarray]:
+        polys = self._lines[owner][1] if owner in self._lines else []
+        pts = [pg.functions.ndarray_from_qpolygonf(poly).astype(float) for poly in polys]
+        if not pts:
+            return np.empty(0), np.empty(0)
+        both = np.concatenate(pts)
+        return both[:, 0], both[:, 1]
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt naming)
+        if not self._bounds_valid:
+            shown = [b for owner, (_, _, b) in self._lines.items() if owner not in self._hidden]
+            self._bounds = None if not shown else (min(b[0] for b in shown), max(b[1] for b in shown),
+                                                   min(b[2] for b in shown), max(b[3] for b in shown))
+            self._bounds_valid = True
+            self._changing = False
+        if self._bounds is None:
+            return QRectF()
+        x0, x1, y0, y1 = self._bounds
+        # a flat line still needs an area (Qt skips empty rects); Qt widens update regions by 2 px itself
+        ex, ey = 1e-9 * max(1.0, abs(x0), abs(x1)), 1e-9 * max(1.0, abs(y0), abs(y1))
+        return QRectF(x0 - ex, y0 - ey, x1 - x0 + 2 * ex, y1 - y0 + 2 * ey)
+
+    def paint(self, painter: QPainter, *args) -> None:
+        hidden = self._hidden
+        for owner, (pen, polys, _) in self._lines.items():
+            if owner in hidden:
+                continue
             painter.setPen(pen)
             for poly in polys:
                 painter.drawPolyline(poly)
 
 
+class _LegendEntry:
+    """What a legend sample needs of a line (its pen; visibility, toggled by a click on the sample)."""
+
+    def __init__(self, line: _Line) -> None:
+        self.opts = {"pen": line.pen}
+        self._line = line
+
+    def isVisible(self) -> bool:  # noqa: N802 (pyqtgraph's ItemSample calls these)
+        return self._line.body.is_visible(id(self._line))
+
+    def setVisible(self, visible: bool) -> None:  # noqa: N802
+        for lines in (self._line.body, self._line.live):
+            lines.set_visible(id(self._line), visible)
+
+
 class _Line:
-    """One series drawn in two parts with the same pen: ``body``, the settled part (complete buckets of
+    """One series, drawn in two parts with the same pen: ``body``, the settled part (complete buckets of
     the decimated history: new data only when a bucket completes or leaves the window), and the live
-    parts, which change at any frame (the open bucket and the newest sample, and the oldest bucket
-    while the ring buffer drops rows from it), joined to the body's ends and drawn by the plot's
-    :class:`_LiveEnds`. So a frame rebuilds a few points per line, not the whole path."""
+    parts, which change at any frame (the open bucket and the newest sample, and the oldest bucket while
+    the ring buffer drops rows from it), joined to the body's ends. The plot's bodies are drawn by one
+    :class:`_PlotLines`, its live ends by another, so a frame rebuilds a few points per line, not the
+    whole polyline, and in the full-history view (a still x range) the bodies repaint from a pixmap."""
 
     def __init__(self, plot: pg.PlotItem, pen: QPen, name: str | None = None) -> None:
         self.plot = plot
         self.pen = pen
-        self.body = plot.plot(pen=pen, name=name)
-        self.live = getattr(plot, "_live_ends", None)
-        if self.live is None:
-            self.live = plot._live_ends = _LiveEnds()
-            plot.addItem(self.live)
+        self.body, self.live = plot._line_items  # made with the plot (LivePlots)
         self._key: tuple | None = None
+        if name is not None and plot.legend is not None:
+            plot.legend.addItem(_LegendEntry(self), name)
 
     def set(self, curves: Curves, row: int) -> None:
         x, y, head, settled = curves.x, curves.ys[row], curves.head, curves.settled
+        owner = id(self)
         if curves.settled_key is None or curves.settled_key != self._key:
-            _set_curve(self.body, x[head:settled], y[head:settled])
+            self.body.set_points(owner, self.pen, x[head:settled], y[head:settled])
             self._key = curves.settled_key
         if settled <= head:  # no body: everything is live
             lx, ly = x, y
@@ -208,29 +507,60 @@ class _Line:
                 parts.append((x[settled - 1:], y[settled - 1:]))  # the body's last point, then the tail
             lx = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
             ly = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
-        self.live.set_points(id(self), self.pen, lx, ly)
+        self.live.set_points(owner, self.pen, lx, ly)
 
     def clear(self) -> None:
-        self.body.setData([], [])
-        self.live.set_points(id(self), self.pen, np.empty(0), np.empty(0))
+        for lines in (self.body, self.live):
+            lines.set_points(id(self), self.pen, np.empty(0), np.empty(0))
+            lines.set_visible(id(self), True)
         self._key = None
 
     def remove(self) -> None:
-        self.live.set_points(id(self), self.pen, np.empty(0), np.empty(0))
-        self.plot.removeItem(self.body)
+        self.clear()
 
     def points(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every point drawn (body and live parts, joins and gaps included), sorted by x; for tests."""
-        xs, ys = [], []
-        for x, y in (self.body.getData(), self.live.points(id(self))):
-            if x is not None and len(x):
-                xs.append(np.asarray(x, dtype=float))
-                ys.append(np.asarray(y, dtype=float))
-        if not xs:
-            return np.empty(0), np.empty(0)
-        x, y = np.concatenate(xs), np.concatenate(ys)
+        """Every point drawn (body and live parts, joins included, gaps not), sorted by x; for tests."""
+        parts = [lines.points(id(self)) for lines in (self.body, self.live)]
+        x, y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         order = np.argsort(x, kind="stable")
         return x[order], y[order]
+
+
+def _visible_extent(curves: Curves, x_lo: float, x_hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per series of ``curves``, the min and max (NaN-ignoring; NaN when none) of the points drawn in
+    ``[x_lo, x_hi]``, plus the points just outside it, whose segments cross into the window (a bucket
+    straddling the window's start has both its points at its first sample's x, before ``x_lo``)."""
+    x = curves.x
+    n = len(x)
+    a = int(np.searchsorted(x, x_lo, side="left"))
+    if a > 0:
+        a = int(np.searchsorted(x, x[a - 1], side="left"))
+    b = int(np.searchsorted(x, x_hi, side="right"))
+    if b < n:
+        b = int(np.searchsorted(x, x[b], side="right"))
+    k = curves.ys.shape[0]
+    if b <= a:
+        return np.full(k, np.nan), np.full(k, np.nan)
+    seg = curves.ys[:, a:b]
+    return np.fmin.reduce(seg, axis=1), np.fmax.reduce(seg, axis=1)
+
+
+def _fit_range(current: tuple[float, float] | None, lo: float, hi: float) -> tuple[float, float] | None:
+    """A y range for data in ``[lo, hi]``: the current one while it holds the data and the data fill more
+    than ~half of it (so the axis does not re-tick at every frame as extremes scroll by), else the data
+    with 5% padding. ``None``: no finite data (keep what is shown)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return current
+    span = hi - lo
+    if span <= 0:
+        span = abs(hi) * 0.1 or 1.0
+        lo, hi = lo - span / 2, hi + span / 2
+    if current is not None:
+        c0, c1 = current
+        if c0 <= lo and hi <= c1 and (c1 - c0) <= 1.8 * span:
+            return current
+    pad = 0.05 * span
+    return (lo - pad, hi + pad)
 
 
 def _pen(color: str, *, dashed: bool = False, width: float = 1.0):
@@ -257,6 +587,8 @@ class LivePlots(QWidget):
         self._markers_drawn = 0
         self._capacity = 0.0
         self._x_range: tuple[float, float] | None = None
+        self._y_ranges: dict[str, tuple[float, float]] = {}  # set here (no pyqtgraph auto-range)
+        self._extents: dict[object, tuple[np.ndarray, np.ndarray]] = {}  # visible min/max per series family
         self._decimators: dict[int, PeakDecimator] = {}  # by id() of the ring buffer they summarise
         self._signatures: dict[object, tuple] = {}  # what each curve family was last drawn from
         self.graphics = pg.GraphicsLayoutWidget(self)
@@ -269,36 +601,41 @@ class LivePlots(QWidget):
         for i, (key, title) in enumerate(self.PLOTS):
             plot = self.graphics.addPlot(row=i // 2, col=i % 2, title=title,
                                          axisItems={"bottom": ElapsedAxis(orientation="bottom")})
-            plot.setDownsampling(auto=True, mode="peak")
-            plot.setClipToView(True)
             plot.showGrid(x=False, y=True, alpha=0.2)
             self._grids.append(_TimeGrid(plot.getViewBox()))
             plot.setMenuEnabled(False)
-            plot.enableAutoRange(x=False, y=True)
-            plot.setAutoVisible(y=True)
+            plot.enableAutoRange(x=False, y=False)  # x driven here; y fitted here to the visible data
             plot.getViewBox().setMouseEnabled(x=False, y=False)
-            if self.plots:
-                plot.setXLink(self.plots["util"])
-            if i < len(self.PLOTS) - 2:  # x axes only under the bottom row (the x ranges are linked)
-                plot.hideAxis("bottom")
+            plot._line_items = (_PlotLines(), _PlotLines())  # the settled bodies and the live ends of its lines
+            for item in plot._line_items:
+                plot.addItem(item)
+            # x axes only under the bottom row (every plot shows the same x range, set on each view by
+            # redraw: no pyqtgraph view links, whose range propagation cost more than setting six ranges);
+            # hidden axes are unlinked from their view, so a range change does not re-tick them
+            hidden = ("top", "right") if i >= len(self.PLOTS) - 2 else ("top", "right", "bottom")
+            for name in hidden:
+                plot.hideAxis(name)
+                plot.getAxis(name).unlinkFromView()
             for axis in ("left", "bottom"):  # repaint axes from a pixmap unless their range changed
                 plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
             self.plots[key] = plot
         self.plots["util"].setYRange(0, 100)
-        self.plots["util"].enableAutoRange(y=False)
         self.plots["util"].addLegend(offset=(-5, -5), labelTextSize="7pt", colCount=5, brush=(255, 255, 255, 210),
                                      horSpacing=8)
+        self.plots["util"].legend.setZValue(5)  # over the marker lines
+        self.marker_lines = {key: _MarkerLines(plot.getViewBox()) for key, plot in self.plots.items()}
+        self.event_labels = _EventLabels(self.plots["util"].getViewBox())
         self._titles: dict[str, str] = {}
         self.gpu_curves: dict[tuple[str, int], dict[str, _Line]] = {}
         self.capacity_line = pg.InfiniteLine(angle=0, pen=_pen("#d62728", dashed=True), movable=False,
                                              label="capacity {value:.1f} GiB",
                                              labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 0), (0, 0)]})
         self.capacity_line.setVisible(False)
-        self.plots["mem"].addItem(self.capacity_line, ignoreBounds=False)
+        self.plots["mem"].addItem(self.capacity_line, ignoreBounds=True)
         self.tokens_curve = _Line(self.plots["tokens"], _pen("#1f77b4"))
-        self.loss_curve = _Line(self.plots["loss"], _pen("#1f77b4"), name="train")
+        self.loss_curve = _Line(self.plots["loss"], _pen("#1f77b4"))
         self.eval_curve = self.plots["loss"].plot(pen=None, symbol="o", symbolSize=5, symbolBrush="#ff7f0e",
-                                                  symbolPen=None, name="eval")
+                                                  symbolPen=None)
         self.spend_curve = _Line(self.plots["spend"], _pen("#2ca02c"))
         self.budget_line = pg.InfiniteLine(angle=0, pen=_pen("#d62728", dashed=True), movable=False,
                                            label="budget ${value:,.2f}",
@@ -308,8 +645,7 @@ class LivePlots(QWidget):
                                          labelOpts={"position": 0.95, "color": "#555555", "anchors": [(1, 1), (1, 1)]})
         for line in (self.budget_line, self.plan_line):
             line.setVisible(False)
-            self.plots["spend"].addItem(line)
-        self._marker_items: list[pg.InfiniteLine] = []
+            self.plots["spend"].addItem(line, ignoreBounds=True)
 
     # -- configuration -------------------------------------------------------------------------
     def set_follow(self, follow: bool, window_s: float | None = None) -> None:
@@ -328,19 +664,18 @@ class LivePlots(QWidget):
                 line.remove()
         self.gpu_curves.clear()
         self.plots["util"].legend.clear()
-        for item in self._marker_items:
-            vb = item.getViewBox()
-            if vb is not None:
-                vb.removeItem(item)
-        self._marker_items.clear()
+        for lines in self.marker_lines.values():
+            lines.set_markers([])
         self._markers_drawn = 0
+        self.event_labels.clear()
         for line in (self.tokens_curve, self.loss_curve, self.spend_curve):
             line.clear()
         self.eval_curve.setData([], [])
         self.capacity_line.setVisible(False)
         self._capacity = 0.0
         self._x_range = None
-        self.plots["mem"].enableAutoRange(y=True)
+        self._y_ranges = {"util": self._y_ranges.get("util", (0.0, 100.0))}
+        self._extents.clear()
         self.budget_line.setVisible(False)
         self.plan_line.setVisible(False)
         self._drawn_version = -1
@@ -368,7 +703,7 @@ class LivePlots(QWidget):
                 self._titles[key] = title
                 self.plots[key].setTitle(title)
 
-    def _curves_for(self, key: tuple[str, int]) -> dict[str, pg.PlotDataItem]:
+    def _curves_for(self, key: tuple[str, int]) -> dict[str, _Line]:
         curves = self.gpu_curves.get(key)
         if curves is None:
             color = GPU_COLORS[len(self.gpu_curves) % len(GPU_COLORS)]
@@ -417,22 +752,60 @@ class LivePlots(QWidget):
         return dec
 
     def _apply_mode(self) -> None:
-        """Plot settings for the mode. A scrolling window moves the x range at every frame: the curves
-        hold only the window (and at most a chunk before it, see :meth:`PeakDecimator.curves`) at about
-        a point per pixel column, so clip-to-view and auto downsampling would only re-cut every curve
-        (and rebuild its path) at each frame, and a bottom axis (which also draws
-        the vertical grid lines over the whole plot) would re-render its cache pixmap each time."""
+        """Plot settings for the mode. A scrolling window moves the x range at every frame, and a bottom
+        axis would then re-render its cache pixmap each time: no cache for them while following. (The
+        lines need no clip-to-view or auto downsampling in either mode: they hold only the window, and at
+        most a chunk before it, see :meth:`PeakDecimator.curves`, at about a point per pixel column.)"""
         cache = QGraphicsItem.CacheMode.NoCache if self.follow else QGraphicsItem.CacheMode.DeviceCoordinateCache
         for plot in self.plots.values():
-            plot.setClipToView(not self.follow)
-            plot.setDownsampling(auto=not self.follow, mode="peak")  # the window is already ~1 point/px
             plot.getAxis("bottom").setCacheMode(cache)
+            plot.getAxis("bottom").scrolling = self.follow
+            plot._line_items[0].setCacheMode(cache)  # still x range: bodies repaint from a pixmap until they change
 
     def _changed(self, name: object, signature: tuple) -> bool:
         if self._signatures.get(name) == signature:
             return False
         self._signatures[name] = signature
         return True
+
+    def _fit_y(self, tel: RunTelemetry, x_lo: float, x_hi: float) -> None:
+        """Explicit y ranges from the visible points of each plot's lines (their min and max, kept by
+        family as the curves are made), plus the eval points in the window (loss) and the budget and plan
+        lines (spend); memory until its capacity is known. Utilisation is fixed at 0-100 %. Replaces
+        pyqtgraph's auto-range, which went over every point of every item at each frame and moved the
+        axes whenever an extreme scrolled by: here the range only changes when the data leave it or fill
+        less than ~half of it (:func:`_fit_range`)."""
+        gpu_rows = {"mem": GPU_CURVES.index("mem"), "power": GPU_CURVES.index("power")}
+        wanted: dict[str, list[float]] = {key: [] for key in ("mem", "power", "tokens", "loss", "spend")}
+        for key in tel.gpu_keys:
+            ext = self._extents.get(key)
+            if ext is not None:
+                for plot, row in gpu_rows.items():
+                    wanted[plot] += [ext[0][row], ext[1][row]]
+        ext = self._extents.get("steps")
+        if ext is not None:
+            for row, plot in enumerate(("tokens", "loss", "spend")):
+                wanted[plot] += [ext[0][row], ext[1][row]]
+        if len(tel.evals):
+            ex, ey = tel.evals.view("x"), tel.evals.view("eval_loss")
+            inside = ey[(ex >= x_lo) & (ex <= x_hi)]
+            if len(inside):
+                wanted["loss"] += [float(np.fmin.reduce(inside)), float(np.fmax.reduce(inside))]
+        wanted["spend"] += [v for v in (tel.budget_usd, tel.planned_cost_usd) if v]
+        for key, values in wanted.items():
+            if not values or (key == "mem" and self._capacity > 0):
+                continue
+            values_arr = np.asarray(values, dtype=float)
+            current = self._y_ranges.get(key)
+            new = _fit_range(current, float(np.fmin.reduce(values_arr)), float(np.fmax.reduce(values_arr)))
+            if new is not None and new != current:
+                self._y_ranges[key] = new
+                self.plots[key].setYRange(*new, padding=0)
+
+    def y_range(self, key: str) -> tuple[float, float]:
+        """The y range plot ``key`` shows."""
+        lo, hi = self.plots[key].getViewBox().viewRange()[1]
+        return float(lo), float(hi)
 
     def redraw(self, telemetry: RunTelemetry | None = None, *, force: bool = False) -> bool:
         """Push the newest data into the curves and move the x window. Returns whether it drew.
@@ -457,9 +830,10 @@ class LivePlots(QWidget):
         window = (x_lo, x_hi, bucket, max_raw)
         if (x_lo, x_hi) != self._x_range:
             self._x_range = (x_lo, x_hi)
-            self.plots["util"].setXRange(x_lo, x_hi, padding=0)
-            for grid in self._grids:
-                grid.update()
+            for plot in self.plots.values():
+                plot.getViewBox().setXRange(x_lo, x_hi, padding=0)
+            for item in (*self._grids, *self.marker_lines.values(), self.event_labels):
+                item.update()
         for key in tel.gpu_keys:
             buf = tel.gpus[key]
             curves = self._curves_for(key)
@@ -468,6 +842,7 @@ class LivePlots(QWidget):
             if not self._changed(key, (buf.version, tel.sm_reported, window)):
                 continue
             decimated = self._decimator(buf, GPU_SERIES).curves(*window)
+            self._extents[key] = _visible_extent(decimated, x_lo, x_hi)
             for row, name in enumerate(GPU_CURVES):
                 if name in curves:
                     curves[name].set(decimated, row)
@@ -476,11 +851,12 @@ class LivePlots(QWidget):
             self._capacity = capacity
             self.capacity_line.setVisible(True)  # first: a hidden line's label ignores value changes
             self.capacity_line.setValue(capacity)
-            self.plots["mem"].enableAutoRange(y=False)  # memory is drawn against capacity: a fixed scale
+            self._y_ranges["mem"] = (0.0, capacity * 1.08)  # memory is drawn against capacity: a fixed scale
             self.plots["mem"].setYRange(0.0, capacity * 1.08, padding=0)
         steps = tel.steps
         if len(steps) and self._changed("steps", (steps.version, window)):
             decimated = self._decimator(steps, STEP_SERIES).curves(*window)
+            self._extents["steps"] = _visible_extent(decimated, x_lo, x_hi)
             for row, line in enumerate((self.tokens_curve, self.loss_curve, self.spend_curve)):
                 line.set(decimated, row)
         if len(tel.evals) and self._changed("evals", (tel.evals.version,)):
@@ -489,22 +865,21 @@ class LivePlots(QWidget):
             if value and self._changed(line, (value,)):
                 line.setVisible(True)
                 line.setValue(value)
+        self._fit_y(tel, x_lo, x_hi)
         self._set_titles(tel)
-        while self._markers_drawn < len(tel.markers):
-            marker = tel.markers[self._markers_drawn]
-            self._markers_drawn += 1
-            for key, plot in self.plots.items():
-                line = pg.InfiniteLine(pos=marker.x, angle=90, movable=False,
-                                       pen=_pen(MARKER_COLORS.get(marker.kind, "#7f7f7f"), dashed=True),
-                                       label=marker.kind if key == "util" and marker.kind != "checkpoint" else None,
-                                       labelOpts={"position": 0.92, "color": MARKER_COLORS.get(marker.kind, "#555"),
-                                                  "rotateAxis": (1, 0)})
-                line.setToolTip(marker.label)
-                plot.addItem(line, ignoreBounds=True)
-                self._marker_items.append(line)
+        if self._markers_drawn < len(tel.markers):
+            self._add_markers(tel)
         self._drawn_version = tel.version
         self._drawn_mode = mode
         return True
+
+    def _add_markers(self, tel: RunTelemetry) -> None:
+        """The new markers: dashed lines on every plot (:class:`_MarkerLines`), and the labels of
+        preemptions and resumes on the utilisation plot (:class:`_EventLabels`)."""
+        self._markers_drawn = len(tel.markers)
+        for lines in self.marker_lines.values():
+            lines.set_markers(tel.markers)
+        self.event_labels.set_events([m for m in tel.markers if m.kind != "checkpoint"])
 
     def curve_lengths(self) -> dict[str, int]:
         """Points drawn by each curve family (for tests and diagnostics)."""

@@ -277,7 +277,8 @@ def test_launch_from_dialog_then_stop_resume_from_buttons(qtbot, runs_pane, monk
     qtbot.waitUntil(lambda: entry.state == "running", timeout=30_000)
     qtbot.waitUntil(lambda: any(m.kind == "resumed" for m in entry.telemetry.markers), timeout=60_000)
     qtbot.waitUntil(lambda: (entry.telemetry.current_step() or 0) > steps_before, timeout=60_000)
-    assert len(runs_pane.plots._marker_items) >= 6  # checkpoint + resumed lines on every plot
+    qtbot.waitUntil(lambda: all({"checkpoint", "resumed"} <= {m.kind for m in lines.markers}  # on every plot
+                                for lines in runs_pane.plots.marker_lines.values()), timeout=5_000)
     runs_pane.kill_button.click()
     qtbot.waitUntil(lambda: entry.state == "killed", timeout=30_000)
     assert finished == [entry.run_id, entry.run_id]
