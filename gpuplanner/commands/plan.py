@@ -252,13 +252,13 @@ def calibrated_request(request: PlanRequest, db_path: Path, catalog: Catalog) ->
 
 def measured_speeds(request: PlanRequest, db_path: Path, catalog: Catalog) -> dict[str, MeasuredSpeed]:
     """Per catalog GPU name, the speed measured in the history for this model, training method (full or
-    LoRA) and sequence length."""
+    LoRA), sequence length and arithmetic (fp32 or 16-bit)."""
     if not db_path.exists():
         return {}
     db = open_db(db_path, create=False)
     try:
         found = measurements(db, model_name=request.model.name, method=request.setup.method,
-                             seq_len=request.setup.seq_len)
+                             seq_len=request.setup.seq_len, precision=request.setup.precision)
     finally:
         db.close()
     measured: dict[str, MeasuredSpeed] = {}

@@ -6,7 +6,8 @@ results (``source="bench"``). Throughput is the run's median step throughput (to
 samples/min for the whole run, and per GPU); peak memory is the largest ``peak_mem_bytes`` a step
 reported (per GPU, as the trainer measures on its own device). Measurements are only combined when
 they share the GPU type, the model, the method ("full" or "lora": LoRA skips most weight gradients
-and optimizer work, so its speed says little about full training) and the sequence length. The
+and optimizer work, so its speed says little about full training), the sequence length and the
+arithmetic ("fp32" or "16-bit": tensor cores make 16-bit several times faster). The
 planner should prefer these over its defaults and name the source. Plain data only: this module does
 not import the planning engine.
 """
@@ -25,8 +26,9 @@ from sqlite_utils import Database
 from gpuplanner.history.db import write_transaction
 
 FINISHED = ("finished", "budget_stop", "early_stop")
-# (gpu_type, model_name, method, seq_len): what must match for measurements to be combined
-Key = tuple[str, str, str, int | None]
+# (gpu_type, model_name, method, seq_len, arithmetic): what must match for measurements to be combined
+Key = tuple[str, str, str, int | None, str]
+FP32, HALF = "fp32", "16-bit"
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Calibration:
     gpu_type: str
     model_name: str
     method: str  # "full" or "lora" (or what an imported run's config names)
+    arithmetic: str  # "fp32" or "16-bit"
     source: str  # "run" (measured in finished runs) or "bench" (trainer bench)
     tokens_per_s: float | None  # for the whole run (all its GPUs)
     samples_per_min: float | None
@@ -52,7 +55,13 @@ class Calibration:
 
     @property
     def key(self) -> Key:
-        return (self.gpu_type, self.model_name, self.method, self.seq_len)
+        return (self.gpu_type, self.model_name, self.method, self.seq_len, self.arithmetic)
+
+
+def arithmetic_of(precision: Any) -> str:
+    """"fp32" for an fp32 run or plan, else "16-bit": the trainer's bf16, fp16 and auto (which picks a
+    16-bit type on every GPU) and the planner's bf16-mixed, fp16-mixed and bf16."""
+    return FP32 if isinstance(precision, str) and precision.strip().lower() in ("fp32", "float32") else HALF
 
 
 def method_of(config: Mapping[str, Any]) -> str:
@@ -121,16 +130,17 @@ def _from_runs(db: Database, gpu_type: str | None, model_name: str | None) -> li
         if tps is None and sps is None:
             continue
         config = _json_object(config_json)
-        key = (gpu, model, method_of(config), _int_or_none(_num(config.get("seq_len"))))
+        key = (gpu, model, method_of(config), _int_or_none(_num(config.get("seq_len"))),
+               arithmetic_of(config.get("precision")))
         groups.setdefault(key, []).append((run_id, gpus, ended_at, peak, tps, sps, config))
     out = []
-    for (gpu, model, method, seq_len), rows in groups.items():
+    for (gpu, model, method, seq_len, arithmetic), rows in groups.items():
         tps = _median([r[4] for r in rows])
         spm = _median([r[5] * 60.0 if r[5] is not None else None for r in rows])
         per_gpu_t = _median([r[4] / r[1] if r[4] is not None else None for r in rows])
         per_gpu_s = _median([r[5] * 60.0 / r[1] if r[5] is not None else None for r in rows])
         peaks = [r[3] for r in rows if r[3] is not None]
-        out.append(Calibration(gpu, model, method, "run", tps, spm, per_gpu_t, per_gpu_s, max(peaks) if peaks else None,
+        out.append(Calibration(gpu, model, method, arithmetic, "run", tps, spm, per_gpu_t, per_gpu_s, max(peaks) if peaks else None,
                                int(statistics.median(r[1] for r in rows)), len(rows), tuple(r[0] for r in rows),
                                seq_len, _int_or_none(_num(rows[-1][6].get("micro_batch"))),
                                max((r[2] or 0.0) for r in rows)))
@@ -161,37 +171,44 @@ def _from_bench(db: Database, gpu_type: str | None, model_name: str | None) -> l
         params.append(model_name)
     groups: dict[Key, list[tuple[Any, ...]]] = {}
     for row in db.execute(sql + " ORDER BY id", params).fetchall():
-        groups.setdefault((row[1], row[2], method_of(_json_object(row[9])), row[3]), []).append(row)
+        result = _json_object(row[9])
+        key = (row[1], row[2], method_of(result), row[3], arithmetic_of(result.get("precision")))
+        groups.setdefault(key, []).append(row)
     out = []
-    for (gpu, model, method, seq_len), rows in groups.items():
+    for (gpu, model, method, seq_len, arithmetic), rows in groups.items():
         tps = _median([r[5] for r in rows])
         spm = _median([r[6] * 60.0 if r[6] is not None else None for r in rows])
         peaks = [r[7] for r in rows if r[7] is not None]
-        out.append(Calibration(gpu, model, method, "bench", tps, spm, tps, spm, max(peaks) if peaks else None, 1,
+        out.append(Calibration(gpu, model, method, arithmetic, "bench", tps, spm, tps, spm, max(peaks) if peaks else None, 1,
                                len(rows), tuple(r[0] for r in rows), seq_len, rows[-1][4], max(r[8] for r in rows)))
     return out
 
 
 def measurements(db: Database, *, gpu_type: str | None = None, model_name: str | None = None,
-                 method: str | None = None, seq_len: int | None = None) -> dict[Key, Calibration]:
-    """The best calibration per (gpu_type, model_name, method, seq_len): finished runs first, else bench
-    results. ``method`` and ``seq_len`` narrow the answer to measurements that match them exactly."""
+                 method: str | None = None, seq_len: int | None = None,
+                 precision: str | None = None) -> dict[Key, Calibration]:
+    """The best calibration per (gpu_type, model_name, method, seq_len, arithmetic): finished runs first,
+    else bench results. ``method``, ``seq_len`` and ``precision`` (any spelling; compared as fp32 or
+    16-bit) narrow the answer to measurements that match them."""
     best: dict[Key, Calibration] = {}
     for cal in _from_bench(db, gpu_type, model_name) + _from_runs(db, gpu_type, model_name):
         if method is not None and cal.method != method.lower():
             continue
         if seq_len is not None and cal.seq_len != seq_len:
             continue
+        if precision is not None and cal.arithmetic != arithmetic_of(precision):
+            continue
         best[cal.key] = cal  # runs come last and win
     return best
 
 
 def lookup(db: Database, gpu_type: str, model_name: str, *, method: str = "full",
-           seq_len: int | None = None) -> Calibration | None:
+           seq_len: int | None = None, precision: str | None = None) -> Calibration | None:
     """The calibration for one GPU type, model and method (and sequence length when given), or None when
     nothing that matches was measured. Without ``seq_len``, across sequence lengths: finished runs
     before bench results, then the most recent."""
-    found = measurements(db, gpu_type=gpu_type, model_name=model_name, method=method, seq_len=seq_len)
+    found = measurements(db, gpu_type=gpu_type, model_name=model_name, method=method, seq_len=seq_len,
+                         precision=precision)
     if not found:
         return None
     return max(found.values(), key=lambda cal: (cal.source == "run", cal.measured_at))

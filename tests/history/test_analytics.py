@@ -150,9 +150,9 @@ def test_calibration_prefers_finished_runs_over_bench(db: Database) -> None:
     assert cal.tokens_per_s_per_gpu == 125.0 and cal.samples_per_min_per_gpu == 75.0
     assert cal.peak_mem_bytes == 20 * GIB and cal.gpu_count == 8
     everything = measurements(db)
-    assert set(everything) == {("H100 SXM", "gpt2", "full", 512), ("H100 SXM", "gpt2", "full", None),
-                               ("L4", "gpt2", "full", None)}
-    assert everything[("L4", "gpt2", "full", None)].source == "bench"
+    assert set(everything) == {("H100 SXM", "gpt2", "full", 512, "16-bit"), ("H100 SXM", "gpt2", "full", None, "16-bit"),
+                               ("L4", "gpt2", "full", None, "16-bit")}
+    assert everything[("L4", "gpt2", "full", None, "16-bit")].source == "bench"
     assert lookup(db, "H100 SXM", "gpt2", seq_len=512).source == "bench"  # type: ignore[union-attr]
     assert lookup(db, "A10", "gpt2") is None
     assert lookup(db, "H100 SXM", "gpt2", method="lora") is None
@@ -186,5 +186,17 @@ def test_calibration_keeps_methods_and_sequence_lengths_apart(db: Database) -> N
     bench = record_bench(db, gpu_type="A100 80GB", model_name="llama-3-8b",
                          result={"tokens_per_s": 8000.0, "seq_len": 1024, "params": 100, "trainable_params": 4})
     assert lookup(db, "A100 80GB", "llama-3-8b", method="lora", seq_len=1024).ids == (bench,)  # type: ignore[union-attr]
-    assert set(measurements(db, method="full")) == {("A100 80GB", "llama-3-8b", "full", 2048),
-                                                    ("A100 80GB", "llama-3-8b", "full", 8192)}
+    assert set(measurements(db, method="full")) == {("A100 80GB", "llama-3-8b", "full", 2048, "16-bit"),
+                                                    ("A100 80GB", "llama-3-8b", "full", 8192, "16-bit")}
+
+
+def test_calibration_keeps_fp32_and_16_bit_apart(db: Database) -> None:
+    auto = _finished_run(db, seq_len=2048, tokens_per_s=3000.0, precision="auto")  # 16-bit on every GPU
+    bf16 = _finished_run(db, seq_len=2048, tokens_per_s=3100.0, precision="bf16")
+    fp32 = _finished_run(db, seq_len=2048, tokens_per_s=600.0, precision="fp32")
+    assert lookup(db, "A100 80GB", "llama-3-8b", precision="bf16-mixed").ids == (auto, bf16)  # type: ignore[union-attr]
+    assert lookup(db, "A100 80GB", "llama-3-8b", precision="fp32").ids == (fp32,)  # type: ignore[union-attr]
+    bench = record_bench(db, gpu_type="A100 80GB", model_name="llama-3-8b",
+                         result={"tokens_per_s": 650.0, "seq_len": 4096, "precision": "float32"})
+    assert lookup(db, "A100 80GB", "llama-3-8b", precision="fp32", seq_len=4096).ids == (bench,)  # type: ignore[union-attr]
+    assert lookup(db, "A100 80GB", "llama-3-8b", precision="bf16", seq_len=4096) is None
