@@ -49,10 +49,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first "--" is handed on untouched (the trainer's flags of `run` and `hosts
+    # bench`): argparse alone mishandles "--" after an option inside a nested subcommand.
+    passthrough: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1:]
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a flag argparse rejected (already reported)
         return exc.code if isinstance(exc.code, int) else 2
+    args.passthrough = passthrough
     if getattr(args, "self_test", False):
         from gpuplanner.ui.self_test import run_self_test  # lazily: Qt only loads for the self-test
 

@@ -78,7 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         from .bench import bench
 
-        print(json.dumps(bench(config, args.bench_warmup_steps, args.bench_steps), indent=2))
+        try:
+            result = bench(config, args.bench_warmup_steps, args.bench_steps)
+        except RuntimeError as exc:  # the reason was printed as "trainer: training failed: ..." above
+            print(f"trainer: {exc}", file=sys.stderr)
+            return 1
+        print(json.dumps(result, indent=2))
         return 0
     from .loop import train
 

@@ -48,6 +48,19 @@ class RecordError(ValueError):
     """A line that is not a valid telemetry record; the message says why."""
 
 
+def config_model_name(path: str) -> str:
+    """The name under which a model built from a config file (``--model-config``) is known in the run
+    history and the planner, so measurements find their plans: the folder of a ``config.json`` (a
+    Hugging Face model folder), else the file name without its extension. Works on any path spelling."""
+    parts = [part for part in path.replace("\\", "/").split("/") if part not in ("", ".")]
+    if not parts:
+        return path
+    name = parts[-1]
+    if name == "config.json" and len(parts) > 1:
+        return parts[-2]
+    return name[:-5] if name.lower().endswith(".json") and len(name) > 5 else name
+
+
 def make_record(kind: str, seq: int, t: float, **fields: Any) -> dict[str, Any]:
     """Build a record dict with the envelope fields first."""
     if kind not in KINDS:

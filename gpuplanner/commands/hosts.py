@@ -73,7 +73,7 @@ def _host_doc(host: Host) -> dict[str, Any]:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("hosts", help="hosts runs go to: list, add, remove, probe",
+    parser = subparsers.add_parser("hosts", help="hosts runs go to: list, add, remove, probe, bench",
                                    description=__doc__.splitlines()[0])
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     parser.set_defaults(handler=lambda args: parser.print_help() or 0)
@@ -109,6 +109,61 @@ def register(subparsers: Any) -> None:
     p.add_argument("name")
     add_trust_flag(p)
     p.set_defaults(handler=_probe)
+
+    p = actions.add_parser("bench", help="measure a training configuration on the host (trainer bench) and "
+                                         "record it for the planner",
+                           usage="gpuplanner hosts bench NAME [options] -- TRAINER FLAGS...")
+    common(p)
+    p.add_argument("name")
+    p.add_argument("--warmup-steps", type=int, default=5, help="steps not measured (default 5)")
+    p.add_argument("--steps", type=int, default=30, help="steps measured after warm-up (default 30)")
+    p.add_argument("--gpu-type", help="the catalog GPU this measurement stands for (default: the GPU it ran on; "
+                                      "needed to record a CPU measurement)")
+    p.add_argument("--no-record", action="store_true", help="print the result only; do not store it")
+    add_trust_flag(p)
+    p.add_argument("flags", nargs="*", metavar="-- TRAINER FLAGS", help="the trainer's flags after --")
+    p.set_defaults(handler=_bench)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from gpuplanner.launch.manager import RunError, RunManager
+
+    flags = list(args.flags) + list(getattr(args, "passthrough", []))
+    if not flags:
+        raise UsageError("TRAINER FLAGS: give the configuration after --, e.g. -- --model gpt2 --data d "
+                         "--seq-len 1024 --micro-batch 8 --precision bf16")
+    if args.steps < 1 or args.warmup_steps < 0:
+        raise UsageError("--steps: at least 1 measured step (and --warmup-steps not negative)")
+    try:
+        get_host(args.db, args.name)
+    except HostError as exc:
+        raise UsageError(f"NAME: {exc}") from None
+    manager = RunManager(args.db, passphrase_callback=terminal_passphrase)
+    try:
+        result = with_host_key_trust(args, lambda: manager.bench(
+            args.name, flags, warmup_steps=args.warmup_steps, steps=args.steps, gpu_type=args.gpu_type,
+            record=not args.no_record))
+    except ValueError as exc:
+        raise UsageError(f"TRAINER FLAGS: {exc}") from None
+    except (SSHError, HistoryError, RunError) as exc:
+        print(f"gpuplanner hosts: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        manager.close()
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    mfu = f", MFU {result['mfu']:.1%}" if isinstance(result.get("mfu"), (int, float)) else ""
+    peak = result.get("peak_mem_reserved_bytes") or result.get("peak_mem_allocated_bytes")
+    memory = f", peak memory {peak / 1024**3:.2f} GiB" if isinstance(peak, (int, float)) else ""
+    print(f"{args.name} ({result.get('device')}, {result.get('precision')}): {result.get('tokens_per_s', 0):,.0f} "
+          f"tokens/s, {result.get('step_time_s', 0) * 1000:.0f} ms per step{mfu}{memory}")
+    if "recorded_id" in result:
+        print(f"recorded as bench result #{result['recorded_id']} for {result['recorded_gpu_type']}: "
+              "`gpuplanner plan` uses it for this model, method, precision and sequence length")
+    else:
+        print(f"not recorded: {result.get('not_recorded')}")
+    return 0
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -56,7 +56,7 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    words = list(args.words)
+    words = list(args.words) + list(getattr(args, "passthrough", []))
     if args.host is None:
         if len(words) != 2 or words[0] not in ACTIONS:
             raise UsageError("--host: needed to launch (or give attach|stop|kill|resume and a run ID)")

@@ -20,7 +20,7 @@ from sqlite_utils import Database
 
 from gpuplanner.history.db import HistoryError, write_transaction
 from gpuplanner.history.rollup import Rollups
-from trainer.protocol import RUN_END_STATUSES, StreamParser
+from trainer.protocol import RUN_END_STATUSES, StreamParser, config_model_name
 
 DEFAULT_BATCH = 5000
 ENVELOPE = ("v", "seq", "t", "kind")
@@ -89,7 +89,7 @@ def _model_name(config: dict[str, Any]) -> str | None:
             return str(config[key])
     path = config.get("model_config")
     if isinstance(path, str) and path:
-        return path.replace("\\", "/").rstrip("/").split("/")[-1]
+        return config_model_name(path)
     return None
 
 

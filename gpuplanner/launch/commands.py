@@ -9,6 +9,7 @@ budget; the user's flags must not set them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 MANAGED_FLAGS = ("--run-dir", "--price-per-gpu-hour", "--budget-usd")
@@ -46,3 +47,18 @@ def node_command(train_args: list[str], *, gpus: int, nnodes: int, node_rank: in
     if gpus > 1:
         return ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus), *train_args]
     return train_args
+
+
+def bench_result(status: int, stdout: str, stderr: str) -> dict:
+    """The JSON document ``python -m trainer bench`` printed, or RuntimeError with its last error lines."""
+    if status == 0:
+        try:
+            result = json.loads(stdout)
+        except ValueError:
+            result = None
+        if isinstance(result, dict):
+            return result
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    own = [line.removeprefix("trainer: ") for line in lines if line.startswith("trainer: ")]  # not tracebacks
+    reason = " | ".join(own[-2:] if own else lines[-3:]) or "no output"
+    raise RuntimeError(f"trainer bench failed (exit {status}): {reason}")

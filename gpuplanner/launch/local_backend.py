@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.launch.backend import ProcessState
+from gpuplanner.launch.commands import bench_result
 from gpuplanner import trainer_python
 from gpuplanner.launch.hosts import Host, HostError
 from gpuplanner.launch.payload import local_payload
@@ -160,3 +161,11 @@ class LocalBackend:
         if out.returncode != 0:
             return {"ok": False, **report, "error": out.stderr.strip()[-2000:]}
         return {"ok": True, **json.loads(out.stdout), **report}
+
+    def bench(self, args: list[str], timeout_s: float) -> dict[str, Any]:
+        try:
+            out = subprocess.run([self.python, "-m", "trainer", "bench", *args], capture_output=True, text=True,
+                                 env=self._env({}), timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"trainer bench did not finish within {timeout_s:.0f} s") from None
+        return bench_result(out.returncode, out.stdout, out.stderr)

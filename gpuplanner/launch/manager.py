@@ -27,6 +27,7 @@ from typing import Any
 import paramiko
 from sqlite_utils import Database
 
+from gpuplanner.history.calibration import record_bench
 from gpuplanner.history.db import connect, open_db, resolve_db_path, write_transaction
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, get_run, update_run
@@ -38,6 +39,7 @@ from gpuplanner.launch.local_backend import LocalBackend, TrainerPythonMissing
 from gpuplanner.launch.ssh_backend import SSHBackend
 from gpuplanner.launch.ssh_connection import AuthenticationFailed, PassphraseCallback, SSHError
 from gpuplanner.launch.streaming import NodeStream
+from trainer.protocol import config_model_name
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +135,7 @@ def _model_name(args: Sequence[str]) -> str | None:
         if flag in args:
             i = list(args).index(flag)
             if i + 1 < len(args):
-                return Path(args[i + 1]).name if flag == "--model-config" else args[i + 1]
+                return config_model_name(args[i + 1]) if flag == "--model-config" else args[i + 1]
     return None
 
 
@@ -189,6 +191,37 @@ class RunManager:
         gpu_type = gpus[0]["name"] if gpus else None
         if result.get("ok"):
             update_host(self.db_path, replace(host, gpu_type=gpu_type, gpu_count=len(gpus), probe=result))
+        return result
+
+    def bench(self, host_name: str, trainer_args: Sequence[str], *, warmup_steps: int = 5, steps: int = 30,
+              gpu_type: str | None = None, record: bool = True, timeout_s: float = 3600.0) -> dict[str, Any]:
+        """Run ``python -m trainer bench`` with ``trainer_args`` on the host (in the foreground) and return its
+        JSON result. With ``record``, a GPU measurement is stored in the history's bench results (the
+        planner's calibration; ``recorded_id`` in the result): under ``gpu_type`` when given (the catalog
+        GPU it stands for), else under the GPU the trainer ran on. A CPU measurement is only stored under
+        an explicit ``gpu_type``; ``not_recorded`` says why nothing was stored."""
+        args = commands.check_trainer_args(trainer_args)
+        if warmup_steps < 0 or steps < 1:
+            raise ValueError("bench needs at least 1 measured step and no negative warm-up")
+        bench_args = [*args, "--bench-warmup-steps", str(warmup_steps), "--bench-steps", str(steps)]
+        try:
+            result = dict(self._backend(host_name).bench(bench_args, timeout_s))
+        except RuntimeError as exc:
+            raise RunError(f"{host_name}: {exc}") from exc
+        device = result.get("device")
+        where = gpu_type or (device if isinstance(device, str) and device != "cpu" else None)
+        if not record:
+            result["not_recorded"] = "not asked to record"
+        elif where is None:
+            result["not_recorded"] = "measured on the CPU: give the GPU type it stands for to record it"
+        else:
+            db = self._db()
+            try:
+                result["recorded_id"] = record_bench(db, gpu_type=where, model_name=_model_name(args) or "unknown",
+                                                     result=result, host=host_name)
+            finally:
+                db.close()
+            result["recorded_gpu_type"] = where
         return result
 
     # -- launching -------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 import paramiko
 
 from gpuplanner.launch.backend import ProcessState
+from gpuplanner.launch.commands import bench_result
 from gpuplanner.launch.hosts import Host
 from gpuplanner.launch.payload import Payload, ensure_remote
 from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
@@ -186,3 +187,10 @@ class SSHBackend:
             return {"ok": False, **report, "error": err.strip()[-2000:]}
         return {"ok": True, **json.loads(out), **report, "payload": payload.content_hash,
                 "payload_uploaded": self.uploaded}
+
+    def bench(self, args: list[str], timeout_s: float) -> dict[str, Any]:
+        payload = self.payload()
+        command = " ".join(["env", q("PYTHONPATH=" + payload.pythonpath), q(self.python),
+                            "-m", "trainer", "bench", *(q(a) for a in args)])
+        status, out, err = self._conn().run(command, timeout_s=timeout_s)
+        return bench_result(status, out, err)

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.resources import resource_path
+from trainer.protocol import config_model_name
 
 FAMILIES = ("gpt2", "bert", "llama", "generic")
 # HF model types that share the Llama decoder layout (pre-norm RMSNorm, rotary, gated MLP).
@@ -437,7 +438,8 @@ def from_config_file(path: str | Path) -> ModelSpec:
     except json.JSONDecodeError as exc:
         raise PlanInputError("model-config", f"{p} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
     name = cfg.get("_name_or_path") if isinstance(cfg, dict) else None
-    return from_config(cfg, name=name or p.parent.name or p.stem)
+    # The same name the run history gives a run of this config, so measured speeds find the plan.
+    return from_config(cfg, name=name or config_model_name(str(path)))
 
 
 def _synth_config(n: int) -> dict[str, Any]:

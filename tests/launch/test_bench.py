@@ -1,0 +1,81 @@
+"""`gpuplanner hosts bench`: trainer bench on a host (this machine, or a real sshd), recorded for the planner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuplanner.cli import main
+from gpuplanner.history.calibration import lookup
+from gpuplanner.history.db import open_db
+from gpuplanner.launch.manager import RunError, RunManager
+from tests.launch.conftest import CORPUS, add_ssh_host
+from trainer.protocol import config_model_name
+
+
+def _flags(model_config: Path, data: Path = CORPUS) -> list[str]:
+    return ["--model-config", str(model_config), "--data", str(data), "--seq-len", "32", "--micro-batch", "4",
+            "--device", "cpu"]
+
+
+@pytest.mark.parametrize(("path", "name"), [
+    ("/models/Llama-3-8B/config.json", "Llama-3-8B"), ("Llama-3-8B/config.json", "Llama-3-8B"),
+    ("C:\\models\\phi-2\\config.json", "phi-2"), ("./tiny-gpt2.json", "tiny-gpt2"), ("tiny-gpt2.json", "tiny-gpt2"),
+    ("/abs/dir/tiny-gpt2.json", "tiny-gpt2"), ("config.json", "config"), ("runs/my-config", "my-config")])
+def test_a_config_file_has_one_name_everywhere(path: str, name: str) -> None:
+    assert config_model_name(path) == name
+
+
+def test_cli_bench_records_a_measurement_the_planner_uses(db_path: Path, model_config: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["hosts", "bench", "local", "--db", str(db_path), "--steps", "3", "--warmup-steps", "1", "--json"]
+    assert main([*args, "--", *_flags(model_config)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["device"] == "cpu" and result["measured_steps"] == 3 and result["tokens_per_s"] > 0
+    assert "recorded_id" not in result and "CPU" in result["not_recorded"]  # a CPU figure is no GPU's speed
+    assert main([*args, "--gpu-type", "NVIDIA A10G", "--", *_flags(model_config)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    with open_db(db_path) as db:
+        cal = lookup(db, "NVIDIA A10G", config_model_name(str(model_config)), seq_len=32, precision="fp32")
+    assert cal is not None and cal.source == "bench" and cal.ids == (result["recorded_id"],)
+    assert cal.tokens_per_s == pytest.approx(result["tokens_per_s"])
+    plan = ["plan", "--model-config", str(model_config), "--gpu", "A10G", "--seq-len", "32", "--micro-batch", "4",
+            "--method", "full", "--db", str(db_path), "--json"]
+    assert main([*plan, "--precision", "fp32"]) == 0
+    throughput = json.loads(capsys.readouterr().out)["throughput"]
+    assert throughput["source"] == f"calibrated: trainer bench results #{result['recorded_id']} on NVIDIA A10G"
+    assert throughput["tokens_per_s"] == pytest.approx(result["tokens_per_s"], rel=1e-3)
+    assert main([*plan, "--precision", "bf16-mixed"]) == 0  # an fp32 measurement says nothing about bf16
+    assert json.loads(capsys.readouterr().out)["throughput"]["source"].startswith("estimate")
+
+
+def test_cli_bench_rejects_bad_input_clearly(db_path: Path, model_config: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["hosts", "bench", "local", "--db", str(db_path)]
+    assert main(base) == 2 and "TRAINER FLAGS" in capsys.readouterr().err
+    assert main([*base, "--", *_flags(model_config), "--run-dir", "x"]) == 2
+    assert "--run-dir is set by the launcher" in capsys.readouterr().err
+    assert main([*base, "--steps", "0", "--", *_flags(model_config)]) == 2
+    assert main(["hosts", "bench", "nowhere", "--db", str(db_path), "--", *_flags(model_config)]) == 2
+    capsys.readouterr()
+    assert main([*base, "--steps", "2", "--warmup-steps", "0", "--", *_flags(model_config, tmp_path / "no-data")]) == 1
+    err = capsys.readouterr().err
+    assert "trainer bench failed" in err and "no-data" in err
+
+
+@pytest.mark.slow
+def test_bench_over_ssh(db_path: Path, sshd, known_hosts: Path, model_config: Path) -> None:
+    add_ssh_host(db_path, "box", sshd, trust=known_hosts)
+    manager = RunManager(db_path)
+    try:
+        result = manager.bench("box", _flags(model_config), warmup_steps=1, steps=2, gpu_type="NVIDIA L4")
+        assert result["measured_steps"] == 2 and result["recorded_gpu_type"] == "NVIDIA L4"
+        with pytest.raises(RunError, match="trainer bench failed"):
+            manager.bench("box", [*_flags(model_config), "--seq-len", "-3"], warmup_steps=0, steps=1)
+    finally:
+        manager.close()
+    with open_db(db_path) as db:
+        cal = lookup(db, "NVIDIA L4", config_model_name(str(model_config)), seq_len=32, precision="fp32")
+    assert cal is not None and cal.ids == (result["recorded_id"],)
