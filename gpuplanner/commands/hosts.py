@@ -162,7 +162,8 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"recorded as bench result #{result['recorded_id']} for {result['recorded_gpu_type']}: "
               "`gpuplanner plan` uses it for this model, method, precision and sequence length")
     else:
-        print(f"not recorded: {result.get('not_recorded')}")
+        hint = " (--gpu-type GPU records it as that GPU's speed)" if result.get("device") == "cpu" else ""
+        print(f"not recorded: {result.get('not_recorded')}{hint}")
     return 0
 
 

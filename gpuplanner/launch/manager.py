@@ -213,7 +213,7 @@ class RunManager:
         if not record:
             result["not_recorded"] = "not asked to record"
         elif where is None:
-            result["not_recorded"] = "measured on the CPU: give the GPU type it stands for to record it"
+            result["not_recorded"] = "measured on the CPU, not a GPU"
         else:
             db = self._db()
             try:

@@ -104,7 +104,10 @@ def _money(value: float, tip: str, special: str | None = None) -> QDoubleSpinBox
 
 class LaunchDialog(QDialog):
     """Form for one launch. ``hosts`` are ``(name, label, price per GPU-hour or None)``; ``settings`` the
-    Plan pane's dict."""
+    Plan pane's dict. Ends with ``Accepted`` (launch), ``MEASURE`` ("Measure speed": a short
+    ``trainer bench`` of these settings on the host instead of a run) or ``Rejected``."""
+
+    MEASURE = 2
 
     def __init__(self, hosts: list[tuple[str, str, float | None]], settings: dict[str, Any] | None = None,
                  parent: QWidget | None = None) -> None:
@@ -234,6 +237,11 @@ class LaunchDialog(QDialog):
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.launch_button = self.buttons.addButton("Launch", QDialogButtonBox.ButtonRole.AcceptRole)
         self.launch_button.setDefault(True)
+        self.measure_button = self.buttons.addButton("Measure speed", QDialogButtonBox.ButtonRole.ActionRole)
+        self.measure_button.setToolTip("Run a short benchmark of these settings on the host (trainer bench: "
+                                       "a few dozen steps, no run is started) and record the measured speed "
+                                       "for the Plan pane")
+        self.measure_button.clicked.connect(self.measure)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         outer.addWidget(self.buttons)
@@ -311,6 +319,14 @@ class LaunchDialog(QDialog):
             self.error_label.setVisible(True)
             return
         super().accept()
+
+    def measure(self) -> None:
+        problem = self.validate()
+        if problem:
+            self.error_label.setText(problem)
+            self.error_label.setVisible(True)
+            return
+        self.done(self.MEASURE)
 
     def request(self) -> LaunchRequest:
         v = self.values()

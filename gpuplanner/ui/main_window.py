@@ -198,6 +198,7 @@ class MainWindow(QMainWindow):
 
             pane = RunsPane(self.services)
             pane.runFinished.connect(self._on_run_finished)
+            pane.speedMeasured.connect(self._on_speed_measured)
         else:
             from gpuplanner.ui.history_pane import HistoryPane
 
@@ -241,6 +242,10 @@ class MainWindow(QMainWindow):
     @Slot(int)
     def _on_run_finished(self, run_id: int) -> None:
         self.pane("History").on_run_finished(run_id)
+        self.plan_pane.recalculate()  # a finished run may calibrate the plan
+
+    def _on_speed_measured(self, _result: object) -> None:
+        self.plan_pane.recalculate()  # a recorded bench result calibrates the plan
 
     @Slot()
     def _on_refresh_history(self) -> None:

@@ -109,6 +109,11 @@ class RunController(QObject):
                                   budget_usd=request.budget_usd, on_records=self.on_records, on_status=self.on_status)
         return self.submit(job, callback, errback)
 
+    def bench(self, request: Any, callback: Callable[[Any], None] | None = None,
+              errback: Callable[[Exception], None] | None = None) -> int:
+        """``trainer bench`` of the request's settings on its host (recorded for the planner)."""
+        return self.submit(lambda m: m.bench(request.host_name, request.trainer_args), callback, errback)
+
     def attach(self, run_id: int, callback: Callable[[Any], None] | None = None,
                errback: Callable[[Exception], None] | None = None) -> int:
         return self.submit(lambda m: m.attach(run_id, on_records=self.on_records, on_status=self.on_status),

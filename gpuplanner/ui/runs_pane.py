@@ -83,6 +83,7 @@ class RunsPane(QWidget):
     """See the module docstring."""
 
     runFinished = Signal(int)
+    speedMeasured = Signal(object)  # a trainer bench result (recorded for the planner when on a GPU)
 
     def __init__(self, services: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -106,6 +107,11 @@ class RunsPane(QWidget):
         self.text_timer.start()
         self._update_text()
         QTimer.singleShot(0, self._reattach)
+
+    def _say(self, text: str, error: bool = True) -> None:
+        """The line above the plots: problems in red, progress and results in the normal colour."""
+        self.message_label.setStyleSheet("color: #b00020" if error else "")
+        self.message_label.setText(text)
 
     def _make_manager(self) -> Any:
         from gpuplanner.launch.manager import RunManager
@@ -213,11 +219,50 @@ class RunsPane(QWidget):
     def open_launch_dialog(self, settings: dict[str, Any]) -> None:
         """The launch dialog prefilled from the Plan pane's settings; launches on OK."""
         dialog = self.make_launch_dialog(settings)
-        if dialog.exec() == QDialog.DialogCode.Accepted:
+        outcome = dialog.exec()
+        if outcome == LaunchDialog.MEASURE:
+            self.measure(dialog.request())
+        elif outcome == QDialog.DialogCode.Accepted:
             request = dialog.request()
             if request.planned_cost_usd is None and settings:
                 request.planned_cost_usd = settings.get("planned_cost_usd")
             self.launch(request)
+
+    def measure(self, request: LaunchRequest) -> None:
+        """``trainer bench`` of the request's settings on its host, on the worker thread; the result goes
+        to the message line and ``speedMeasured`` (the Plan pane recalculates with it)."""
+        self._say(f"Measuring the speed on {request.host_name} (trainer bench, about a minute)…", error=False)
+        self.controller.bench(request, lambda result: self._on_measured(result, request),
+                              lambda exc: self._on_measure_failed(exc, request))
+
+    def _on_measured(self, result: dict[str, Any], request: LaunchRequest) -> None:
+        mfu = f", MFU {result['mfu']:.1%}" if isinstance(result.get("mfu"), (int, float)) else ""
+        text = (f"Measured on {request.host_name} ({result.get('device')}, {result.get('precision')}): "
+                f"{result.get('tokens_per_s', 0):,.0f} tokens/s, {result.get('step_time_s', 0) * 1000:,.0f} ms "
+                f"per step{mfu}. ")
+        if "recorded_id" in result:
+            text += (f"Recorded as bench result #{result['recorded_id']} for {result['recorded_gpu_type']}: "
+                     "the Plan pane uses it for this model, method, precision and sequence length.")
+        else:
+            text += f"Not recorded ({result.get('not_recorded')})."
+        self._say(text, error=False)
+        self.speedMeasured.emit(result)
+
+    def _on_measure_failed(self, exc: Exception, request: LaunchRequest) -> None:
+        from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
+
+        if isinstance(exc, UnknownHostKey):
+            self._say("")
+            if ask_trust(exc, self):
+                self.measure(request)
+            else:
+                self._say(f"Not measured: the key of {exc.hostname} was not trusted.")
+            return
+        if isinstance(exc, ChangedHostKey):
+            self._say(f"Refused: the host key of {exc.hostname} changed.")
+            show_changed_key(exc, self)
+            return
+        self._say(f"Measuring failed: {exc}")
 
     def start_demo_run(self) -> None:
         """Launch the tiny demo run on this machine."""
@@ -225,7 +270,7 @@ class RunsPane(QWidget):
 
     def launch(self, request: LaunchRequest) -> None:
         """Launch on the worker thread; a new host key is asked about here, then the launch is retried."""
-        self.message_label.setText(f"Launching on {request.host_name}…")
+        self._say(f"Launching on {request.host_name}…", error=False)
         self.controller.launch(request, lambda run_id: self._on_launched(run_id, request),
                                lambda exc: self._on_launch_failed(exc, request))
 
@@ -273,7 +318,7 @@ class RunsPane(QWidget):
         return entry
 
     def _on_launched(self, run_id: int, request: LaunchRequest) -> None:
-        self.message_label.setText("")
+        self._say("")
         self._add_entry(run_id, request.name or f"Run {run_id}", request.host_name, request=request)
         self._update_text()
 
@@ -282,18 +327,18 @@ class RunsPane(QWidget):
         from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 
         if isinstance(exc, UnknownHostKey):
-            self.message_label.setText("")
+            self._say("")
             if ask_trust(exc, self):
                 self.launch(request)
             else:
-                self.message_label.setText(f"Not launched: the key of {exc.hostname} was not trusted.")
+                self._say(f"Not launched: the key of {exc.hostname} was not trusted.")
             return
         if isinstance(exc, ChangedHostKey):
-            self.message_label.setText(f"Refused: the host key of {exc.hostname} changed.")
+            self._say(f"Refused: the host key of {exc.hostname} changed.")
             show_changed_key(exc, self)
             return
         prefix = "Host problem" if isinstance(exc, HostError) else "Launch failed"
-        self.message_label.setText(f"{prefix}: {exc}")
+        self._say(f"{prefix}: {exc}")
 
     def _reattach(self) -> None:
         """Pick up runs a previous session left running (they went on detached): backfill, then follow."""
@@ -325,7 +370,7 @@ class RunsPane(QWidget):
             finally:
                 db.close()
 
-        self.controller.submit(job, self._on_reattached, lambda exc: self.message_label.setText(
+        self.controller.submit(job, self._on_reattached, lambda exc: self._say(
             f"Could not reattach to running runs: {exc}"))
 
     def _on_reattached(self, found: list[tuple[int, str, str, RunTelemetry]]) -> None:
@@ -490,11 +535,11 @@ class RunsPane(QWidget):
         run_id = entry.run_id
         calls = {"stop": lambda m: m.stop(run_id), "kill": lambda m: m.kill(run_id),
                  "preempt": lambda m: m.simulate_preemption(run_id), "resume": lambda m: m.resume(run_id)}
-        self.message_label.setText("")
+        self._say("")
         if action == "resume":
             entry.finished_emitted = False
         self.controller.submit(calls[action], None,
-                               lambda exc: self.message_label.setText(f"{action.capitalize()} failed: {exc}"))
+                               lambda exc: self._say(f"{action.capitalize()} failed: {exc}"))
 
     @Slot()
     def _on_stop_clicked(self) -> None:
@@ -521,7 +566,7 @@ class RunsPane(QWidget):
             QDesktopServices.openUrl(QUrl.fromLocalFile(entry.run_dir))
         else:
             self.message_label.setStyleSheet("")
-            self.message_label.setText(f"Run folder on {entry.host}: {entry.run_dir}")
+            self._say(f"Run folder on {entry.host}: {entry.run_dir}", error=False)
 
 
 def redraw_benchmark(gpus: int = 8, samples: int = 86_400, frames: int = 30, *, follow: bool = False) -> float:

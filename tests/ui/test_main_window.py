@@ -185,3 +185,10 @@ def test_plan_table_fits_at_1280x800(qtbot: Any, window: MainWindow) -> None:
     assert not table.isColumnHidden(11)
     assert header.length() <= table.viewport().width() + 1, (header.length(), table.viewport().width())
     assert not table.horizontalScrollBar().isVisible()
+
+
+def test_a_measured_speed_recalculates_the_plan(window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[bool] = []
+    monkeypatch.setattr(window.plan_pane, "recalculate", lambda: calls.append(True) or True)
+    window.runs_pane.speedMeasured.emit({"tokens_per_s": 1.0, "recorded_id": 1})
+    assert calls == [True]
