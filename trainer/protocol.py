@@ -56,7 +56,7 @@ def config_model_name(path: str) -> str:
     if not parts:
         return path
     name = parts[-1]
-    if name == "config.json" and len(parts) > 1:
+    if name.lower() == "config.json" and len(parts) > 1 and parts[-2] != "..":
         return parts[-2]
     return name[:-5] if name.lower().endswith(".json") and len(name) > 5 else name
 

@@ -27,7 +27,7 @@ def terminal_passphrase(prompt: str) -> str | None:
         return None
     try:
         return getpass.getpass(prompt.rstrip() + " ")
-    except (EOFError, KeyboardInterrupt):
+    except EOFError:  # Ctrl-D: no passphrase (Ctrl-C aborts the command as everywhere else)
         print(file=sys.stderr)
         return None
 
@@ -125,7 +125,18 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=_bench)
 
 
+def catalog_gpu(name: str) -> object | None:
+    """The catalog GPU a device or catalog name stands for (None when the catalog knows none)."""
+    from gpuplanner.plan.catalog import CatalogError, load_catalog
+
+    try:
+        return load_catalog().find_gpu(name)
+    except CatalogError:
+        return None
+
+
 def _bench(args: argparse.Namespace) -> int:
+    from gpuplanner.launch.commands import check_trainer_args
     from gpuplanner.launch.manager import RunError, RunManager
 
     flags = list(args.flags) + list(getattr(args, "passthrough", []))
@@ -135,6 +146,10 @@ def _bench(args: argparse.Namespace) -> int:
     if args.steps < 1 or args.warmup_steps < 0:
         raise UsageError("--steps: at least 1 measured step (and --warmup-steps not negative)")
     try:
+        check_trainer_args(flags)
+    except ValueError as exc:
+        raise UsageError(f"TRAINER FLAGS: {exc}") from None
+    try:
         get_host(args.db, args.name)
     except HostError as exc:
         raise UsageError(f"NAME: {exc}") from None
@@ -143,13 +158,15 @@ def _bench(args: argparse.Namespace) -> int:
         result = with_host_key_trust(args, lambda: manager.bench(
             args.name, flags, warmup_steps=args.warmup_steps, steps=args.steps, gpu_type=args.gpu_type,
             record=not args.no_record))
-    except ValueError as exc:
-        raise UsageError(f"TRAINER FLAGS: {exc}") from None
     except (SSHError, HistoryError, RunError) as exc:
         print(f"gpuplanner hosts: {exc}", file=sys.stderr)
         return 1
     finally:
         manager.close()
+    if "recorded_gpu_type" in result and catalog_gpu(result["recorded_gpu_type"]) is None:
+        result["warning"] = (f"the catalog knows no GPU named {result['recorded_gpu_type']!r}, so the planner cannot "
+                             "use this measurement: run again with --gpu-type and a catalog name "
+                             "(gpuplanner catalog gpus)")
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
@@ -158,7 +175,9 @@ def _bench(args: argparse.Namespace) -> int:
     memory = f", peak memory {peak / 1024**3:.2f} GiB" if isinstance(peak, (int, float)) else ""
     print(f"{args.name} ({result.get('device')}, {result.get('precision')}): {result.get('tokens_per_s', 0):,.0f} "
           f"tokens/s, {result.get('step_time_s', 0) * 1000:.0f} ms per step{mfu}{memory}")
-    if "recorded_id" in result:
+    if "warning" in result:
+        print(f"recorded as bench result #{result['recorded_id']}, but {result['warning']}")
+    elif "recorded_id" in result:
         print(f"recorded as bench result #{result['recorded_id']} for {result['recorded_gpu_type']}: "
               "`gpuplanner plan` uses it for this model, method, precision and sequence length")
     else:

@@ -52,12 +52,15 @@ def node_command(train_args: list[str], *, gpus: int, nnodes: int, node_rank: in
 def bench_result(status: int, stdout: str, stderr: str) -> dict:
     """The JSON document ``python -m trainer bench`` printed, or RuntimeError with its last error lines."""
     if status == 0:
+        start = 0 if stdout.startswith("{") else stdout.rfind("\n{") + 1  # after anything a login shell printed
         try:
-            result = json.loads(stdout)
+            result = json.loads(stdout[start:]) if start >= 0 else None
         except ValueError:
             result = None
         if isinstance(result, dict):
             return result
+        tail = " | ".join(line.strip() for line in stdout.strip().splitlines()[-3:]) or "nothing"
+        raise RuntimeError(f"trainer bench printed no JSON result (it printed: {tail})")
     lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
     own = [line.removeprefix("trainer: ") for line in lines if line.startswith("trainer: ")]  # not tracebacks
     reason = " | ".join(own[-2:] if own else lines[-3:]) or "no output"

@@ -131,11 +131,15 @@ class _Run:
 
 
 def _model_name(args: Sequence[str]) -> str | None:
+    """The model a trainer command line trains, named as the history names it (``--flag value`` or
+    ``--flag=value``)."""
+    args = list(args)
     for flag in ("--model", "--model-config"):
-        if flag in args:
-            i = list(args).index(flag)
-            if i + 1 < len(args):
-                return config_model_name(args[i + 1]) if flag == "--model-config" else args[i + 1]
+        value = next((a.split("=", 1)[1] for a in args if a.startswith(flag + "=")), None)
+        if value is None and flag in args and args.index(flag) + 1 < len(args):
+            value = args[args.index(flag) + 1]
+        if value:
+            return config_model_name(value) if flag == "--model-config" else value
     return None
 
 
@@ -205,8 +209,11 @@ class RunManager:
             raise ValueError("bench needs at least 1 measured step and no negative warm-up")
         bench_args = [*args, "--bench-warmup-steps", str(warmup_steps), "--bench-steps", str(steps)]
         try:
-            result = dict(self._backend(host_name).bench(bench_args, timeout_s))
-        except RuntimeError as exc:
+            backend = self._backend(host_name)
+            if isinstance(backend, LocalBackend):
+                backend.python  # noqa: B018 (no interpreter that can run the trainer: say how to make one)
+            result = dict(backend.bench(bench_args, timeout_s))
+        except (RuntimeError, TrainerPythonMissing) as exc:
             raise RunError(f"{host_name}: {exc}") from exc
         device = result.get("device")
         where = gpu_type or (device if isinstance(device, str) and device != "cpu" else None)

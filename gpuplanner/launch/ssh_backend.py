@@ -190,7 +190,9 @@ class SSHBackend:
 
     def bench(self, args: list[str], timeout_s: float) -> dict[str, Any]:
         payload = self.payload()
-        command = " ".join(["env", q("PYTHONPATH=" + payload.pythonpath), q(self.python),
+        # `timeout` ends the bench on the host too when our deadline passes (closing the channel would not)
+        command = " ".join(["timeout", "-k", "30", str(max(1, int(timeout_s))), "env",
+                            q("PYTHONPATH=" + payload.pythonpath), q(self.python),
                             "-m", "trainer", "bench", *(q(a) for a in args)])
         status, out, err = self._conn().run(command, timeout_s=timeout_s)
         return bench_result(status, out, err)

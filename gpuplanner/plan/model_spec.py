@@ -437,9 +437,9 @@ def from_config_file(path: str | Path) -> ModelSpec:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PlanInputError("model-config", f"{p} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    name = cfg.get("_name_or_path") if isinstance(cfg, dict) else None
-    # The same name the run history gives a run of this config, so measured speeds find the plan.
-    return from_config(cfg, name=name or config_model_name(str(path)))
+    # The name the run history and bench results give a run of this file (not the config's own
+    # ``_name_or_path``, which runs never see), so measured speeds find the plan.
+    return from_config(cfg, name=config_model_name(str(path)))
 
 
 def _synth_config(n: int) -> dict[str, Any]:

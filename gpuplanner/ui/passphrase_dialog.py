@@ -35,6 +35,7 @@ class PassphrasePrompter(QObject):
         self._window = parent
         self._closed = False
         self._dialog: QInputDialog | None = None  # the one on screen, if any
+        self._queue: list[_Question] = []  # asked while a dialog is open: shown one after another
         self._asked.connect(self._on_asked, Qt.ConnectionType.QueuedConnection)
 
     def __call__(self, prompt: str) -> str | None:
@@ -53,16 +54,26 @@ class PassphrasePrompter(QObject):
     def close(self) -> None:
         """From now on every question (also one waiting for its dialog) is answered with None."""
         self._closed = True
+        for question in self._queue:
+            question.done.set()
+        self._queue.clear()
         if self._dialog is not None:
             self._dialog.reject()
 
     @Slot(object)
     def _on_asked(self, question: _Question) -> None:
-        try:
-            if not self._closed:
-                question.answer = self._ask(question.prompt)
-        finally:
-            question.done.set()
+        # One dialog at a time: a question that arrives while one is open (its modal loop delivers this
+        # call) waits in the queue; the call that opened the dialog shows the queued ones in turn.
+        self._queue.append(question)
+        if self._dialog is not None:
+            return
+        while self._queue:
+            current = self._queue.pop(0)
+            try:
+                if not self._closed:
+                    current.answer = self._ask(current.prompt)
+            finally:
+                current.done.set()
 
     def _ask(self, prompt: str) -> str | None:
         dialog = QInputDialog(self._window)

@@ -23,9 +23,31 @@ def _flags(model_config: Path, data: Path = CORPUS) -> list[str]:
 @pytest.mark.parametrize(("path", "name"), [
     ("/models/Llama-3-8B/config.json", "Llama-3-8B"), ("Llama-3-8B/config.json", "Llama-3-8B"),
     ("C:\\models\\phi-2\\config.json", "phi-2"), ("./tiny-gpt2.json", "tiny-gpt2"), ("tiny-gpt2.json", "tiny-gpt2"),
-    ("/abs/dir/tiny-gpt2.json", "tiny-gpt2"), ("config.json", "config"), ("runs/my-config", "my-config")])
+    ("/abs/dir/tiny-gpt2.json", "tiny-gpt2"), ("config.json", "config"), ("runs/my-config", "my-config"),
+    ("../config.json", "config"), ("..\\config.json", "config"), ("Phi-2/Config.JSON", "Phi-2")])
 def test_a_config_file_has_one_name_everywhere(path: str, name: str) -> None:
     assert config_model_name(path) == name
+
+
+def test_the_planner_names_a_config_file_as_runs_do(tmp_path: Path) -> None:
+    from gpuplanner.plan.model_spec import from_config_file
+
+    folder = tmp_path / "Llama-3.2-1B"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "_name_or_path": "meta-llama/Llama-3.2-1B", "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000}))
+    assert from_config_file(folder / "config.json").name == "Llama-3.2-1B" == config_model_name(str(folder / "config.json"))
+
+
+def test_bench_result_ignores_what_a_login_shell_printed_first() -> None:
+    from gpuplanner.launch.commands import bench_result
+
+    assert bench_result(0, 'Welcome to the GPU box\n{\n "tokens_per_s": 5.0\n}\n', "") == {"tokens_per_s": 5.0}
+    with pytest.raises(RuntimeError, match="printed no JSON result .*Welcome"):
+        bench_result(0, "Welcome to the GPU box\n", "")
+    with pytest.raises(RuntimeError, match=r"failed \(exit 1\): training failed: data not found: x"):
+        bench_result(1, "", "Traceback...\ntrainer: training failed: data not found: x\n  File y\n")
 
 
 def test_cli_bench_records_a_measurement_the_planner_uses(db_path: Path, model_config: Path,
@@ -58,11 +80,33 @@ def test_cli_bench_rejects_bad_input_clearly(db_path: Path, model_config: Path, 
     assert main([*base, "--", *_flags(model_config), "--run-dir", "x"]) == 2
     assert "--run-dir is set by the launcher" in capsys.readouterr().err
     assert main([*base, "--steps", "0", "--", *_flags(model_config)]) == 2
+    assert main([*base, "stray", "--", *_flags(model_config)]) == 2  # a second host name is no trainer flag
     assert main(["hosts", "bench", "nowhere", "--db", str(db_path), "--", *_flags(model_config)]) == 2
     capsys.readouterr()
     assert main([*base, "--steps", "2", "--warmup-steps", "0", "--", *_flags(model_config, tmp_path / "no-data")]) == 1
     err = capsys.readouterr().err
     assert "trainer bench failed" in err and "no-data" in err
+
+
+def test_cli_bench_without_a_trainer_python_says_how_to_get_one(db_path: Path, model_config: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("GPUPLANNER_TRAINER_PYTHON", "/nonexistent/python")
+    assert main(["hosts", "bench", "local", "--db", str(db_path), "--", *_flags(model_config)]) == 1
+    err = capsys.readouterr().err
+    assert "GPUPLANNER_TRAINER_PYTHON" in err and "TRAINER FLAGS" not in err
+
+
+def test_cli_bench_warns_when_the_planner_cannot_use_the_gpu_name(db_path: Path, model_config: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    flags = [f"--model-config={model_config}", *_flags(model_config)[2:]]  # the flag=value spelling
+    assert main(["hosts", "bench", "local", "--db", str(db_path), "--steps", "1", "--warmup-steps", "0",
+                 "--gpu-type", "Quantum GPU 9000", "--", *flags]) == 0
+    out = capsys.readouterr().out
+    assert "recorded as bench result #1, but the catalog knows no GPU named 'Quantum GPU 9000'" in out
+    with open_db(db_path) as db:
+        cal = lookup(db, "Quantum GPU 9000", config_model_name(str(model_config)), precision="fp32")
+    assert cal is not None  # stored under the model's own name, not "unknown"
 
 
 @pytest.mark.slow

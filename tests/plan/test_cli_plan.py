@@ -176,3 +176,20 @@ def test_trace_mode_says_which_answered(tmp_path: Path, capsys: pytest.CaptureFi
     fallback = json.loads(out)
     assert fallback["memory"]["source"] == "formula"
     assert any("trace mode unavailable" in w for w in fallback["warnings"])
+
+
+def test_double_dash_keeps_its_meaning_outside_run_and_hosts_bench(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--model", "gpt2", "--json", "--", "--gpus", "8"]) == 2  # not silently dropped
+    capsys.readouterr()
+    odd = tmp_path / "-run.jsonl"
+    _write_finished_run(odd, tokens_per_s=100.0, seq_len=64)
+    db = tmp_path / "history.sqlite"
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:  # "--" lets a path that starts with "-" through, as argparse always did
+        assert main(["runs", "import", "--db", str(db), "--", "-run.jsonl"]) == 0
+    finally:
+        os.chdir(cwd)

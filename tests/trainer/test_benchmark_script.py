@@ -20,6 +20,7 @@ def test_trainer_vs_hf_benchmark_reports_both_sides_on_full_batches() -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout[out.stdout.index("{\n"):])
     assert report["ours_tokens_per_s"] > 0 and report["hf_trainer_tokens_per_s"] > 0
-    assert report["ratio_ours_over_hf"] == round(report["ours_tokens_per_s"] / report["hf_trainer_tokens_per_s"], 3)
+    ratio = report["ours_tokens_per_s"] / report["hf_trainer_tokens_per_s"]  # from rounded figures: a tolerance
+    assert abs(report["ratio_ours_over_hf"] - ratio) <= 0.002
     assert report["ratio_ours_no_fused_kernels_over_hf"] > 0
     assert report["steps"] == 9 and report["batch"] == 8 and report["seq_len"] == 128

@@ -169,3 +169,47 @@ def test_both_panes_give_their_connections_the_dialog(qtbot: Any, services: Any)
             manager.close()
             pane.shutdown(False) if isinstance(pane, RunsPane) else pane.shutdown()
         assert pane.passphrase("Passphrase for key /k:") is None  # shut down: nothing is asked
+
+
+def _open_dialogs() -> list[QInputDialog]:
+    return [w for w in QApplication.topLevelWidgets() if w.objectName() == DIALOG_OBJECT_NAME and w.isVisible()]
+
+
+def test_two_questions_at_once_get_one_dialog_after_the_other(qtbot: Any, window: QWidget) -> None:
+    prompter = PassphrasePrompter(window)
+    shown: list[tuple[str, int]] = []
+
+    def answer(dialog: QInputDialog) -> None:
+        shown.append((dialog.labelText().splitlines()[0], len(_open_dialogs())))
+        dialog.setTextValue(dialog.labelText().split()[3].rstrip(":"))  # the key's name as its passphrase
+        dialog.accept()
+        if len(shown) < 2:
+            timers.append(when_shown(answer))
+
+    first, second = _Asker(prompter, "Passphrase for key A:"), _Asker(prompter, "Passphrase for key B:")
+    timers = [when_shown(answer)]
+    first.start()
+    second.start()
+    qtbot.waitUntil(lambda: not first.is_alive() and not second.is_alive(), timeout=10_000)
+    for timer in timers:
+        timer.stop()
+    assert (first.answer, second.answer) == ("A", "B")
+    assert sorted(p for p, _ in shown) == ["Passphrase for key A:", "Passphrase for key B:"]
+    assert all(count == 1 for _, count in shown)  # never two dialogs on screen
+
+
+def test_close_answers_a_queued_question_too(qtbot: Any, window: QWidget) -> None:
+    prompter = PassphrasePrompter(window)
+    first = _Asker(prompter, "Passphrase for key A:")
+    second = _Asker(prompter, "Passphrase for key B:")
+
+    def close_when_both_asked(dialog: QInputDialog) -> None:
+        second.start()
+        QTimer.singleShot(300, prompter.close)  # the second question is queued by then
+
+    timer = when_shown(close_when_both_asked)
+    first.start()
+    qtbot.waitUntil(lambda: not first.is_alive() and second.ident is not None and not second.is_alive(), timeout=10_000)
+    timer.stop()
+    assert (first.answer, second.answer) == (None, None)
+    qtbot.waitUntil(lambda: not _open_dialogs(), timeout=5_000)
