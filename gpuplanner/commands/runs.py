@@ -12,6 +12,7 @@ from typing import Any
 from gpuplanner.cli import UsageError
 from gpuplanner.history import export as export_mod
 from gpuplanner.history.analytics import RunSummary, compare, summarize
+from gpuplanner.history.calibration import delete_bench, measurements
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.maintenance import downsample, optimize
 from gpuplanner.history.plans import get_plan, planned_figures
@@ -45,7 +46,7 @@ def _run_id(text: str) -> int:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("runs", help="the run history: list, show, compare, import, export runs",
+    parser = subparsers.add_parser("runs", help="the run history: list, show, compare, import, export runs; measured speeds",
                                    description=__doc__.splitlines()[0])
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     parser.set_defaults(handler=_no_action)
@@ -67,6 +68,19 @@ def register(subparsers: Any) -> None:
     _output_flags(p)
     p.add_argument("run_ids", metavar="ID", type=_run_id, nargs="+")
     p.set_defaults(handler=_compare)
+
+    p = actions.add_parser("measured", help="the speeds the planner takes from the history (finished runs and "
+                                            "trainer bench results), one row per GPU, model, method, arithmetic "
+                                            "and sequence length")
+    _output_flags(p)
+    p.add_argument("--gpu", help="only this GPU type")
+    p.add_argument("--model", help="only this model name")
+    p.set_defaults(handler=_measured)
+
+    p = actions.add_parser("delete-bench", help="forget a trainer bench result (see `runs measured`)")
+    _output_flags(p)
+    p.add_argument("bench_id", metavar="BENCH_ID", type=_run_id)
+    p.set_defaults(handler=_delete_bench)
 
     p = actions.add_parser("delete", help="delete a run and all its telemetry")
     _output_flags(p)
@@ -101,7 +115,7 @@ def register(subparsers: Any) -> None:
 
 
 def _no_action(args: argparse.Namespace) -> int:
-    raise UsageError("ACTION: one of list, show, compare, delete, import, export, compact")
+    raise UsageError("ACTION: one of list, show, compare, delete, import, export, compact, measured, delete-bench")
 
 
 def _guard(fn: Any) -> Any:
@@ -123,7 +137,7 @@ def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+        return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"  # never 1.828e+04
     return str(value)
 
 
@@ -192,6 +206,31 @@ def _compare(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=1))
     else:
         _print_rows(args.fmt, COMPARE_COLUMNS, rows)
+    return 0
+
+
+MEASURED_COLUMNS = ("gpu_type", "model_name", "method", "arithmetic", "seq_len", "source", "n", "ids",
+                    "tokens_per_s_per_gpu", "samples_per_min_per_gpu", "peak_mem_bytes", "measured_at")
+
+
+@_guard
+def _measured(args: argparse.Namespace) -> int:
+    with open_db(args.db) as db:
+        found = measurements(db, gpu_type=args.gpu, model_name=args.model)
+    rows = [cal.as_dict() for cal in sorted(found.values(), key=lambda c: (c.gpu_type, c.model_name, c.method,
+                                                                          c.arithmetic, c.seq_len or 0))]
+    if args.fmt != "json":
+        for row in rows:  # "runs #3, #4" / "bench #7": what `runs show` or `runs delete-bench` take
+            row["ids"] = ("runs " if row["source"] == "run" else "bench ") + ", ".join(f"#{i}" for i in row["ids"])
+    _print_rows(args.fmt, MEASURED_COLUMNS, rows)
+    return 0
+
+
+@_guard
+def _delete_bench(args: argparse.Namespace) -> int:
+    with open_db(args.db, create=False) as db:
+        delete_bench(db, args.bench_id)
+    print(json.dumps({"deleted_bench": args.bench_id}) if args.fmt == "json" else f"deleted bench result {args.bench_id}")
     return 0
 
 

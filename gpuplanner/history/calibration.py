@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from gpuplanner.history.db import write_transaction
+from gpuplanner.history.db import HistoryError, write_transaction
 
 FINISHED = ("finished", "budget_stop", "early_stop")
 # (gpu_type, model_name, method, seq_len, arithmetic): what must match for measurements to be combined
@@ -100,6 +100,13 @@ def record_bench(db: Database, *, gpu_type: str, model_name: str, result: Mappin
              json.dumps(dict(result)), measured_at if measured_at is not None else time.time()])
         assert cursor.lastrowid is not None
         return cursor.lastrowid
+
+
+def delete_bench(db: Database, bench_id: int) -> None:
+    """Forget one stored bench result (e.g. one recorded under the wrong GPU); HistoryError if there is none."""
+    with write_transaction(db):
+        if db.execute("DELETE FROM bench_results WHERE id = ?", [bench_id]).rowcount == 0:
+            raise HistoryError(f"no bench result {bench_id} in the history")
 
 
 def _median(values: list[float | None]) -> float | None:

@@ -127,3 +127,25 @@ def test_compact_downsamples(capsys: pytest.CaptureFixture[str], run_dir: Path) 
     assert code == 0 and json.loads(out)["samples_removed"] == 600
     code, out, _ = run(capsys, "runs", "show", "1", "--json")
     assert json.loads(out)["avg_util_pct"] == 60.0
+
+
+def test_measured_speeds_are_listed_and_a_bad_bench_result_can_be_deleted(capsys: pytest.CaptureFixture[str],
+                                                                          run_dir: Path, tmp_path: Path) -> None:
+    from gpuplanner.history.calibration import record_bench
+
+    db_path = tmp_path / "h.sqlite"
+    assert run(capsys, "runs", "import", str(run_dir), "--db", str(db_path), "--gpu-type", "H100 SXM", "--gpus", "8")[0] == 0
+    with open_db(db_path) as db:
+        good = record_bench(db, gpu_type="L4", model_name="gpt2", result={"tokens_per_s": 700.0, "seq_len": 512})
+        wrong = record_bench(db, gpu_type="L4 typo", model_name="gpt2", result={"tokens_per_s": 9e9, "seq_len": 512})
+    code, out, _ = run(capsys, "runs", "measured", "--db", str(db_path), "--json")
+    rows = {(r["gpu_type"], r["source"]): r for r in json.loads(out)}
+    assert code == 0 and set(rows) == {("H100 SXM", "run"), ("L4", "bench"), ("L4 typo", "bench")}
+    assert rows[("H100 SXM", "run")]["tokens_per_s_per_gpu"] == 125.0 and rows[("L4", "bench")]["ids"] == [good]
+    code, out, _ = run(capsys, "runs", "measured", "--db", str(db_path), "--gpu", "L4")
+    assert code == 0 and f"bench #{good}" in out and "typo" not in out and "700" in out
+    assert run(capsys, "runs", "delete-bench", str(wrong), "--db", str(db_path))[0] == 0
+    code, out, _ = run(capsys, "runs", "measured", "--db", str(db_path), "--json")
+    assert {r["gpu_type"] for r in json.loads(out)} == {"H100 SXM", "L4"}
+    code, _, err = run(capsys, "runs", "delete-bench", str(wrong), "--db", str(db_path))
+    assert code == 1 and f"no bench result {wrong}" in err and len(err.strip().splitlines()) == 1
