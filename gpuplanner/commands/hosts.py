@@ -32,6 +32,12 @@ def terminal_passphrase(prompt: str) -> str | None:
         return None
 
 
+def terminal_prompter() -> Callable[[str], str | None] | None:
+    """The passphrase callback for a command: the terminal prompt, or None without a terminal (then the
+    error says that nothing here can ask, rather than that no passphrase was given)."""
+    return terminal_passphrase if sys.stdin.isatty() else None
+
+
 def with_host_key_trust(args: argparse.Namespace, action: Callable[[], T]) -> T:
     """Run ``action``; on an unknown host key ask y/N on a TTY, accept the exact ``--trust-host-key``
     fingerprint, or refuse (exit 2 with the fingerprint). A changed key is always refused."""
@@ -153,7 +159,7 @@ def _bench(args: argparse.Namespace) -> int:
         get_host(args.db, args.name)
     except HostError as exc:
         raise UsageError(f"NAME: {exc}") from None
-    manager = RunManager(args.db, passphrase_callback=terminal_passphrase)
+    manager = RunManager(args.db, passphrase_callback=terminal_prompter())
     try:
         result = with_host_key_trust(args, lambda: manager.bench(
             args.name, flags, warmup_steps=args.warmup_steps, steps=args.steps, gpu_type=args.gpu_type,
@@ -237,7 +243,7 @@ def _probe(args: argparse.Namespace) -> int:
         get_host(args.db, args.name)
     except HostError as exc:
         raise UsageError(f"NAME: {exc}") from None
-    manager = RunManager(args.db, passphrase_callback=terminal_passphrase)
+    manager = RunManager(args.db, passphrase_callback=terminal_prompter())
     try:
         result = with_host_key_trust(args, lambda: manager.probe(args.name))
     except (SSHError, HistoryError) as exc:

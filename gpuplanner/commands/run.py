@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.cli import UsageError
-from gpuplanner.commands.hosts import add_trust_flag, terminal_passphrase, with_host_key_trust
+from gpuplanner.commands.hosts import add_trust_flag, terminal_prompter, with_host_key_trust
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.plans import save_plan
 from gpuplanner.launch.hosts import HostError, get_host
@@ -88,7 +88,7 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
             raise UsageError(f"--plan: cannot read a plan JSON document from {args.plan}: {exc}") from None
         with open_db(args.db) as db:
             plan_id = save_plan(db, args.name or Path(args.plan).stem, document)
-    manager = RunManager(args.db, passphrase_callback=terminal_passphrase)
+    manager = RunManager(args.db, passphrase_callback=terminal_prompter())
     progress = _Progress(flags, quiet=args.json)
     try:
         try:
@@ -113,7 +113,7 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
 
 
 def _control(args: argparse.Namespace, action: str, run_id: int) -> int:
-    manager = RunManager(args.db, passphrase_callback=terminal_passphrase)
+    manager = RunManager(args.db, passphrase_callback=terminal_prompter())
     progress = _Progress([], quiet=args.json)
     try:
         try:

@@ -120,4 +120,4 @@ def test_cli_probe_without_a_terminal_says_to_use_ssh_add(db_path: Path, sshd, k
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     assert main(["hosts", "probe", "box", "--db", str(db_path)]) == 1
     err = capsys.readouterr().err
-    assert str(key) in err and "ssh-add" in err
+    assert str(key) in err and "ssh-add" in err and "nothing here can ask for its passphrase" in err
