@@ -79,3 +79,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 1
+    except KeyboardInterrupt:  # Ctrl-C (e.g. at a passphrase prompt): no traceback
+        print(f"gpuplanner {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -155,6 +155,8 @@ def _bench(args: argparse.Namespace) -> int:
         check_trainer_args(flags)
     except ValueError as exc:
         raise UsageError(f"TRAINER FLAGS: {exc}") from None
+    if args.gpu_type is not None and not args.no_record and catalog_gpu(args.gpu_type) is None:
+        raise UsageError(f"--gpu-type: the catalog knows no GPU named {args.gpu_type!r} (see gpuplanner catalog gpus)")
     try:
         get_host(args.db, args.name)
     except HostError as exc:

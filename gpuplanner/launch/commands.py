@@ -49,8 +49,14 @@ def node_command(train_args: list[str], *, gpus: int, nnodes: int, node_rank: in
     return train_args
 
 
-def bench_result(status: int, stdout: str, stderr: str) -> dict:
-    """The JSON document ``python -m trainer bench`` printed, or RuntimeError with its last error lines."""
+def bench_result(status: int, stdout: str, stderr: str, limit_s: float | None = None) -> dict:
+    """The JSON document ``python -m trainer bench`` printed, or RuntimeError with its last error lines.
+    ``limit_s``: the bench ran under the host's ``timeout`` with this limit (exit 124/137: it ran out)."""
+    if limit_s is not None and status in (124, 137):
+        how = "stopped" if status == 124 else "killed after ignoring SIGTERM for 30 s"
+        raise RuntimeError(f"trainer bench did not finish within {limit_s:.0f} s ({how} on the host)")
+    if limit_s is not None and status in (126, 127) and "timeout" in stderr:
+        raise RuntimeError("the host has no `timeout` command (GNU coreutils), which bounds the bench: install it")
     if status == 0:
         start = 0 if stdout.startswith("{") else stdout.rfind("\n{") + 1  # after anything a login shell printed
         try:

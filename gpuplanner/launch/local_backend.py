@@ -82,6 +82,8 @@ class LocalBackend:
         self.name = host.name
         self.runs_root = Path(runs_root) if runs_root else data_dir() / "runs"
         self._python = host.python  # an explicit override wins; otherwise found on first use
+        self._benches: list[subprocess.Popen[str]] = []  # trainer bench processes in progress
+        self._bench_lock = threading.Lock()
 
     @property
     def python(self) -> str:
@@ -97,7 +99,14 @@ class LocalBackend:
         return True
 
     def close(self) -> None:
-        pass
+        """Ends a ``bench`` in progress (its process group); runs are detached and go on."""
+        with self._bench_lock:
+            procs = list(self._benches)
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def run_dir(self, run_id: int) -> str:
         return str(self.runs_root / str(run_id))
@@ -163,9 +172,19 @@ class LocalBackend:
         return {"ok": True, **json.loads(out.stdout), **report}
 
     def bench(self, args: list[str], timeout_s: float) -> dict[str, Any]:
+        proc = subprocess.Popen([self.python, "-m", "trainer", "bench", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=self._env({}), start_new_session=True)
+        with self._bench_lock:
+            self._benches.append(proc)
         try:
-            out = subprocess.run([self.python, "-m", "trainer", "bench", *args], capture_output=True, text=True,
-                                 env=self._env({}), timeout=timeout_s)
+            stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            raise RuntimeError(f"trainer bench did not finish within {timeout_s:.0f} s") from None
-        return bench_result(out.returncode, out.stdout, out.stderr)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise RuntimeError(f"trainer bench did not finish within {timeout_s:.0f} s (stopped)") from None
+        finally:
+            with self._bench_lock:
+                self._benches.remove(proc)
+        if proc.returncode < 0:
+            raise RuntimeError(f"trainer bench was stopped (signal {-proc.returncode})")
+        return bench_result(proc.returncode, stdout, stderr)

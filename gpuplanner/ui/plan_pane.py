@@ -128,7 +128,8 @@ class _MeasuredCache:
         return tuple(out)
 
     def speeds(self, request: PlanRequest, db_path: Path, catalog: Catalog) -> dict[str, Any]:
-        key = (str(db_path), request.model.name, request.setup.seq_len, self._stamp(db_path))
+        key = (str(db_path), request.model.name, request.setup.seq_len, request.setup.method,
+               request.setup.precision, self._stamp(db_path))  # everything measured_speeds matches on
         with self._lock:
             if key in self._entries:
                 return self._entries[key]

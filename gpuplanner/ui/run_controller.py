@@ -1,7 +1,8 @@
 """The Qt adapter over the launcher's :class:`RunManager`.
 
 Blocking manager calls (launch, probe, stop, resume: SSH connects, payload uploads, joins) run one at a
-time on a worker thread that this controller owns; their results come back to the GUI thread as
+time on a worker thread that this controller owns (a bench, which takes minutes, gets a thread and a
+manager of its own); their results come back to the GUI thread as
 ``callback(result)`` / ``errback(exception)``. The manager's own callbacks arrive on its watcher threads
 and are only re-emitted here as queued signals; nothing in this module touches a widget.
 
@@ -14,12 +15,23 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 log = logging.getLogger(__name__)
+
+
+def _catalog_knows(gpu_type: str) -> bool:
+    """Whether the planner's catalog maps this device name to a GPU (else it cannot use the measurement)."""
+    from gpuplanner.plan.catalog import CatalogError, load_catalog
+
+    try:
+        return load_catalog().find_gpu(gpu_type) is not None
+    except CatalogError:
+        return False
 
 
 class _Worker(QObject):
@@ -43,6 +55,7 @@ class RunController(QObject):
     recordsArrived = Signal(int, object)
     statusChanged = Signal(object)
     _submit = Signal(int, object)
+    _detachedFinished = Signal(int, object, object)  # job id, result, exception: from a bench thread
 
     def __init__(self, manager_factory: Callable[[], Any], parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -56,6 +69,8 @@ class RunController(QObject):
         self._worker.moveToThread(self._thread)
         self._submit.connect(self._worker.run_job)
         self._worker.finished.connect(self._on_job_finished)
+        self._detachedFinished.connect(self._on_job_finished)  # queued: emitted from other threads
+        self._detached: list[Any] = []  # managers of benches in progress
         self._thread.start()
         self._closed = False
 
@@ -111,8 +126,38 @@ class RunController(QObject):
 
     def bench(self, request: Any, callback: Callable[[Any], None] | None = None,
               errback: Callable[[Exception], None] | None = None) -> int:
-        """``trainer bench`` of the request's settings on its host (recorded for the planner)."""
-        return self.submit(lambda m: m.bench(request.host_name, request.trainer_args), callback, errback)
+        """``trainer bench`` of the request's settings on its host (recorded for the planner).
+
+        A bench runs in the foreground for minutes, so it gets its own thread and its own manager instead
+        of the serial worker: stop, kill and launch stay responsive meanwhile, and shutdown does not wait
+        for it (its manager is closed, which ends an SSH bench; the host's ``timeout`` bounds it too)."""
+        if self._closed:
+            raise RuntimeError("the run controller is shut down")
+        job_id = next(self._ids)
+        self._jobs[job_id] = (callback, errback)
+        manager = self._factory()
+        self._detached.append(manager)
+
+        def run() -> None:
+            result, error = None, None
+            try:
+                result = manager.bench(request.host_name, request.trainer_args)
+                if "recorded_gpu_type" in result:  # off the GUI thread: reading the catalog is file work
+                    result["catalog_knows_gpu"] = _catalog_knows(result["recorded_gpu_type"])
+            except Exception as exc:  # reported to the GUI thread
+                error = exc
+            finally:
+                if manager in self._detached:
+                    self._detached.remove(manager)
+                manager.close()
+            if not self._closed:  # after shutdown nobody is listening (the pane may be gone)
+                try:
+                    self._detachedFinished.emit(job_id, result, error)
+                except RuntimeError:  # the controller was deleted meanwhile
+                    pass
+
+        threading.Thread(target=run, name=f"bench-{job_id}", daemon=True).start()
+        return job_id
 
     def attach(self, run_id: int, callback: Callable[[Any], None] | None = None,
                errback: Callable[[Exception], None] | None = None) -> int:
@@ -129,6 +174,11 @@ class RunController(QObject):
         if self._closed:
             return
         self._closed = True
+        for manager in list(self._detached):  # a bench in progress: closing its connections ends it
+            try:
+                manager.close()
+            except Exception as exc:
+                log.warning("closing a bench: %s", exc)
         self._thread.quit()
         self._thread.wait()
         manager = self._manager

@@ -240,7 +240,11 @@ class RunsPane(QWidget):
         text = (f"Measured on {request.host_name} ({result.get('device')}, {result.get('precision')}): "
                 f"{result.get('tokens_per_s', 0):,.0f} tokens/s, {result.get('step_time_s', 0) * 1000:,.0f} ms "
                 f"per step{mfu}. ")
-        if "recorded_id" in result:
+        if "recorded_id" in result and result.get("catalog_knows_gpu") is False:
+            text += (f"Recorded as bench result #{result['recorded_id']}, but the catalog knows no GPU named "
+                     f"{result['recorded_gpu_type']!r}, so the Plan pane cannot use it "
+                     "(`gpuplanner hosts bench --gpu-type` records it under a catalog name).")
+        elif "recorded_id" in result:
             text += (f"Recorded as bench result #{result['recorded_id']} for {result['recorded_gpu_type']}: "
                      "the Plan pane uses it for this model, method, precision and sequence length.")
         else:

@@ -97,16 +97,27 @@ def test_cli_bench_without_a_trainer_python_says_how_to_get_one(db_path: Path, m
     assert "GPUPLANNER_TRAINER_PYTHON" in err and "TRAINER FLAGS" not in err
 
 
-def test_cli_bench_warns_when_the_planner_cannot_use_the_gpu_name(db_path: Path, model_config: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_bench_refuses_a_gpu_type_the_catalog_does_not_know(db_path: Path, model_config: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["hosts", "bench", "local", "--db", str(db_path), "--steps", "1", "--warmup-steps", "0"]
+    assert main([*base, "--gpu-type", "Quantum GPU 9000", "--", *_flags(model_config)]) == 2  # before any bench
+    assert "catalog knows no GPU named 'Quantum GPU 9000'" in capsys.readouterr().err
     flags = [f"--model-config={model_config}", *_flags(model_config)[2:]]  # the flag=value spelling
-    assert main(["hosts", "bench", "local", "--db", str(db_path), "--steps", "1", "--warmup-steps", "0",
-                 "--gpu-type", "Quantum GPU 9000", "--", *flags]) == 0
-    out = capsys.readouterr().out
-    assert "recorded as bench result #1, but the catalog knows no GPU named 'Quantum GPU 9000'" in out
+    assert main([*base, "--gpu-type", "NVIDIA L4", "--", *flags]) == 0
     with open_db(db_path) as db:
-        cal = lookup(db, "Quantum GPU 9000", config_model_name(str(model_config)), precision="fp32")
+        cal = lookup(db, "NVIDIA L4", config_model_name(str(model_config)), precision="fp32")
     assert cal is not None  # stored under the model's own name, not "unknown"
+
+
+def test_cli_bench_warns_when_the_device_name_is_unknown_to_the_catalog(
+        db_path: Path, model_config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # A GPU whose CUDA name the catalog cannot map (no GPU here, so the manager's answer is given)
+    monkeypatch.setattr(RunManager, "bench", lambda self, *a, **k: {
+        "device": "NVIDIA Quantum 9000", "precision": "bfloat16", "tokens_per_s": 1e6, "step_time_s": 0.1,
+        "recorded_id": 4, "recorded_gpu_type": "NVIDIA Quantum 9000"})
+    assert main(["hosts", "bench", "local", "--db", str(db_path), "--", *_flags(model_config)]) == 0
+    out = capsys.readouterr().out
+    assert "recorded as bench result #4, but the catalog knows no GPU named 'NVIDIA Quantum 9000'" in out
 
 
 @pytest.mark.slow

@@ -54,3 +54,52 @@ def test_a_failed_measurement_says_why(qtbot: Any, runs_pane: Any, tmp_path: Any
                                               str(tmp_path / "missing"), "--device", "cpu"]))
     qtbot.waitUntil(lambda: "Measuring failed" in runs_pane.message_label.text(), timeout=120_000)
     assert "data not found" in runs_pane.message_label.text() and "b00020" in runs_pane.message_label.styleSheet()
+
+
+def test_the_message_says_when_the_planner_cannot_use_a_measurement(runs_pane: Any) -> None:  # noqa: F811
+    from gpuplanner.ui.launch_dialog import LaunchRequest
+
+    request = LaunchRequest("box", [])
+    base = {"device": "NVIDIA GX9", "precision": "bfloat16", "tokens_per_s": 12_345.0, "step_time_s": 0.25,
+            "mfu": 0.41, "recorded_id": 7, "recorded_gpu_type": "NVIDIA GX9"}
+    runs_pane._on_measured({**base, "catalog_knows_gpu": False}, request)
+    text = runs_pane.message_label.text()
+    assert "12,345 tokens/s" in text and "MFU 41.0%" in text and "cannot use it" in text
+    runs_pane._on_measured({**base, "catalog_knows_gpu": True}, request)
+    assert "the Plan pane uses it" in runs_pane.message_label.text()
+
+
+def test_a_bench_neither_blocks_other_jobs_nor_shutdown(qtbot: Any) -> None:
+    import threading
+    import time
+
+    from gpuplanner.ui.launch_dialog import LaunchRequest
+    from gpuplanner.ui.run_controller import RunController
+
+    release = threading.Event()
+
+    class SlowBench:  # a manager whose bench takes as long as the test wants
+        closed = False
+
+        def bench(self, host: str, args: list[str]) -> dict:
+            release.wait(30)
+            return {"device": "cpu"}
+
+        def probe(self, host: str) -> dict:
+            return {"ok": True}
+
+        def live_runs(self) -> list[int]:
+            return []
+
+        def close(self) -> None:
+            SlowBench.closed = True
+            release.set()  # closing a bench's manager ends it (its connection or process)
+
+    controller = RunController(SlowBench)
+    results: list[Any] = []
+    controller.bench(LaunchRequest("box", []), results.append, results.append)
+    controller.submit(lambda manager: manager.probe("box"), results.append)
+    qtbot.waitUntil(lambda: results == [{"ok": True}], timeout=5_000)  # the probe did not wait for the bench
+    started = time.monotonic()
+    controller.shutdown(stop_runs=False)
+    assert time.monotonic() - started < 5 and SlowBench.closed
