@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,14 +105,18 @@ def _money(value: float, tip: str, special: str | None = None) -> QDoubleSpinBox
 
 class LaunchDialog(QDialog):
     """Form for one launch. ``hosts`` are ``(name, label, price per GPU-hour or None)``; ``settings`` the
-    Plan pane's dict. Ends with ``Accepted`` (launch), ``MEASURE`` ("Measure speed": a short
-    ``trainer bench`` of these settings on the host instead of a run) or ``Rejected``."""
+    Plan pane's dict. Ends with ``Accepted`` (launch) or ``Rejected``. "Measure speed" (a short
+    ``trainer bench`` of these settings on the host) calls ``on_measure(request, dialog)`` and stays open, so the
+    user can launch after seeing the speed (:meth:`show_measurement` puts the answer in the dialog);
+    without ``on_measure`` it ends the dialog with ``MEASURE``."""
 
     MEASURE = 2
 
     def __init__(self, hosts: list[tuple[str, str, float | None]], settings: dict[str, Any] | None = None,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None,
+                 on_measure: Callable[[LaunchRequest, LaunchDialog], None] | None = None) -> None:
         super().__init__(parent)
+        self._on_measure = on_measure
         settings = dict(settings or {})
         self.settings = settings
         self.setWindowTitle("Launch a training run")
@@ -234,6 +239,10 @@ class LaunchDialog(QDialog):
         self.error_label.setStyleSheet("color: #b00020")
         self.error_label.setVisible(False)
         outer.addWidget(self.error_label)
+        self.measure_label = QLabel()  # the answer of "Measure speed", while the dialog stays open
+        self.measure_label.setWordWrap(True)
+        self.measure_label.setVisible(False)
+        outer.addWidget(self.measure_label)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.launch_button = self.buttons.addButton("Launch", QDialogButtonBox.ButtonRole.AcceptRole)
         self.launch_button.setDefault(True)
@@ -326,7 +335,22 @@ class LaunchDialog(QDialog):
             self.error_label.setText(problem)
             self.error_label.setVisible(True)
             return
-        self.done(self.MEASURE)
+        self.error_label.setVisible(False)
+        if self._on_measure is None:
+            self.done(self.MEASURE)
+            return
+        self.measure_button.setEnabled(False)
+        self.show_measurement(f"Measuring the speed on {self.host_combo.currentData()} (trainer bench, about a "
+                              "minute)…", error=False, done=False)
+        self._on_measure(self.request(), self)
+
+    def show_measurement(self, text: str, error: bool, done: bool = True) -> None:
+        """Show a measurement's progress or answer in the dialog; ``done`` enables "Measure speed" again."""
+        self.measure_label.setStyleSheet("color: #b00020" if error else "")
+        self.measure_label.setText(text)
+        self.measure_label.setVisible(True)
+        if done:
+            self.measure_button.setEnabled(True)
 
     def request(self) -> LaunchRequest:
         v = self.values()

@@ -92,6 +92,7 @@ class RunsPane(QWidget):
         self._pending: dict[int, list[list[dict[str, Any]]]] = {}
         self._pending_status: dict[int, Any] = {}
         self._shut_down = False
+        self._measure_dialog: LaunchDialog | None = None  # a launch dialog waiting for a measurement
         self.passphrase = PassphrasePrompter(self)  # asks for encrypted keys' passphrases (worker thread)
         self.controller = RunController(self._make_manager, self)
         self.controller.recordsArrived.connect(self._on_records)
@@ -107,11 +108,6 @@ class RunsPane(QWidget):
         self.text_timer.start()
         self._update_text()
         QTimer.singleShot(0, self._reattach)
-
-    def _say(self, text: str, error: bool = True) -> None:
-        """The line above the plots: problems in red, progress and results in the normal colour."""
-        self.message_label.setStyleSheet("color: #b00020" if error else "")
-        self.message_label.setText(text)
 
     def _make_manager(self) -> Any:
         from gpuplanner.launch.manager import RunManager
@@ -214,26 +210,41 @@ class RunsPane(QWidget):
         settings = dict(settings or {})
         if not settings.get("data"):
             settings["data"] = [str(demo_dir() / "corpus")]
-        return LaunchDialog(self.hosts_for_dialog(), settings, self)
+        return LaunchDialog(self.hosts_for_dialog(), settings, self, on_measure=self.measure)
 
     def open_launch_dialog(self, settings: dict[str, Any]) -> None:
         """The launch dialog prefilled from the Plan pane's settings; launches on OK."""
         dialog = self.make_launch_dialog(settings)
-        outcome = dialog.exec()
-        if outcome == LaunchDialog.MEASURE:
-            self.measure(dialog.request())
-        elif outcome == QDialog.DialogCode.Accepted:
+        if dialog.exec() == QDialog.DialogCode.Accepted:
             request = dialog.request()
             if request.planned_cost_usd is None and settings:
                 request.planned_cost_usd = settings.get("planned_cost_usd")
             self.launch(request)
 
-    def measure(self, request: LaunchRequest) -> None:
-        """``trainer bench`` of the request's settings on its host, on the worker thread; the result goes
-        to the message line and ``speedMeasured`` (the Plan pane recalculates with it)."""
+    def measure(self, request: LaunchRequest, dialog: LaunchDialog | None = None) -> None:
+        """``trainer bench`` of the request's settings on its host, on a thread of its own; the result goes
+        to the message line (and to ``dialog`` when it is still open) and to ``speedMeasured`` (the Plan
+        pane recalculates with it)."""
+        self._measure_dialog = dialog
         self._say(f"Measuring the speed on {request.host_name} (trainer bench, about a minute)…", error=False)
         self.controller.bench(request, lambda result: self._on_measured(result, request),
                               lambda exc: self._on_measure_failed(exc, request))
+
+    def _say(self, text: str, error: bool = True) -> None:
+        """The line above the plots: problems in red, progress and results in the normal colour."""
+        self.message_label.setStyleSheet("color: #b00020" if error else "")
+        self.message_label.setText(text)
+
+    def _measurement_answer(self, text: str, error: bool) -> None:
+        """A measurement's outcome: on the message line, and in the launch dialog if it is still open."""
+        self._say(text, error)
+        dialog, self._measure_dialog = self._measure_dialog, None
+        if dialog is not None:
+            try:
+                if dialog.isVisible():
+                    dialog.show_measurement(text, error)
+            except RuntimeError:  # the dialog is gone
+                pass
 
     def _on_measured(self, result: dict[str, Any], request: LaunchRequest) -> None:
         mfu = f", MFU {result['mfu']:.1%}" if isinstance(result.get("mfu"), (int, float)) else ""
@@ -249,7 +260,7 @@ class RunsPane(QWidget):
                      "the Plan pane uses it for this model, method, precision and sequence length.")
         else:
             text += f"Not recorded ({result.get('not_recorded')})."
-        self._say(text, error=False)
+        self._measurement_answer(text, error=False)
         self.speedMeasured.emit(result)
 
     def _on_measure_failed(self, exc: Exception, request: LaunchRequest) -> None:
@@ -258,15 +269,15 @@ class RunsPane(QWidget):
         if isinstance(exc, UnknownHostKey):
             self._say("")
             if ask_trust(exc, self):
-                self.measure(request)
+                self.measure(request, self._measure_dialog)
             else:
-                self._say(f"Not measured: the key of {exc.hostname} was not trusted.")
+                self._measurement_answer(f"Not measured: the key of {exc.hostname} was not trusted.", error=True)
             return
         if isinstance(exc, ChangedHostKey):
-            self._say(f"Refused: the host key of {exc.hostname} changed.")
+            self._measurement_answer(f"Refused: the host key of {exc.hostname} changed.", error=True)
             show_changed_key(exc, self)
             return
-        self._say(f"Measuring failed: {exc}")
+        self._measurement_answer(f"Measuring failed: {exc}", error=True)
 
     def start_demo_run(self) -> None:
         """Launch the tiny demo run on this machine."""

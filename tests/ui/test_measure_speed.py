@@ -16,7 +16,7 @@ SETTINGS = {"model": None, "model_config": str(demo_dir() / "tiny-gpt2.json"), "
             "epochs": 1, "gpus": 1, "device": "cpu", "data": [str(CORPUS)]}
 
 
-def test_measure_button_validates_then_ends_the_dialog_with_measure(qtbot: Any) -> None:
+def test_measure_button_validates_then_ends_a_standalone_dialog_with_measure(qtbot: Any) -> None:
     dialog = LaunchDialog([("local", "This machine", None)], {**SETTINGS, "data": []})
     qtbot.addWidget(dialog)
     dialog.measure_button.click()
@@ -31,12 +31,25 @@ def test_measure_button_validates_then_ends_the_dialog_with_measure(qtbot: Any) 
 @pytest.mark.slow
 def test_measure_runs_trainer_bench_on_the_host_and_reports_it(qtbot: Any, runs_pane: Any,  # noqa: F811
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(LaunchDialog, "exec", lambda dialog: (dialog.measure(), dialog.result())[1])
+    dialogs: list[LaunchDialog] = []
+
+    def show_and_measure(dialog: LaunchDialog) -> int:  # the user clicks "Measure speed" (the dialog stays)
+        dialogs.append(dialog)
+        dialog.show()
+        dialog.measure_button.click()
+        return QDialog.DialogCode.Rejected  # (exec would go on; the test looks at the open dialog below)
+
+    monkeypatch.setattr(LaunchDialog, "exec", show_and_measure)
     results: list[dict] = []
     runs_pane.speedMeasured.connect(results.append)
     runs_pane.open_launch_dialog(SETTINGS)
+    dialog = dialogs[0]
     assert "Measuring the speed on local" in runs_pane.message_label.text()
+    assert dialog.isVisible() and not dialog.measure_button.isEnabled() and "Measuring" in dialog.measure_label.text()
     qtbot.waitUntil(lambda: bool(results), timeout=120_000)
+    assert dialog.measure_button.isEnabled() and "tokens/s" in dialog.measure_label.text()  # launch next, same values
+    assert dialog.measure_label.text() == runs_pane.message_label.text()
+    dialog.close()
     result = results[0]
     assert result["device"] == "cpu" and result["measured_steps"] == 30 and result["tokens_per_s"] > 0
     assert result["seq_len"] == 32 and result["micro_batch"] == 4 and result["method"] == "full"
