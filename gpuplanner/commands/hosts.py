@@ -16,6 +16,7 @@ from gpuplanner.launch.hosts import (LOCAL_HOST_NAME, Host, HostError, add_host,
                                      ssh_config_host)
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 from gpuplanner.launch.ssh_connection import SSHError
+from gpuplanner.plan.catalog import catalog_gpu
 
 T = TypeVar("T")
 
@@ -127,25 +128,32 @@ def register(subparsers: Any) -> None:
                                       "needed to record a CPU measurement)")
     p.add_argument("--no-record", action="store_true", help="print the result only; do not store it")
     add_trust_flag(p)
-    p.add_argument("flags", nargs="*", metavar="-- TRAINER FLAGS", help="the trainer's flags after --")
-    p.set_defaults(handler=_bench)
+    p.set_defaults(handler=_bench)  # the trainer's flags come after "--" (args.passthrough, see cli.main)
 
 
-def catalog_gpu(name: str) -> object | None:
-    """The catalog GPU a device or catalog name stands for (None when the catalog knows none)."""
-    from gpuplanner.plan.catalog import CatalogError, load_catalog
+def _on_host(args: argparse.Namespace, action: Callable[[Any], dict[str, Any]]) -> dict[str, Any] | None:
+    """``action(manager)`` for host ``args.name`` (which must exist), with host-key trust and the terminal
+    passphrase prompt; None once a connection, history or run failure has been reported."""
+    from gpuplanner.launch.manager import RunError, RunManager
 
     try:
-        return load_catalog().find_gpu(name)
-    except CatalogError:
+        get_host(args.db, args.name)
+    except HostError as exc:
+        raise UsageError(f"NAME: {exc}") from None
+    manager = RunManager(args.db, passphrase_callback=terminal_prompter())
+    try:
+        return with_host_key_trust(args, lambda: action(manager))
+    except (SSHError, HistoryError, RunError) as exc:
+        print(f"gpuplanner hosts: {exc}", file=sys.stderr)
         return None
+    finally:
+        manager.close()
 
 
 def _bench(args: argparse.Namespace) -> int:
     from gpuplanner.launch.commands import check_trainer_args
-    from gpuplanner.launch.manager import RunError, RunManager
 
-    flags = list(args.flags) + list(getattr(args, "passthrough", []))
+    flags = list(getattr(args, "passthrough", []))
     if not flags:
         raise UsageError("TRAINER FLAGS: give the configuration after --, e.g. -- --model gpt2 --data d "
                          "--seq-len 1024 --micro-batch 8 --precision bf16")
@@ -157,20 +165,11 @@ def _bench(args: argparse.Namespace) -> int:
         raise UsageError(f"TRAINER FLAGS: {exc}") from None
     if args.gpu_type is not None and not args.no_record and catalog_gpu(args.gpu_type) is None:
         raise UsageError(f"--gpu-type: the catalog knows no GPU named {args.gpu_type!r} (see gpuplanner catalog gpus)")
-    try:
-        get_host(args.db, args.name)
-    except HostError as exc:
-        raise UsageError(f"NAME: {exc}") from None
-    manager = RunManager(args.db, passphrase_callback=terminal_prompter())
-    try:
-        result = with_host_key_trust(args, lambda: manager.bench(
-            args.name, flags, warmup_steps=args.warmup_steps, steps=args.steps, gpu_type=args.gpu_type,
-            record=not args.no_record))
-    except (SSHError, HistoryError, RunError) as exc:
-        print(f"gpuplanner hosts: {exc}", file=sys.stderr)
+    result = _on_host(args, lambda manager: manager.bench(
+        args.name, flags, warmup_steps=args.warmup_steps, steps=args.steps, gpu_type=args.gpu_type,
+        record=not args.no_record))
+    if result is None:
         return 1
-    finally:
-        manager.close()
     if "recorded_gpu_type" in result and catalog_gpu(result["recorded_gpu_type"]) is None:
         result["warning"] = (f"the catalog knows no GPU named {result['recorded_gpu_type']!r}, so the planner cannot "
                              "use this measurement: run again with --gpu-type and a catalog name "
@@ -239,20 +238,9 @@ def _remove(args: argparse.Namespace) -> int:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from gpuplanner.launch.manager import RunManager
-
-    try:
-        get_host(args.db, args.name)
-    except HostError as exc:
-        raise UsageError(f"NAME: {exc}") from None
-    manager = RunManager(args.db, passphrase_callback=terminal_prompter())
-    try:
-        result = with_host_key_trust(args, lambda: manager.probe(args.name))
-    except (SSHError, HistoryError) as exc:
-        print(f"gpuplanner hosts: {exc}", file=sys.stderr)
+    result = _on_host(args, lambda manager: manager.probe(args.name))
+    if result is None:
         return 1
-    finally:
-        manager.close()
     if args.json:
         print(json.dumps(result, indent=1))
     elif not result.get("ok"):

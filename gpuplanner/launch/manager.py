@@ -209,11 +209,8 @@ class RunManager:
             raise ValueError("bench needs at least 1 measured step and no negative warm-up")
         bench_args = [*args, "--bench-warmup-steps", str(warmup_steps), "--bench-steps", str(steps)]
         try:
-            backend = self._backend(host_name)
-            if isinstance(backend, LocalBackend):
-                backend.python  # noqa: B018 (no interpreter that can run the trainer: say how to make one)
-            result = dict(backend.bench(bench_args, timeout_s))
-        except (RuntimeError, TrainerPythonMissing) as exc:
+            result = dict(self._backend(host_name).bench(bench_args, timeout_s))
+        except (RuntimeError, TrainerPythonMissing) as exc:  # a failed bench; no Python that can run it
             raise RunError(f"{host_name}: {exc}") from exc
         device = result.get("device")
         where = gpu_type or (device if isinstance(device, str) and device != "cpu" else None)

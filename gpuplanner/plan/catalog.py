@@ -702,6 +702,15 @@ def load_catalog(config_dir: Path | None = None) -> Catalog:
     )
 
 
+def catalog_gpu(name: str) -> GpuSpec | None:
+    """The catalog GPU a device or catalog name stands for (with the user's overrides); None when the
+    catalog knows none or cannot be read, i.e. when the planner cannot use a measurement under ``name``."""
+    try:
+        return load_catalog().find_gpu(name)
+    except CatalogError:
+        return None
+
+
 def clear_cache() -> None:
     """Forget every parsed catalog (tests, or after editing the shipped files)."""
     builtin_catalog.cache_clear()

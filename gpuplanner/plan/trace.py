@@ -71,19 +71,6 @@ def build_config(spec: ModelSpec, setup: TrainSetup) -> Any:
     return config
 
 
-# Transformers classes that compute the tanh GELU op by op. The bundled trainer runs them as one
-# ``torch.nn.GELU(approximate="tanh")`` (``--fused-kernels``, on by default); the trace does the same,
-# so it measures what a launched run keeps alive.
-_TANH_GELU_CLASSES = ("NewGELUActivation", "FastGELUActivation", "AccurateGELUActivation")
-
-
-def _fuse_tanh_gelu(torch: Any, model: Any) -> None:
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if type(child).__name__ in _TANH_GELU_CLASSES:
-                setattr(parent, name, torch.nn.GELU(approximate="tanh"))
-
-
 def _model_class(spec: ModelSpec, transformers: Any) -> Any:
     if spec.family == "bert":
         return {
@@ -114,6 +101,8 @@ def _trace(torch: Any, transformers: Any, spec: ModelSpec, setup: TrainSetup, st
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.mem_tracker import MemTracker
 
+    from trainer.model import fuse_activations
+
     config = build_config(spec, setup)
     adapters = setup.uses_adapters
     half = torch.float16 if setup.precision.startswith("fp16") else torch.bfloat16
@@ -127,7 +116,9 @@ def _trace(torch: Any, transformers: Any, spec: ModelSpec, setup: TrainSetup, st
     with FakeTensorMode(allow_non_fake_inputs=True):
         # LoRA: build in fp32 and cast the frozen base afterwards (fake tensors refuse peft's module casts)
         model = _model_class(spec, transformers).from_config(config, dtype=torch.float32 if adapters else param_dtype)
-        _fuse_tanh_gelu(torch, model)
+        # The bundled trainer runs op-by-op tanh GELUs as one kernel (--fused-kernels, on by default):
+        # trace what a launched run keeps alive.
+        fuse_activations(model)
         if adapters:
             try:
                 import peft

@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette
 
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import GIB
+from gpuplanner.ui.table_view import ColumnsTableModel
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -84,12 +85,14 @@ def _sort_value(column: int, value: Any) -> Any:
     return float(value)
 
 
-class CompareTableModel(QAbstractTableModel):
+class CompareTableModel(ColumnsTableModel):
     """Rows of :func:`gpuplanner.plan.planner.compare`, ranked; read-only.
 
     Every cell's text, sort key and colours are computed once in :meth:`set_rows`, so the many
     ``data()`` calls of painting and sorting are plain lookups.
     """
+
+    COLUMNS = COLUMNS
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
@@ -132,21 +135,13 @@ class CompareTableModel(QAbstractTableModel):
     def is_usable(self, row: int) -> bool:
         return self._rows[row].usable
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
+    def row_count(self) -> int:
+        return len(self._rows)
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and 0 <= section < len(COLUMNS):
-            if role == Qt.ItemDataRole.DisplayRole:
-                return COLUMNS[section][0]
-            if role == Qt.ItemDataRole.ToolTipRole:
-                return COLUMNS[section][2]
         if orientation == Qt.Orientation.Vertical and role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(self._rows):
-            return str(section + 1)
-        return None
+            return str(section + 1)  # the rank
+        return super().headerData(section, orientation, role)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         # The hot path of painting and sorting: one dict lookup and two list indexings per call.

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor
 from sqlite_utils import Database
 
 from gpuplanner.history.analytics import RunSummary
+from gpuplanner.ui.table_view import ColumnsTableModel
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 RUN_ID_ROLE = Qt.ItemDataRole.UserRole + 2
@@ -121,8 +122,10 @@ def _display(column: int, value: Any) -> str:
     return format_value(value)
 
 
-class RunsTableModel(QAbstractTableModel):
+class RunsTableModel(ColumnsTableModel):
     """Summaries of runs, one per row; read-only."""
+
+    COLUMNS = COLUMNS
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
@@ -141,19 +144,8 @@ class RunsTableModel(QAbstractTableModel):
     def summary(self, row: int) -> RunSummary:
         return self._summaries[row]
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._summaries)
-
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and 0 <= section < len(COLUMNS):
-            if role == Qt.ItemDataRole.DisplayRole:
-                return COLUMNS[section][0]
-            if role == Qt.ItemDataRole.ToolTipRole:
-                return COLUMNS[section][2]
-        return None
+    def row_count(self) -> int:
+        return len(self._summaries)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or not (0 <= index.row() < len(self._summaries)) or not (0 <= index.column() < len(COLUMNS)):

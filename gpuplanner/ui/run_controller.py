@@ -21,17 +21,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from gpuplanner.plan.catalog import catalog_gpu
+
 log = logging.getLogger(__name__)
-
-
-def _catalog_knows(gpu_type: str) -> bool:
-    """Whether the planner's catalog maps this device name to a GPU (else it cannot use the measurement)."""
-    from gpuplanner.plan.catalog import CatalogError, load_catalog
-
-    try:
-        return load_catalog().find_gpu(gpu_type) is not None
-    except CatalogError:
-        return False
 
 
 class _Worker(QObject):
@@ -143,7 +135,7 @@ class RunController(QObject):
             try:
                 result = manager.bench(request.host_name, request.trainer_args)
                 if "recorded_gpu_type" in result:  # off the GUI thread: reading the catalog is file work
-                    result["catalog_knows_gpu"] = _catalog_knows(result["recorded_gpu_type"])
+                    result["catalog_knows_gpu"] = catalog_gpu(result["recorded_gpu_type"]) is not None
             except Exception as exc:  # reported to the GUI thread
                 error = exc
             finally:

@@ -2,12 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
-from PySide6.QtCore import QSortFilterProxyModel, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QAbstractItemView, QMenu, QTableView, QToolButton
 
+
+
+class ColumnsTableModel(QAbstractTableModel):
+    """A flat table with fixed columns ``(header, key, tooltip)``: rows counted by :meth:`row_count`,
+    header text and tooltips from the columns. Subclasses provide ``data``."""
+
+    COLUMNS: tuple[tuple[str, str, str], ...] = ()
+
+    def row_count(self) -> int:
+        raise NotImplementedError
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else self.row_count()
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and 0 <= section < len(self.COLUMNS):
+            if role == Qt.ItemDataRole.DisplayRole:
+                return self.COLUMNS[section][0]
+            if role == Qt.ItemDataRole.ToolTipRole:
+                return self.COLUMNS[section][2]
+        return None
 
 def sortable_table(proxy: QSortFilterProxyModel, sort_column: int, order: Qt.SortOrder,
                    selection: QAbstractItemView.SelectionMode) -> QTableView:
