@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from gpuplanner import __version__
 from gpuplanner.plan.setup import PlanInputError
@@ -38,9 +38,12 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpuplanner", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"gpuplanner {__version__}")
-    parser.add_argument("--self-test", action="store_true",
-                        help="check this installation headless (window, panes, plots, planner, a tiny training"
-                             " run) in a temporary data folder; exit 0 when it works")
+    parser.add_argument(
+        "--self-test",
+        action="store_true",
+        help="check this installation headless (window, panes, plots, planner, a tiny training"
+        " run) in a temporary data folder; exit 0 when it works",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
@@ -57,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     takes_trainer_flags = argv[:1] == ["run"] or argv[:2] == ["hosts", "bench"]
     if takes_trainer_flags and "--" in argv:
         cut = argv.index("--")
-        argv, passthrough = argv[:cut], argv[cut + 1:]
+        argv, passthrough = argv[:cut], argv[cut + 1 :]
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a flag argparse rejected (already reported)

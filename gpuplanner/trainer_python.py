@@ -92,8 +92,14 @@ def check_python(python: str | os.PathLike[str], *, timeout: float = CHECK_TIMEO
     """None when ``python`` can import torch and transformers; otherwise the reason it cannot."""
     code = "import " + ", ".join(REQUIRED_MODULES)
     try:
-        result = subprocess.run([os.fspath(python), "-c", code], capture_output=True, text=True,
-                                timeout=timeout, env=child_env(), stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            [os.fspath(python), "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=child_env(),
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         return f"{python}: importing {', '.join(REQUIRED_MODULES)} took longer than {timeout:.0f} s"
     except OSError as exc:
@@ -121,12 +127,13 @@ def how_to_create(venv_dir: Path | None = None) -> str:
     """The commands that make a trainer environment by hand (what :func:`create_trainer_venv` runs)."""
     venv_dir = venv_dir or default_venv_dir()
     pip = venv_python(venv_dir).with_name("pip")
-    return (f"python3 -m venv {venv_dir} && {pip} install {' '.join(VENV_PACKAGES)}"
-            f" (or set {ENV_VAR} to a Python that has them)")
+    return (
+        f"python3 -m venv {venv_dir} && {pip} install {' '.join(VENV_PACKAGES)}"
+        f" (or set {ENV_VAR} to a Python that has them)"
+    )
 
 
-def find_trainer_python(*, environ: Mapping[str, str] | None = None,
-                        timeout: float = CHECK_TIMEOUT_S) -> Lookup:
+def find_trainer_python(*, environ: Mapping[str, str] | None = None, timeout: float = CHECK_TIMEOUT_S) -> Lookup:
     """The first interpreter that can run the trainer (see the module docstring for the order)."""
     environ = os.environ if environ is None else environ
     explicit = environ.get(ENV_VAR, "").strip()
@@ -147,14 +154,19 @@ def find_trainer_python(*, environ: Mapping[str, str] | None = None,
             return Lookup(TrainerPython(Path(python), source), f"{python} ({source})")
         tried.append(reason)
     tried_text = "; ".join(tried) if tried else "no python3 found"
-    return Lookup(None, f"no Python with {' and '.join(REQUIRED_MODULES)} found ({tried_text}). "
-                        f"Create one: {how_to_create()}")
+    return Lookup(
+        None, f"no Python with {' and '.join(REQUIRED_MODULES)} found ({tried_text}). Create one: {how_to_create()}"
+    )
 
 
-def create_trainer_venv(venv_dir: Path | None = None, *, packages: Sequence[str] = VENV_PACKAGES,
-                        base_python: str | None = None,
-                        run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
-                        timeout: float = 3600.0) -> Path:
+def create_trainer_venv(
+    venv_dir: Path | None = None,
+    *,
+    packages: Sequence[str] = VENV_PACKAGES,
+    base_python: str | None = None,
+    run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
+    timeout: float = 3600.0,
+) -> Path:
     """Make ``venv_dir`` (default :func:`default_venv_dir`) and pip-install the trainer's packages.
 
     Returns the new interpreter's path. ``base_python`` defaults to ``python3`` on PATH (in the frozen
@@ -166,8 +178,10 @@ def create_trainer_venv(venv_dir: Path | None = None, *, packages: Sequence[str]
     if not base_python:
         raise RuntimeError("no python3 on PATH to create the trainer environment with; install Python 3.11+")
     env = child_env()
-    steps = [[base_python, "-m", "venv", str(venv_dir)],
-             [str(venv_python(venv_dir)), "-m", "pip", "install", "--upgrade", *packages]]
+    steps = [
+        [base_python, "-m", "venv", str(venv_dir)],
+        [str(venv_python(venv_dir)), "-m", "pip", "install", "--upgrade", *packages],
+    ]
     for argv in steps:
         result = run(argv, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
         if result.returncode != 0:

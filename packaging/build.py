@@ -28,8 +28,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default=str(ROOT / "build" / "pyinstaller"), help="PyInstaller work folder")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    cmd = [sys.executable, "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
-           "--distpath", args.dist, "--workpath", args.work, str(SPEC)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "PyInstaller",
+        "--noconfirm",
+        "--clean",
+        "--log-level",
+        "WARN",
+        "--distpath",
+        args.dist,
+        "--workpath",
+        args.work,
+        str(SPEC),
+    ]
     env = dict(os.environ, QT_QPA_PLATFORM=os.environ.get("QT_QPA_PLATFORM", "offscreen"))
     result = subprocess.run(cmd, cwd=ROOT, env=env)
     if result.returncode != 0:

@@ -48,14 +48,20 @@ def keygen(path: Path, comment: str = "gpuplanner-test", passphrase: str = "") -
 
 def fingerprint(pub_path: Path) -> str:
     """``SHA256:...`` of a public key file, as ssh-keygen prints it."""
-    out = subprocess.run([SSH_KEYGEN, "-l", "-E", "sha256", "-f", str(pub_path)], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        [SSH_KEYGEN, "-l", "-E", "sha256", "-f", str(pub_path)], check=True, capture_output=True, text=True
+    ).stdout
     return out.split()[1]
 
 
 class SSHServer:
-    def __init__(self, folder: Path, address: str = "127.0.0.1", client_key: Path | None = None,
-                 options: list[str] | tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        address: str = "127.0.0.1",
+        client_key: Path | None = None,
+        options: list[str] | tuple[str, ...] = (),
+    ) -> None:
         self.dir = Path(folder)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.address = address
@@ -103,13 +109,32 @@ class SSHServer:
 
     # -- process ----------------------------------------------------------------------------------
     def _write_config(self) -> None:
-        self.config.write_text("\n".join([
-            *self.options, f"Port {self.port}", f"ListenAddress {self.address}", f"HostKey {self.host_key}",
-            f"PidFile {self.dir / 'sshd.pid'}", f"AuthorizedKeysFile {self.authorized_keys}", "StrictModes no",
-            "PermitRootLogin yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-            "PubkeyAuthentication yes", "Subsystem sftp internal-sftp", "AllowTcpForwarding yes",
-            "MaxStartups 100", "MaxSessions 100", "LogLevel VERBOSE", "PrintMotd no", "ClientAliveInterval 0", "",
-        ]))
+        self.config.write_text(
+            "\n".join(
+                [
+                    *self.options,
+                    f"Port {self.port}",
+                    f"ListenAddress {self.address}",
+                    f"HostKey {self.host_key}",
+                    f"PidFile {self.dir / 'sshd.pid'}",
+                    f"AuthorizedKeysFile {self.authorized_keys}",
+                    "StrictModes no",
+                    "PermitRootLogin yes",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "PubkeyAuthentication yes",
+                    "Subsystem sftp internal-sftp",
+                    "AllowTcpForwarding yes",
+                    "MaxStartups 100",
+                    "MaxSessions 100",
+                    "LogLevel VERBOSE",
+                    "PrintMotd no",
+                    "ClientAliveInterval 0",
+                    "",
+                ]
+            )
+        )
 
     def start(self, port: int | None = None, attempts: int = 5) -> SSHServer:
         self._keys()
@@ -118,8 +143,9 @@ class SSHServer:
             self.port = port or free_port(self.address)
             self._write_config()
             log = open(self.log, "ab")
-            self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.config)], stdout=log, stderr=log,
-                                         stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                [SSHD, "-D", "-e", "-f", str(self.config)], stdout=log, stderr=log, stdin=subprocess.DEVNULL
+            )
             log.close()
             if self._wait_ready(10.0):
                 return self

@@ -30,21 +30,49 @@ def run_records(gpus: int = 8, seconds: int = 7200) -> list[dict]:
         out.append({"v": 1, "seq": seq, "t": t0 + t, "kind": kind, **fields})
         seq += 1
 
-    rec("run_start", 0, config={"budget_usd": 160.0, "price_per_gpu_hour": 2.49}, steps_total=12_000, world_size=gpus,
-        device="NVIDIA H100 80GB HBM3")
+    rec(
+        "run_start",
+        0,
+        config={"budget_usd": 160.0, "price_per_gpu_hour": 2.49},
+        steps_total=12_000,
+        world_size=gpus,
+        device="NVIDIA H100 80GB HBM3",
+    )
     step, down = 0, (4210, 4290)
     for s in range(0, seconds, 2):
         if down[0] <= s < down[1]:
             continue
         for i in range(gpus):
-            util = min(100.0, max(0.0, 88 + 8 * math.sin(s / 700 + i) + rnd.gauss(0, 3) - (35 if 2500 < s < 3100 and i == 3 else 0)))
-            rec("gpu", s, node="h100-a", index=i, util_pct=util, mem_used_bytes=int((61 + 3 * math.sin(s / 900 + i)) * 2**30),
-                mem_total_bytes=80 * 2**30, power_w=250 + 4.4 * util, sm_active_pct=util * 0.82, simulated=False)
+            util = min(
+                100.0,
+                max(0.0, 88 + 8 * math.sin(s / 700 + i) + rnd.gauss(0, 3) - (35 if 2500 < s < 3100 and i == 3 else 0)),
+            )
+            rec(
+                "gpu",
+                s,
+                node="h100-a",
+                index=i,
+                util_pct=util,
+                mem_used_bytes=int((61 + 3 * math.sin(s / 900 + i)) * 2**30),
+                mem_total_bytes=80 * 2**30,
+                power_w=250 + 4.4 * util,
+                sm_active_pct=util * 0.82,
+                simulated=False,
+            )
         if s % 4 == 0:
             step += 3
-            rec("step", s, step=step, loss=2.1 + 1.6 * math.exp(-s / 1800) + rnd.gauss(0, 0.03), tokens_total=step * 2**17,
-                samples_total=step * 64, tokens_per_s=94_000 + rnd.gauss(0, 2500), step_time_s=1.33, data_wait_s=0.02,
-                spend_usd=2.49 * gpus * s / 3600)
+            rec(
+                "step",
+                s,
+                step=step,
+                loss=2.1 + 1.6 * math.exp(-s / 1800) + rnd.gauss(0, 0.03),
+                tokens_total=step * 2**17,
+                samples_total=step * 64,
+                tokens_per_s=94_000 + rnd.gauss(0, 2500),
+                step_time_s=1.33,
+                data_wait_s=0.02,
+                spend_usd=2.49 * gpus * s / 3600,
+            )
         if s % 600 == 0 and s:
             rec("checkpoint", s, step=step, path=f"checkpoints/step-{step:08d}", bytes=2**34, seconds=14.0)
         if s % 900 == 0 and s:
@@ -74,12 +102,21 @@ def main(out_dir: str = "docs/screenshots") -> None:
     pane = RunsPane(services)
     pane.resize(1280, 800)
     pane.show()
-    request = LaunchRequest(host_name="h100-a", trainer_args=[], name="llama-3.2-3b LoRA r16", gpus=8,
-                            budget_usd=160.0, price_per_gpu_hour=2.49, planned_cost_usd=36.0)
+    request = LaunchRequest(
+        host_name="h100-a",
+        trainer_args=[],
+        name="llama-3.2-3b LoRA r16",
+        gpus=8,
+        budget_usd=160.0,
+        price_per_gpu_hour=2.49,
+        planned_cost_usd=36.0,
+    )
     entry = pane._add_entry(41, request.name, "h100-a", request=request)
     entry.telemetry.add_records(run_records())
-    pane._apply_status(entry, SimpleNamespace(run_id=41, state="running", run_dir="~/.gpuplanner/runs/41",
-                                              exit_code=None, host="h100-a"))
+    pane._apply_status(
+        entry,
+        SimpleNamespace(run_id=41, state="running", run_dir="~/.gpuplanner/runs/41", exit_code=None, host="h100-a"),
+    )
     pane._update_item(entry)
     entry.alerts = [("low_util", "GPU 3 on h100-a under 50% utilisation for 10.0 min (lowest 41%)")]
     pane.window_combo.setCurrentIndex(2)  # full history
@@ -91,16 +128,56 @@ def main(out_dir: str = "docs/screenshots") -> None:
     pane.shutdown(stop_runs=False)
 
     db = services.db_path
-    update_host(db, Host(**{**local_host().__dict__, "probe": {"ok": True, "gpus": [], "torch": "2.5.1+cpu",
-                                                               "driver": None, "cuda_runtime": None}}))
-    h100 = {"ok": True, "gpus": [{"name": "NVIDIA H100 80GB HBM3", "mem_total_bytes": 80 * 2**30}] * 8,
-            "torch": "2.5.1+cu124", "driver": "550.127.05", "cuda_runtime": "12.4"}
-    add_host(db, Host(name="h100-a", kind="ssh", hostname="203.0.113.17", user="ubuntu", price_usd_per_gpu_hour=2.49,
-                      pricing="on-demand", gpu_type="NVIDIA H100 80GB HBM3", gpu_count=8, probe=h100))
-    add_host(db, Host(name="a10g-spot", kind="ssh", hostname="ec2-198-51-100-4.compute.amazonaws.com", user="ec2-user",
-                      price_usd_per_gpu_hour=0.36, pricing="spot", gpu_type="NVIDIA A10G", gpu_count=1,
-                      probe={"ok": True, "gpus": [{"name": "NVIDIA A10G", "mem_total_bytes": 24 * 2**30}],
-                             "torch": "2.4.0+cu121", "driver": "535.183.01", "cuda_runtime": "12.1"}))
+    update_host(
+        db,
+        Host(
+            **{
+                **local_host().__dict__,
+                "probe": {"ok": True, "gpus": [], "torch": "2.5.1+cpu", "driver": None, "cuda_runtime": None},
+            }
+        ),
+    )
+    h100 = {
+        "ok": True,
+        "gpus": [{"name": "NVIDIA H100 80GB HBM3", "mem_total_bytes": 80 * 2**30}] * 8,
+        "torch": "2.5.1+cu124",
+        "driver": "550.127.05",
+        "cuda_runtime": "12.4",
+    }
+    add_host(
+        db,
+        Host(
+            name="h100-a",
+            kind="ssh",
+            hostname="203.0.113.17",
+            user="ubuntu",
+            price_usd_per_gpu_hour=2.49,
+            pricing="on-demand",
+            gpu_type="NVIDIA H100 80GB HBM3",
+            gpu_count=8,
+            probe=h100,
+        ),
+    )
+    add_host(
+        db,
+        Host(
+            name="a10g-spot",
+            kind="ssh",
+            hostname="ec2-198-51-100-4.compute.amazonaws.com",
+            user="ec2-user",
+            price_usd_per_gpu_hour=0.36,
+            pricing="spot",
+            gpu_type="NVIDIA A10G",
+            gpu_count=1,
+            probe={
+                "ok": True,
+                "gpus": [{"name": "NVIDIA A10G", "mem_total_bytes": 24 * 2**30}],
+                "torch": "2.4.0+cu121",
+                "driver": "535.183.01",
+                "cuda_runtime": "12.1",
+            },
+        ),
+    )
     add_host(db, Host(name="lab-4090", kind="ssh", hostname="lab-4090.internal", port=2222, user="ml"))
     hosts = HostsPane(services)
     hosts.resize(1280, 800)

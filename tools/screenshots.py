@@ -52,14 +52,28 @@ def generated_runs(db_path: Path) -> list[int]:
             span = hours * 3600.0
             planned = None
             if factor and price:
-                planned = {"hours": hours * factor, "cost_usd": price * n * hours * factor,
-                           "peak_mem_bytes": int(40 * GIB), "tokens_per_s": 9000.0 * n}
-            run_id = create_run(db, name=name, host=host, gpu_type=gpu, gpu_count=n, price_usd_per_gpu_hour=price,
-                                pricing=pricing, model_name=model, planned=planned, started_at=t0)
+                planned = {
+                    "hours": hours * factor,
+                    "cost_usd": price * n * hours * factor,
+                    "peak_mem_bytes": int(40 * GIB),
+                    "tokens_per_s": 9000.0 * n,
+                }
+            run_id = create_run(
+                db,
+                name=name,
+                host=host,
+                gpu_type=gpu,
+                gpu_count=n,
+                price_usd_per_gpu_hour=price,
+                pricing=pricing,
+                model_name=model,
+                planned=planned,
+                started_at=t0,
+            )
             records = []
             seq = 0
 
-            def add(kind: str, at: float, **fields: object) -> None:
+            def add(kind: str, at: float, records: list = records, t0: float = t0, **fields: object) -> None:
                 nonlocal seq
                 records.append(make_record(kind, seq, t0 + at, **fields))
                 seq += 1
@@ -77,18 +91,47 @@ def generated_runs(db_path: Path) -> list[int]:
                     continue
                 for g in range(n):
                     u = max(0.0, min(100.0, util + rng.gauss(0, 6) - (35 if i % 97 == 5 else 0)))
-                    add("gpu", at, node="n0", index=g, util_pct=u, mem_used_bytes=int((38 + rng.gauss(0, 1)) * GIB),
+                    add(
+                        "gpu",
+                        at,
+                        node="n0",
+                        index=g,
+                        util_pct=u,
+                        mem_used_bytes=int((38 + rng.gauss(0, 1)) * GIB),
                         mem_total_bytes=int(80 * GIB if "4090" not in gpu and gpu != "L4" else 24 * GIB),
-                        power_w=120 + 5.5 * u, temp_c=55 + u / 5, sm_clock_mhz=1980, throttle_reasons=0,
-                        simulated=False)
+                        power_w=120 + 5.5 * u,
+                        temp_c=55 + u / 5,
+                        sm_clock_mhz=1980,
+                        throttle_reasons=0,
+                        simulated=False,
+                    )
                 loss = 2.6 * math.exp(-i / (steps / 3)) + 0.9 + rng.gauss(0, 0.03)
-                add("step", at + 0.5, step=i * 10, epoch=i / steps, loss=loss, lr=2e-4, tokens_total=i * 10 * 8192 * n,
-                    samples_total=i * 40 * n, tokens_per_s=8000 * n * util / 88 + rng.gauss(0, 150),
-                    samples_per_s=4.0 * n, step_time_s=every / 10, data_wait_s=0.02 if util > 60 else 0.4,
-                    peak_mem_bytes=int(39 * GIB), mfu=0.38, spend_usd=price * n * at / 3600)
+                add(
+                    "step",
+                    at + 0.5,
+                    step=i * 10,
+                    epoch=i / steps,
+                    loss=loss,
+                    lr=2e-4,
+                    tokens_total=i * 10 * 8192 * n,
+                    samples_total=i * 40 * n,
+                    tokens_per_s=8000 * n * util / 88 + rng.gauss(0, 150),
+                    samples_per_s=4.0 * n,
+                    step_time_s=every / 10,
+                    data_wait_s=0.02 if util > 60 else 0.4,
+                    peak_mem_bytes=int(39 * GIB),
+                    mfu=0.38,
+                    spend_usd=price * n * at / 3600,
+                )
                 if i and i % 60 == 0:
-                    add("checkpoint", at + 0.7, step=i * 10, path=f"/runs/{name}/ckpt-{i * 10}", bytes=int(2e9),
-                        seconds=6.0)
+                    add(
+                        "checkpoint",
+                        at + 0.7,
+                        step=i * 10,
+                        path=f"/runs/{name}/ckpt-{i * 10}",
+                        bytes=int(2e9),
+                        seconds=6.0,
+                    )
             add("run_end", span, status=status, totals={})
             ingest_records(db, run_id, records)
             ids.append(run_id)
@@ -123,15 +166,19 @@ def wait(seconds: float, until: object = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "docs" / "screenshots"))
-    parser.add_argument("--only", default="plan,hosts,runs,history",
-                        help="comma-separated places to write (default: all)")
+    parser.add_argument(
+        "--only", default="plan,hosts,runs,history", help="comma-separated places to write (default: all)"
+    )
     args = parser.parse_args(argv)
     only = {name.strip() for name in args.only.split(",")}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="gpuplanner-shots-"))
-    os.environ.update(GPUPLANNER_DATA_DIR=str(tmp / "data"), GPUPLANNER_CONFIG_DIR=str(tmp / "config"),
-                      XDG_CONFIG_HOME=str(tmp / "xdg"))
+    os.environ.update(
+        GPUPLANNER_DATA_DIR=str(tmp / "data"),
+        GPUPLANNER_CONFIG_DIR=str(tmp / "config"),
+        XDG_CONFIG_HOME=str(tmp / "xdg"),
+    )
     os.environ.pop("GPUPLANNER_DB", None)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
@@ -171,8 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         apply_scheme(app, dark=True)
         for pane in (plan.chart, history.plots):
             pane.apply_palette()
-        plan.form.set_values({"method": "full", "gpu": "L40S", "grad-checkpointing": "none", "deadline-hours": "",
-                              "budget-usd": ""})
+        plan.form.set_values(
+            {"method": "full", "gpu": "L40S", "grad-checkpointing": "none", "deadline-hours": "", "budget-usd": ""}
+        )
         plan.recalculate()
         wait(10, lambda: not plan.is_busy() and plan.result is not None)
         window.show_place("Plan")

@@ -15,10 +15,19 @@ def bench(config: TrainConfig, warmup_steps: int = 5, steps: int = 30) -> dict[s
     import torch
 
     with tempfile.TemporaryDirectory(prefix="trainer-bench-") as tmp:
-        cfg = replace(config, run_dir=config.run_dir if config.run_dir != "run" else tmp,
-                      max_steps=warmup_steps + steps, warmup_steps=max(0, config.warmup_steps),
-                      checkpoint_every_steps=0, checkpoint_every_minutes=0, resume=False, eval_every_steps=0,
-                      events_stdout=False, gpu_interval_s=0, cache_dir=config.cache_dir or tmp + "/token-cache")
+        cfg = replace(
+            config,
+            run_dir=config.run_dir if config.run_dir != "run" else tmp,
+            max_steps=warmup_steps + steps,
+            warmup_steps=max(0, config.warmup_steps),
+            checkpoint_every_steps=0,
+            checkpoint_every_minutes=0,
+            resume=False,
+            eval_every_steps=0,
+            events_stdout=False,
+            gpu_interval_s=0,
+            cache_dir=config.cache_dir or tmp + "/token-cache",
+        )
         stats = BenchStats(warmup_steps=warmup_steps)
         if torch.cuda.is_available() and cfg.device != "cpu":
             torch.cuda.reset_peak_memory_stats()
@@ -39,14 +48,21 @@ def bench(config: TrainConfig, warmup_steps: int = 5, steps: int = 30) -> dict[s
     return {
         **stats.info,
         "method": "lora" if cfg.lora_rank > 0 else "full",
-        "seq_len": cfg.seq_len, "micro_batch": cfg.micro_batch, "grad_accum": cfg.grad_accum,
-        "warmup_steps": warmup_steps, "measured_steps": n,
-        "tokens_per_s": tokens_per_s, "samples_per_s": stats.samples_per_step * n / total_time,
-        "step_time_s": total_time / n, "step_time_p50_s": statistics.median(stats.step_times),
+        "seq_len": cfg.seq_len,
+        "micro_batch": cfg.micro_batch,
+        "grad_accum": cfg.grad_accum,
+        "warmup_steps": warmup_steps,
+        "measured_steps": n,
+        "tokens_per_s": tokens_per_s,
+        "samples_per_s": stats.samples_per_step * n / total_time,
+        "step_time_s": total_time / n,
+        "step_time_p50_s": statistics.median(stats.step_times),
         "data_wait_share": sum(stats.data_waits) / total_time,
         "peak_mem_allocated_bytes": stats.peak_allocated or None,
         "peak_mem_reserved_bytes": stats.peak_reserved or None,
-        "flops_per_token": stats.flops_per_token, "peak_flops": stats.peak_flops,
+        "flops_per_token": stats.flops_per_token,
+        "peak_flops": stats.peak_flops,
         "mfu": (stats.flops_per_token * tokens_per_s / (stats.peak_flops * stats.info.get("world_size", 1)))
-        if stats.peak_flops else None,
+        if stats.peak_flops
+        else None,
     }

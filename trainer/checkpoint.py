@@ -83,7 +83,7 @@ def _tuples(value: Any) -> Any:
 
 
 def step_of(path: Path) -> int:
-    return int(path.name[len(PREFIX):])
+    return int(path.name[len(PREFIX) :])
 
 
 def begin(run_dir: Path, step: int) -> Path:
@@ -104,8 +104,13 @@ def write_rank_state(tmp: Path, rank: int) -> None:
     _fsync_file(path)
 
 
-def write_main(tmp: Path, model_state: dict[str, torch.Tensor], optimizer_state: dict[str, Any],
-               scaler_state: dict[str, Any] | None, trainer_state: dict[str, Any]) -> None:
+def write_main(
+    tmp: Path,
+    model_state: dict[str, torch.Tensor],
+    optimizer_state: dict[str, Any],
+    scaler_state: dict[str, Any] | None,
+    trainer_state: dict[str, Any],
+) -> None:
     torch.save(model_state, tmp / "model.pt")
     torch.save(optimizer_state, tmp / "optimizer.pt")
     if scaler_state:

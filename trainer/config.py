@@ -97,19 +97,19 @@ HELP = {
     "model_config": "config.json for a randomly initialised model (nothing downloads)",
     "data": "text (.txt) or JSONL (.jsonl) files or folders; repeatable",
     "task": "causal-lm (packed next-token prediction) or seq-cls (sequence classification: JSONL with "
-            "--text-field and --label-field, padded/truncated to --seq-len, no packing)",
+    "--text-field and --label-field, padded/truncated to --seq-len, no packing)",
     "text_field": "JSONL field that holds the text",
     "label_field": "JSONL field that holds the class label (--task seq-cls): integers (sorted numerically) "
-                   "or strings (sorted), mapped to ids 0..K-1 and saved as id2label/label2id",
+    "or strings (sorted), mapped to ids 0..K-1 and saved as id2label/label2id",
     "fsdp": "shard parameters, gradients and optimizer state with PyTorch FSDP2 (fully_shard per transformer "
-            "block) across torchrun ranks instead of DDP; full-state checkpoints; one process: unsharded",
+    "block) across torchrun ranks instead of DDP; full-state checkpoints; one process: unsharded",
     "cache_dir": "token cache folder (default RUN_DIR/token-cache)",
     "precision": "auto = bf16 where supported, else fp16 on CUDA, fp32 on CPU",
     "grad_checkpointing": "recompute activations of every layer or every other layer",
     "compile": "torch.compile the model",
     "fused_kernels": "swap activations written as chains of small ops (GPT-2's gelu_new, gelu_fast, "
-                     "gelu_accurate) for PyTorch's one-kernel tanh GELU: the same function, faster, and less "
-                     "activation memory; the saved model is unchanged",
+    "gelu_accurate) for PyTorch's one-kernel tanh GELU: the same function, faster, and less "
+    "activation memory; the saved model is unchanged",
     "num_workers": "DataLoader workers (-1: 0 on CPU, up to 4 per GPU on CUDA)",
     "device": "auto, cpu, cuda or cuda:N",
     "warmup_steps": "linear warm-up steps before cosine decay (-1: 5%% of the run, at most 100)",

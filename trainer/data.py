@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -208,8 +209,18 @@ class StepPlan(torch.utils.data.Dataset):
     the same batches. Items are dicts of CPU tensors: input_ids, position_ids (if asked), sample_ids.
     """
 
-    def __init__(self, data: PackedData, seed: int, start: Position, micro_batch: int, grad_accum: int,
-                 world: int, rank: int, n_steps: int, reset_positions: bool) -> None:
+    def __init__(
+        self,
+        data: PackedData,
+        seed: int,
+        start: Position,
+        micro_batch: int,
+        grad_accum: int,
+        world: int,
+        rank: int,
+        n_steps: int,
+        reset_positions: bool,
+    ) -> None:
         self.data, self.seed, self.mb, self.accum = data, seed, micro_batch, grad_accum
         self.world, self.rank, self.reset_positions = world, rank, reset_positions
         self.global_batch = micro_batch * grad_accum * world
@@ -240,7 +251,7 @@ class StepPlan(torch.utils.data.Dataset):
             self._perm = epoch_permutation(self.seed, pos.epoch, self.data.n_train)
             self._perm_epoch = pos.epoch
         first = pos.offset + (k * self.world + self.rank) * self.mb
-        return self._perm[first:first + self.mb]
+        return self._perm[first : first + self.mb]
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         idx = self.indices(i)
@@ -252,6 +263,7 @@ class StepPlan(torch.utils.data.Dataset):
 
 
 # -- sequence classification ------------------------------------------------------------------------
+
 
 def iter_labelled(files: list[Path], text_field: str, label_field: str) -> Iterator[tuple[str, Any]]:
     """(text, raw label) per JSONL line; classification needs JSONL."""
@@ -312,14 +324,15 @@ class ClassificationData:
 
     def batch(self, index: np.ndarray) -> dict[str, torch.Tensor]:
         rows = np.asarray(self.rows[self.order[np.asarray(index, dtype=np.int64)]], dtype=np.int64)
-        ids = torch.from_numpy(rows[:, :self.seq_len])
+        ids = torch.from_numpy(rows[:, : self.seq_len])
         lengths = torch.from_numpy(rows[:, self.seq_len])
         mask = (torch.arange(self.seq_len)[None, :] < lengths[:, None]).long()
         return {"input_ids": ids, "attention_mask": mask, "labels": torch.from_numpy(rows[:, self.seq_len + 1])}
 
 
-def classification_cached(files: list[Path], tokenizer: Any, text_field: str, label_field: str, seq_len: int,
-                          cache_dir: Path) -> tuple[np.ndarray, list[str]]:
+def classification_cached(
+    files: list[Path], tokenizer: Any, text_field: str, label_field: str, seq_len: int, cache_dir: Path
+) -> tuple[np.ndarray, list[str]]:
     """Tokenised, truncated and padded examples as a memory-mapped ``[N, seq_len + 2]`` array (built once)."""
     h = hashlib.sha256(cache_key(files, tokenizer, text_field).encode())
     h.update(f"seq-cls|{label_field}|{seq_len}|{tokenizer.pad_token_id}".encode())
@@ -336,7 +349,7 @@ def classification_cached(files: list[Path], tokenizer: Any, text_field: str, la
         rows = np.full((len(examples), seq_len + 2), tokenizer.pad_token_id, dtype=np.int64)
         for n, (text, label) in enumerate(examples):
             ids = tokenizer.encode_truncated(text, seq_len)[:seq_len] or [tokenizer.pad_token_id]
-            rows[n, :len(ids)] = ids
+            rows[n, : len(ids)] = ids
             rows[n, seq_len] = len(ids)
             rows[n, seq_len + 1] = ids_of[str(label)]
         dtype = np.int32 if max(tokenizer.vocab_size, seq_len) < 2**31 else np.int64
@@ -349,8 +362,9 @@ def classification_cached(files: list[Path], tokenizer: Any, text_field: str, la
     return np.load(path, mmap_mode="r"), json.loads(names_path.read_text(encoding="utf-8"))
 
 
-def split_classification(rows: np.ndarray, labels: list[str], seq_len: int, pad_id: int,
-                         eval_fraction: float, seed: int) -> ClassificationData:
+def split_classification(
+    rows: np.ndarray, labels: list[str], seq_len: int, pad_id: int, eval_fraction: float, seed: int
+) -> ClassificationData:
     n_total = len(rows)
     n_eval = int(n_total * eval_fraction) if eval_fraction > 0 else 0
     if eval_fraction > 0 and n_total >= 4:
@@ -363,15 +377,16 @@ def split_classification(rows: np.ndarray, labels: list[str], seq_len: int, pad_
     return data
 
 
-def eval_batches(data: PackedData, micro_batch: int, n_batches: int, rank: int = 0,
-                 world: int = 1) -> list[np.ndarray]:
+def eval_batches(data: PackedData, micro_batch: int, n_batches: int, rank: int = 0, world: int = 1) -> list[np.ndarray]:
     """Held-out sequences in fixed order, split across ranks."""
     idx = np.arange(data.n_train, data.n_total)[rank::world]
-    out = [idx[i:i + micro_batch] for i in range(0, len(idx), micro_batch)]
+    out = [idx[i : i + micro_batch] for i in range(0, len(idx), micro_batch)]
     return [b for b in out if len(b)][:n_batches]
 
 
-def make_loader(plan: StepPlan, device: torch.device, num_workers: int, local_world: int) -> torch.utils.data.DataLoader:
+def make_loader(
+    plan: StepPlan, device: torch.device, num_workers: int, local_world: int
+) -> torch.utils.data.DataLoader:
     if num_workers < 0:
         num_workers = 0 if device.type == "cpu" else max(0, min(4, (os.cpu_count() or 1) // max(1, local_world) - 1))
     kwargs: dict[str, Any] = {}
@@ -381,5 +396,12 @@ def make_loader(plan: StepPlan, device: torch.device, num_workers: int, local_wo
     # A private generator: creating the iterator must not draw from the global torch RNG, or the
     # dropout stream after a resume would differ from the uninterrupted run.
     generator = torch.Generator().manual_seed(plan.seed)
-    return torch.utils.data.DataLoader(plan, batch_size=None, shuffle=False, num_workers=num_workers,
-                                       pin_memory=device.type == "cuda", generator=generator, **kwargs)
+    return torch.utils.data.DataLoader(
+        plan,
+        batch_size=None,
+        shuffle=False,
+        num_workers=num_workers,
+        pin_memory=device.type == "cuda",
+        generator=generator,
+        **kwargs,
+    )

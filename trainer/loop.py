@@ -20,14 +20,24 @@ from typing import Any, TextIO
 import torch
 import torch.nn.functional as F
 
-from . import checkpoint, data as data_mod, dist, fsdp as fsdp_mod, protocol
+from . import checkpoint, dist, protocol
+from . import data as data_mod
+from . import fsdp as fsdp_mod
 from .config import TrainConfig, to_dict, write_resolved
 from .flops import peak_flops
 from .mirror import Mirror, fetch_newest
 from .model import build_model, count_params, flops_per_token, pick_device, pick_precision, save_final
 from .nvml_sampler import Activity, GpuSampler, open_source
-from .preemption import (BUDGET_STOP, EARLY_STOP, NONE, PREEMPTED, REASON_STATUS, MetadataWatcher,
-                         SignalHandlers, StopFlag)
+from .preemption import (
+    BUDGET_STOP,
+    EARLY_STOP,
+    NONE,
+    PREEMPTED,
+    REASON_STATUS,
+    MetadataWatcher,
+    SignalHandlers,
+    StopFlag,
+)
 from .telemetry import StepRateLimiter, Telemetry, warn
 
 EXIT_OK, EXIT_FAILED, EXIT_RESUME = 0, 1, 75
@@ -94,8 +104,9 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig, device: torch.de
         return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95), foreach=True)
 
 
-def causal_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device,
-                    autocast: Any) -> torch.Tensor:
+def causal_loss_sum(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device, autocast: Any
+) -> torch.Tensor:
     """Summed next-token cross-entropy over a micro-batch (fp32 logits for the loss)."""
     ids = batch["input_ids"].to(device, non_blocking=True)
     kwargs = {}
@@ -106,8 +117,7 @@ def causal_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], devi
     # Shift the targets, not the logits: slicing ``logits[:, :-1]`` would copy the whole logits tensor
     # (and its gradient) every step. The last position has no next token and is ignored.
     targets = F.pad(ids[:, 1:], (0, 1), value=IGNORE_INDEX)
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX,
-                           reduction="sum")
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
 
 
 def target_count(batch: dict[str, torch.Tensor]) -> int:
@@ -117,16 +127,18 @@ def target_count(batch: dict[str, torch.Tensor]) -> int:
     return int(ids.shape[0] * (ids.shape[1] - 1))
 
 
-def classification_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device,
-                          autocast: Any) -> torch.Tensor:
+def classification_logits(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device, autocast: Any
+) -> torch.Tensor:
     ids = batch["input_ids"].to(device, non_blocking=True)
     mask = batch["attention_mask"].to(device, non_blocking=True)
     with autocast():
         return model(input_ids=ids, attention_mask=mask).logits.float()
 
 
-def classification_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device,
-                            autocast: Any) -> torch.Tensor:
+def classification_loss_sum(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device, autocast: Any
+) -> torch.Tensor:
     """Summed cross-entropy over the examples of a micro-batch (fp32 logits)."""
     logits = classification_logits(model, batch, device, autocast)
     return F.cross_entropy(logits, batch["labels"].to(device, non_blocking=True), reduction="sum")
@@ -142,9 +154,16 @@ def _grad_sync(model: torch.nn.Module, world: int, last: bool) -> Any:
     return contextlib.nullcontext()
 
 
-def accumulate(model: torch.nn.Module, micro_batches: list[dict[str, torch.Tensor]], device: torch.device,
-               autocast: Any, global_targets: int, world: int = 1, scaler: Any = None,
-               loss_fn: Any = causal_loss_sum) -> torch.Tensor:
+def accumulate(
+    model: torch.nn.Module,
+    micro_batches: list[dict[str, torch.Tensor]],
+    device: torch.device,
+    autocast: Any,
+    global_targets: int,
+    world: int = 1,
+    scaler: Any = None,
+    loss_fn: Any = causal_loss_sum,
+) -> torch.Tensor:
     """Forward/backward over the micro-batches of one optimizer step.
 
     Each micro-batch's summed loss is divided by the real target count of the whole step across all
@@ -209,9 +228,24 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
 
 
 class _Trainer:
-    def __init__(self, config: TrainConfig, info: dist.DistInfo, device: torch.device, run_dir: Path,
-                 tele: Telemetry, bench: BenchStats | None, writer: bool | None = None) -> None:
-        self.config, self.info, self.device, self.run_dir, self.tele, self.bench = config, info, device, run_dir, tele, bench
+    def __init__(
+        self,
+        config: TrainConfig,
+        info: dist.DistInfo,
+        device: torch.device,
+        run_dir: Path,
+        tele: Telemetry,
+        bench: BenchStats | None,
+        writer: bool | None = None,
+    ) -> None:
+        self.config, self.info, self.device, self.run_dir, self.tele, self.bench = (
+            config,
+            info,
+            device,
+            run_dir,
+            tele,
+            bench,
+        )
         self.writer = info.is_main if writer is None else writer
         self.steps_done = 0  # optimizer steps taken in this process (0: a stop before the first one)
         self.flag = StopFlag()
@@ -226,15 +260,19 @@ class _Trainer:
         files = data_mod.data_files(c.data)
         cache = Path(c.cache_dir) if c.cache_dir else self.run_dir / "token-cache"
         if c.task == "seq-cls":
+
             def load() -> tuple[Any, list[str]]:
-                return data_mod.classification_cached(files, self.tokenizer, c.text_field, c.label_field,
-                                                      c.seq_len, cache)
+                return data_mod.classification_cached(
+                    files, self.tokenizer, c.text_field, c.label_field, c.seq_len, cache
+                )
+
             if self.writer:
                 load()
             dist.barrier(self.info)
             rows, labels = load()
-            self.data = data_mod.split_classification(rows, labels, c.seq_len, self.tokenizer.pad_token_id,
-                                                      c.eval_fraction, c.seed)
+            self.data = data_mod.split_classification(
+                rows, labels, c.seq_len, self.tokenizer.pad_token_id, c.eval_fraction, c.seed
+            )
             return
         if self.writer:
             data_mod.tokenize_cached(files, self.tokenizer, c.text_field, cache)
@@ -247,24 +285,34 @@ class _Trainer:
         self.cls = c.task == "seq-cls"
         self.loss_fn = classification_loss_sum if self.cls else causal_loss_sum
         labels = self.data.labels if self.cls else None
-        self.model = build_model(c, self.tokenizer.vocab_size, self.tokenizer.eos_token_id, labels=labels,
-                                 pad_id=getattr(self.tokenizer, "pad_token_id", None)).to(self.device)
+        self.model = build_model(
+            c,
+            self.tokenizer.vocab_size,
+            self.tokenizer.eos_token_id,
+            labels=labels,
+            pad_id=getattr(self.tokenizer, "pad_token_id", None),
+        ).to(self.device)
         self.model.train()
         self.trainable = [n for n, p in self.model.named_parameters() if p.requires_grad]
         self.full_state = len(self.trainable) == sum(1 for _ in self.model.parameters())
         self.fsdp = bool(c.fsdp and self.info.distributed)
         if c.fsdp and not self.info.distributed:
-            warn("--fsdp with a single process: nothing to shard across, training unsharded "
-                 "(run under torchrun --nproc-per-node N to shard)")
+            warn(
+                "--fsdp with a single process: nothing to shard across, training unsharded "
+                "(run under torchrun --nproc-per-node N to shard)"
+            )
         if self.fsdp and not self.multi_storage_ok():
-            raise RuntimeError("--fsdp across nodes needs one run directory on a shared file system (rank 0 "
-                               "gathers the full checkpoint); the nodes' run directories are on separate disks")
+            raise RuntimeError(
+                "--fsdp across nodes needs one run directory on a shared file system (rank 0 "
+                "gathers the full checkpoint); the nodes' run directories are on separate disks"
+            )
         if self.fsdp:
             fsdp_mod.shard(self.model)  # before the optimizer: it must see the sharded parameters
         self.dtype = pick_precision(c.precision, self.device)
         self.optimizer = make_optimizer(self.model, c, self.device)
-        self.scaler = (torch.amp.GradScaler("cuda") if self.dtype == torch.float16 and self.device.type == "cuda"
-                       else None)
+        self.scaler = (
+            torch.amp.GradScaler("cuda") if self.dtype == torch.float16 and self.device.type == "cuda" else None
+        )
         torch.manual_seed(c.seed * 1000 + self.info.rank)  # dropout stream, per rank
 
     def _resume(self) -> Path | None:
@@ -284,9 +332,11 @@ class _Trainer:
         st = ck["state"]
         if st.get("world") != self.info.world:
             gb = self.config.micro_batch * self.config.grad_accum * self.info.world
-            warn(f"resuming a {st.get('world')}-rank checkpoint on {self.info.world} ranks: the data position "
-                 f"(epoch {st['epoch']}, sample {st['offset']}) is re-sharded exactly; global batch is now {gb}; "
-                 "the dropout RNG streams of new ranks start fresh")
+            warn(
+                f"resuming a {st.get('world')}-rank checkpoint on {self.info.world} ranks: the data position "
+                f"(epoch {st['epoch']}, sample {st['offset']}) is re-sharded exactly; global batch is now {gb}; "
+                "the dropout RNG streams of new ranks start fresh"
+            )
         names = set(self.model.state_dict())  # (FSDP: the same names, sharded values; nothing gathered)
         bad = [k for k in self.trainable if k not in ck["model"]] + [k for k in ck["model"] if k not in names]
         if bad:
@@ -299,8 +349,10 @@ class _Trainer:
         if by_name:
             fsdp_mod.load_optimizer_state(self.model, self.optimizer, ck["optimizer"])
         elif self.fsdp:
-            raise RuntimeError(f"checkpoint {path} was written without --fsdp: its optimizer state cannot be "
-                               "sharded; resume it without --fsdp")
+            raise RuntimeError(
+                f"checkpoint {path} was written without --fsdp: its optimizer state cannot be "
+                "sharded; resume it without --fsdp"
+            )
         else:
             self.optimizer.load_state_dict(ck["optimizer"])
         if self.scaler is not None and ck["scaler"]:
@@ -333,9 +385,11 @@ class _Trainer:
         candidate = checkpoint.checkpoints_dir(self.run_dir) / checkpoint.step_dir_name(low) if low >= 0 else None
         ok = int(candidate is not None and checkpoint.is_valid(candidate))
         if -dist.all_max([-ok], self.info, self.device)[0] == 0:
-            raise RuntimeError(f"the nodes' run directories hold different checkpoints (newest valid steps "
-                               f"{low}..{high}) and none is valid on every node; copy the newest checkpoint to "
-                               "every node's run directory, or resume from a --mirror-url")
+            raise RuntimeError(
+                f"the nodes' run directories hold different checkpoints (newest valid steps "
+                f"{low}..{high}) and none is valid on every node; copy the newest checkpoint to "
+                "every node's run directory, or resume from a --mirror-url"
+            )
         return candidate
 
     def _remaining_steps(self) -> int:
@@ -378,10 +432,15 @@ class _Trainer:
             st["fsdp"] = self.fsdp
             st["global_batch"] = self.config.micro_batch * self.config.grad_accum * self.info.world
             st["seed"] = self.config.seed
-            st["scheduler"] = {"kind": "warmup-cosine", "warmup": self.warmup, "total": self.total_steps,
-                               "min_lr_ratio": self.config.min_lr_ratio}
-            checkpoint.write_main(tmp, model_state, optim_state,
-                                  self.scaler.state_dict() if self.scaler is not None else None, st)
+            st["scheduler"] = {
+                "kind": "warmup-cosine",
+                "warmup": self.warmup,
+                "total": self.total_steps,
+                "min_lr_ratio": self.config.min_lr_ratio,
+            }
+            checkpoint.write_main(
+                tmp, model_state, optim_state, self.scaler.state_dict() if self.scaler is not None else None, st
+            )
             self.tele.sync()
             path, size = checkpoint.finish(self.run_dir, tmp, step, self.config.keep_checkpoints)
             seconds = time.perf_counter() - t0
@@ -396,8 +455,9 @@ class _Trainer:
     @torch.no_grad()
     def evaluate(self) -> tuple[float, dict[str, Any]] | None:
         """Held-out loss (and accuracy for classification), summed over ranks."""
-        batches = data_mod.eval_batches(self.data, self.config.micro_batch, self.config.eval_batches,
-                                        self.info.rank, self.info.world)
+        batches = data_mod.eval_batches(
+            self.data, self.config.micro_batch, self.config.eval_batches, self.info.rank, self.info.world
+        )
         if self.fsdp:  # every rank must run the same number of forwards (parameter all-gathers)
             n = -dist.all_max([-len(batches)], self.info, self.device)[0]
             batches = batches[:n]
@@ -424,8 +484,9 @@ class _Trainer:
 
     def _after_eval(self, loss: float, extra: dict[str, Any] | None = None) -> None:
         c, s = self.config, self.state
-        self.tele.emit("eval", step=s.step, eval_loss=loss, best_eval_loss=min(loss, s.best_eval or loss),
-                       **(extra or {}))
+        self.tele.emit(
+            "eval", step=s.step, eval_loss=loss, best_eval_loss=min(loss, s.best_eval or loss), **(extra or {})
+        )
         if c.target_eval_loss is not None and loss <= c.target_eval_loss:
             self.flag.request(EARLY_STOP, f"eval loss {loss:.4f} reached target {c.target_eval_loss}")
         if s.best_eval is None or s.best_eval - loss > c.early_stop_min_delta:
@@ -447,30 +508,52 @@ class _Trainer:
         raw = self.model
         if info.distributed and not self.fsdp:
             self.model = torch.nn.parallel.DistributedDataParallel(
-                raw, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+                raw, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
         fwd_model = torch.compile(self.model) if c.compile else self.model
-        self.autocast = ((lambda: torch.autocast(self.device.type, dtype=self.dtype))
-                         if self.dtype != torch.float32 else contextlib.nullcontext)
+        self.autocast = (
+            (lambda: torch.autocast(self.device.type, dtype=self.dtype))
+            if self.dtype != torch.float32
+            else contextlib.nullcontext
+        )
         n_params, n_trainable = count_params(raw)
         fpt = flops_per_token(raw, c.seq_len, c.grad_checkpointing, c.lora_rank > 0)
         dev_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
         peak = c.peak_tflops * 1e12 if c.peak_tflops else peak_flops(dev_name, self.dtype)
         gb = c.micro_batch * c.grad_accum * info.world
         start_step = self.state.step
-        self.tele.emit("run_start", config=to_dict(c), **_host_info(self.device), world_size=info.world,
-                       device=dev_name, precision=str(self.dtype).replace("torch.", ""), params=n_params,
-                       trainable_params=n_trainable, train_sequences=self.data.n_train,
-                       eval_sequences=self.data.n_eval, steps_total=self.total_steps, flops_per_token=fpt,
-                       peak_flops=peak, resumed_from_step=start_step if resumed else None, pid=os.getpid(),
-                       task=c.task, fsdp=self.fsdp,
-                       **({"labels": self.data.labels} if self.cls else {}))
+        self.tele.emit(
+            "run_start",
+            config=to_dict(c),
+            **_host_info(self.device),
+            world_size=info.world,
+            device=dev_name,
+            precision=str(self.dtype).replace("torch.", ""),
+            params=n_params,
+            trainable_params=n_trainable,
+            train_sequences=self.data.n_train,
+            eval_sequences=self.data.n_eval,
+            steps_total=self.total_steps,
+            flops_per_token=fpt,
+            peak_flops=peak,
+            resumed_from_step=start_step if resumed else None,
+            pid=os.getpid(),
+            task=c.task,
+            fsdp=self.fsdp,
+            **({"labels": self.data.labels} if self.cls else {}),
+        )
         if resumed is not None:
             self.tele.emit("resumed", step=start_step, checkpoint=str(resumed), spend_usd=self.state.spend_usd)
         if self.bench is not None:
             self.bench.flops_per_token, self.bench.peak_flops = fpt, peak
             self.bench.tokens_per_step, self.bench.samples_per_step = gb * c.seq_len, gb
-            self.bench.info = {"device": dev_name, "precision": str(self.dtype).replace("torch.", ""),
-                               "params": n_params, "trainable_params": n_trainable, "world_size": info.world}
+            self.bench.info = {
+                "device": dev_name,
+                "precision": str(self.dtype).replace("torch.", ""),
+                "params": n_params,
+                "trainable_params": n_trainable,
+                "world_size": info.world,
+            }
 
         sampler = None
         if info.is_main and self.bench is None and c.gpu_interval_s > 0:
@@ -479,8 +562,12 @@ class _Trainer:
             sampler = GpuSampler(source, self.tele.emit, c.gpu_interval_s).start()
         watcher = None
         if c.preemption_url or c.preemption_provider != "auto":
-            watcher = MetadataWatcher(c.preemption_url, c.preemption_provider, c.preemption_poll_s,
-                                      lambda notice: self.flag.request(PREEMPTED, notice)).start()
+            watcher = MetadataWatcher(
+                c.preemption_url,
+                c.preemption_provider,
+                c.preemption_poll_s,
+                lambda notice: self.flag.request(PREEMPTED, notice),
+            ).start()
         try:
             with SignalHandlers(self.flag):
                 reason = self._loop(fwd_model, remaining, gb, fpt, peak)
@@ -501,9 +588,17 @@ class _Trainer:
         reason = dist.all_max([self.flag.reason], info, self.device)[0]
         if reason != NONE:
             return reason
-        plan = data_mod.StepPlan(self.data, c.seed, data_mod.Position(s.epoch, s.offset), c.micro_batch,
-                                 c.grad_accum, info.world, info.rank, remaining,
-                                 c.reset_position_ids and not self.cls)
+        plan = data_mod.StepPlan(
+            self.data,
+            c.seed,
+            data_mod.Position(s.epoch, s.offset),
+            c.micro_batch,
+            c.grad_accum,
+            info.world,
+            info.rank,
+            remaining,
+            c.reset_position_ids and not self.cls,
+        )
         loader = data_mod.make_loader(plan, self.device, c.num_workers, info.local_world)
         batches = iter(loader)
         limiter = StepRateLimiter(c.log_every_steps, c.log_interval_s)
@@ -511,8 +606,13 @@ class _Trainer:
         global_targets = gb if self.cls else gb * (c.seq_len - 1)
         t_run = time.monotonic()
         elapsed0, spend0, gpu_h0 = s.elapsed_s, s.spend_usd, s.gpu_hours
-        win = {"t": time.perf_counter(), "steps": 0, "wait": 0.0, "loss": torch.zeros((), device=self.device),
-               "targets": 0}
+        win = {
+            "t": time.perf_counter(),
+            "steps": 0,
+            "wait": 0.0,
+            "loss": torch.zeros((), device=self.device),
+            "targets": 0,
+        }
         sample_ids: list[int] = []
         reason = NONE
         if self.bench is not None:
@@ -530,8 +630,16 @@ class _Trainer:
             lr = lr_at(s.step, c.lr, self.warmup, self.total_steps, c.min_lr_ratio)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            loss_sum = accumulate(fwd_model, micro, self.device, self.autocast, global_targets, info.world, self.scaler,
-                                  loss_fn=self.loss_fn)
+            loss_sum = accumulate(
+                fwd_model,
+                micro,
+                self.device,
+                self.autocast,
+                global_targets,
+                info.world,
+                self.scaler,
+                loss_fn=self.loss_fn,
+            )
             if self.scaler is not None:
                 self.scaler.unscale_(self.optimizer)
             if c.max_grad_norm > 0:
@@ -574,9 +682,15 @@ class _Trainer:
                 if result is not None:
                     self._after_eval(*result)
             now = time.monotonic()
-            ckpt_due = int(bool(self.bench is None and (
-                (c.checkpoint_every_steps and s.step % c.checkpoint_every_steps == 0)
-                or (c.checkpoint_every_minutes and now - self.last_ckpt >= c.checkpoint_every_minutes * 60))))
+            ckpt_due = int(
+                bool(
+                    self.bench is None
+                    and (
+                        (c.checkpoint_every_steps and s.step % c.checkpoint_every_steps == 0)
+                        or (c.checkpoint_every_minutes and now - self.last_ckpt >= c.checkpoint_every_minutes * 60)
+                    )
+                )
+            )
             reason, ckpt_due = dist.all_max([self.flag.reason, ckpt_due], info, self.device)
             if info.is_main and limiter.due(s.step, now, force=c.record_sample_ids or last or reason != NONE):
                 self._emit_step(win, gb, fpt, peak, lr, sample_ids if c.record_sample_ids else None)
@@ -588,19 +702,31 @@ class _Trainer:
                 self.save_checkpoint()
         return reason
 
-    def _emit_step(self, win: dict[str, Any], gb: int, fpt: float, peak: float | None, lr: float,
-                   sample_ids: list[int] | None) -> None:
+    def _emit_step(
+        self, win: dict[str, Any], gb: int, fpt: float, peak: float | None, lr: float, sample_ids: list[int] | None
+    ) -> None:
         c, s = self.config, self.state
         now = time.perf_counter()
         dt = max(1e-9, now - win["t"])
         loss = float((win["loss"] / max(1, win["targets"])).item())  # the one host sync, at logging only
         tokens_per_s = win["steps"] * gb * c.seq_len / dt
         rec: dict[str, Any] = dict(
-            step=s.step, epoch=s.epoch, loss=loss, lr=lr, tokens_total=s.tokens_total, samples_total=s.samples_total,
-            tokens_per_s=tokens_per_s, samples_per_s=win["steps"] * gb / dt, step_time_s=dt / win["steps"],
-            data_wait_s=win["wait"] / win["steps"], peak_mem_bytes=_peak_mem(self.device),
-            mfu=(fpt * tokens_per_s / (peak * self.info.world)) if peak else None, spend_usd=s.spend_usd,
-            gpu_hours=s.gpu_hours, elapsed_s=s.elapsed_s, steps_in_record=win["steps"],
+            step=s.step,
+            epoch=s.epoch,
+            loss=loss,
+            lr=lr,
+            tokens_total=s.tokens_total,
+            samples_total=s.samples_total,
+            tokens_per_s=tokens_per_s,
+            samples_per_s=win["steps"] * gb / dt,
+            step_time_s=dt / win["steps"],
+            data_wait_s=win["wait"] / win["steps"],
+            peak_mem_bytes=_peak_mem(self.device),
+            mfu=(fpt * tokens_per_s / (peak * self.info.world)) if peak else None,
+            spend_usd=s.spend_usd,
+            gpu_hours=s.gpu_hours,
+            elapsed_s=s.elapsed_s,
+            steps_in_record=win["steps"],
         )
         if sample_ids is not None:
             rec["sample_ids"] = sample_ids
@@ -609,10 +735,16 @@ class _Trainer:
         win["loss"] = torch.zeros((), device=self.device)
 
     def _finish(self, reason: int) -> int:
-        s, c = self.state, self.config
+        s = self.state
         status = REASON_STATUS.get(reason, "finished")
-        totals = {"steps": s.step, "tokens_total": s.tokens_total, "samples_total": s.samples_total,
-                  "spend_usd": s.spend_usd, "gpu_hours": s.gpu_hours, "elapsed_s": s.elapsed_s}
+        totals = {
+            "steps": s.step,
+            "tokens_total": s.tokens_total,
+            "samples_total": s.samples_total,
+            "spend_usd": s.spend_usd,
+            "gpu_hours": s.gpu_hours,
+            "elapsed_s": s.elapsed_s,
+        }
         if reason == PREEMPTED:
             self.tele.emit("preempted", step=s.step, reason=self.flag.detail or "stop requested")
         if self.bench is not None:

@@ -86,9 +86,11 @@ def push(src: Path, url: str, keep: int) -> None:
         shutil.rmtree(dest, ignore_errors=True)
         os.replace(tmp, dest)
         _fsync(target)
-        done = sorted((p for p in target.iterdir() if p.name.startswith(checkpoint.PREFIX)
-                       and (p / checkpoint.MARKER).exists()), reverse=True)
-        for old in done[max(2, keep):]:
+        done = sorted(
+            (p for p in target.iterdir() if p.name.startswith(checkpoint.PREFIX) and (p / checkpoint.MARKER).exists()),
+            reverse=True,
+        )
+        for old in done[max(2, keep) :]:
             shutil.rmtree(old, ignore_errors=True)
         return
     conn = _Sftp(target)
@@ -102,9 +104,15 @@ def push(src: Path, url: str, keep: int) -> None:
             conn.sftp.put(str(f), str(tmp / f.name))
         conn.rmtree(dest)
         conn.sftp.rename(str(tmp), str(dest))
-        done = sorted((a.filename for a in conn.sftp.listdir_attr(str(conn.root))
-                       if a.filename.startswith(checkpoint.PREFIX) and stat.S_ISDIR(a.st_mode or 0)), reverse=True)
-        for old in done[max(2, keep):]:
+        done = sorted(
+            (
+                a.filename
+                for a in conn.sftp.listdir_attr(str(conn.root))
+                if a.filename.startswith(checkpoint.PREFIX) and stat.S_ISDIR(a.st_mode or 0)
+            ),
+            reverse=True,
+        )
+        for old in done[max(2, keep) :]:
             conn.rmtree(conn.root / old)
     finally:
         conn.close()
@@ -144,8 +152,10 @@ def fetch_newest(url: str, run_dir: Path) -> Path | None:
             entries = conn.sftp.listdir_attr(str(conn.root))
         except FileNotFoundError:  # nothing mirrored yet (a first run)
             return None
-        names = sorted((a.filename for a in entries
-                        if a.filename.startswith(checkpoint.PREFIX) and stat.S_ISDIR(a.st_mode or 0)), reverse=True)
+        names = sorted(
+            (a.filename for a in entries if a.filename.startswith(checkpoint.PREFIX) and stat.S_ISDIR(a.st_mode or 0)),
+            reverse=True,
+        )
         for name in names:
             dest = root / name
             dest.mkdir(exist_ok=True)

@@ -32,8 +32,13 @@ def pick_precision(name: str, device: torch.device) -> torch.dtype:
     return torch.float32
 
 
-def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None = None,
-                labels: list[str] | None = None, pad_id: int | None = None) -> torch.nn.Module:
+def build_model(
+    config: TrainConfig,
+    vocab_size: int,
+    eos_id: int | None = None,
+    labels: list[str] | None = None,
+    pad_id: int | None = None,
+) -> torch.nn.Module:
     """Causal LM, or (``task == "seq-cls"``) a sequence classifier with ``labels`` as its classes
     (``id2label``/``label2id`` in its config) and ``pad_id`` as pad token (GPT-2 style models pool the
     last non-pad token, so they need one)."""
@@ -46,8 +51,11 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None = None,
     if cls:
         if not labels:
             raise ValueError("--task seq-cls needs the class labels")
-        label_kwargs = {"num_labels": len(labels), "id2label": dict(enumerate(labels)),
-                        "label2id": {name: i for i, name in enumerate(labels)}}
+        label_kwargs = {
+            "num_labels": len(labels),
+            "id2label": dict(enumerate(labels)),
+            "label2id": {name: i for i, name in enumerate(labels)},
+        }
     if config.model_config:
         raw = json.loads(Path(config.model_config).read_text(encoding="utf-8"))
         model_type = raw.pop("model_type", "gpt2")
@@ -75,8 +83,13 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None = None,
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             if every_n == 2:
-                blocks = [m for m in model.modules() if m is not model and hasattr(m, "gradient_checkpointing")
-                          and ("Block" in type(m).__name__ or "Layer" in type(m).__name__)]
+                blocks = [
+                    m
+                    for m in model.modules()
+                    if m is not model
+                    and hasattr(m, "gradient_checkpointing")
+                    and ("Block" in type(m).__name__ or "Layer" in type(m).__name__)
+                ]
                 for i, block in enumerate(blocks):
                     block.gradient_checkpointing = i % 2 == 0
     # Training needs no KV cache: with ``use_cache`` on, every forward builds a DynamicCache and copies
@@ -124,9 +137,14 @@ def apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
 
     conv1d = any(isinstance(m, Conv1D) for m in model.modules())  # GPT-2 style layers store weights transposed
     task = peft.TaskType.SEQ_CLS if config.task == "seq-cls" else peft.TaskType.CAUSAL_LM
-    lora = peft.LoraConfig(task_type=task, r=config.lora_rank, lora_alpha=config.lora_alpha or 2 * config.lora_rank,
-                           lora_dropout=config.lora_dropout, target_modules=config.lora_targets or None,
-                           fan_in_fan_out=conv1d)
+    lora = peft.LoraConfig(
+        task_type=task,
+        r=config.lora_rank,
+        lora_alpha=config.lora_alpha or 2 * config.lora_rank,
+        lora_dropout=config.lora_dropout,
+        target_modules=config.lora_targets or None,
+        fan_in_fan_out=conv1d,
+    )
     import warnings
 
     with warnings.catch_warnings():  # peft's own use of deprecated transformers APIs is not ours to fix
@@ -155,8 +173,9 @@ def flops_per_token(model: torch.nn.Module, seq_len: int, recompute: str, lora: 
     return factor * n_params + attention
 
 
-def save_final(model: torch.nn.Module, tokenizer: Any, path: Path,
-               state_dict: dict[str, torch.Tensor] | None = None) -> None:
+def save_final(
+    model: torch.nn.Module, tokenizer: Any, path: Path, state_dict: dict[str, torch.Tensor] | None = None
+) -> None:
     """Hugging Face format with safetensors (LoRA: the adapters, and for classification the head).
 
     ``state_dict``: the full weights when the model's own parameters are shards (FSDP).

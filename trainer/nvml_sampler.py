@@ -18,7 +18,8 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .telemetry import warn
 
@@ -78,13 +79,25 @@ class SimulatedSource:
         self._last_t, self._last_busy = now, busy
         power = self.IDLE_W + (self.MAX_W - self.IDLE_W) * util / 100.0
         self.energy_j += power * dt
-        return [{
-            "node": self.node, "index": 0, "name": "simulated (no GPU)", "simulated": True,
-            "util_pct": round(util, 1), "mem_used_bytes": max(mem, _rss_bytes()), "mem_total_bytes": _ram_bytes(),
-            "power_w": round(power, 1), "energy_j": round(self.energy_j, 1), "temp_c": round(35 + 0.45 * util, 1),
-            "sm_clock_mhz": 1410 if util > 0 else 210, "throttle_reasons": 0,
-            "sm_active_pct": None, "sm_occupancy_pct": None, "tensor_active_pct": None,
-        }]
+        return [
+            {
+                "node": self.node,
+                "index": 0,
+                "name": "simulated (no GPU)",
+                "simulated": True,
+                "util_pct": round(util, 1),
+                "mem_used_bytes": max(mem, _rss_bytes()),
+                "mem_total_bytes": _ram_bytes(),
+                "power_w": round(power, 1),
+                "energy_j": round(self.energy_j, 1),
+                "temp_c": round(35 + 0.45 * util, 1),
+                "sm_clock_mhz": 1410 if util > 0 else 210,
+                "throttle_reasons": 0,
+                "sm_active_pct": None,
+                "sm_occupancy_pct": None,
+                "tensor_active_pct": None,
+            }
+        ]
 
     def close(self) -> None:
         pass
@@ -169,8 +182,11 @@ class NvmlSource:
         self._gpm_prev[i] = sample
         if sample is None or prev is None:
             return out
-        ids = {"sm_active_pct": self.nv.NVML_GPM_METRIC_SM_UTIL, "sm_occupancy_pct": self.nv.NVML_GPM_METRIC_SM_OCCUPANCY,
-               "tensor_active_pct": self.nv.NVML_GPM_METRIC_ANY_TENSOR_UTIL}
+        ids = {
+            "sm_active_pct": self.nv.NVML_GPM_METRIC_SM_UTIL,
+            "sm_occupancy_pct": self.nv.NVML_GPM_METRIC_SM_OCCUPANCY,
+            "tensor_active_pct": self.nv.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+        }
 
         def get() -> Any:
             req = self.nv.c_nvmlGpmMetricsGet_t()
@@ -191,19 +207,22 @@ class NvmlSource:
     def sample(self) -> list[dict[str, Any]]:
         nv, records = self.nv, []
         for i, h in self.handles.items():
-            mig = self.call("mig", lambda: nv.nvmlDeviceGetMigMode(h))
-            util = self.call("util", lambda: nv.nvmlDeviceGetUtilizationRates(h))
+            mig = self.call("mig", lambda h=h: nv.nvmlDeviceGetMigMode(h))
+            util = self.call("util", lambda h=h: nv.nvmlDeviceGetUtilizationRates(h))
             used, total = self._memory(h)
-            power = self.call("power", lambda: nv.nvmlDeviceGetPowerUsage(h))
-            energy = self.call("energy", lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h))
+            power = self.call("power", lambda h=h: nv.nvmlDeviceGetPowerUsage(h))
+            energy = self.call("energy", lambda h=h: nv.nvmlDeviceGetTotalEnergyConsumption(h))
             rec = {
-                "node": self.node, "index": i, "simulated": False,
+                "node": self.node,
+                "index": i,
+                "simulated": False,
                 "util_pct": float(util.gpu) if util is not None else None,
-                "mem_used_bytes": used, "mem_total_bytes": total,
+                "mem_used_bytes": used,
+                "mem_total_bytes": total,
                 "power_w": power / 1000.0 if power is not None else None,
                 "energy_j": energy / 1000.0 if energy is not None else None,
-                "temp_c": self.call("temp", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
-                "sm_clock_mhz": self.call("sm_clock", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                "temp_c": self.call("temp", lambda h=h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+                "sm_clock_mhz": self.call("sm_clock", lambda h=h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
                 "throttle_reasons": self._throttle(h),
                 "mig": bool(mig[0]) if mig is not None else None,
             }
@@ -218,8 +237,9 @@ class NvmlSource:
             pass
 
 
-def open_source(device_indices: list[int] | None, activity: Activity | None, force_simulated: bool = False,
-                nvml: Any = None) -> NvmlSource | SimulatedSource:
+def open_source(
+    device_indices: list[int] | None, activity: Activity | None, force_simulated: bool = False, nvml: Any = None
+) -> NvmlSource | SimulatedSource:
     if not force_simulated:
         try:
             return NvmlSource(device_indices, nvml=nvml)

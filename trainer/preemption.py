@@ -12,7 +12,8 @@ import signal
 import threading
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import early_signals
 
@@ -102,8 +103,7 @@ def notice_in(provider: str, status: int, body: bytes) -> str | None:
 
 
 class MetadataWatcher:
-    def __init__(self, url: str | None, provider: str, interval_s: float,
-                 on_notice: Callable[[str], None]) -> None:
+    def __init__(self, url: str | None, provider: str, interval_s: float, on_notice: Callable[[str], None]) -> None:
         if provider == "auto" and not url:
             raise ValueError("--preemption-provider auto needs --preemption-url")
         self.provider = provider
@@ -120,8 +120,10 @@ class MetadataWatcher:
         return self
 
     def poll_once(self) -> str | None:
-        headers = {**HEADERS.get(self.provider, {}), **({"Metadata-Flavor": "Google", "Metadata": "true"}
-                                                         if self.provider == "auto" else {})}
+        headers = {
+            **HEADERS.get(self.provider, {}),
+            **({"Metadata-Flavor": "Google", "Metadata": "true"} if self.provider == "auto" else {}),
+        }
         req = urllib.request.Request(self.url, headers=headers)
         self.polls += 1
         try:

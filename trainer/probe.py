@@ -33,8 +33,10 @@ def _nvml_driver() -> tuple[str | None, str | None]:
         try:
             driver = pynvml.nvmlSystemGetDriverVersion()
             cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-            return (driver.decode() if isinstance(driver, bytes) else str(driver),
-                    f"{cuda // 1000}.{(cuda % 1000) // 10}")
+            return (
+                driver.decode() if isinstance(driver, bytes) else str(driver),
+                f"{cuda // 1000}.{(cuda % 1000) // 10}",
+            )
         finally:
             pynvml.nvmlShutdown()
     except Exception:
@@ -49,11 +51,17 @@ def probe(run_root: str | Path = ".") -> dict[str, Any]:
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
-            gpus.append({
-                "index": i, "name": p.name, "mem_total_bytes": int(p.total_memory),
-                "compute_capability": f"{p.major}.{p.minor}", "multiprocessors": p.multi_processor_count,
-                "bf16": p.major >= 8, "driver": driver,
-            })
+            gpus.append(
+                {
+                    "index": i,
+                    "name": p.name,
+                    "mem_total_bytes": int(p.total_memory),
+                    "compute_capability": f"{p.major}.{p.minor}",
+                    "multiprocessors": p.multi_processor_count,
+                    "bf16": p.major >= 8,
+                    "driver": driver,
+                }
+            )
     root = Path(run_root)
     while not root.exists() and root != root.parent:
         root = root.parent
@@ -63,10 +71,21 @@ def probe(run_root: str | Path = ".") -> dict[str, Any]:
     except AttributeError:
         cores = os.cpu_count()
     return {
-        "host": socket.gethostname(), "platform": platform.platform(), "python": sys.version.split()[0],
-        "torch": torch.__version__, "transformers": _version("transformers"), "peft": _version("peft"),
-        "cuda_runtime": torch.version.cuda, "cuda_driver": driver_cuda, "driver": driver,
-        "gpu_count": len(gpus), "gpus": gpus, "cpu_cores": cores, "cpu_count": os.cpu_count(),
-        "ram_bytes": _ram_bytes(), "run_root": str(root.resolve()), "disk_free_bytes": disk.free,
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "transformers": _version("transformers"),
+        "peft": _version("peft"),
+        "cuda_runtime": torch.version.cuda,
+        "cuda_driver": driver_cuda,
+        "driver": driver,
+        "gpu_count": len(gpus),
+        "gpus": gpus,
+        "cpu_cores": cores,
+        "cpu_count": os.cpu_count(),
+        "ram_bytes": _ram_bytes(),
+        "run_root": str(root.resolve()),
+        "disk_free_bytes": disk.free,
         "disk_total_bytes": disk.total,
     }

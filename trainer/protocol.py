@@ -35,12 +35,31 @@ RUN_END_STATUSES = frozenset({"finished", "preempted", "budget_stop", "early_sto
 
 # The fields each kind usually carries, for documentation and for writers.
 STEP_FIELDS = (
-    "step", "epoch", "loss", "lr", "tokens_total", "samples_total", "tokens_per_s", "samples_per_s",
-    "step_time_s", "data_wait_s", "peak_mem_bytes", "mfu", "spend_usd",
+    "step",
+    "epoch",
+    "loss",
+    "lr",
+    "tokens_total",
+    "samples_total",
+    "tokens_per_s",
+    "samples_per_s",
+    "step_time_s",
+    "data_wait_s",
+    "peak_mem_bytes",
+    "mfu",
+    "spend_usd",
 )
 GPU_FIELDS = (
-    "node", "index", "util_pct", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c",
-    "sm_clock_mhz", "throttle_reasons", "simulated",
+    "node",
+    "index",
+    "util_pct",
+    "mem_used_bytes",
+    "mem_total_bytes",
+    "power_w",
+    "temp_c",
+    "sm_clock_mhz",
+    "throttle_reasons",
+    "simulated",
 )
 
 
@@ -170,4 +189,3 @@ class StreamParser:
     def pending_bytes(self) -> int:
         """Bytes of an unfinished last line held back."""
         return len(self._pending)
-

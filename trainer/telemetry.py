@@ -53,8 +53,9 @@ def warn(message: str) -> None:
 class Telemetry:
     """Thread-safe record emitter. ``enabled=False`` (non-zero ranks) makes every call a no-op."""
 
-    def __init__(self, path: Path | None, stdout: TextIO | None = None, enabled: bool = True,
-                 queue_size: int = 10000) -> None:
+    def __init__(
+        self, path: Path | None, stdout: TextIO | None = None, enabled: bool = True, queue_size: int = 10000
+    ) -> None:
         self.enabled = enabled
         self.path = path
         self._lock = threading.Lock()

@@ -1,8 +1,8 @@
 """`gpuplanner catalog`: list the GPUs and prices the planner knows, and import SkyPilot prices.
 
-    gpuplanner catalog gpus [--json]
-    gpuplanner catalog prices [--gpu NAME] [--json | --csv]
-    gpuplanner catalog import-skypilot VMS_CSV --provider NAME [--json]
+gpuplanner catalog gpus [--json]
+gpuplanner catalog prices [--gpu NAME] [--json | --csv]
+gpuplanner catalog import-skypilot VMS_CSV --provider NAME [--json]
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from gpuplanner.plan.catalog import (
     OWN_PROVIDER,
@@ -81,7 +82,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
@@ -134,7 +137,18 @@ def _prices(args: argparse.Namespace) -> int:
     if not offers:
         print("no prices for this GPU; add one in " + str(user_files()["prices"]))
         return 0
-    headers = ["GPU", "Provider", "Region", "Instance", "GPUs", "On-demand $/GPU-h", "Spot $/GPU-h", "Int./h", "Notice s", "As of"]
+    headers = [
+        "GPU",
+        "Provider",
+        "Region",
+        "Instance",
+        "GPUs",
+        "On-demand $/GPU-h",
+        "Spot $/GPU-h",
+        "Int./h",
+        "Notice s",
+        "As of",
+    ]
     rows = []
     for o in offers:
         r = offer_row(o)

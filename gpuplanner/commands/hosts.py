@@ -12,8 +12,16 @@ from typing import Any, TypeVar
 
 from gpuplanner.cli import UsageError
 from gpuplanner.history.db import HistoryError
-from gpuplanner.launch.hosts import (LOCAL_HOST_NAME, Host, HostError, add_host, get_host, list_hosts, remove_host,
-                                     ssh_config_host)
+from gpuplanner.launch.hosts import (
+    LOCAL_HOST_NAME,
+    Host,
+    HostError,
+    add_host,
+    get_host,
+    list_hosts,
+    remove_host,
+    ssh_config_host,
+)
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 from gpuplanner.launch.ssh_connection import SSHError
 from gpuplanner.plan.catalog import catalog_gpu
@@ -51,17 +59,24 @@ def with_host_key_trust(args: argparse.Namespace, action: Callable[[], T]) -> T:
                 exc.trust()
                 continue
             if getattr(args, "trust_host_key", None):
-                raise UsageError(f"--trust-host-key: {where} offers {exc.key_type} {exc.fingerprint_sha256}, "
-                                 f"not {args.trust_host_key}") from None
+                raise UsageError(
+                    f"--trust-host-key: {where} offers {exc.key_type} {exc.fingerprint_sha256}, "
+                    f"not {args.trust_host_key}"
+                ) from None
             if sys.stdin.isatty() and sys.stderr.isatty():
-                print(f"The authenticity of host {where} can't be established.\n"
-                      f"{exc.key_type} key fingerprint is {exc.fingerprint_sha256}.", file=sys.stderr)
+                print(
+                    f"The authenticity of host {where} can't be established.\n"
+                    f"{exc.key_type} key fingerprint is {exc.fingerprint_sha256}.",
+                    file=sys.stderr,
+                )
                 answer = input("Trust this host and remember its key? [y/N] ").strip().lower()
                 if answer in ("y", "yes"):
                     exc.trust()
                     continue
-            raise UsageError(f"unknown host key for {where}: {exc.key_type} {exc.fingerprint_sha256}; check it and "
-                             f"pass --trust-host-key {exc.fingerprint_sha256} to accept it") from None
+            raise UsageError(
+                f"unknown host key for {where}: {exc.key_type} {exc.fingerprint_sha256}; check it and "
+                f"pass --trust-host-key {exc.fingerprint_sha256} to accept it"
+            ) from None
         except ChangedHostKey as exc:
             print(f"gpuplanner: {exc}", file=sys.stderr)
             raise SystemExit(1) from None
@@ -69,8 +84,11 @@ def with_host_key_trust(args: argparse.Namespace, action: Callable[[], T]) -> T:
 
 
 def add_trust_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--trust-host-key", metavar="SHA256:...",
-                        help="accept an unknown host key if (and only if) it has this fingerprint")
+    parser.add_argument(
+        "--trust-host-key",
+        metavar="SHA256:...",
+        help="accept an unknown host key if (and only if) it has this fingerprint",
+    )
 
 
 def _host_doc(host: Host) -> dict[str, Any]:
@@ -80,8 +98,9 @@ def _host_doc(host: Host) -> dict[str, Any]:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("hosts", help="hosts runs go to: list, add, remove, probe, bench",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser(
+        "hosts", help="hosts runs go to: list, add, remove, probe, bench", description=__doc__.splitlines()[0]
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     parser.set_defaults(handler=lambda args: parser.print_help() or 0)
 
@@ -117,15 +136,20 @@ def register(subparsers: Any) -> None:
     add_trust_flag(p)
     p.set_defaults(handler=_probe)
 
-    p = actions.add_parser("bench", help="measure a training configuration on the host (trainer bench) and "
-                                         "record it for the planner",
-                           usage="gpuplanner hosts bench NAME [options] -- TRAINER FLAGS...")
+    p = actions.add_parser(
+        "bench",
+        help="measure a training configuration on the host (trainer bench) and record it for the planner",
+        usage="gpuplanner hosts bench NAME [options] -- TRAINER FLAGS...",
+    )
     common(p)
     p.add_argument("name")
     p.add_argument("--warmup-steps", type=int, default=5, help="steps not measured (default 5)")
     p.add_argument("--steps", type=int, default=30, help="steps measured after warm-up (default 30)")
-    p.add_argument("--gpu-type", help="the catalog GPU this measurement stands for (default: the GPU it ran on; "
-                                      "needed to record a CPU measurement)")
+    p.add_argument(
+        "--gpu-type",
+        help="the catalog GPU this measurement stands for (default: the GPU it ran on; "
+        "needed to record a CPU measurement)",
+    )
     p.add_argument("--no-record", action="store_true", help="print the result only; do not store it")
     add_trust_flag(p)
     p.set_defaults(handler=_bench)  # the trainer's flags come after "--" (args.passthrough, see cli.main)
@@ -155,8 +179,10 @@ def _bench(args: argparse.Namespace) -> int:
 
     flags = list(getattr(args, "passthrough", []))
     if not flags:
-        raise UsageError("TRAINER FLAGS: give the configuration after --, e.g. -- --model gpt2 --data d "
-                         "--seq-len 1024 --micro-batch 8 --precision bf16")
+        raise UsageError(
+            "TRAINER FLAGS: give the configuration after --, e.g. -- --model gpt2 --data d "
+            "--seq-len 1024 --micro-batch 8 --precision bf16"
+        )
     if args.steps < 1 or args.warmup_steps < 0:
         raise UsageError("--steps: at least 1 measured step (and --warmup-steps not negative)")
     try:
@@ -165,28 +191,42 @@ def _bench(args: argparse.Namespace) -> int:
         raise UsageError(f"TRAINER FLAGS: {exc}") from None
     if args.gpu_type is not None and not args.no_record and catalog_gpu(args.gpu_type) is None:
         raise UsageError(f"--gpu-type: the catalog knows no GPU named {args.gpu_type!r} (see gpuplanner catalog gpus)")
-    result = _on_host(args, lambda manager: manager.bench(
-        args.name, flags, warmup_steps=args.warmup_steps, steps=args.steps, gpu_type=args.gpu_type,
-        record=not args.no_record))
+    result = _on_host(
+        args,
+        lambda manager: manager.bench(
+            args.name,
+            flags,
+            warmup_steps=args.warmup_steps,
+            steps=args.steps,
+            gpu_type=args.gpu_type,
+            record=not args.no_record,
+        ),
+    )
     if result is None:
         return 1
     if "recorded_gpu_type" in result and catalog_gpu(result["recorded_gpu_type"]) is None:
-        result["warning"] = (f"the catalog knows no GPU named {result['recorded_gpu_type']!r}, so the planner cannot "
-                             "use this measurement: run again with --gpu-type and a catalog name "
-                             "(gpuplanner catalog gpus)")
+        result["warning"] = (
+            f"the catalog knows no GPU named {result['recorded_gpu_type']!r}, so the planner cannot "
+            "use this measurement: run again with --gpu-type and a catalog name "
+            "(gpuplanner catalog gpus)"
+        )
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
     mfu = f", MFU {result['mfu']:.1%}" if isinstance(result.get("mfu"), (int, float)) else ""
     peak = result.get("peak_mem_reserved_bytes") or result.get("peak_mem_allocated_bytes")
     memory = f", peak memory {peak / 1024**3:.2f} GiB" if isinstance(peak, (int, float)) else ""
-    print(f"{args.name} ({result.get('device')}, {result.get('precision')}): {result.get('tokens_per_s', 0):,.0f} "
-          f"tokens/s, {result.get('step_time_s', 0) * 1000:.0f} ms per step{mfu}{memory}")
+    print(
+        f"{args.name} ({result.get('device')}, {result.get('precision')}): {result.get('tokens_per_s', 0):,.0f} "
+        f"tokens/s, {result.get('step_time_s', 0) * 1000:.0f} ms per step{mfu}{memory}"
+    )
     if "warning" in result:
         print(f"recorded as bench result #{result['recorded_id']}, but {result['warning']}")
     elif "recorded_id" in result:
-        print(f"recorded as bench result #{result['recorded_id']} for {result['recorded_gpu_type']}: "
-              "`gpuplanner plan` uses it for this model, method, precision and sequence length")
+        print(
+            f"recorded as bench result #{result['recorded_id']} for {result['recorded_gpu_type']}: "
+            "`gpuplanner plan` uses it for this model, method, precision and sequence length"
+        )
     else:
         hint = " (--gpu-type GPU records it as that GPU's speed)" if result.get("device") == "cpu" else ""
         print(f"not recorded: {result.get('not_recorded')}{hint}")
@@ -200,9 +240,14 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     for h in hosts:
         where = "this machine" if h.kind == "local" else f"{h.user + '@' if h.user else ''}{h.hostname}:{h.port}"
-        price = f"${h.price_usd_per_gpu_hour:g}/GPU-h {h.pricing}" if h.price_usd_per_gpu_hour is not None else "no price"
-        gpus = f"{h.gpu_count} x {h.gpu_type}" if h.gpu_type else (f"{h.gpu_count} GPUs" if h.gpu_count is not None
-                                                                   else "not probed")
+        price = (
+            f"${h.price_usd_per_gpu_hour:g}/GPU-h {h.pricing}" if h.price_usd_per_gpu_hour is not None else "no price"
+        )
+        gpus = (
+            f"{h.gpu_count} x {h.gpu_type}"
+            if h.gpu_type
+            else (f"{h.gpu_count} GPUs" if h.gpu_count is not None else "not probed")
+        )
         print(f"{h.name:<16} {where:<32} {gpus:<24} {price}")
     return 0
 
@@ -216,10 +261,18 @@ def _add(args: argparse.Namespace) -> int:
     if base is None and not args.hostname:
         raise UsageError(f"--hostname: needed, {args.name!r} is not a Host alias of the SSH config")
     base = base or Host(name=args.name, kind="ssh", hostname=args.hostname)
-    changes = {"hostname": args.hostname, "port": args.port, "user": args.user, "identity_file": args.identity_file,
-               "proxy_jump": args.proxy_jump, "python": args.python, "price_usd_per_gpu_hour": args.price}
-    host = dataclasses.replace(base, **{k: v for k, v in changes.items() if v is not None},
-                               pricing="spot" if args.spot else "on-demand")
+    changes = {
+        "hostname": args.hostname,
+        "port": args.port,
+        "user": args.user,
+        "identity_file": args.identity_file,
+        "proxy_jump": args.proxy_jump,
+        "python": args.python,
+        "price_usd_per_gpu_hour": args.price,
+    }
+    host = dataclasses.replace(
+        base, **{k: v for k, v in changes.items() if v is not None}, pricing="spot" if args.spot else "on-demand"
+    )
     try:
         add_host(args.db, host)
     except HostError as exc:
@@ -244,10 +297,14 @@ def _probe(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=1))
     elif not result.get("ok"):
-        print(f"{args.name}: missing {', '.join(result.get('missing', [])) or 'nothing'}; "
-              f"{result.get('install_hint') or result.get('error', '')}")
+        print(
+            f"{args.name}: missing {', '.join(result.get('missing', [])) or 'nothing'}; "
+            f"{result.get('install_hint') or result.get('error', '')}"
+        )
     else:
         gpus = ", ".join(g["name"] for g in result.get("gpus", [])) or "no GPU"
-        print(f"{args.name}: {gpus}; Python {result.get('python')}, torch {result.get('torch')}, "
-              f"CUDA {result.get('cuda_runtime')}, driver {result.get('driver')}")
+        print(
+            f"{args.name}: {gpus}; Python {result.get('python')}, torch {result.get('torch')}, "
+            f"CUDA {result.get('cuda_runtime')}, driver {result.get('driver')}"
+        )
     return 0 if result.get("ok") else 1

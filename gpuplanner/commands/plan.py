@@ -10,19 +10,20 @@ from __future__ import annotations
 import argparse
 import math
 import sqlite3
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gpuplanner.cli import UsageError
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
-from gpuplanner.plan import example
 from gpuplanner.history.calibration import measurements
 from gpuplanner.history.db import HistoryError, open_db, resolve_db_path
+from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
-from gpuplanner.plan.model_spec import ModelSpec, from_config_file, from_param_count, from_preset
 from gpuplanner.plan.compare import GPU_COUNTS, compare, recommendation
 from gpuplanner.plan.documents import compare_document, plan_document
+from gpuplanner.plan.model_spec import ModelSpec, from_config_file, from_param_count, from_preset
 from gpuplanner.plan.planner import MeasuredSpeed, Plan, PlanRequest, PricingInputs, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING, TrainSetup
@@ -78,55 +79,126 @@ def share(text: str) -> float:
 def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model and method")
     which = model.add_mutually_exclusive_group()
-    which.add_argument("--model", metavar="NAME", help=f"a preset (default {example.MODEL}); `gpuplanner plan --list-models` lists them")
+    which.add_argument(
+        "--model",
+        metavar="NAME",
+        help=f"a preset (default {example.MODEL}); `gpuplanner plan --list-models` lists them",
+    )
     which.add_argument("--model-config", metavar="FILE", help="a Hugging Face config.json")
     which.add_argument("--params", type=positive_float, metavar="N", help="a bare parameter count, e.g. 7B")
     model.add_argument("--list-models", action="store_true", help="list the model presets and exit")
-    model.add_argument("--method", choices=METHODS, default=example.METHOD, help="full fine-tune, LoRA or QLoRA (4-bit base)")
+    model.add_argument(
+        "--method", choices=METHODS, default=example.METHOD, help="full fine-tune, LoRA or QLoRA (4-bit base)"
+    )
     model.add_argument("--lora-rank", type=positive_int, default=example.LORA_RANK, metavar="R")
-    model.add_argument("--lora-targets", default=",".join(example.LORA_TARGETS), metavar="NAMES",
-                       help="comma-separated module names, or `attention` / `all-linear`")
+    model.add_argument(
+        "--lora-targets",
+        default=",".join(example.LORA_TARGETS),
+        metavar="NAMES",
+        help="comma-separated module names, or `attention` / `all-linear`",
+    )
     model.add_argument("--precision", choices=PRECISIONS, default=example.PRECISION)
     model.add_argument("--optimizer", choices=OPTIMIZERS, default=example.OPTIMIZER)
     batch = parser.add_argument_group("batch and sequence")
-    batch.add_argument("--micro-batch", type=positive_int, default=example.MICRO_BATCH, metavar="N", help="sequences per GPU per forward pass")
-    batch.add_argument("--grad-accum", type=positive_int, default=example.GRAD_ACCUM, metavar="N", help="micro-batches per optimizer step")
+    batch.add_argument(
+        "--micro-batch",
+        type=positive_int,
+        default=example.MICRO_BATCH,
+        metavar="N",
+        help="sequences per GPU per forward pass",
+    )
+    batch.add_argument(
+        "--grad-accum",
+        type=positive_int,
+        default=example.GRAD_ACCUM,
+        metavar="N",
+        help="micro-batches per optimizer step",
+    )
     batch.add_argument("--seq-len", type=positive_int, default=example.SEQ_LEN, metavar="TOKENS")
     batch.add_argument("--grad-checkpointing", choices=CHECKPOINTING, default=example.GRAD_CHECKPOINTING)
     batch.add_argument("--attention", choices=ATTENTION, default=example.ATTENTION)
     hardware = parser.add_argument_group("hardware")
     hardware.add_argument("--gpu", metavar="NAME", help=f"a catalog GPU (plan default {example.GPU}; compare: all)")
-    hardware.add_argument("--gpus", type=positive_int, metavar="N", help="GPUs in the run (plan: default 1; compare: 1, 2, 4 and 8)")
-    hardware.add_argument("--sharding", choices=SHARDING, default="ddp", help="ddp replicates, zero2 shards grads+optimizer, fsdp shards everything")
-    hardware.add_argument("--mfu", type=share, metavar="SHARE", help="model-FLOPs utilisation to assume (default: the GPU's)")
-    hardware.add_argument("--headroom", type=share, default=0.95, metavar="SHARE", help="share of GPU memory a plan may use (default 0.95)")
+    hardware.add_argument(
+        "--gpus", type=positive_int, metavar="N", help="GPUs in the run (plan: default 1; compare: 1, 2, 4 and 8)"
+    )
+    hardware.add_argument(
+        "--sharding",
+        choices=SHARDING,
+        default="ddp",
+        help="ddp replicates, zero2 shards grads+optimizer, fsdp shards everything",
+    )
+    hardware.add_argument(
+        "--mfu", type=share, metavar="SHARE", help="model-FLOPs utilisation to assume (default: the GPU's)"
+    )
+    hardware.add_argument(
+        "--headroom",
+        type=share,
+        default=0.95,
+        metavar="SHARE",
+        help="share of GPU memory a plan may use (default 0.95)",
+    )
     data = parser.add_argument_group("data and speed")
     size = data.add_mutually_exclusive_group()
-    size.add_argument("--samples", type=positive_int, metavar="N", help=f"training sequences per epoch (default {example.SAMPLES:,})")
+    size.add_argument(
+        "--samples", type=positive_int, metavar="N", help=f"training sequences per epoch (default {example.SAMPLES:,})"
+    )
     size.add_argument("--tokens", type=positive_int, metavar="N", help="training tokens per epoch")
     data.add_argument("--epochs", type=positive_float, default=1.0, metavar="N")
     speed = data.add_mutually_exclusive_group()
     speed.add_argument("--tokens-per-s", type=positive_float, metavar="X", help="measured speed of the whole run")
     speed.add_argument("--samples-per-min", type=positive_float, metavar="X", help="measured speed of the whole run")
     prices = parser.add_argument_group("pricing and spot")
-    prices.add_argument("--price", type=positive_float, metavar="USD", help="on-demand $ per GPU-hour (without --gpu: no catalog)")
+    prices.add_argument(
+        "--price", type=positive_float, metavar="USD", help="on-demand $ per GPU-hour (without --gpu: no catalog)"
+    )
     spot_price = prices.add_mutually_exclusive_group()
     spot_price.add_argument("--spot-price", type=positive_float, metavar="USD", help="spot $ per GPU-hour")
     spot_price.add_argument("--spot-discount", type=share, metavar="SHARE", help="0.6 = spot costs 60%% less per hour")
     rate = prices.add_mutually_exclusive_group()
     rate.add_argument("--interruptions-per-hour", type=non_negative_float, metavar="RATE")
     rate.add_argument("--mean-hours-between-interruptions", type=positive_float, metavar="HOURS")
-    rate.add_argument("--spot-overhead-pct", type=non_negative_float, metavar="PCT",
-                      help="10 = spot takes 10%% longer than on-demand (instead of the interruption model)")
-    prices.add_argument("--restart-minutes", type=non_negative_float, default=10.0, metavar="MIN", help="boot, load checkpoint, warm up (default 10)")
-    prices.add_argument("--checkpoint-minutes", type=positive_float, default=30.0, metavar="MIN", help="checkpoint interval (default 30)")
-    prices.add_argument("--checkpoint-write-s", type=non_negative_float, metavar="S", help="seconds to write one checkpoint (default: estimated from its size)")
-    prices.add_argument("--pricing", choices=("on-demand", "spot"), default="on-demand", help="which price the deadline and budget checks use (plan)")
+    rate.add_argument(
+        "--spot-overhead-pct",
+        type=non_negative_float,
+        metavar="PCT",
+        help="10 = spot takes 10%% longer than on-demand (instead of the interruption model)",
+    )
+    prices.add_argument(
+        "--restart-minutes",
+        type=non_negative_float,
+        default=10.0,
+        metavar="MIN",
+        help="boot, load checkpoint, warm up (default 10)",
+    )
+    prices.add_argument(
+        "--checkpoint-minutes",
+        type=positive_float,
+        default=30.0,
+        metavar="MIN",
+        help="checkpoint interval (default 30)",
+    )
+    prices.add_argument(
+        "--checkpoint-write-s",
+        type=non_negative_float,
+        metavar="S",
+        help="seconds to write one checkpoint (default: estimated from its size)",
+    )
+    prices.add_argument(
+        "--pricing",
+        choices=("on-demand", "spot"),
+        default="on-demand",
+        help="which price the deadline and budget checks use (plan)",
+    )
     goals = parser.add_argument_group("deadline and budget")
     goals.add_argument("--deadline-hours", type=positive_float, metavar="H")
     goals.add_argument("--budget-usd", type=positive_float, metavar="USD")
-    parser.add_argument("--memory", choices=("formula", "trace"), default="formula",
-                        help="trace: run one real training step on fake tensors to measure memory (needs torch)")
+    parser.add_argument(
+        "--memory",
+        choices=("formula", "trace"),
+        default="formula",
+        help="trace: run one real training step on fake tensors to measure memory (needs torch)",
+    )
     parser.add_argument("--db", metavar="FILE", help="run history to take measured speeds from (default: the user's)")
     parser.add_argument("--no-calibration", action="store_true", help="ignore speeds measured in the run history")
     out = parser.add_mutually_exclusive_group()
@@ -136,12 +208,18 @@ def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    plan = subparsers.add_parser("plan", help="plan one workload on one GPU option",
-                                 description="Predict memory, runtime and cost of one workload on one GPU option.")
+    plan = subparsers.add_parser(
+        "plan",
+        help="plan one workload on one GPU option",
+        description="Predict memory, runtime and cost of one workload on one GPU option.",
+    )
     _add_workload_arguments(plan)
     plan.set_defaults(handler=run_plan)
-    comparison = subparsers.add_parser("compare", help="rank every GPU x count x pricing for one workload",
-                                       description="Rank every catalog GPU x count (1, 2, 4, 8) x on-demand/spot.")
+    comparison = subparsers.add_parser(
+        "compare",
+        help="rank every GPU x count x pricing for one workload",
+        description="Rank every catalog GPU x count (1, 2, 4, 8) x on-demand/spot.",
+    )
     _add_workload_arguments(comparison)
     comparison.add_argument("--top", type=positive_int, metavar="N", help="show only the first N rows (text output)")
     comparison.set_defaults(handler=run_compare)
@@ -161,9 +239,18 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
 def setup_from_args(args: argparse.Namespace, gpus: int) -> TrainSetup:
     targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
     return TrainSetup(
-        method=args.method, lora_rank=args.lora_rank, lora_targets=targets, precision=args.precision,
-        optimizer=args.optimizer, micro_batch=args.micro_batch, grad_accum=args.grad_accum, seq_len=args.seq_len,
-        grad_checkpointing=args.grad_checkpointing, attention=args.attention, gpus=gpus, sharding=args.sharding,
+        method=args.method,
+        lora_rank=args.lora_rank,
+        lora_targets=targets,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        micro_batch=args.micro_batch,
+        grad_accum=args.grad_accum,
+        seq_len=args.seq_len,
+        grad_checkpointing=args.grad_checkpointing,
+        attention=args.attention,
+        gpus=gpus,
+        sharding=args.sharding,
     )
 
 
@@ -180,9 +267,13 @@ def request_from_args(args: argparse.Namespace, gpus: int, default_gpu: str | No
         workload=Workload(samples=None if args.tokens else samples, epochs=args.epochs, tokens=args.tokens),
         gpu=gpu,
         pricing=PricingInputs(
-            price=args.price, spot_price=args.spot_price, spot_discount=args.spot_discount,
-            interruptions_per_hour=rate, restart_minutes=args.restart_minutes,
-            checkpoint_minutes=args.checkpoint_minutes, checkpoint_write_s=args.checkpoint_write_s,
+            price=args.price,
+            spot_price=args.spot_price,
+            spot_discount=args.spot_discount,
+            interruptions_per_hour=rate,
+            restart_minutes=args.restart_minutes,
+            checkpoint_minutes=args.checkpoint_minutes,
+            checkpoint_write_s=args.checkpoint_write_s,
             spot_overhead_pct=args.spot_overhead_pct,
         ),
         pricing_mode=args.pricing,
@@ -199,19 +290,40 @@ def request_from_args(args: argparse.Namespace, gpus: int, default_gpu: str | No
 def inputs_document(request: PlanRequest) -> dict[str, Any]:
     setup, workload, pricing = request.setup, request.workload, request.pricing
     return {
-        "model": request.model.name, "params": request.model.n_params, "model_source": request.model.source,
-        "method": setup.method, "lora_rank": setup.lora_rank if setup.uses_adapters else None,
+        "model": request.model.name,
+        "params": request.model.n_params,
+        "model_source": request.model.source,
+        "method": setup.method,
+        "lora_rank": setup.lora_rank if setup.uses_adapters else None,
         "lora_targets": list(setup.lora_targets) if setup.uses_adapters else None,
-        "precision": setup.precision, "optimizer": setup.optimizer, "micro_batch": setup.micro_batch,
-        "grad_accum": setup.grad_accum, "seq_len": setup.seq_len, "grad_checkpointing": setup.grad_checkpointing,
-        "attention": setup.attention, "gpu": request.gpu, "gpus": setup.gpus, "sharding": setup.sharding,
-        "samples": workload.samples, "tokens": workload.tokens, "epochs": workload.epochs,
-        "tokens_per_s": request.tokens_per_s, "samples_per_min": request.samples_per_min, "mfu": request.mfu,
-        "price": pricing.price, "spot_price": pricing.spot_price, "spot_discount": pricing.spot_discount,
-        "interruptions_per_hour": pricing.interruptions_per_hour, "restart_minutes": pricing.restart_minutes,
-        "checkpoint_minutes": pricing.checkpoint_minutes, "checkpoint_write_s": pricing.checkpoint_write_s,
-        "spot_overhead_pct": pricing.spot_overhead_pct, "pricing": request.pricing_mode,
-        "deadline_hours": request.deadline_hours, "budget_usd": request.budget_usd, "headroom": request.headroom,
+        "precision": setup.precision,
+        "optimizer": setup.optimizer,
+        "micro_batch": setup.micro_batch,
+        "grad_accum": setup.grad_accum,
+        "seq_len": setup.seq_len,
+        "grad_checkpointing": setup.grad_checkpointing,
+        "attention": setup.attention,
+        "gpu": request.gpu,
+        "gpus": setup.gpus,
+        "sharding": setup.sharding,
+        "samples": workload.samples,
+        "tokens": workload.tokens,
+        "epochs": workload.epochs,
+        "tokens_per_s": request.tokens_per_s,
+        "samples_per_min": request.samples_per_min,
+        "mfu": request.mfu,
+        "price": pricing.price,
+        "spot_price": pricing.spot_price,
+        "spot_discount": pricing.spot_discount,
+        "interruptions_per_hour": pricing.interruptions_per_hour,
+        "restart_minutes": pricing.restart_minutes,
+        "checkpoint_minutes": pricing.checkpoint_minutes,
+        "checkpoint_write_s": pricing.checkpoint_write_s,
+        "spot_overhead_pct": pricing.spot_overhead_pct,
+        "pricing": request.pricing_mode,
+        "deadline_hours": request.deadline_hours,
+        "budget_usd": request.budget_usd,
+        "headroom": request.headroom,
     }
 
 
@@ -226,6 +338,7 @@ def _list_models(args: argparse.Namespace) -> bool:
     if not args.list_models:
         return False
     from gpuplanner.plan.model_spec import list_presets
+
     names = list_presets()
     print(to_json(names) if args.format == "json" else "\n".join(names))
     return True
@@ -257,8 +370,13 @@ def measured_speeds(request: PlanRequest, db_path: Path, catalog: Catalog) -> di
         return {}
     db = open_db(db_path, create=False)
     try:
-        found = measurements(db, model_name=request.model.name, method=request.setup.method,
-                             seq_len=request.setup.seq_len, precision=request.setup.precision)
+        found = measurements(
+            db,
+            model_name=request.model.name,
+            method=request.setup.method,
+            seq_len=request.setup.seq_len,
+            precision=request.setup.precision,
+        )
     finally:
         db.close()
     measured: dict[str, MeasuredSpeed] = {}
@@ -322,7 +440,8 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
         f"{inputs['gpus']} x {gpu}, micro-batch {inputs['micro_batch']} x accumulation {inputs['grad_accum']} "
         f"x {inputs['gpus']} GPU(s) = effective batch {runtime['effective_batch']}, sequence {inputs['seq_len']}",
         "",
-        "Peak memory per GPU" + (f" ({memory['source']}, peak at {memory['peak_moment']})" if memory.get("peak_moment") else ""),
+        "Peak memory per GPU"
+        + (f" ({memory['source']}, peak at {memory['peak_moment']})" if memory.get("peak_moment") else ""),
     ]
     for key in ("weights", "gradients", "optimizer", "activations", "logits", "overhead"):
         lines.append(f"  {key:<12}{memory[key + '_gib']:>9.2f} GiB")
@@ -334,20 +453,33 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
     for suggestion in memory.get("suggestions") or []:
         lines.append(f"  to fit: {suggestion}")
     throughput = document["throughput"]
-    lines += ["", f"Speed    {throughput['tokens_per_s']:,.0f} tokens/s, {throughput['samples_per_min']:,.1f} samples/min",
-              f"         source: {throughput['source']}",
-              f"Runtime  {_hours(runtime['hours'])}, {runtime['gpu_hours']:,.2f} GPU-hours, {runtime['optimizer_steps']:,} optimizer steps"]
+    lines += [
+        "",
+        f"Speed    {throughput['tokens_per_s']:,.0f} tokens/s, {throughput['samples_per_min']:,.1f} samples/min",
+        f"         source: {throughput['source']}",
+        f"Runtime  {_hours(runtime['hours'])}, {runtime['gpu_hours']:,.2f} GPU-hours, {runtime['optimizer_steps']:,} optimizer steps",
+    ]
     on_demand, spot = document["on_demand"], document["spot"]
     if on_demand:
-        where = f" ({on_demand['provider']} {on_demand['instance_type']})".replace(" )", ")") if on_demand["provider"] != "given" else ""
-        lines.append(f"On-demand {_money(on_demand['cost_usd'])} at ${on_demand['price_per_gpu_hour']:.2f}/GPU-h x {on_demand['billed_gpus']}{where}")
+        where = (
+            f" ({on_demand['provider']} {on_demand['instance_type']})".replace(" )", ")")
+            if on_demand["provider"] != "given"
+            else ""
+        )
+        lines.append(
+            f"On-demand {_money(on_demand['cost_usd'])} at ${on_demand['price_per_gpu_hour']:.2f}/GPU-h x {on_demand['billed_gpus']}{where}"
+        )
     if spot:
-        lines.append(f"Spot     {_money(spot['cost_usd'])} expected ({_hours(spot['hours'])}), P50 {_money(spot['p50_cost_usd'])}, "
-                     f"P90 {_money(spot['p90_cost_usd'])} at ${spot['price_per_gpu_hour']:.2f}/GPU-h")
+        lines.append(
+            f"Spot     {_money(spot['cost_usd'])} expected ({_hours(spot['hours'])}), P50 {_money(spot['p50_cost_usd'])}, "
+            f"P90 {_money(spot['p90_cost_usd'])} at ${spot['price_per_gpu_hour']:.2f}/GPU-h"
+        )
         if spot["model"] == "interruptions":
-            lines.append(f"         overhead {_hours(spot['overhead_hours'])}: {spot['expected_interruptions']:.2f} interruptions, "
-                         f"restarts {_hours(spot['restart_hours'])}, lost work {_hours(spot['lost_work_hours'])}, "
-                         f"checkpoints {_hours(spot['checkpoint_hours'])}")
+            lines.append(
+                f"         overhead {_hours(spot['overhead_hours'])}: {spot['expected_interruptions']:.2f} interruptions, "
+                f"restarts {_hours(spot['restart_hours'])}, lost work {_hours(spot['lost_work_hours'])}, "
+                f"checkpoints {_hours(spot['checkpoint_hours'])}"
+            )
         else:
             lines.append(f"         overhead {_hours(spot['overhead_hours'])} (flat {inputs['spot_overhead_pct']:g}%)")
         if spot["savings_pct"] is not None:
@@ -355,9 +487,13 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
         if spot["p_meet_deadline"] is not None:
             lines.append(f"         chance to meet the deadline: {spot['p_meet_deadline']:.0%}")
     if document["deadline_ok"] is not None:
-        lines.append(f"Deadline {inputs['deadline_hours']:g} h: {'met' if document['deadline_ok'] else 'MISSED'} ({inputs['pricing']})")
+        lines.append(
+            f"Deadline {inputs['deadline_hours']:g} h: {'met' if document['deadline_ok'] else 'MISSED'} ({inputs['pricing']})"
+        )
     if document["budget_ok"] is not None:
-        lines.append(f"Budget   ${inputs['budget_usd']:,.2f}: {'within' if document['budget_ok'] else 'OVER'} ({inputs['pricing']})")
+        lines.append(
+            f"Budget   ${inputs['budget_usd']:,.2f}: {'within' if document['budget_ok'] else 'OVER'} ({inputs['pricing']})"
+        )
     for warning in document["warnings"]:
         lines.append(f"warning: {warning}")
     return "\n".join(lines) + "\n"
@@ -365,8 +501,21 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
 
 # ----------------------------------------------------------------------------------- compare
 
-COMPARE_COLUMNS = ("rank", "gpu", "gpus", "pricing", "provider", "fits", "mem_gib", "hours", "cost_usd",
-                   "p90_cost_usd", "meets_deadline", "within_budget", "reason")
+COMPARE_COLUMNS = (
+    "rank",
+    "gpu",
+    "gpus",
+    "pricing",
+    "provider",
+    "fits",
+    "mem_gib",
+    "hours",
+    "cost_usd",
+    "p90_cost_usd",
+    "meets_deadline",
+    "within_budget",
+    "reason",
+)
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -380,9 +529,24 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(to_json([compare_document(row, inputs) for row in rows]), end="")
         return 0
-    table = [(row.rank, row.gpu, row.gpus, row.pricing, row.provider, row.plan.fits,
-              round(row.plan.memory.total / GIB, 2), _round(row.hours, 2), _round(row.cost_usd, 2),
-              _round(row.p90_cost_usd, 2), row.plan.deadline_ok, row.plan.budget_ok, row.reason) for row in rows]
+    table = [
+        (
+            row.rank,
+            row.gpu,
+            row.gpus,
+            row.pricing,
+            row.provider,
+            row.plan.fits,
+            round(row.plan.memory.total / GIB, 2),
+            _round(row.hours, 2),
+            _round(row.cost_usd, 2),
+            _round(row.p90_cost_usd, 2),
+            row.plan.deadline_ok,
+            row.plan.budget_ok,
+            row.reason,
+        )
+        for row in rows
+    ]
     if args.format == "csv":
         print(to_csv(COMPARE_COLUMNS, table), end="")
     elif args.format == "markdown":

@@ -31,27 +31,44 @@ EXIT_BY_STATE = {"finished": 0, "stopped": 75, "preempted": 75}
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("run", help="launch the trainer on a host and follow it; attach|stop|kill|resume ID",
-                              description=__doc__.splitlines()[0],
-                              usage="gpuplanner run --host NAME [options] -- TRAINER FLAGS...\n"
-                                    "       gpuplanner run {attach,stop,kill,resume} ID [--db FILE] [--json]")
+    p = subparsers.add_parser(
+        "run",
+        help="launch the trainer on a host and follow it; attach|stop|kill|resume ID",
+        description=__doc__.splitlines()[0],
+        usage="gpuplanner run --host NAME [options] -- TRAINER FLAGS...\n"
+        "       gpuplanner run {attach,stop,kill,resume} ID [--db FILE] [--json]",
+    )
     p.add_argument("--db", help="history database file (default: $GPUPLANNER_DB or the data directory's)")
     p.add_argument("--json", action="store_true", help="no progress line; print one JSON document at the end")
     p.add_argument("--host", help="host name (see `gpuplanner hosts list`; 'local' is this machine)")
     p.add_argument("--plan", help="a plan JSON file (from `gpuplanner plan --json`) to compare the run against")
     p.add_argument("--name", help="a name for the run")
     p.add_argument("--gpus", type=int, default=1, help="GPUs (processes) per host; >1 uses torchrun")
-    p.add_argument("--node", action="append", default=[], metavar="HOST",
-                   help="another host of a multi-node job (repeat; torchrun with a c10d rendezvous)")
+    p.add_argument(
+        "--node",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="another host of a multi-node job (repeat; torchrun with a c10d rendezvous)",
+    )
     p.add_argument("--auto-resume", action="store_true", help="restart after a preemption (exit 75) or lost host")
-    p.add_argument("--fallback-host", action="append", default=[], metavar="HOST",
-                   help="host to continue on when the host stops answering (repeat; needs --mirror-url)")
+    p.add_argument(
+        "--fallback-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="host to continue on when the host stops answering (repeat; needs --mirror-url)",
+    )
     p.add_argument("--max-restarts", type=int, default=3, help="at most this many automatic restarts")
     p.add_argument("--budget-usd", type=float, help="checkpoint and stop at this spend")
     p.add_argument("--no-follow", action="store_true", help="print the run id and return once it started")
     add_trust_flag(p)
-    p.add_argument("words", nargs="*", metavar="-- TRAINER FLAGS | ACTION ID",
-                   help="the trainer's flags after --, or attach|stop|kill|resume and a run ID")
+    p.add_argument(
+        "words",
+        nargs="*",
+        metavar="-- TRAINER FLAGS | ACTION ID",
+        help="the trainer's flags after --, or attach|stop|kill|resume and a run ID",
+    )
     p.set_defaults(handler=_run)
 
 
@@ -92,10 +109,23 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
     progress = _Progress(flags, quiet=args.json)
     try:
         try:
-            run_id = with_host_key_trust(args, lambda: manager.launch(
-                args.host, flags, name=args.name, plan_id=plan_id, gpus=args.gpus, auto_resume=args.auto_resume,
-                fallback_hosts=args.fallback_host, max_restarts=args.max_restarts, budget_usd=args.budget_usd,
-                on_records=progress.on_records, on_status=progress.on_status, nodes=args.node))
+            run_id = with_host_key_trust(
+                args,
+                lambda: manager.launch(
+                    args.host,
+                    flags,
+                    name=args.name,
+                    plan_id=plan_id,
+                    gpus=args.gpus,
+                    auto_resume=args.auto_resume,
+                    fallback_hosts=args.fallback_host,
+                    max_restarts=args.max_restarts,
+                    budget_usd=args.budget_usd,
+                    on_records=progress.on_records,
+                    on_status=progress.on_status,
+                    nodes=args.node,
+                ),
+            )
         except ValueError as exc:
             raise UsageError(f"TRAINER FLAGS: {exc}") from None
         except (SSHError, HistoryError, RunError) as exc:
@@ -157,16 +187,27 @@ def _follow(args: argparse.Namespace, manager: RunManager, run_id: int, progress
 
 
 def _report(args: argparse.Namespace, status: RunStatus) -> None:
-    doc = {"run_id": status.run_id, "state": status.state, "exit_code": status.exit_code, "pid": status.pid,
-           "last_seq": status.last_seq, "host": status.host, "run_dir": status.run_dir, "restarts": status.restarts,
-           "reconnects": status.reconnects}
+    doc = {
+        "run_id": status.run_id,
+        "state": status.state,
+        "exit_code": status.exit_code,
+        "pid": status.pid,
+        "last_seq": status.last_seq,
+        "host": status.host,
+        "run_dir": status.run_dir,
+        "restarts": status.restarts,
+        "reconnects": status.reconnects,
+    }
     if status.error:
         doc["error"] = status.error
     if args.json:
         print(json.dumps(doc))
     else:
-        print(f"run {status.run_id}: {status.state}" + (f" (exit {status.exit_code})" if status.exit_code is not None
-                                                        else "") + f", run dir {status.host}:{status.run_dir}")
+        print(
+            f"run {status.run_id}: {status.state}"
+            + (f" (exit {status.exit_code})" if status.exit_code is not None else "")
+            + f", run dir {status.host}:{status.run_dir}"
+        )
 
 
 class _Progress:
@@ -232,7 +273,13 @@ class _Progress:
 
 def _flag_int(flags: list[str], name: str) -> int | None:
     for i, flag in enumerate(flags):
-        value = flags[i + 1] if flag == name and i + 1 < len(flags) else flag.split("=", 1)[1] if flag.startswith(name + "=") else None
+        value = (
+            flags[i + 1]
+            if flag == name and i + 1 < len(flags)
+            else flag.split("=", 1)[1]
+            if flag.startswith(name + "=")
+            else None
+        )
         if value is not None:
             try:
                 return int(value) or None
@@ -243,4 +290,6 @@ def _flag_int(flags: list[str], name: str) -> int | None:
 
 def _duration(seconds: float) -> str:
     seconds = int(seconds)
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+    return (
+        f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+    )

@@ -19,12 +19,44 @@ from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, delete_run, find_run_by_source, list_runs, update_run
 from gpuplanner.history.tail import events_file, ingest_file
 
-LIST_COLUMNS = ("run_id", "name", "status", "host", "gpu_type", "gpu_count", "started_at", "hours", "gpu_hours",
-                "avg_util_pct", "cost_usd", "samples")
-COMPARE_COLUMNS = ("run_id", "name", "status", "gpu_type", "gpu_count", "pricing", "hours", "gpu_hours",
-                   "avg_util_pct", "effective_gpu_hours", "cost_usd", "cost_per_effective_gpu_hour_usd",
-                   "cost_per_sample_usd", "cost_per_million_tokens_usd", "idle_gpu_hours", "data_wait_pct",
-                   "interruptions", "samples", "tokens", "tokens_per_s", "peak_mem_bytes", "final_loss")
+LIST_COLUMNS = (
+    "run_id",
+    "name",
+    "status",
+    "host",
+    "gpu_type",
+    "gpu_count",
+    "started_at",
+    "hours",
+    "gpu_hours",
+    "avg_util_pct",
+    "cost_usd",
+    "samples",
+)
+COMPARE_COLUMNS = (
+    "run_id",
+    "name",
+    "status",
+    "gpu_type",
+    "gpu_count",
+    "pricing",
+    "hours",
+    "gpu_hours",
+    "avg_util_pct",
+    "effective_gpu_hours",
+    "cost_usd",
+    "cost_per_effective_gpu_hour_usd",
+    "cost_per_sample_usd",
+    "cost_per_million_tokens_usd",
+    "idle_gpu_hours",
+    "data_wait_pct",
+    "interruptions",
+    "samples",
+    "tokens",
+    "tokens_per_s",
+    "peak_mem_bytes",
+    "final_loss",
+)
 
 
 def _output_flags(parser: argparse.ArgumentParser) -> None:
@@ -46,8 +78,11 @@ def _run_id(text: str) -> int:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("runs", help="the run history: list, show, compare, import, export runs; measured speeds",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser(
+        "runs",
+        help="the run history: list, show, compare, import, export runs; measured speeds",
+        description=__doc__.splitlines()[0],
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     parser.set_defaults(handler=_no_action)
 
@@ -60,8 +95,12 @@ def register(subparsers: Any) -> None:
     p = actions.add_parser("show", help="one run's derived metrics, planned against actual, alerts")
     _output_flags(p)
     p.add_argument("run_id", metavar="ID", type=_run_id)
-    p.add_argument("--low-util-minutes", type=float, default=10.0,
-                   help="alert when a GPU stays under 50%% utilisation longer than this (default 10)")
+    p.add_argument(
+        "--low-util-minutes",
+        type=float,
+        default=10.0,
+        help="alert when a GPU stays under 50%% utilisation longer than this (default 10)",
+    )
     p.set_defaults(handler=_show)
 
     p = actions.add_parser("compare", help="several runs side by side")
@@ -69,9 +108,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("run_ids", metavar="ID", type=_run_id, nargs="+")
     p.set_defaults(handler=_compare)
 
-    p = actions.add_parser("measured", help="the speeds the planner takes from the history (finished runs and "
-                                            "trainer bench results), one row per GPU, model, method, arithmetic "
-                                            "and sequence length")
+    p = actions.add_parser(
+        "measured",
+        help="the speeds the planner takes from the history (finished runs and "
+        "trainer bench results), one row per GPU, model, method, arithmetic "
+        "and sequence length",
+    )
     _output_flags(p)
     p.add_argument("--gpu", help="only this GPU type")
     p.add_argument("--model", help="only this model name")
@@ -125,6 +167,7 @@ def _guard(fn: Any) -> Any:
         except HistoryError as exc:
             print(f"gpuplanner runs: error: {exc}", file=sys.stderr)
             return 1
+
     wrapped.__doc__ = fn.__doc__
     return wrapped
 
@@ -159,8 +202,10 @@ def _list(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit: a whole number of at least 1")
     with open_db(args.db) as db:
-        rows = [summarize(db, run.id, with_alerts=False).as_dict()
-                for run in list_runs(db, limit=args.limit, status=args.status)]
+        rows = [
+            summarize(db, run.id, with_alerts=False).as_dict()
+            for run in list_runs(db, limit=args.limit, status=args.status)
+        ]
     _print_rows(args.fmt, LIST_COLUMNS, rows)
     return 0
 
@@ -183,8 +228,10 @@ def _print_summary(summary: RunSummary, fmt: str | None) -> None:
         for key, cell in summary.planned.items():
             if isinstance(cell, dict):
                 diff = cell["diff_pct"]
-                print(f"  {key:16} planned {_fmt(cell['planned']):>12}  actual {_fmt(cell['actual']):>12}  "
-                      f"{'' if diff is None else f'{diff:+.1f}%'}")
+                print(
+                    f"  {key:16} planned {_fmt(cell['planned']):>12}  actual {_fmt(cell['actual']):>12}  "
+                    f"{'' if diff is None else f'{diff:+.1f}%'}"
+                )
     for alert in summary.alerts:
         print(f"alert [{alert['kind']}] {alert['message']}")
 
@@ -209,16 +256,32 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
-MEASURED_COLUMNS = ("gpu_type", "model_name", "method", "arithmetic", "seq_len", "source", "n", "ids",
-                    "tokens_per_s_per_gpu", "samples_per_min_per_gpu", "peak_mem_bytes", "measured_at")
+MEASURED_COLUMNS = (
+    "gpu_type",
+    "model_name",
+    "method",
+    "arithmetic",
+    "seq_len",
+    "source",
+    "n",
+    "ids",
+    "tokens_per_s_per_gpu",
+    "samples_per_min_per_gpu",
+    "peak_mem_bytes",
+    "measured_at",
+)
 
 
 @_guard
 def _measured(args: argparse.Namespace) -> int:
     with open_db(args.db) as db:
         found = measurements(db, gpu_type=args.gpu, model_name=args.model)
-    rows = [cal.as_dict() for cal in sorted(found.values(), key=lambda c: (c.gpu_type, c.model_name, c.method,
-                                                                          c.arithmetic, c.seq_len or 0))]
+    rows = [
+        cal.as_dict()
+        for cal in sorted(
+            found.values(), key=lambda c: (c.gpu_type, c.model_name, c.method, c.arithmetic, c.seq_len or 0)
+        )
+    ]
     if args.fmt != "json":
         for row in rows:  # "runs #3, #4" / "bench #7": what `runs show` or `runs delete-bench` take
             row["ids"] = ("runs " if row["source"] == "run" else "bench ") + ", ".join(f"#{i}" for i in row["ids"])
@@ -230,7 +293,9 @@ def _measured(args: argparse.Namespace) -> int:
 def _delete_bench(args: argparse.Namespace) -> int:
     with open_db(args.db, create=False) as db:
         delete_bench(db, args.bench_id)
-    print(json.dumps({"deleted_bench": args.bench_id}) if args.fmt == "json" else f"deleted bench result {args.bench_id}")
+    print(
+        json.dumps({"deleted_bench": args.bench_id}) if args.fmt == "json" else f"deleted bench result {args.bench_id}"
+    )
     return 0
 
 
@@ -262,13 +327,30 @@ def _import(args: argparse.Namespace) -> int:
             planned = planned_figures(get_plan(db, args.plan).document, pricing)
         run = find_run_by_source(db, source)
         if run is None:
-            run_id = create_run(db, name=args.name, host=args.host, gpu_type=args.gpu_type, gpu_count=args.gpus,
-                                price_usd_per_gpu_hour=args.price, pricing=pricing, model_name=args.model,
-                                plan_id=args.plan, source=source, planned=planned)
+            run_id = create_run(
+                db,
+                name=args.name,
+                host=args.host,
+                gpu_type=args.gpu_type,
+                gpu_count=args.gpus,
+                price_usd_per_gpu_hour=args.price,
+                pricing=pricing,
+                model_name=args.model,
+                plan_id=args.plan,
+                source=source,
+                planned=planned,
+            )
         else:
             run_id = run.id
-            given = {"name": args.name, "host": args.host, "gpu_type": args.gpu_type, "gpu_count": args.gpus,
-                     "price_usd_per_gpu_hour": args.price, "model_name": args.model, "plan_id": args.plan}
+            given = {
+                "name": args.name,
+                "host": args.host,
+                "gpu_type": args.gpu_type,
+                "gpu_count": args.gpus,
+                "price_usd_per_gpu_hour": args.price,
+                "model_name": args.model,
+                "plan_id": args.plan,
+            }
             changes = {k: v for k, v in given.items() if v is not None}
             if args.spot:
                 changes["pricing"] = "spot"
@@ -277,15 +359,24 @@ def _import(args: argparse.Namespace) -> int:
             update_run(db, run_id, **changes)
         stats = ingest_file(db, run_id, file, source=source, follow=args.follow)
         status = db.execute("SELECT status FROM runs WHERE id = ?", [run_id]).fetchone()[0]
-    result = {"run_id": run_id, "status": status, "inserted": stats.inserted, "duplicates": stats.duplicates,
-              "malformed": stats.malformed, "unknown_kind": stats.unknown_kind, "offset": stats.offset}
+    result = {
+        "run_id": run_id,
+        "status": status,
+        "inserted": stats.inserted,
+        "duplicates": stats.duplicates,
+        "malformed": stats.malformed,
+        "unknown_kind": stats.unknown_kind,
+        "offset": stats.offset,
+    }
     if args.fmt == "json":
         print(json.dumps(result))
     elif args.fmt in ("csv", "markdown"):
         export_mod.write_table(sys.stdout, args.fmt, tuple(result), [tuple(result.values())])
     else:
-        print(f"run {run_id} ({status}): {stats.inserted} new records, {stats.duplicates} already stored, "
-              f"{stats.malformed} malformed and {stats.unknown_kind} unknown lines skipped")
+        print(
+            f"run {run_id} ({status}): {stats.inserted} new records, {stats.duplicates} already stored, "
+            f"{stats.malformed} malformed and {stats.unknown_kind} unknown lines skipped"
+        )
     return 0
 
 
@@ -308,6 +399,9 @@ def _compact(args: argparse.Namespace) -> int:
         result = downsample(db, older_than_s=args.older_than_days * 86400.0)
         optimize(db)
     data = {"runs": result.runs, "samples_removed": result.samples_removed, "minutes_written": result.minutes_written}
-    print(json.dumps(data) if args.fmt == "json" else
-          f"downsampled {result.samples_removed} samples of {result.runs} runs into {result.minutes_written} minute rows")
+    print(
+        json.dumps(data)
+        if args.fmt == "json"
+        else f"downsampled {result.samples_removed} samples of {result.runs} runs into {result.minutes_written} minute rows"
+    )
     return 0

@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 Row = Sequence[Any]
 
@@ -32,8 +33,10 @@ def to_csv(columns: Sequence[str], rows: Sequence[Row]) -> str:
 
 def to_markdown(columns: Sequence[str], rows: Sequence[Row]) -> str:
     """A GitHub-flavoured Markdown table; pipes inside cells are escaped."""
+
     def esc(value: Any) -> str:
         return _cell(value).replace("|", "\\|")
+
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     lines += ["| " + " | ".join(esc(v) for v in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
@@ -43,12 +46,15 @@ def to_text(columns: Sequence[str], rows: Sequence[Row]) -> str:
     """Columns aligned with spaces: numbers right-aligned, text left-aligned."""
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in rows) and rows != []
-               for i in range(len(columns))]
+    numeric = [
+        all(isinstance(row[i], (int, float)) or row[i] is None for row in rows) and rows != []
+        for i in range(len(columns))
+    ]
 
     def line(values: Sequence[str]) -> str:
         parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)]
         return "  ".join(parts).rstrip()
+
     return "\n".join([line(list(columns)), line(["-" * w for w in widths])] + [line(r) for r in cells]) + "\n"
 
 

@@ -21,9 +21,9 @@ from typing import Any
 from sqlite_utils import Database
 
 from gpuplanner.history.alerts import DEFAULT_LOW_UTIL_MINUTES, run_alerts
-from gpuplanner.plan.economics import diff_pct, ratio, unit_economics
 from gpuplanner.history.rollup import IDLE_UTIL_PCT
 from gpuplanner.history.runs import Run, get_run
+from gpuplanner.plan.economics import diff_pct, ratio, unit_economics
 
 
 @dataclass(frozen=True)
@@ -120,9 +120,13 @@ def _percentile_from_hist(hist: list[int], q: float) -> float | None:
 
 
 def _planned_block(run: Run, actual: dict[str, float | None]) -> dict[str, Any] | None:
-    planned = {"hours": run.planned_hours, "cost_usd": run.planned_cost_usd,
-               "peak_mem_bytes": run.planned_peak_mem_bytes, "tokens_per_s": run.planned_tokens_per_s,
-               "samples_per_min": run.planned_samples_per_s * 60.0 if run.planned_samples_per_s else None}
+    planned = {
+        "hours": run.planned_hours,
+        "cost_usd": run.planned_cost_usd,
+        "peak_mem_bytes": run.planned_peak_mem_bytes,
+        "tokens_per_s": run.planned_tokens_per_s,
+        "samples_per_min": run.planned_samples_per_s * 60.0 if run.planned_samples_per_s else None,
+    }
     if run.plan_id is None and all(v is None for v in planned.values()):
         return None
     block: dict[str, Any] = {"plan_id": run.plan_id}
@@ -131,8 +135,9 @@ def _planned_block(run: Run, actual: dict[str, float | None]) -> dict[str, Any] 
     return block
 
 
-def summarize(db: Database, run_id: int, *, low_util_minutes: float = DEFAULT_LOW_UTIL_MINUTES,
-              with_alerts: bool = True) -> RunSummary:
+def summarize(
+    db: Database, run_id: int, *, low_util_minutes: float = DEFAULT_LOW_UTIL_MINUTES, with_alerts: bool = True
+) -> RunSummary:
     """The derived metrics of one run (raises HistoryError for an unknown id)."""
     run = get_run(db, run_id)
     first_t = run.first_t if run.first_t is not None else run.started_at
@@ -144,7 +149,8 @@ def summarize(db: Database, run_id: int, *, low_util_minutes: float = DEFAULT_LO
     n, util_n, util_sum, idle_n, mem_max, simulated_n, n_gpus = db.execute(
         "SELECT COALESCE(SUM(n), 0), COALESCE(SUM(util_n), 0), COALESCE(SUM(util_sum), 0), COALESCE(SUM(idle_n), 0),"
         " MAX(mem_used_max), COALESCE(SUM(simulated_n), 0), COUNT(*) FROM run_gpus WHERE run_id = ?",
-        [run_id]).fetchone()
+        [run_id],
+    ).fetchone()
     hist = [0] * 10
     for (hist_json,) in db.execute("SELECT util_hist FROM run_gpus WHERE run_id = ?", [run_id]).fetchall():
         hist = [a + b for a, b in zip(hist, json.loads(hist_json))]
@@ -152,7 +158,9 @@ def summarize(db: Database, run_id: int, *, low_util_minutes: float = DEFAULT_LO
 
     steps_n, last_step, samples, tokens, wait_s, step_s, peak_step_mem = db.execute(
         "SELECT COUNT(*), MAX(step), MAX(samples_total), MAX(tokens_total), SUM(data_wait_s), SUM(step_time_s),"
-        " MAX(peak_mem_bytes) FROM steps WHERE run_id = ?", [run_id]).fetchone()
+        " MAX(peak_mem_bytes) FROM steps WHERE run_id = ?",
+        [run_id],
+    ).fetchone()
     tokens_per_s = _median(db, "tokens_per_s", run_id, steps_n)
     samples_per_s = _median(db, "samples_per_s", run_id, steps_n)
     if tokens_per_s is None and tokens and active_s > 0:
@@ -161,32 +169,71 @@ def summarize(db: Database, run_id: int, *, low_util_minutes: float = DEFAULT_LO
         samples_per_s = samples / active_s
     final_loss = _last(db, "SELECT loss FROM steps WHERE run_id = ? ORDER BY seq DESC LIMIT 1", run_id)
     last_eval = _last(db, "SELECT eval_loss FROM evals WHERE run_id = ? ORDER BY seq DESC LIMIT 1", run_id)
-    malformed = db.execute("SELECT COALESCE(SUM(malformed), 0) FROM stream_positions WHERE run_id = ?",
-                           [run_id]).fetchone()[0]
+    malformed = db.execute(
+        "SELECT COALESCE(SUM(malformed), 0) FROM stream_positions WHERE run_id = ?", [run_id]
+    ).fetchone()[0]
 
     gpus = run.gpu_count or n_gpus or 1
     hours = active_s / 3600.0
-    econ = unit_economics(gpus=gpus, hours=hours, price_usd_per_gpu_hour=run.price_usd_per_gpu_hour,
-                          avg_util_pct=avg_util, samples=samples, tokens=tokens)
+    econ = unit_economics(
+        gpus=gpus,
+        hours=hours,
+        price_usd_per_gpu_hour=run.price_usd_per_gpu_hour,
+        avg_util_pct=avg_util,
+        samples=samples,
+        tokens=tokens,
+    )
     peak_mem = peak_step_mem if peak_step_mem is not None else mem_max
     samples_per_min = samples_per_s * 60.0 if samples_per_s is not None else None
     summary = RunSummary(
-        run_id=run.id, name=run.name, status=run.status, host=run.host, gpu_type=run.gpu_type, gpu_count=gpus,
-        pricing=run.pricing, price_usd_per_gpu_hour=run.price_usd_per_gpu_hour, model_name=run.model_name,
-        started_at=run.started_at if run.started_at is not None else first_t, ended_at=run.ended_at,
-        hours=hours, wall_hours=wall_s / 3600.0, gpu_hours=econ.gpu_hours, avg_util_pct=avg_util,
-        util_p50_pct=_percentile_from_hist(hist, 0.5), util_histogram=hist,
-        effective_gpu_hours=econ.effective_gpu_hours, cost_usd=econ.cost_usd,
+        run_id=run.id,
+        name=run.name,
+        status=run.status,
+        host=run.host,
+        gpu_type=run.gpu_type,
+        gpu_count=gpus,
+        pricing=run.pricing,
+        price_usd_per_gpu_hour=run.price_usd_per_gpu_hour,
+        model_name=run.model_name,
+        started_at=run.started_at if run.started_at is not None else first_t,
+        ended_at=run.ended_at,
+        hours=hours,
+        wall_hours=wall_s / 3600.0,
+        gpu_hours=econ.gpu_hours,
+        avg_util_pct=avg_util,
+        util_p50_pct=_percentile_from_hist(hist, 0.5),
+        util_histogram=hist,
+        effective_gpu_hours=econ.effective_gpu_hours,
+        cost_usd=econ.cost_usd,
         cost_per_effective_gpu_hour_usd=econ.cost_per_effective_gpu_hour_usd,
-        cost_per_sample_usd=econ.cost_per_sample_usd, cost_per_million_tokens_usd=econ.cost_per_million_tokens_usd,
+        cost_per_sample_usd=econ.cost_per_sample_usd,
+        cost_per_million_tokens_usd=econ.cost_per_million_tokens_usd,
         idle_gpu_hours=econ.gpu_hours * idle_n / util_n if util_n else None,
         data_wait_pct=ratio(wait_s * 100.0 if wait_s is not None else None, step_s),
-        interruptions=gaps.count, interruption_hours=(gaps.downtime_s + gaps.lost_work_s) / 3600.0,
-        samples=samples, tokens=tokens, steps=last_step, tokens_per_s=tokens_per_s, samples_per_min=samples_per_min,
-        peak_mem_bytes=peak_mem, final_loss=final_loss, last_eval_loss=last_eval, gpu_samples=n,
-        simulated=bool(n) and simulated_n == n, malformed_lines=malformed)
-    summary.planned = _planned_block(run, {"hours": hours, "cost_usd": econ.cost_usd, "peak_mem_bytes": peak_mem,
-                                           "tokens_per_s": tokens_per_s, "samples_per_min": samples_per_min})
+        interruptions=gaps.count,
+        interruption_hours=(gaps.downtime_s + gaps.lost_work_s) / 3600.0,
+        samples=samples,
+        tokens=tokens,
+        steps=last_step,
+        tokens_per_s=tokens_per_s,
+        samples_per_min=samples_per_min,
+        peak_mem_bytes=peak_mem,
+        final_loss=final_loss,
+        last_eval_loss=last_eval,
+        gpu_samples=n,
+        simulated=bool(n) and simulated_n == n,
+        malformed_lines=malformed,
+    )
+    summary.planned = _planned_block(
+        run,
+        {
+            "hours": hours,
+            "cost_usd": econ.cost_usd,
+            "peak_mem_bytes": peak_mem,
+            "tokens_per_s": tokens_per_s,
+            "samples_per_min": samples_per_min,
+        },
+    )
     if with_alerts:
         summary.alerts = [a.as_dict() for a in run_alerts(db, run_id, low_util_minutes=low_util_minutes)]
     return summary
@@ -196,8 +243,10 @@ def _median(db: Database, column: str, run_id: int, count: int) -> float | None:
     n = db.execute(f"SELECT COUNT({column}) FROM steps WHERE run_id = ?", [run_id]).fetchone()[0] if count else 0
     if not n:
         return None
-    rows = db.execute(f"SELECT {column} FROM steps WHERE run_id = ? AND {column} IS NOT NULL ORDER BY {column}"
-                      " LIMIT ? OFFSET ?", [run_id, 2 - n % 2, (n - 1) // 2]).fetchall()
+    rows = db.execute(
+        f"SELECT {column} FROM steps WHERE run_id = ? AND {column} IS NOT NULL ORDER BY {column} LIMIT ? OFFSET ?",
+        [run_id, 2 - n % 2, (n - 1) // 2],
+    ).fetchall()
     return sum(r[0] for r in rows) / len(rows)
 
 

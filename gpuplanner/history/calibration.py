@@ -59,7 +59,7 @@ class Calibration:
 
 
 def arithmetic_of(precision: Any) -> str:
-    """"fp32" for an fp32 run or plan, else "16-bit": the trainer's bf16, fp16 and auto (which picks a
+    """ "fp32" for an fp32 run or plan, else "16-bit": the trainer's bf16, fp16 and auto (which picks a
     16-bit type on every GPU) and the planner's bf16-mixed, fp16-mixed and bf16."""
     return FP32 if isinstance(precision, str) and precision.strip().lower() in ("fp32", "float32") else HALF
 
@@ -79,9 +79,17 @@ def method_of(config: Mapping[str, Any]) -> str:
     return "full"
 
 
-def record_bench(db: Database, *, gpu_type: str, model_name: str, result: Mapping[str, Any],
-                 host: str | None = None, measured_at: float | None = None) -> int:
+def record_bench(
+    db: Database,
+    *,
+    gpu_type: str,
+    model_name: str,
+    result: Mapping[str, Any],
+    host: str | None = None,
+    measured_at: float | None = None,
+) -> int:
     """Store one ``trainer bench`` JSON result (keys tokens_per_s, samples_per_s, peak memory, mfu, ...)."""
+
     def num(*keys: str) -> float | None:
         for key in keys:
             value = result.get(key)
@@ -95,9 +103,20 @@ def record_bench(db: Database, *, gpu_type: str, model_name: str, result: Mappin
         cursor = db.execute(
             "INSERT INTO bench_results (gpu_type, model_name, host, seq_len, micro_batch, tokens_per_s, samples_per_s,"
             " peak_mem_bytes, mfu, result_json, measured_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            [gpu_type, model_name, host, int(seq_len) if seq_len else None, int(micro_batch) if micro_batch else None,
-             num("tokens_per_s"), num("samples_per_s"), int(peak) if peak is not None else None, num("mfu"),
-             json.dumps(dict(result)), measured_at if measured_at is not None else time.time()])
+            [
+                gpu_type,
+                model_name,
+                host,
+                int(seq_len) if seq_len else None,
+                int(micro_batch) if micro_batch else None,
+                num("tokens_per_s"),
+                num("samples_per_s"),
+                int(peak) if peak is not None else None,
+                num("mfu"),
+                json.dumps(dict(result)),
+                measured_at if measured_at is not None else time.time(),
+            ],
+        )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
@@ -119,9 +138,11 @@ def _int_or_none(value: float | None) -> int | None:
 
 
 def _from_runs(db: Database, gpu_type: str | None, model_name: str | None) -> list[Calibration]:
-    sql = ("SELECT r.id, r.gpu_type, r.model_name, COALESCE(r.gpu_count, 1), r.config_json, r.ended_at,"
-           " (SELECT MAX(peak_mem_bytes) FROM steps s WHERE s.run_id = r.id) FROM runs r"
-           f" WHERE r.status IN ({', '.join('?' * len(FINISHED))}) AND r.gpu_type IS NOT NULL AND r.model_name IS NOT NULL")
+    sql = (
+        "SELECT r.id, r.gpu_type, r.model_name, COALESCE(r.gpu_count, 1), r.config_json, r.ended_at,"
+        " (SELECT MAX(peak_mem_bytes) FROM steps s WHERE s.run_id = r.id) FROM runs r"
+        f" WHERE r.status IN ({', '.join('?' * len(FINISHED))}) AND r.gpu_type IS NOT NULL AND r.model_name IS NOT NULL"
+    )
     params: list[Any] = list(FINISHED)
     if gpu_type:
         sql += " AND r.gpu_type = ?"
@@ -137,8 +158,13 @@ def _from_runs(db: Database, gpu_type: str | None, model_name: str | None) -> li
         if tps is None and sps is None:
             continue
         config = _json_object(config_json)
-        key = (gpu, model, method_of(config), _int_or_none(_num(config.get("seq_len"))),
-               arithmetic_of(config.get("precision")))
+        key = (
+            gpu,
+            model,
+            method_of(config),
+            _int_or_none(_num(config.get("seq_len"))),
+            arithmetic_of(config.get("precision")),
+        )
         groups.setdefault(key, []).append((run_id, gpus, ended_at, peak, tps, sps, config))
     out = []
     for (gpu, model, method, seq_len, arithmetic), rows in groups.items():
@@ -147,10 +173,26 @@ def _from_runs(db: Database, gpu_type: str | None, model_name: str | None) -> li
         per_gpu_t = _median([r[4] / r[1] if r[4] is not None else None for r in rows])
         per_gpu_s = _median([r[5] * 60.0 / r[1] if r[5] is not None else None for r in rows])
         peaks = [r[3] for r in rows if r[3] is not None]
-        out.append(Calibration(gpu, model, method, arithmetic, "run", tps, spm, per_gpu_t, per_gpu_s, max(peaks) if peaks else None,
-                               int(statistics.median(r[1] for r in rows)), len(rows), tuple(r[0] for r in rows),
-                               seq_len, _int_or_none(_num(rows[-1][6].get("micro_batch"))),
-                               max((r[2] or 0.0) for r in rows)))
+        out.append(
+            Calibration(
+                gpu,
+                model,
+                method,
+                arithmetic,
+                "run",
+                tps,
+                spm,
+                per_gpu_t,
+                per_gpu_s,
+                max(peaks) if peaks else None,
+                int(statistics.median(r[1] for r in rows)),
+                len(rows),
+                tuple(r[0] for r in rows),
+                seq_len,
+                _int_or_none(_num(rows[-1][6].get("micro_batch"))),
+                max((r[2] or 0.0) for r in rows),
+            )
+        )
     return out
 
 
@@ -167,8 +209,10 @@ def _num(value: Any) -> float | None:
 
 
 def _from_bench(db: Database, gpu_type: str | None, model_name: str | None) -> list[Calibration]:
-    sql = "SELECT id, gpu_type, model_name, seq_len, micro_batch, tokens_per_s, samples_per_s, peak_mem_bytes," \
-          " measured_at, result_json FROM bench_results WHERE 1"
+    sql = (
+        "SELECT id, gpu_type, model_name, seq_len, micro_batch, tokens_per_s, samples_per_s, peak_mem_bytes,"
+        " measured_at, result_json FROM bench_results WHERE 1"
+    )
     params: list[Any] = []
     if gpu_type:
         sql += " AND gpu_type = ?"
@@ -186,14 +230,38 @@ def _from_bench(db: Database, gpu_type: str | None, model_name: str | None) -> l
         tps = _median([r[5] for r in rows])
         spm = _median([r[6] * 60.0 if r[6] is not None else None for r in rows])
         peaks = [r[7] for r in rows if r[7] is not None]
-        out.append(Calibration(gpu, model, method, arithmetic, "bench", tps, spm, tps, spm, max(peaks) if peaks else None, 1,
-                               len(rows), tuple(r[0] for r in rows), seq_len, rows[-1][4], max(r[8] for r in rows)))
+        out.append(
+            Calibration(
+                gpu,
+                model,
+                method,
+                arithmetic,
+                "bench",
+                tps,
+                spm,
+                tps,
+                spm,
+                max(peaks) if peaks else None,
+                1,
+                len(rows),
+                tuple(r[0] for r in rows),
+                seq_len,
+                rows[-1][4],
+                max(r[8] for r in rows),
+            )
+        )
     return out
 
 
-def measurements(db: Database, *, gpu_type: str | None = None, model_name: str | None = None,
-                 method: str | None = None, seq_len: int | None = None,
-                 precision: str | None = None) -> dict[Key, Calibration]:
+def measurements(
+    db: Database,
+    *,
+    gpu_type: str | None = None,
+    model_name: str | None = None,
+    method: str | None = None,
+    seq_len: int | None = None,
+    precision: str | None = None,
+) -> dict[Key, Calibration]:
     """The best calibration per (gpu_type, model_name, method, seq_len, arithmetic): finished runs first,
     else bench results. ``method``, ``seq_len`` and ``precision`` (any spelling; compared as fp32 or
     16-bit) narrow the answer to measurements that match them."""
@@ -209,13 +277,21 @@ def measurements(db: Database, *, gpu_type: str | None = None, model_name: str |
     return best
 
 
-def lookup(db: Database, gpu_type: str, model_name: str, *, method: str = "full",
-           seq_len: int | None = None, precision: str | None = None) -> Calibration | None:
+def lookup(
+    db: Database,
+    gpu_type: str,
+    model_name: str,
+    *,
+    method: str = "full",
+    seq_len: int | None = None,
+    precision: str | None = None,
+) -> Calibration | None:
     """The calibration for one GPU type, model and method (and sequence length when given), or None when
     nothing that matches was measured. Without ``seq_len``, across sequence lengths: finished runs
     before bench results, then the most recent."""
-    found = measurements(db, gpu_type=gpu_type, model_name=model_name, method=method, seq_len=seq_len,
-                         precision=precision)
+    found = measurements(
+        db, gpu_type=gpu_type, model_name=model_name, method=method, seq_len=seq_len, precision=precision
+    )
     if not found:
         return None
     return max(found.values(), key=lambda cal: (cal.source == "run", cal.measured_at))

@@ -113,4 +113,3 @@ def open_db(path: str | os.PathLike[str] | None = None, *, create: bool = True) 
         db.close()
         raise
     return db
-

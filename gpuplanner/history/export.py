@@ -12,13 +12,54 @@ from sqlite_utils import Database
 from gpuplanner.history.analytics import summarize
 
 FORMATS = ("csv", "json", "markdown")
-STEP_COLUMNS = ("seq", "t", "step", "epoch", "loss", "lr", "tokens_total", "samples_total", "tokens_per_s",
-                "samples_per_s", "step_time_s", "data_wait_s", "peak_mem_bytes", "mfu", "spend_usd")
-SAMPLE_COLUMNS = ("seq", "t", "node", "gpu_index", "util_pct", "mem_used_bytes", "mem_total_bytes", "power_w",
-                  "temp_c", "sm_clock_mhz", "throttle_reasons", "simulated")
-MINUTE_COLUMNS = ("minute_t", "node", "gpu_index", "n", "util_min", "util_mean", "util_max", "mem_used_min",
-                  "mem_used_mean", "mem_used_max", "mem_total_bytes", "power_min", "power_mean", "power_max",
-                  "temp_max")
+STEP_COLUMNS = (
+    "seq",
+    "t",
+    "step",
+    "epoch",
+    "loss",
+    "lr",
+    "tokens_total",
+    "samples_total",
+    "tokens_per_s",
+    "samples_per_s",
+    "step_time_s",
+    "data_wait_s",
+    "peak_mem_bytes",
+    "mfu",
+    "spend_usd",
+)
+SAMPLE_COLUMNS = (
+    "seq",
+    "t",
+    "node",
+    "gpu_index",
+    "util_pct",
+    "mem_used_bytes",
+    "mem_total_bytes",
+    "power_w",
+    "temp_c",
+    "sm_clock_mhz",
+    "throttle_reasons",
+    "simulated",
+)
+MINUTE_COLUMNS = (
+    "minute_t",
+    "node",
+    "gpu_index",
+    "n",
+    "util_min",
+    "util_mean",
+    "util_max",
+    "mem_used_min",
+    "mem_used_mean",
+    "mem_used_max",
+    "mem_total_bytes",
+    "power_min",
+    "power_mean",
+    "power_max",
+    "temp_max",
+)
 
 
 def _cell(value: Any) -> str:
@@ -59,8 +100,11 @@ def export_run(db: Database, run_id: int, fmt: str, out: TextIO) -> None:
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}")
     summary = summarize(db, run_id).as_dict()
-    tables = (("steps", STEP_COLUMNS, "steps", "seq"), ("gpu_samples", SAMPLE_COLUMNS, "gpu_samples", "seq"),
-              ("gpu_samples_1m", MINUTE_COLUMNS, "gpu_samples_1m", "minute_t, node, gpu_index"))
+    tables = (
+        ("steps", STEP_COLUMNS, "steps", "seq"),
+        ("gpu_samples", SAMPLE_COLUMNS, "gpu_samples", "seq"),
+        ("gpu_samples_1m", MINUTE_COLUMNS, "gpu_samples_1m", "minute_t, node, gpu_index"),
+    )
     if fmt == "json":
         document: dict[str, Any] = {"summary": summary}
         for name, columns, table, order in tables:

@@ -28,21 +28,25 @@ def _row_to_dict(row: tuple[Any, ...]) -> dict[str, Any]:
         details = {"hostname": address}
     if not isinstance(details, dict):
         details = {}
-    details.update(name=name, gpu_type=gpu_type, gpu_count=gpu_count, price_usd_per_gpu_hour=price,
-                   created_at=created_at)
+    details.update(
+        name=name, gpu_type=gpu_type, gpu_count=gpu_count, price_usd_per_gpu_hour=price, created_at=created_at
+    )
     return details
 
 
 def list_host_rows(db: Database) -> list[dict[str, Any]]:
     """Every stored host, by name."""
-    rows = db.execute("SELECT name, address, gpu_type, gpu_count, price_usd_per_gpu_hour, created_at"
-                      " FROM hosts ORDER BY name").fetchall()
+    rows = db.execute(
+        "SELECT name, address, gpu_type, gpu_count, price_usd_per_gpu_hour, created_at FROM hosts ORDER BY name"
+    ).fetchall()
     return [_row_to_dict(row) for row in rows]
 
 
 def get_host_row(db: Database, name: str) -> dict[str, Any] | None:
-    row = db.execute("SELECT name, address, gpu_type, gpu_count, price_usd_per_gpu_hour, created_at"
-                     " FROM hosts WHERE name = ?", [name]).fetchone()
+    row = db.execute(
+        "SELECT name, address, gpu_type, gpu_count, price_usd_per_gpu_hour, created_at FROM hosts WHERE name = ?",
+        [name],
+    ).fetchone()
     return _row_to_dict(row) if row else None
 
 
@@ -57,19 +61,27 @@ def insert_host_row(db: Database, values: dict[str, Any]) -> None:
     with write_transaction(db):
         if db.execute("SELECT 1 FROM hosts WHERE name = ?", [values["name"]]).fetchone():
             raise HistoryError(f"a host named {values['name']!r} exists already")
-        db.execute("INSERT INTO hosts (name, address, gpu_type, gpu_count, price_usd_per_gpu_hour, created_at)"
-                   " VALUES (?,?,?,?,?,?)", [values["name"], address, *columns, time.time()])
+        db.execute(
+            "INSERT INTO hosts (name, address, gpu_type, gpu_count, price_usd_per_gpu_hour, created_at)"
+            " VALUES (?,?,?,?,?,?)",
+            [values["name"], address, *columns, time.time()],
+        )
 
 
 def upsert_host_row(db: Database, values: dict[str, Any]) -> None:
     """Replace a host's values (insert it when missing), keeping its id and creation time."""
     address, columns = _split(values)
     with write_transaction(db):
-        cursor = db.execute("UPDATE hosts SET address = ?, gpu_type = ?, gpu_count = ?, price_usd_per_gpu_hour = ?"
-                            " WHERE name = ?", [address, *columns, values["name"]])
+        cursor = db.execute(
+            "UPDATE hosts SET address = ?, gpu_type = ?, gpu_count = ?, price_usd_per_gpu_hour = ? WHERE name = ?",
+            [address, *columns, values["name"]],
+        )
         if cursor.rowcount == 0:
-            db.execute("INSERT INTO hosts (name, address, gpu_type, gpu_count, price_usd_per_gpu_hour, created_at)"
-                       " VALUES (?,?,?,?,?,?)", [values["name"], address, *columns, time.time()])
+            db.execute(
+                "INSERT INTO hosts (name, address, gpu_type, gpu_count, price_usd_per_gpu_hour, created_at)"
+                " VALUES (?,?,?,?,?,?)",
+                [values["name"], address, *columns, time.time()],
+            )
 
 
 def delete_host_row(db: Database, name: str) -> None:

@@ -49,8 +49,10 @@ class IngestStats:
 
 def stream_position(db: Database, run_id: int, source: str) -> StreamPosition:
     """Where a stream was last read up to (all zero for a new stream)."""
-    row = db.execute("SELECT byte_offset, last_seq, malformed, unknown_kind FROM stream_positions"
-                     " WHERE run_id = ? AND source = ?", [run_id, source]).fetchone()
+    row = db.execute(
+        "SELECT byte_offset, last_seq, malformed, unknown_kind FROM stream_positions WHERE run_id = ? AND source = ?",
+        [run_id, source],
+    ).fetchone()
     return StreamPosition(*row) if row else StreamPosition()
 
 
@@ -96,8 +98,9 @@ def _model_name(config: dict[str, Any]) -> str | None:
 class Ingestor:
     """Feeds one run's telemetry into the store; see the module docstring."""
 
-    def __init__(self, db: Database, run_id: int, source: str = "stream", *, batch_size: int = DEFAULT_BATCH,
-                 resume: bool = True) -> None:
+    def __init__(
+        self, db: Database, run_id: int, source: str = "stream", *, batch_size: int = DEFAULT_BATCH, resume: bool = True
+    ) -> None:
         if db.execute("SELECT 1 FROM runs WHERE id = ?", [run_id]).fetchone() is None:
             raise HistoryError(f"no run with id {run_id}")
         self.db = db
@@ -106,8 +109,12 @@ class Ingestor:
         self.batch_size = batch_size
         self._base = stream_position(db, run_id, source) if resume else StreamPosition()
         self.parser = StreamParser(offset=self._base.offset)
-        self.stats = IngestStats(offset=self._base.offset, last_seq=self._base.last_seq,
-                                 malformed=self._base.malformed, unknown_kind=self._base.unknown_kind)
+        self.stats = IngestStats(
+            offset=self._base.offset,
+            last_seq=self._base.last_seq,
+            malformed=self._base.malformed,
+            unknown_kind=self._base.unknown_kind,
+        )
         self._buffer: list[dict[str, Any]] = []
 
     @property
@@ -133,8 +140,12 @@ class Ingestor:
         records, self._buffer = self._buffer, []
         malformed = self._base.malformed + self.parser.malformed
         unknown = self._base.unknown_kind + self.parser.unknown_kind
-        if (not records and self.parser.offset == self.stats.offset and malformed == self.stats.malformed
-                and unknown == self.stats.unknown_kind):
+        if (
+            not records
+            and self.parser.offset == self.stats.offset
+            and malformed == self.stats.malformed
+            and unknown == self.stats.unknown_kind
+        ):
             return self.stats
         with write_transaction(self.db):
             inserted, duplicates, last_seq = self._write(records)
@@ -143,7 +154,8 @@ class Ingestor:
             self.db.execute(
                 "INSERT OR REPLACE INTO stream_positions (run_id, source, byte_offset, last_seq, malformed,"
                 " unknown_kind, updated_at) VALUES (?,?,?,?,?,?,?)",
-                [self.run_id, self.source, self.parser.offset, last_seq, malformed, unknown, time.time()])
+                [self.run_id, self.source, self.parser.offset, last_seq, malformed, unknown, time.time()],
+            )
         self.stats.inserted += inserted
         self.stats.duplicates += duplicates
         self.stats.malformed, self.stats.unknown_kind = malformed, unknown
@@ -159,8 +171,12 @@ class Ingestor:
         lo, hi = records[0]["seq"], records[-1]["seq"]
         seen: set[int] = set()
         for table in _SEQ_TABLES:
-            seen.update(row[0] for row in db.execute(
-                f"SELECT seq FROM {table} WHERE run_id = ? AND seq BETWEEN ? AND ?", [run_id, lo, hi]))
+            seen.update(
+                row[0]
+                for row in db.execute(
+                    f"SELECT seq FROM {table} WHERE run_id = ? AND seq BETWEEN ? AND ?", [run_id, lo, hi]
+                )
+            )
         run = db.execute("SELECT compacted_before_seq, first_t, last_t FROM runs WHERE id = ?", [run_id]).fetchone()
         compacted_before, first_t, last_t = run
         gpu_rows: list[tuple[Any, ...]] = []
@@ -188,23 +204,65 @@ class Ingestor:
                 node = get("node")
                 node = str(node) if node is not None else ""
                 index = _int(get("index")) or 0
-                util, used, total, power = (_num(get("util_pct")), _int(get("mem_used_bytes")),
-                                            _int(get("mem_total_bytes")), _num(get("power_w")))
+                util, used, total, power = (
+                    _num(get("util_pct")),
+                    _int(get("mem_used_bytes")),
+                    _int(get("mem_total_bytes")),
+                    _num(get("power_w")),
+                )
                 simulated = bool(get("simulated"))
-                gpu_rows.append((run_id, seq, t, node, index, util, used, total, power, _num(get("temp_c")),
-                                 _num(get("sm_clock_mhz")), _int(get("throttle_reasons")), int(simulated)))
+                gpu_rows.append(
+                    (
+                        run_id,
+                        seq,
+                        t,
+                        node,
+                        index,
+                        util,
+                        used,
+                        total,
+                        power,
+                        _num(get("temp_c")),
+                        _num(get("sm_clock_mhz")),
+                        _int(get("throttle_reasons")),
+                        int(simulated),
+                    )
+                )
                 rollups.add(t, node, index, util, used, total, power, simulated)
             elif kind == "step":
                 get = record.get
-                step_rows.append((run_id, seq, t, _int(get("step")), _num(get("epoch")), _num(get("loss")),
-                                  _num(get("lr")), _int(get("tokens_total")), _int(get("samples_total")),
-                                  _num(get("tokens_per_s")), _num(get("samples_per_s")), _num(get("step_time_s")),
-                                  _num(get("data_wait_s")), _int(get("peak_mem_bytes")), _num(get("mfu")),
-                                  _num(get("spend_usd"))))
+                step_rows.append(
+                    (
+                        run_id,
+                        seq,
+                        t,
+                        _int(get("step")),
+                        _num(get("epoch")),
+                        _num(get("loss")),
+                        _num(get("lr")),
+                        _int(get("tokens_total")),
+                        _int(get("samples_total")),
+                        _num(get("tokens_per_s")),
+                        _num(get("samples_per_s")),
+                        _num(get("step_time_s")),
+                        _num(get("data_wait_s")),
+                        _int(get("peak_mem_bytes")),
+                        _num(get("mfu")),
+                        _num(get("spend_usd")),
+                    )
+                )
             elif kind == "eval":
                 extra = {k: v for k, v in record.items() if k not in ENVELOPE and k not in ("step", "eval_loss")}
-                eval_rows.append((run_id, seq, t, _int(record.get("step")), _num(record.get("eval_loss")),
-                                  json.dumps(extra) if extra else None))
+                eval_rows.append(
+                    (
+                        run_id,
+                        seq,
+                        t,
+                        _int(record.get("step")),
+                        _num(record.get("eval_loss")),
+                        json.dumps(extra) if extra else None,
+                    )
+                )
             else:
                 detail = {k: v for k, v in record.items() if k not in ENVELOPE}
                 step = _int(record.get("step", record.get("resumed_from_step")))
@@ -248,12 +306,26 @@ class Ingestor:
             "UPDATE runs SET config_json = COALESCE(config_json, ?), started_at = COALESCE(started_at, ?),"
             " host = COALESCE(host, ?), gpu_count = COALESCE(gpu_count, ?), model_name = COALESCE(model_name, ?),"
             " price_usd_per_gpu_hour = COALESCE(price_usd_per_gpu_hour, ?) WHERE id = ?",
-            [json.dumps(config), t, host_name if isinstance(host_name, str) else None,
-             _gpu_count(record.get("gpus")), _model_name(config), price, run_id])
+            [
+                json.dumps(config),
+                t,
+                host_name if isinstance(host_name, str) else None,
+                _gpu_count(record.get("gpus")),
+                _model_name(config),
+                price,
+                run_id,
+            ],
+        )
 
 
-def ingest_records(db: Database, run_id: int, records: Iterable[dict[str, Any]], source: str = "records",
-                   *, batch_size: int = DEFAULT_BATCH) -> IngestStats:
+def ingest_records(
+    db: Database,
+    run_id: int,
+    records: Iterable[dict[str, Any]],
+    source: str = "records",
+    *,
+    batch_size: int = DEFAULT_BATCH,
+) -> IngestStats:
     """Store parsed records of a run; duplicates (same run and seq) are ignored."""
     ingestor = Ingestor(db, run_id, source, batch_size=batch_size)
     ingestor.feed_records(records)

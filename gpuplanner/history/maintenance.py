@@ -52,14 +52,17 @@ def downsample(db: Database, *, older_than_s: float = DEFAULT_KEEP_RAW_S, now: f
     run_ids = [r[0] for r in db.execute("SELECT DISTINCT run_id FROM gpu_samples WHERE t < ?", [cutoff]).fetchall()]
     for run_id in run_ids:
         with write_transaction(db):
-            max_seq = db.execute("SELECT MAX(seq) FROM gpu_samples WHERE run_id = ? AND t < ?",
-                                 [run_id, cutoff]).fetchone()[0]
+            max_seq = db.execute(
+                "SELECT MAX(seq) FROM gpu_samples WHERE run_id = ? AND t < ?", [run_id, cutoff]
+            ).fetchone()[0]
             if max_seq is None:
                 continue
             written += db.execute(_MERGE, [run_id, cutoff]).rowcount
             removed += db.execute("DELETE FROM gpu_samples WHERE run_id = ? AND t < ?", [run_id, cutoff]).rowcount
-            db.execute("UPDATE runs SET compacted_before_seq = MAX(compacted_before_seq, ?) WHERE id = ?",
-                       [max_seq + 1, run_id])
+            db.execute(
+                "UPDATE runs SET compacted_before_seq = MAX(compacted_before_seq, ?) WHERE id = ?",
+                [max_seq + 1, run_id],
+            )
             runs += 1
     return DownsampleResult(runs, removed, written)
 

@@ -41,12 +41,16 @@ def save_plan(db: Database, name: str, document: dict[str, Any], *, plan_id: int
     now = time.time()
     with write_transaction(db):
         if plan_id is None:
-            cursor = db.execute("INSERT INTO plans (name, created_at, updated_at, inputs_json, results_json)"
-                                " VALUES (?,?,?,?,?)", [name, now, now, json.dumps(inputs), json.dumps(results)])
+            cursor = db.execute(
+                "INSERT INTO plans (name, created_at, updated_at, inputs_json, results_json) VALUES (?,?,?,?,?)",
+                [name, now, now, json.dumps(inputs), json.dumps(results)],
+            )
             assert cursor.lastrowid is not None
             return cursor.lastrowid
-        cursor = db.execute("UPDATE plans SET name = ?, updated_at = ?, inputs_json = ?, results_json = ? WHERE id = ?",
-                            [name, now, json.dumps(inputs), json.dumps(results), plan_id])
+        cursor = db.execute(
+            "UPDATE plans SET name = ?, updated_at = ?, inputs_json = ?, results_json = ? WHERE id = ?",
+            [name, now, json.dumps(inputs), json.dumps(results), plan_id],
+        )
         if cursor.rowcount == 0:
             raise HistoryError(f"no plan with id {plan_id}")
         return plan_id
@@ -57,8 +61,9 @@ def _plan(row: tuple[Any, ...]) -> SavedPlan:
 
 
 def get_plan(db: Database, plan_id: int) -> SavedPlan:
-    row = db.execute("SELECT id, name, created_at, updated_at, inputs_json, results_json FROM plans WHERE id = ?",
-                     [plan_id]).fetchone()
+    row = db.execute(
+        "SELECT id, name, created_at, updated_at, inputs_json, results_json FROM plans WHERE id = ?", [plan_id]
+    ).fetchone()
     if row is None:
         raise HistoryError(f"no plan with id {plan_id}")
     return _plan(row)
@@ -66,9 +71,12 @@ def get_plan(db: Database, plan_id: int) -> SavedPlan:
 
 def list_plans(db: Database) -> list[SavedPlan]:
     """Saved plans, most recently updated first."""
-    return [_plan(row) for row in db.execute(
-        "SELECT id, name, created_at, updated_at, inputs_json, results_json FROM plans ORDER BY updated_at DESC, id DESC"
-    ).fetchall()]
+    return [
+        _plan(row)
+        for row in db.execute(
+            "SELECT id, name, created_at, updated_at, inputs_json, results_json FROM plans ORDER BY updated_at DESC, id DESC"
+        ).fetchall()
+    ]
 
 
 def delete_plan(db: Database, plan_id: int) -> None:
@@ -80,6 +88,7 @@ def delete_plan(db: Database, plan_id: int) -> None:
 
 def planned_figures(document: dict[str, Any], pricing: str = "on_demand") -> dict[str, float | None]:
     """The figures a run is compared against, from a plan document (``create_run(planned=...)``)."""
+
     def pick(*path: str) -> float | None:
         value: Any = document
         for key in path:

@@ -66,21 +66,46 @@ class Rollups:
             for row in db.execute(
                 "SELECT id, node, gpu_index, kind, start_t, end_t, n, peak FROM gpu_intervals WHERE id IN "
                 "(SELECT low_interval_id FROM run_gpus WHERE run_id = ? UNION "
-                "SELECT mem_interval_id FROM run_gpus WHERE run_id = ?)", [run_id, run_id]).fetchall()
+                "SELECT mem_interval_id FROM run_gpus WHERE run_id = ?)",
+                [run_id, run_id],
+            ).fetchall()
         }
         for row in db.execute(
             "SELECT node, gpu_index, n, util_n, util_sum, idle_n, util_hist, mem_used_max, mem_total, power_sum,"
             " power_n, simulated_n, first_t, last_t, low_interval_id, mem_interval_id FROM run_gpus WHERE run_id = ?",
             [run_id],
         ).fetchall():
-            state = GpuState(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), row[7], row[8],
-                             row[9], row[10], row[11], row[12], row[13],
-                             intervals.get(row[14]) if row[14] is not None else None,
-                             intervals.get(row[15]) if row[15] is not None else None)
+            state = GpuState(
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                row[5],
+                json.loads(row[6]),
+                row[7],
+                row[8],
+                row[9],
+                row[10],
+                row[11],
+                row[12],
+                row[13],
+                intervals.get(row[14]) if row[14] is not None else None,
+                intervals.get(row[15]) if row[15] is not None else None,
+            )
             self.gpus[(state.node, state.gpu_index)] = state
 
-    def add(self, t: float, node: str, gpu_index: int, util: float | None, mem_used: int | None,
-            mem_total: int | None, power: float | None, simulated: bool) -> None:
+    def add(
+        self,
+        t: float,
+        node: str,
+        gpu_index: int,
+        util: float | None,
+        mem_used: int | None,
+        mem_total: int | None,
+        power: float | None,
+        simulated: bool,
+    ) -> None:
         """Count one sample; samples of one GPU must come in time order."""
         key = (node, gpu_index)
         state = self.gpus.get(key)
@@ -109,11 +134,13 @@ class Rollups:
                 state.mem_used_max = mem_used
             if state.mem_total:
                 frac = mem_used / state.mem_total
-                state.mem = self._track(state, state.mem, "mem_pressure", t, frac > MEM_PRESSURE_FRACTION, frac,
-                                        lower=False)
+                state.mem = self._track(
+                    state, state.mem, "mem_pressure", t, frac > MEM_PRESSURE_FRACTION, frac, lower=False
+                )
 
-    def _track(self, state: GpuState, current: Interval | None, kind: str, t: float, inside: bool, value: float,
-               lower: bool) -> Interval | None:
+    def _track(
+        self, state: GpuState, current: Interval | None, kind: str, t: float, inside: bool, value: float, lower: bool
+    ) -> Interval | None:
         if current is None:
             if not inside:
                 return None
@@ -139,17 +166,46 @@ class Rollups:
                 cursor = self.db.execute(
                     "INSERT INTO gpu_intervals (run_id, node, gpu_index, kind, start_t, end_t, n, peak)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [self.run_id, interval.node, interval.gpu_index, interval.kind, interval.start_t, interval.end_t, interval.n, interval.peak])
+                    [
+                        self.run_id,
+                        interval.node,
+                        interval.gpu_index,
+                        interval.kind,
+                        interval.start_t,
+                        interval.end_t,
+                        interval.n,
+                        interval.peak,
+                    ],
+                )
                 interval.id = cursor.lastrowid
             else:
-                self.db.execute("UPDATE gpu_intervals SET end_t = ?, n = ?, peak = ? WHERE id = ?",
-                                [interval.end_t, interval.n, interval.peak, interval.id])
+                self.db.execute(
+                    "UPDATE gpu_intervals SET end_t = ?, n = ?, peak = ? WHERE id = ?",
+                    [interval.end_t, interval.n, interval.peak, interval.id],
+                )
         rows: list[tuple[Any, ...]] = []
         for state in self.gpus.values():
-            rows.append((self.run_id, state.node, state.gpu_index, state.n, state.util_n, state.util_sum,
-                         state.idle_n, json.dumps(state.hist), state.mem_used_max, state.mem_total,
-                         state.power_sum, state.power_n, state.simulated_n, state.first_t, state.last_t,
-                         state.low.id if state.low else None, state.mem.id if state.mem else None))
+            rows.append(
+                (
+                    self.run_id,
+                    state.node,
+                    state.gpu_index,
+                    state.n,
+                    state.util_n,
+                    state.util_sum,
+                    state.idle_n,
+                    json.dumps(state.hist),
+                    state.mem_used_max,
+                    state.mem_total,
+                    state.power_sum,
+                    state.power_n,
+                    state.simulated_n,
+                    state.first_t,
+                    state.last_t,
+                    state.low.id if state.low else None,
+                    state.mem.id if state.mem else None,
+                )
+            )
         self.db.conn.executemany("INSERT OR REPLACE INTO run_gpus VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         self._touched.clear()
 
@@ -161,7 +217,8 @@ def rebuild_rollups(db: Database, run_id: int) -> None:
     rollups = Rollups(db, run_id)
     for t, node, index, util, used, total, power, simulated in db.execute(
         "SELECT t, node, gpu_index, util_pct, mem_used_bytes, mem_total_bytes, power_w, simulated"
-        " FROM gpu_samples WHERE run_id = ? ORDER BY seq", [run_id]
+        " FROM gpu_samples WHERE run_id = ? ORDER BY seq",
+        [run_id],
     ).fetchall():
         rollups.add(t, node, index, util, used, total, power, bool(simulated))
     rollups.save()

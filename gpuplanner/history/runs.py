@@ -12,10 +12,31 @@ from sqlite_utils import Database
 from gpuplanner.history.db import HistoryError, write_transaction
 
 PRICING = ("on_demand", "spot")
-RUN_COLUMNS = ("id", "name", "host_id", "host", "gpu_type", "gpu_count", "price_usd_per_gpu_hour", "pricing",
-               "model_name", "config_json", "plan_id", "status", "started_at", "ended_at", "first_t", "last_t",
-               "planned_hours", "planned_cost_usd", "planned_peak_mem_bytes", "planned_tokens_per_s",
-               "planned_samples_per_s", "source", "created_at")
+RUN_COLUMNS = (
+    "id",
+    "name",
+    "host_id",
+    "host",
+    "gpu_type",
+    "gpu_count",
+    "price_usd_per_gpu_hour",
+    "pricing",
+    "model_name",
+    "config_json",
+    "plan_id",
+    "status",
+    "started_at",
+    "ended_at",
+    "first_t",
+    "last_t",
+    "planned_hours",
+    "planned_cost_usd",
+    "planned_peak_mem_bytes",
+    "planned_tokens_per_s",
+    "planned_samples_per_s",
+    "source",
+    "created_at",
+)
 
 
 @dataclass(frozen=True)
@@ -49,11 +70,22 @@ class Run:
         return json.loads(self.config_json) if self.config_json else {}
 
 
-def create_run(db: Database, *, name: str | None = None, host: str | None = None, gpu_type: str | None = None,
-               gpu_count: int | None = None, price_usd_per_gpu_hour: float | None = None,
-               pricing: str = "on_demand", model_name: str | None = None, config: dict[str, Any] | None = None,
-               plan_id: int | None = None, source: str | None = None, started_at: float | None = None,
-               planned: dict[str, float | None] | None = None) -> int:
+def create_run(
+    db: Database,
+    *,
+    name: str | None = None,
+    host: str | None = None,
+    gpu_type: str | None = None,
+    gpu_count: int | None = None,
+    price_usd_per_gpu_hour: float | None = None,
+    pricing: str = "on_demand",
+    model_name: str | None = None,
+    config: dict[str, Any] | None = None,
+    plan_id: int | None = None,
+    source: str | None = None,
+    started_at: float | None = None,
+    planned: dict[str, float | None] | None = None,
+) -> int:
     """Insert a run (status ``running``) and return its id. ``planned`` keys: hours, cost_usd,
     peak_mem_bytes, tokens_per_s, samples_per_s."""
     if pricing not in PRICING:
@@ -73,10 +105,27 @@ def create_run(db: Database, *, name: str | None = None, host: str | None = None
             " config_json, plan_id, status, started_at, planned_hours, planned_cost_usd, planned_peak_mem_bytes,"
             " planned_tokens_per_s, planned_samples_per_s, source, created_at)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,'running',?,?,?,?,?,?,?,?)",
-            [name, host_id, host, gpu_type, gpu_count, price_usd_per_gpu_hour, pricing, model_name,
-             json.dumps(config) if config is not None else None, plan_id, started_at, planned.get("hours"),
-             planned.get("cost_usd"), planned.get("peak_mem_bytes"), planned.get("tokens_per_s"),
-             planned.get("samples_per_s"), source, time.time()])
+            [
+                name,
+                host_id,
+                host,
+                gpu_type,
+                gpu_count,
+                price_usd_per_gpu_hour,
+                pricing,
+                model_name,
+                json.dumps(config) if config is not None else None,
+                plan_id,
+                started_at,
+                planned.get("hours"),
+                planned.get("cost_usd"),
+                planned.get("peak_mem_bytes"),
+                planned.get("tokens_per_s"),
+                planned.get("samples_per_s"),
+                source,
+                time.time(),
+            ],
+        )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
@@ -89,8 +138,9 @@ def get_run(db: Database, run_id: int) -> Run:
 
 
 def find_run_by_source(db: Database, source: str) -> Run | None:
-    row = db.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE source = ? ORDER BY id DESC LIMIT 1",
-                     [source]).fetchone()
+    row = db.execute(
+        f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE source = ? ORDER BY id DESC LIMIT 1", [source]
+    ).fetchone()
     return Run(*row) if row else None
 
 
@@ -118,8 +168,9 @@ def update_run(db: Database, run_id: int, **values: Any) -> None:
     if not values:
         return
     with write_transaction(db):
-        cursor = db.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?",
-                            [*values.values(), run_id])
+        cursor = db.execute(
+            f"UPDATE runs SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?", [*values.values(), run_id]
+        )
         if cursor.rowcount == 0:
             raise HistoryError(f"no run with id {run_id}")
 

@@ -22,9 +22,17 @@ def events_file(path: str | os.PathLike[str]) -> Path:
     return p / EVENTS_FILE if p.is_dir() else p
 
 
-def ingest_file(db: Database, run_id: int, path: str | os.PathLike[str], *, source: str | None = None,
-                follow: bool = False, poll_s: float = 0.5, stop: threading.Event | None = None,
-                batch_size: int = DEFAULT_BATCH) -> IngestStats:
+def ingest_file(
+    db: Database,
+    run_id: int,
+    path: str | os.PathLike[str],
+    *,
+    source: str | None = None,
+    follow: bool = False,
+    poll_s: float = 0.5,
+    stop: threading.Event | None = None,
+    batch_size: int = DEFAULT_BATCH,
+) -> IngestStats:
     """Ingest a (growing) events file from where it was last read.
 
     With ``follow`` it keeps reading as the file grows until a ``run_end`` record is stored and the
@@ -52,8 +60,15 @@ def ingest_file(db: Database, run_id: int, path: str | os.PathLike[str], *, sour
                 time.sleep(poll_s)
 
 
-def ingest_stream(db: Database, run_id: int, stream: BinaryIO, source: str, *,
-                  batch_size: int = DEFAULT_BATCH, flush_every_s: float = 1.0) -> IngestStats:
+def ingest_stream(
+    db: Database,
+    run_id: int,
+    stream: BinaryIO,
+    source: str,
+    *,
+    batch_size: int = DEFAULT_BATCH,
+    flush_every_s: float = 1.0,
+) -> IngestStats:
     """Ingest a byte stream (a subprocess's stdout, an SSH channel) until EOF.
 
     The stream must start at ``stream_position(db, run_id, source).offset`` (ask the remote side for

@@ -36,14 +36,39 @@ def trainer_args(user_args: Sequence[str], run_dir: str, price: float | None, bu
     return args
 
 
-def node_command(train_args: list[str], *, gpus: int, nnodes: int, node_rank: int, rdzv_host: str | None,
-                 rdzv_port: int | None, run_id: int) -> list[str]:
+def node_command(
+    train_args: list[str],
+    *,
+    gpus: int,
+    nnodes: int,
+    node_rank: int,
+    rdzv_host: str | None,
+    rdzv_port: int | None,
+    run_id: int,
+) -> list[str]:
     """Python arguments for node ``node_rank`` of ``nnodes``, each with ``gpus`` processes."""
     if nnodes > 1:
-        return ["-m", "torch.distributed.run", "--nnodes", str(nnodes), "--node-rank", str(node_rank),
-                "--nproc-per-node", str(gpus), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{rdzv_host}:{rdzv_port}",
-                "--rdzv-id", f"gpuplanner-run-{run_id}", "--rdzv-conf", f"is_host={1 if node_rank == 0 else 0}",
-                "--max-restarts", "0", *train_args]
+        return [
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            str(nnodes),
+            "--node-rank",
+            str(node_rank),
+            "--nproc-per-node",
+            str(gpus),
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            f"{rdzv_host}:{rdzv_port}",
+            "--rdzv-id",
+            f"gpuplanner-run-{run_id}",
+            "--rdzv-conf",
+            f"is_host={1 if node_rank == 0 else 0}",
+            "--max-restarts",
+            "0",
+            *train_args,
+        ]
     if gpus > 1:
         return ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus), *train_args]
     return train_args

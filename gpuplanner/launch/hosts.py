@@ -19,9 +19,21 @@ from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.hosts import delete_host_row, get_host_row, insert_host_row, list_host_rows, upsert_host_row
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 
-__all__ = ["Host", "LOCAL_HOST_NAME", "HostError", "UnknownHostKey", "ChangedHostKey", "list_hosts", "get_host",
-           "add_host", "update_host", "remove_host", "ssh_config_hosts", "default_ssh_config_path",
-           "PRICING_NAMES"]
+__all__ = [
+    "Host",
+    "LOCAL_HOST_NAME",
+    "HostError",
+    "UnknownHostKey",
+    "ChangedHostKey",
+    "list_hosts",
+    "get_host",
+    "add_host",
+    "update_host",
+    "remove_host",
+    "ssh_config_hosts",
+    "default_ssh_config_path",
+    "PRICING_NAMES",
+]
 
 LOCAL_HOST_NAME = "local"
 KINDS = ("local", "ssh")
@@ -148,9 +160,15 @@ def default_ssh_config_path() -> Path:
 def _config_host(config: paramiko.SSHConfig, alias: str) -> Host:
     entry = config.lookup(alias)
     identity = entry.get("identityfile")
-    return Host(name=alias, kind="ssh", hostname=entry.get("hostname", alias), port=int(entry.get("port", 22)),
-                user=entry.get("user"), identity_file=os.path.expanduser(identity[0]) if identity else None,
-                proxy_jump=entry.get("proxyjump"))
+    return Host(
+        name=alias,
+        kind="ssh",
+        hostname=entry.get("hostname", alias),
+        port=int(entry.get("port", 22)),
+        user=entry.get("user"),
+        identity_file=os.path.expanduser(identity[0]) if identity else None,
+        proxy_jump=entry.get("proxyjump"),
+    )
 
 
 def ssh_config_hosts(path: str | os.PathLike[str] | None = "~/.ssh/config") -> list[Host]:

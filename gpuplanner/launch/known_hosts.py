@@ -45,8 +45,10 @@ class UnknownHostKey(Exception):
         self.key_type = key.get_name()
         self.fingerprint_sha256 = fingerprint_sha256(key)
         self.known_hosts_path = Path(known_hosts_path)
-        super().__init__(f"unknown host key for {known_hosts_name(hostname, port)}: {self.key_type} "
-                         f"{self.fingerprint_sha256}; trust it only if this is the key the host really has")
+        super().__init__(
+            f"unknown host key for {known_hosts_name(hostname, port)}: {self.key_type} "
+            f"{self.fingerprint_sha256}; trust it only if this is the key the host really has"
+        )
 
     def trust(self) -> None:
         """Record the key in the user's known_hosts (created 0600 in a 0700 folder if missing)."""
@@ -73,7 +75,8 @@ class ChangedHostKey(Exception):
             f"WARNING: the host key of {known_hosts_name(hostname, port)} has CHANGED (now {self.key_type} "
             f"{self.fingerprint_sha256}). Someone may be intercepting the connection, or the host was "
             f"reinstalled. Refusing to connect; if the change is expected, remove the old entry from "
-            f"{known_hosts_path} (ssh-keygen -R '{known_hosts_name(hostname, port)}') and connect again.")
+            f"{known_hosts_path} (ssh-keygen -R '{known_hosts_name(hostname, port)}') and connect again."
+        )
 
 
 class _RaiseUnknown(paramiko.MissingHostKeyPolicy):
@@ -84,7 +87,7 @@ class _RaiseUnknown(paramiko.MissingHostKeyPolicy):
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         name = hostname
         if name.startswith("[") and "]:" in name:
-            name = name[1:name.index("]:")]
+            name = name[1 : name.index("]:")]
         raise UnknownHostKey(name, self.port, key, self.known_hosts_path)
 
 

@@ -18,14 +18,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from gpuplanner import trainer_python
 from gpuplanner.launch.backend import ProcessState
 from gpuplanner.launch.commands import bench_result
-from gpuplanner import trainer_python
 from gpuplanner.launch.hosts import Host, HostError
 from gpuplanner.launch.payload import local_payload
 from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
 from gpuplanner.paths import data_dir
-
 
 # Children started by this process, shared by every backend instance: a Popen is never dropped
 # while its process runs (and a child is reaped, never left a zombie), even after the manager that
@@ -124,8 +123,15 @@ class LocalBackend:
         payload = local_payload()
         command = [python, payload.wrapper, run_dir, tag, "--", python, *args]
         with open(folder / f"{tag}.out", "ab") as out, open(folder / f"{tag}.err", "ab") as err:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=self._env(env),
-                                    start_new_session=True, close_fds=True)
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=self._env(env),
+                start_new_session=True,
+                close_fds=True,
+            )
         with _CHILDREN_LOCK:
             _CHILDREN[proc.pid] = proc
         return proc.pid
@@ -158,22 +164,37 @@ class LocalBackend:
         try:
             python = self.python
         except TrainerPythonMissing as exc:
-            return {"ok": False, "missing": list(trainer_python.REQUIRED_MODULES), "error": str(exc),
-                    "install_hint": trainer_python.how_to_create()}
+            return {
+                "ok": False,
+                "missing": list(trainer_python.REQUIRED_MODULES),
+                "error": str(exc),
+                "install_hint": trainer_python.how_to_create(),
+            }
         env = self._env({})
         check = subprocess.run([python, "-c", CHECK_CODE], capture_output=True, text=True, env=env, timeout=60)
         report = missing_report(check.stdout, python)
         if report["missing"]:
             return {"ok": False, **report}
-        out = subprocess.run([python, "-m", "trainer", "probe", "--run-root", str(self.runs_root)],
-                             capture_output=True, text=True, env=env, timeout=300)
+        out = subprocess.run(
+            [python, "-m", "trainer", "probe", "--run-root", str(self.runs_root)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         if out.returncode != 0:
             return {"ok": False, **report, "error": out.stderr.strip()[-2000:]}
         return {"ok": True, **json.loads(out.stdout), **report}
 
     def bench(self, args: list[str], timeout_s: float) -> dict[str, Any]:
-        proc = subprocess.Popen([self.python, "-m", "trainer", "bench", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=self._env({}), start_new_session=True)
+        proc = subprocess.Popen(
+            [self.python, "-m", "trainer", "bench", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self._env({}),
+            start_new_session=True,
+        )
         with self._bench_lock:
             self._benches.append(proc)
         try:

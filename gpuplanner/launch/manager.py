@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import paramiko
@@ -122,12 +121,21 @@ class _Run:
         return [n.host for n in self.nodes]
 
     def launch_doc(self) -> dict[str, Any]:
-        return {"nodes": [{"host": n.host, "run_dir": n.run_dir, "tag": n.tag, "pgid": n.pgid, "command": n.command}
-                          for n in self.nodes],
-                "gpus": self.gpus, "env": self.env, "auto_resume": self.auto_resume,
-                "fallback_hosts": self.fallback_hosts, "max_restarts": self.max_restarts,
-                "budget_usd": self.budget_usd, "rdzv_port": self.rdzv_port, "restarts": self.restarts,
-                "orphans": [{"host": n.host, "run_dir": n.run_dir, "tag": n.tag, "pgid": n.pgid} for n in self.orphans]}
+        return {
+            "nodes": [
+                {"host": n.host, "run_dir": n.run_dir, "tag": n.tag, "pgid": n.pgid, "command": n.command}
+                for n in self.nodes
+            ],
+            "gpus": self.gpus,
+            "env": self.env,
+            "auto_resume": self.auto_resume,
+            "fallback_hosts": self.fallback_hosts,
+            "max_restarts": self.max_restarts,
+            "budget_usd": self.budget_usd,
+            "rdzv_port": self.rdzv_port,
+            "restarts": self.restarts,
+            "orphans": [{"host": n.host, "run_dir": n.run_dir, "tag": n.tag, "pgid": n.pgid} for n in self.orphans],
+        }
 
 
 def _model_name(args: Sequence[str]) -> str | None:
@@ -147,9 +155,16 @@ class RunManager:
     """See the module docstring. ``remote_root`` (default ``~/.gpuplanner``) and ``local_runs_root``
     (default ``DATA_DIR/runs``) say where run directories and the payload go."""
 
-    def __init__(self, db_path: Any, *, passphrase_callback: PassphraseCallback | None = None,
-                 known_hosts_path: Any = None, remote_root: str | None = None, local_runs_root: Any = None,
-                 failover_after_s: float = FAILOVER_AFTER_S) -> None:
+    def __init__(
+        self,
+        db_path: Any,
+        *,
+        passphrase_callback: PassphraseCallback | None = None,
+        known_hosts_path: Any = None,
+        remote_root: str | None = None,
+        local_runs_root: Any = None,
+        failover_after_s: float = FAILOVER_AFTER_S,
+    ) -> None:
         self.db_path = resolve_db_path(db_path)
         open_db(self.db_path).close()  # create or migrate once, up front
         self.passphrase_callback = passphrase_callback
@@ -169,8 +184,12 @@ class RunManager:
     def _make_backend(self, host: Host) -> Backend:
         if host.kind == "local":
             return LocalBackend(host, self.local_runs_root)
-        return SSHBackend(host, known_hosts_path=self.known_hosts_path, passphrase_callback=self.passphrase_callback,
-                          remote_root=self.remote_root)
+        return SSHBackend(
+            host,
+            known_hosts_path=self.known_hosts_path,
+            passphrase_callback=self.passphrase_callback,
+            remote_root=self.remote_root,
+        )
 
     def _backend(self, host_name: str) -> Backend:
         """The connected backend of a host (shared by its runs); reconnects if the connection dropped."""
@@ -197,8 +216,17 @@ class RunManager:
             update_host(self.db_path, replace(host, gpu_type=gpu_type, gpu_count=len(gpus), probe=result))
         return result
 
-    def bench(self, host_name: str, trainer_args: Sequence[str], *, warmup_steps: int = 5, steps: int = 30,
-              gpu_type: str | None = None, record: bool = True, timeout_s: float = 3600.0) -> dict[str, Any]:
+    def bench(
+        self,
+        host_name: str,
+        trainer_args: Sequence[str],
+        *,
+        warmup_steps: int = 5,
+        steps: int = 30,
+        gpu_type: str | None = None,
+        record: bool = True,
+        timeout_s: float = 3600.0,
+    ) -> dict[str, Any]:
         """Run ``python -m trainer bench`` with ``trainer_args`` on the host (in the foreground) and return its
         JSON result. With ``record``, a GPU measurement is stored in the history's bench results (the
         planner's calibration; ``recorded_id`` in the result): under ``gpu_type`` when given (the catalog
@@ -221,19 +249,33 @@ class RunManager:
         else:
             db = self._db()
             try:
-                result["recorded_id"] = record_bench(db, gpu_type=where, model_name=_model_name(args) or "unknown",
-                                                     result=result, host=host_name)
+                result["recorded_id"] = record_bench(
+                    db, gpu_type=where, model_name=_model_name(args) or "unknown", result=result, host=host_name
+                )
             finally:
                 db.close()
             result["recorded_gpu_type"] = where
         return result
 
     # -- launching -------------------------------------------------------------------------------------
-    def launch(self, host_name: str, trainer_args: Sequence[str], *, name: str | None = None, plan_id: int | None = None,
-               gpus: int = 1, auto_resume: bool = False, fallback_hosts: Sequence[str] = (), max_restarts: int = 3,
-               budget_usd: float | None = None, on_records: RecordsCallback | None = None,
-               on_status: StatusCallback | None = None, nodes: Sequence[str] = (),
-               env: dict[str, str] | None = None, rdzv_port: int | None = None) -> int:
+    def launch(
+        self,
+        host_name: str,
+        trainer_args: Sequence[str],
+        *,
+        name: str | None = None,
+        plan_id: int | None = None,
+        gpus: int = 1,
+        auto_resume: bool = False,
+        fallback_hosts: Sequence[str] = (),
+        max_restarts: int = 3,
+        budget_usd: float | None = None,
+        on_records: RecordsCallback | None = None,
+        on_status: StatusCallback | None = None,
+        nodes: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        rdzv_port: int | None = None,
+    ) -> int:
         """Start a run and return its history id once the process started. ``nodes``: further hosts of
         a multi-node job (the first host hosts the rendezvous); ``env``: extra environment variables."""
         if self._closed:
@@ -260,15 +302,34 @@ class RunManager:
             planned = None
             if plan_id is not None:
                 planned = planned_figures(get_plan(db, plan_id).document, host.db_pricing)
-            run_id = create_run(db, name=name, host=host_name, gpu_type=host.gpu_type, gpu_count=gpus * len(hosts),
-                                price_usd_per_gpu_hour=host.price_usd_per_gpu_hour, pricing=host.db_pricing,
-                                model_name=_model_name(args), config={"trainer_args": args}, plan_id=plan_id,
-                                source=f"launch:{host_name}", planned=planned)
+            run_id = create_run(
+                db,
+                name=name,
+                host=host_name,
+                gpu_type=host.gpu_type,
+                gpu_count=gpus * len(hosts),
+                price_usd_per_gpu_hour=host.price_usd_per_gpu_hour,
+                pricing=host.db_pricing,
+                model_name=_model_name(args),
+                config={"trainer_args": args},
+                plan_id=plan_id,
+                source=f"launch:{host_name}",
+                planned=planned,
+            )
         finally:
             db.close()
-        run = _Run(run_id, args, [_Node(h, "", f"node{i}") for i, h in enumerate(host_names)], gpus=gpus,
-                   env=dict(env or {}), auto_resume=auto_resume, fallback_hosts=list(fallback_hosts),
-                   max_restarts=max_restarts, budget_usd=budget_usd, rdzv_port=rdzv_port)
+        run = _Run(
+            run_id,
+            args,
+            [_Node(h, "", f"node{i}") for i, h in enumerate(host_names)],
+            gpus=gpus,
+            env=dict(env or {}),
+            auto_resume=auto_resume,
+            fallback_hosts=list(fallback_hosts),
+            max_restarts=max_restarts,
+            budget_usd=budget_usd,
+            rdzv_port=rdzv_port,
+        )
         if on_records:
             run.on_records.append(on_records)
         if on_status:
@@ -298,8 +359,15 @@ class RunManager:
             backend = self._backend(node.host)
             node.run_dir = backend.run_dir(run.run_id)
             train = commands.trainer_args(run.trainer_args, node.run_dir, price, run.budget_usd)
-            node.command = commands.node_command(train, gpus=run.gpus, nnodes=len(run.nodes), node_rank=i,
-                                                 rdzv_host=rdzv_host, rdzv_port=run.rdzv_port, run_id=run.run_id)
+            node.command = commands.node_command(
+                train,
+                gpus=run.gpus,
+                nnodes=len(run.nodes),
+                node_rank=i,
+                rdzv_host=rdzv_host,
+                rdzv_port=run.rdzv_port,
+                run_id=run.run_id,
+            )
             node.pgid = backend.start(node.run_dir, node.tag, node.command, {**run.env, **(extra_env or {})})
             node.done, node.exit_code = False, None
         run.exit_code = None
@@ -344,14 +412,32 @@ class RunManager:
         if not doc:
             raise RunError(f"run {run_id} was not launched by GPU Planner (imported); it cannot be controlled")
         nodes = [_Node(n["host"], n["run_dir"], n["tag"], n.get("pgid"), n.get("command", [])) for n in doc["nodes"]]
-        state = {"running": "detached", "finished": "finished", "budget_stop": "finished", "early_stop": "finished",
-                 "preempted": "preempted", "killed": "killed", "stopped": "stopped"}.get(row.status, "failed")
+        state = {
+            "running": "detached",
+            "finished": "finished",
+            "budget_stop": "finished",
+            "early_stop": "finished",
+            "preempted": "preempted",
+            "killed": "killed",
+            "stopped": "stopped",
+        }.get(row.status, "failed")
         orphans = [_Node(n["host"], n["run_dir"], n["tag"], n.get("pgid")) for n in doc.get("orphans", [])]
-        return _Run(run_id, row.config.get("trainer_args", []), nodes, gpus=doc.get("gpus", 1), env=doc.get("env", {}),
-                    auto_resume=doc.get("auto_resume", False), fallback_hosts=doc.get("fallback_hosts", []),
-                    max_restarts=doc.get("max_restarts", 3), budget_usd=doc.get("budget_usd"),
-                    rdzv_port=doc.get("rdzv_port"), restarts=doc.get("restarts", 0), state=state, last_seq=last,
-                    orphans=orphans)
+        return _Run(
+            run_id,
+            row.config.get("trainer_args", []),
+            nodes,
+            gpus=doc.get("gpus", 1),
+            env=doc.get("env", {}),
+            auto_resume=doc.get("auto_resume", False),
+            fallback_hosts=doc.get("fallback_hosts", []),
+            max_restarts=doc.get("max_restarts", 3),
+            budget_usd=doc.get("budget_usd"),
+            rdzv_port=doc.get("rdzv_port"),
+            restarts=doc.get("restarts", 0),
+            state=state,
+            last_seq=last,
+            orphans=orphans,
+        )
 
     def _signal(self, run: _Run, signame: str) -> None:
         for node in run.nodes:
@@ -413,8 +499,9 @@ class RunManager:
     def status(self, run_id: int) -> RunStatus:
         return self._status_of(self._run(run_id))
 
-    def attach(self, run_id: int, on_records: RecordsCallback | None = None,
-               on_status: StatusCallback | None = None) -> None:
+    def attach(
+        self, run_id: int, on_records: RecordsCallback | None = None, on_status: StatusCallback | None = None
+    ) -> None:
         """Watch a run launched earlier: backfill from the stored offset, then follow (and supervise)."""
         with self._lock:
             run = self._runs.get(run_id)
@@ -477,8 +564,19 @@ class RunManager:
     # -- status and callbacks --------------------------------------------------------------------------
     def _status_of(self, run: _Run) -> RunStatus:
         node = run.nodes[0]
-        return RunStatus(run.run_id, run.state, node.pgid, run.exit_code, run.last_seq, node.host, node.run_dir,
-                         run.restarts, run.reconnects, run.last_reconnect_s, run.error)
+        return RunStatus(
+            run.run_id,
+            run.state,
+            node.pgid,
+            run.exit_code,
+            run.last_seq,
+            node.host,
+            node.run_dir,
+            run.restarts,
+            run.reconnects,
+            run.last_reconnect_s,
+            run.error,
+        )
 
     def _set_state(self, run: _Run, state: str) -> None:
         run.state = state
@@ -490,7 +588,9 @@ class RunManager:
                 log.exception("on_status callback failed")
 
     def _deliver(self, run: _Run, records: list[dict[str, Any]]) -> None:
-        records = sorted((r for r in records if run.last_seq is None or r["seq"] > run.last_seq), key=lambda r: r["seq"])
+        records = sorted(
+            (r for r in records if run.last_seq is None or r["seq"] > run.last_seq), key=lambda r: r["seq"]
+        )
         if not records:
             return
         run.last_seq = records[-1]["seq"]
@@ -509,8 +609,9 @@ class RunManager:
 
     # -- processes left behind by a failover ---------------------------------------------------------------
     def _start_reaper(self, run: _Run, node: _Node) -> None:
-        threading.Thread(target=self._reap, args=(run, node), name=f"run-{run.run_id}-reaper-{node.host}",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._reap, args=(run, node), name=f"run-{run.run_id}-reaper-{node.host}", daemon=True
+        ).start()
 
     def _reap(self, run: _Run, node: _Node) -> None:
         """Stop the process a failover left on a host that stopped answering, once the host answers again.
@@ -566,8 +667,12 @@ class RunManager:
                         self._set_state(run, "unreachable")
                     if down >= self.failover_after_s and len(run.nodes) == 1:
                         decision = supervisor.decide_unreachable(
-                            auto_resume=run.auto_resume, restarts=run.restarts, max_restarts=run.max_restarts,
-                            host=run.nodes[0].host, hosts=[run.nodes[0].host, *run.fallback_hosts])
+                            auto_resume=run.auto_resume,
+                            restarts=run.restarts,
+                            max_restarts=run.max_restarts,
+                            host=run.nodes[0].host,
+                            hosts=[run.nodes[0].host, *run.fallback_hosts],
+                        )
                         if decision is not None and decision.host is not None:
                             try:
                                 self._restart(run, decision.host, decision.reason, time.time() - down)
@@ -652,9 +757,15 @@ class RunManager:
         ended = time.time()
         run.exit_code = code
         action = run.user_action if run.user_action != "node-failed" else None
-        decision = supervisor.decide(code, user_action=action, auto_resume=run.auto_resume, restarts=run.restarts,
-                                     max_restarts=run.max_restarts, host=run.nodes[0].host,
-                                     resume_after_s=run.resume_after_s)
+        decision = supervisor.decide(
+            code,
+            user_action=action,
+            auto_resume=run.auto_resume,
+            restarts=run.restarts,
+            max_restarts=run.max_restarts,
+            host=run.nodes[0].host,
+            resume_after_s=run.resume_after_s,
+        )
         self._set_state(run, decision.state)
         if not decision.restart:
             self._finish_db(db, run, decision.state, code)
@@ -685,7 +796,11 @@ class RunManager:
     def _finish_db(self, db: Database, run: _Run, state: str, code: int | None) -> None:
         row = db.execute("SELECT status FROM runs WHERE id = ?", [run.run_id]).fetchone()
         stored = row[0] if row else None
-        if state == "killed" or (state == "failed" and stored == "running") or (state == "stopped" and stored == "running"):
+        if (
+            state == "killed"
+            or (state == "failed" and stored == "running")
+            or (state == "stopped" and stored == "running")
+        ):
             status = "preempted" if state == "stopped" else state
             with write_transaction(db):
                 db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", [status, time.time(), run.run_id])
@@ -712,8 +827,17 @@ class RunManager:
         self._set_state(run, "running")
 
     def _record_restart(self, run: _Run, from_host: str, to_host: str, reason: str, cost_s: float) -> None:
-        self._record_event(run, "restart", {"from_host": from_host, "to_host": to_host, "reason": reason,
-                                            "cost_s": round(cost_s, 3), "attempt": run.restarts})
+        self._record_event(
+            run,
+            "restart",
+            {
+                "from_host": from_host,
+                "to_host": to_host,
+                "reason": reason,
+                "cost_s": round(cost_s, 3),
+                "attempt": run.restarts,
+            },
+        )
 
     def _record_event(self, run: _Run, kind: str, detail: dict[str, Any]) -> None:
         """A launcher event (negative seq, never colliding with the trainer's records)."""
@@ -722,8 +846,10 @@ class RunManager:
             with write_transaction(db):
                 low = db.execute("SELECT MIN(seq) FROM events WHERE run_id = ?", [run.run_id]).fetchone()[0]
                 seq = min(-1, (low or 0) - 1)
-                db.execute("INSERT INTO events (run_id, seq, t, kind, step, detail_json) VALUES (?,?,?,?,?,?)",
-                           [run.run_id, seq, time.time(), kind, None, json.dumps(detail)])
+                db.execute(
+                    "INSERT INTO events (run_id, seq, t, kind, step, detail_json) VALUES (?,?,?,?,?,?)",
+                    [run.run_id, seq, time.time(), kind, None, json.dumps(detail)],
+                )
         finally:
             db.close()
 

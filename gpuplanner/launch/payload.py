@@ -36,8 +36,11 @@ class Payload:
 
 def _files() -> list[tuple[str, Path]]:
     source = trainer_source_dir()
-    files = [(f"trainer/{p.relative_to(source).as_posix()}", p) for p in sorted(source.rglob("*.py"))
-             if "__pycache__" not in p.parts]
+    files = [
+        (f"trainer/{p.relative_to(source).as_posix()}", p)
+        for p in sorted(source.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    ]
     return files + [(WRAPPER_NAME, WRAPPER)]
 
 

@@ -9,8 +9,10 @@ NEEDED = ("torch", "transformers")
 OPTIONAL = ("pynvml", "peft", "safetensors")
 PIP_NAMES = {"pynvml": "nvidia-ml-py"}
 
-CHECK_CODE = ("import importlib.util, json, sys; print(json.dumps({'python': sys.version.split()[0], 'modules': "
-              "{m: importlib.util.find_spec(m) is not None for m in %r}}))" % (NEEDED + OPTIONAL,))
+CHECK_CODE = (
+    "import importlib.util, json, sys; print(json.dumps({'python': sys.version.split()[0], 'modules': "
+    f"{{m: importlib.util.find_spec(m) is not None for m in {NEEDED + OPTIONAL!r}}}}}))"
+)
 
 
 def missing_report(check_output: str, python: str) -> dict[str, Any]:

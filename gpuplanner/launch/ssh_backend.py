@@ -39,15 +39,22 @@ def env_assignments(env: dict[str, str]) -> list[str]:
 
 
 class SSHBackend:
-    def __init__(self, host: Host, *, known_hosts_path: Any = None, passphrase_callback: PassphraseCallback | None = None,
-                 remote_root: str | None = None) -> None:
+    def __init__(
+        self,
+        host: Host,
+        *,
+        known_hosts_path: Any = None,
+        passphrase_callback: PassphraseCallback | None = None,
+        remote_root: str | None = None,
+    ) -> None:
         self.host = host
         self.name = host.name
         self.python = host.python or "python3"
         self.known_hosts_path = known_hosts_path
         self.passphrase_callback = passphrase_callback
-        self.remote_root_spec = (host.remote_root or remote_root or os.environ.get("GPUPLANNER_REMOTE_ROOT")
-                                 or DEFAULT_REMOTE_ROOT)
+        self.remote_root_spec = (
+            host.remote_root or remote_root or os.environ.get("GPUPLANNER_REMOTE_ROOT") or DEFAULT_REMOTE_ROOT
+        )
         self.root = ""
         self.conn: SSHConnection | None = None
         self._payload: Payload | None = None
@@ -61,8 +68,9 @@ class SSHBackend:
             if self.conn is not None and self.conn.is_active():
                 return
             self.close()
-            conn = SSHConnection(self.host, known_hosts_path=self.known_hosts_path,
-                                 passphrase_callback=self.passphrase_callback).connect()
+            conn = SSHConnection(
+                self.host, known_hosts_path=self.known_hosts_path, passphrase_callback=self.passphrase_callback
+            ).connect()
             try:
                 spec = self.remote_root_spec
                 if spec == "~" or spec.startswith("~/"):
@@ -113,8 +121,10 @@ class SSHBackend:
         wrapped = [self.python, payload.wrapper, run_dir, tag, "--", self.python, *args]
         # "mkdir ... || exit" first, on its own: "A && B &" would background a subshell, and $! would
         # not be the wrapper's pid (= its process group id after setsid).
-        return (f"mkdir -p {q(run_dir)} || exit 1; env {shlex.join(assignments)} setsid {shlex.join(wrapped)}"
-                f" </dev/null >{q(f'{run_dir}/{tag}.out')} 2>{q(f'{run_dir}/{tag}.err')} & echo $!")
+        return (
+            f"mkdir -p {q(run_dir)} || exit 1; env {shlex.join(assignments)} setsid {shlex.join(wrapped)}"
+            f" </dev/null >{q(f'{run_dir}/{tag}.out')} 2>{q(f'{run_dir}/{tag}.err')} & echo $!"
+        )
 
     def start(self, run_dir: str, tag: str, args: list[str], env: dict[str, str]) -> int:
         status, out, err = self._conn().run(self.start_command(run_dir, tag, args, env), timeout_s=30)
@@ -132,7 +142,9 @@ class SSHBackend:
         exit_file = q(f"{run_dir}/{tag}.exit")
         status, out, _ = self._conn().run(
             f"if kill -0 {int(pgid)} 2>/dev/null; then echo alive; elif [ -f {exit_file} ]; then cat {exit_file};"
-            f" else echo gone; fi", timeout_s=20)
+            f" else echo gone; fi",
+            timeout_s=20,
+        )
         text = out.strip()
         if text == "alive":
             return ProcessState(True)
@@ -175,24 +187,47 @@ class SSHBackend:
         conn = self._conn()
         status, out, err = conn.run(f"{q(self.python)} -c {q(CHECK_CODE)}", timeout_s=60)
         if status != 0:
-            return {"ok": False, "missing": ["python"], "error": err.strip()[-1000:],
-                    "install_hint": f"install Python 3.11+ on {self.name} or set the host's python path"}
+            return {
+                "ok": False,
+                "missing": ["python"],
+                "error": err.strip()[-1000:],
+                "install_hint": f"install Python 3.11+ on {self.name} or set the host's python path",
+            }
         report = missing_report(out, self.python)
         if report["missing"]:
             return {"ok": False, **report}
         payload = self.payload()
-        status, out, err = conn.run(f"env {q('PYTHONPATH=' + payload.pythonpath)} {q(self.python)} -m trainer probe"
-                                    f" --run-root {q(self.root)}", timeout_s=300)
+        status, out, err = conn.run(
+            f"env {q('PYTHONPATH=' + payload.pythonpath)} {q(self.python)} -m trainer probe --run-root {q(self.root)}",
+            timeout_s=300,
+        )
         if status != 0:
             return {"ok": False, **report, "error": err.strip()[-2000:]}
-        return {"ok": True, **json.loads(out), **report, "payload": payload.content_hash,
-                "payload_uploaded": self.uploaded}
+        return {
+            "ok": True,
+            **json.loads(out),
+            **report,
+            "payload": payload.content_hash,
+            "payload_uploaded": self.uploaded,
+        }
 
     def bench(self, args: list[str], timeout_s: float) -> dict[str, Any]:
         payload = self.payload()
         # `timeout` ends the bench on the host too when our deadline passes (closing the channel would not)
-        command = " ".join(["timeout", "-k", "30", str(max(1, int(timeout_s))), "env",
-                            q("PYTHONPATH=" + payload.pythonpath), q(self.python),
-                            "-m", "trainer", "bench", *(q(a) for a in args)])
+        command = " ".join(
+            [
+                "timeout",
+                "-k",
+                "30",
+                str(max(1, int(timeout_s))),
+                "env",
+                q("PYTHONPATH=" + payload.pythonpath),
+                q(self.python),
+                "-m",
+                "trainer",
+                "bench",
+                *(q(a) for a in args),
+            ]
+        )
         status, out, err = self._conn().run(command, timeout_s=timeout_s + 60)  # the host's limit decides
         return bench_result(status, out, err, limit_s=timeout_s)

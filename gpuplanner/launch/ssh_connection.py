@@ -54,7 +54,7 @@ def _parse_hop(hop: str) -> Host:
     """One ProxyJump hop as a Host: ``[ssh://][user@]host[:port]``; ``host`` may be an SSH config alias."""
     from gpuplanner.launch.hosts import Host, ssh_config_host
 
-    rest = hop[len("ssh://"):] if hop.startswith("ssh://") else hop
+    rest = hop[len("ssh://") :] if hop.startswith("ssh://") else hop
     user, _, rest = rest.rpartition("@")
     hostname, port_text = rest, ""
     if rest.startswith("["):
@@ -95,8 +95,11 @@ def jump_chain(host: Host) -> list[Host]:
             break
         chain.append(hop)
         if len(chain) > MAX_JUMPS:
-            raise SSHError(f"{host.name}: more than {MAX_JUMPS} jump hosts, a ProxyJump loop? "
-                           + " <- ".join(h.name for h in chain[:4]) + " <- ...")
+            raise SSHError(
+                f"{host.name}: more than {MAX_JUMPS} jump hosts, a ProxyJump loop? "
+                + " <- ".join(h.name for h in chain[:4])
+                + " <- ..."
+            )
         spec = hop.proxy_jump
     return chain
 
@@ -115,10 +118,11 @@ def _is_encrypted(data: bytes) -> bool:
         magic = b"openssh-key-v1\x00"
         if not blob.startswith(magic):
             return False
-        size = int.from_bytes(blob[len(magic):len(magic) + 4], "big")
-        return blob[len(magic) + 4:len(magic) + 4 + size] != b"none"
-    return any(line.startswith(("-----BEGIN ENCRYPTED ", "Proc-Type:")) and "ENCRYPTED" in line
-               for line in text.splitlines())
+        size = int.from_bytes(blob[len(magic) : len(magic) + 4], "big")
+        return blob[len(magic) + 4 : len(magic) + 4 + size] != b"none"
+    return any(
+        line.startswith(("-----BEGIN ENCRYPTED ", "Proc-Type:")) and "ENCRYPTED" in line for line in text.splitlines()
+    )
 
 
 _decrypted: dict[tuple[str, int, int, int], paramiko.PKey] = {}  # (path, inode, size, mtime) -> key
@@ -177,9 +181,14 @@ def load_key(path: str, passphrase_callback: PassphraseCallback | None) -> param
 class SSHConnection:
     """A connected SSH client to one host; ``run`` and ``sftp`` are safe to use from several threads."""
 
-    def __init__(self, host: Host, *, known_hosts_path: str | Path | None = None,
-                 passphrase_callback: PassphraseCallback | None = None,
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        host: Host,
+        *,
+        known_hosts_path: str | Path | None = None,
+        passphrase_callback: PassphraseCallback | None = None,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    ) -> None:
         self.host = host
         self.known_hosts_path = known_hosts_path
         self.passphrase_callback = passphrase_callback
@@ -216,22 +225,30 @@ class SSHConnection:
         if not chain:
             return None
         jump_host = chain[0]
-        self._jump = SSHConnection(jump_host, known_hosts_path=self.known_hosts_path,
-                                   passphrase_callback=self.passphrase_callback,
-                                   connect_timeout_s=self.connect_timeout_s)
+        self._jump = SSHConnection(
+            jump_host,
+            known_hosts_path=self.known_hosts_path,
+            passphrase_callback=self.passphrase_callback,
+            connect_timeout_s=self.connect_timeout_s,
+        )
         try:
             self._jump.connect()
         except (UnknownHostKey, ChangedHostKey):
             raise  # about the jump host itself: its hostname and port say which key to trust or fix
         except AuthenticationFailed as exc:
-            hint = ("" if jump_host.identity_file else " (a jump host given as [user@]host[:port] is offered the "
-                    "ssh-agent's keys and ~/.ssh/id_*; for another key, name an SSH config alias with an IdentityFile)")
+            hint = (
+                ""
+                if jump_host.identity_file
+                else " (a jump host given as [user@]host[:port] is offered the "
+                "ssh-agent's keys and ~/.ssh/id_*; for another key, name an SSH config alias with an IdentityFile)"
+            )
             raise AuthenticationFailed(f"{host.name}: jump host {exc}{hint}") from exc
         except SSHError as exc:
             raise SSHError(f"{host.name}: jump host {exc}") from exc
         try:
-            return self._jump.transport.open_channel("direct-tcpip", (host.hostname, host.port), ("127.0.0.1", 0),
-                                                     timeout=self.connect_timeout_s)
+            return self._jump.transport.open_channel(
+                "direct-tcpip", (host.hostname, host.port), ("127.0.0.1", 0), timeout=self.connect_timeout_s
+            )
         except (paramiko.SSHException, OSError, EOFError) as exc:
             why = exc.text if isinstance(exc, paramiko.ChannelException) else (str(exc) or type(exc).__name__)
             raise SSHError(f"jump host {jump_host.name} could not reach {host.hostname}:{host.port}: {why}") from exc
@@ -242,10 +259,19 @@ class SSHConnection:
         self._client = client  # closed by close() if anything below raises
         self._user_known_hosts = prepare_client(client, host.port, self.known_hosts_path)
         try:
-            client.connect(host.hostname, port=host.port, username=host.user, pkey=pkey, sock=sock,
-                           allow_agent=True, look_for_keys=pkey is None and not host.identity_file,
-                           timeout=self.connect_timeout_s, banner_timeout=self.connect_timeout_s,
-                           auth_timeout=self.connect_timeout_s, channel_timeout=self.connect_timeout_s)
+            client.connect(
+                host.hostname,
+                port=host.port,
+                username=host.user,
+                pkey=pkey,
+                sock=sock,
+                allow_agent=True,
+                look_for_keys=pkey is None and not host.identity_file,
+                timeout=self.connect_timeout_s,
+                banner_timeout=self.connect_timeout_s,
+                auth_timeout=self.connect_timeout_s,
+                channel_timeout=self.connect_timeout_s,
+            )
         except paramiko.BadHostKeyException as exc:
             raise ChangedHostKey(host.hostname, host.port, exc.key, self._user_known_hosts) from exc
         except UnknownHostKey:
@@ -253,17 +279,24 @@ class SSHConnection:
         except paramiko.SSHException as exc:
             transport = client.get_transport()
             in_auth = isinstance(exc, paramiko.AuthenticationException) or (
-                transport is not None and transport.is_active() and not transport.is_authenticated())
+                transport is not None and transport.is_active() and not transport.is_authenticated()
+            )
             if not in_auth:
                 raise SSHError(f"{host.name}: cannot connect to {host.hostname}:{host.port}: {exc}") from exc
             if host.identity_file and pkey is None:  # an encrypted key nobody could or would unlock
                 file = str(Path(host.identity_file).expanduser())
-                why = ("no passphrase was given" if self.passphrase_callback is not None
-                       else "nothing here can ask for its passphrase")
-                raise AuthenticationFailed(f"{host.name}: key {file} is encrypted and {why}, and ssh-agent "
-                                           f"offered no accepted key; load it with ssh-add {file}") from exc
-            raise AuthenticationFailed(f"{host.name}: authentication failed ({exc}); load a key into ssh-agent "
-                                       "or set the host's identity file") from exc
+                why = (
+                    "no passphrase was given"
+                    if self.passphrase_callback is not None
+                    else "nothing here can ask for its passphrase"
+                )
+                raise AuthenticationFailed(
+                    f"{host.name}: key {file} is encrypted and {why}, and ssh-agent "
+                    f"offered no accepted key; load it with ssh-add {file}"
+                ) from exc
+            raise AuthenticationFailed(
+                f"{host.name}: authentication failed ({exc}); load a key into ssh-agent or set the host's identity file"
+            ) from exc
         except (OSError, EOFError) as exc:
             raise SSHError(f"{host.name}: cannot connect to {host.hostname}:{host.port}: {exc}") from exc
         transport = client.get_transport()

@@ -26,7 +26,7 @@ class Decision:
 
 
 def backoff_s(restarts: int) -> float:
-    return min(BACKOFF_MAX_S, BACKOFF_BASE_S * (2 ** restarts)) if restarts else BACKOFF_BASE_S
+    return min(BACKOFF_MAX_S, BACKOFF_BASE_S * (2**restarts)) if restarts else BACKOFF_BASE_S
 
 
 def next_host(current: str, hosts: Sequence[str]) -> str:
@@ -36,8 +36,16 @@ def next_host(current: str, hosts: Sequence[str]) -> str:
     return hosts[(list(hosts).index(current) + 1) % len(hosts)]
 
 
-def decide(exit_code: int | None, *, user_action: str | None, auto_resume: bool, restarts: int, max_restarts: int,
-           host: str, resume_after_s: float | None = None) -> Decision:
+def decide(
+    exit_code: int | None,
+    *,
+    user_action: str | None,
+    auto_resume: bool,
+    restarts: int,
+    max_restarts: int,
+    host: str,
+    resume_after_s: float | None = None,
+) -> Decision:
     """What to do once the run's processes ended with ``exit_code`` (None: died without a trace)."""
     if user_action == "kill":
         return Decision("killed")
@@ -56,8 +64,9 @@ def decide(exit_code: int | None, *, user_action: str | None, auto_resume: bool,
     return Decision("failed")
 
 
-def decide_unreachable(*, auto_resume: bool, restarts: int, max_restarts: int, host: str,
-                       hosts: Sequence[str]) -> Decision | None:
+def decide_unreachable(
+    *, auto_resume: bool, restarts: int, max_restarts: int, host: str, hosts: Sequence[str]
+) -> Decision | None:
     """A host that stopped answering: move to the next fallback host, or None to keep reconnecting."""
     if not auto_resume or restarts >= max_restarts:
         return None

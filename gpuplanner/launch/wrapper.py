@@ -41,8 +41,16 @@ def main(argv):
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
         signal.signal(sig, note)
     child = subprocess.Popen(command, restore_signals=True)
-    _write(os.path.join(run_dir, tag + ".pid"), {"pid": os.getpid(), "pgid": os.getpgid(0), "child_pid": child.pid,
-                                                 "command": command, "started_at": time.time()})
+    _write(
+        os.path.join(run_dir, tag + ".pid"),
+        {
+            "pid": os.getpid(),
+            "pgid": os.getpgid(0),
+            "child_pid": child.pid,
+            "command": command,
+            "started_at": time.time(),
+        },
+    )
     code = child.wait()
     if code < 0:
         code = 128 - code

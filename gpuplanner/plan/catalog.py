@@ -24,9 +24,10 @@ import io
 import math
 import re
 import tomllib
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from gpuplanner.plan.setup import PlanInputError
 
@@ -158,9 +159,7 @@ class GpuSpec:
             allowed = ", ".join(_PRECISION_KEYS)
             raise PlanInputError("precision", f"{precision!r} is not one of {allowed}")
         if key == "bf16" and not self.bf16:
-            raise PlanInputError(
-                "precision", f"{self.name} has no bf16 support; use fp16-mixed or fp32 on this GPU"
-            )
+            raise PlanInputError("precision", f"{self.name} has no bf16 support; use fp16-mixed or fp32 on this GPU")
         value = self.tflops.get(key)
         if not value:
             raise PlanInputError("precision", f"{self.name} has no {key} tensor-core rate in the catalog")
@@ -226,8 +225,8 @@ class Catalog:
         if key in index:
             return index[key]
         for prefix in ("nvidia", "tesla", "geforce", "nvidiageforce", "nvidiatesla"):
-            if key.startswith(prefix) and key[len(prefix):] in index:
-                return index[key[len(prefix):]]
+            if key.startswith(prefix) and key[len(prefix) :] in index:
+                return index[key[len(prefix) :]]
         return None
 
     def gpu(self, name: str) -> GpuSpec:
@@ -353,7 +352,7 @@ def _gpu_from_table(
     if "default_mfu" in table and not 0 < table["default_mfu"] <= 1:
         raise fail("default_mfu", f"must be between 0 and 1, got {table['default_mfu']!r}")
 
-    tflops_given = {k[len("tflops_"):]: float(v) for k, v in table.items() if k.startswith("tflops_")}
+    tflops_given = {k[len("tflops_") :]: float(v) for k, v in table.items() if k.startswith("tflops_")}
     if base is not None:
         tflops = {**dict(base.tflops), **tflops_given}
         merged: dict[str, Any] = {
@@ -446,9 +445,7 @@ def parse_gpus(path: Path, base: Iterable[GpuSpec] = ()) -> tuple[GpuSpec, ...]:
     return tuple(result)
 
 
-def _optional_float(
-    value: str | None, path: Path, line: int, field: str, *, allow_zero: bool = False
-) -> float | None:
+def _optional_float(value: str | None, path: Path, line: int, field: str, *, allow_zero: bool = False) -> float | None:
     if value is None or not value.strip():
         return None
     try:
@@ -466,7 +463,9 @@ def _iso_date(value: str, path: Path, line: int) -> str:
     try:
         _dt.date.fromisoformat(text)
     except ValueError:
-        raise CatalogError(path, f"must be an ISO date like 2025-06-15, got {value!r}", line=line, field="as_of") from None
+        raise CatalogError(
+            path, f"must be an ISO date like 2025-06-15, got {value!r}", line=line, field="as_of"
+        ) from None
     return text
 
 
@@ -672,9 +671,7 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 
 @functools.lru_cache(maxsize=8)
-def _load_cached(
-    files: tuple[tuple[str, str], ...], stamps: tuple[tuple[int, int] | None, ...]
-) -> Catalog:
+def _load_cached(files: tuple[tuple[str, str], ...], stamps: tuple[tuple[int, int] | None, ...]) -> Catalog:
     paths = {kind: Path(p) for kind, p in files}
     builtin = builtin_catalog()
     gpus = builtin.gpus

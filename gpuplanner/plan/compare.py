@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
 
 from gpuplanner.plan.catalog import Catalog, GpuSpec
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, trainable_params
@@ -57,8 +57,11 @@ class CompareRow:
 def _row_reason(plan: Plan, priced: bool) -> str:
     reasons = []
     if plan.fits is False:
-        reasons.append(f"needs {plan.memory.total / GIB:.1f} GiB, has {plan.capacity_gib * plan.request.headroom:.1f} GiB usable"
-                       if plan.capacity_gib else "does not fit")
+        reasons.append(
+            f"needs {plan.memory.total / GIB:.1f} GiB, has {plan.capacity_gib * plan.request.headroom:.1f} GiB usable"
+            if plan.capacity_gib
+            else "does not fit"
+        )
     if not priced:
         reasons.append("no offer in the catalog")
     if plan.deadline_ok is False:
@@ -68,8 +71,9 @@ def _row_reason(plan: Plan, priced: bool) -> str:
     return "; ".join(reasons)
 
 
-def compare(request: PlanRequest, catalog: Catalog, counts: Sequence[int] = GPU_COUNTS,
-            gpus: Sequence[str] | None = None) -> list[CompareRow]:
+def compare(
+    request: PlanRequest, catalog: Catalog, counts: Sequence[int] = GPU_COUNTS, gpus: Sequence[str] | None = None
+) -> list[CompareRow]:
     """Every GPU x count x pricing for one workload, ranked cheapest first among usable options.
 
     An option is usable when it fits, has a price, meets the deadline and stays within the budget
@@ -77,7 +81,11 @@ def compare(request: PlanRequest, catalog: Catalog, counts: Sequence[int] = GPU_
     """
     if request.pricing.price is not None and request.gpu is None:
         raise PlanInputError("price", "compare ranks catalog offers; --price applies only with --gpu")
-    names = list(gpus) if gpus is not None else ([catalog.gpu(request.gpu).name] if request.gpu else [g.name for g in catalog.gpus])
+    names = (
+        list(gpus)
+        if gpus is not None
+        else ([catalog.gpu(request.gpu).name] if request.gpu else [g.name for g in catalog.gpus])
+    )
     mode_requests = {mode: replace(request, pricing_mode=mode) for mode in PRICINGS}
     rows: list[CompareRow] = []
     for count in counts:
@@ -89,8 +97,14 @@ def compare(request: PlanRequest, catalog: Catalog, counts: Sequence[int] = GPU_
     return rank_rows(rows)
 
 
-def _compare_rows(mode_requests: Mapping[str, PlanRequest], catalog: Catalog, gpu: GpuSpec, setup: TrainSetup,
-                  memory: MemoryBreakdown, trainable: int) -> list[CompareRow]:
+def _compare_rows(
+    mode_requests: Mapping[str, PlanRequest],
+    catalog: Catalog,
+    gpu: GpuSpec,
+    setup: TrainSetup,
+    memory: MemoryBreakdown,
+    trainable: int,
+) -> list[CompareRow]:
     request = mode_requests["on-demand"]
     warnings: list[str] = []
     capacity = gpu.memory_gib
@@ -109,22 +123,41 @@ def _compare_rows(mode_requests: Mapping[str, PlanRequest], catalog: Catalog, gp
     rows = []
     for mode, mode_request in mode_requests.items():
         deadline_ok, budget_ok = deadline_budget(mode_request, runtime, on_demand_cost, spot)
-        plan = Plan(mode_request, gpu, setup, memory, capacity, fits, throughput, runtime, on_demand,
-                    on_demand_cost, spot, deadline_ok, budget_ok, tuple(warnings))
+        plan = Plan(
+            mode_request,
+            gpu,
+            setup,
+            memory,
+            capacity,
+            fits,
+            throughput,
+            runtime,
+            on_demand,
+            on_demand_cost,
+            spot,
+            deadline_ok,
+            budget_ok,
+            tuple(warnings),
+        )
         choice = on_demand if mode == "on-demand" else (spot.price if spot else None)
         priced = choice is not None
         usable = bool(fits and priced and deadline_ok is not False and budget_ok is not False)
-        rows.append(CompareRow(plan, gpu.name, setup.gpus, mode, choice.provider if choice else None, usable,
-                               _row_reason(plan, priced)))
+        rows.append(
+            CompareRow(
+                plan, gpu.name, setup.gpus, mode, choice.provider if choice else None, usable, _row_reason(plan, priced)
+            )
+        )
     return rows
 
 
-def _unusable_row(request: PlanRequest, gpu: GpuSpec, setup: TrainSetup, memory: MemoryBreakdown,
-                  fits: bool, reason: str) -> CompareRow:
+def _unusable_row(
+    request: PlanRequest, gpu: GpuSpec, setup: TrainSetup, memory: MemoryBreakdown, fits: bool, reason: str
+) -> CompareRow:
     zero = Throughput(0.0, 0.0, reason)
     runtime = Runtime(math.inf, math.inf, setup.effective_batch, 0, 0.0, 0.0)
-    plan = Plan(request, gpu, setup, memory, gpu.memory_gib, fits, zero, runtime,
-                None, None, None, None, None, (reason,))
+    plan = Plan(
+        request, gpu, setup, memory, gpu.memory_gib, fits, zero, runtime, None, None, None, None, None, (reason,)
+    )
     return CompareRow(plan, gpu.name, setup.gpus, request.pricing_mode, None, False, reason)
 
 
@@ -148,14 +181,19 @@ def recommendation(rows: Sequence[CompareRow]) -> str:
         return "No option meets every constraint: relax the deadline or the budget, or see the reasons per row."
     best = usable[0]
     cost = best.cost_usd or 0.0
-    text = (f"{best.gpus} x {best.gpu} {best.pricing} at {best.provider}: ${cost:,.2f} in {best.hours:,.1f} h")
+    text = f"{best.gpus} x {best.gpu} {best.pricing} at {best.provider}: ${cost:,.2f} in {best.hours:,.1f} h"
     if len(usable) > 1:
         runner = usable[1]
         other = runner.cost_usd or 0.0
-        text += (f", ${other - cost:,.2f} cheaper than the next option ({runner.gpus} x {runner.gpu} "
-                 f"{runner.pricing}, {runner.hours:,.1f} h)")
-    constraints = [c for c, v in (("the deadline", best.plan.request.deadline_hours),
-                                  ("the budget", best.plan.request.budget_usd)) if v is not None]
+        text += (
+            f", ${other - cost:,.2f} cheaper than the next option ({runner.gpus} x {runner.gpu} "
+            f"{runner.pricing}, {runner.hours:,.1f} h)"
+        )
+    constraints = [
+        c
+        for c, v in (("the deadline", best.plan.request.deadline_hours), ("the budget", best.plan.request.budget_usd))
+        if v is not None
+    ]
     if constraints:
         text += " while meeting " + " and ".join(constraints)
     return text + "."

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import Plan, PriceChoice
@@ -18,19 +19,24 @@ def _num(value: float | None, digits: int = 4) -> float | None:
 def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The stable JSON document of one plan (names documented in the README)."""
     memory = {key: _num(value) for key, value in plan.memory.as_gib().items()}
-    memory.update({
-        "capacity_gib": _num(plan.capacity_gib),
-        "fits": plan.fits,
-        "headroom": plan.request.headroom,
-        "peak_moment": plan.memory.peak_moment,
-        "source": plan.memory.source,
-        "max_micro_batch": plan.max_micro_batch,
-        "suggestions": list(plan.suggestions),
-    })
+    memory.update(
+        {
+            "capacity_gib": _num(plan.capacity_gib),
+            "fits": plan.fits,
+            "headroom": plan.request.headroom,
+            "peak_moment": plan.memory.peak_moment,
+            "source": plan.memory.source,
+            "max_micro_batch": plan.max_micro_batch,
+            "suggestions": list(plan.suggestions),
+        }
+    )
     on_demand = None
     if plan.on_demand is not None:
-        on_demand = {"hours": _num(plan.runtime.hours), "cost_usd": _num(plan.on_demand_cost_usd, 2),
-                     **_price_fields(plan.on_demand)}
+        on_demand = {
+            "hours": _num(plan.runtime.hours),
+            "cost_usd": _num(plan.on_demand_cost_usd, 2),
+            **_price_fields(plan.on_demand),
+        }
     spot = None
     if plan.spot is not None:
         estimate = plan.spot.estimate
@@ -78,25 +84,32 @@ def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _price_fields(choice: PriceChoice) -> dict[str, Any]:
-    return {"price_per_gpu_hour": choice.usd_per_gpu_hour, "billed_gpus": choice.billed_gpus,
-            "provider": choice.provider, "region": choice.region, "instance_type": choice.instance_type}
+    return {
+        "price_per_gpu_hour": choice.usd_per_gpu_hour,
+        "billed_gpus": choice.billed_gpus,
+        "provider": choice.provider,
+        "region": choice.region,
+        "instance_type": choice.instance_type,
+    }
 
 
 def compare_document(row: CompareRow, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """One row of `compare --json`: the plan document plus gpu, gpus, provider, pricing and the verdict."""
     document = plan_document(row.plan, inputs)
-    document.update({
-        "gpu": row.gpu,
-        "gpus": row.gpus,
-        "provider": row.provider,
-        "pricing": row.pricing,
-        "rank": row.rank,
-        "usable": row.usable,
-        "reason": row.reason,
-        "hours": _num(row.hours),
-        "cost_usd": _num(row.cost_usd, 2),
-        "p90_cost_usd": _num(row.p90_cost_usd, 2),
-        "meets_deadline": row.plan.deadline_ok,
-        "within_budget": row.plan.budget_ok,
-    })
+    document.update(
+        {
+            "gpu": row.gpu,
+            "gpus": row.gpus,
+            "provider": row.provider,
+            "pricing": row.pricing,
+            "rank": row.rank,
+            "usable": row.usable,
+            "reason": row.reason,
+            "hours": _num(row.hours),
+            "cost_usd": _num(row.cost_usd, 2),
+            "p90_cost_usd": _num(row.p90_cost_usd, 2),
+            "meets_deadline": row.plan.deadline_ok,
+            "within_budget": row.plan.budget_ok,
+        }
+    )
     return document

@@ -27,9 +27,15 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator
 
 
-def unit_economics(*, gpus: int, hours: float, price_usd_per_gpu_hour: float | None,
-                   avg_util_pct: float | None, samples: int | None = None,
-                   tokens: int | None = None) -> UnitEconomics:
+def unit_economics(
+    *,
+    gpus: int,
+    hours: float,
+    price_usd_per_gpu_hour: float | None,
+    avg_util_pct: float | None,
+    samples: int | None = None,
+    tokens: int | None = None,
+) -> UnitEconomics:
     """Cost = price x GPUs x hours; effective GPU-hours = GPU-hours x average utilisation."""
     gpu_hours = gpus * hours
     effective = gpu_hours * avg_util_pct / 100.0 if avg_util_pct is not None else None

@@ -14,9 +14,9 @@ Pure Python; every call is a handful of arithmetic operations on numbers precomp
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Sequence
 
 from gpuplanner.plan.model_spec import ModelSpec, resolve_targets
 from gpuplanner.plan.setup import TrainSetup
@@ -121,7 +121,12 @@ def _layernorm(h: int, res: int, c: int, regime: str, consumers: tuple[str, ...]
 
 
 def _llama_ledger(spec: ModelSpec, regime: str) -> list:
-    h, q, kv, inter = spec.hidden_size, spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim, spec.intermediate_size
+    h, q, kv, inter = (
+        spec.hidden_size,
+        spec.num_heads * spec.head_dim,
+        spec.num_kv_heads * spec.head_dim,
+        spec.intermediate_size,
+    )
     res = FP32 if regime in ("fp32", "amp") else HALF
     c = FP32 if regime == "fp32" else HALF
     qkv = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
@@ -300,7 +305,9 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         if setup.method == "qlora":
             q = spec.quantizable_params
             weights = int(NF4_BYTES_PER_PARAM * q) + FP32 * (n - q)
-            notes.append("QLoRA: block linears in NF4 with double quantization; embeddings, head and norms cast to fp32")
+            notes.append(
+                "QLoRA: block linears in NF4 with double quantization; embeddings, head and norms cast to fp32"
+            )
         else:
             weights = base_b * n
         weights += FP32 * trainable  # peft keeps adapters in fp32
@@ -325,7 +332,9 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         if setup.method == "full":
             grad_extra = grad_b * spec.layer_params
         weights = weights_sh
-        notes.append(f"FSDP over {gpus} GPUs: weights, gradients and optimizer states sharded; gathered units counted in weights")
+        notes.append(
+            f"FSDP over {gpus} GPUs: weights, gradients and optimizer states sharded; gathered units counted in weights"
+        )
     elif shard == "zero2":
         if setup.method == "full" and regime == "amp":
             # DeepSpeed keeps the 16-bit model replicated and the fp32 master copy partitioned
@@ -334,7 +343,9 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         opt_state = -(-opt_state // gpus)
         opt_transient = -(-opt_transient // gpus)
         grad_extra = min(trainable, ZERO2_BUCKET_ELEMS) * (HALF if regime != "fp32" else FP32)
-        notes.append(f"ZeRO-2 over {gpus} GPUs: gradients and optimizer states sharded; reduce bucket counted in gradients")
+        notes.append(
+            f"ZeRO-2 over {gpus} GPUs: gradients and optimizer states sharded; reduce bucket counted in gradients"
+        )
     elif shard == "ddp":
         # DDP's reducer copies every gradient into flat buckets (gradient_as_bucket_view=False default)
         grad_extra = grads
@@ -353,7 +364,9 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     if setup.uses_adapters:
         mods = resolve_targets(spec, tuple(setup.lora_targets))
         # lora_A output (r, fp32 adapters) saved by lora_B, per wrapped module
-        layer_act += sum(FP32 * setup.lora_rank * m.count for m in mods if m.in_block) * tokens // max(1, spec.num_layers)
+        layer_act += (
+            sum(FP32 * setup.lora_rank * m.count for m in mods if m.in_block) * tokens // max(1, spec.num_layers)
+        )
     res_b = FP32 if regime in ("fp32", "amp") else HALF
     L = spec.num_layers
     if setup.grad_checkpointing == "none":
@@ -373,7 +386,7 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         logits = BERT_LOGITS_HALF_BYTES * vocab_elems
     else:
         logits = LOGITS_BYTES_PER_ELEM * vocab_elems
-    logits += (SOFTCAP_EXTRA_BYTES * vocab_elems if spec.logit_softcap else 0)
+    logits += SOFTCAP_EXTRA_BYTES * vocab_elems if spec.logit_softcap else 0
 
     # autocast caches a 16-bit copy of every fp32 weight a matmul used, kept (saved) until backward
     cast_cache = 0
@@ -402,10 +415,19 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         w, g, o, a, lg, tr = weights_total, grads_total, opt_state, 0, 0, opt_transient
     overhead = CUDA_CONTEXT_BYTES + int(ALLOCATOR_SLACK * peak) + tr
     if setup.attention == "sdpa" and spec.num_kv_heads != spec.num_heads:
-        notes.append("GQA assumed without a padding mask (SDPA enable_gqa); a padding mask makes transformers repeat K/V")
+        notes.append(
+            "GQA assumed without a padding mask (SDPA enable_gqa); a padding mask makes transformers repeat K/V"
+        )
     return MemoryBreakdown(
-        weights=int(w), gradients=int(g), optimizer=int(o), activations=int(a), logits=int(lg),
-        overhead=int(overhead), peak_moment=moment, source="formula", notes=tuple(notes),
+        weights=int(w),
+        gradients=int(g),
+        optimizer=int(o),
+        activations=int(a),
+        logits=int(lg),
+        overhead=int(overhead),
+        peak_moment=moment,
+        source="formula",
+        notes=tuple(notes),
     )
 
 
@@ -423,6 +445,7 @@ MAX_MICRO_BATCH = 1024
 
 def max_micro_batch(spec: ModelSpec, setup: TrainSetup, capacity_gib: float, headroom: float = 0.95) -> int:
     """Largest micro-batch (up to 1024) that fits; 0 when even 1 does not."""
+
     def ok(mb: int) -> bool:
         return fits(estimate_memory(spec, replace(setup, micro_batch=mb)), capacity_gib, headroom)
 
@@ -475,19 +498,27 @@ def fit_suggestions(
         check(replace(setup, grad_checkpointing="full"), "enable full gradient checkpointing")
     smaller = _keep_batch(spec, setup, capacity_gib, headroom)
     if smaller is not None:
-        check(smaller, f"micro-batch {smaller.micro_batch} with {smaller.grad_accum} accumulation steps (same effective batch)")
+        check(
+            smaller,
+            f"micro-batch {smaller.micro_batch} with {smaller.grad_accum} accumulation steps (same effective batch)",
+        )
     elif setup.grad_checkpointing != "full":
         ck = replace(setup, grad_checkpointing="full")
         smaller = _keep_batch(spec, ck, capacity_gib, headroom)
         if smaller is not None:
-            check(smaller, f"full gradient checkpointing with micro-batch {smaller.micro_batch} and {smaller.grad_accum} accumulation steps")
+            check(
+                smaller,
+                f"full gradient checkpointing with micro-batch {smaller.micro_batch} and {smaller.grad_accum} accumulation steps",
+            )
     if setup.optimizer != "adamw-8bit" and setup.method == "full":
         check(replace(setup, optimizer="adamw-8bit"), "8-bit AdamW (bitsandbytes)")
     if setup.method == "full":
         try:
             lora = replace(setup, method="lora")
             if not check(lora, f"LoRA rank {setup.lora_rank} on {', '.join(setup.lora_targets)}"):
-                qsetup = replace(setup, method="qlora", precision="bf16-mixed" if setup.precision == "fp32" else setup.precision)
+                qsetup = replace(
+                    setup, method="qlora", precision="bf16-mixed" if setup.precision == "fp32" else setup.precision
+                )
                 if not check(qsetup, f"QLoRA (4-bit base) rank {setup.lora_rank}"):
                     check(replace(qsetup, grad_checkpointing="full"), "QLoRA with full gradient checkpointing")
         except ValueError:
@@ -501,14 +532,19 @@ def fit_suggestions(
     if not out:  # nothing single works: combine checkpointing, a smaller micro-batch and a lighter method
         combos = [setup] + ([replace(setup, method="lora")] if setup.method == "full" else [])
         if setup.method != "qlora":
-            combos.append(replace(setup, method="qlora", precision="bf16-mixed" if setup.precision == "fp32" else setup.precision))
+            combos.append(
+                replace(setup, method="qlora", precision="bf16-mixed" if setup.precision == "fp32" else setup.precision)
+            )
         for base in combos:
             ck = replace(base, grad_checkpointing="full")
             small = _keep_batch(spec, ck, capacity_gib, headroom) if ck.micro_batch > 1 else None
             cand = small or ck
             label = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA (4-bit base)"}[base.method]
-            if check(cand, f"{label} with full gradient checkpointing, micro-batch {cand.micro_batch} and "
-                           f"{cand.grad_accum} accumulation steps (same effective batch)"):
+            if check(
+                cand,
+                f"{label} with full gradient checkpointing, micro-batch {cand.micro_batch} and "
+                f"{cand.grad_accum} accumulation steps (same effective batch)",
+            ):
                 break
     for name, cap in sorted(larger_gpus, key=lambda x: x[1]):
         if cap > capacity_gib and fits(estimate_memory(spec, setup), cap, headroom):

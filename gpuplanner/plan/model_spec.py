@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.resources import resource_path
@@ -279,13 +280,30 @@ def _llama(cfg: Mapping[str, Any], label: str, source: str, family: str, model_t
     tensors += block * L
     tensors += _linear_tensors(mods[7:], L)
     spec = ModelSpec(
-        name=label, family=family, hidden_size=h, num_layers=L, num_heads=heads, num_kv_heads=kv, head_dim=hd,
-        intermediate_size=inter, vocab_size=vocab, tied_embeddings=tied, n_params=n, source=source,
-        model_type=model_type, architecture=_arch(cfg), activation=act, norm="rmsnorm", norms_per_layer=norms,
-        qk_norm=bool(qk_extra), attn_bias=attn_bias,
+        name=label,
+        family=family,
+        hidden_size=h,
+        num_layers=L,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        tied_embeddings=tied,
+        n_params=n,
+        source=source,
+        model_type=model_type,
+        architecture=_arch(cfg),
+        activation=act,
+        norm="rmsnorm",
+        norms_per_layer=norms,
+        qk_norm=bool(qk_extra),
+        attn_bias=attn_bias,
         max_positions=int(cfg.get("max_position_embeddings") or 0),
         logit_softcap=bool(cfg.get("final_logit_softcapping")),
-        linears=tuple(mods), tensors=_tensor_list(tensors), hf_config=dict(cfg),
+        linears=tuple(mods),
+        tensors=_tensor_list(tensors),
+        hf_config=dict(cfg),
     )
     return spec
 
@@ -317,12 +335,29 @@ def _gpt2(cfg: Mapping[str, Any], label: str, source: str) -> ModelSpec:
     block += [(m.out_features, 0, 0) for m in mods[:4]]
     tensors = [(vocab * h, vocab, h), (pos * h, pos, h), (h, 0, 0), (h, 0, 0)] + block * L
     return ModelSpec(
-        name=label, family="gpt2", hidden_size=h, num_layers=L, num_heads=heads, num_kv_heads=heads,
-        head_dim=h // heads, intermediate_size=inter, vocab_size=vocab, tied_embeddings=True, n_params=n,
-        source=source, model_type="gpt2", architecture=_arch(cfg) or "GPT2LMHeadModel",
-        activation=str(cfg.get("activation_function", "gelu_new")), norm="layernorm", norms_per_layer=2,
-        attn_bias=True, max_positions=pos, resid_dropout=float(cfg.get("resid_pdrop", 0.1)),
-        attn_dropout=float(cfg.get("attn_pdrop", 0.1)), linears=tuple(mods), tensors=_tensor_list(tensors),
+        name=label,
+        family="gpt2",
+        hidden_size=h,
+        num_layers=L,
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=h // heads,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        tied_embeddings=True,
+        n_params=n,
+        source=source,
+        model_type="gpt2",
+        architecture=_arch(cfg) or "GPT2LMHeadModel",
+        activation=str(cfg.get("activation_function", "gelu_new")),
+        norm="layernorm",
+        norms_per_layer=2,
+        attn_bias=True,
+        max_positions=pos,
+        resid_dropout=float(cfg.get("resid_pdrop", 0.1)),
+        attn_dropout=float(cfg.get("attn_pdrop", 0.1)),
+        linears=tuple(mods),
+        tensors=_tensor_list(tensors),
         hf_config=dict(cfg),
     )
 
@@ -373,13 +408,30 @@ def _bert(cfg: Mapping[str, Any], label: str, source: str) -> ModelSpec:
         n += h * h + h
         tensors += [(h * h, h, h), (h, 0, 0)]
     return ModelSpec(
-        name=label, family="bert", hidden_size=h, num_layers=L, num_heads=heads, num_kv_heads=heads,
-        head_dim=h // heads, intermediate_size=inter, vocab_size=vocab, tied_embeddings=True, n_params=n,
-        source=source, model_type="bert", architecture=arch, activation=str(cfg.get("hidden_act", "gelu")),
-        norm="layernorm", norms_per_layer=2, attn_bias=True, max_positions=pos,
+        name=label,
+        family="bert",
+        hidden_size=h,
+        num_layers=L,
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=h // heads,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        tied_embeddings=True,
+        n_params=n,
+        source=source,
+        model_type="bert",
+        architecture=arch,
+        activation=str(cfg.get("hidden_act", "gelu")),
+        norm="layernorm",
+        norms_per_layer=2,
+        attn_bias=True,
+        max_positions=pos,
         resid_dropout=float(cfg.get("hidden_dropout_prob", 0.1)),
         attn_dropout=float(cfg.get("attention_probs_dropout_prob", 0.1)),
-        linears=tuple(mods + head), tensors=_tensor_list(tensors), hf_config=dict(cfg),
+        linears=tuple(mods + head),
+        tensors=_tensor_list(tensors),
+        hf_config=dict(cfg),
     )
 
 
@@ -457,12 +509,21 @@ def _synth_config(n: int) -> dict[str, Any]:
         score = aspect + 20.0 * err
         if best is None or score < best[0]:
             heads = h // 128
-            best = (score, {
-                "model_type": "llama", "hidden_size": h, "num_hidden_layers": layers,
-                "num_attention_heads": heads, "num_key_value_heads": heads, "intermediate_size": inter,
-                "vocab_size": vocab, "tie_word_embeddings": False, "hidden_act": "silu",
-                "max_position_embeddings": 4096,
-            })
+            best = (
+                score,
+                {
+                    "model_type": "llama",
+                    "hidden_size": h,
+                    "num_hidden_layers": layers,
+                    "num_attention_heads": heads,
+                    "num_key_value_heads": heads,
+                    "intermediate_size": inter,
+                    "vocab_size": vocab,
+                    "tie_word_embeddings": False,
+                    "hidden_act": "silu",
+                    "max_position_embeddings": 4096,
+                },
+            )
     assert best is not None
     return best[1]
 

@@ -9,8 +9,8 @@ dataclasses; :mod:`gpuplanner.plan.compare` ranks every catalog option and
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
 
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, GpuSpec, PriceOffer
@@ -62,18 +62,30 @@ class PricingInputs:
         for name in ("price", "spot_price"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value > 0):
-                raise PlanInputError(name.replace("_", "-"), f"must be a positive price in $ per GPU-hour, got {value!r}")
+                raise PlanInputError(
+                    name.replace("_", "-"), f"must be a positive price in $ per GPU-hour, got {value!r}"
+                )
         if self.spot_discount is not None and not (0.0 <= self.spot_discount < 1.0):
-            raise PlanInputError("spot-discount", f"must be a share between 0 and 1 (0.6 = 60% cheaper), got {self.spot_discount!r}")
+            raise PlanInputError(
+                "spot-discount", f"must be a share between 0 and 1 (0.6 = 60% cheaper), got {self.spot_discount!r}"
+            )
         if self.spot_price is not None and self.spot_discount is not None:
             raise PlanInputError("spot-discount", "give either --spot-price or --spot-discount, not both")
-        if self.interruptions_per_hour is not None and not (math.isfinite(self.interruptions_per_hour) and self.interruptions_per_hour >= 0):
-            raise PlanInputError("interruptions-per-hour", f"must be zero or a positive rate, got {self.interruptions_per_hour!r}")
+        if self.interruptions_per_hour is not None and not (
+            math.isfinite(self.interruptions_per_hour) and self.interruptions_per_hour >= 0
+        ):
+            raise PlanInputError(
+                "interruptions-per-hour", f"must be zero or a positive rate, got {self.interruptions_per_hour!r}"
+            )
         if not (math.isfinite(self.restart_minutes) and self.restart_minutes >= 0):
             raise PlanInputError("restart-minutes", f"must be zero or more minutes, got {self.restart_minutes!r}")
         if not (math.isfinite(self.checkpoint_minutes) and self.checkpoint_minutes > 0):
-            raise PlanInputError("checkpoint-minutes", f"must be a positive number of minutes, got {self.checkpoint_minutes!r}")
-        if self.checkpoint_write_s is not None and not (math.isfinite(self.checkpoint_write_s) and self.checkpoint_write_s >= 0):
+            raise PlanInputError(
+                "checkpoint-minutes", f"must be a positive number of minutes, got {self.checkpoint_minutes!r}"
+            )
+        if self.checkpoint_write_s is not None and not (
+            math.isfinite(self.checkpoint_write_s) and self.checkpoint_write_s >= 0
+        ):
             raise PlanInputError("checkpoint-write-s", f"must be zero or more seconds, got {self.checkpoint_write_s!r}")
 
 
@@ -177,8 +189,15 @@ def _offer_choice(offer: PriceOffer, gpus: int, spot: bool) -> PriceChoice | Non
     price = offer.spot_usd if spot else offer.on_demand_usd
     if price is None:
         return None
-    return PriceChoice(price, offer.gpu_count, offer.provider, offer.region, offer.instance_type,
-                       offer.interruptions_per_hour if spot else None, offer.notice_s if spot else None)
+    return PriceChoice(
+        price,
+        offer.gpu_count,
+        offer.provider,
+        offer.region,
+        offer.instance_type,
+        offer.interruptions_per_hour if spot else None,
+        offer.notice_s if spot else None,
+    )
 
 
 def cheapest_offer(offers: Sequence[PriceOffer], gpus: int, spot: bool) -> PriceChoice | None:
@@ -186,12 +205,16 @@ def cheapest_offer(offers: Sequence[PriceOffer], gpus: int, spot: bool) -> Price
     best: PriceChoice | None = None
     for offer in offers:
         choice = _offer_choice(offer, gpus, spot)
-        if choice and (best is None or choice.usd_per_gpu_hour * choice.billed_gpus < best.usd_per_gpu_hour * best.billed_gpus):
+        if choice and (
+            best is None or choice.usd_per_gpu_hour * choice.billed_gpus < best.usd_per_gpu_hour * best.billed_gpus
+        ):
             best = choice
     return best
 
 
-def _given_price(request: PlanRequest, gpus: int, spot_like: PriceChoice | None) -> tuple[PriceChoice, PriceChoice | None]:
+def _given_price(
+    request: PlanRequest, gpus: int, spot_like: PriceChoice | None
+) -> tuple[PriceChoice, PriceChoice | None]:
     """On-demand and spot prices from the user's own figures (``--price`` and friends)."""
     pricing = request.pricing
     assert pricing.price is not None
@@ -206,7 +229,9 @@ def _given_price(request: PlanRequest, gpus: int, spot_like: PriceChoice | None)
     return on_demand, PriceChoice(spot_price, gpus, "given", "", "", rate, notice)
 
 
-def choose_prices(request: PlanRequest, offers: Sequence[PriceOffer], gpus: int) -> tuple[PriceChoice | None, PriceChoice | None]:
+def choose_prices(
+    request: PlanRequest, offers: Sequence[PriceOffer], gpus: int
+) -> tuple[PriceChoice | None, PriceChoice | None]:
     """On-demand and spot prices for ``gpus`` GPUs: the user's figures first, else the cheapest offers."""
     pricing = request.pricing
     catalog_spot = cheapest_offer(offers, gpus, spot=True)
@@ -216,10 +241,17 @@ def choose_prices(request: PlanRequest, offers: Sequence[PriceOffer], gpus: int)
     spot = catalog_spot
     if pricing.spot_price is not None or pricing.spot_discount is not None:
         if on_demand is not None:
-            price = pricing.spot_price if pricing.spot_price is not None else on_demand.usd_per_gpu_hour * (1.0 - (pricing.spot_discount or 0.0))
-            spot = replace(on_demand, usd_per_gpu_hour=price,
-                           interruptions_per_hour=catalog_spot.interruptions_per_hour if catalog_spot else None,
-                           notice_s=catalog_spot.notice_s if catalog_spot else None)
+            price = (
+                pricing.spot_price
+                if pricing.spot_price is not None
+                else on_demand.usd_per_gpu_hour * (1.0 - (pricing.spot_discount or 0.0))
+            )
+            spot = replace(
+                on_demand,
+                usd_per_gpu_hour=price,
+                interruptions_per_hour=catalog_spot.interruptions_per_hour if catalog_spot else None,
+                notice_s=catalog_spot.notice_s if catalog_spot else None,
+            )
     return on_demand, spot
 
 
@@ -241,19 +273,27 @@ def spot_terms(request: PlanRequest, spot: PriceChoice, write_s: float, warnings
         rate = FALLBACK_INTERRUPTIONS_PER_HOUR
         warnings.append(
             f"no interruption rate known for {spot.provider} spot: assumed {rate:g} per hour "
-            "(set --interruptions-per-hour or --mean-hours-between-interruptions)")
+            "(set --interruptions-per-hour or --mean-hours-between-interruptions)"
+        )
     return SpotTerms(
         interruptions_per_hour=rate or 0.0,
         restart_hours=pricing.restart_minutes / 60.0,
         checkpoint_interval_hours=pricing.checkpoint_minutes / 60.0,
-        checkpoint_write_hours=(pricing.checkpoint_write_s if pricing.checkpoint_write_s is not None else write_s) / 3600.0,
+        checkpoint_write_hours=(pricing.checkpoint_write_s if pricing.checkpoint_write_s is not None else write_s)
+        / 3600.0,
         notice_s=spot.notice_s,
         overhead_pct=pricing.spot_overhead_pct,
     )
 
 
-def spot_result(request: PlanRequest, spot: PriceChoice, runtime: Runtime, write_s: float,
-                on_demand_cost: float | None, warnings: list[str]) -> SpotResult:
+def spot_result(
+    request: PlanRequest,
+    spot: PriceChoice,
+    runtime: Runtime,
+    write_s: float,
+    on_demand_cost: float | None,
+    warnings: list[str],
+) -> SpotResult:
     """Expected spot hours and cost (with P50/P90) for a run of ``runtime`` at the ``spot`` price."""
     terms = spot_terms(request, spot, write_s, warnings)
     estimate = estimate_spot(runtime.hours, terms, request.deadline_hours)
@@ -263,16 +303,19 @@ def spot_result(request: PlanRequest, spot: PriceChoice, runtime: Runtime, write
     if on_demand_cost and math.isfinite(cost):
         savings = (1.0 - cost / on_demand_cost) * 100.0
     if not estimate.finishes:
-        warnings.append("spot: interruptions come faster than checkpoints; the run would never finish "
-                        "(checkpoint more often with --checkpoint-minutes)")
+        warnings.append(
+            "spot: interruptions come faster than checkpoints; the run would never finish "
+            "(checkpoint more often with --checkpoint-minutes)"
+        )
     return SpotResult(estimate, spot, cost, estimate.p50_hours * rate, estimate.p90_hours * rate, savings)
 
 
 # ----------------------------------------------------------------------------------- plan
 
 
-def plan_throughput(request: PlanRequest, setup: TrainSetup, gpu: GpuSpec | None, trainable: int,
-                    allow_measured: bool) -> Throughput:
+def plan_throughput(
+    request: PlanRequest, setup: TrainSetup, gpu: GpuSpec | None, trainable: int, allow_measured: bool
+) -> Throughput:
     """The speed a plan uses: the user's measured figure, a calibration from the history, or peak x MFU."""
     if allow_measured and (request.tokens_per_s is not None or request.samples_per_min is not None):
         return measured_throughput(setup, request.tokens_per_s, request.samples_per_min)
@@ -286,12 +329,14 @@ def plan_throughput(request: PlanRequest, setup: TrainSetup, gpu: GpuSpec | None
     source = f"calibrated: {measured.source}"
     if setup.gpus > 1:
         source += f", scaling efficiency {estimate.scaling_efficiency:.0%} over {setup.gpus} GPUs"
-    return Throughput(tokens_s, tokens_s / setup.seq_len * 60.0, source, None, estimate.flops_per_token,
-                      estimate.scaling_efficiency)
+    return Throughput(
+        tokens_s, tokens_s / setup.seq_len * 60.0, source, None, estimate.flops_per_token, estimate.scaling_efficiency
+    )
 
 
-def deadline_budget(request: PlanRequest, runtime: Runtime, on_demand_cost: float | None,
-                    spot: SpotResult | None) -> tuple[bool | None, bool | None]:
+def deadline_budget(
+    request: PlanRequest, runtime: Runtime, on_demand_cost: float | None, spot: SpotResult | None
+) -> tuple[bool | None, bool | None]:
     """Deadline and budget verdicts under the request's pricing (spot: its P90); None when not set."""
     deadline, budget = request.deadline_hours, request.budget_usd
     if request.pricing_mode == "spot":
@@ -308,8 +353,10 @@ def deadline_budget(request: PlanRequest, runtime: Runtime, on_demand_cost: floa
 def _memory_warnings(memory: MemoryBreakdown, capacity: float | None, headroom: float, setup: TrainSetup) -> list[str]:
     warnings = []
     if capacity is not None and memory.total / GIB > capacity * headroom:
-        warnings.append(f"does not fit: needs {memory.total / GIB:.1f} GiB per GPU, "
-                        f"{capacity:.1f} GiB x {headroom:.0%} headroom = {capacity * headroom:.1f} GiB usable")
+        warnings.append(
+            f"does not fit: needs {memory.total / GIB:.1f} GiB per GPU, "
+            f"{capacity:.1f} GiB x {headroom:.0%} headroom = {capacity * headroom:.1f} GiB usable"
+        )
     if setup.precision == "fp16-mixed":
         warnings.append("fp16 mixed precision needs loss scaling and can overflow; prefer bf16 where the GPU has it")
     return warnings
@@ -347,8 +394,10 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
     warnings += _memory_warnings(memory, capacity, request.headroom, setup)
     throughput = plan_throughput(request, setup, gpu, trainable, allow_measured=True)
     if throughput.scaling_efficiency < LOW_SCALING_EFFICIENCY:
-        warnings.append(f"communication dominates: {setup.gpus} GPUs reach only {throughput.scaling_efficiency:.0%} "
-                        "scaling efficiency; raise --grad-accum or the micro-batch, or use fewer GPUs")
+        warnings.append(
+            f"communication dominates: {setup.gpus} GPUs reach only {throughput.scaling_efficiency:.0%} "
+            "scaling efficiency; raise --grad-accum or the micro-batch, or use fewer GPUs"
+        )
     runtime = estimate_runtime(request.workload, throughput, setup)
     offers = catalog.offers_for(gpu.name) if (catalog is not None and gpu is not None) else ()
     on_demand, spot_price = choose_prices(request, offers, setup.gpus)
@@ -356,8 +405,10 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
         warnings.append(f"no catalog offer has {setup.gpus} x {gpu.name if gpu else 'this GPU'}: give --price")
     on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
     if on_demand and on_demand.billed_gpus > setup.gpus:
-        warnings.append(f"the cheapest instance ({on_demand.provider} {on_demand.instance_type}) has "
-                        f"{on_demand.billed_gpus} GPUs: you pay for all of them")
+        warnings.append(
+            f"the cheapest instance ({on_demand.provider} {on_demand.instance_type}) has "
+            f"{on_demand.billed_gpus} GPUs: you pay for all of them"
+        )
     spot = None
     if spot_price is not None or request.pricing.spot_overhead_pct is not None:
         spot_choice = spot_price or on_demand
@@ -372,7 +423,24 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
     if capacity is not None:
         largest_batch = max_micro_batch(request.model, setup, capacity, request.headroom)
         if suggest and not fits:
-            suggestions = tuple(fit_suggestions(request.model, setup, capacity, request.headroom,
-                                                _larger_gpus(catalog, capacity)))
-    return Plan(request, gpu, setup, memory, capacity, fits, throughput, runtime, on_demand, on_demand_cost,
-                spot, deadline_ok, budget_ok, tuple(warnings), suggestions, largest_batch)
+            suggestions = tuple(
+                fit_suggestions(request.model, setup, capacity, request.headroom, _larger_gpus(catalog, capacity))
+            )
+    return Plan(
+        request,
+        gpu,
+        setup,
+        memory,
+        capacity,
+        fits,
+        throughput,
+        runtime,
+        on_demand,
+        on_demand_cost,
+        spot,
+        deadline_ok,
+        budget_ok,
+        tuple(warnings),
+        suggestions,
+        largest_batch,
+    )

@@ -191,7 +191,9 @@ def import_vms_csv(
     reader.fieldnames = header
     for column in ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region"):
         if column not in header:
-            raise CatalogError(path, "this does not look like a SkyPilot vms.csv: a column is missing", line=1, field=column)
+            raise CatalogError(
+                path, "this does not look like a SkyPilot vms.csv: a column is missing", line=1, field=column
+            )
 
     # (region, instance type, gpu) -> [count, cheapest on-demand, cheapest spot]
     best: dict[tuple[str, str, str], list[Any]] = {}

@@ -50,7 +50,9 @@ class SpotTerms:
                 allowed = "zero or a positive number" if zero_ok else "a positive number"
                 raise PlanInputError(name, f"must be {allowed}, got {value!r}")
         if self.overhead_pct is not None and not (math.isfinite(self.overhead_pct) and self.overhead_pct >= 0):
-            raise PlanInputError("spot-overhead-pct", f"must be zero or a positive percentage, got {self.overhead_pct!r}")
+            raise PlanInputError(
+                "spot-overhead-pct", f"must be zero or a positive percentage, got {self.overhead_pct!r}"
+            )
 
     @property
     def graceful_stop(self) -> bool:
@@ -97,8 +99,9 @@ class _Simulation:
     longer history extends a shorter one with the same draws.
     """
 
-    def __init__(self, rate: float, per_interruption: float, segment: float, lose_work: bool,
-                 runs: int, seed: int) -> None:
+    def __init__(
+        self, rate: float, per_interruption: float, segment: float, lose_work: bool, runs: int, seed: int
+    ) -> None:
         self.rate, self.per_interruption, self.segment, self.lose_work = rate, per_interruption, segment, lose_work
         self.runs, self.seed = runs, seed
         self.columns = 0
@@ -120,7 +123,8 @@ class _Simulation:
             progress = np.floor(reached / self.segment) * self.segment if self.lose_work else reached
         self.start_progress = start
         self.start_wall = np.concatenate(
-            [np.zeros((self.runs, 1)), np.cumsum(gaps[:, :-1] + self.per_interruption, axis=1)], axis=1)
+            [np.zeros((self.runs, 1)), np.cumsum(gaps[:, :-1] + self.per_interruption, axis=1)], axis=1
+        )
         self.best_reach = np.maximum.accumulate(start + gaps, axis=1)
         self.columns = columns
 
@@ -136,13 +140,15 @@ class _Simulation:
 
 
 @functools.lru_cache(maxsize=64)
-def _simulation(rate: float, per_interruption: float, segment: float, lose_work: bool, runs: int,
-                seed: int) -> _Simulation:
+def _simulation(
+    rate: float, per_interruption: float, segment: float, lose_work: bool, runs: int, seed: int
+) -> _Simulation:
     return _Simulation(rate, per_interruption, segment, lose_work, runs, seed)
 
 
-def simulate_wall_hours(compute_hours: float, terms: SpotTerms, runs: int = MONTE_CARLO_RUNS,
-                        seed: int = MONTE_CARLO_SEED) -> np.ndarray:
+def simulate_wall_hours(
+    compute_hours: float, terms: SpotTerms, runs: int = MONTE_CARLO_RUNS, seed: int = MONTE_CARLO_SEED
+) -> np.ndarray:
     """Wall hours of ``runs`` simulated spot runs (``inf`` for one that never finishes)."""
     work = _work_with_checkpoints(compute_hours, terms)
     if terms.interruptions_per_hour == 0.0 or work == 0.0:
@@ -185,14 +191,16 @@ def _expected_lossy(work: float, terms: SpotTerms) -> tuple[float, float]:
     return fails * (1.0 / rate + terms.restart_hours), fails
 
 
-def estimate_spot(compute_hours: float, terms: SpotTerms, deadline_hours: float | None = None,
-                  runs: int = MONTE_CARLO_RUNS) -> SpotEstimate:
+def estimate_spot(
+    compute_hours: float, terms: SpotTerms, deadline_hours: float | None = None, runs: int = MONTE_CARLO_RUNS
+) -> SpotEstimate:
     """Expected spot wall time with its overhead split out, plus P50/P90 and P(meet deadline)."""
     if terms.overhead_pct is not None:
         hours = compute_hours * (1.0 + terms.overhead_pct / 100.0)
         meets = None if deadline_hours is None else float(hours <= deadline_hours)
-        return SpotEstimate(hours, None, hours - compute_hours, 0.0, 0.0, 0.0, hours, hours, meets, True,
-                            "flat overhead")
+        return SpotEstimate(
+            hours, None, hours - compute_hours, 0.0, 0.0, 0.0, hours, hours, meets, True, "flat overhead"
+        )
     work = _work_with_checkpoints(compute_hours, terms)
     rate = terms.interruptions_per_hour
     if rate == 0.0:

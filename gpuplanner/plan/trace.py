@@ -36,8 +36,8 @@ def _imports() -> tuple[Any, Any]:
     try:
         import torch
         import transformers
-        from torch.distributed._tools.mem_tracker import MemTracker  # noqa: F401
         from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: F401
+        from torch.distributed._tools.mem_tracker import MemTracker  # noqa: F401
     except Exception as exc:  # ImportError, or a broken install
         raise TraceUnavailable(f"trace mode needs torch and transformers ({exc.__class__.__name__}: {exc})") from None
     return torch, transformers
@@ -124,8 +124,12 @@ def _trace(torch: Any, transformers: Any, spec: ModelSpec, setup: TrainSetup, st
                 import peft
             except Exception as exc:
                 raise TraceUnavailable(f"LoRA tracing needs peft ({exc})") from None
-            targets = sorted({m.name if m.in_block else m.path for m in resolve_targets(spec, tuple(setup.lora_targets))})
-            lcfg = peft.LoraConfig(r=setup.lora_rank, lora_alpha=2 * setup.lora_rank, target_modules=targets, lora_dropout=0.0)
+            targets = sorted(
+                {m.name if m.in_block else m.path for m in resolve_targets(spec, tuple(setup.lora_targets))}
+            )
+            lcfg = peft.LoraConfig(
+                r=setup.lora_rank, lora_alpha=2 * setup.lora_rank, target_modules=targets, lora_dropout=0.0
+            )
             model = peft.get_peft_model(model, lcfg, autocast_adapter_dtype=False)
             for p in model.parameters():  # frozen base in 16 bit, adapters stay fp32 as peft keeps them
                 if not p.requires_grad and p.dtype != param_dtype:
@@ -183,8 +187,14 @@ def _trace(torch: Any, transformers: Any, spec: ModelSpec, setup: TrainSetup, st
     if autocast is not None:
         notes.append("trace used CPU autocast op lists; CUDA autocast differs in a few ops")
     return MemoryBreakdown(
-        weights=weights, gradients=grads, optimizer=optim, activations=acts, logits=0,
-        overhead=CUDA_CONTEXT_BYTES + int(ALLOCATOR_SLACK * peak), peak_moment=moment, source="trace",
+        weights=weights,
+        gradients=grads,
+        optimizer=optim,
+        activations=acts,
+        logits=0,
+        overhead=CUDA_CONTEXT_BYTES + int(ALLOCATOR_SLACK * peak),
+        peak_moment=moment,
+        source="trace",
         notes=tuple(notes),
     )
 

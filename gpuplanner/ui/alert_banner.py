@@ -7,8 +7,12 @@ from html import escape
 
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
-KIND_TITLES = {"low_util": "Low utilisation", "input_bound": "Input-bound", "mem_pressure": "Memory pressure",
-               "over_plan": "Over plan"}
+KIND_TITLES = {
+    "low_util": "Low utilisation",
+    "input_bound": "Input-bound",
+    "mem_pressure": "Memory pressure",
+    "over_plan": "Over plan",
+}
 
 
 class AlertBanner(QFrame):
@@ -17,8 +21,10 @@ class AlertBanner(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("alertBanner")
-        self.setStyleSheet("#alertBanner { background: #fff3cd; border: 1px solid #e0b100; border-radius: 4px; }"
-                           " QLabel { color: #5c4400; }")
+        self.setStyleSheet(
+            "#alertBanner { background: #fff3cd; border: 1px solid #e0b100; border-radius: 4px; }"
+            " QLabel { color: #5c4400; }"
+        )
         self.label = QLabel(self)
         self.label.setWordWrap(True)
         layout = QVBoxLayout(self)
@@ -31,8 +37,9 @@ class AlertBanner(QFrame):
         if alerts == self.alerts:
             return
         self.alerts = list(alerts)
-        self.label.setText("<br>".join(f"&#9888; <b>{escape(KIND_TITLES.get(kind, kind))}:</b> {escape(msg)}"
-                                       for kind, msg in alerts))
+        self.label.setText(
+            "<br>".join(f"&#9888; <b>{escape(KIND_TITLES.get(kind, kind))}:</b> {escape(msg)}" for kind, msg in alerts)
+        )
         self.setVisible(bool(alerts))
 
     def text(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from PySide6.QtCore import QCoreApplication
 from PySide6.QtWidgets import QApplication
@@ -20,7 +20,9 @@ from gpuplanner.ui.palette import SchemeFollower, app_icon
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="gpuplanner", description="GPU Planner desktop application")
-    parser.add_argument("--db", metavar="FILE", help="history database (default: $GPUPLANNER_DB or the data directory's)")
+    parser.add_argument(
+        "--db", metavar="FILE", help="history database (default: $GPUPLANNER_DB or the data directory's)"
+    )
     parser.add_argument("--theme", choices=("light", "dark"), help="force a palette instead of following the system")
     args, _qt_args = parser.parse_known_args(list(argv))
     return args
@@ -34,7 +36,9 @@ def create_application(argv: Sequence[str] = (), theme: str | None = None) -> QA
     if not isinstance(app, QApplication):
         app = QApplication(["gpuplanner", *argv])
     app.setApplicationDisplayName("GPU Planner")
-    app.setDesktopFileName("io.github.gpuplanner.GpuPlanner")  # packaging/linux/<id>.desktop: Wayland finds the icon by it
+    app.setDesktopFileName(
+        "io.github.gpuplanner.GpuPlanner"
+    )  # packaging/linux/<id>.desktop: Wayland finds the icon by it
     app.setWindowIcon(app_icon())
     SchemeFollower(app, forced=theme)
     return app

@@ -9,7 +9,8 @@ carry their reason in the last column and the tooltip.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette
@@ -50,9 +51,21 @@ def _finite(value: float | None) -> float | None:
 def table_row(row: CompareRow) -> tuple[Any, ...]:
     """One comparison row as plain values, in :data:`EXPORT_COLUMNS` order (as `gpuplanner compare`)."""
     r = lambda v, d: None if _finite(v) is None else round(v, d)  # noqa: E731
-    return (row.rank, row.gpu, row.gpus, row.pricing, row.provider, row.plan.fits,
-            round(row.plan.memory.total / GIB, 2), r(row.hours, 2), r(row.cost_usd, 2), r(row.p90_cost_usd, 2),
-            row.plan.deadline_ok, row.plan.budget_ok, row.reason)
+    return (
+        row.rank,
+        row.gpu,
+        row.gpus,
+        row.pricing,
+        row.provider,
+        row.plan.fits,
+        round(row.plan.memory.total / GIB, 2),
+        r(row.hours, 2),
+        r(row.cost_usd, 2),
+        r(row.p90_cost_usd, 2),
+        row.plan.deadline_ok,
+        row.plan.budget_ok,
+        row.reason,
+    )
 
 
 def export_rows(rows: Sequence[CompareRow]) -> list[tuple[Any, ...]]:
@@ -116,8 +129,10 @@ class CompareTableModel(ColumnsTableModel):
         self._texts = [[_text(c, v) for c, v in enumerate(cells)] for cells in self._cells]
         self._keys = [[_sort_value(c, v) for c, v in enumerate(cells)] for cells in self._cells]
         self._tips = [row.reason or f"{row.gpus} x {row.gpu} {row.pricing}: usable" for row in self._rows]
-        self._align = [[_RIGHT if isinstance(v, (int, float)) and not isinstance(v, bool) else _LEFT for v in cells]
-                       for cells in self._cells]
+        self._align = [
+            [_RIGHT if isinstance(v, (int, float)) and not isinstance(v, bool) else _LEFT for v in cells]
+            for cells in self._cells
+        ]
         palette = QGuiApplication.palette()
         self._grey = QBrush(palette.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
         self._good, self._bad = QBrush(QColor("#2e9d4f")), QBrush(QColor("#d64545"))
@@ -139,7 +154,11 @@ class CompareTableModel(ColumnsTableModel):
         return len(self._rows)
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Vertical and role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(self._rows):
+        if (
+            orientation == Qt.Orientation.Vertical
+            and role == Qt.ItemDataRole.DisplayRole
+            and 0 <= section < len(self._rows)
+        ):
             return str(section + 1)  # the rank
         return super().headerData(section, orientation, role)
 

@@ -7,7 +7,7 @@ deadline or the budget in grey, the winner as a star; the deadline and the budge
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
@@ -21,8 +21,12 @@ ON_DEMAND = "#4e79a7"
 SPOT = "#f28e2b"
 WINNER = "#2e9d4f"
 BAD = "#d64545"
-GROUPS = (("on-demand", "o", ON_DEMAND), ("spot (expected)", "t", SPOT), ("misses deadline/budget", "x", "#9a9a9a"),
-          ("recommended", "star", WINNER))
+GROUPS = (
+    ("on-demand", "o", ON_DEMAND),
+    ("spot (expected)", "t", SPOT),
+    ("misses deadline/budget", "x", "#9a9a9a"),
+    ("recommended", "star", WINNER),
+)
 
 
 _NICE_HOURS = tuple(m * 10.0**e for e in range(-2, 5) for m in (1, 2, 5))
@@ -36,7 +40,13 @@ def _points(rows: Sequence[CompareRow]) -> list[CompareRow]:
     out = []
     for row in rows:
         cost = row.cost_usd
-        if not row.plan.fits or cost is None or not math.isfinite(cost) or not math.isfinite(row.hours) or row.hours <= 0:
+        if (
+            not row.plan.fits
+            or cost is None
+            or not math.isfinite(cost)
+            or not math.isfinite(row.hours)
+            or row.hours <= 0
+        ):
             continue
         out.append(row)
     return out
@@ -62,13 +72,28 @@ class CostChart(pg.PlotWidget):
         self.series: dict[str, pg.ScatterPlotItem] = {}
         for name, symbol, color in GROUPS:
             size = 16 if symbol == "star" else 8
-            self.series[name] = pg.ScatterPlotItem(symbol=symbol, size=size, pen=pg.mkPen(QColor(color).darker(130)),
-                                                   brush=pg.mkBrush(color), hoverable=True, tip=_tip, name=name)
+            self.series[name] = pg.ScatterPlotItem(
+                symbol=symbol,
+                size=size,
+                pen=pg.mkPen(QColor(color).darker(130)),
+                brush=pg.mkBrush(color),
+                hoverable=True,
+                tip=_tip,
+                name=name,
+            )
             item.addItem(self.series[name])
-        self.deadline_line = pg.InfiniteLine(angle=90, pen=pg.mkPen(BAD, style=Qt.PenStyle.DashLine), label="deadline",
-                                             labelOpts={"position": 0.5, "color": BAD, "rotateAxis": (1, 0)})
-        self.budget_line = pg.InfiniteLine(angle=0, pen=pg.mkPen(BAD, style=Qt.PenStyle.DotLine), label="budget",
-                                           labelOpts={"position": 0.95, "color": BAD})
+        self.deadline_line = pg.InfiniteLine(
+            angle=90,
+            pen=pg.mkPen(BAD, style=Qt.PenStyle.DashLine),
+            label="deadline",
+            labelOpts={"position": 0.5, "color": BAD, "rotateAxis": (1, 0)},
+        )
+        self.budget_line = pg.InfiniteLine(
+            angle=0,
+            pen=pg.mkPen(BAD, style=Qt.PenStyle.DotLine),
+            label="budget",
+            labelOpts={"position": 0.95, "color": BAD},
+        )
         for line in (self.deadline_line, self.budget_line):
             line.setVisible(False)
             item.addItem(line, ignoreBounds=True)
@@ -99,8 +124,10 @@ class CostChart(pg.PlotWidget):
         for name, group in groups.items():
             xs = np.log10(np.array([r.hours for r in group], dtype=float))
             ys = np.array([r.cost_usd for r in group], dtype=float)
-            tips = [f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {r.hours:,.1f} h, ${r.cost_usd:,.2f}"
-                    for r in group]
+            tips = [
+                f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {r.hours:,.1f} h, ${r.cost_usd:,.2f}"
+                for r in group
+            ]
             self.series[name].setData(xs, ys, data=tips)
         names = tuple(name for name, group in groups.items() if group)
         if names != self._legend_names:

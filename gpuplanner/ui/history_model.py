@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
@@ -38,20 +39,43 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("vs plan %", "cost_vs_plan_pct", "Actual cost against the plan's (+ = more expensive than planned)"),
 )
 EXPORT_COLUMNS = tuple(c[1] for c in COLUMNS)
-STATUS_COLORS = {"finished": "#2e9d4f", "failed": "#d64545", "preempted": "#d98a00", "running": "#2f6fde",
-                 "budget_stop": "#d98a00", "early_stop": "#2e9d4f"}
+STATUS_COLORS = {
+    "finished": "#2e9d4f",
+    "failed": "#d64545",
+    "preempted": "#d98a00",
+    "running": "#2f6fde",
+    "budget_stop": "#d98a00",
+    "early_stop": "#2e9d4f",
+}
 
 # Side-by-side comparison: (label, attribute or callable, format)
 COMPARE_METRICS: tuple[tuple[str, str], ...] = (
-    ("Name", "name"), ("Status", "status"), ("Host", "host"), ("GPU", "gpu_type"), ("GPUs", "gpu_count"),
-    ("Pricing", "pricing"), ("$/GPU-hour", "price_usd_per_gpu_hour"), ("Model", "model_name"), ("Hours", "hours"),
-    ("Wall hours", "wall_hours"), ("GPU-hours", "gpu_hours"), ("Avg util %", "avg_util_pct"),
-    ("Effective GPU-hours", "effective_gpu_hours"), ("Cost $", "cost_usd"),
-    ("$ per effective GPU-hour", "cost_per_effective_gpu_hour_usd"), ("$ per sample", "cost_per_sample_usd"),
-    ("$ per 1M tokens", "cost_per_million_tokens_usd"), ("Idle GPU-hours", "idle_gpu_hours"),
-    ("Data wait %", "data_wait_pct"), ("Interruptions", "interruptions"), ("Samples", "samples"),
-    ("Tokens", "tokens"), ("Tokens/s", "tokens_per_s"), ("Peak memory GiB", "peak_mem_gib"),
-    ("Final loss", "final_loss"), ("Simulated GPU", "simulated"),
+    ("Name", "name"),
+    ("Status", "status"),
+    ("Host", "host"),
+    ("GPU", "gpu_type"),
+    ("GPUs", "gpu_count"),
+    ("Pricing", "pricing"),
+    ("$/GPU-hour", "price_usd_per_gpu_hour"),
+    ("Model", "model_name"),
+    ("Hours", "hours"),
+    ("Wall hours", "wall_hours"),
+    ("GPU-hours", "gpu_hours"),
+    ("Avg util %", "avg_util_pct"),
+    ("Effective GPU-hours", "effective_gpu_hours"),
+    ("Cost $", "cost_usd"),
+    ("$ per effective GPU-hour", "cost_per_effective_gpu_hour_usd"),
+    ("$ per sample", "cost_per_sample_usd"),
+    ("$ per 1M tokens", "cost_per_million_tokens_usd"),
+    ("Idle GPU-hours", "idle_gpu_hours"),
+    ("Data wait %", "data_wait_pct"),
+    ("Interruptions", "interruptions"),
+    ("Samples", "samples"),
+    ("Tokens", "tokens"),
+    ("Tokens/s", "tokens_per_s"),
+    ("Peak memory GiB", "peak_mem_gib"),
+    ("Final loss", "final_loss"),
+    ("Simulated GPU", "simulated"),
 )
 
 
@@ -66,9 +90,20 @@ def cost_vs_plan_pct(summary: RunSummary) -> float | None:
 def row_values(summary: RunSummary) -> tuple[Any, ...]:
     """One run as plain values in :data:`EXPORT_COLUMNS` order."""
     gpu = f"{summary.gpu_count} x {summary.gpu_type}" if summary.gpu_type else f"{summary.gpu_count} GPU(s)"
-    return (summary.run_id, summary.started_at, summary.name, summary.host, gpu, summary.model_name, summary.status,
-            summary.hours, summary.cost_usd, summary.avg_util_pct, summary.cost_per_effective_gpu_hour_usd,
-            cost_vs_plan_pct(summary))
+    return (
+        summary.run_id,
+        summary.started_at,
+        summary.name,
+        summary.host,
+        gpu,
+        summary.model_name,
+        summary.status,
+        summary.hours,
+        summary.cost_usd,
+        summary.avg_util_pct,
+        summary.cost_per_effective_gpu_hour_usd,
+        cost_vs_plan_pct(summary),
+    )
 
 
 def export_values(summary: RunSummary) -> tuple[Any, ...]:
@@ -148,7 +183,11 @@ class RunsTableModel(ColumnsTableModel):
         return len(self._summaries)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not (0 <= index.row() < len(self._summaries)) or not (0 <= index.column() < len(COLUMNS)):
+        if (
+            not index.isValid()
+            or not (0 <= index.row() < len(self._summaries))
+            or not (0 <= index.column() < len(COLUMNS))
+        ):
             return None
         value = self._values[index.row()][index.column()]
         if role == Qt.ItemDataRole.DisplayRole:
@@ -193,8 +232,19 @@ class RunsFilterProxy(QSortFilterProxyModel):
             return False
         if not self._text:
             return True
-        haystack = " ".join(str(v) for v in (summary.run_id, summary.name, summary.host, summary.gpu_type,
-                                             summary.model_name, summary.status, summary.pricing) if v is not None)
+        haystack = " ".join(
+            str(v)
+            for v in (
+                summary.run_id,
+                summary.name,
+                summary.host,
+                summary.gpu_type,
+                summary.model_name,
+                summary.status,
+                summary.pricing,
+            )
+            if v is not None
+        )
         return self._text in haystack.lower()
 
     def lessThan(self, left: QModelIndex | QPersistentModelIndex, right: QModelIndex | QPersistentModelIndex) -> bool:
@@ -230,26 +280,44 @@ def run_series(db: Database, run_id: int, points: int = 1500) -> RunSeries:
     rows = db.execute(
         "SELECT node, gpu_index, CAST((t - ?) / ? AS INTEGER) AS b, AVG(t), AVG(util_pct), AVG(mem_used_bytes),"
         " AVG(power_w) FROM gpu_samples WHERE run_id = ? GROUP BY node, gpu_index, b ORDER BY node, gpu_index, b",
-        [t0, bucket, run_id]).fetchall()
+        [t0, bucket, run_id],
+    ).fetchall()
     grouped: dict[str, list[tuple[float, float, float, float]]] = {}
     nodes = {r[0] for r in rows}
     for node, index, _b, t, util, mem, power in rows:
         label = f"GPU {index}" if len(nodes) <= 1 else f"{node}:{index}"
-        grouped.setdefault(label, []).append((t - t0, util if util is not None else math.nan,
-                                              (mem or math.nan) / 1024**3, power if power is not None else math.nan))
+        grouped.setdefault(label, []).append(
+            (
+                t - t0,
+                util if util is not None else math.nan,
+                (mem or math.nan) / 1024**3,
+                power if power is not None else math.nan,
+            )
+        )
     for label, values in grouped.items():
         arr = np.array(values, dtype=float)
         gpu[label] = (arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
     steps = db.execute(
         "SELECT AVG(t), AVG(loss), AVG(tokens_per_s) FROM steps WHERE run_id = ?"
-        " GROUP BY CAST((t - ?) / ? AS INTEGER) ORDER BY 1", [run_id, t0, bucket]).fetchall()
+        " GROUP BY CAST((t - ?) / ? AS INTEGER) ORDER BY 1",
+        [run_id, t0, bucket],
+    ).fetchall()
     if steps:
-        arr = np.array([[s[0] - t0, s[1] if s[1] is not None else math.nan, s[2] if s[2] is not None else math.nan]
-                        for s in steps], dtype=float)
+        arr = np.array(
+            [
+                [s[0] - t0, s[1] if s[1] is not None else math.nan, s[2] if s[2] is not None else math.nan]
+                for s in steps
+            ],
+            dtype=float,
+        )
         step_series = (arr[:, 0], arr[:, 1], arr[:, 2])
     else:
         empty = np.zeros(0)
         step_series = (empty, empty, empty)
-    events = [(t - t0, kind, step) for t, kind, step in db.execute(
-        "SELECT t, kind, step FROM events WHERE run_id = ? ORDER BY seq", [run_id]).fetchall()]
+    events = [
+        (t - t0, kind, step)
+        for t, kind, step in db.execute(
+            "SELECT t, kind, step FROM events WHERE run_id = ? ORDER BY seq", [run_id]
+        ).fetchall()
+    ]
     return RunSeries(t0, gpu, step_series, events)

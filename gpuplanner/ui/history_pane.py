@@ -14,8 +14,9 @@ Signals:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QRunnable, QSize, Qt, QThreadPool, Signal, Slot
@@ -62,8 +63,15 @@ from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.table_view import export_menu_button, sortable_table
 
 STATUSES = ("", "running", "finished", "preempted", "budget_stop", "early_stop", "failed")
-EVENT_PENS = {"checkpoint": "#59a14f", "preempted": "#d64545", "resumed": "#2f6fde", "run_start": "#8a8f98",
-              "run_end": "#8a8f98"}
+EVENT_PENS = {
+    "checkpoint": "#59a14f",
+    "preempted": "#d64545",
+    "resumed": "#2f6fde",
+    "run_start": "#8a8f98",
+    "run_end": "#8a8f98",
+}
+
+
 def with_gaps(t: Any, *ys: Any) -> tuple[Any, ...]:
     """Break lines across gaps (a preemption, a pause): a NaN after every step more than 5x the median
     step, so ``connect="finite"`` draws no straight line over the time nothing was measured."""
@@ -87,8 +95,9 @@ class RunPlots(pg.GraphicsLayoutWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.plots: dict[str, pg.PlotItem] = {}
-        for i, (key, label) in enumerate((("util", "GPU util %"), ("mem", "memory GiB"), ("tokens", "tokens/s"),
-                                          ("loss", "loss"))):
+        for i, (key, label) in enumerate(
+            (("util", "GPU util %"), ("mem", "memory GiB"), ("tokens", "tokens/s"), ("loss", "loss"))
+        ):
             plot = self.addPlot(row=i // 2, col=i % 2, title=label)
             plot.setDownsampling(auto=True, mode="peak")
             plot.setClipToView(True)
@@ -238,7 +247,8 @@ class HistoryPane(QWidget):
         self.delete_button.clicked.connect(self._on_delete_clicked)
         self.export_button = export_menu_button(
             (("Runs as CSV…", "csv"), ("Runs as Markdown…", "markdown"), ("PDF report…", "pdf")),
-            self._on_export_triggered)
+            self._on_export_triggered,
+        )
         bar = QHBoxLayout()
         bar.addWidget(self.filter_edit, 2)
         bar.addWidget(self.status_combo)
@@ -249,12 +259,14 @@ class HistoryPane(QWidget):
         self.model = RunsTableModel(self)
         self.proxy = RunsFilterProxy(self)
         self.proxy.setSourceModel(self.model)
-        self.table = sortable_table(self.proxy, 1, Qt.SortOrder.DescendingOrder,
-                                    QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table = sortable_table(
+            self.proxy, 1, Qt.SortOrder.DescendingOrder, QAbstractItemView.SelectionMode.ExtendedSelection
+        )
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(COLUMNS.index(next(c for c in COLUMNS if c[1] == "name")),
-                                    QHeaderView.ResizeMode.Stretch)  # the free width goes to the name
+        header.setSectionResizeMode(
+            COLUMNS.index(next(c for c in COLUMNS if c[1] == "name")), QHeaderView.ResizeMode.Stretch
+        )  # the free width goes to the name
         self.table.setAccessibleName("Runs")
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.empty_label = QLabel("Loading the run history…")
@@ -413,8 +425,9 @@ class HistoryPane(QWidget):
         for at, kind, step in series.events:
             row = self.events_table.rowCount()
             self.events_table.insertRow(row)
-            for col, text in enumerate((format_time(series.t0 + at), f"{at / 60.0:,.1f}", kind,
-                                        "" if step is None else str(step))):
+            for col, text in enumerate(
+                (format_time(series.t0 + at), f"{at / 60.0:,.1f}", kind, "" if step is None else str(step))
+            ):
                 self.events_table.setItem(row, col, QTableWidgetItem(text))
         self.seriesShown.emit(run_id)
 
@@ -422,30 +435,49 @@ class HistoryPane(QWidget):
     def summary_html(s: RunSummary) -> str:
         def row(label: str, value: Any) -> str:
             return f"<tr><td style='padding-right:14px;color:gray'>{label}</td><td>{value}</td></tr>"
+
         title = f"Run {s.run_id}" + (f": {s.name}" if s.name else "")
         sim = " <i>(simulated GPU telemetry)</i>" if s.simulated else ""
-        left = [("Status", s.status), ("Host", s.host or "–"), ("GPU", f"{s.gpu_count} x {s.gpu_type or '?'}"),
-                ("Model", s.model_name or "–"), ("Started", format_time(s.started_at)),
-                ("Hours (held)", format_value(s.hours)), ("GPU-hours", format_value(s.gpu_hours)),
-                ("Interruptions", f"{s.interruptions} ({format_value(s.interruption_hours)} h lost)")]
-        right = [("Cost", f"${format_value(s.cost_usd)}"), ("Avg utilisation", f"{format_value(s.avg_util_pct)} %"),
-                 ("$ per effective GPU-hour", format_value(s.cost_per_effective_gpu_hour_usd)),
-                 ("$ per sample", format_value(s.cost_per_sample_usd)),
-                 ("$ per 1M tokens", format_value(s.cost_per_million_tokens_usd)),
-                 ("Tokens/s (median)", format_value(s.tokens_per_s)), ("Data wait", f"{format_value(s.data_wait_pct)} %"),
-                 ("Final loss", format_value(s.final_loss))]
-        html = [f"<h3>{title}{sim}</h3><table><tr><td valign='top'><table>",
-                *(row(k, v) for k, v in left), "</table></td><td valign='top' style='padding-left:30px'><table>",
-                *(row(k, v) for k, v in right), "</table></td></tr></table>"]
+        left = [
+            ("Status", s.status),
+            ("Host", s.host or "–"),
+            ("GPU", f"{s.gpu_count} x {s.gpu_type or '?'}"),
+            ("Model", s.model_name or "–"),
+            ("Started", format_time(s.started_at)),
+            ("Hours (held)", format_value(s.hours)),
+            ("GPU-hours", format_value(s.gpu_hours)),
+            ("Interruptions", f"{s.interruptions} ({format_value(s.interruption_hours)} h lost)"),
+        ]
+        right = [
+            ("Cost", f"${format_value(s.cost_usd)}"),
+            ("Avg utilisation", f"{format_value(s.avg_util_pct)} %"),
+            ("$ per effective GPU-hour", format_value(s.cost_per_effective_gpu_hour_usd)),
+            ("$ per sample", format_value(s.cost_per_sample_usd)),
+            ("$ per 1M tokens", format_value(s.cost_per_million_tokens_usd)),
+            ("Tokens/s (median)", format_value(s.tokens_per_s)),
+            ("Data wait", f"{format_value(s.data_wait_pct)} %"),
+            ("Final loss", format_value(s.final_loss)),
+        ]
+        html = [
+            f"<h3>{title}{sim}</h3><table><tr><td valign='top'><table>",
+            *(row(k, v) for k, v in left),
+            "</table></td><td valign='top' style='padding-left:30px'><table>",
+            *(row(k, v) for k, v in right),
+            "</table></td></tr></table>",
+        ]
         if s.planned:
-            html.append("<h4>Planned against actual</h4><table><tr><th align='left'>metric</th>"
-                        "<th align='right'>planned</th><th align='right'>actual</th><th align='right'>diff</th></tr>")
+            html.append(
+                "<h4>Planned against actual</h4><table><tr><th align='left'>metric</th>"
+                "<th align='right'>planned</th><th align='right'>actual</th><th align='right'>diff</th></tr>"
+            )
             for key, cell in s.planned.items():
                 if isinstance(cell, dict):
                     diff = cell.get("diff_pct")
-                    html.append(f"<tr><td>{key}</td><td align='right'>{format_value(cell.get('planned'))}</td>"
-                                f"<td align='right'>{format_value(cell.get('actual'))}</td>"
-                                f"<td align='right'>{'' if diff is None else f'{diff:+.1f}%'}</td></tr>")
+                    html.append(
+                        f"<tr><td>{key}</td><td align='right'>{format_value(cell.get('planned'))}</td>"
+                        f"<td align='right'>{format_value(cell.get('actual'))}</td>"
+                        f"<td align='right'>{'' if diff is None else f'{diff:+.1f}%'}</td></tr>"
+                    )
             html.append("</table>")
         if s.alerts:
             html.append("<h4>Alerts</h4><ul>" + "".join(f"<li>{a.get('message', a)}</li>" for a in s.alerts) + "</ul>")
@@ -492,11 +524,14 @@ class HistoryPane(QWidget):
         if not ids:
             QMessageBox.information(self, "Delete runs", "Select the runs to delete first.")
             return
-        answer = QMessageBox.question(self, "Delete runs",
-                                      f"Delete {len(ids)} run(s) ({', '.join(f'#{i}' for i in ids)}) and all their "
-                                      "telemetry? This cannot be undone.",
-                                      QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-                                      QMessageBox.StandardButton.No)
+        answer = QMessageBox.question(
+            self,
+            "Delete runs",
+            f"Delete {len(ids)} run(s) ({', '.join(f'#{i}' for i in ids)}) and all their "
+            "telemetry? This cannot be undone.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
         if answer == QMessageBox.StandardButton.Yes:
             self.delete_runs(ids)
 
@@ -555,13 +590,22 @@ class HistoryPane(QWidget):
         elif len(ids) == 1:
             summary = self._summary(ids[0])
             if summary is not None:
-                report.text(f"Run {summary.run_id}: {summary.status}, {format_value(summary.hours)} h, "
-                            f"${format_value(summary.cost_usd)}, {format_value(summary.avg_util_pct)} % average "
-                            "utilisation", bold=True)
+                report.text(
+                    f"Run {summary.run_id}: {summary.status}, {format_value(summary.hours)} h, "
+                    f"${format_value(summary.cost_usd)}, {format_value(summary.avg_util_pct)} % average "
+                    "utilisation",
+                    bold=True,
+                )
                 image = self.plots.grab().toImage()
                 if not image.isNull() and image.width() > 10:
-                    report.image(image.scaled(QSize(1400, 800), Qt.AspectRatioMode.KeepAspectRatio,
-                                              Qt.TransformationMode.SmoothTransformation), 110)
+                    report.image(
+                        image.scaled(
+                            QSize(1400, 800),
+                            Qt.AspectRatioMode.KeepAspectRatio,
+                            Qt.TransformationMode.SmoothTransformation,
+                        ),
+                        110,
+                    )
         return report
 
     def export_pdf(self, path: str | Path) -> None:

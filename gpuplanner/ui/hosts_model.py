@@ -76,15 +76,23 @@ class HostsTableModel(QAbstractTableModel):
             self._changed(host.name)
 
     # -- Qt model API ---------------------------------------------------------------------------
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(self._hosts)
+    def rowCount(self, parent: _Index | None = None) -> int:  # noqa: N802
+        return 0 if parent is not None and parent.isValid() else len(self._hosts)
 
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(COLUMNS)
+    def columnCount(self, parent: _Index | None = None) -> int:  # noqa: N802
+        return 0 if parent is not None and parent.isValid() else len(COLUMNS)
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal and 0 <= section < len(COLUMNS):
+    def headerData(
+        self,
+        section: int,
+        orientation: Qt.Orientation,  # noqa: N802
+        role: int = Qt.ItemDataRole.DisplayRole,
+    ) -> Any:
+        if (
+            role == Qt.ItemDataRole.DisplayRole
+            and orientation == Qt.Orientation.Horizontal
+            and 0 <= section < len(COLUMNS)
+        ):
             return COLUMNS[section]
         return None
 

@@ -10,13 +10,29 @@ from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import Slot
-from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QDialog, QDialogButtonBox,
-                               QDoubleSpinBox, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-                               QProgressBar, QPushButton, QSpinBox, QTableView, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gpuplanner.ui.hosts_model import HostsTableModel
-from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
+from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
 
@@ -74,11 +90,16 @@ class HostDialog(QDialog):
         if self.host is not None and self.host.kind == "local":
             return replace(self.host, price_usd_per_gpu_hour=price, pricing=self.pricing_combo.currentText())
         base = self.host or Host(name=self.name_edit.text().strip(), kind="ssh")
-        return replace(base, hostname=self.hostname_edit.text().strip() or None, port=self.port_spin.value(),
-                       user=self.user_edit.text().strip() or None,
-                       identity_file=self.identity_edit.text().strip() or None,
-                       proxy_jump=self.jump_edit.text().strip() or None, price_usd_per_gpu_hour=price,
-                       pricing=self.pricing_combo.currentText())
+        return replace(
+            base,
+            hostname=self.hostname_edit.text().strip() or None,
+            port=self.port_spin.value(),
+            user=self.user_edit.text().strip() or None,
+            identity_file=self.identity_edit.text().strip() or None,
+            proxy_jump=self.jump_edit.text().strip() or None,
+            price_usd_per_gpu_hour=price,
+            pricing=self.pricing_combo.currentText(),
+        )
 
     def accept(self) -> None:
         if not self.name_edit.text().strip():
@@ -109,8 +130,14 @@ class HostsPane(QWidget):
         self.probe_button = QPushButton("Probe")
         self.probe_button.setToolTip("Connect, upload the trainer if needed, and report GPUs, driver, CUDA and torch")
         self.probe_all_button = QPushButton("Probe all")
-        for b in (self.add_button, self.edit_button, self.remove_button, self.import_button, self.probe_button,
-                  self.probe_all_button):
+        for b in (
+            self.add_button,
+            self.edit_button,
+            self.remove_button,
+            self.import_button,
+            self.probe_button,
+            self.probe_all_button,
+        ):
             bar.addWidget(b)
         bar.addStretch(1)
         self.busy = QProgressBar()
@@ -243,8 +270,11 @@ class HostsPane(QWidget):
             except HostError:
                 continue
         self.reload()
-        self._say(f"Imported {len(added)} host(s) from ~/.ssh/config: {', '.join(added)}" if added
-                  else "No new hosts in ~/.ssh/config.")
+        self._say(
+            f"Imported {len(added)} host(s) from ~/.ssh/config: {', '.join(added)}"
+            if added
+            else "No new hosts in ~/.ssh/config."
+        )
 
     # -- probing --------------------------------------------------------------------------------
     @property
@@ -278,8 +308,11 @@ class HostsPane(QWidget):
         self.model.set_probing(name, True)
         self.busy.setVisible(True)
         self._say(f"Probing {name}…")
-        self.controller.submit(lambda m: m.probe(name), lambda result: self._on_probed(name, result),
-                               lambda exc: self._on_probe_failed(name, exc))
+        self.controller.submit(
+            lambda m: m.probe(name),
+            lambda result: self._on_probed(name, result),
+            lambda exc: self._on_probe_failed(name, exc),
+        )
 
     def _done(self, name: str) -> None:
         self._in_flight -= 1
@@ -296,8 +329,10 @@ class HostsPane(QWidget):
         if result.get("ok"):
             self._say(f"{name}: {len(result.get('gpus') or [])} GPU(s), torch {result.get('torch')}.")
         else:
-            self._say(f"{name} answered, but: {result.get('error') or 'missing ' + ', '.join(result.get('missing') or [])}",
-                      error=True)
+            self._say(
+                f"{name} answered, but: {result.get('error') or 'missing ' + ', '.join(result.get('missing') or [])}",
+                error=True,
+            )
 
     def _on_probe_failed(self, name: str, exc: Exception) -> None:
         from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
@@ -325,4 +360,3 @@ class HostsPane(QWidget):
         if self._controller is not None:
             self._controller.shutdown(stop_runs=False)
             self._controller = None
-

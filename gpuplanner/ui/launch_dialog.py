@@ -13,9 +13,25 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog,
-                               QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget,
-                               QListWidgetItem, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gpuplanner.resources import resources_dir
 
@@ -112,9 +128,13 @@ class LaunchDialog(QDialog):
 
     MEASURE = 2
 
-    def __init__(self, hosts: list[tuple[str, str, float | None]], settings: dict[str, Any] | None = None,
-                 parent: QWidget | None = None,
-                 on_measure: Callable[[LaunchRequest, LaunchDialog], None] | None = None) -> None:
+    def __init__(
+        self,
+        hosts: list[tuple[str, str, float | None]],
+        settings: dict[str, Any] | None = None,
+        parent: QWidget | None = None,
+        on_measure: Callable[[LaunchRequest, LaunchDialog], None] | None = None,
+    ) -> None:
         super().__init__(parent)
         self._on_measure = on_measure
         settings = dict(settings or {})
@@ -164,8 +184,10 @@ class LaunchDialog(QDialog):
         self.method_combo = QComboBox()
         self.method_combo.addItems(METHODS)
         self.method_combo.setCurrentText(str(settings.get("method") or "full"))
-        self.method_combo.setToolTip("full: every weight trains; LoRA: only low-rank adapters train "
-                                     "(QLoRA runs as LoRA here: the trainer loads weights in 16 bits)")
+        self.method_combo.setToolTip(
+            "full: every weight trains; LoRA: only low-rank adapters train "
+            "(QLoRA runs as LoRA here: the trainer loads weights in 16 bits)"
+        )
         self.lora_spin = _spin(0, 1024, int(settings.get("lora_rank") or 16), "LoRA adapter rank")
         form.addRow("Model:", self.model_edit)
         form.addRow("Model config:", self.model_config_edit)
@@ -187,12 +209,19 @@ class LaunchDialog(QDialog):
         self.gc_combo.setCurrentText(str(settings.get("grad_checkpointing") or "none"))
         self.gc_combo.setToolTip("Recompute activations in the backward pass to save memory (about a third slower)")
         self.epochs_spin = _spin(1, 10_000, int(settings.get("epochs") or 1), "passes over the data")
-        self.steps_spin = _spin(0, 100_000_000, int(settings.get("max_steps") or 0),
-                                "optimizer steps; 0: run the epochs")
+        self.steps_spin = _spin(
+            0, 100_000_000, int(settings.get("max_steps") or 0), "optimizer steps; 0: run the epochs"
+        )
         self.steps_spin.setSpecialValueText("use epochs")
         self.ckpt_spin = QDoubleSpinBox()
         self.ckpt_spin.setRange(0.0, 1440.0)
-        self.ckpt_spin.setValue(float(settings.get("checkpoint_every_minutes") if settings.get("checkpoint_every_minutes") is not None else 10.0))
+        self.ckpt_spin.setValue(
+            float(
+                settings.get("checkpoint_every_minutes")
+                if settings.get("checkpoint_every_minutes") is not None
+                else 10.0
+            )
+        )
         self.ckpt_spin.setSuffix(" min")
         self.ckpt_spin.setToolTip("time-based checkpoints: the safety net on spot hosts")
         form.addRow("Precision:", self.precision_combo)
@@ -213,8 +242,11 @@ class LaunchDialog(QDialog):
         self.price_label = QLabel()
         self.price_label.setWordWrap(True)
         self.price_label.setToolTip("Spend is the host's price x GPUs x time; set the price in the Hosts pane")
-        self.budget_spin = _money(float(settings.get("budget_usd") or 0.0),
-                                  "the trainer checkpoints and stops (budget_stop) at this spend", "no budget")
+        self.budget_spin = _money(
+            float(settings.get("budget_usd") or 0.0),
+            "the trainer checkpoints and stops (budget_stop) at this spend",
+            "no budget",
+        )
         self.auto_resume_check = QCheckBox("Resume automatically after a preemption")
         self.auto_resume_check.setChecked(bool(settings.get("spot")))
         self.max_restarts_spin = _spin(0, 100, int(settings.get("max_restarts") or 3), "restarts before giving up")
@@ -225,8 +257,9 @@ class LaunchDialog(QDialog):
             item = QListWidgetItem(label)
             item.setData(Qt.ItemDataRole.UserRole, name)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            item.setCheckState(Qt.CheckState.Checked if name in (settings.get("fallback_hosts") or [])
-                               else Qt.CheckState.Unchecked)
+            item.setCheckState(
+                Qt.CheckState.Checked if name in (settings.get("fallback_hosts") or []) else Qt.CheckState.Unchecked
+            )
             self.fallback_list.addItem(item)
         form.addRow("Price per GPU-hour:", self.price_label)
         form.addRow("Budget:", self.budget_spin)
@@ -247,9 +280,11 @@ class LaunchDialog(QDialog):
         self.launch_button = self.buttons.addButton("Launch", QDialogButtonBox.ButtonRole.AcceptRole)
         self.launch_button.setDefault(True)
         self.measure_button = self.buttons.addButton("Measure speed", QDialogButtonBox.ButtonRole.ActionRole)
-        self.measure_button.setToolTip("Run a short benchmark of these settings on the host (trainer bench: "
-                                       "a few dozen steps, no run is started) and record the measured speed "
-                                       "for the Plan pane")
+        self.measure_button.setToolTip(
+            "Run a short benchmark of these settings on the host (trainer bench: "
+            "a few dozen steps, no run is started) and record the measured speed "
+            "for the Plan pane"
+        )
         self.measure_button.clicked.connect(self.measure)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
@@ -301,9 +336,11 @@ class LaunchDialog(QDialog):
             "budget_usd": self.budget_spin.value() or None,
             "auto_resume": self.auto_resume_check.isChecked(),
             "max_restarts": self.max_restarts_spin.value(),
-            "fallback_hosts": [self.fallback_list.item(i).data(Qt.ItemDataRole.UserRole)
-                               for i in range(self.fallback_list.count())
-                               if self.fallback_list.item(i).checkState() == Qt.CheckState.Checked],
+            "fallback_hosts": [
+                self.fallback_list.item(i).data(Qt.ItemDataRole.UserRole)
+                for i in range(self.fallback_list.count())
+                if self.fallback_list.item(i).checkState() == Qt.CheckState.Checked
+            ],
         }
 
     def validate(self) -> str | None:
@@ -340,8 +377,11 @@ class LaunchDialog(QDialog):
             self.done(self.MEASURE)
             return
         self.measure_button.setEnabled(False)
-        self.show_measurement(f"Measuring the speed on {self.host_combo.currentData()} (trainer bench, about a "
-                              "minute)…", error=False, done=False)
+        self.show_measurement(
+            f"Measuring the speed on {self.host_combo.currentData()} (trainer bench, about a minute)…",
+            error=False,
+            done=False,
+        )
         self._on_measure(self.request(), self)
 
     def show_measurement(self, text: str, error: bool, done: bool = True) -> None:
@@ -355,8 +395,15 @@ class LaunchDialog(QDialog):
     def request(self) -> LaunchRequest:
         v = self.values()
         return LaunchRequest(
-            host_name=v["host"], trainer_args=trainer_args(v), name=v["name"], plan_id=self.settings.get("plan_id"),
-            gpus=v["gpus"], auto_resume=v["auto_resume"],
-            fallback_hosts=[h for h in v["fallback_hosts"] if h != v["host"]], max_restarts=v["max_restarts"],
-            budget_usd=v["budget_usd"], price_per_gpu_hour=v["price_per_gpu_hour"],
-            planned_cost_usd=self.settings.get("planned_cost_usd"))
+            host_name=v["host"],
+            trainer_args=trainer_args(v),
+            name=v["name"],
+            plan_id=self.settings.get("plan_id"),
+            gpus=v["gpus"],
+            auto_resume=v["auto_resume"],
+            fallback_hosts=[h for h in v["fallback_hosts"] if h != v["host"]],
+            max_restarts=v["max_restarts"],
+            budget_usd=v["budget_usd"],
+            price_per_gpu_hour=v["price_per_gpu_hour"],
+            planned_cost_usd=self.settings.get("planned_cost_usd"),
+        )

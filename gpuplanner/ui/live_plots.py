@@ -60,8 +60,14 @@ class ElapsedAxis(pg.AxisItem):
         the same axis line, ticks and labels as pyqtgraph's AxisItem draws for one tick level, without
         building the draw specs and a QPicture for each frame (~1 ms per axis per frame). Otherwise
         (the still full-history range, other orientations) pyqtgraph's paint, from its cached picture."""
-        if not self.scrolling or self.orientation != "bottom" or self._tickLevels is not None \
-                or not self.style["showValues"] or self.logMode or self.grid is not False:
+        if (
+            not self.scrolling
+            or self.orientation != "bottom"
+            or self._tickLevels is not None
+            or not self.style["showValues"]
+            or self.logMode
+            or self.grid is not False
+        ):
             super().paint(p, opt, widget)
             return
         bounds = self.mapRectFromParent(self.geometry())
@@ -333,8 +339,9 @@ class _EventLabels(pg.GraphicsObject):
             left = max(rect.left(), min(left, rect.right() - width))
             right = left + width
             row = 0
-            while row < len(rows) and any(left < b + self.SPACING_PX and a < right + self.SPACING_PX
-                                          for a, b in rows[row]):
+            while row < len(rows) and any(
+                left < b + self.SPACING_PX and a < right + self.SPACING_PX for a, b in rows[row]
+            ):
                 row += 1
             if row == len(rows):
                 rows.append([])
@@ -437,8 +444,16 @@ class _PlotLines(pg.GraphicsObject):
     def boundingRect(self) -> QRectF:  # noqa: N802 (Qt naming)
         if not self._bounds_valid:
             shown = [b for owner, (_, _, b) in self._lines.items() if owner not in self._hidden]
-            self._bounds = None if not shown else (min(b[0] for b in shown), max(b[1] for b in shown),
-                                                   min(b[2] for b in shown), max(b[3] for b in shown))
+            self._bounds = (
+                None
+                if not shown
+                else (
+                    min(b[0] for b in shown),
+                    max(b[1] for b in shown),
+                    min(b[2] for b in shown),
+                    max(b[3] for b in shown),
+                )
+            )
             self._bounds_valid = True
             self._changing = False
         if self._bounds is None:
@@ -500,11 +515,11 @@ class _Line:
         else:
             parts = []
             if head:
-                parts.append((x[:head + 1], y[:head + 1]))  # the head, joined to the body's first point
+                parts.append((x[: head + 1], y[: head + 1]))  # the head, joined to the body's first point
             if settled < len(x):
                 if parts:  # a gap between the head and the tail pieces
-                    parts.append((x[settled - 1:settled], np.array([np.nan])))
-                parts.append((x[settled - 1:], y[settled - 1:]))  # the body's last point, then the tail
+                    parts.append((x[settled - 1 : settled], np.array([np.nan])))
+                parts.append((x[settled - 1 :], y[settled - 1 :]))  # the body's last point, then the tail
             lx = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
             ly = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
         self.live.set_points(owner, self.pen, lx, ly)
@@ -574,8 +589,14 @@ def _pen(color: str, *, dashed: bool = False, width: float = 1.0):
 class LivePlots(QWidget):
     """Six linked plots fed from a :class:`RunTelemetry` by :meth:`redraw`."""
 
-    PLOTS = (("util", "GPU utilisation (%)"), ("mem", "GPU memory (GiB)"), ("power", "Power (W)"),
-             ("tokens", "Tokens/s"), ("loss", "Loss"), ("spend", "Spend (USD)"))
+    PLOTS = (
+        ("util", "GPU utilisation (%)"),
+        ("mem", "GPU memory (GiB)"),
+        ("power", "Power (W)"),
+        ("tokens", "Tokens/s"),
+        ("loss", "Loss"),
+        ("spend", "Spend (USD)"),
+    )
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -599,8 +620,9 @@ class LivePlots(QWidget):
         self.plots: dict[str, pg.PlotItem] = {}
         self._grids: list[_TimeGrid] = []
         for i, (key, title) in enumerate(self.PLOTS):
-            plot = self.graphics.addPlot(row=i // 2, col=i % 2, title=title,
-                                         axisItems={"bottom": ElapsedAxis(orientation="bottom")})
+            plot = self.graphics.addPlot(
+                row=i // 2, col=i % 2, title=title, axisItems={"bottom": ElapsedAxis(orientation="bottom")}
+            )
             plot.showGrid(x=False, y=True, alpha=0.2)
             self._grids.append(_TimeGrid(plot.getViewBox()))
             plot.setMenuEnabled(False)
@@ -620,29 +642,43 @@ class LivePlots(QWidget):
                 plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
             self.plots[key] = plot
         self.plots["util"].setYRange(0, 100)
-        self.plots["util"].addLegend(offset=(-5, -5), labelTextSize="7pt", colCount=5, brush=(255, 255, 255, 210),
-                                     horSpacing=8)
+        self.plots["util"].addLegend(
+            offset=(-5, -5), labelTextSize="7pt", colCount=5, brush=(255, 255, 255, 210), horSpacing=8
+        )
         self.plots["util"].legend.setZValue(5)  # over the marker lines
         self.marker_lines = {key: _MarkerLines(plot.getViewBox()) for key, plot in self.plots.items()}
         self.event_labels = _EventLabels(self.plots["util"].getViewBox())
         self._titles: dict[str, str] = {}
         self.gpu_curves: dict[tuple[str, int], dict[str, _Line]] = {}
-        self.capacity_line = pg.InfiniteLine(angle=0, pen=_pen("#d62728", dashed=True), movable=False,
-                                             label="capacity {value:.1f} GiB",
-                                             labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 0), (0, 0)]})
+        self.capacity_line = pg.InfiniteLine(
+            angle=0,
+            pen=_pen("#d62728", dashed=True),
+            movable=False,
+            label="capacity {value:.1f} GiB",
+            labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 0), (0, 0)]},
+        )
         self.capacity_line.setVisible(False)
         self.plots["mem"].addItem(self.capacity_line, ignoreBounds=True)
         self.tokens_curve = _Line(self.plots["tokens"], _pen("#1f77b4"))
         self.loss_curve = _Line(self.plots["loss"], _pen("#1f77b4"))
-        self.eval_curve = self.plots["loss"].plot(pen=None, symbol="o", symbolSize=5, symbolBrush="#ff7f0e",
-                                                  symbolPen=None)
+        self.eval_curve = self.plots["loss"].plot(
+            pen=None, symbol="o", symbolSize=5, symbolBrush="#ff7f0e", symbolPen=None
+        )
         self.spend_curve = _Line(self.plots["spend"], _pen("#2ca02c"))
-        self.budget_line = pg.InfiniteLine(angle=0, pen=_pen("#d62728", dashed=True), movable=False,
-                                           label="budget ${value:,.2f}",
-                                           labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 0), (0, 0)]})
-        self.plan_line = pg.InfiniteLine(angle=0, pen=_pen("#7f7f7f", dashed=True), movable=False,
-                                         label="plan ${value:,.2f}",
-                                         labelOpts={"position": 0.95, "color": "#555555", "anchors": [(1, 1), (1, 1)]})
+        self.budget_line = pg.InfiniteLine(
+            angle=0,
+            pen=_pen("#d62728", dashed=True),
+            movable=False,
+            label="budget ${value:,.2f}",
+            labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 0), (0, 0)]},
+        )
+        self.plan_line = pg.InfiniteLine(
+            angle=0,
+            pen=_pen("#7f7f7f", dashed=True),
+            movable=False,
+            label="plan ${value:,.2f}",
+            labelOpts={"position": 0.95, "color": "#555555", "anchors": [(1, 1), (1, 1)]},
+        )
         for line in (self.budget_line, self.plan_line):
             line.setVisible(False)
             self.plots["spend"].addItem(line, ignoreBounds=True)
@@ -691,7 +727,9 @@ class LivePlots(QWidget):
     def _set_titles(self, tel: RunTelemetry) -> None:
         sim = " (sim.)" if tel.simulated else ""  # the pane's badge says SIMULATED in full
         titles = {key: title for key, title in self.PLOTS}
-        titles["util"] = "GPU utilisation (% time a kernel ran)" + ("; dashed: SM active" if tel.sm_reported else "") + sim
+        titles["util"] = (
+            "GPU utilisation (% time a kernel ran)" + ("; dashed: SM active" if tel.sm_reported else "") + sim
+        )
         titles["mem"] = "GPU memory used vs capacity (GiB)" + sim
         titles["power"] = "Power (W)" + sim
         if not tel.price_per_gpu_hour and not tel.budget_usd and not (tel.spend_usd() or 0):
@@ -721,8 +759,9 @@ class LivePlots(QWidget):
         curves = self._curves_for(key)
         if "sm" not in curves:
             color = GPU_COLORS[(list(self.gpu_curves).index(key)) % len(GPU_COLORS)]
-            curves["sm"] = _Line(self.plots["util"], _pen(color, dashed=True),
-                                 name="SM active" if key == min(self.gpu_curves) else None)
+            curves["sm"] = _Line(
+                self.plots["util"], _pen(color, dashed=True), name="SM active" if key == min(self.gpu_curves) else None
+            )
         return curves["sm"]
 
     def _window(self, tel: RunTelemetry) -> tuple[float, float, float]:
@@ -883,8 +922,10 @@ class LivePlots(QWidget):
 
     def curve_lengths(self) -> dict[str, int]:
         """Points drawn by each curve family (for tests and diagnostics)."""
-        out = {name: len(line.points()[0]) for name, line in
-               (("tokens", self.tokens_curve), ("loss", self.loss_curve), ("spend", self.spend_curve))}
+        out = {
+            name: len(line.points()[0])
+            for name, line in (("tokens", self.tokens_curve), ("loss", self.loss_curve), ("spend", self.spend_curve))
+        }
         for key, curves in self.gpu_curves.items():
             out[f"gpu{key[1]}"] = len(curves["util"].points()[0])
         return out
@@ -900,16 +941,27 @@ def synthetic_telemetry(gpus: int = 8, samples: int = 86_400, *, seed: int = 0) 
 
     for i in range(gpus):
         util = np.clip(85 + 10 * np.sin(x / 900 + i) + rng.normal(0, 4, samples), 0, 100)
-        rows = np.column_stack([x, util, np.full(samples, np.nan), 60 + 8 * np.sin(x / 3000 + i),
-                                np.full(samples, 80.0), 300 + 3 * util])
+        rows = np.column_stack(
+            [x, util, np.full(samples, np.nan), 60 + 8 * np.sin(x / 3000 + i), np.full(samples, 80.0), 300 + 3 * util]
+        )
         buf = RingBuffer(GPU_COLUMNS, samples, initial=samples)
         buf.extend(rows)
         tel.gpus[("", i)] = buf
     n_steps = samples // 2
     sx = x[::2][:n_steps]
-    tel.steps.extend(np.column_stack([sx, np.arange(n_steps), 3.0 * np.exp(-sx / 30000) + 1 + rng.normal(0, .05, n_steps),
-                                      5e4 + rng.normal(0, 2e3, n_steps), sx / 3600 * 8 * 2.5,
-                                      np.full(n_steps, 2.0), np.full(n_steps, 0.05)]))
+    tel.steps.extend(
+        np.column_stack(
+            [
+                sx,
+                np.arange(n_steps),
+                3.0 * np.exp(-sx / 30000) + 1 + rng.normal(0, 0.05, n_steps),
+                5e4 + rng.normal(0, 2e3, n_steps),
+                sx / 3600 * 8 * 2.5,
+                np.full(n_steps, 2.0),
+                np.full(n_steps, 0.05),
+            ]
+        )
+    )
     tel.steps_total = n_steps * 2
     tel.budget_usd, tel.planned_cost_usd = 500.0, 450.0
     tel.version += 1

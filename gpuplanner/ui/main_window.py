@@ -22,11 +22,11 @@ from PySide6.QtCore import QByteArray, QSettings, QSize, QTimer, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QPaintEvent
 from PySide6.QtWidgets import (
     QApplication,
+    QHBoxLayout,
     QListWidget,
     QListWidgetItem,
     QMainWindow,
     QMessageBox,
-    QHBoxLayout,
     QStackedWidget,
     QStyle,
     QWidget,
@@ -41,13 +41,21 @@ from gpuplanner.ui.services import AppServices
 ORGANIZATION = "GPU Planner"
 APPLICATION = "gpuplanner"
 PLACES = ("Plan", "Hosts", "Runs", "History")
-PLACE_ICONS = (QStyle.StandardPixmap.SP_FileDialogDetailedView, QStyle.StandardPixmap.SP_DriveNetIcon,
-               QStyle.StandardPixmap.SP_MediaPlay, QStyle.StandardPixmap.SP_FileDialogContentsView)
+PLACE_ICONS = (
+    QStyle.StandardPixmap.SP_FileDialogDetailedView,
+    QStyle.StandardPixmap.SP_DriveNetIcon,
+    QStyle.StandardPixmap.SP_MediaPlay,
+    QStyle.StandardPixmap.SP_FileDialogContentsView,
+)
 
 
-FALLBACK_KEYS = {QKeySequence.StandardKey.Save: "Ctrl+S", QKeySequence.StandardKey.Open: "Ctrl+O",
-                 QKeySequence.StandardKey.Print: "Ctrl+P", QKeySequence.StandardKey.Quit: "Ctrl+Q",
-                 QKeySequence.StandardKey.Refresh: "F5"}
+FALLBACK_KEYS = {
+    QKeySequence.StandardKey.Save: "Ctrl+S",
+    QKeySequence.StandardKey.Open: "Ctrl+O",
+    QKeySequence.StandardKey.Print: "Ctrl+P",
+    QKeySequence.StandardKey.Quit: "Ctrl+Q",
+    QKeySequence.StandardKey.Refresh: "F5",
+}
 
 
 def app_settings() -> QSettings:
@@ -98,8 +106,9 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ menus
 
-    def _action(self, text: str, slot: Any, shortcut: QKeySequence.StandardKey | str | None = None,
-                tip: str = "") -> QAction:
+    def _action(
+        self, text: str, slot: Any, shortcut: QKeySequence.StandardKey | str | None = None, tip: str = ""
+    ) -> QAction:
         action = QAction(text, self)
         if isinstance(shortcut, QKeySequence.StandardKey):
             bindings = QKeySequence.keyBindings(shortcut)  # the platform's own keys, where it has them
@@ -115,10 +124,12 @@ class MainWindow(QMainWindow):
     def _build_menus(self) -> None:
         bar = self.menuBar()
         file_menu = bar.addMenu("&File")
-        self.save_action = self._action("&Save plan…", self._on_save_plan, QKeySequence.StandardKey.Save,
-                                        "Store the current plan in the history")
-        self.open_action = self._action("&Open plan…", self._on_open_plan, QKeySequence.StandardKey.Open,
-                                        "Reopen a saved plan")
+        self.save_action = self._action(
+            "&Save plan…", self._on_save_plan, QKeySequence.StandardKey.Save, "Store the current plan in the history"
+        )
+        self.open_action = self._action(
+            "&Open plan…", self._on_open_plan, QKeySequence.StandardKey.Open, "Reopen a saved plan"
+        )
         file_menu.addAction(self.save_action)
         file_menu.addAction(self.open_action)
         export = file_menu.addMenu("&Export plan")
@@ -145,14 +156,21 @@ class MainWindow(QMainWindow):
             view.addAction(action)
             self.place_actions.append(action)
         view.addSeparator()
-        self.refresh_action = self._action("&Refresh history", self._on_refresh_history, QKeySequence.StandardKey.Refresh)
+        self.refresh_action = self._action(
+            "&Refresh history", self._on_refresh_history, QKeySequence.StandardKey.Refresh
+        )
         view.addAction(self.refresh_action)
 
         run = bar.addMenu("&Run")
-        self.launch_action = self._action("&Launch this plan…", self._on_launch_plan, "Ctrl+L",
-                                          "Open the launch dialog with the plan's settings")
-        self.demo_action = self._action("Try a &demo run", self._on_demo_run, "Ctrl+D",
-                                        "Train a tiny model on this machine and watch it live (simulated GPU if none)")
+        self.launch_action = self._action(
+            "&Launch this plan…", self._on_launch_plan, "Ctrl+L", "Open the launch dialog with the plan's settings"
+        )
+        self.demo_action = self._action(
+            "Try a &demo run",
+            self._on_demo_run,
+            "Ctrl+D",
+            "Train a tiny model on this machine and watch it live (simulated GPU if none)",
+        )
         run.addAction(self.launch_action)
         run.addAction(self.demo_action)
 
@@ -309,9 +327,12 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _on_about(self) -> None:
-        QMessageBox.about(self, "About GPU Planner",
-                          f"<b>GPU Planner {__version__}</b><p>Plan what a GPU training run costs, launch it, "
-                          f"watch it live and look back at what it really cost.</p><p>History: {self.services.db_path}</p>")
+        QMessageBox.about(
+            self,
+            "About GPU Planner",
+            f"<b>GPU Planner {__version__}</b><p>Plan what a GPU training run costs, launch it, "
+            f"watch it live and look back at what it really cost.</p><p>History: {self.services.db_path}</p>",
+        )
 
     # ------------------------------------------------------------------ settings
 
@@ -369,10 +390,14 @@ class MainWindow(QMainWindow):
         event.accept()
 
     def ask_about_live_runs(self) -> str:
-        """"detach", "stop" or "cancel": what to do with live runs when the window closes."""
-        box = QMessageBox(QMessageBox.Icon.Question, "Runs are still going",
-                          "Some runs are still going. Detach (they keep running; GPU Planner reattaches "
-                          "and catches up when it opens again) or stop them?", parent=self)
+        """ "detach", "stop" or "cancel": what to do with live runs when the window closes."""
+        box = QMessageBox(
+            QMessageBox.Icon.Question,
+            "Runs are still going",
+            "Some runs are still going. Detach (they keep running; GPU Planner reattaches "
+            "and catches up when it opens again) or stop them?",
+            parent=self,
+        )
         detach = box.addButton("Detach", QMessageBox.ButtonRole.AcceptRole)
         stop = box.addButton("Stop runs", QMessageBox.ButtonRole.DestructiveRole)
         box.addButton(QMessageBox.StandardButton.Cancel)

@@ -123,8 +123,9 @@ class MemoryBar(QWidget):
     def set_view(self, view: MemoryView | None) -> None:
         self.view = view
         if view is not None:
-            self.setToolTip("\n".join(f"{name}: {gib:.2f} GiB" for name, gib in view.parts)
-                            + f"\ntotal: {view.total_gib:.2f} GiB")
+            self.setToolTip(
+                "\n".join(f"{name}: {gib:.2f} GiB" for name, gib in view.parts) + f"\ntotal: {view.total_gib:.2f} GiB"
+            )
         self.update()
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: ARG002

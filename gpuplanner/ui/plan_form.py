@@ -6,7 +6,7 @@ Signals:
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpuplanner.ui.plan_inputs import EXCLUSIVE, FIELDS, GROUPS, default_values, widget_key
 from gpuplanner.ui.palette import BAD
+from gpuplanner.ui.plan_inputs import EXCLUSIVE, FIELDS, GROUPS, default_values, widget_key
 
 _ERROR_STYLE = f"color: {BAD};"
 # Fields under which the pane writes what answered (memory model, measured speeds).

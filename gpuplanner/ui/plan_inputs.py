@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from gpuplanner.commands.plan import (
     inputs_document,
@@ -49,108 +50,355 @@ class Field:
     placeholder: str = ""
 
 
-GROUPS = ("Model and method", "Batch and sequence", "Data and epochs", "Hardware and pricing", "Spot",
-          "Deadline and budget")
+GROUPS = (
+    "Model and method",
+    "Batch and sequence",
+    "Data and epochs",
+    "Hardware and pricing",
+    "Spot",
+    "Deadline and budget",
+)
 
 FIELDS: tuple[Field, ...] = (
     # --- model and method
-    Field("model-source", "Model from", GROUPS[0], "Pick a preset, load a Hugging Face config.json (exact "
-          "parameter count), or give a bare parameter count (a Llama-like shape of that size).",
-          MODEL_SOURCES[0], "choice", MODEL_SOURCES),
-    Field("model", "Preset", GROUPS[0], "A model whose architecture ships with the app.",
-          example.MODEL, "choice", tuple(list_presets())),
-    Field("model-config", "config.json", GROUPS[0], "Path of a Hugging Face config.json; nothing is downloaded.",
-          placeholder="path/to/config.json"),
-    Field("params", "Parameters", GROUPS[0], "Model size as a number with an optional suffix: 7B, 350M, 1.5e9.",
-          "7B", parse=positive_float),
-    Field("method", "Method", GROUPS[0], "Full fine-tune trains every weight. LoRA freezes the model and trains "
-          "small low-rank adapters; QLoRA also stores the frozen weights in 4 bits.",
-          example.METHOD, "choice", METHODS),
-    Field("lora-rank", "LoRA rank", GROUPS[0], "Rank r of each adapter: it trains r x (in + out) parameters "
-          "per adapted layer. 8-64 is usual.", str(example.LORA_RANK), parse=positive_int),
-    Field("lora-targets", "LoRA targets", GROUPS[0], "Comma-separated module names the adapters attach to "
-          "(q_proj, v_proj ...), or `attention` / `all-linear`.", ",".join(example.LORA_TARGETS)),
-    Field("precision", "Precision", GROUPS[0], "Mixed precision computes in 16 bits but keeps fp32 master weights "
-          "and gradients; bf16 keeps everything in bf16. fp16 needs loss scaling.",
-          example.PRECISION, "choice", PRECISIONS),
-    Field("optimizer", "Optimizer", GROUPS[0], "AdamW keeps two fp32 states per trained parameter (8 bytes); "
-          "8-bit Adam about 2 bytes; SGD and Adafactor less.", example.OPTIMIZER, "choice", OPTIMIZERS),
+    Field(
+        "model-source",
+        "Model from",
+        GROUPS[0],
+        "Pick a preset, load a Hugging Face config.json (exact "
+        "parameter count), or give a bare parameter count (a Llama-like shape of that size).",
+        MODEL_SOURCES[0],
+        "choice",
+        MODEL_SOURCES,
+    ),
+    Field(
+        "model",
+        "Preset",
+        GROUPS[0],
+        "A model whose architecture ships with the app.",
+        example.MODEL,
+        "choice",
+        tuple(list_presets()),
+    ),
+    Field(
+        "model-config",
+        "config.json",
+        GROUPS[0],
+        "Path of a Hugging Face config.json; nothing is downloaded.",
+        placeholder="path/to/config.json",
+    ),
+    Field(
+        "params",
+        "Parameters",
+        GROUPS[0],
+        "Model size as a number with an optional suffix: 7B, 350M, 1.5e9.",
+        "7B",
+        parse=positive_float,
+    ),
+    Field(
+        "method",
+        "Method",
+        GROUPS[0],
+        "Full fine-tune trains every weight. LoRA freezes the model and trains "
+        "small low-rank adapters; QLoRA also stores the frozen weights in 4 bits.",
+        example.METHOD,
+        "choice",
+        METHODS,
+    ),
+    Field(
+        "lora-rank",
+        "LoRA rank",
+        GROUPS[0],
+        "Rank r of each adapter: it trains r x (in + out) parameters per adapted layer. 8-64 is usual.",
+        str(example.LORA_RANK),
+        parse=positive_int,
+    ),
+    Field(
+        "lora-targets",
+        "LoRA targets",
+        GROUPS[0],
+        "Comma-separated module names the adapters attach to (q_proj, v_proj ...), or `attention` / `all-linear`.",
+        ",".join(example.LORA_TARGETS),
+    ),
+    Field(
+        "precision",
+        "Precision",
+        GROUPS[0],
+        "Mixed precision computes in 16 bits but keeps fp32 master weights "
+        "and gradients; bf16 keeps everything in bf16. fp16 needs loss scaling.",
+        example.PRECISION,
+        "choice",
+        PRECISIONS,
+    ),
+    Field(
+        "optimizer",
+        "Optimizer",
+        GROUPS[0],
+        "AdamW keeps two fp32 states per trained parameter (8 bytes); "
+        "8-bit Adam about 2 bytes; SGD and Adafactor less.",
+        example.OPTIMIZER,
+        "choice",
+        OPTIMIZERS,
+    ),
     # --- batch and sequence
-    Field("micro-batch", "Micro-batch (sequences/GPU)", GROUPS[1], "Sequences each GPU processes in one forward "
-          "and backward pass. Activation memory grows with it.", str(example.MICRO_BATCH), parse=positive_int),
-    Field("grad-accum", "Accumulation steps", GROUPS[1], "Micro-batches whose gradients are summed before one "
-          "optimizer step. Effective batch = micro-batch x accumulation x GPUs.",
-          str(example.GRAD_ACCUM), parse=positive_int),
-    Field("seq-len", "Sequence length (tokens)", GROUPS[1], "Tokens per training sequence.",
-          str(example.SEQ_LEN), parse=positive_int),
-    Field("grad-checkpointing", "Gradient checkpointing", GROUPS[1], "Recompute activations in the backward pass "
-          "instead of storing them: much less memory for about one extra forward pass (~33% more compute).",
-          example.GRAD_CHECKPOINTING, "choice", CHECKPOINTING),
-    Field("attention", "Attention", GROUPS[1], "sdpa (fused, flash) attention does not store the attention "
-          "matrix; eager does (memory grows with sequence squared).", example.ATTENTION, "choice", ATTENTION),
+    Field(
+        "micro-batch",
+        "Micro-batch (sequences/GPU)",
+        GROUPS[1],
+        "Sequences each GPU processes in one forward and backward pass. Activation memory grows with it.",
+        str(example.MICRO_BATCH),
+        parse=positive_int,
+    ),
+    Field(
+        "grad-accum",
+        "Accumulation steps",
+        GROUPS[1],
+        "Micro-batches whose gradients are summed before one "
+        "optimizer step. Effective batch = micro-batch x accumulation x GPUs.",
+        str(example.GRAD_ACCUM),
+        parse=positive_int,
+    ),
+    Field(
+        "seq-len",
+        "Sequence length (tokens)",
+        GROUPS[1],
+        "Tokens per training sequence.",
+        str(example.SEQ_LEN),
+        parse=positive_int,
+    ),
+    Field(
+        "grad-checkpointing",
+        "Gradient checkpointing",
+        GROUPS[1],
+        "Recompute activations in the backward pass "
+        "instead of storing them: much less memory for about one extra forward pass (~33% more compute).",
+        example.GRAD_CHECKPOINTING,
+        "choice",
+        CHECKPOINTING,
+    ),
+    Field(
+        "attention",
+        "Attention",
+        GROUPS[1],
+        "sdpa (fused, flash) attention does not store the attention "
+        "matrix; eager does (memory grows with sequence squared).",
+        example.ATTENTION,
+        "choice",
+        ATTENTION,
+    ),
     # --- data and epochs
-    Field("data-unit", "Data size in", GROUPS[2], "Count the data as sequences (samples) or as tokens per epoch.",
-          DATA_UNITS[0], "choice", DATA_UNITS),
-    Field("samples", "Data size (per epoch)", GROUPS[2], "Training sequences (or tokens) in one pass over the data; "
-          "suffixes k, M, B allowed.", f"{example.SAMPLES}", parse=positive_int),
+    Field(
+        "data-unit",
+        "Data size in",
+        GROUPS[2],
+        "Count the data as sequences (samples) or as tokens per epoch.",
+        DATA_UNITS[0],
+        "choice",
+        DATA_UNITS,
+    ),
+    Field(
+        "samples",
+        "Data size (per epoch)",
+        GROUPS[2],
+        "Training sequences (or tokens) in one pass over the data; suffixes k, M, B allowed.",
+        f"{example.SAMPLES}",
+        parse=positive_int,
+    ),
     Field("epochs", "Epochs", GROUPS[2], "Passes over the data (fractions allowed).", "1", parse=positive_float),
-    Field("tokens-per-s", "Measured speed (tokens/s)", GROUPS[2], "Tokens per second of the whole run (all GPUs), "
-          "if you measured it; replaces the peak-FLOP/s x MFU estimate. Give this or samples/min, not both.",
-          parse=positive_float, optional=True, placeholder="estimate"),
-    Field("samples-per-min", "Measured speed (samples/min)", GROUPS[2], "Training sequences per minute of the "
-          "whole run, if you measured it; replaces the estimate. Give this or tokens/s, not both.",
-          parse=positive_float, optional=True, placeholder="estimate"),
-    Field("calibration", "Speeds from the history", GROUPS[2], "Use the tokens/s measured in finished runs and "
-          "`trainer bench` results of this model (same sequence length) in the run history, instead of the "
-          "MFU estimate for those GPUs.", CALIBRATION[0], "choice", CALIBRATION),
+    Field(
+        "tokens-per-s",
+        "Measured speed (tokens/s)",
+        GROUPS[2],
+        "Tokens per second of the whole run (all GPUs), "
+        "if you measured it; replaces the peak-FLOP/s x MFU estimate. Give this or samples/min, not both.",
+        parse=positive_float,
+        optional=True,
+        placeholder="estimate",
+    ),
+    Field(
+        "samples-per-min",
+        "Measured speed (samples/min)",
+        GROUPS[2],
+        "Training sequences per minute of the "
+        "whole run, if you measured it; replaces the estimate. Give this or tokens/s, not both.",
+        parse=positive_float,
+        optional=True,
+        placeholder="estimate",
+    ),
+    Field(
+        "calibration",
+        "Speeds from the history",
+        GROUPS[2],
+        "Use the tokens/s measured in finished runs and "
+        "`trainer bench` results of this model (same sequence length) in the run history, instead of the "
+        "MFU estimate for those GPUs.",
+        CALIBRATION[0],
+        "choice",
+        CALIBRATION,
+    ),
     # --- hardware and pricing
-    Field("gpu", "GPU", GROUPS[3], "The GPU the memory bar and the plan figures are for; the table compares "
-          "every catalog GPU.", example.GPU, "choice", ()),
+    Field(
+        "gpu",
+        "GPU",
+        GROUPS[3],
+        "The GPU the memory bar and the plan figures are for; the table compares every catalog GPU.",
+        example.GPU,
+        "choice",
+        (),
+    ),
     Field("gpus", "GPUs", GROUPS[3], "GPUs in the run (data parallel).", "1", parse=positive_int),
-    Field("sharding", "Sharding", GROUPS[3], "DDP replicates weights, gradients and optimizer states on every GPU; "
-          "ZeRO-2 shards gradients and optimizer states; FSDP shards all three.", "ddp", "choice", SHARDING),
-    Field("mfu", "MFU (share)", GROUPS[3], "Model-FLOPs utilisation: the share of the GPU's peak FLOP/s the training "
-          "really reaches (0.3-0.5 is typical). Empty: the GPU's default.", parse=share, optional=True,
-          placeholder="GPU default"),
-    Field("headroom", "Memory headroom (share)", GROUPS[3], "Share of GPU memory a plan may use; the rest is "
-          "kept free for fragmentation and spikes.", f"{DEFAULT_HEADROOM:g}", parse=share),
-    Field("memory", "Memory estimate", GROUPS[3], "formula: the app's memory model (instant). trace: build the model "
-          "on fake tensors and run one real training step with PyTorch's memory tracker (needs torch, takes "
-          "seconds); falls back to the formulas when it cannot trace.", MEMORY_SOURCES[0], "choice", MEMORY_SOURCES),
-    Field("price", "Price ($/GPU-hour)", GROUPS[3], "Your own on-demand price per GPU-hour. Empty: the cheapest "
-          "catalog offer. With a price only the chosen GPU is compared.", parse=positive_float, optional=True,
-          placeholder="catalog"),
-    Field("pricing", "Check deadline/budget with", GROUPS[3], "Which price and runtime the deadline and budget "
-          "checks of the plan use; spot uses the P90 of simulated interrupted runs.",
-          PRICING_MODES[0], "choice", PRICING_MODES),
+    Field(
+        "sharding",
+        "Sharding",
+        GROUPS[3],
+        "DDP replicates weights, gradients and optimizer states on every GPU; "
+        "ZeRO-2 shards gradients and optimizer states; FSDP shards all three.",
+        "ddp",
+        "choice",
+        SHARDING,
+    ),
+    Field(
+        "mfu",
+        "MFU (share)",
+        GROUPS[3],
+        "Model-FLOPs utilisation: the share of the GPU's peak FLOP/s the training "
+        "really reaches (0.3-0.5 is typical). Empty: the GPU's default.",
+        parse=share,
+        optional=True,
+        placeholder="GPU default",
+    ),
+    Field(
+        "headroom",
+        "Memory headroom (share)",
+        GROUPS[3],
+        "Share of GPU memory a plan may use; the rest is kept free for fragmentation and spikes.",
+        f"{DEFAULT_HEADROOM:g}",
+        parse=share,
+    ),
+    Field(
+        "memory",
+        "Memory estimate",
+        GROUPS[3],
+        "formula: the app's memory model (instant). trace: build the model "
+        "on fake tensors and run one real training step with PyTorch's memory tracker (needs torch, takes "
+        "seconds); falls back to the formulas when it cannot trace.",
+        MEMORY_SOURCES[0],
+        "choice",
+        MEMORY_SOURCES,
+    ),
+    Field(
+        "price",
+        "Price ($/GPU-hour)",
+        GROUPS[3],
+        "Your own on-demand price per GPU-hour. Empty: the cheapest "
+        "catalog offer. With a price only the chosen GPU is compared.",
+        parse=positive_float,
+        optional=True,
+        placeholder="catalog",
+    ),
+    Field(
+        "pricing",
+        "Check deadline/budget with",
+        GROUPS[3],
+        "Which price and runtime the deadline and budget "
+        "checks of the plan use; spot uses the P90 of simulated interrupted runs.",
+        PRICING_MODES[0],
+        "choice",
+        PRICING_MODES,
+    ),
     # --- spot
-    Field("spot-discount", "Spot discount (share)", GROUPS[4], "Spot instances are spare capacity sold cheaper "
-          "but can be taken back. 0.6 = 60% cheaper per hour than on-demand. Empty: catalog spot prices.",
-          parse=share, optional=True, placeholder="catalog"),
-    Field("spot-price", "Spot price ($/GPU-hour)", GROUPS[4], "Your spot price per GPU-hour, instead of a "
-          "discount. Empty: the catalog's spot price (or the discount).",
-          parse=positive_float, optional=True, placeholder="catalog"),
-    Field("interruptions-per-hour", "Interruptions per hour", GROUPS[4], "How often the provider takes a spot "
-          "instance back (0.05 = about once a day). Empty: the catalog's rate.",
-          parse=non_negative_float, optional=True, placeholder="catalog"),
-    Field("mean-hours-between-interruptions", "Hours between interruptions", GROUPS[4], "The same rate said the "
-          "other way: mean hours between two interruptions (20 = 0.05 per hour).",
-          parse=positive_float, optional=True, placeholder="catalog"),
-    Field("spot-overhead-pct", "Flat spot overhead (%)", GROUPS[4], "Instead of the interruption model: spot "
-          "takes this much longer in wall time than on-demand (10 = 10% longer).",
-          parse=non_negative_float, optional=True, placeholder="interruption model"),
-    Field("restart-minutes", "Restart (min)", GROUPS[4], "Time to get a new instance, load the checkpoint and "
-          "warm up after an interruption.", "10", parse=non_negative_float),
-    Field("checkpoint-minutes", "Checkpoint every (min)", GROUPS[4], "Checkpoint interval: on average half of it "
-          "is lost at each interruption, unless the notice leaves time to save.", "30", parse=positive_float),
-    Field("checkpoint-write-s", "Checkpoint write (s)", GROUPS[4], "Seconds to write one checkpoint; training "
-          "pauses while it is written. Empty: estimated from the checkpoint's size.",
-          parse=non_negative_float, optional=True, placeholder="estimated"),
+    Field(
+        "spot-discount",
+        "Spot discount (share)",
+        GROUPS[4],
+        "Spot instances are spare capacity sold cheaper "
+        "but can be taken back. 0.6 = 60% cheaper per hour than on-demand. Empty: catalog spot prices.",
+        parse=share,
+        optional=True,
+        placeholder="catalog",
+    ),
+    Field(
+        "spot-price",
+        "Spot price ($/GPU-hour)",
+        GROUPS[4],
+        "Your spot price per GPU-hour, instead of a discount. Empty: the catalog's spot price (or the discount).",
+        parse=positive_float,
+        optional=True,
+        placeholder="catalog",
+    ),
+    Field(
+        "interruptions-per-hour",
+        "Interruptions per hour",
+        GROUPS[4],
+        "How often the provider takes a spot instance back (0.05 = about once a day). Empty: the catalog's rate.",
+        parse=non_negative_float,
+        optional=True,
+        placeholder="catalog",
+    ),
+    Field(
+        "mean-hours-between-interruptions",
+        "Hours between interruptions",
+        GROUPS[4],
+        "The same rate said the other way: mean hours between two interruptions (20 = 0.05 per hour).",
+        parse=positive_float,
+        optional=True,
+        placeholder="catalog",
+    ),
+    Field(
+        "spot-overhead-pct",
+        "Flat spot overhead (%)",
+        GROUPS[4],
+        "Instead of the interruption model: spot takes this much longer in wall time than on-demand (10 = 10% longer).",
+        parse=non_negative_float,
+        optional=True,
+        placeholder="interruption model",
+    ),
+    Field(
+        "restart-minutes",
+        "Restart (min)",
+        GROUPS[4],
+        "Time to get a new instance, load the checkpoint and warm up after an interruption.",
+        "10",
+        parse=non_negative_float,
+    ),
+    Field(
+        "checkpoint-minutes",
+        "Checkpoint every (min)",
+        GROUPS[4],
+        "Checkpoint interval: on average half of it "
+        "is lost at each interruption, unless the notice leaves time to save.",
+        "30",
+        parse=positive_float,
+    ),
+    Field(
+        "checkpoint-write-s",
+        "Checkpoint write (s)",
+        GROUPS[4],
+        "Seconds to write one checkpoint; training "
+        "pauses while it is written. Empty: estimated from the checkpoint's size.",
+        parse=non_negative_float,
+        optional=True,
+        placeholder="estimated",
+    ),
     # --- deadline and budget
-    Field("deadline-hours", "Deadline (hours)", GROUPS[5], "Wall-clock hours the run must finish in.",
-          parse=positive_float, optional=True, placeholder="none"),
-    Field("budget-usd", "Budget ($)", GROUPS[5], "Most money the run may cost.", parse=positive_float,
-          optional=True, placeholder="none"),
+    Field(
+        "deadline-hours",
+        "Deadline (hours)",
+        GROUPS[5],
+        "Wall-clock hours the run must finish in.",
+        parse=positive_float,
+        optional=True,
+        placeholder="none",
+    ),
+    Field(
+        "budget-usd",
+        "Budget ($)",
+        GROUPS[5],
+        "Most money the run may cost.",
+        parse=positive_float,
+        optional=True,
+        placeholder="none",
+    ),
 )
 
 FIELD_BY_KEY = {f.key: f for f in FIELDS}
@@ -213,10 +461,29 @@ def request_from_values(values: Mapping[str, str]) -> PlanRequest:
     ns.lora_targets = v["lora-targets"]
     if v["method"] != "full" and not any(t.strip() for t in ns.lora_targets.split(",")):
         raise PlanInputError("lora-targets", "name at least one module for the adapters")
-    for key in ("lora-rank", "micro-batch", "grad-accum", "seq-len", "gpus", "epochs", "tokens-per-s",
-                "samples-per-min", "mfu", "headroom", "price", "spot-discount", "spot-price", "interruptions-per-hour",
-                "mean-hours-between-interruptions", "spot-overhead-pct", "restart-minutes", "checkpoint-minutes",
-                "checkpoint-write-s", "deadline-hours", "budget-usd"):
+    for key in (
+        "lora-rank",
+        "micro-batch",
+        "grad-accum",
+        "seq-len",
+        "gpus",
+        "epochs",
+        "tokens-per-s",
+        "samples-per-min",
+        "mfu",
+        "headroom",
+        "price",
+        "spot-discount",
+        "spot-price",
+        "interruptions-per-hour",
+        "mean-hours-between-interruptions",
+        "spot-overhead-pct",
+        "restart-minutes",
+        "checkpoint-minutes",
+        "checkpoint-write-s",
+        "deadline-hours",
+        "budget-usd",
+    ):
         setattr(ns, key.replace("-", "_"), _parse(key, v[key]))
     for keys in EXCLUSIVE:
         given = [k for k in keys if v[k].strip()]
@@ -268,8 +535,11 @@ def values_from_inputs(inputs: Mapping[str, Any]) -> dict[str, str]:
         name = spec.key.replace("-", "_")
         if name in inputs and inputs[name] is not None:
             value = inputs[name]
-            values[spec.key] = ",".join(value) if isinstance(value, list) else (
-                f"{value:g}" if isinstance(value, float) else str(value))
+            values[spec.key] = (
+                ",".join(value)
+                if isinstance(value, list)
+                else (f"{value:g}" if isinstance(value, float) else str(value))
+            )
     if inputs.get("model_source") == "params" and inputs.get("params"):
         values["model-source"], values["params"] = "parameter count", str(inputs["params"])
     if inputs.get("tokens"):
@@ -280,8 +550,9 @@ def values_from_inputs(inputs: Mapping[str, Any]) -> dict[str, str]:
 TRAINER_PRECISION = {"bf16-mixed": "bf16", "bf16": "bf16", "fp16-mixed": "fp16", "fp32": "fp32"}
 
 
-def trainer_settings(request: PlanRequest, values: Mapping[str, str], *, plan_id: int | None,
-                     price_per_gpu_hour: float | None) -> dict[str, Any]:
+def trainer_settings(
+    request: PlanRequest, values: Mapping[str, str], *, plan_id: int | None, price_per_gpu_hour: float | None
+) -> dict[str, Any]:
     """The settings "Launch this plan" hands to the launch dialog (names the Runs pane expects)."""
     setup = request.setup
     source = values.get("model-source", MODEL_SOURCES[0])

@@ -128,8 +128,14 @@ class _MeasuredCache:
         return tuple(out)
 
     def speeds(self, request: PlanRequest, db_path: Path, catalog: Catalog) -> dict[str, Any]:
-        key = (str(db_path), request.model.name, request.setup.seq_len, request.setup.method,
-               request.setup.precision, self._stamp(db_path))  # everything measured_speeds matches on
+        key = (
+            str(db_path),
+            request.model.name,
+            request.setup.seq_len,
+            request.setup.method,
+            request.setup.precision,
+            self._stamp(db_path),
+        )  # everything measured_speeds matches on
         with self._lock:
             if key in self._entries:
                 return self._entries[key]
@@ -141,8 +147,14 @@ class _MeasuredCache:
         return found
 
 
-def compute(generation: int, request: PlanRequest, values: dict[str, str], catalog: Catalog,
-            db_path: Path | None = None, cache: _MeasuredCache | None = None) -> PlanResult:
+def compute(
+    generation: int,
+    request: PlanRequest,
+    values: dict[str, str],
+    catalog: Catalog,
+    db_path: Path | None = None,
+    cache: _MeasuredCache | None = None,
+) -> PlanResult:
     """The engine's answer for one request (runs on a worker thread; touches no widget).
 
     With ``db_path`` the speeds measured in that run history are added first (``gpuplanner plan``'s
@@ -163,10 +175,12 @@ def compute(generation: int, request: PlanRequest, values: dict[str, str], catal
             note = f"Speed {plan.throughput.source}."
         else:
             elsewhere = ", ".join(sorted(request.measured))
-            note = (f"Measured only on {elsewhere}: estimated here." if elsewhere else
-                    f"Nothing measured for {request.model.name} at {request.setup.seq_len:,} tokens: estimated.")
-    return PlanResult(generation, request, values, plan, rows, recommendation(rows), time.perf_counter() - start,
-                      note)
+            note = (
+                f"Measured only on {elsewhere}: estimated here."
+                if elsewhere
+                else f"Nothing measured for {request.model.name} at {request.setup.seq_len:,} tokens: estimated."
+            )
+    return PlanResult(generation, request, values, plan, rows, recommendation(rows), time.perf_counter() - start, note)
 
 
 class _PlanSignals(QObject):
@@ -175,10 +189,24 @@ class _PlanSignals(QObject):
 
 
 class _PlanJob(QRunnable):
-    def __init__(self, generation: int, request: PlanRequest, values: dict[str, str], catalog: Catalog,
-                 db_path: Path | None, cache: _MeasuredCache, signals: _PlanSignals) -> None:
+    def __init__(
+        self,
+        generation: int,
+        request: PlanRequest,
+        values: dict[str, str],
+        catalog: Catalog,
+        db_path: Path | None,
+        cache: _MeasuredCache,
+        signals: _PlanSignals,
+    ) -> None:
         super().__init__()
-        self.generation, self.request, self.values, self.catalog, self.signals = generation, request, values, catalog, signals
+        self.generation, self.request, self.values, self.catalog, self.signals = (
+            generation,
+            request,
+            values,
+            catalog,
+            signals,
+        )
         self.db_path, self.cache = db_path, cache
 
     def run(self) -> None:
@@ -250,8 +278,14 @@ class PlanPane(QWidget):
         self.open_button.setToolTip("Reopen a saved plan (Ctrl+O)")
         self.open_button.clicked.connect(self._on_open_clicked)
         self.export_button = export_menu_button(
-            (("Comparison as CSV…", "csv"), ("Comparison as Markdown…", "markdown"), ("Charts as PNG…", "png"),
-             ("One-page PDF report…", "pdf")), self._on_export_triggered)
+            (
+                ("Comparison as CSV…", "csv"),
+                ("Comparison as Markdown…", "markdown"),
+                ("Charts as PNG…", "png"),
+                ("One-page PDF report…", "pdf"),
+            ),
+            self._on_export_triggered,
+        )
         self.export_menu = self.export_button.menu()
         self.launch_button = QPushButton("Launch this plan…")
         self.launch_button.setToolTip("Open the launch dialog with these settings (Ctrl+L)")
@@ -282,8 +316,10 @@ class PlanPane(QWidget):
         rv.addWidget(self.summary_label)
         self.sources_label = QLabel()
         self.sources_label.setObjectName("plan-sources")
-        self.sources_label.setToolTip("Where the speed came from (your figure, runs measured in the history, or "
-                                      "peak FLOP/s x MFU) and which memory model answered")
+        self.sources_label.setToolTip(
+            "Where the speed came from (your figure, runs measured in the history, or "
+            "peak FLOP/s x MFU) and which memory model answered"
+        )
         self.sources_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         rv.addWidget(self.sources_label)
         self.memory_bar = MemoryBar()
@@ -296,15 +332,29 @@ class PlanPane(QWidget):
         self.model = CompareTableModel(self)
         self.proxy = CompareProxyModel(self)
         self.proxy.setSourceModel(self.model)
-        self.table = sortable_table(self.proxy, 0, Qt.SortOrder.AscendingOrder,
-                                    QAbstractItemView.SelectionMode.SingleSelection)
+        self.table = sortable_table(
+            self.proxy, 0, Qt.SortOrder.AscendingOrder, QAbstractItemView.SelectionMode.SingleSelection
+        )
         header = self.table.horizontalHeader()
         # Widths from typical contents (ResizeToContents would scan every cell on every update), tight
         # enough that every column fits at 1280x800; "Why not" takes what is left, elided, and every
         # cell's tooltip holds the full reason.
         metrics = self.table.fontMetrics()
-        samples = ("99", "A100 80GB PCIe", "8", "on-demand", "runpod", "yes", "999.9", "999.9", "9,999.99",
-                   "9,999.99", "yes", "yes", "")
+        samples = (
+            "99",
+            "A100 80GB PCIe",
+            "8",
+            "on-demand",
+            "runpod",
+            "yes",
+            "999.9",
+            "999.9",
+            "9,999.99",
+            "9,999.99",
+            "yes",
+            "yes",
+            "",
+        )
         header.setMinimumSectionSize(24)
         for index, text in enumerate(samples):
             width = max(metrics.horizontalAdvance(text), metrics.horizontalAdvance(COLUMNS[index][0])) + 10
@@ -395,8 +445,9 @@ class PlanPane(QWidget):
         db_path = self.services.db_path if uses_calibration(values) else None
         if request.memory_source == "trace":
             self.form.set_note("memory", "Tracing one training step…")
-        self._pool.start(_PlanJob(self._generation, request, values, self.catalog, db_path, self._measured_cache,
-                                  signals))
+        self._pool.start(
+            _PlanJob(self._generation, request, values, self.catalog, db_path, self._measured_cache, signals)
+        )
         return True
 
     def is_busy(self) -> bool:
@@ -446,8 +497,11 @@ class PlanPane(QWidget):
             advice.append("To make it fit: " + "; ".join(plan.suggestions) + ".")
         elif plan.fits is False:
             advice.append("It does not fit and no simple change makes it fit: try a larger GPU or QLoRA.")
-        advice += [w[0].upper() + w[1:] for w in plan.warnings if not w.startswith(
-            ("does not fit", "no spot price known", "trace mode unavailable"))]
+        advice += [
+            w[0].upper() + w[1:]
+            for w in plan.warnings
+            if not w.startswith(("does not fit", "no spot price known", "trace mode unavailable"))
+        ]
         self.advice_label.setText("\n".join(advice))
         self.advice_label.setVisible(bool(advice))
         self.model.set_rows(result.rows)
@@ -456,35 +510,52 @@ class PlanPane(QWidget):
         self.table.setColumnHidden(names.index("within_budget"), request.budget_usd is None)
         if self._chart is not None:
             self._chart.set_rows(result.rows, request.deadline_hours, request.budget_usd)
-        self.form.set_note("memory", result.memory_note if request.memory_source != MEMORY_SOURCES[0]
-                           or result.memory_source != MEMORY_SOURCES[0] else "")
+        self.form.set_note(
+            "memory",
+            result.memory_note
+            if request.memory_source != MEMORY_SOURCES[0] or result.memory_source != MEMORY_SOURCES[0]
+            else "",
+        )
         self.form.set_note("calibration", result.calibration_note)
-        self.sources_label.setText(f"Speed: {result.throughput_source}. Memory: {result.memory_source}"
-                                   + (" (trace fell back to the formulas)" if request.memory_source == "trace"
-                                      and result.memory_source != "trace" else "") + ".")
+        self.sources_label.setText(
+            f"Speed: {result.throughput_source}. Memory: {result.memory_source}"
+            + (
+                " (trace fell back to the formulas)"
+                if request.memory_source == "trace" and result.memory_source != "trace"
+                else ""
+            )
+            + "."
+        )
         setup = plan.setup
         tokens = setup.effective_batch * setup.seq_len
         self.form.hint.setText(
             f"{request.model.name}: {request.model.n_params / 1e9:,.2f}B parameters. Effective batch "
             f"{setup.micro_batch} x {setup.grad_accum} x {setup.gpus} GPU(s) = {setup.effective_batch} sequences "
             f"({tokens:,} tokens) per optimizer step; {plan.runtime.optimizer_steps:,} steps."
-            + (f" Largest micro-batch that fits: {plan.max_micro_batch}." if plan.max_micro_batch else ""))
+            + (f" Largest micro-batch that fits: {plan.max_micro_batch}." if plan.max_micro_batch else "")
+        )
 
     @staticmethod
     def summary_text(result: PlanResult) -> str:
         plan, request = result.plan, result.request
         gpu = plan.gpu.name if plan.gpu else "your GPU"
-        parts = [f"{plan.setup.gpus} x {gpu}: {plan.memory.total / GIB:.1f} GiB per GPU, "
-                 f"{plan.throughput.tokens_per_s:,.0f} tokens/s, "
-                 f"{plan.runtime.hours:,.2f} h, {plan.runtime.gpu_hours:,.2f} GPU-hours."]
+        parts = [
+            f"{plan.setup.gpus} x {gpu}: {plan.memory.total / GIB:.1f} GiB per GPU, "
+            f"{plan.throughput.tokens_per_s:,.0f} tokens/s, "
+            f"{plan.runtime.hours:,.2f} h, {plan.runtime.gpu_hours:,.2f} GPU-hours."
+        ]
         if plan.on_demand is not None:
-            parts.append(f"On-demand {_money(plan.on_demand_cost_usd)} at ${plan.on_demand.usd_per_gpu_hour:.2f}/GPU-h "
-                         f"({plan.on_demand.provider}).")
+            parts.append(
+                f"On-demand {_money(plan.on_demand_cost_usd)} at ${plan.on_demand.usd_per_gpu_hour:.2f}/GPU-h "
+                f"({plan.on_demand.provider})."
+            )
         if plan.spot is not None:
             est = plan.spot.estimate
-            parts.append(f"Spot {_money(plan.spot.cost_usd)} expected in {est.hours:,.2f} h "
-                         f"(+{est.overhead_hours:,.2f} h overhead), P50 {_money(plan.spot.p50_cost_usd)}, "
-                         f"P90 {_money(plan.spot.p90_cost_usd)}.")
+            parts.append(
+                f"Spot {_money(plan.spot.cost_usd)} expected in {est.hours:,.2f} h "
+                f"(+{est.overhead_hours:,.2f} h overhead), P50 {_money(plan.spot.p50_cost_usd)}, "
+                f"P90 {_money(plan.spot.p90_cost_usd)}."
+            )
         if plan.deadline_ok is not None:
             parts.append(f"Deadline {request.deadline_hours:g} h: {'met' if plan.deadline_ok else 'MISSED'}.")
         if plan.budget_ok is not None:
@@ -614,7 +685,9 @@ class PlanPane(QWidget):
         columns, rows = self.export_table()
         text = ""
         if self.result is not None:
-            text = f"# GPU plan: {self.result.request.model.name}\n\n**Recommendation:** {self.result.recommendation}\n\n"
+            text = (
+                f"# GPU plan: {self.result.request.model.name}\n\n**Recommendation:** {self.result.recommendation}\n\n"
+            )
         Path(path).write_text(text + to_markdown(columns, rows), encoding="utf-8")
 
     def charts_image(self, width: int = 1200) -> QImage:
@@ -644,8 +717,11 @@ class PlanPane(QWidget):
             return report
         inputs = inputs_with_form(result.request, result.values)
         inputs.pop("form", None)
-        pairs = [(k.replace("_", " "), json.dumps(v) if isinstance(v, list) else str(v))
-                 for k, v in inputs.items() if v is not None]
+        pairs = [
+            (k.replace("_", " "), json.dumps(v) if isinstance(v, list) else str(v))
+            for k, v in inputs.items()
+            if v is not None
+        ]
         report.text("Recommendation: " + result.recommendation, bold=True)
         report.text(self.summary_text(result) + " " + self.sources_label.text())
         report.key_values(pairs, columns=3)
@@ -667,7 +743,12 @@ class PlanPane(QWidget):
         self.export_dialog(str(action.data()))
 
     def export_dialog(self, kind: str) -> str | None:
-        filters = {"csv": "CSV (*.csv)", "markdown": "Markdown (*.md)", "png": "PNG image (*.png)", "pdf": "PDF (*.pdf)"}
+        filters = {
+            "csv": "CSV (*.csv)",
+            "markdown": "Markdown (*.md)",
+            "png": "PNG image (*.png)",
+            "pdf": "PDF (*.pdf)",
+        }
         suffix = {"csv": ".csv", "markdown": ".md", "png": ".png", "pdf": ".pdf"}[kind]
         if self.result is None:
             QMessageBox.information(self, "Export", "There is no valid plan to export: fix the marked input first.")
@@ -678,7 +759,9 @@ class PlanPane(QWidget):
         if not path.endswith(suffix):
             path += suffix
         try:
-            {"csv": self.export_csv, "markdown": self.export_markdown, "png": self.export_png, "pdf": self.export_pdf}[kind](path)
+            {"csv": self.export_csv, "markdown": self.export_markdown, "png": self.export_png, "pdf": self.export_pdf}[
+                kind
+            ](path)
         except OSError as exc:
             QMessageBox.warning(self, "Export", f"Cannot write {path}: {exc}")
             return None

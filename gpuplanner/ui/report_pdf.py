@@ -6,11 +6,23 @@ not fit (the CSV export has them all), so the report is always exactly one page.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from PySide6.QtCore import QMarginsF, QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPageLayout, QPageSize, QPainter, QPalette, QPdfWriter, QPen
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QImage,
+    QPageLayout,
+    QPageSize,
+    QPainter,
+    QPalette,
+    QPdfWriter,
+    QPen,
+)
 
 from gpuplanner.ui.palette import light_palette
 
@@ -36,8 +48,13 @@ class Report:
     def image(self, image: QImage, height_mm: float) -> None:
         self.blocks.append(("image", (image, height_mm)))
 
-    def table(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], max_rows: int | None = None,
-              dim: Sequence[bool] | None = None) -> None:
+    def table(
+        self,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        max_rows: int | None = None,
+        dim: Sequence[bool] | None = None,
+    ) -> None:
         self.blocks.append(("table", (list(columns), [list(r) for r in rows], max_rows, list(dim or []))))
 
 
@@ -56,12 +73,23 @@ def write_pdf(report: Report, path: str) -> None:
     writer.setResolution(RESOLUTION)
     writer.setTitle(report.title)
     writer.setCreator("GPU Planner")
-    writer.setPageLayout(QPageLayout(QPageSize(QPageSize.PageSizeId.A4), QPageLayout.Orientation.Portrait,
-                                     QMarginsF(12, 12, 12, 12), QPageLayout.Unit.Millimeter))
+    writer.setPageLayout(
+        QPageLayout(
+            QPageSize(QPageSize.PageSizeId.A4),
+            QPageLayout.Orientation.Portrait,
+            QMarginsF(12, 12, 12, 12),
+            QPageLayout.Unit.Millimeter,
+        )
+    )
     painter = QPainter(writer)
     try:
-        _paint(painter, report, QRectF(writer.pageLayout().paintRectPixels(RESOLUTION)).translated(
-            -writer.pageLayout().paintRectPixels(RESOLUTION).topLeft()))
+        _paint(
+            painter,
+            report,
+            QRectF(writer.pageLayout().paintRectPixels(RESOLUTION)).translated(
+                -writer.pageLayout().paintRectPixels(RESOLUTION).topLeft()
+            ),
+        )
     finally:
         painter.end()
 
@@ -99,8 +127,9 @@ def _paint(painter: QPainter, report: Report, page: QRectF) -> None:
             font = QFont(base)
             font.setBold(bold)
             painter.setFont(font)
-            rect = QFontMetricsF(font).boundingRect(QRectF(page.left(), y, page.width(), page.height()),
-                                                    int(Qt.TextFlag.TextWordWrap), text)
+            rect = QFontMetricsF(font).boundingRect(
+                QRectF(page.left(), y, page.width(), page.height()), int(Qt.TextFlag.TextWordWrap), text
+            )
             painter.drawText(QRectF(page.left(), y, page.width(), rect.height()), int(Qt.TextFlag.TextWordWrap), text)
             painter.setFont(base)
             y += rect.height() + line * 0.4
@@ -114,8 +143,11 @@ def _paint(painter: QPainter, report: Report, page: QRectF) -> None:
                 painter.setPen(QColor("#555a63"))
                 painter.drawText(QRectF(x, yy, col_w * 0.48, line), Qt.AlignmentFlag.AlignLeft, key)
                 painter.setPen(QColor("#1d1f23"))
-                painter.drawText(QRectF(x + col_w * 0.48, yy, col_w * 0.5, line), Qt.AlignmentFlag.AlignLeft,
-                                 fm.elidedText(value, Qt.TextElideMode.ElideRight, col_w * 0.5))
+                painter.drawText(
+                    QRectF(x + col_w * 0.48, yy, col_w * 0.5, line),
+                    Qt.AlignmentFlag.AlignLeft,
+                    fm.elidedText(value, Qt.TextElideMode.ElideRight, col_w * 0.5),
+                )
             y += rows * line + line * 0.6
         elif kind == "paint":
             paint, height_mm = payload
@@ -133,19 +165,30 @@ def _paint(painter: QPainter, report: Report, page: QRectF) -> None:
         elif kind == "table":
             y = _table(painter, page, y, base, *payload)
     painter.setPen(QPen(QColor("#8a8f98")))
-    painter.drawText(QRectF(page.left(), page.bottom() - line, page.width(), line), Qt.AlignmentFlag.AlignRight,
-                     "GPU Planner")
+    painter.drawText(
+        QRectF(page.left(), page.bottom() - line, page.width(), line), Qt.AlignmentFlag.AlignRight, "GPU Planner"
+    )
 
 
-def _table(painter: QPainter, page: QRectF, y: float, base: QFont, columns: list[str], rows: list[list[Any]],
-           max_rows: int | None, dim: list[bool]) -> float:
+def _table(
+    painter: QPainter,
+    page: QRectF,
+    y: float,
+    base: QFont,
+    columns: list[str],
+    rows: list[list[Any]],
+    max_rows: int | None,
+    dim: list[bool],
+) -> float:
     font = QFont(base)
     font.setPointSizeF(7.0)
     fm = QFontMetricsF(font)
     line = fm.height() * 1.25
     cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max([fm.horizontalAdvance(c)] + [fm.horizontalAdvance(r[i]) for r in cells[:60]]) + 8
-              for i, c in enumerate(columns)]
+    widths = [
+        max([fm.horizontalAdvance(c)] + [fm.horizontalAdvance(r[i]) for r in cells[:60]]) + 8
+        for i, c in enumerate(columns)
+    ]
     total = sum(widths)
     if total > page.width():  # shrink the widest columns (elided) to fit the page
         over = total - page.width()
@@ -176,14 +219,20 @@ def _table(painter: QPainter, page: QRectF, y: float, base: QFont, columns: list
         painter.setPen(QColor("#9a9ea6") if index < len(dim) and dim[index] else QColor("#1d1f23"))
         x = page.left()
         for value, w in zip(row, widths):
-            painter.drawText(QRectF(x + 2, y, w - 4, line), int(Qt.AlignmentFlag.AlignVCenter),
-                             fm.elidedText(value, Qt.TextElideMode.ElideRight, w - 4))
+            painter.drawText(
+                QRectF(x + 2, y, w - 4, line),
+                int(Qt.AlignmentFlag.AlignVCenter),
+                fm.elidedText(value, Qt.TextElideMode.ElideRight, w - 4),
+            )
             x += w
         y += line
     painter.setPen(QColor("#555a63"))
     if limit < len(cells):
-        painter.drawText(QRectF(page.left(), y, page.width(), line), int(Qt.AlignmentFlag.AlignVCenter),
-                         f"… {len(cells) - limit} more rows in the CSV export")
+        painter.drawText(
+            QRectF(page.left(), y, page.width(), line),
+            int(Qt.AlignmentFlag.AlignVCenter),
+            f"… {len(cells) - limit} more rows in the CSV export",
+        )
         y += line
     painter.setPen(QColor("#1d1f23"))
     return y + line * 0.5

@@ -63,7 +63,7 @@ class RingBuffer:
         old = self.columns_view()
         data = np.full((len(self.columns), 2 * new_size), np.nan)
         data[:, :n] = old
-        data[:, new_size:new_size + n] = old
+        data[:, new_size : new_size + n] = old
         self._data, self._size, self._count = data, new_size, n
 
     def append(self, row: Sequence[float]) -> None:
@@ -97,12 +97,12 @@ class RingBuffer:
     def columns_view(self) -> np.ndarray:
         """All columns, oldest row first, as one ``(columns, n)`` view (no copy)."""
         start = self._start()
-        return self._data[:, start:start + len(self)]
+        return self._data[:, start : start + len(self)]
 
     def view(self, column: str) -> np.ndarray:
         """One column, oldest row first (a view: copy it if you keep it past the next append)."""
         start = self._start()
-        return self._data[self._index[column], start:start + len(self)]
+        return self._data[self._index[column], start : start + len(self)]
 
     def last(self, column: str) -> float | None:
         """The newest value of a column, or ``None`` when empty or NaN."""
@@ -175,7 +175,7 @@ class PeakDecimator:
     def _rows(self, start: int, stop: int) -> np.ndarray:
         """Columns of absolute rows ``[start, stop)`` (must still be in the buffer)."""
         oldest = self.buffer.total - len(self.buffer)
-        return self.buffer.columns_view()[:, start - oldest:stop - oldest]
+        return self.buffer.columns_view()[:, start - oldest : stop - oldest]
 
     def _reduce(self, start: int, stop: int) -> tuple[np.ndarray, ...]:
         block = self._rows(start, stop)
@@ -229,8 +229,12 @@ class PeakDecimator:
         if total <= self._next_row:
             return self._ids, self._x, self._lo, self._hi
         ids, x, _, lo, hi = self._reduce(self._next_row, total)  # the open bucket
-        return (np.concatenate((self._ids, ids)), np.concatenate((self._x, x)),
-                np.concatenate((self._lo, lo), axis=1), np.concatenate((self._hi, hi), axis=1))
+        return (
+            np.concatenate((self._ids, ids)),
+            np.concatenate((self._x, x)),
+            np.concatenate((self._lo, lo), axis=1),
+            np.concatenate((self._hi, hi), axis=1),
+        )
 
     # -- curves -----------------------------------------------------------------------------------
     def curves(self, x_lo: float, x_hi: float, bucket_s: float, max_raw: int) -> Curves:
@@ -260,8 +264,13 @@ class PeakDecimator:
             oldest = buf.total - n
             if s - a < 2 or (a == 0 and oldest > 0):  # nothing settled, or the ring drops rows at the start
                 return Curves(block[self._xcol].copy(), block[self._cols].copy(), 0, 0, None)
-            return Curves(block[self._xcol].copy(), block[self._cols].copy(), 0, s - a,
-                          ("raw", buf.clears, oldest + a, oldest + s))
+            return Curves(
+                block[self._xcol].copy(),
+                block[self._cols].copy(),
+                0,
+                s - a,
+                ("raw", buf.clears, oldest + a, oldest + s),
+            )
         ids, x, lo, hi = self.buckets(bucket_s)
         i = max(0, int(np.searchsorted(ids, np.floor(x_lo / bucket_s), side="left")) - 1)
         j = min(len(ids), int(np.searchsorted(ids, np.floor(x_hi / bucket_s), side="right")) + 1)

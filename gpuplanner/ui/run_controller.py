@@ -86,8 +86,12 @@ class RunController(QObject):
     def busy(self) -> bool:
         return bool(self._jobs)
 
-    def submit(self, fn: Callable[[Any], Any], callback: Callable[[Any], None] | None = None,
-               errback: Callable[[Exception], None] | None = None) -> int:
+    def submit(
+        self,
+        fn: Callable[[Any], Any],
+        callback: Callable[[Any], None] | None = None,
+        errback: Callable[[Exception], None] | None = None,
+    ) -> int:
         """Run ``fn(manager)`` on the worker thread; ``callback``/``errback`` run on the GUI thread."""
         if self._closed:
             raise RuntimeError("the run controller is shut down")
@@ -107,17 +111,35 @@ class RunController(QObject):
         elif callback is not None:
             callback(result)
 
-    def launch(self, request: Any, callback: Callable[[Any], None] | None = None,
-               errback: Callable[[Exception], None] | None = None) -> int:
+    def launch(
+        self,
+        request: Any,
+        callback: Callable[[Any], None] | None = None,
+        errback: Callable[[Exception], None] | None = None,
+    ) -> int:
         def job(manager: Any) -> int:
-            return manager.launch(request.host_name, request.trainer_args, name=request.name, plan_id=request.plan_id,
-                                  gpus=request.gpus, auto_resume=request.auto_resume,
-                                  fallback_hosts=tuple(request.fallback_hosts), max_restarts=request.max_restarts,
-                                  budget_usd=request.budget_usd, on_records=self.on_records, on_status=self.on_status)
+            return manager.launch(
+                request.host_name,
+                request.trainer_args,
+                name=request.name,
+                plan_id=request.plan_id,
+                gpus=request.gpus,
+                auto_resume=request.auto_resume,
+                fallback_hosts=tuple(request.fallback_hosts),
+                max_restarts=request.max_restarts,
+                budget_usd=request.budget_usd,
+                on_records=self.on_records,
+                on_status=self.on_status,
+            )
+
         return self.submit(job, callback, errback)
 
-    def bench(self, request: Any, callback: Callable[[Any], None] | None = None,
-              errback: Callable[[Exception], None] | None = None) -> int:
+    def bench(
+        self,
+        request: Any,
+        callback: Callable[[Any], None] | None = None,
+        errback: Callable[[Exception], None] | None = None,
+    ) -> int:
         """``trainer bench`` of the request's settings on its host (recorded for the planner).
 
         A bench runs in the foreground for minutes, so it gets its own thread and its own manager instead
@@ -151,10 +173,15 @@ class RunController(QObject):
         threading.Thread(target=run, name=f"bench-{job_id}", daemon=True).start()
         return job_id
 
-    def attach(self, run_id: int, callback: Callable[[Any], None] | None = None,
-               errback: Callable[[Exception], None] | None = None) -> int:
-        return self.submit(lambda m: m.attach(run_id, on_records=self.on_records, on_status=self.on_status),
-                           callback, errback)
+    def attach(
+        self,
+        run_id: int,
+        callback: Callable[[Any], None] | None = None,
+        errback: Callable[[Exception], None] | None = None,
+    ) -> int:
+        return self.submit(
+            lambda m: m.attach(run_id, on_records=self.on_records, on_status=self.on_status), callback, errback
+        )
 
     def live_runs(self) -> list[int]:
         return [] if self._manager is None else list(self._manager.live_runs())

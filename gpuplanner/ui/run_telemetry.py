@@ -46,8 +46,9 @@ def _num(value: Any) -> float:
 class RunTelemetry:
     """Ring buffers of one run: per-GPU samples, steps, evals, and event markers."""
 
-    def __init__(self, run_id: int | None = None, *, gpu_capacity: int = GPU_CAPACITY,
-                 step_capacity: int = STEP_CAPACITY) -> None:
+    def __init__(
+        self, run_id: int | None = None, *, gpu_capacity: int = GPU_CAPACITY, step_capacity: int = STEP_CAPACITY
+    ) -> None:
         self.run_id = run_id
         self.gpu_capacity = gpu_capacity
         self.gpus: dict[tuple[str, int], RingBuffer] = {}
@@ -85,7 +86,7 @@ class RunTelemetry:
         step_rows: list[list[float]] = []
         eval_rows: list[list[float]] = []
         used = 0
-        for rec in sorted(records, key=lambda r: (r.get("seq", -1) if isinstance(r.get("seq"), int) else -1)):
+        for rec in sorted(records, key=lambda r: r.get("seq", -1) if isinstance(r.get("seq"), int) else -1):
             seq = rec.get("seq")
             if isinstance(seq, int):
                 if seq <= self.last_seq:
@@ -97,23 +98,42 @@ class RunTelemetry:
             kind = rec.get("kind")
             used += 1
             if kind == "gpu":
-                key = (str(rec.get("node") or ""), int(_num(rec.get("index")) if not math.isnan(_num(rec.get("index"))) else 0))
+                key = (
+                    str(rec.get("node") or ""),
+                    int(_num(rec.get("index")) if not math.isnan(_num(rec.get("index"))) else 0),
+                )
                 sm = _num(rec.get("sm_active_pct"))
                 if not math.isnan(sm):
                     self.sm_reported = True
                 if "simulated" in rec:
                     sim = bool(rec.get("simulated"))
                     self.simulated = sim if self.simulated is None else (self.simulated or sim)
-                gpu_rows.setdefault(key, []).append([
-                    self._x(t), _num(rec.get("util_pct")), sm, _num(rec.get("mem_used_bytes")) / GIB,
-                    _num(rec.get("mem_total_bytes")) / GIB, _num(rec.get("power_w"))])
+                gpu_rows.setdefault(key, []).append(
+                    [
+                        self._x(t),
+                        _num(rec.get("util_pct")),
+                        sm,
+                        _num(rec.get("mem_used_bytes")) / GIB,
+                        _num(rec.get("mem_total_bytes")) / GIB,
+                        _num(rec.get("power_w")),
+                    ]
+                )
             elif kind == "step":
                 spend = _num(rec.get("spend_usd"))
                 x = self._x(t)
                 if math.isnan(spend) and self.price_per_gpu_hour:
                     spend = self.price_per_gpu_hour * (self.gpu_count or 1) * x / 3600.0
-                step_rows.append([x, _num(rec.get("step")), _num(rec.get("loss")), _num(rec.get("tokens_per_s")),
-                                  spend, _num(rec.get("step_time_s")), _num(rec.get("data_wait_s"))])
+                step_rows.append(
+                    [
+                        x,
+                        _num(rec.get("step")),
+                        _num(rec.get("loss")),
+                        _num(rec.get("tokens_per_s")),
+                        spend,
+                        _num(rec.get("step_time_s")),
+                        _num(rec.get("data_wait_s")),
+                    ]
+                )
             elif kind == "eval":
                 eval_rows.append([self._x(t), _num(rec.get("step")), _num(rec.get("eval_loss"))])
             elif kind == "run_start":
@@ -162,21 +182,48 @@ class RunTelemetry:
         """Load what the history already holds for the run (reattach after a restart)."""
         records: list[dict[str, Any]] = []
         for seq, t, node, idx, util, used, total, power, sim in db.execute(
-                "SELECT seq, t, node, gpu_index, util_pct, mem_used_bytes, mem_total_bytes, power_w, simulated"
-                " FROM gpu_samples WHERE run_id = ?", [run_id]).fetchall():
-            records.append({"seq": seq, "t": t, "kind": "gpu", "node": node, "index": idx, "util_pct": util,
-                            "mem_used_bytes": used, "mem_total_bytes": total, "power_w": power,
-                            "simulated": bool(sim) if sim is not None else None})
+            "SELECT seq, t, node, gpu_index, util_pct, mem_used_bytes, mem_total_bytes, power_w, simulated"
+            " FROM gpu_samples WHERE run_id = ?",
+            [run_id],
+        ).fetchall():
+            records.append(
+                {
+                    "seq": seq,
+                    "t": t,
+                    "kind": "gpu",
+                    "node": node,
+                    "index": idx,
+                    "util_pct": util,
+                    "mem_used_bytes": used,
+                    "mem_total_bytes": total,
+                    "power_w": power,
+                    "simulated": bool(sim) if sim is not None else None,
+                }
+            )
         for seq, t, step, loss, tps, st, dw, spend in db.execute(
-                "SELECT seq, t, step, loss, tokens_per_s, step_time_s, data_wait_s, spend_usd FROM steps"
-                " WHERE run_id = ?", [run_id]).fetchall():
-            records.append({"seq": seq, "t": t, "kind": "step", "step": step, "loss": loss, "tokens_per_s": tps,
-                            "step_time_s": st, "data_wait_s": dw, "spend_usd": spend})
+            "SELECT seq, t, step, loss, tokens_per_s, step_time_s, data_wait_s, spend_usd FROM steps WHERE run_id = ?",
+            [run_id],
+        ).fetchall():
+            records.append(
+                {
+                    "seq": seq,
+                    "t": t,
+                    "kind": "step",
+                    "step": step,
+                    "loss": loss,
+                    "tokens_per_s": tps,
+                    "step_time_s": st,
+                    "data_wait_s": dw,
+                    "spend_usd": spend,
+                }
+            )
         for seq, t, step, eval_loss in db.execute(
-                "SELECT seq, t, step, eval_loss FROM evals WHERE run_id = ?", [run_id]).fetchall():
+            "SELECT seq, t, step, eval_loss FROM evals WHERE run_id = ?", [run_id]
+        ).fetchall():
             records.append({"seq": seq, "t": t, "kind": "eval", "step": step, "eval_loss": eval_loss})
         for seq, t, kind, step, detail in db.execute(
-                "SELECT seq, t, kind, step, detail_json FROM events WHERE run_id = ?", [run_id]).fetchall():
+            "SELECT seq, t, kind, step, detail_json FROM events WHERE run_id = ?", [run_id]
+        ).fetchall():
             rec: dict[str, Any] = {}
             if detail:
                 try:
@@ -247,10 +294,14 @@ class RunTelemetry:
             return None
         spend, projected = self.spend_usd(), self.projected_cost_usd()
         if spend is not None and spend > self.planned_cost_usd:
-            return (f"Over plan: spent ${spend:,.2f}, the plan said ${self.planned_cost_usd:,.2f} "
-                    f"({spend / self.planned_cost_usd - 1:+.0%})")
+            return (
+                f"Over plan: spent ${spend:,.2f}, the plan said ${self.planned_cost_usd:,.2f} "
+                f"({spend / self.planned_cost_usd - 1:+.0%})"
+            )
         frac = self.progress() or 0.0
         if projected is not None and frac >= 0.1 and projected > 1.1 * self.planned_cost_usd:
-            return (f"Heading over plan: at this pace the run costs ${projected:,.2f}, the plan said "
-                    f"${self.planned_cost_usd:,.2f} ({projected / self.planned_cost_usd - 1:+.0%})")
+            return (
+                f"Heading over plan: at this pace the run costs ${projected:,.2f}, the plan said "
+                f"${self.planned_cost_usd:,.2f} ({projected / self.planned_cost_usd - 1:+.0%})"
+            )
         return None

@@ -19,15 +19,27 @@ from typing import Any
 
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import (QApplication, QComboBox, QDialog, QHBoxLayout, QLabel, QListWidget,
-                               QListWidgetItem, QProgressBar, QPushButton, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QApplication,
+    QComboBox,
+    QDialog,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gpuplanner.ui.alert_banner import AlertBanner
 from gpuplanner.ui.launch_dialog import LaunchDialog, LaunchRequest, demo_dir
 from gpuplanner.ui.live_plots import LivePlots, synthetic_telemetry
+from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
 from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.run_telemetry import RunTelemetry
-from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
 FINAL_STATES = ("finished", "failed", "stopped", "killed")
@@ -40,10 +52,34 @@ WINDOWS = (("Last 10 minutes", 600.0), ("Last hour", 3600.0), ("Full history", 0
 def demo_request(max_steps: int = 400) -> LaunchRequest:
     """The demo run: the shipped tiny GPT-2 config and corpus on this machine, fast telemetry."""
     demo = demo_dir()
-    args = ["--model-config", str(demo / "tiny-gpt2.json"), "--data", str(demo / "corpus"), "--seq-len", "64",
-            "--micro-batch", "8", "--max-steps", str(max_steps), "--lr", "2e-3", "--warmup-steps", "20",
-            "--eval-every-steps", "50", "--eval-batches", "2", "--checkpoint-every-steps", "100",
-            "--checkpoint-every-minutes", "0", "--log-interval-s", "0.25", "--gpu-interval-s", "0.5"]
+    args = [
+        "--model-config",
+        str(demo / "tiny-gpt2.json"),
+        "--data",
+        str(demo / "corpus"),
+        "--seq-len",
+        "64",
+        "--micro-batch",
+        "8",
+        "--max-steps",
+        str(max_steps),
+        "--lr",
+        "2e-3",
+        "--warmup-steps",
+        "20",
+        "--eval-every-steps",
+        "50",
+        "--eval-batches",
+        "2",
+        "--checkpoint-every-steps",
+        "100",
+        "--checkpoint-every-minutes",
+        "0",
+        "--log-interval-s",
+        "0.25",
+        "--gpu-interval-s",
+        "0.5",
+    ]
     return LaunchRequest(host_name="local", trainer_args=args, name="Demo run (tiny GPT-2)", gpus=1)
 
 
@@ -152,10 +188,14 @@ class RunsPane(QWidget):
         self.title_label.setStyleSheet("font-weight: bold; font-size: 13pt")
         self.state_label = QLabel()
         self.simulated_badge = QLabel("SIMULATED GPU telemetry: no GPU on this host")
-        self.simulated_badge.setStyleSheet("background: #ffe0b2; color: #7a3e00; border: 1px solid #e08a00;"
-                                           " border-radius: 3px; padding: 1px 6px; font-weight: bold")
-        self.simulated_badge.setToolTip("The trainer found no NVIDIA GPU; utilisation, memory and power follow the "
-                                        "training loop's busy time and are not measurements")
+        self.simulated_badge.setStyleSheet(
+            "background: #ffe0b2; color: #7a3e00; border: 1px solid #e08a00;"
+            " border-radius: 3px; padding: 1px 6px; font-weight: bold"
+        )
+        self.simulated_badge.setToolTip(
+            "The trainer found no NVIDIA GPU; utilisation, memory and power follow the "
+            "training loop's busy time and are not measurements"
+        )
         self.simulated_badge.setVisible(False)
         head.addWidget(self.title_label)
         head.addWidget(self.state_label)
@@ -227,8 +267,11 @@ class RunsPane(QWidget):
         pane recalculates with it)."""
         self._measure_dialog = dialog
         self._say(f"Measuring the speed on {request.host_name} (trainer bench, about a minute)…", error=False)
-        self.controller.bench(request, lambda result: self._on_measured(result, request),
-                              lambda exc: self._on_measure_failed(exc, request))
+        self.controller.bench(
+            request,
+            lambda result: self._on_measured(result, request),
+            lambda exc: self._on_measure_failed(exc, request),
+        )
 
     def _say(self, text: str, error: bool = True) -> None:
         """The line above the plots: problems in red, progress and results in the normal colour."""
@@ -248,16 +291,22 @@ class RunsPane(QWidget):
 
     def _on_measured(self, result: dict[str, Any], request: LaunchRequest) -> None:
         mfu = f", MFU {result['mfu']:.1%}" if isinstance(result.get("mfu"), (int, float)) else ""
-        text = (f"Measured on {request.host_name} ({result.get('device')}, {result.get('precision')}): "
-                f"{result.get('tokens_per_s', 0):,.0f} tokens/s, {result.get('step_time_s', 0) * 1000:,.0f} ms "
-                f"per step{mfu}. ")
+        text = (
+            f"Measured on {request.host_name} ({result.get('device')}, {result.get('precision')}): "
+            f"{result.get('tokens_per_s', 0):,.0f} tokens/s, {result.get('step_time_s', 0) * 1000:,.0f} ms "
+            f"per step{mfu}. "
+        )
         if "recorded_id" in result and result.get("catalog_knows_gpu") is False:
-            text += (f"Recorded as bench result #{result['recorded_id']}, but the catalog knows no GPU named "
-                     f"{result['recorded_gpu_type']!r}, so the Plan pane cannot use it "
-                     "(`gpuplanner hosts bench --gpu-type` records it under a catalog name).")
+            text += (
+                f"Recorded as bench result #{result['recorded_id']}, but the catalog knows no GPU named "
+                f"{result['recorded_gpu_type']!r}, so the Plan pane cannot use it "
+                "(`gpuplanner hosts bench --gpu-type` records it under a catalog name)."
+            )
         elif "recorded_id" in result:
-            text += (f"Recorded as bench result #{result['recorded_id']} for {result['recorded_gpu_type']}: "
-                     "the Plan pane uses it for this model, method, precision and sequence length.")
+            text += (
+                f"Recorded as bench result #{result['recorded_id']} for {result['recorded_gpu_type']}: "
+                "the Plan pane uses it for this model, method, precision and sequence length."
+            )
         else:
             text += f"Not recorded ({result.get('not_recorded')})."
         self._measurement_answer(text, error=False)
@@ -286,8 +335,9 @@ class RunsPane(QWidget):
     def launch(self, request: LaunchRequest) -> None:
         """Launch on the worker thread; a new host key is asked about here, then the launch is retried."""
         self._say(f"Launching on {request.host_name}…", error=False)
-        self.controller.launch(request, lambda run_id: self._on_launched(run_id, request),
-                               lambda exc: self._on_launch_failed(exc, request))
+        self.controller.launch(
+            request, lambda run_id: self._on_launched(run_id, request), lambda exc: self._on_launch_failed(exc, request)
+        )
 
     def has_live_runs(self) -> bool:
         return bool(self.controller.live_runs())
@@ -307,8 +357,14 @@ class RunsPane(QWidget):
         return None if item is None else self.runs.get(item.data(Qt.ItemDataRole.UserRole))
 
     # -- launching ------------------------------------------------------------------------------
-    def _add_entry(self, run_id: int, name: str, host: str, telemetry: RunTelemetry | None = None,
-                   request: LaunchRequest | None = None) -> RunEntry:
+    def _add_entry(
+        self,
+        run_id: int,
+        name: str,
+        host: str,
+        telemetry: RunTelemetry | None = None,
+        request: LaunchRequest | None = None,
+    ) -> RunEntry:
         entry = self.runs.get(run_id)
         if entry is not None:
             return entry
@@ -376,8 +432,9 @@ class RunsPane(QWidget):
                     tel.price_per_gpu_hour = run.price_usd_per_gpu_hour
                     tel.backfill_from_history(db, run.id)
                     try:
-                        manager.attach(run.id, on_records=self.controller.on_records,
-                                       on_status=self.controller.on_status)
+                        manager.attach(
+                            run.id, on_records=self.controller.on_records, on_status=self.controller.on_status
+                        )
                     except Exception:
                         continue
                     found.append((run.id, run.name or f"Run {run.id}", run.host or "?", tel))
@@ -385,8 +442,9 @@ class RunsPane(QWidget):
             finally:
                 db.close()
 
-        self.controller.submit(job, self._on_reattached, lambda exc: self._say(
-            f"Could not reattach to running runs: {exc}"))
+        self.controller.submit(
+            job, self._on_reattached, lambda exc: self._say(f"Could not reattach to running runs: {exc}")
+        )
 
     def _on_reattached(self, found: list[tuple[int, str, str, RunTelemetry]]) -> None:
         for run_id, name, host, tel in found:
@@ -480,8 +538,7 @@ class RunsPane(QWidget):
 
     def _update_text(self) -> None:
         entry = self.current()
-        for button in (self.stop_button, self.kill_button, self.preempt_button, self.resume_button,
-                       self.folder_button):
+        for button in (self.stop_button, self.kill_button, self.preempt_button, self.resume_button, self.folder_button):
             button.setEnabled(False)
         if entry is None:
             self.simulated_badge.setVisible(False)
@@ -548,13 +605,16 @@ class RunsPane(QWidget):
         if entry is None:
             return
         run_id = entry.run_id
-        calls = {"stop": lambda m: m.stop(run_id), "kill": lambda m: m.kill(run_id),
-                 "preempt": lambda m: m.simulate_preemption(run_id), "resume": lambda m: m.resume(run_id)}
+        calls = {
+            "stop": lambda m: m.stop(run_id),
+            "kill": lambda m: m.kill(run_id),
+            "preempt": lambda m: m.simulate_preemption(run_id),
+            "resume": lambda m: m.resume(run_id),
+        }
         self._say("")
         if action == "resume":
             entry.finished_emitted = False
-        self.controller.submit(calls[action], None,
-                               lambda exc: self._say(f"{action.capitalize()} failed: {exc}"))
+        self.controller.submit(calls[action], None, lambda exc: self._say(f"{action.capitalize()} failed: {exc}"))
 
     @Slot()
     def _on_stop_clicked(self) -> None:

@@ -40,12 +40,39 @@ from typing import Any, TextIO
 
 TRAIN_DEADLINE_S = 300.0
 PANE_SETTLE_S = 10.0
-THIRD_PARTY_MODULES = ("numpy", "pyqtgraph", "pyqtgraph.exporters", "sqlite_utils", "paramiko", "pynvml",
-                       "PySide6.QtCore", "PySide6.QtGui", "PySide6.QtWidgets", "PySide6.QtSvg", "trainer.protocol")
+THIRD_PARTY_MODULES = (
+    "numpy",
+    "pyqtgraph",
+    "pyqtgraph.exporters",
+    "sqlite_utils",
+    "paramiko",
+    "pynvml",
+    "PySide6.QtCore",
+    "PySide6.QtGui",
+    "PySide6.QtWidgets",
+    "PySide6.QtSvg",
+    "trainer.protocol",
+)
 # Trainer settings of the self-test's run: the demo model, a handful of steps, simulated GPU telemetry.
-TRAIN_ARGS = ("--seq-len", "64", "--micro-batch", "4", "--max-steps", "12", "--device", "cpu",
-              "--gpu-interval-s", "0.2", "--log-interval-s", "0", "--checkpoint-every-minutes", "0",
-              "--num-workers", "0", "--no-events-stdout")
+TRAIN_ARGS = (
+    "--seq-len",
+    "64",
+    "--micro-batch",
+    "4",
+    "--max-steps",
+    "12",
+    "--device",
+    "cpu",
+    "--gpu-interval-s",
+    "0.2",
+    "--log-interval-s",
+    "0",
+    "--checkpoint-every-minutes",
+    "0",
+    "--num-workers",
+    "0",
+    "--no-events-stdout",
+)
 
 
 class Skip(Exception):
@@ -84,8 +111,12 @@ class SelfTest:
 
     def summary(self) -> int:
         if self.failures:
-            print(f"self-test: FAILED ({len(self.failures)} of {self.passed + len(self.failures) + len(self.skips)}"
-                  f" checks): {'; '.join(self.failures)}", file=self.out, flush=True)
+            print(
+                f"self-test: FAILED ({len(self.failures)} of {self.passed + len(self.failures) + len(self.skips)}"
+                f" checks): {'; '.join(self.failures)}",
+                file=self.out,
+                flush=True,
+            )
             return 1
         skipped = f", {len(self.skips)} skipped ({', '.join(self.skips)})" if self.skips else ""
         print(f"self-test: passed ({self.passed} checks{skipped})", file=self.out, flush=True)
@@ -93,6 +124,7 @@ class SelfTest:
 
 
 # ----------------------------------------------------------------------------------------- setup
+
 
 @contextlib.contextmanager
 def private_environment(root: Path) -> Iterator[Path]:
@@ -119,16 +151,25 @@ def private_environment(root: Path) -> Iterator[Path]:
 
 # ---------------------------------------------------------------------------------------- checks
 
+
 def check_resources() -> str:
     from gpuplanner.resources import is_frozen, resource_path, resources_dir, trainer_source_dir
 
     folder = resources_dir()
-    for parts in (("catalog", "gpus.toml"), ("catalog", "prices.csv"), ("models", "presets.json"),
-                  ("demo", "tiny-gpt2.json"), ("icons", "gpuplanner.svg")):
+    for parts in (
+        ("catalog", "gpus.toml"),
+        ("catalog", "prices.csv"),
+        ("models", "presets.json"),
+        ("demo", "tiny-gpt2.json"),
+        ("icons", "gpuplanner.svg"),
+    ):
         resource_path(*parts)
     payload = trainer_source_dir()
-    missing = [name for name in ("__init__.py", "__main__.py", "cli.py", "loop.py", "protocol.py")
-               if not (payload / name).is_file()]
+    missing = [
+        name
+        for name in ("__init__.py", "__main__.py", "cli.py", "loop.py", "protocol.py")
+        if not (payload / name).is_file()
+    ]
     if missing:
         raise FileNotFoundError(f"trainer sources in {payload} lack {', '.join(missing)}")
     where = "frozen bundle" if is_frozen() else "installed" if folder.name == "_resources" else "checkout"
@@ -185,11 +226,14 @@ def check_planner() -> str:
     best = rows[0]
     if best.get("rank") != 1 or not (isinstance(best.get("cost_usd"), (int, float)) and best["cost_usd"] > 0):
         raise RuntimeError(f"the best row has no rank 1 and positive cost: {best}")
-    return (f"{len(rows)} rows; best {best.get('gpus')} x {best.get('gpu')} {best.get('pricing')}"
-            f" ${best['cost_usd']:.2f} in {best.get('hours', float('nan')):.1f} h")
+    return (
+        f"{len(rows)} rows; best {best.get('gpus')} x {best.get('gpu')} {best.get('pricing')}"
+        f" ${best['cost_usd']:.2f} in {best.get('hours', float('nan')):.1f} h"
+    )
 
 
 # ------------------------------------------------------------------------------------ window part
+
 
 def _process_events(seconds: float = 0.0) -> None:
     from PySide6.QtCore import QCoreApplication, QEventLoop
@@ -324,6 +368,7 @@ class WindowChecks:
 
 # ---------------------------------------------------------------------------------- training part
 
+
 def train_tiny_run(python: Path, run_dir: Path, db_path: Path, *, deadline_s: float = TRAIN_DEADLINE_S) -> str:
     """Train the demo model a few steps with ``python``, ingest its events, check the history holds them."""
     from gpuplanner.history.db import open_db
@@ -332,15 +377,32 @@ def train_tiny_run(python: Path, run_dir: Path, db_path: Path, *, deadline_s: fl
     from gpuplanner.resources import resource_path
     from gpuplanner.trainer_python import trainer_env
 
-    command = [str(python), "-m", "trainer", "train", "--run-dir", str(run_dir),
-               "--model-config", str(resource_path("demo", "tiny-gpt2.json")),
-               "--data", str(resource_path("demo", "corpus")), *TRAIN_ARGS]
+    command = [
+        str(python),
+        "-m",
+        "trainer",
+        "train",
+        "--run-dir",
+        str(run_dir),
+        "--model-config",
+        str(resource_path("demo", "tiny-gpt2.json")),
+        "--data",
+        str(resource_path("demo", "corpus")),
+        *TRAIN_ARGS,
+    ]
     env = trainer_env()
     env.setdefault("OMP_NUM_THREADS", "1")
     started = time.monotonic()
     try:
-        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=deadline_s,
-                                cwd=run_dir.parent, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=deadline_s,
+            cwd=run_dir.parent,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"the tiny run did not finish within {deadline_s:.0f} s") from None
     seconds = time.monotonic() - started
@@ -353,7 +415,8 @@ def train_tiny_run(python: Path, run_dir: Path, db_path: Path, *, deadline_s: fl
         ingest_file(db, run_id, run_dir)
         steps = db.execute("SELECT COUNT(*) FROM steps WHERE run_id = ?", [run_id]).fetchone()[0]
         gpu_all, gpu_sim = db.execute(
-            "SELECT COUNT(*), COALESCE(SUM(simulated = 1), 0) FROM gpu_samples WHERE run_id = ?", [run_id]).fetchone()
+            "SELECT COUNT(*), COALESCE(SUM(simulated = 1), 0) FROM gpu_samples WHERE run_id = ?", [run_id]
+        ).fetchone()
         status = get_run(db, run_id).status
     finally:
         db.conn.close()
@@ -368,12 +431,17 @@ def train_tiny_run(python: Path, run_dir: Path, db_path: Path, *, deadline_s: fl
 
 # ------------------------------------------------------------------------------------------ main
 
+
 def run_self_test(out: TextIO | None = None, *, train: bool = True) -> int:
     """Run every check; returns the exit status (0 passed, 1 failed)."""
     out = out or sys.stdout
     selftest = SelfTest(out)
-    print(f"self-test: gpuplanner {_version()} on Python {sys.version.split()[0]}"
-          f"{' (frozen)' if getattr(sys, 'frozen', False) else ''}", file=out, flush=True)
+    print(
+        f"self-test: gpuplanner {_version()} on Python {sys.version.split()[0]}"
+        f"{' (frozen)' if getattr(sys, 'frozen', False) else ''}",
+        file=out,
+        flush=True,
+    )
 
     # The Python for the trainer is looked up in the user's real environment (their own
     # trainer venv lives in their data folder), before everything moves to the private folder.
@@ -405,6 +473,7 @@ def run_self_test(out: TextIO | None = None, *, train: bool = True) -> int:
             selftest.check("window closed", window.close)
         selftest.check("trainer python", find_python)
         with private_environment(root):
+
             def training() -> str:
                 if lookup is None or lookup.python is None:
                     raise Skip("no Python with torch (see 'trainer python' above)")

@@ -21,7 +21,7 @@ class AppServices:
     _catalog: Catalog | None = field(default=None, repr=False)
 
     @classmethod
-    def from_environment(cls, db: str | None = None) -> "AppServices":
+    def from_environment(cls, db: str | None = None) -> AppServices:
         """The user's own database (``--db``, ``$GPUPLANNER_DB`` or the data directory) and settings."""
         return cls(db_path=resolve_db_path(db), config_dir=config_dir())
 

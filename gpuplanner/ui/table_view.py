@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QAbstractItemView, QMenu, QTableView, QToolButton
-
 
 
 class ColumnsTableModel(QAbstractTableModel):
@@ -33,8 +33,10 @@ class ColumnsTableModel(QAbstractTableModel):
                 return self.COLUMNS[section][2]
         return None
 
-def sortable_table(proxy: QSortFilterProxyModel, sort_column: int, order: Qt.SortOrder,
-                   selection: QAbstractItemView.SelectionMode) -> QTableView:
+
+def sortable_table(
+    proxy: QSortFilterProxyModel, sort_column: int, order: Qt.SortOrder, selection: QAbstractItemView.SelectionMode
+) -> QTableView:
     """A row-selecting, sortable table over ``proxy`` with compact rows and no row numbers."""
     table = QTableView()
     table.setModel(proxy)

@@ -10,8 +10,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QFontDatabase
-from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QLabel, QMessageBox, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QMessageBox, QVBoxLayout, QWidget
 
 
 def _address(exc: Any) -> str:
@@ -30,7 +29,7 @@ def _mono(text: str) -> QLabel:
 
 
 class TrustHostKeyDialog(QDialog):
-    """"The authenticity of host ... can't be established": Trust and connect, or Cancel.
+    """ "The authenticity of host ... can't be established": Trust and connect, or Cancel.
 
     Accepting calls ``exc.trust()`` (the key goes into known_hosts); rejecting leaves everything as is.
     """
@@ -41,10 +40,12 @@ class TrustHostKeyDialog(QDialog):
         self.trusted = False
         self.setWindowTitle("Unknown host key")
         layout = QVBoxLayout(self)
-        intro = QLabel(f"<b>GPU Planner has not connected to {_address(exc)} before.</b><br>"
-                       "Compare the fingerprint below with the one the host's administrator or cloud console "
-                       "shows (<code>ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub</code> on the host). "
-                       "Trust it only if they match.")
+        intro = QLabel(
+            f"<b>GPU Planner has not connected to {_address(exc)} before.</b><br>"
+            "Compare the fingerprint below with the one the host's administrator or cloud console "
+            "shows (<code>ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub</code> on the host). "
+            "Trust it only if they match."
+        )
         intro.setWordWrap(True)
         layout.addWidget(intro)
         form = QFormLayout()
@@ -85,7 +86,8 @@ def changed_key_box(exc: Any, parent: QWidget | None = None) -> QMessageBox:
         f"The host now offers a {getattr(exc, 'key_type', '?')} key with fingerprint "
         f"<code>{getattr(exc, 'fingerprint_sha256', '?')}</code>, which differs from the key recorded "
         "in known_hosts. Someone may be intercepting the connection, or the host was reinstalled. "
-        f"If the change is expected, remove the old entry (<code>ssh-keygen -R '{name}'</code>) and try again.")
+        f"If the change is expected, remove the old entry (<code>ssh-keygen -R '{name}'</code>) and try again."
+    )
     box.setStandardButtons(QMessageBox.StandardButton.Close)
     return box
 

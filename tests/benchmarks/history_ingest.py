@@ -34,10 +34,25 @@ def _util(seq: int) -> float:
 def stream(n: int) -> bytes:
     lines = [encode(make_record("run_start", 0, T0, config={"model_name": "bench"}, gpus=GPUS))]
     for seq in range(1, n + 1):
-        lines.append(encode(make_record(
-            "gpu", seq, T0 + seq / GPUS, node="n0", index=seq % GPUS, util_pct=_util(seq),
-            mem_used_bytes=(40 + seq % 40) << 30, mem_total_bytes=80 << 30, power_w=350.0, temp_c=60.0,
-            sm_clock_mhz=1980, throttle_reasons=0, simulated=False)))
+        lines.append(
+            encode(
+                make_record(
+                    "gpu",
+                    seq,
+                    T0 + seq / GPUS,
+                    node="n0",
+                    index=seq % GPUS,
+                    util_pct=_util(seq),
+                    mem_used_bytes=(40 + seq % 40) << 30,
+                    mem_total_bytes=80 << 30,
+                    power_w=350.0,
+                    temp_c=60.0,
+                    sm_clock_mhz=1980,
+                    throttle_reasons=0,
+                    simulated=False,
+                )
+            )
+        )
     lines.append(encode(make_record("run_end", n + 1, T0 + (n + 1) / GPUS, status="finished")))
     return "".join(lines).encode()
 
@@ -51,11 +66,13 @@ def main() -> None:
             ingestor = Ingestor(db, run_id, "bench")
             start = time.perf_counter()
             for offset in range(0, len(data), 1 << 20):
-                ingestor.feed_bytes(data[offset:offset + (1 << 20)])
+                ingestor.feed_bytes(data[offset : offset + (1 << 20)])
             stats = ingestor.flush()
             elapsed = time.perf_counter() - start
-        print(f"ingest: {stats.inserted:,} records in {elapsed:.2f} s = {stats.inserted / elapsed:,.0f} records/s "
-              f"(target > 50,000/s; bytes parsed, batches of {ingestor.batch_size}, one transaction each)")
+        print(
+            f"ingest: {stats.inserted:,} records in {elapsed:.2f} s = {stats.inserted / elapsed:,.0f} records/s "
+            f"(target > 50,000/s; bytes parsed, batches of {ingestor.batch_size}, one transaction each)"
+        )
 
         cli.COMMAND_MODULES = ("gpuplanner.commands.runs",)
         times = []
@@ -66,8 +83,10 @@ def main() -> None:
                 code = cli.main(["runs", "show", str(run_id), "--json", "--db", str(db_path)])
             times.append(time.perf_counter() - start)
             assert code == 0 and '"gpu_samples": 1000000' in out.getvalue(), out.getvalue()[:500]
-        print(f"runs show on a run with {SAMPLES:,} samples: best {min(times) * 1000:.1f} ms, "
-              f"worst {max(times) * 1000:.1f} ms of 5 (target < 200 ms; includes opening the database)")
+        print(
+            f"runs show on a run with {SAMPLES:,} samples: best {min(times) * 1000:.1f} ms, "
+            f"worst {max(times) * 1000:.1f} ms of 5 (target < 200 ms; includes opening the database)"
+        )
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ import time
 
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import load_catalog
-from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.compare import compare
+from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.planner import PlanRequest, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
@@ -34,14 +34,26 @@ def timed(function, repeats: int = REPEATS) -> list[float]:
 
 def main() -> None:
     catalog = load_catalog()
-    setup = TrainSetup(method=example.METHOD, micro_batch=example.MICRO_BATCH, grad_accum=example.GRAD_ACCUM,
-                       seq_len=example.SEQ_LEN, grad_checkpointing=example.GRAD_CHECKPOINTING)
-    request = PlanRequest(from_preset(example.MODEL), setup, Workload(samples=example.SAMPLES), gpu=None,
-                          deadline_hours=24.0, budget_usd=500.0)
+    setup = TrainSetup(
+        method=example.METHOD,
+        micro_batch=example.MICRO_BATCH,
+        grad_accum=example.GRAD_ACCUM,
+        seq_len=example.SEQ_LEN,
+        grad_checkpointing=example.GRAD_CHECKPOINTING,
+    )
+    request = PlanRequest(
+        from_preset(example.MODEL),
+        setup,
+        Workload(samples=example.SAMPLES),
+        gpu=None,
+        deadline_hours=24.0,
+        budget_usd=500.0,
+    )
     rows = compare(request, catalog)
     table = timed(lambda: compare(request, catalog))
-    single = timed(lambda: make_plan(PlanRequest(request.model, setup, request.workload, gpu=example.GPU), catalog,
-                                     suggest=False))
+    single = timed(
+        lambda: make_plan(PlanRequest(request.model, setup, request.workload, gpu=example.GPU), catalog, suggest=False)
+    )
     median, best = statistics.median(table), min(table)
     print(f"compare table: {len(rows)} rows ({len(catalog.gpus)} GPUs x 4 counts x 2 pricings)")
     print(f"  median {median * 1000:.2f} ms, best {best * 1000:.2f} ms (target < 20 ms)")

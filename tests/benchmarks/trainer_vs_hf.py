@@ -31,19 +31,34 @@ def ours(cfg_path: Path, args: argparse.Namespace, tmp: Path, fused_kernels: boo
     from trainer.bench import bench
     from trainer.config import TrainConfig
 
-    cfg = TrainConfig(run_dir=str(tmp / "ours"), model_config=str(cfg_path), data=[str(CORPUS)], seq_len=args.seq_len,
-                      micro_batch=args.batch, max_steps=args.steps, lr=1e-4, warmup_steps=0, eval_fraction=0.0,
-                      device=args.device, precision=args.precision, cache_dir=str(tmp / "cache"),
-                      reset_position_ids=args.reset_position_ids, fused_kernels=fused_kernels)
+    cfg = TrainConfig(
+        run_dir=str(tmp / "ours"),
+        model_config=str(cfg_path),
+        data=[str(CORPUS)],
+        seq_len=args.seq_len,
+        micro_batch=args.batch,
+        max_steps=args.steps,
+        lr=1e-4,
+        warmup_steps=0,
+        eval_fraction=0.0,
+        device=args.device,
+        precision=args.precision,
+        cache_dir=str(tmp / "cache"),
+        reset_position_ids=args.reset_position_ids,
+        fused_kernels=fused_kernels,
+    )
     result = bench(cfg, warmup_steps=args.warmup, steps=args.steps)
     return result["tokens_per_s"], result
 
 
 def hf(cfg_path: Path, args: argparse.Namespace, tmp: Path) -> float:
     import transformers
+
     from trainer import data as data_mod
 
-    tokens = data_mod.tokenize_cached(data_mod.data_files([str(CORPUS)]), data_mod.ByteTokenizer(), "text", tmp / "cache")
+    tokens = data_mod.tokenize_cached(
+        data_mod.data_files([str(CORPUS)]), data_mod.ByteTokenizer(), "text", tmp / "cache"
+    )
     packed = data_mod.pack(tokens, args.seq_len, 256, 0.0)
 
     class Packed(torch.utils.data.Dataset):
@@ -57,7 +72,8 @@ def hf(cfg_path: Path, args: argparse.Namespace, tmp: Path) -> float:
     raw = json.loads(cfg_path.read_text())
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(
-        transformers.AutoConfig.for_model(raw.pop("model_type"), **raw), attn_implementation="sdpa")
+        transformers.AutoConfig.for_model(raw.pop("model_type"), **raw), attn_implementation="sdpa"
+    )
     span: dict[str, float] = {}
     seen = {"tokens": 0}
 
@@ -84,10 +100,21 @@ def hf(cfg_path: Path, args: argparse.Namespace, tmp: Path) -> float:
             span["end"] = time.perf_counter()
 
     targs = transformers.TrainingArguments(
-        output_dir=str(tmp / "hf"), per_device_train_batch_size=args.batch, max_steps=args.steps + args.warmup,
-        learning_rate=1e-4, warmup_steps=0, logging_steps=10_000, save_strategy="no", report_to=[],
-        use_cpu=args.device == "cpu", bf16=args.precision == "bf16", dataloader_num_workers=0, disable_tqdm=True,
-        dataloader_drop_last=True, seed=0)  # full batches only, as our trainer (and a fair comparison) has
+        output_dir=str(tmp / "hf"),
+        per_device_train_batch_size=args.batch,
+        max_steps=args.steps + args.warmup,
+        learning_rate=1e-4,
+        warmup_steps=0,
+        logging_steps=10_000,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=args.device == "cpu",
+        bf16=args.precision == "bf16",
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        dataloader_drop_last=True,
+        seed=0,
+    )  # full batches only, as our trainer (and a fair comparison) has
     CountingTrainer(model=model, args=targs, train_dataset=Packed(), callbacks=[Timer()]).train()
     expected = args.batch * args.seq_len * args.steps
     if seen["tokens"] != expected:
@@ -107,8 +134,12 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--precision", default="fp32")
     p.add_argument("--reset-position-ids", action="store_true")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="measure both sides this many times, alternating which goes first; medians reported")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="measure both sides this many times, alternating which goes first; medians reported",
+    )
     args = p.parse_args()
     ours_runs: list[float] = []
     hf_runs: list[float] = []
@@ -117,9 +148,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         cfg = tmp / "config.json"
-        cfg.write_text(json.dumps({"model_type": "gpt2", "n_layer": args.layers, "n_embd": args.hidden,
-                                   "n_head": args.heads, "n_positions": max(1024, args.seq_len), "vocab_size": 257,
-                                   "bos_token_id": 256, "eos_token_id": 256}))
+        cfg.write_text(
+            json.dumps(
+                {
+                    "model_type": "gpt2",
+                    "n_layer": args.layers,
+                    "n_embd": args.hidden,
+                    "n_head": args.heads,
+                    "n_positions": max(1024, args.seq_len),
+                    "vocab_size": 257,
+                    "bos_token_id": 256,
+                    "eos_token_id": 256,
+                }
+            )
+        )
         for r in range(max(1, args.rounds)):
             sides = ["hf", "ours", "ours_unfused"] if r % 2 == 0 else ["ours_unfused", "ours", "hf"]
             for name in sides:
@@ -131,14 +173,28 @@ def main() -> None:
                 else:
                     unfused_runs.append(ours(cfg, args, tmp, fused_kernels=False)[0])
     ours_tps, hf_tps = statistics.median(ours_runs), statistics.median(hf_runs)
-    print(json.dumps({"ours_tokens_per_s": round(ours_tps, 1), "hf_trainer_tokens_per_s": round(hf_tps, 1),
-                      "ratio_ours_over_hf": round(ours_tps / hf_tps, 3),
-                      "ratios_per_round": [round(o / h, 3) for o, h in zip(ours_runs, hf_runs)],
-                      "ratio_ours_no_fused_kernels_over_hf": round(statistics.median(unfused_runs) / hf_tps, 3),
-                      "ours_runs": [round(x, 1) for x in ours_runs], "hf_runs": [round(x, 1) for x in hf_runs],
-                      "mfu_ours": detail["mfu"], "device": detail["device"], "params": detail["params"],
-                      "seq_len": args.seq_len, "batch": args.batch, "steps": args.steps, "warmup": args.warmup,
-                      "torch_threads": torch.get_num_threads()}, indent=2))
+    print(
+        json.dumps(
+            {
+                "ours_tokens_per_s": round(ours_tps, 1),
+                "hf_trainer_tokens_per_s": round(hf_tps, 1),
+                "ratio_ours_over_hf": round(ours_tps / hf_tps, 3),
+                "ratios_per_round": [round(o / h, 3) for o, h in zip(ours_runs, hf_runs)],
+                "ratio_ours_no_fused_kernels_over_hf": round(statistics.median(unfused_runs) / hf_tps, 3),
+                "ours_runs": [round(x, 1) for x in ours_runs],
+                "hf_runs": [round(x, 1) for x in hf_runs],
+                "mfu_ours": detail["mfu"],
+                "device": detail["device"],
+                "params": detail["params"],
+                "seq_len": args.seq_len,
+                "batch": args.batch,
+                "steps": args.steps,
+                "warmup": args.warmup,
+                "torch_threads": torch.get_num_threads(),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -72,12 +72,18 @@ def startup_seconds() -> tuple[list[float], list[float]]:
     times, ready = [], []
     for _ in range(STARTS):
         with tempfile.TemporaryDirectory() as tmp:
-            env = dict(os.environ, GPUPLANNER_DATA_DIR=f"{tmp}/data", GPUPLANNER_CONFIG_DIR=f"{tmp}/config",
-                       XDG_CONFIG_HOME=f"{tmp}/xdg", PYTHONPATH=str(REPO))
+            env = dict(
+                os.environ,
+                GPUPLANNER_DATA_DIR=f"{tmp}/data",
+                GPUPLANNER_CONFIG_DIR=f"{tmp}/config",
+                XDG_CONFIG_HOME=f"{tmp}/xdg",
+                PYTHONPATH=str(REPO),
+            )
             env.setdefault("QT_QPA_PLATFORM", "offscreen")
             start = time.time()
-            out = subprocess.run([sys.executable, __file__, "--child-startup"], env=env, capture_output=True,
-                                 text=True, timeout=120)
+            out = subprocess.run(
+                [sys.executable, __file__, "--child-startup"], env=env, capture_output=True, text=True, timeout=120
+            )
             shown = [line for line in out.stdout.splitlines() if line.startswith("SHOWN ")]
             if not shown:
                 raise RuntimeError(f"the window never showed:\n{out.stdout}\n{out.stderr}")
@@ -138,14 +144,20 @@ def main() -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     print(f"platform: {os.environ['QT_QPA_PLATFORM']}, python {sys.version.split()[0]}")
     starts, ready = startup_seconds()
-    print(f"start-up to window shown: median {statistics.median(starts):.2f} s, best {min(starts):.2f} s "
-          f"over {STARTS} starts (target < 1.5 s)")
+    print(
+        f"start-up to window shown: median {statistics.median(starts):.2f} s, best {min(starts):.2f} s "
+        f"over {STARTS} starts (target < 1.5 s)"
+    )
     if ready:
-        print(f"  window complete (plan result, cost chart and Runs pane built): median {statistics.median(ready):.2f} s")
+        print(
+            f"  window complete (plan result, cost chart and Runs pane built): median {statistics.median(ready):.2f} s"
+        )
     totals, engine = recalc_seconds()
-    print(f"plan recalculation after an edit: median {statistics.median(totals) * 1000:.1f} ms, "
-          f"p90 {_p90(totals) * 1000:.1f} ms (engine on the worker: median {statistics.median(engine) * 1000:.1f} ms)"
-          f" over {EDITS} edits (target < 50 ms; plus the 150 ms typing debounce)")
+    print(
+        f"plan recalculation after an edit: median {statistics.median(totals) * 1000:.1f} ms, "
+        f"p90 {_p90(totals) * 1000:.1f} ms (engine on the worker: median {statistics.median(engine) * 1000:.1f} ms)"
+        f" over {EDITS} edits (target < 50 ms; plus the 150 ms typing debounce)"
+    )
     try:
         from gpuplanner.ui.runs_pane import redraw_benchmark
     except ImportError as exc:

@@ -26,14 +26,14 @@ def db(db_path: Path) -> Iterator[Database]:
 
 DUMPS = {
     "runs": "SELECT status, host, gpu_count, model_name, config_json, started_at, ended_at, first_t, last_t,"
-            " price_usd_per_gpu_hour, compacted_before_seq FROM runs WHERE id = ?",
+    " price_usd_per_gpu_hour, compacted_before_seq FROM runs WHERE id = ?",
     "gpu_samples": "SELECT * FROM gpu_samples WHERE run_id = ? ORDER BY seq",
     "steps": "SELECT * FROM steps WHERE run_id = ? ORDER BY seq",
     "evals": "SELECT * FROM evals WHERE run_id = ? ORDER BY seq",
     "events": "SELECT * FROM events WHERE run_id = ? ORDER BY seq",
     "run_gpus": "SELECT * FROM run_gpus WHERE run_id = ? ORDER BY node, gpu_index",
     "gpu_intervals": "SELECT node, gpu_index, kind, start_t, end_t, n, peak FROM gpu_intervals WHERE run_id = ?"
-                     " ORDER BY kind, node, gpu_index, start_t",
+    " ORDER BY kind, node, gpu_index, start_t",
     "stream_positions": "SELECT byte_offset, last_seq, malformed, unknown_kind FROM stream_positions WHERE run_id = ?",
 }
 

@@ -22,17 +22,56 @@ class StreamBuilder:
         self.records.append(record)
         return record
 
-    def gpu(self, at: float, index: int, util: float, mem_used: int = 10 * GIB, mem_total: int = 80 * GIB,
-            node: str = "n0", power: float = 300.0) -> None:
-        self.add("gpu", at, node=node, index=index, util_pct=util, mem_used_bytes=mem_used, mem_total_bytes=mem_total,
-                 power_w=power, temp_c=60.0, sm_clock_mhz=1980, throttle_reasons=0, simulated=False)
+    def gpu(
+        self,
+        at: float,
+        index: int,
+        util: float,
+        mem_used: int = 10 * GIB,
+        mem_total: int = 80 * GIB,
+        node: str = "n0",
+        power: float = 300.0,
+    ) -> None:
+        self.add(
+            "gpu",
+            at,
+            node=node,
+            index=index,
+            util_pct=util,
+            mem_used_bytes=mem_used,
+            mem_total_bytes=mem_total,
+            power_w=power,
+            temp_c=60.0,
+            sm_clock_mhz=1980,
+            throttle_reasons=0,
+            simulated=False,
+        )
 
-    def step(self, at: float, step: int, samples_total: int, tokens_total: int, step_time_s: float = 1.0,
-             data_wait_s: float = 0.0, **extra: Any) -> None:
-        fields: dict[str, Any] = dict(step=step, epoch=0.0, loss=2.0 - step * 1e-4, lr=1e-4, tokens_total=tokens_total,
-                                      samples_total=samples_total, tokens_per_s=1000.0, samples_per_s=10.0,
-                                      step_time_s=step_time_s, data_wait_s=data_wait_s, peak_mem_bytes=20 * GIB,
-                                      mfu=0.4, spend_usd=0.0)
+    def step(
+        self,
+        at: float,
+        step: int,
+        samples_total: int,
+        tokens_total: int,
+        step_time_s: float = 1.0,
+        data_wait_s: float = 0.0,
+        **extra: Any,
+    ) -> None:
+        fields: dict[str, Any] = dict(
+            step=step,
+            epoch=0.0,
+            loss=2.0 - step * 1e-4,
+            lr=1e-4,
+            tokens_total=tokens_total,
+            samples_total=samples_total,
+            tokens_per_s=1000.0,
+            samples_per_s=10.0,
+            step_time_s=step_time_s,
+            data_wait_s=data_wait_s,
+            peak_mem_bytes=20 * GIB,
+            mfu=0.4,
+            spend_usd=0.0,
+        )
         fields.update(extra)
         self.add("step", at, **fields)
 

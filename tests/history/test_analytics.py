@@ -9,9 +9,9 @@ from gpuplanner.history import HistoryError, ingest_records
 from gpuplanner.history.alerts import run_alerts
 from gpuplanner.history.analytics import summarize
 from gpuplanner.history.calibration import lookup, measurements, record_bench
-from gpuplanner.plan.economics import diff_pct, unit_economics
 from gpuplanner.history.plans import delete_plan, get_plan, list_plans, planned_figures, save_plan
 from gpuplanner.history.runs import create_run
+from gpuplanner.plan.economics import diff_pct, unit_economics
 from tests.history.streams import GIB, StreamBuilder, hand_computed_run
 
 PLAN_DOC = {
@@ -21,13 +21,16 @@ PLAN_DOC = {
     "runtime": {"hours": 1.0, "gpu_hours": 8.0, "effective_batch": 64},
     "on_demand": {"hours": 1.0, "cost_usd": 64.0},
     "spot": {"hours": 1.2, "cost_usd": 30.0},
-    "deadline_ok": True, "budget_ok": True, "warnings": [],
+    "deadline_ok": True,
+    "budget_ok": True,
+    "warnings": [],
 }
 
 
 def test_unit_economics_of_the_issue_example() -> None:
-    econ = unit_economics(gpus=8, hours=1.25, price_usd_per_gpu_hour=8.0, avg_util_pct=60.0, samples=200_000,
-                          tokens=None)
+    econ = unit_economics(
+        gpus=8, hours=1.25, price_usd_per_gpu_hour=8.0, avg_util_pct=60.0, samples=200_000, tokens=None
+    )
     assert econ.gpu_hours == pytest.approx(10.0)
     assert econ.effective_gpu_hours == pytest.approx(6.0)
     assert econ.cost_usd == pytest.approx(80.0)
@@ -90,8 +93,9 @@ def test_alerts_low_util_memory_pressure_and_input_bound(db: Database) -> None:
     for i in range(40):  # GPU 0 under 50% from minute 5 to 20 (15 min), GPU 1 at 90% memory for 3 samples
         s.gpu(i * 60.0, 0, 30.0 if 5 <= i < 20 else 95.0)
         s.gpu(i * 60.0, 1, 95.0, mem_used=72 * GIB if 10 <= i < 13 else 10 * GIB, mem_total=80 * GIB)
-        s.step(i * 60.0 + 1, i, samples_total=i, tokens_total=i, step_time_s=1.0,
-               data_wait_s=0.5 if i % 4 == 0 else 0.0)
+        s.step(
+            i * 60.0 + 1, i, samples_total=i, tokens_total=i, step_time_s=1.0, data_wait_s=0.5 if i % 4 == 0 else 0.0
+        )
     run_id = create_run(db)
     ingest_records(db, run_id, s.records, batch_size=17)  # intervals survive batch boundaries
     alerts = {a.kind: a for a in run_alerts(db, run_id, low_util_minutes=10)}
@@ -110,10 +114,17 @@ def test_saved_plans_and_planned_against_actual(db: Database) -> None:
     second = save_plan(db, "other", {"inputs": {}, "warnings": ["x"]})
     assert [p.id for p in list_plans(db)] == [second, plan_id]
     save_plan(db, "renamed", PLAN_DOC, plan_id=plan_id)
-    assert get_plan(db, plan_id).name == "renamed" and get_plan(db, plan_id).created_at <= get_plan(db, plan_id).updated_at
+    assert (
+        get_plan(db, plan_id).name == "renamed" and get_plan(db, plan_id).created_at <= get_plan(db, plan_id).updated_at
+    )
     figures = planned_figures(PLAN_DOC)
-    assert figures == {"hours": 1.0, "cost_usd": 64.0, "peak_mem_bytes": 16 * GIB, "tokens_per_s": 800.0,
-                       "samples_per_s": pytest.approx(500 / 60)}
+    assert figures == {
+        "hours": 1.0,
+        "cost_usd": 64.0,
+        "peak_mem_bytes": 16 * GIB,
+        "tokens_per_s": 800.0,
+        "samples_per_s": pytest.approx(500 / 60),
+    }
     assert planned_figures(PLAN_DOC, "spot")["cost_usd"] == 30.0
     run_id = create_run(db, gpu_count=8, price_usd_per_gpu_hour=8.0, plan_id=plan_id, planned=figures)
     ingest_records(db, run_id, hand_computed_run().records)
@@ -132,9 +143,19 @@ def test_saved_plans_and_planned_against_actual(db: Database) -> None:
 
 
 def test_calibration_prefers_finished_runs_over_bench(db: Database) -> None:
-    bench = record_bench(db, gpu_type="H100 SXM", model_name="gpt2",
-                         result={"tokens_per_s": 5000.0, "samples_per_s": 10.0, "peak_mem_reserved_bytes": 9 * GIB,
-                                 "seq_len": 512, "micro_batch": 8, "mfu": 0.4})
+    bench = record_bench(
+        db,
+        gpu_type="H100 SXM",
+        model_name="gpt2",
+        result={
+            "tokens_per_s": 5000.0,
+            "samples_per_s": 10.0,
+            "peak_mem_reserved_bytes": 9 * GIB,
+            "seq_len": 512,
+            "micro_batch": 8,
+            "mfu": 0.4,
+        },
+    )
     record_bench(db, gpu_type="L4", model_name="gpt2", result={"tokens_per_s": 700.0, "samples_per_s": 1.5})
     cal = lookup(db, "H100 SXM", "gpt2")
     assert cal is not None and cal.source == "bench" and cal.ids == (bench,)
@@ -150,8 +171,11 @@ def test_calibration_prefers_finished_runs_over_bench(db: Database) -> None:
     assert cal.tokens_per_s_per_gpu == 125.0 and cal.samples_per_min_per_gpu == 75.0
     assert cal.peak_mem_bytes == 20 * GIB and cal.gpu_count == 8
     everything = measurements(db)
-    assert set(everything) == {("H100 SXM", "gpt2", "full", 512, "16-bit"), ("H100 SXM", "gpt2", "full", None, "16-bit"),
-                               ("L4", "gpt2", "full", None, "16-bit")}
+    assert set(everything) == {
+        ("H100 SXM", "gpt2", "full", 512, "16-bit"),
+        ("H100 SXM", "gpt2", "full", None, "16-bit"),
+        ("L4", "gpt2", "full", None, "16-bit"),
+    }
     assert everything[("L4", "gpt2", "full", None, "16-bit")].source == "bench"
     assert lookup(db, "H100 SXM", "gpt2", seq_len=512).source == "bench"  # type: ignore[union-attr]
     assert lookup(db, "A10", "gpt2") is None
@@ -163,9 +187,21 @@ def _finished_run(db: Database, *, seq_len: int, tokens_per_s: float, **config: 
 
     run_id = create_run(db, gpu_type="A100 80GB", gpu_count=1)
     records = [make_record("run_start", 0, 100.0, config={"model_name": "llama-3-8b", "seq_len": seq_len, **config})]
-    records += [make_record("step", k, 100.0 + k, step=k, loss=2.0, tokens_total=k * seq_len, samples_total=k,
-                            step_time_s=1.0, tokens_per_s=tokens_per_s, samples_per_s=tokens_per_s / seq_len)
-                for k in range(1, 4)]
+    records += [
+        make_record(
+            "step",
+            k,
+            100.0 + k,
+            step=k,
+            loss=2.0,
+            tokens_total=k * seq_len,
+            samples_total=k,
+            step_time_s=1.0,
+            tokens_per_s=tokens_per_s,
+            samples_per_s=tokens_per_s / seq_len,
+        )
+        for k in range(1, 4)
+    ]
     records.append(make_record("run_end", 4, 104.0, status="finished"))
     ingest_records(db, run_id, records)
     return run_id
@@ -183,11 +219,17 @@ def test_calibration_keeps_methods_and_sequence_lengths_apart(db: Database) -> N
     assert lookup(db, "A100 80GB", "llama-3-8b", method="lora").ids == (lora,)  # type: ignore[union-attr]
     assert lookup(db, "A100 80GB", "llama-3-8b", method="qlora").ids == (imported,)  # type: ignore[union-attr]
     assert lookup(db, "A100 80GB", "llama-3-8b", seq_len=4096) is None
-    bench = record_bench(db, gpu_type="A100 80GB", model_name="llama-3-8b",
-                         result={"tokens_per_s": 8000.0, "seq_len": 1024, "params": 100, "trainable_params": 4})
+    bench = record_bench(
+        db,
+        gpu_type="A100 80GB",
+        model_name="llama-3-8b",
+        result={"tokens_per_s": 8000.0, "seq_len": 1024, "params": 100, "trainable_params": 4},
+    )
     assert lookup(db, "A100 80GB", "llama-3-8b", method="lora", seq_len=1024).ids == (bench,)  # type: ignore[union-attr]
-    assert set(measurements(db, method="full")) == {("A100 80GB", "llama-3-8b", "full", 2048, "16-bit"),
-                                                    ("A100 80GB", "llama-3-8b", "full", 8192, "16-bit")}
+    assert set(measurements(db, method="full")) == {
+        ("A100 80GB", "llama-3-8b", "full", 2048, "16-bit"),
+        ("A100 80GB", "llama-3-8b", "full", 8192, "16-bit"),
+    }
 
 
 def test_calibration_keeps_fp32_and_16_bit_apart(db: Database) -> None:
@@ -196,7 +238,11 @@ def test_calibration_keeps_fp32_and_16_bit_apart(db: Database) -> None:
     fp32 = _finished_run(db, seq_len=2048, tokens_per_s=600.0, precision="fp32")
     assert lookup(db, "A100 80GB", "llama-3-8b", precision="bf16-mixed").ids == (auto, bf16)  # type: ignore[union-attr]
     assert lookup(db, "A100 80GB", "llama-3-8b", precision="fp32").ids == (fp32,)  # type: ignore[union-attr]
-    bench = record_bench(db, gpu_type="A100 80GB", model_name="llama-3-8b",
-                         result={"tokens_per_s": 650.0, "seq_len": 4096, "precision": "float32"})
+    bench = record_bench(
+        db,
+        gpu_type="A100 80GB",
+        model_name="llama-3-8b",
+        result={"tokens_per_s": 650.0, "seq_len": 4096, "precision": "float32"},
+    )
     assert lookup(db, "A100 80GB", "llama-3-8b", precision="fp32", seq_len=4096).ids == (bench,)  # type: ignore[union-attr]
     assert lookup(db, "A100 80GB", "llama-3-8b", precision="bf16", seq_len=4096) is None

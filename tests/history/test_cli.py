@@ -36,14 +36,28 @@ def run_dir(tmp_path: Path) -> Path:
     return folder
 
 
-def test_import_show_list_compare_export_delete(capsys: pytest.CaptureFixture[str], run_dir: Path,
-                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_import_show_list_compare_export_delete(
+    capsys: pytest.CaptureFixture[str], run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db_file = tmp_path / "env.sqlite"
     monkeypatch.setenv("GPUPLANNER_DB", str(db_file))  # the env var picks the database
     with open_db() as db:
         plan_id = save_plan(db, "p", PLAN_DOC)
-    code, out, _ = run(capsys, "runs", "import", str(run_dir), "--price", "8", "--gpus", "8", "--gpu-type", "H100 SXM",
-                       "--plan", str(plan_id), "--json")
+    code, out, _ = run(
+        capsys,
+        "runs",
+        "import",
+        str(run_dir),
+        "--price",
+        "8",
+        "--gpus",
+        "8",
+        "--gpu-type",
+        "H100 SXM",
+        "--plan",
+        str(plan_id),
+        "--json",
+    )
     assert code == 0
     imported = json.loads(out)
     assert imported["run_id"] == 1 and imported["status"] == "finished" and imported["malformed"] == 1
@@ -53,9 +67,21 @@ def test_import_show_list_compare_export_delete(capsys: pytest.CaptureFixture[st
 
     code, out, _ = run(capsys, "runs", "show", "1", "--json")
     shown = json.loads(out)
-    expected = {"run_id": 1, "status": "finished", "hours": 1.25, "gpu_hours": 10.0, "avg_util_pct": 60.0,
-                "effective_gpu_hours": 6.0, "cost_usd": 80.0, "cost_per_sample_usd": 0.0004, "idle_gpu_hours": 0.0,
-                "data_wait_pct": 0.0, "interruptions": 0, "samples": 200_000, "tokens": 102_400_000}
+    expected = {
+        "run_id": 1,
+        "status": "finished",
+        "hours": 1.25,
+        "gpu_hours": 10.0,
+        "avg_util_pct": 60.0,
+        "effective_gpu_hours": 6.0,
+        "cost_usd": 80.0,
+        "cost_per_sample_usd": 0.0004,
+        "idle_gpu_hours": 0.0,
+        "data_wait_pct": 0.0,
+        "interruptions": 0,
+        "samples": 200_000,
+        "tokens": 102_400_000,
+    }
     assert {k: shown[k] for k in expected} == pytest.approx(expected)
     assert shown["cost_per_effective_gpu_hour_usd"] == pytest.approx(13.3333, abs=1e-4)
     assert shown["cost_per_million_tokens_usd"] == pytest.approx(0.78125)
@@ -88,23 +114,28 @@ def test_import_show_list_compare_export_delete(capsys: pytest.CaptureFixture[st
         assert db.execute("SELECT COUNT(*) FROM gpu_samples").fetchone()[0] == 0  # cascaded
 
 
-def test_db_flag_beats_the_environment(capsys: pytest.CaptureFixture[str], run_dir: Path, tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_db_flag_beats_the_environment(
+    capsys: pytest.CaptureFixture[str], run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GPUPLANNER_DB", str(tmp_path / "env.sqlite"))
     assert run(capsys, "runs", "import", str(run_dir), "--db", str(tmp_path / "flag.sqlite"))[0] == 0
     assert (tmp_path / "flag.sqlite").exists() and not (tmp_path / "env.sqlite").exists()
 
 
-@pytest.mark.parametrize("argv, code, message", [
-    (["runs", "import", "missing-dir"], 2, "RUN_DIR_OR_EVENTS_FILE"),
-    (["runs", "import", "RUN", "--price", "-1"], 2, "--price"),
-    (["runs", "import", "RUN", "--gpus", "0"], 2, "--gpus"),
-    (["runs", "show", "5"], 1, "no run with id 5"),
-    (["runs", "list", "--limit", "0"], 2, "--limit"),
-    (["runs"], 2, "ACTION"),
-])
-def test_bad_input_is_one_line_without_traceback(capsys: pytest.CaptureFixture[str], run_dir: Path,
-                                                 argv: list[str], code: int, message: str) -> None:
+@pytest.mark.parametrize(
+    "argv, code, message",
+    [
+        (["runs", "import", "missing-dir"], 2, "RUN_DIR_OR_EVENTS_FILE"),
+        (["runs", "import", "RUN", "--price", "-1"], 2, "--price"),
+        (["runs", "import", "RUN", "--gpus", "0"], 2, "--gpus"),
+        (["runs", "show", "5"], 1, "no run with id 5"),
+        (["runs", "list", "--limit", "0"], 2, "--limit"),
+        (["runs"], 2, "ACTION"),
+    ],
+)
+def test_bad_input_is_one_line_without_traceback(
+    capsys: pytest.CaptureFixture[str], run_dir: Path, argv: list[str], code: int, message: str
+) -> None:
     open_db().close()
     argv = [str(run_dir) if a == "RUN" else a for a in argv]
     got, out, err = run(capsys, *argv)
@@ -129,12 +160,16 @@ def test_compact_downsamples(capsys: pytest.CaptureFixture[str], run_dir: Path) 
     assert json.loads(out)["avg_util_pct"] == 60.0
 
 
-def test_measured_speeds_are_listed_and_a_bad_bench_result_can_be_deleted(capsys: pytest.CaptureFixture[str],
-                                                                          run_dir: Path, tmp_path: Path) -> None:
+def test_measured_speeds_are_listed_and_a_bad_bench_result_can_be_deleted(
+    capsys: pytest.CaptureFixture[str], run_dir: Path, tmp_path: Path
+) -> None:
     from gpuplanner.history.calibration import record_bench
 
     db_path = tmp_path / "h.sqlite"
-    assert run(capsys, "runs", "import", str(run_dir), "--db", str(db_path), "--gpu-type", "H100 SXM", "--gpus", "8")[0] == 0
+    assert (
+        run(capsys, "runs", "import", str(run_dir), "--db", str(db_path), "--gpu-type", "H100 SXM", "--gpus", "8")[0]
+        == 0
+    )
     with open_db(db_path) as db:
         good = record_bench(db, gpu_type="L4", model_name="gpt2", result={"tokens_per_s": 700.0, "seq_len": 512})
         wrong = record_bench(db, gpu_type="L4 typo", model_name="gpt2", result={"tokens_per_s": 9e9, "seq_len": 512})

@@ -54,8 +54,9 @@ def test_sigkill_mid_ingest_leaves_whole_transactions(tmp_path: Path) -> None:
     with open_db(db_path) as db:
         create_run(db, gpu_count=8)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(db_path), str(events)], stdout=subprocess.PIPE,
-                             env=env, cwd=REPO_ROOT)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(db_path), str(events)], stdout=subprocess.PIPE, env=env, cwd=REPO_ROOT
+    )
     try:
         assert child.stdout is not None
         line = child.stdout.readline()
@@ -74,14 +75,14 @@ def test_sigkill_mid_ingest_leaves_whole_transactions(tmp_path: Path) -> None:
         stored = db.execute("SELECT COUNT(*), MAX(seq) FROM gpu_samples").fetchone()
         # whole transactions only: the rows are exactly the records before the stored offset
         parser = StreamParser()
-        covered = parser.feed(data[:position.offset])
+        covered = parser.feed(data[: position.offset])
         assert 0 < position.offset < len(data)
         assert stored[0] == len(covered) - 1 and stored[1] == covered[-1]["seq"] == position.last_seq
         rollup_n = db.execute("SELECT SUM(n) FROM run_gpus WHERE run_id = 1").fetchone()[0]
         assert rollup_n == stored[0]
         # and the stream resumes from there to the same rows as a clean ingest
         ingestor = Ingestor(db, 1, "s", batch_size=5000)
-        ingestor.feed_bytes(data[ingestor.resume_offset:])
+        ingestor.feed_bytes(data[ingestor.resume_offset :])
         ingestor.flush()
         got = dump(db, 1)
     with open_db(tmp_path / "ref.sqlite") as ref:
@@ -106,7 +107,7 @@ def test_two_readers_and_a_writer_never_see_database_is_locked(tmp_path: Path) -
             with open_db(db_path) as db:
                 ingestor = Ingestor(db, run_id, "s", batch_size=500)
                 for start in range(0, len(data), 32768):
-                    ingestor.feed_bytes(data[start:start + 32768])
+                    ingestor.feed_bytes(data[start : start + 32768])
                 ingestor.flush()
                 for _ in range(20):  # other writes interleaved with the readers
                     create_run(db, gpu_count=1)

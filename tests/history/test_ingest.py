@@ -65,8 +65,9 @@ def test_stream_read_twice_stores_the_same_rows(db: Database) -> None:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cuts=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6), batch=st.integers(1, 300))
-def test_stream_cut_at_random_offsets_and_resumed_gives_identical_rows(tmp_path: Path, cuts: list[float],
-                                                                     batch: int) -> None:
+def test_stream_cut_at_random_offsets_and_resumed_gives_identical_rows(
+    tmp_path: Path, cuts: list[float], batch: int
+) -> None:
     data = rich_stream().data()
     with open_db(tmp_path / "ref.sqlite") as ref:
         expected = dump(ref, ingest_whole(ref, data))
@@ -76,7 +77,7 @@ def test_stream_cut_at_random_offsets_and_resumed_gives_identical_rows(tmp_path:
         for end in sorted(int(c * len(data)) for c in cuts) + [len(data)]:
             ingestor = Ingestor(db, run_id, "s", batch_size=batch)  # a fresh reader after each cut
             start = ingestor.resume_offset
-            ingestor.feed_bytes(data[start:max(start, end)])
+            ingestor.feed_bytes(data[start : max(start, end)])
             ingestor.flush()
             # a crash loses what was buffered: a reader that stops here resumes from the stored offset
         got = dump(db, run_id)
@@ -87,8 +88,14 @@ def test_stream_cut_at_random_offsets_and_resumed_gives_identical_rows(tmp_path:
 def test_garbage_half_lines_and_unknown_kinds_are_counted_and_skipped(db: Database) -> None:
     s = rich_stream()
     lines = s.data().splitlines(keepends=True)
-    noisy = b"".join(lines[:50]) + b"not json\n\xff\xfe\n{\"v\":1,\"seq\":-1}\n" \
-        + b'{"v":1,"seq":99999,"t":1.0,"kind":"weather"}\n' + b"\n" + b"".join(lines[50:]) + b'{"v":1,"seq":5000,"t'
+    noisy = (
+        b"".join(lines[:50])
+        + b'not json\n\xff\xfe\n{"v":1,"seq":-1}\n'
+        + b'{"v":1,"seq":99999,"t":1.0,"kind":"weather"}\n'
+        + b"\n"
+        + b"".join(lines[50:])
+        + b'{"v":1,"seq":5000,"t'
+    )
     run_id = create_run(db)
     ingestor = Ingestor(db, run_id, "noisy", batch_size=64)
     ingestor.feed_bytes(noisy)
@@ -102,7 +109,7 @@ def test_garbage_half_lines_and_unknown_kinds_are_counted_and_skipped(db: Databa
     # the writer finishes the half line later: a resumed reader picks it up
     rest = b'":1763800000.0,"kind":"eval","step":1,"eval_loss":1.0}\n'
     resumed = Ingestor(db, run_id, "noisy")
-    resumed.feed_bytes(noisy[resumed.resume_offset:] + rest)
+    resumed.feed_bytes(noisy[resumed.resume_offset :] + rest)
     assert resumed.flush().inserted == 1
     assert stream_position(db, run_id, "noisy").malformed == 3
 
@@ -117,8 +124,16 @@ def test_run_metadata_status_and_events_from_the_stream(db: Database) -> None:
     run = get_run(db, run_id)
     assert run.status == "finished" and run.ended_at == rich_stream().records[-1]["t"]
     kinds = [r[0] for r in db.execute("SELECT kind FROM events WHERE run_id = ? ORDER BY seq", [run_id])]
-    assert kinds == ["run_start", "checkpoint", "preempted", "run_start", "resumed", "checkpoint", "checkpoint",
-                     "run_end"]
+    assert kinds == [
+        "run_start",
+        "checkpoint",
+        "preempted",
+        "run_start",
+        "resumed",
+        "checkpoint",
+        "checkpoint",
+        "run_end",
+    ]
 
 
 def test_ingest_file_resumes_and_follows_a_growing_file(db: Database, tmp_path: Path) -> None:
@@ -159,8 +174,9 @@ def test_downsampled_samples_do_not_come_back_on_reingest(db: Database) -> None:
     result = downsample(db, older_than_s=0.0, now=cutoff_t)
     assert result.runs == 1 and result.samples_removed > 0
     raw_left = db.execute("SELECT COUNT(*) FROM gpu_samples WHERE run_id = ?", [run_id]).fetchone()[0]
-    minutes = db.execute("SELECT SUM(n), MIN(util_min), MAX(util_max) FROM gpu_samples_1m WHERE run_id = ?",
-                         [run_id]).fetchone()
+    minutes = db.execute(
+        "SELECT SUM(n), MIN(util_min), MAX(util_max) FROM gpu_samples_1m WHERE run_id = ?", [run_id]
+    ).fetchone()
     assert raw_left + minutes[0] == 240
     assert (minutes[1], minutes[2]) == (20.0, 90.0)
     ingest_records(db, run_id, s.records, source="again")

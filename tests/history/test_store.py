@@ -9,8 +9,8 @@ import pytest
 from sqlite_utils import Database
 
 from gpuplanner.history import db as db_mod
-from gpuplanner.history.db import HistoryError, connect, open_db, resolve_db_path, schema_version
 from gpuplanner.history.analytics import summarize
+from gpuplanner.history.db import HistoryError, connect, open_db, resolve_db_path, schema_version
 from gpuplanner.history.schema import MIGRATIONS, SCHEMA_VERSION
 from tests.history.conftest import dump
 from tests.history.streams import hand_computed_run
@@ -31,8 +31,20 @@ def test_open_creates_file_with_wal_and_foreign_keys(tmp_path: Path, monkeypatch
         assert db.journal_mode == "wal"
         assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
         assert schema_version(db) == SCHEMA_VERSION == 2
-        assert {"runs", "gpu_samples", "steps", "evals", "events", "stream_positions", "plans", "hosts",
-                "run_gpus", "gpu_intervals", "gpu_samples_1m", "bench_results"} <= set(db.table_names())
+        assert {
+            "runs",
+            "gpu_samples",
+            "steps",
+            "evals",
+            "events",
+            "stream_positions",
+            "plans",
+            "hosts",
+            "run_gpus",
+            "gpu_intervals",
+            "gpu_samples_1m",
+            "bench_results",
+        } <= set(db.table_names())
     assert (tmp_path / "deep" / "data" / "history.sqlite").is_file()
     assert not list((tmp_path / "deep" / "data").glob("*.bak"))  # nothing to back up in a new file
 
@@ -49,36 +61,67 @@ def _v1_database(path: Path) -> Database:
     db.execute("PRAGMA user_version = 1")
     with db_mod.write_transaction(db):
         db.execute("INSERT INTO hosts (name, created_at) VALUES ('box', 1)")
-        db.execute("INSERT INTO plans (name, created_at, updated_at, inputs_json, results_json)"
-                   " VALUES ('p', 1, 1, '{}', '{}')")
-        db.execute("INSERT INTO runs (id, gpu_count, price_per_gpu_hour, spot, status, created_at, plan_id)"
-                   " VALUES (1, 8, 8.0, 1, 'running', 1, 1)")
-        db.execute("INSERT INTO runs (id, gpu_count, price_per_gpu_hour, spot, status, created_at)"
-                   " VALUES (2, 1, 2.5, 0, 'running', 1)")
+        db.execute(
+            "INSERT INTO plans (name, created_at, updated_at, inputs_json, results_json) VALUES ('p', 1, 1, '{}', '{}')"
+        )
+        db.execute(
+            "INSERT INTO runs (id, gpu_count, price_per_gpu_hour, spot, status, created_at, plan_id)"
+            " VALUES (1, 8, 8.0, 1, 'running', 1, 1)"
+        )
+        db.execute(
+            "INSERT INTO runs (id, gpu_count, price_per_gpu_hour, spot, status, created_at)"
+            " VALUES (2, 1, 2.5, 0, 'running', 1)"
+        )
         for record in hand_computed_run().records:  # v1 rows written as the v1 ingester did
             kind, seq, t = record["kind"], record["seq"], record["t"]
             if kind == "gpu":
-                db.execute("INSERT INTO gpu_samples VALUES (1,?,?,?,?,?,?,?,?,?,?,?,0)",
-                           [seq, t, record["node"], record["index"], record["util_pct"], record["mem_used_bytes"],
-                            record["mem_total_bytes"], record["power_w"], record["temp_c"], record["sm_clock_mhz"],
-                            record["throttle_reasons"]])
+                db.execute(
+                    "INSERT INTO gpu_samples VALUES (1,?,?,?,?,?,?,?,?,?,?,?,0)",
+                    [
+                        seq,
+                        t,
+                        record["node"],
+                        record["index"],
+                        record["util_pct"],
+                        record["mem_used_bytes"],
+                        record["mem_total_bytes"],
+                        record["power_w"],
+                        record["temp_c"],
+                        record["sm_clock_mhz"],
+                        record["throttle_reasons"],
+                    ],
+                )
             elif kind == "step":
-                db.execute("INSERT INTO steps (run_id, seq, t, step, samples_total, tokens_total, step_time_s,"
-                           " data_wait_s, tokens_per_s, samples_per_s) VALUES (1,?,?,?,?,?,?,?,?,?)",
-                           [seq, t, record["step"], record["samples_total"], record["tokens_total"],
-                            record["step_time_s"], record["data_wait_s"], record["tokens_per_s"],
-                            record["samples_per_s"]])
+                db.execute(
+                    "INSERT INTO steps (run_id, seq, t, step, samples_total, tokens_total, step_time_s,"
+                    " data_wait_s, tokens_per_s, samples_per_s) VALUES (1,?,?,?,?,?,?,?,?,?)",
+                    [
+                        seq,
+                        t,
+                        record["step"],
+                        record["samples_total"],
+                        record["tokens_total"],
+                        record["step_time_s"],
+                        record["data_wait_s"],
+                        record["tokens_per_s"],
+                        record["samples_per_s"],
+                    ],
+                )
             else:
                 db.execute("INSERT INTO events (run_id, seq, t, kind) VALUES (1,?,?,?)", [seq, t, kind])
-        db.execute("UPDATE runs SET first_t = ?, last_t = ?, status = 'finished' WHERE id = 1",
-                   [hand_computed_run().records[0]["t"], hand_computed_run().records[-1]["t"]])
+        db.execute(
+            "UPDATE runs SET first_t = ?, last_t = ?, status = 'finished' WHERE id = 1",
+            [hand_computed_run().records[0]["t"], hand_computed_run().records[-1]["t"]],
+        )
     return db
 
 
 def test_migration_from_v1_keeps_every_row_and_backs_up(db_path: Path) -> None:
     old = _v1_database(db_path)
-    counts = {t: old.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-              for t in ("hosts", "plans", "runs", "gpu_samples", "steps", "events")}
+    counts = {
+        t: old.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+        for t in ("hosts", "plans", "runs", "gpu_samples", "steps", "events")
+    }
     assert counts["gpu_samples"] == 600 and counts["runs"] == 2
     assert "pricing" not in old["runs"].columns_dict
     old.close()
@@ -89,7 +132,9 @@ def test_migration_from_v1_keeps_every_row_and_backs_up(db_path: Path) -> None:
         for table, n in counts.items():
             assert db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == n, table
         assert db.execute("SELECT id, pricing, price_usd_per_gpu_hour, plan_id FROM runs ORDER BY id").fetchall() == [
-            (1, "spot", 8.0, 1), (2, "on_demand", 2.5, None)]
+            (1, "spot", 8.0, 1),
+            (2, "on_demand", 2.5, None),
+        ]
         assert "spot" not in db["runs"].columns_dict
         # the rollups were backfilled from the raw samples: the summary is right at once
         summary = summarize(db, 1)

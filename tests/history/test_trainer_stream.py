@@ -29,10 +29,33 @@ def test_ingest_a_real_trainer_stream(tmp_path: Path) -> None:
     data.write_text("\n".join(f"line {i}: the quick brown fox jumps over the lazy dog" for i in range(200)))
     run_dir = tmp_path / "run"
     result = subprocess.run(
-        [sys.executable, "-m", "trainer", "train", "--run-dir", str(run_dir), "--model-config",
-         str(config_dir / "config.json"), "--data", str(data), "--seq-len", "32", "--micro-batch", "2",
-         "--max-steps", "12", "--device", "cpu", "--price-per-gpu-hour", "1.5"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "train",
+            "--run-dir",
+            str(run_dir),
+            "--model-config",
+            str(config_dir / "config.json"),
+            "--data",
+            str(data),
+            "--seq-len",
+            "32",
+            "--micro-batch",
+            "2",
+            "--max-steps",
+            "12",
+            "--device",
+            "cpu",
+            "--price-per-gpu-hour",
+            "1.5",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     events = run_dir / "events.jsonl"
     kinds = {json.loads(line)["kind"] for line in events.read_text().splitlines() if line.strip()}
@@ -59,5 +82,6 @@ def test_ingest_a_real_trainer_stream(tmp_path: Path) -> None:
         again.feed_bytes(events.read_bytes())
         assert again.flush().inserted == 0
         second = dump(db, run_id)
-        assert {k: v for k, v in second.items() if k != "stream_positions"} == \
-            {k: v for k, v in first.items() if k != "stream_positions"}
+        assert {k: v for k, v in second.items() if k != "stream_positions"} == {
+            k: v for k, v in first.items() if k != "stream_positions"
+        }

@@ -25,10 +25,23 @@ with warnings.catch_warnings():
     import paramiko  # noqa: F401
 
 CORPUS = REPO_ROOT / "tests" / "data" / "corpus"
-TINY_GPT2 = {"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 2, "n_positions": 64, "vocab_size": 257,
-             "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
-TRAINER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-               "PYTHONWARNINGS": "ignore"}
+TINY_GPT2 = {
+    "model_type": "gpt2",
+    "n_layer": 2,
+    "n_embd": 32,
+    "n_head": 2,
+    "n_positions": 64,
+    "vocab_size": 257,
+    "resid_pdrop": 0.0,
+    "embd_pdrop": 0.0,
+    "attn_pdrop": 0.0,
+}
+TRAINER_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONWARNINGS": "ignore",
+}
 
 needs_sshd = pytest.mark.skipif(not available(), reason="needs /usr/sbin/sshd and root")
 
@@ -65,10 +78,33 @@ def model_config(tmp_path: Path) -> Path:
 
 
 def train_flags(model_config: Path, *, steps: int = 8, data: Path = CORPUS, **extra: Any) -> list[str]:
-    flags = ["--model-config", str(model_config), "--data", str(data), "--seq-len", "32", "--micro-batch", "4",
-             "--max-steps", str(steps), "--device", "cpu", "--seed", "7", "--lr", "2e-3", "--warmup-steps", "2",
-             "--checkpoint-every-minutes", "0", "--log-interval-s", "0", "--gpu-interval-s", "0",
-             "--no-events-stdout"]
+    flags = [
+        "--model-config",
+        str(model_config),
+        "--data",
+        str(data),
+        "--seq-len",
+        "32",
+        "--micro-batch",
+        "4",
+        "--max-steps",
+        str(steps),
+        "--device",
+        "cpu",
+        "--seed",
+        "7",
+        "--lr",
+        "2e-3",
+        "--warmup-steps",
+        "2",
+        "--checkpoint-every-minutes",
+        "0",
+        "--log-interval-s",
+        "0",
+        "--gpu-interval-s",
+        "0",
+        "--no-events-stdout",
+    ]
     for key, value in extra.items():
         flags += ["--" + key.replace("_", "-"), str(value)]
     return flags
@@ -99,8 +135,9 @@ def add_ssh_host(db_path: Path, name: str, server: SSHServer, *, trust: Path | N
     from gpuplanner.launch.hosts import Host, add_host
 
     fields.setdefault("identity_file", str(server.client_key))
-    host = Host(name=name, kind="ssh", hostname=server.address, port=server.port, user="root",
-                python=sys.executable, **fields)
+    host = Host(
+        name=name, kind="ssh", hostname=server.address, port=server.port, user="root", python=sys.executable, **fields
+    )
     add_host(db_path, host)
     if trust is not None:
         with open(trust, "a") as handle:

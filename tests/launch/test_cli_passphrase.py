@@ -22,8 +22,10 @@ from tests.sshd import keygen
 
 SECRET = "correct horse"
 # Make the pseudo-terminal this child's controlling terminal (getpass reads /dev/tty), then run the CLI.
-ON_A_TTY = ("import fcntl, runpy, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); sys.argv = ['gpuplanner'] + "
-            "sys.argv[1:]; runpy.run_module('gpuplanner', run_name='__main__')")
+ON_A_TTY = (
+    "import fcntl, runpy, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); sys.argv = ['gpuplanner'] + "
+    "sys.argv[1:]; runpy.run_module('gpuplanner', run_name='__main__')"
+)
 
 
 class Terminal:
@@ -31,8 +33,15 @@ class Terminal:
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.master, slave = os.openpty()
-        self.process = subprocess.Popen([sys.executable, "-c", ON_A_TTY, *args], stdin=slave, stdout=slave,
-                                        stderr=slave, env=env, cwd=REPO_ROOT, start_new_session=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", ON_A_TTY, *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            cwd=REPO_ROOT,
+            start_new_session=True,
+        )
         os.close(slave)
         self.screen = b""
 
@@ -90,8 +99,9 @@ def test_no_terminal_means_no_question(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
-def test_cli_probe_asks_for_the_passphrase_on_the_terminal(db_path: Path, sshd, known_hosts: Path,
-                                                           tmp_path: Path) -> None:
+def test_cli_probe_asks_for_the_passphrase_on_the_terminal(
+    db_path: Path, sshd, known_hosts: Path, tmp_path: Path
+) -> None:
     key = keygen(tmp_path / "id_encrypted", "encrypted", passphrase=SECRET)
     sshd.authorize(Path(f"{key}.pub"))
     add_ssh_host(db_path, "box", sshd, trust=known_hosts, identity_file=str(key))
@@ -103,14 +113,19 @@ def test_cli_probe_asks_for_the_passphrase_on_the_terminal(db_path: Path, sshd, 
     assert code == 0, screen
     after_prompt = screen.split(f"Passphrase for key {key}:", 1)[1]
     assert SECRET not in after_prompt  # not echoed
-    doc = json.loads(after_prompt[after_prompt.index("{"):])
+    doc = json.loads(after_prompt[after_prompt.index("{") :])
     assert doc["ok"] is True and doc["torch"]
 
 
 @pytest.mark.slow
-def test_cli_probe_without_a_terminal_says_to_use_ssh_add(db_path: Path, sshd, known_hosts: Path, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_probe_without_a_terminal_says_to_use_ssh_add(
+    db_path: Path,
+    sshd,
+    known_hosts: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     import io
 
     key = keygen(tmp_path / "id_encrypted", "encrypted", passphrase=SECRET)

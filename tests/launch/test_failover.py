@@ -25,8 +25,12 @@ pytestmark = pytest.mark.slow
 
 
 def _events(db_path: Path, run_id: int, kind: str) -> list[dict]:
-    return [json.loads(d) for (d,) in rows(db_path, "SELECT detail_json FROM events WHERE run_id = ? AND kind = ?"
-                                           " ORDER BY t", run_id, kind)]
+    return [
+        json.loads(d)
+        for (d,) in rows(
+            db_path, "SELECT detail_json FROM events WHERE run_id = ? AND kind = ? ORDER BY t", run_id, kind
+        )
+    ]
 
 
 def _wait(predicate, timeout: float, what: str) -> None:
@@ -36,8 +40,9 @@ def _wait(predicate, timeout: float, what: str) -> None:
         time.sleep(0.02)
 
 
-def test_unreachable_host_fails_over_to_fallback_from_mirror(db_path: Path, model_config: Path, sshd_pair,
-                                                             known_hosts: Path, tmp_path: Path) -> None:
+def test_unreachable_host_fails_over_to_fallback_from_mirror(
+    db_path: Path, model_config: Path, sshd_pair, known_hosts: Path, tmp_path: Path
+) -> None:
     a, b = sshd_pair
     add_ssh_host(db_path, "host-a", a, trust=known_hosts, remote_root=str(tmp_path / "disk-a"))
     add_ssh_host(db_path, "host-b", b, trust=known_hosts, remote_root=str(tmp_path / "disk-b"))
@@ -45,8 +50,15 @@ def test_unreachable_host_fails_over_to_fallback_from_mirror(db_path: Path, mode
     manager = RunManager(db_path, failover_after_s=2.0)
     watch = Watch()
     flags = train_flags(model_config, steps=300, checkpoint_every_steps=20, mirror_url=mirror)
-    run_id = manager.launch("host-a", flags, auto_resume=True, fallback_hosts=["host-b"], max_restarts=2,
-                            on_records=watch.on_records, on_status=watch.on_status)
+    run_id = manager.launch(
+        "host-a",
+        flags,
+        auto_resume=True,
+        fallback_hosts=["host-b"],
+        max_restarts=2,
+        on_records=watch.on_records,
+        on_status=watch.on_status,
+    )
     dir_a = tmp_path / "disk-a" / "runs" / str(run_id)
     _wait(lambda: any(p.name.startswith("step-") for p in mirror.glob("step-*")), 120, "a mirrored checkpoint")
     pid_doc = json.loads((dir_a / "node0.pid").read_text())
@@ -81,8 +93,9 @@ def test_lost_process_is_restarted_with_resume(db_path: Path, model_config: Path
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
     watch = Watch()
     flags = train_flags(model_config, steps=300, checkpoint_every_steps=20)
-    run_id = manager.launch("local", flags, auto_resume=True, max_restarts=2, on_records=watch.on_records,
-                            on_status=watch.on_status)
+    run_id = manager.launch(
+        "local", flags, auto_resume=True, max_restarts=2, on_records=watch.on_records, on_status=watch.on_status
+    )
     watch.until(lambda: any(r["kind"] == "checkpoint" for r in watch.records), 120)
     status = manager.status(run_id)
     os.killpg(status.pid, signal.SIGKILL)  # trainer and wrapper: no exit code is written

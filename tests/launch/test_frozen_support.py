@@ -50,8 +50,10 @@ class _FakeSftp:
         os.rename(old, new)
 
     def listdir_attr(self, path: str):
-        return [type("A", (), {"filename": n, "st_mode": os.stat(os.path.join(path, n)).st_mode})()
-                for n in os.listdir(path)]
+        return [
+            type("A", (), {"filename": n, "st_mode": os.stat(os.path.join(path, n)).st_mode})()
+            for n in os.listdir(path)
+        ]
 
     def remove(self, path: str) -> None:
         os.remove(path)
@@ -79,13 +81,14 @@ def test_payload_upload_and_hash_use_trainer_source_dir(copied_trainer: Path, tm
 def _fake_python(path: Path) -> Path:
     """An executable 'python' that records its argv and env, then runs the real interpreter."""
     log = path.with_suffix(".log")
-    path.write_text(f"#!/bin/sh\necho \"$PYTHONPATH\" >> {log}\nexec {sys.executable} \"$@\"\n")
+    path.write_text(f'#!/bin/sh\necho "$PYTHONPATH" >> {log}\nexec {sys.executable} "$@"\n')
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
 
 
-def test_local_launch_uses_gpuplanner_trainer_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     copied_trainer: Path) -> None:
+def test_local_launch_uses_gpuplanner_trainer_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copied_trainer: Path
+) -> None:
     python = _fake_python(tmp_path / "trainer-python")
     monkeypatch.setenv("GPUPLANNER_TRAINER_PYTHON", str(python))
     monkeypatch.setenv("PYTHONPATH", "/somewhere/else")

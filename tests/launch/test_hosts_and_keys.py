@@ -8,8 +8,19 @@ from pathlib import Path
 import pytest
 
 from gpuplanner.cli import main
-from gpuplanner.launch.hosts import (LOCAL_HOST_NAME, ChangedHostKey, Host, HostError, UnknownHostKey, add_host,
-                                     get_host, list_hosts, remove_host, ssh_config_hosts, update_host)
+from gpuplanner.launch.hosts import (
+    LOCAL_HOST_NAME,
+    ChangedHostKey,
+    Host,
+    HostError,
+    UnknownHostKey,
+    add_host,
+    get_host,
+    list_hosts,
+    remove_host,
+    ssh_config_hosts,
+    update_host,
+)
 from gpuplanner.launch.manager import RunManager
 from gpuplanner.launch.ssh_connection import SSHConnection
 from tests.launch.conftest import add_ssh_host, rows
@@ -37,11 +48,18 @@ def test_hosts_store_local_first(db_path: Path) -> None:
 
 def test_ssh_config_aliases(tmp_path: Path) -> None:
     config = tmp_path / "config"
-    config.write_text("Host trainbox\n  HostName 10.1.2.3\n  User ml\n  Port 2200\n  IdentityFile ~/.ssh/id_train\n"
-                      "  ProxyJump jump@bastion:22\nHost *.internal\n  User other\n")
+    config.write_text(
+        "Host trainbox\n  HostName 10.1.2.3\n  User ml\n  Port 2200\n  IdentityFile ~/.ssh/id_train\n"
+        "  ProxyJump jump@bastion:22\nHost *.internal\n  User other\n"
+    )
     (host,) = ssh_config_hosts(config)
-    assert (host.name, host.hostname, host.user, host.port, host.proxy_jump) == ("trainbox", "10.1.2.3", "ml", 2200,
-                                                                                  "jump@bastion:22")
+    assert (host.name, host.hostname, host.user, host.port, host.proxy_jump) == (
+        "trainbox",
+        "10.1.2.3",
+        "ml",
+        2200,
+        "jump@bastion:22",
+    )
     assert host.identity_file and host.identity_file.endswith("/.ssh/id_train")
 
 
@@ -53,7 +71,10 @@ def test_cli_hosts_add_list_remove(db_path: Path, _private_home: Path, capsys: p
     assert main(["hosts", "list", "--db", str(db_path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [(h["name"], h["hostname"], h["port"], h["pricing"]) for h in doc] == [
-        ("local", None, 22, "on-demand"), ("box", "127.0.0.9", 2022, "spot"), ("other", "h", 23, "on-demand")]
+        ("local", None, 22, "on-demand"),
+        ("box", "127.0.0.9", 2022, "spot"),
+        ("other", "h", 23, "on-demand"),
+    ]
     assert main(["hosts", "add", "nowhere", "--db", str(db_path)]) == 2
     assert "--hostname" in capsys.readouterr().err
     assert main(["hosts", "remove", "other", "--db", str(db_path)]) == 0
@@ -88,15 +109,18 @@ def test_unknown_key_refused_until_trusted_changed_key_refused(db_path: Path, ss
 
 
 @pytest.mark.slow
-def test_cli_unknown_key_no_tty_refused_then_trusted_by_fingerprint(db_path: Path, sshd, known_hosts: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_unknown_key_no_tty_refused_then_trusted_by_fingerprint(
+    db_path: Path, sshd, known_hosts: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     add_ssh_host(db_path, "box", sshd)
     code = main(["hosts", "probe", "box", "--db", str(db_path), "--json"])
     err = capsys.readouterr().err
     assert code == 2 and sshd.host_key_fingerprint in err and len(err.strip().splitlines()) == 1
     assert main(["hosts", "probe", "box", "--db", str(db_path), "--trust-host-key", "SHA256:wrong"]) == 2
-    assert main(["hosts", "probe", "box", "--db", str(db_path), "--json",
-                 "--trust-host-key", sshd.host_key_fingerprint]) == 0
+    assert (
+        main(["hosts", "probe", "box", "--db", str(db_path), "--json", "--trust-host-key", sshd.host_key_fingerprint])
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] and doc["gpu_count"] == 0 and doc["torch"] and doc["payload_uploaded"] is True
     assert sshd.known_hosts_line.split()[2] in known_hosts.read_text()

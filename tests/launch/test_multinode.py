@@ -18,18 +18,24 @@ from tests.sshd import free_port
 pytestmark = pytest.mark.slow
 
 
-def test_two_node_gloo_job_matches_single_process(db_path: Path, model_config: Path, sshd_pair, known_hosts: Path,
-                                                  tmp_path: Path) -> None:
+def test_two_node_gloo_job_matches_single_process(
+    db_path: Path, model_config: Path, sshd_pair, known_hosts: Path, tmp_path: Path
+) -> None:
     a, b = sshd_pair
     add_ssh_host(db_path, "node-a", a, trust=known_hosts, remote_root=str(tmp_path / "disk-a"))
     add_ssh_host(db_path, "node-b", b, trust=known_hosts, remote_root=str(tmp_path / "disk-b"))
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
     # 2 nodes x micro-batch 2 x accumulation 2 = the single process's micro-batch 4 x accumulation 2
     flags = train_flags(model_config, steps=4) + ["--grad-accum", "2", "--checkpoint-every-steps", "2"]
-    two = [*flags[:flags.index("--micro-batch")], "--micro-batch", "2", *flags[flags.index("--micro-batch") + 2:]]
+    two = [*flags[: flags.index("--micro-batch")], "--micro-batch", "2", *flags[flags.index("--micro-batch") + 2 :]]
     single = manager.launch("local", flags)
-    run_id = manager.launch("node-a", two, nodes=["node-b"], rdzv_port=free_port("127.0.0.2"),
-                            env={**TRAINER_ENV, "GLOO_SOCKET_IFNAME": "lo"})
+    run_id = manager.launch(
+        "node-a",
+        two,
+        nodes=["node-b"],
+        rdzv_port=free_port("127.0.0.2"),
+        env={**TRAINER_ENV, "GLOO_SOCKET_IFNAME": "lo"},
+    )
     status = manager.wait(run_id, 240)
     assert (status.state, status.exit_code) == ("finished", 0), status
     assert manager.wait(single, 240).state == "finished"

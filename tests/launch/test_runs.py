@@ -14,8 +14,15 @@ import torch
 
 from gpuplanner.cli import main
 from gpuplanner.launch.manager import RunManager, RunStatus
-from tests.launch.conftest import (TRAINER_ENV, add_ssh_host, all_seqs, events_file_seqs, final_weights, rows,
-                                   train_flags)
+from tests.launch.conftest import (
+    TRAINER_ENV,
+    add_ssh_host,
+    all_seqs,
+    events_file_seqs,
+    final_weights,
+    rows,
+    train_flags,
+)
 
 pytestmark = pytest.mark.slow
 FIGURES: dict[str, float] = {}
@@ -62,8 +69,13 @@ def assert_exactly_once(db_path: Path, run_id: int, events_files: list[Path]) ->
 def test_local_launch_stream_stop_resume(db_path: Path, model_config: Path, tmp_path: Path) -> None:
     watch = Watch()
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
-    run_id = manager.launch("local", train_flags(model_config, steps=300), name="local run", on_records=watch.on_records,
-                            on_status=watch.on_status)
+    run_id = manager.launch(
+        "local",
+        train_flags(model_config, steps=300),
+        name="local run",
+        on_records=watch.on_records,
+        on_status=watch.on_status,
+    )
     watch.until(lambda: len(watch.steps()) >= 3)
     FIGURES["local_launch_to_first_step_s"] = watch.first_step_s or 0
     manager.stop(run_id)
@@ -106,8 +118,13 @@ def test_ssh_launch_cut_reconnect_no_gap(db_path: Path, model_config: Path, sshd
     add_ssh_host(db_path, "box", sshd, trust=known_hosts, price_usd_per_gpu_hour=3.0, pricing="spot")
     watch = Watch()
     manager = RunManager(db_path)
-    run_id = manager.launch("box", train_flags(model_config, steps=300), env=TRAINER_ENV, on_records=watch.on_records,
-                            on_status=watch.on_status)
+    run_id = manager.launch(
+        "box",
+        train_flags(model_config, steps=300),
+        env=TRAINER_ENV,
+        on_records=watch.on_records,
+        on_status=watch.on_status,
+    )
     watch.until(lambda: len(watch.steps()) >= 1)
     FIGURES["ssh_launch_to_first_step_s"] = watch.first_step_s or 0
     assert sshd.cut_connections() >= 1
@@ -128,8 +145,9 @@ def test_ssh_launch_cut_reconnect_no_gap(db_path: Path, model_config: Path, sshd
     print("\nFIGURES", json.dumps(FIGURES))
 
 
-def test_simulated_preemption_resumes_to_identical_weights(db_path: Path, model_config: Path, sshd,
-                                                           known_hosts: Path, tmp_path: Path) -> None:
+def test_simulated_preemption_resumes_to_identical_weights(
+    db_path: Path, model_config: Path, sshd, known_hosts: Path, tmp_path: Path
+) -> None:
     add_ssh_host(db_path, "box", sshd, trust=known_hosts)
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
     flags = train_flags(model_config, steps=150)
@@ -147,7 +165,9 @@ def test_simulated_preemption_resumes_to_identical_weights(db_path: Path, model_
     assert_exactly_once(db_path, run_id, [Path(status.run_dir)])
     kinds = [r["kind"] for r in watch.records]
     assert "preempted" in kinds and kinds.count("run_start") == 2
-    (detail,) = rows(db_path, "SELECT detail_json FROM events WHERE run_id = ? AND kind = 'restart' AND seq < 0", run_id)
+    (detail,) = rows(
+        db_path, "SELECT detail_json FROM events WHERE run_id = ? AND kind = 'restart' AND seq < 0", run_id
+    )
     assert json.loads(detail[0])["cost_s"] >= 0.5
     a, b = final_weights(Path(status.run_dir)), final_weights(Path(manager.status(reference).run_dir))
     assert a.keys() == b.keys()
@@ -159,8 +179,9 @@ def test_simulated_preemption_resumes_to_identical_weights(db_path: Path, model_
 HOSTILE = "we ird'\"; $(touch MARKER) `touch MARKER2` &&\nx"
 
 
-def test_hostile_names_run_nothing_but_the_trainer(db_path: Path, model_config: Path, sshd, known_hosts: Path,
-                                                   tmp_path: Path) -> None:
+def test_hostile_names_run_nothing_but_the_trainer(
+    db_path: Path, model_config: Path, sshd, known_hosts: Path, tmp_path: Path
+) -> None:
     add_ssh_host(db_path, "box", sshd, trust=known_hosts)
     folder = tmp_path / HOSTILE
     folder.mkdir()
@@ -182,7 +203,9 @@ def test_hostile_names_run_nothing_but_the_trainer(db_path: Path, model_config: 
 
 
 def test_cli_run_follow_and_control(db_path: Path, model_config: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--db", str(db_path), "--host", "local", "--json", "--", *train_flags(model_config, steps=4)]) == 0
+    assert (
+        main(["run", "--db", str(db_path), "--host", "local", "--json", "--", *train_flags(model_config, steps=4)]) == 0
+    )
     doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert doc["state"] == "finished" and doc["exit_code"] == 0 and doc["last_seq"] >= 4
     assert main(["run", "attach", str(doc["run_id"]), "--db", str(db_path), "--json"]) == 0

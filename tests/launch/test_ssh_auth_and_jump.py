@@ -26,8 +26,14 @@ import pytest
 from gpuplanner.launch.hosts import ChangedHostKey, Host, UnknownHostKey, add_host, get_host, ssh_config_hosts
 from gpuplanner.launch.manager import RunManager
 from gpuplanner.launch.ssh_backend import SSHBackend
-from gpuplanner.launch.ssh_connection import (AuthenticationFailed, SSHConnection, SSHError, forget_passphrases,
-                                              load_key, parse_jump)
+from gpuplanner.launch.ssh_connection import (
+    AuthenticationFailed,
+    SSHConnection,
+    SSHError,
+    forget_passphrases,
+    load_key,
+    parse_jump,
+)
 from tests.sshd import SSHServer, available, free_port, keygen
 
 PASSPHRASE = "correct horse"
@@ -74,8 +80,15 @@ def encrypted_key(tmp_path: Path) -> Path:
 
 
 def _host(server: SSHServer, key: Path, **fields: object) -> Host:
-    return Host(name=fields.pop("name", "box"), kind="ssh", hostname=server.address,  # type: ignore[arg-type]
-                port=server.port, user="root", identity_file=str(key), **fields)  # type: ignore[arg-type]
+    return Host(
+        name=fields.pop("name", "box"),
+        kind="ssh",
+        hostname=server.address,  # type: ignore[arg-type]
+        port=server.port,
+        user="root",
+        identity_file=str(key),
+        **fields,
+    )  # type: ignore[arg-type]
 
 
 def _trust(known_hosts: Path, *servers: SSHServer) -> None:
@@ -119,8 +132,9 @@ def test_encrypted_key_detected_and_loaded_without_a_server(encrypted_key: Path,
 
 
 @pytest.mark.slow
-def test_right_passphrase_connects_once_per_key_file(servers: list[SSHServer], tmp_path: Path, known_hosts: Path,
-                                                      encrypted_key: Path) -> None:
+def test_right_passphrase_connects_once_per_key_file(
+    servers: list[SSHServer], tmp_path: Path, known_hosts: Path, encrypted_key: Path
+) -> None:
     server = _server(tmp_path, "sshd")
     servers.append(server)
     server.authorize(Path(f"{encrypted_key}.pub"))
@@ -145,8 +159,9 @@ def test_right_passphrase_connects_once_per_key_file(servers: list[SSHServer], t
 
 
 @pytest.mark.slow
-def test_wrong_declined_or_unaskable_passphrase_fails_clearly(servers: list[SSHServer], tmp_path: Path,
-                                                              known_hosts: Path, encrypted_key: Path) -> None:
+def test_wrong_declined_or_unaskable_passphrase_fails_clearly(
+    servers: list[SSHServer], tmp_path: Path, known_hosts: Path, encrypted_key: Path
+) -> None:
     server = _server(tmp_path, "sshd")
     servers.append(server)
     server.authorize(Path(f"{encrypted_key}.pub"))
@@ -175,21 +190,28 @@ def test_wrong_declined_or_unaskable_passphrase_fails_clearly(servers: list[SSHS
 
 
 @pytest.mark.slow
-def test_declined_passphrase_still_tries_the_agent(servers: list[SSHServer], tmp_path: Path, known_hosts: Path,
-                                                   encrypted_key: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_declined_passphrase_still_tries_the_agent(
+    servers: list[SSHServer], tmp_path: Path, known_hosts: Path, encrypted_key: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server = _server(tmp_path, "sshd")  # accepts server.client_key only, not the encrypted key
     servers.append(server)
     _trust(known_hosts, server)
     socket_path = tmp_path / "agent.sock"
-    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    agent = subprocess.Popen(
+        ["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 5
         while not socket_path.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         env = {**os.environ, "SSH_AUTH_SOCK": str(socket_path)}
-        subprocess.run(["ssh-add", "-q", str(server.client_key)], env=env, check=True, stdin=subprocess.DEVNULL,
-                       capture_output=True)
+        subprocess.run(
+            ["ssh-add", "-q", str(server.client_key)],
+            env=env,
+            check=True,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
         monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
         declined = Prompts(None)
         conn = _connect(_host(server, encrypted_key), known_hosts, declined)
@@ -206,7 +228,8 @@ def test_declined_passphrase_still_tries_the_agent(servers: list[SSHServer], tmp
 def test_parse_jump_forms(_private_home: Path) -> None:
     (_private_home / ".ssh" / "config").write_text(
         "Host bastion\n  HostName 10.9.9.9\n  User ops\n  Port 2201\n  IdentityFile ~/.ssh/id_bastion\n"
-        "Host loop\n  HostName 127.0.0.1\n  ProxyJump loop\n")
+        "Host loop\n  HostName 127.0.0.1\n  ProxyJump loop\n"
+    )
     one = parse_jump("me@10.0.0.1:2222")
     assert one is not None and (one.hostname, one.port, one.user, one.proxy_jump) == ("10.0.0.1", 2222, "me", None)
     uri = parse_jump("ssh://me@gw")
@@ -231,8 +254,9 @@ def test_parse_jump_forms(_private_home: Path) -> None:
 
 
 @pytest.mark.slow
-def test_jump_user_at_host_port_and_chain(servers: list[SSHServer], tmp_path: Path, known_hosts: Path,
-                                          _private_home: Path) -> None:
+def test_jump_user_at_host_port_and_chain(
+    servers: list[SSHServer], tmp_path: Path, known_hosts: Path, _private_home: Path
+) -> None:
     jump = _server(tmp_path, "sshd-jump")
     target = _server(tmp_path, "sshd-target", client_key=jump.client_key)
     jump2 = _server(tmp_path, "sshd-jump2", client_key=jump.client_key)
@@ -272,8 +296,9 @@ def test_jump_user_at_host_port_and_chain(servers: list[SSHServer], tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_jump_from_ssh_config_alias(servers: list[SSHServer], tmp_path: Path, known_hosts: Path,
-                                    _private_home: Path) -> None:
+def test_jump_from_ssh_config_alias(
+    servers: list[SSHServer], tmp_path: Path, known_hosts: Path, _private_home: Path
+) -> None:
     jump = _server(tmp_path, "sshd-jump")
     target = _server(tmp_path, "sshd-target", client_key=jump.client_key)
     servers += [jump, target]
@@ -281,7 +306,8 @@ def test_jump_from_ssh_config_alias(servers: list[SSHServer], tmp_path: Path, kn
     (_private_home / ".ssh" / "config").write_text(
         f"Host jumpbox\n  HostName 127.0.0.1\n  Port {jump.port}\n  User nobody\n  IdentityFile {jump.client_key}\n"
         f"Host trainbox\n  HostName 127.0.0.1\n  Port {target.port}\n  User root\n  IdentityFile {jump.client_key}\n"
-        f"  ProxyJump root@jumpbox\n")
+        f"  ProxyJump root@jumpbox\n"
+    )
     host = {h.name: h for h in ssh_config_hosts(None)}["trainbox"]
     assert host.proxy_jump == "root@jumpbox"
     conn = _connect(host, known_hosts)  # no default key in ~/.ssh: the alias's IdentityFile is used
@@ -298,14 +324,14 @@ def test_jump_from_ssh_config_alias(servers: list[SSHServer], tmp_path: Path, kn
 
 
 @pytest.mark.slow
-def test_jump_host_key_checked_like_a_direct_host(servers: list[SSHServer], tmp_path: Path,
-                                                  known_hosts: Path) -> None:
+def test_jump_host_key_checked_like_a_direct_host(servers: list[SSHServer], tmp_path: Path, known_hosts: Path) -> None:
     jump = _server(tmp_path, "sshd-jump")
     target = _server(tmp_path, "sshd-target", client_key=jump.client_key)
     servers += [jump, target]
     key = jump.client_key
     (Path(known_hosts).parent / "config").write_text(
-        f"Host jumpbox\n  HostName 127.0.0.1\n  Port {jump.port}\n  User root\n  IdentityFile {key}\n")
+        f"Host jumpbox\n  HostName 127.0.0.1\n  Port {jump.port}\n  User root\n  IdentityFile {key}\n"
+    )
     host = _host(target, key, proxy_jump="jumpbox")
     # the target is known, the jump host is not: refused, with the jump host's key, nothing written
     _trust(known_hosts, target)
@@ -338,29 +364,38 @@ def test_jump_host_key_checked_like_a_direct_host(servers: list[SSHServer], tmp_
 
 
 @pytest.mark.slow
-def test_jump_host_that_cannot_reach_the_target(servers: list[SSHServer], tmp_path: Path,
-                                                known_hosts: Path) -> None:
+def test_jump_host_that_cannot_reach_the_target(servers: list[SSHServer], tmp_path: Path, known_hosts: Path) -> None:
     jump = _server(tmp_path, "sshd-jump")
     closed = _server(tmp_path, "sshd-no-forwarding", client_key=jump.client_key, options=["AllowTcpForwarding no"])
     servers += [jump, closed]
     _trust(known_hosts, jump, closed)
     key = jump.client_key
     nothing = free_port()  # nobody listens here
-    host = Host(name="gone", kind="ssh", hostname="127.0.0.1", port=nothing, user="root", identity_file=str(key),
-                proxy_jump=f"root@127.0.0.1:{jump.port}")
+    host = Host(
+        name="gone",
+        kind="ssh",
+        hostname="127.0.0.1",
+        port=nothing,
+        user="root",
+        identity_file=str(key),
+        proxy_jump=f"root@127.0.0.1:{jump.port}",
+    )
     shutil.copy(key, Path(known_hosts).parent / "id_ed25519")
     started = time.monotonic()
     with pytest.raises(SSHError) as info:
         _connect(host, known_hosts)
     assert time.monotonic() - started < 5
-    assert str(info.value) == f"jump host root@127.0.0.1:{jump.port} could not reach 127.0.0.1:{nothing}: Connect failed"
+    assert (
+        str(info.value) == f"jump host root@127.0.0.1:{jump.port} could not reach 127.0.0.1:{nothing}: Connect failed"
+    )
     assert _wait_no_sessions(jump) == []
     # a jump host whose sshd forbids forwarding: the same clear error, about the reachable target
     via_closed = _host(jump, key, proxy_jump=f"root@127.0.0.1:{closed.port}")
     with pytest.raises(SSHError) as info:
         _connect(via_closed, known_hosts)
-    assert str(info.value) == (f"jump host root@127.0.0.1:{closed.port} could not reach 127.0.0.1:{jump.port}: "
-                               "Administratively prohibited")
+    assert str(info.value) == (
+        f"jump host root@127.0.0.1:{closed.port} could not reach 127.0.0.1:{jump.port}: Administratively prohibited"
+    )
     assert _wait_no_sessions(closed) == [] and _wait_no_sessions(jump) == []
 
 
@@ -368,8 +403,9 @@ def test_jump_host_that_cannot_reach_the_target(servers: list[SSHServer], tmp_pa
 
 
 @pytest.mark.slow
-def test_backend_and_manager_with_passphrase_and_jump(servers: list[SSHServer], tmp_path: Path, known_hosts: Path,
-                                                      db_path: Path, encrypted_key: Path) -> None:
+def test_backend_and_manager_with_passphrase_and_jump(
+    servers: list[SSHServer], tmp_path: Path, known_hosts: Path, db_path: Path, encrypted_key: Path
+) -> None:
     """One encrypted key for the jump host (an SSH config alias) and the target: asked once, for both
     connections and the backend's reconnect; then the manager probes the target through the jump."""
     jump = _server(tmp_path, "sshd-jump")
@@ -379,7 +415,8 @@ def test_backend_and_manager_with_passphrase_and_jump(servers: list[SSHServer], 
         server.authorize(Path(f"{encrypted_key}.pub"))
     _trust(known_hosts, jump, target)
     (Path(known_hosts).parent / "config").write_text(
-        f"Host jumpbox\n  HostName 127.0.0.1\n  Port {jump.port}\n  User root\n  IdentityFile {encrypted_key}\n")
+        f"Host jumpbox\n  HostName 127.0.0.1\n  Port {jump.port}\n  User root\n  IdentityFile {encrypted_key}\n"
+    )
     add_host(db_path, _host(target, encrypted_key, proxy_jump="jumpbox", python=sys.executable))
     prompts = Prompts(PASSPHRASE)
     backend = SSHBackend(get_host(db_path, "box"), known_hosts_path=known_hosts, passphrase_callback=prompts)

@@ -40,8 +40,9 @@ def test_desktop_file_names_the_command_and_icon() -> None:
 
 
 def test_metainfo_validates() -> None:
-    result = subprocess.run([_tool("appstreamcli"), "validate", "--no-net", str(METAINFO)], capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [_tool("appstreamcli"), "validate", "--no-net", str(METAINFO)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -72,8 +73,9 @@ def test_icon_pngs_exist_at_every_size() -> None:
     assert re.search(r"<svg\b", scalable.read_text())
 
 
-def test_icon_pngs_are_rendered_from_the_current_svg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     qapp: object) -> None:
+def test_icon_pngs_are_rendered_from_the_current_svg(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qapp: object
+) -> None:
     """Fails when resources/icons/gpuplanner.svg changed: run `python packaging/render_icons.py`.
 
     ``qapp`` makes pytest-qt's QApplication the one the renderer reuses: a QGuiApplication created
@@ -88,9 +90,9 @@ def test_icon_pngs_are_rendered_from_the_current_svg(tmp_path: Path, monkeypatch
     spec.loader.exec_module(module)
     monkeypatch.setattr(module, "ICON_ROOT", tmp_path / "hicolor")
     module.render()
-    assert (tmp_path / "hicolor" / "scalable" / "apps" / f"{APP_ID}.svg").read_bytes() == \
-        (LINUX / "icons" / "hicolor" / "scalable" / "apps" / f"{APP_ID}.svg").read_bytes(), \
-        "the committed SVG copy is stale: run python packaging/render_icons.py"
+    assert (tmp_path / "hicolor" / "scalable" / "apps" / f"{APP_ID}.svg").read_bytes() == (
+        LINUX / "icons" / "hicolor" / "scalable" / "apps" / f"{APP_ID}.svg"
+    ).read_bytes(), "the committed SVG copy is stale: run python packaging/render_icons.py"
     for size in SIZES:
         rel = Path(f"{size}x{size}") / "apps" / f"{APP_ID}.png"
         fresh = QImage(str(tmp_path / "hicolor" / rel))

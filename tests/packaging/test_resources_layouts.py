@@ -55,8 +55,9 @@ def test_frozen_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert resources.trainer_source_dir() == payload.resolve()
 
 
-def test_frozen_layout_without_payload_falls_back_to_the_package(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_frozen_layout_without_payload_falls_back_to_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _freeze(monkeypatch, tmp_path)
     assert resources.trainer_source_dir() == REPO_ROOT / "trainer"
 

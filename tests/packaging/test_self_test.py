@@ -24,8 +24,11 @@ def test_summary_passes_with_skips_and_fails_with_a_reason() -> None:
 
     runner.check("training", skipped)
     assert runner.summary() == 0
-    assert out.getvalue().splitlines() == ["PASS good: fine", "SKIP training: no torch here",
-                                           "self-test: passed (1 checks, 1 skipped (training))"]
+    assert out.getvalue().splitlines() == [
+        "PASS good: fine",
+        "SKIP training: no torch here",
+        "self-test: passed (1 checks, 1 skipped (training))",
+    ]
 
     def broken() -> str:
         raise ModuleNotFoundError("No module named 'pyqtgraph.x'")
@@ -59,8 +62,14 @@ def test_finite_numbers_are_checked_deeply() -> None:
 @pytest.mark.timeout(420)
 def test_self_test_passes_offscreen(tmp_path: Path) -> None:
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", OMP_NUM_THREADS="1", PYTHONPATH=str(REPO_ROOT))
-    result = subprocess.run([sys.executable, "-m", "gpuplanner", "--self-test"], capture_output=True, text=True,
-                            cwd=tmp_path, env=env, timeout=400)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuplanner", "--self-test"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=400,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     lines = result.stdout.splitlines()
@@ -69,4 +78,6 @@ def test_self_test_passes_offscreen(tmp_path: Path) -> None:
         assert any(line.startswith(f"PASS {name}:") for line in lines), f"{name} did not pass:\n{output}"
     assert sum(line.startswith("PASS pane ") for line in lines) >= 4, output
     # Nothing was written to the user's data folder (the test's private one stands in for it).
-    assert not Path(os.environ["GPUPLANNER_DATA_DIR"]).exists() or not any(Path(os.environ["GPUPLANNER_DATA_DIR"]).iterdir())
+    assert not Path(os.environ["GPUPLANNER_DATA_DIR"]).exists() or not any(
+        Path(os.environ["GPUPLANNER_DATA_DIR"]).iterdir()
+    )

@@ -68,8 +68,9 @@ def test_frozen_app_uses_python3_on_path(tmp_path: Path, monkeypatch: pytest.Mon
     assert found.python == tp.TrainerPython(wrapper, "path")
 
 
-def test_frozen_app_without_torch_anywhere_says_how_to_make_one(bare_python: Path, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_frozen_app_without_torch_anywhere_says_how_to_make_one(
+    bare_python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _freeze(monkeypatch, tmp_path / "meipass")
     bin_dir = tmp_path / "bin"
     _wrapper(bin_dir, bare_python)
@@ -99,17 +100,30 @@ def test_the_apps_own_trainer_venv_is_tried_before_path(tmp_path: Path, monkeypa
 def test_trainer_env_runs_the_shipped_sources_from_elsewhere(tmp_path: Path) -> None:
     env = tp.trainer_env()
     assert env["PYTHONPATH"] == str(REPO_ROOT)
-    result = subprocess.run([sys.executable, "-m", "trainer", "--version"], capture_output=True, text=True,
-                            env=env, cwd=tmp_path, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer", "--version"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0.1.0"
 
 
-def test_child_env_of_the_frozen_app_restores_the_users_library_path(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_child_env_of_the_frozen_app_restores_the_users_library_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _freeze(monkeypatch, tmp_path)
-    env = tp.child_env({"LD_LIBRARY_PATH": f"{tmp_path}:/opt/lib", "LD_LIBRARY_PATH_ORIG": "/opt/lib",
-                        "PYTHONHOME": str(tmp_path), "PATH": "/usr/bin"})
+    env = tp.child_env(
+        {
+            "LD_LIBRARY_PATH": f"{tmp_path}:/opt/lib",
+            "LD_LIBRARY_PATH_ORIG": "/opt/lib",
+            "PYTHONHOME": str(tmp_path),
+            "PATH": "/usr/bin",
+        }
+    )
     assert env == {"LD_LIBRARY_PATH": "/opt/lib", "PATH": "/usr/bin"}
     assert "LD_LIBRARY_PATH" not in tp.child_env({"LD_LIBRARY_PATH": str(tmp_path)})
 
@@ -123,14 +137,18 @@ def test_create_trainer_venv_runs_venv_then_pip(tmp_path: Path) -> None:
 
     python = tp.create_trainer_venv(tmp_path / "tv", base_python="/usr/bin/python3", run=run)
     assert python == tmp_path / "tv" / "bin" / "python"
-    assert calls == [["/usr/bin/python3", "-m", "venv", str(tmp_path / "tv")],
-                     [str(python), "-m", "pip", "install", "--upgrade", "torch", "transformers", "peft"]]
+    assert calls == [
+        ["/usr/bin/python3", "-m", "venv", str(tmp_path / "tv")],
+        [str(python), "-m", "pip", "install", "--upgrade", "torch", "transformers", "peft"],
+    ]
 
 
 def test_create_trainer_venv_reports_pips_failure(tmp_path: Path) -> None:
     def run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
         failed = "pip" in argv
-        return subprocess.CompletedProcess(argv, 1 if failed else 0, "", "ERROR: no matching distribution" if failed else "")
+        return subprocess.CompletedProcess(
+            argv, 1 if failed else 0, "", "ERROR: no matching distribution" if failed else ""
+        )
 
     with pytest.raises(RuntimeError, match="no matching distribution"):
         tp.create_trainer_venv(tmp_path / "tv", base_python=sys.executable, run=run)

@@ -54,7 +54,9 @@ def user_dir() -> Path:
     return folder
 
 
-def run_cli(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+def run_cli(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
     # Only the catalog command: the other command modules are built and tested on their own.
     monkeypatch.setattr(cli, "COMMAND_MODULES", ("gpuplanner.commands.catalog",))
     code = cli.main(argv)
@@ -337,7 +339,10 @@ usd_per_gpu_hour = 0.9
     )
     c = load_catalog()
     own = [o for o in c.offers if o.own]
-    assert {(o.instance_type, o.gpu, o.gpu_count) for o in own} == {("workstation", "RTX 4090", 2), ("lab-box", "A100 80GB", 8)}
+    assert {(o.instance_type, o.gpu, o.gpu_count) for o in own} == {
+        ("workstation", "RTX 4090", 2),
+        ("lab-box", "A100 80GB", 8),
+    }
     assert all(o.provider == "own" and o.spot_usd is None and o.notice_s is None for o in own)
     best = c.best_offer("RTX 4090", spot=False)
     assert best is not None and best.own and best.on_demand_usd == 0.12
@@ -348,7 +353,12 @@ usd_per_gpu_hour = 0.9
 @pytest.mark.parametrize(
     ("filename", "text", "line", "field"),
     [
-        ("prices.csv", HEADER + "aws,us-east-1,H100,8,p5,6.88,,,120,2025-06-15,x\naws,us-east-1,H100,8,p5x,lots,,,,2025-06-15,x\n", 3, "on_demand_usd_per_gpu_hour"),
+        (
+            "prices.csv",
+            HEADER + "aws,us-east-1,H100,8,p5,6.88,,,120,2025-06-15,x\naws,us-east-1,H100,8,p5x,lots,,,,2025-06-15,x\n",
+            3,
+            "on_demand_usd_per_gpu_hour",
+        ),
         ("prices.csv", HEADER + "aws,us-east-1,Z9000,8,p5,6.88,,,,2025-06-15,x\n", 2, "gpu"),
         ("prices.csv", HEADER + "aws,us-east-1,T4,one,g4,0.5,,,,2025-06-15,x\n", 2, "gpu_count"),
         ("prices.csv", HEADER + "aws,us-east-1,T4,1,g4,0.5,-1,,,2025-06-15,x\n", 2, "spot_usd_per_gpu_hour"),
@@ -360,7 +370,12 @@ usd_per_gpu_hour = 0.9
         ("gpus.toml", '[[gpu]]\nname = "X1"\nmemory_gib = 10\n', 1, "bandwidth_gbs"),
         ("gpus.toml", '[[gpu]]\nname = "H100"\nspeed = 3\n', 3, "speed"),
         ("gpus.toml", '[[gpu]]\nname = "H100"\n\ndefault_mfu = = 0.4\n', 4, None),
-        ("machines.toml", '[[machine]]\nname = "a"\ngpu = "T4"\ngpu_count = 1\nusd_per_gpu_hour = 1\n\n[[machine]]\nname = "b"\ngpu = "T4"\ngpu_count = 0\nusd_per_gpu_hour = 1\n', 10, "gpu_count"),
+        (
+            "machines.toml",
+            '[[machine]]\nname = "a"\ngpu = "T4"\ngpu_count = 1\nusd_per_gpu_hour = 1\n\n[[machine]]\nname = "b"\ngpu = "T4"\ngpu_count = 0\nusd_per_gpu_hour = 1\n',
+            10,
+            "gpu_count",
+        ),
         ("machines.toml", '[[machine]]\nname = "a"\ngpu = "T9"\ngpu_count = 1\nusd_per_gpu_hour = 1\n', 3, "gpu"),
         ("machines.toml", '[[machine]]\nname = "a"\ngpu = "T4"\ngpu_count = 1\n', 1, "usd_per_gpu_hour"),
         ("machines.toml", 'machine = "oops"\n', None, "machine"),

@@ -21,9 +21,33 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def test_plan_json_direct_case(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "plan", "--params", "7B", "--samples", "100k", "--epochs", "2", "--seq-len", "1024",
-                         "--samples-per-min", "500", "--price", "2.5", "--gpus", "2", "--spot-discount", "0.6",
-                         "--spot-overhead-pct", "10", "--deadline-hours", "6", "--budget-usd", "20", "--json")
+    code, out, err = run(
+        capsys,
+        "plan",
+        "--params",
+        "7B",
+        "--samples",
+        "100k",
+        "--epochs",
+        "2",
+        "--seq-len",
+        "1024",
+        "--samples-per-min",
+        "500",
+        "--price",
+        "2.5",
+        "--gpus",
+        "2",
+        "--spot-discount",
+        "0.6",
+        "--spot-overhead-pct",
+        "10",
+        "--deadline-hours",
+        "6",
+        "--budget-usd",
+        "20",
+        "--json",
+    )
     assert code == 0, err
     document = json.loads(out)
     # 200k samples at 500/min = 6.667 h on 2 GPUs at $2.5 = $33.33; spot 0.4 x 1.1 of that.
@@ -36,8 +60,22 @@ def test_plan_json_direct_case(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_plan_text_report_is_readable(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "plan", "--model", "gpt2", "--method", "full", "--gpu", "a10g", "--samples", "20000",
-                       "--seq-len", "1024", "--micro-batch", "8")
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "--model",
+        "gpt2",
+        "--method",
+        "full",
+        "--gpu",
+        "a10g",
+        "--samples",
+        "20000",
+        "--seq-len",
+        "1024",
+        "--micro-batch",
+        "8",
+    )
     assert code == 0
     assert "Peak memory per GPU" in out and "A10G" in out and "On-demand $" in out
     assert "Traceback" not in out
@@ -53,8 +91,19 @@ def test_plan_csv_and_markdown_print_only_the_document(capsys: pytest.CaptureFix
 
 
 def test_compare_json_rows(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "compare", "--model", "llama-3.2-1b", "--method", "lora", "--samples", "10000",
-                       "--deadline-hours", "5", "--json")
+    code, out, _ = run(
+        capsys,
+        "compare",
+        "--model",
+        "llama-3.2-1b",
+        "--method",
+        "lora",
+        "--samples",
+        "10000",
+        "--deadline-hours",
+        "5",
+        "--json",
+    )
     assert code == 0
     rows = json.loads(out)
     assert rows[0]["rank"] == 1 and rows[0]["usable"] is True
@@ -71,23 +120,28 @@ def test_compare_text_ends_with_a_recommendation(capsys: pytest.CaptureFixture[s
     assert " at " in lines[-1] and lines[-1].endswith(".")
 
 
-@pytest.mark.parametrize("argv, flag", [
-    (["plan", "--micro-batch", "0"], "--micro-batch"),
-    (["plan", "--micro-batch", "abc"], "--micro-batch"),
-    (["plan", "--seq-len", "-5"], "--seq-len"),
-    (["plan", "--gpu", "H900"], "--gpu"),
-    (["plan", "--model", "no-such-model"], "--model"),
-    (["plan", "--model-config", "/nonexistent/config.json"], "--model-config"),
-    (["plan", "--model", "gpt2", "--params", "7B"], "--params"),
-    (["plan", "--samples", "10", "--tokens", "10"], "--tokens"),
-    (["plan", "--spot-price", "1", "--spot-discount", "0.5"], "--spot-discount"),
-    (["plan", "--spot-discount", "1.5"], "--spot-discount"),
-    (["plan", "--method", "dora"], "--method"),
-    (["plan", "--precision", "bf16", "--gpu", "T4"], "--precision"),
-    (["compare", "--price", "2"], "--price"),
-    (["plan", "--price", "2"], "--gpu"),
-])
-def test_bad_input_exits_2_with_one_line_naming_the_flag(capsys: pytest.CaptureFixture[str], argv: list[str], flag: str) -> None:
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["plan", "--micro-batch", "0"], "--micro-batch"),
+        (["plan", "--micro-batch", "abc"], "--micro-batch"),
+        (["plan", "--seq-len", "-5"], "--seq-len"),
+        (["plan", "--gpu", "H900"], "--gpu"),
+        (["plan", "--model", "no-such-model"], "--model"),
+        (["plan", "--model-config", "/nonexistent/config.json"], "--model-config"),
+        (["plan", "--model", "gpt2", "--params", "7B"], "--params"),
+        (["plan", "--samples", "10", "--tokens", "10"], "--tokens"),
+        (["plan", "--spot-price", "1", "--spot-discount", "0.5"], "--spot-discount"),
+        (["plan", "--spot-discount", "1.5"], "--spot-discount"),
+        (["plan", "--method", "dora"], "--method"),
+        (["plan", "--precision", "bf16", "--gpu", "T4"], "--precision"),
+        (["compare", "--price", "2"], "--price"),
+        (["plan", "--price", "2"], "--gpu"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], argv: list[str], flag: str
+) -> None:
     code = main(argv)
     out, err = capsys.readouterr()
     assert code == 2
@@ -105,8 +159,13 @@ def test_malformed_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_a_real_process_never_shows_a_traceback(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "gpuplanner", "plan", "--epochs", "zero"], capture_output=True,
-                            text=True, cwd=tmp_path, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuplanner", "plan", "--epochs", "zero"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert "--epochs" in result.stderr and "Traceback" not in result.stderr
 
@@ -117,9 +176,20 @@ def _write_finished_run(path: Path, tokens_per_s: float, seq_len: int, lora_rank
     config = {"seq_len": seq_len, "micro_batch": 4, "lora_rank": lora_rank}
     records = [make_record("run_start", 0, 1000.0, config=config)]
     for step in range(1, 6):
-        records.append(make_record("step", step, 1000.0 + step, step=step, loss=2.0, tokens_total=step * 4 * seq_len,
-                                   samples_total=step * 4, step_time_s=1.0, tokens_per_s=tokens_per_s,
-                                   samples_per_s=tokens_per_s / seq_len))
+        records.append(
+            make_record(
+                "step",
+                step,
+                1000.0 + step,
+                step=step,
+                loss=2.0,
+                tokens_total=step * 4 * seq_len,
+                samples_total=step * 4,
+                step_time_s=1.0,
+                tokens_per_s=tokens_per_s,
+                samples_per_s=tokens_per_s / seq_len,
+            )
+        )
     records.append(make_record("run_end", 6, 1010.0, status="finished"))
     path.write_text("".join(encode(r) for r in records))
 
@@ -127,10 +197,41 @@ def _write_finished_run(path: Path, tokens_per_s: float, seq_len: int, lora_rank
 def test_measured_runs_in_the_history_calibrate_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events, db = tmp_path / "events.jsonl", tmp_path / "history.sqlite"
     _write_finished_run(events, tokens_per_s=12_345.0, seq_len=512)
-    assert main(["runs", "import", str(events), "--db", str(db), "--gpu-type", "NVIDIA A10G", "--model", "gpt2",
-                 "--gpus", "1", "--price", "1.0"]) == 0
+    assert (
+        main(
+            [
+                "runs",
+                "import",
+                str(events),
+                "--db",
+                str(db),
+                "--gpu-type",
+                "NVIDIA A10G",
+                "--model",
+                "gpt2",
+                "--gpus",
+                "1",
+                "--price",
+                "1.0",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    flags = ["plan", "--model", "gpt2", "--method", "full", "--gpu", "A10G", "--seq-len", "512", "--db", str(db), "--json"]
+    flags = [
+        "plan",
+        "--model",
+        "gpt2",
+        "--method",
+        "full",
+        "--gpu",
+        "A10G",
+        "--seq-len",
+        "512",
+        "--db",
+        str(db),
+        "--json",
+    ]
     code, out, _ = run(capsys, *flags)
     assert code == 0
     throughput = json.loads(out)["throughput"]
@@ -146,23 +247,66 @@ def test_measured_runs_in_the_history_calibrate_the_plan(tmp_path: Path, capsys:
 def test_a_lora_run_calibrates_lora_plans_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events, db = tmp_path / "events.jsonl", tmp_path / "history.sqlite"
     _write_finished_run(events, tokens_per_s=30_000.0, seq_len=512, lora_rank=16)
-    assert main(["runs", "import", str(events), "--db", str(db), "--gpu-type", "NVIDIA A10G", "--model", "gpt2",
-                 "--gpus", "1", "--price", "1.0"]) == 0
+    assert (
+        main(
+            [
+                "runs",
+                "import",
+                str(events),
+                "--db",
+                str(db),
+                "--gpu-type",
+                "NVIDIA A10G",
+                "--model",
+                "gpt2",
+                "--gpus",
+                "1",
+                "--price",
+                "1.0",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     flags = ["plan", "--model", "gpt2", "--gpu", "A10G", "--seq-len", "512", "--db", str(db), "--json"]
     code, out, _ = run(capsys, *flags, "--method", "full")
     assert code == 0 and json.loads(out)["throughput"]["source"].startswith("estimate")
     code, out, _ = run(capsys, *flags, "--method", "lora")
     throughput = json.loads(out)["throughput"]
-    assert throughput["source"].startswith("calibrated: runs #1") and throughput["tokens_per_s"] == pytest.approx(30_000.0)
+    assert throughput["source"].startswith("calibrated: runs #1") and throughput["tokens_per_s"] == pytest.approx(
+        30_000.0
+    )
 
 
 def test_trace_mode_says_which_answered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 2,
-                                  "n_embd": 128, "n_head": 4, "n_positions": 512, "vocab_size": 2000}))
-    common = ["plan", "--model-config", str(config), "--method", "full", "--seq-len", "256", "--micro-batch", "2",
-              "--gpu", "A10G", "--json"]
+    config.write_text(
+        json.dumps(
+            {
+                "model_type": "gpt2",
+                "architectures": ["GPT2LMHeadModel"],
+                "n_layer": 2,
+                "n_embd": 128,
+                "n_head": 4,
+                "n_positions": 512,
+                "vocab_size": 2000,
+            }
+        )
+    )
+    common = [
+        "plan",
+        "--model-config",
+        str(config),
+        "--method",
+        "full",
+        "--seq-len",
+        "256",
+        "--micro-batch",
+        "2",
+        "--gpu",
+        "A10G",
+        "--json",
+    ]
     code, out, _ = run(capsys, *common, "--memory", "trace")
     assert code == 0
     document = json.loads(out)
@@ -178,8 +322,9 @@ def test_trace_mode_says_which_answered(tmp_path: Path, capsys: pytest.CaptureFi
     assert any("trace mode unavailable" in w for w in fallback["warnings"])
 
 
-def test_double_dash_keeps_its_meaning_outside_run_and_hosts_bench(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_double_dash_keeps_its_meaning_outside_run_and_hosts_bench(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["plan", "--model", "gpt2", "--json", "--", "--gpus", "8"]) == 2  # not silently dropped
     capsys.readouterr()
     odd = tmp_path / "-run.jsonl"

@@ -12,11 +12,19 @@ from hypothesis import strategies as st
 
 from gpuplanner.plan import memory as mem
 from gpuplanner.plan import model_spec as ms
-from gpuplanner.plan.setup import (ATTENTION, CHECKPOINTING, OPTIMIZERS, PRECISIONS, SHARDING, TrainSetup)
+from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, OPTIMIZERS, PRECISIONS, SHARDING, TrainSetup
 
 GIB = 1024**3
-TINY_LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "intermediate_size": 160, "vocab_size": 300, "tie_word_embeddings": False}
+TINY_LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 160,
+    "vocab_size": 300,
+    "tie_word_embeddings": False,
+}
 TINY_GPT2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 300, "n_positions": 128}
 
 
@@ -37,14 +45,17 @@ def _state_bytes(opt) -> int:
     return total
 
 
-@pytest.mark.parametrize(("cfg", "optimizer", "precision"), [
-    (TINY_LLAMA, "adamw", "bf16-mixed"),
-    (TINY_LLAMA, "adamw", "bf16"),
-    (TINY_GPT2, "adamw-fused", "fp32"),
-    (TINY_LLAMA, "sgd", "fp32"),
-    (TINY_GPT2, "adafactor", "fp32"),
-    (TINY_LLAMA, "adafactor", "fp32"),
-])
+@pytest.mark.parametrize(
+    ("cfg", "optimizer", "precision"),
+    [
+        (TINY_LLAMA, "adamw", "bf16-mixed"),
+        (TINY_LLAMA, "adamw", "bf16"),
+        (TINY_GPT2, "adamw-fused", "fp32"),
+        (TINY_LLAMA, "sgd", "fp32"),
+        (TINY_GPT2, "adafactor", "fp32"),
+        (TINY_LLAMA, "adafactor", "fp32"),
+    ],
+)
 def test_gradient_and_optimizer_bytes_match_a_real_step(cfg, optimizer, precision) -> None:
     dtype = "bfloat16" if precision == "bf16" else "float32"
     torch, model = _real(cfg, dtype)
@@ -53,10 +64,12 @@ def test_gradient_and_optimizer_bytes_match_a_real_step(cfg, optimizer, precisio
     ids = torch.randint(0, spec.vocab_size, (1, 8))
     model(input_ids=ids, labels=ids).loss.backward()
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = {"adamw": lambda: torch.optim.AdamW(params, foreach=True),
-           "adamw-fused": lambda: torch.optim.AdamW(params, fused=True),
-           "sgd": lambda: torch.optim.SGD(params, lr=0.1, momentum=0.9),
-           "adafactor": lambda: torch.optim.Adafactor(params)}[optimizer]()
+    opt = {
+        "adamw": lambda: torch.optim.AdamW(params, foreach=True),
+        "adamw-fused": lambda: torch.optim.AdamW(params, fused=True),
+        "sgd": lambda: torch.optim.SGD(params, lr=0.1, momentum=0.9),
+        "adafactor": lambda: torch.optim.Adafactor(params),
+    }[optimizer]()
     opt.step()
     grad_bytes = sum(p.grad.numel() * p.grad.element_size() for p in params)
     trainable = mem.trainable_params(spec, setup)
@@ -73,8 +86,9 @@ def test_lora_gradient_and_state_bytes_match_peft() -> None:
     peft = pytest.importorskip("peft")
     torch, model = _real(TINY_LLAMA, "bfloat16")
     spec = ms.from_config(TINY_LLAMA)
-    setup = TrainSetup(method="lora", lora_rank=4, lora_targets=("q_proj", "v_proj"), precision="bf16-mixed",
-                       micro_batch=1, seq_len=8)
+    setup = TrainSetup(
+        method="lora", lora_rank=4, lora_targets=("q_proj", "v_proj"), precision="bf16-mixed", micro_batch=1, seq_len=8
+    )
     pm = peft.get_peft_model(model, peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     ids = torch.randint(0, 300, (1, 8))
     pm(input_ids=ids, labels=ids).loss.backward()
@@ -155,7 +169,9 @@ def test_checkpointing_keeps_layer_inputs_plus_one_layer() -> None:
 def test_eager_attention_adds_the_score_matrices() -> None:
     spec = _spec()
     s = TrainSetup(precision="bf16", micro_batch=2, seq_len=128, optimizer="adamw-fused")
-    diff = mem.estimate_memory(spec, replace(s, attention="eager")).activations - mem.estimate_memory(spec, s).activations
+    diff = (
+        mem.estimate_memory(spec, replace(s, attention="eager")).activations - mem.estimate_memory(spec, s).activations
+    )
     assert diff == 2 * (4 + 2) * 2 * 4 * 128 * 128  # layers x (fp32 softmax + bf16 copy) x b x heads x s^2
 
 
@@ -183,15 +199,24 @@ def test_fsdp_shards_and_gathers() -> None:
 def test_as_gib_keys() -> None:
     b = mem.estimate_memory(_spec(), TrainSetup())
     d = b.as_gib()
-    assert list(d) == ["weights_gib", "gradients_gib", "optimizer_gib", "activations_gib", "logits_gib",
-                       "overhead_gib", "total_gib"]
+    assert list(d) == [
+        "weights_gib",
+        "gradients_gib",
+        "optimizer_gib",
+        "activations_gib",
+        "logits_gib",
+        "overhead_gib",
+        "total_gib",
+    ]
     assert b.source == "formula"
 
 
 # ---------------------------------------------------------------------------- properties
 
 SPECS = [ms.from_preset(n) for n in ("gpt2", "bert-base-uncased", "llama-3.2-1b", "qwen2.5-7b", "gemma-2-9b")] + [
-    ms.from_param_count(3_000_000_000), _spec()]
+    ms.from_param_count(3_000_000_000),
+    _spec(),
+]
 
 setups = st.builds(
     TrainSetup,
@@ -227,6 +252,7 @@ def test_checkpointing_never_raises_activations(spec, s) -> None:
     def act(mode):
         b = mem.estimate_memory(spec, replace(s, grad_checkpointing=mode))
         return b.total
+
     assert act("full") <= act("every-other") <= act("none")
 
 
@@ -260,12 +286,15 @@ def test_fits_and_max_micro_batch() -> None:
     assert mem.max_micro_batch(ms.from_preset("llama-3.1-70b"), TrainSetup(), 22.0) == 0
 
 
-@pytest.mark.parametrize(("model", "setup", "cap"), [
-    ("llama-3.1-8b", TrainSetup(precision="bf16-mixed", micro_batch=8, grad_accum=2, seq_len=2048), 79.6),
-    ("llama-3.1-8b", TrainSetup(method="lora", micro_batch=16, seq_len=4096), 22.0),
-    ("gpt2-xl", TrainSetup(precision="fp32", micro_batch=16, seq_len=1024), 22.0),
-    ("qwen2.5-32b", TrainSetup(), 79.6),
-])
+@pytest.mark.parametrize(
+    ("model", "setup", "cap"),
+    [
+        ("llama-3.1-8b", TrainSetup(precision="bf16-mixed", micro_batch=8, grad_accum=2, seq_len=2048), 79.6),
+        ("llama-3.1-8b", TrainSetup(method="lora", micro_batch=16, seq_len=4096), 22.0),
+        ("gpt2-xl", TrainSetup(precision="fp32", micro_batch=16, seq_len=1024), 22.0),
+        ("qwen2.5-32b", TrainSetup(), 79.6),
+    ],
+)
 def test_every_suggestion_fits(model, setup, cap) -> None:
     spec = ms.from_preset(model)
     assert not mem.fits(mem.estimate_memory(spec, setup), cap)
@@ -277,8 +306,16 @@ def test_every_suggestion_fits(model, setup, cap) -> None:
             k, m = int(text.split()[1]), int(text.split()[3])
             assert k * m == setup.micro_batch * setup.grad_accum
             assert mem.fits(mem.estimate_memory(spec, replace(setup, micro_batch=k, grad_accum=m)), cap)
-    assert mem.fit_suggestions(spec, replace(setup, method="qlora", micro_batch=1, seq_len=256,
-                                             grad_checkpointing="full", precision="bf16-mixed"), 200.0) == []
+    assert (
+        mem.fit_suggestions(
+            spec,
+            replace(
+                setup, method="qlora", micro_batch=1, seq_len=256, grad_checkpointing="full", precision="bf16-mixed"
+            ),
+            200.0,
+        )
+        == []
+    )
 
 
 def test_estimate_is_fast() -> None:

@@ -13,27 +13,96 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 TINY = {
-    "llama": {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "intermediate_size": 160, "vocab_size": 300, "tie_word_embeddings": False},
-    "llama-tied-bias": {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                        "num_key_value_heads": 4, "intermediate_size": 96, "vocab_size": 300, "tie_word_embeddings": True,
-                        "attention_bias": True, "mlp_bias": True},
-    "qwen2": {"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 320, "tie_word_embeddings": False},
-    "gemma2": {"model_type": "gemma2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-               "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 128, "vocab_size": 256},
-    "mistral": {"model_type": "mistral", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                "num_key_value_heads": 1, "intermediate_size": 128, "vocab_size": 256},
-    "qwen3": {"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 256},
+    "llama": {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 160,
+        "vocab_size": 300,
+        "tie_word_embeddings": False,
+    },
+    "llama-tied-bias": {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "intermediate_size": 96,
+        "vocab_size": 300,
+        "tie_word_embeddings": True,
+        "attention_bias": True,
+        "mlp_bias": True,
+    },
+    "qwen2": {
+        "model_type": "qwen2",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 128,
+        "vocab_size": 320,
+        "tie_word_embeddings": False,
+    },
+    "gemma2": {
+        "model_type": "gemma2",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "intermediate_size": 128,
+        "vocab_size": 256,
+    },
+    "mistral": {
+        "model_type": "mistral",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "intermediate_size": 128,
+        "vocab_size": 256,
+    },
+    "qwen3": {
+        "model_type": "qwen3",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "intermediate_size": 128,
+        "vocab_size": 256,
+    },
     "gpt2": {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 300, "n_positions": 128},
-    "bert-mlm": {"model_type": "bert", "architectures": ["BertForMaskedLM"], "hidden_size": 64, "num_hidden_layers": 2,
-                 "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 300, "max_position_embeddings": 128},
-    "bert-cls": {"model_type": "bert", "architectures": ["BertForSequenceClassification"], "hidden_size": 64,
-                 "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 300,
-                 "num_labels": 3},
-    "bert-base": {"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                  "intermediate_size": 128, "vocab_size": 300},
+    "bert-mlm": {
+        "model_type": "bert",
+        "architectures": ["BertForMaskedLM"],
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "vocab_size": 300,
+        "max_position_embeddings": 128,
+    },
+    "bert-cls": {
+        "model_type": "bert",
+        "architectures": ["BertForSequenceClassification"],
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "vocab_size": 300,
+        "num_labels": 3,
+    },
+    "bert-base": {
+        "model_type": "bert",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "vocab_size": 300,
+    },
 }
 
 
@@ -43,8 +112,10 @@ def build(cfg: dict, device: str = "cpu"):
     arch = (cfg.pop("architectures", None) or [""])[0]
     config = transformers.AutoConfig.for_model(mt, **cfg)
     if mt == "bert":
-        cls = {"BertForMaskedLM": transformers.AutoModelForMaskedLM,
-               "BertForSequenceClassification": transformers.AutoModelForSequenceClassification}.get(arch, transformers.AutoModel)
+        cls = {
+            "BertForMaskedLM": transformers.AutoModelForMaskedLM,
+            "BertForSequenceClassification": transformers.AutoModelForSequenceClassification,
+        }.get(arch, transformers.AutoModel)
     else:
         cls = transformers.AutoModelForCausalLM
     with torch.device(device):
@@ -79,8 +150,11 @@ def test_config_parameter_count_is_exact(key: str) -> None:
     assert spec.n_params == count(model)
     assert spec.source == "config"
     # block linear weights (what QLoRA quantizes) match the model's modules
-    lin = sum(m.weight.numel() for n, m in model.named_modules()
-              if type(m).__name__ in ("Linear", "Conv1D") and (".layers." in n or ".h." in n or ".layer." in n))
+    lin = sum(
+        m.weight.numel()
+        for n, m in model.named_modules()
+        if type(m).__name__ in ("Linear", "Conv1D") and (".layers." in n or ".h." in n or ".layer." in n)
+    )
     assert spec.quantizable_params == lin
 
 
@@ -93,15 +167,18 @@ def test_bert_variants_differ_as_documented() -> None:
     assert mlm.n_params - base.n_params == 2 * h + v
 
 
-@pytest.mark.parametrize(("key", "targets"), [
-    ("llama", ("q_proj", "v_proj")),
-    ("llama", ("all-linear",)),
-    ("qwen2", ("attention",)),
-    ("gpt2", ("c_attn",)),
-    ("gpt2", ("all-linear",)),
-    ("bert-mlm", ("query", "value")),
-    ("gemma2", ("all-linear",)),
-])
+@pytest.mark.parametrize(
+    ("key", "targets"),
+    [
+        ("llama", ("q_proj", "v_proj")),
+        ("llama", ("all-linear",)),
+        ("qwen2", ("attention",)),
+        ("gpt2", ("c_attn",)),
+        ("gpt2", ("all-linear",)),
+        ("bert-mlm", ("query", "value")),
+        ("gemma2", ("all-linear",)),
+    ],
+)
 def test_lora_trainable_params_match_peft(key: str, targets: tuple[str, ...]) -> None:
     peft = pytest.importorskip("peft")
     spec = ms.from_config(TINY[key])

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuplanner.plan.catalog import Catalog, PriceOffer, load_catalog
-from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.compare import compare, recommendation
 from gpuplanner.plan.documents import compare_document, plan_document
+from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.planner import PlanRequest, PricingInputs, cheapest_offer, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, SHARDING, PlanInputError, TrainSetup
@@ -22,10 +22,27 @@ CATALOG = load_catalog()
 GPT2 = from_preset("gpt2")
 LLAMA_8B = from_preset("llama-3.1-8b")
 PLAN_KEYS = {"inputs", "memory", "throughput", "runtime", "on_demand", "spot", "deadline_ok", "budget_ok", "warnings"}
-MEMORY_KEYS = {"weights_gib", "gradients_gib", "optimizer_gib", "activations_gib", "logits_gib", "overhead_gib",
-               "total_gib", "capacity_gib", "fits"}
-SPOT_KEYS = {"hours", "cost_usd", "expected_interruptions", "overhead_hours", "savings_pct", "p50_cost_usd",
-             "p90_cost_usd", "p_meet_deadline"}
+MEMORY_KEYS = {
+    "weights_gib",
+    "gradients_gib",
+    "optimizer_gib",
+    "activations_gib",
+    "logits_gib",
+    "overhead_gib",
+    "total_gib",
+    "capacity_gib",
+    "fits",
+}
+SPOT_KEYS = {
+    "hours",
+    "cost_usd",
+    "expected_interruptions",
+    "overhead_hours",
+    "savings_pct",
+    "p50_cost_usd",
+    "p90_cost_usd",
+    "p_meet_deadline",
+}
 
 
 def offer(provider: str, count: int, price: float, spot: float | None = None) -> PriceOffer:
@@ -34,9 +51,16 @@ def offer(provider: str, count: int, price: float, spot: float | None = None) ->
 
 def test_direct_case_without_the_catalog() -> None:
     # 1M samples at 1,000 samples/min on 4 GPUs at $2/GPU-hour: 16.67 h, 66.67 GPU-hours, $133.33.
-    request = PlanRequest(GPT2, TrainSetup(gpus=4, seq_len=512), Workload(samples=1_000_000), gpu=None,
-                          pricing=PricingInputs(price=2.0, spot_discount=0.6, spot_overhead_pct=10.0),
-                          samples_per_min=1000.0, deadline_hours=18.0, budget_usd=100.0)
+    request = PlanRequest(
+        GPT2,
+        TrainSetup(gpus=4, seq_len=512),
+        Workload(samples=1_000_000),
+        gpu=None,
+        pricing=PricingInputs(price=2.0, spot_discount=0.6, spot_overhead_pct=10.0),
+        samples_per_min=1000.0,
+        deadline_hours=18.0,
+        budget_usd=100.0,
+    )
     plan = make_plan(request, CATALOG)
     document = plan_document(plan, {})
     assert document["runtime"]["hours"] == pytest.approx(1_000_000 / 1000 / 60, rel=1e-4)
@@ -52,8 +76,14 @@ def test_direct_case_without_the_catalog() -> None:
 
 
 def test_plan_document_has_the_stable_names() -> None:
-    request = PlanRequest(LLAMA_8B, TrainSetup(method="lora", micro_batch=2, grad_checkpointing="full"),
-                          Workload(samples=10_000), gpu="A100 80GB", deadline_hours=10.0, budget_usd=500.0)
+    request = PlanRequest(
+        LLAMA_8B,
+        TrainSetup(method="lora", micro_batch=2, grad_checkpointing="full"),
+        Workload(samples=10_000),
+        gpu="A100 80GB",
+        deadline_hours=10.0,
+        budget_usd=500.0,
+    )
     document = plan_document(make_plan(request, CATALOG), {"model": "llama-3.1-8b"})
     assert PLAN_KEYS <= set(document)
     assert MEMORY_KEYS <= set(document["memory"])
@@ -84,8 +114,12 @@ def test_spot_discount_applies_to_the_catalog_on_demand_price() -> None:
 
 
 def test_a_model_too_big_for_the_gpu_gets_suggestions() -> None:
-    request = PlanRequest(from_preset("llama-3.2-1b"), TrainSetup(method="full", micro_batch=8, seq_len=4096),
-                          Workload(samples=1000), gpu="A100 40GB")
+    request = PlanRequest(
+        from_preset("llama-3.2-1b"),
+        TrainSetup(method="full", micro_batch=8, seq_len=4096),
+        Workload(samples=1000),
+        gpu="A100 40GB",
+    )
     plan = make_plan(request, CATALOG)
     assert plan.fits is False
     assert plan.suggestions, "a plan that does not fit must say what would"
@@ -94,8 +128,9 @@ def test_a_model_too_big_for_the_gpu_gets_suggestions() -> None:
 
 
 def test_compare_ranks_usable_rows_cheapest_first() -> None:
-    request = PlanRequest(GPT2, TrainSetup(seq_len=1024, micro_batch=8), Workload(samples=200_000), gpu=None,
-                          deadline_hours=24.0)
+    request = PlanRequest(
+        GPT2, TrainSetup(seq_len=1024, micro_batch=8), Workload(samples=200_000), gpu=None, deadline_hours=24.0
+    )
     rows = compare(request, CATALOG)
     assert len(rows) == len(CATALOG.gpus) * 4 * 2
     usable = [row for row in rows if row.usable]
@@ -111,8 +146,14 @@ def test_compare_ranks_usable_rows_cheapest_first() -> None:
 
 
 def test_deadline_and_budget_exclude_options() -> None:
-    request = PlanRequest(LLAMA_8B, TrainSetup(method="lora", grad_checkpointing="full"), Workload(samples=100_000),
-                          gpu=None, deadline_hours=2.0, budget_usd=300.0)
+    request = PlanRequest(
+        LLAMA_8B,
+        TrainSetup(method="lora", grad_checkpointing="full"),
+        Workload(samples=100_000),
+        gpu=None,
+        deadline_hours=2.0,
+        budget_usd=300.0,
+    )
     rows = compare(request, CATALOG)
     for row in rows:
         if row.usable:
@@ -131,7 +172,9 @@ def test_bf16_on_a_gpu_without_bf16_is_an_unusable_row() -> None:
 
 def test_compare_with_price_needs_a_gpu() -> None:
     with pytest.raises(PlanInputError) as info:
-        compare(PlanRequest(GPT2, TrainSetup(), Workload(samples=10), gpu=None, pricing=PricingInputs(price=1.0)), CATALOG)
+        compare(
+            PlanRequest(GPT2, TrainSetup(), Workload(samples=10), gpu=None, pricing=PricingInputs(price=1.0)), CATALOG
+        )
     assert info.value.field == "price"
 
 
@@ -157,11 +200,17 @@ setups = st.builds(
     gpus=st.sampled_from((1, 2, 4, 8)),
     sharding=st.sampled_from(SHARDING),
 )
-models = st.sampled_from(["gpt2", "bert-base", "llama-3.2-1b", "llama-3.1-8b", "mistral-7b", "qwen2.5-14b"]).map(from_preset)
+models = st.sampled_from(["gpt2", "bert-base", "llama-3.2-1b", "llama-3.1-8b", "mistral-7b", "qwen2.5-14b"]).map(
+    from_preset
+)
 gpus = st.sampled_from([g.name for g in CATALOG.gpus if g.bf16])
-pricing = st.builds(PricingInputs, interruptions_per_hour=st.one_of(st.none(), st.floats(0, 5)),
-                    restart_minutes=st.floats(0, 120), checkpoint_minutes=st.floats(1, 600),
-                    spot_discount=st.one_of(st.none(), st.floats(0, 0.95)))
+pricing = st.builds(
+    PricingInputs,
+    interruptions_per_hour=st.one_of(st.none(), st.floats(0, 5)),
+    restart_minutes=st.floats(0, 120),
+    checkpoint_minutes=st.floats(1, 600),
+    spot_discount=st.one_of(st.none(), st.floats(0, 0.95)),
+)
 
 
 def _finite_non_negative(value: object, path: str = "") -> None:
@@ -175,11 +224,21 @@ def _finite_non_negative(value: object, path: str = "") -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(model=models, setup=setups, gpu=gpus, samples=st.integers(1, 10**8), pricing=pricing,
-       deadline=st.one_of(st.none(), st.floats(0.01, 1e4)), budget=st.one_of(st.none(), st.floats(0.01, 1e7)))
-def test_engine_never_raises_and_never_returns_nan_or_negative(model, setup, gpu, samples, pricing, deadline, budget) -> None:
-    request = PlanRequest(model, setup, Workload(samples=samples), gpu=gpu, pricing=pricing, deadline_hours=deadline,
-                          budget_usd=budget)
+@given(
+    model=models,
+    setup=setups,
+    gpu=gpus,
+    samples=st.integers(1, 10**8),
+    pricing=pricing,
+    deadline=st.one_of(st.none(), st.floats(0.01, 1e4)),
+    budget=st.one_of(st.none(), st.floats(0.01, 1e7)),
+)
+def test_engine_never_raises_and_never_returns_nan_or_negative(
+    model, setup, gpu, samples, pricing, deadline, budget
+) -> None:
+    request = PlanRequest(
+        model, setup, Workload(samples=samples), gpu=gpu, pricing=pricing, deadline_hours=deadline, budget_usd=budget
+    )
     document = plan_document(make_plan(request, CATALOG, suggest=False), {})
     _finite_non_negative({k: v for k, v in document.items() if k != "inputs"})
 

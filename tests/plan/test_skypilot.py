@@ -21,7 +21,9 @@ def by_instance(offers: tuple[PriceOffer, ...]) -> dict[tuple[str, str], PriceOf
     return {(o.region, o.instance_type): o for o in offers}
 
 
-def run_cli(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+def run_cli(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
     monkeypatch.setattr(cli, "COMMAND_MODULES", ("gpuplanner.commands.catalog",))
     code = cli.main(argv)
     out, err = capsys.readouterr()
@@ -176,7 +178,9 @@ def test_merge_refuses_to_overwrite_a_malformed_file() -> None:
 
 
 def test_cli_import_skypilot_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_cli(["catalog", "import-skypilot", str(GCP), "--provider", "gcp", "--json"], monkeypatch, capsys)
+    code, out, err = run_cli(
+        ["catalog", "import-skypilot", str(GCP), "--provider", "gcp", "--json"], monkeypatch, capsys
+    )
     assert code == 0 and err == ""
     document = json.loads(out)
     assert document["imported"] == 7 and document["merge"]["added"] == 7
@@ -203,7 +207,9 @@ def test_cli_import_skypilot_bad_provider(
     assert not (config_dir() / "prices.csv").exists()
 
 
-def test_cli_import_skypilot_needs_provider(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_import_skypilot_needs_provider(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = run_cli(["catalog", "import-skypilot", str(AWS)], monkeypatch, capsys)
     assert code == 2 and out == ""
     assert "--provider" in err

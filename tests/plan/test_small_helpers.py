@@ -22,15 +22,23 @@ def test_runtime_from_samples_and_epochs() -> None:
 
 
 def test_runtime_from_tokens() -> None:
-    runtime = estimate_runtime(Workload(tokens=7_200_000, epochs=3), Throughput(6_000.0, 1.0, "t"), TrainSetup(seq_len=100))
+    runtime = estimate_runtime(
+        Workload(tokens=7_200_000, epochs=3), Throughput(6_000.0, 1.0, "t"), TrainSetup(seq_len=100)
+    )
     assert runtime.hours == pytest.approx(1.0)
     assert runtime.total_samples == pytest.approx(216_000)
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({}, "samples"), ({"samples": 10, "tokens": 10}, "tokens"), ({"samples": 0}, "samples"),
-    ({"tokens": -5}, "tokens"), ({"samples": 10, "epochs": 0.0}, "epochs"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({}, "samples"),
+        ({"samples": 10, "tokens": 10}, "tokens"),
+        ({"samples": 0}, "samples"),
+        ({"tokens": -5}, "tokens"),
+        ({"samples": 10, "epochs": 0.0}, "epochs"),
+    ],
+)
 def test_workload_rejects_bad_sizes(kwargs: dict, field: str) -> None:
     with pytest.raises(PlanInputError) as info:
         Workload(**kwargs)
@@ -38,15 +46,19 @@ def test_workload_rejects_bad_sizes(kwargs: dict, field: str) -> None:
 
 
 def test_unit_economics_of_the_issue_example() -> None:
-    economics = unit_economics(gpus=8, hours=1.25, price_usd_per_gpu_hour=8.0, avg_util_pct=60.0, samples=200_000,
-                               tokens=200_000 * 512)
+    economics = unit_economics(
+        gpus=8, hours=1.25, price_usd_per_gpu_hour=8.0, avg_util_pct=60.0, samples=200_000, tokens=200_000 * 512
+    )
     assert economics.gpu_hours == pytest.approx(10.0)
     assert economics.effective_gpu_hours == pytest.approx(6.0)
     assert economics.cost_usd == pytest.approx(80.0)
     assert economics.cost_per_effective_gpu_hour_usd == pytest.approx(13.3333, rel=1e-4)
     assert economics.cost_per_sample_usd == pytest.approx(0.0004)
     assert economics.cost_per_million_tokens_usd == pytest.approx(80.0 / 102.4)
-    assert unit_economics(gpus=1, hours=1.0, price_usd_per_gpu_hour=2.0, avg_util_pct=0.0).cost_per_effective_gpu_hour_usd is None
+    assert (
+        unit_economics(gpus=1, hours=1.0, price_usd_per_gpu_hour=2.0, avg_util_pct=0.0).cost_per_effective_gpu_hour_usd
+        is None
+    )
 
 
 def test_chinchilla_twenty_tokens_per_parameter() -> None:

@@ -22,8 +22,9 @@ def test_flat_overhead_is_a_percentage_of_wall_time() -> None:
 
 def test_notice_long_enough_means_no_lost_work() -> None:
     # 0.1 interruptions/h over 10 h of work: 1 expected; each costs a 10 min restart and a 36 s stop checkpoint.
-    terms = SpotTerms(0.1, restart_hours=10 / 60, checkpoint_interval_hours=0.5, checkpoint_write_hours=0.01,
-                      notice_s=120)
+    terms = SpotTerms(
+        0.1, restart_hours=10 / 60, checkpoint_interval_hours=0.5, checkpoint_write_hours=0.01, notice_s=120
+    )
     assert terms.graceful_stop
     estimate = estimate_spot(10.0, terms)
     work = 10.0 * (1 + 0.01 / 0.5)  # 20 periodic checkpoints of 36 s each
@@ -90,11 +91,14 @@ def test_no_interruptions_is_the_work_itself() -> None:
     assert estimate.p90_hours == pytest.approx(5.25)
 
 
-@pytest.mark.parametrize("field, kwargs", [
-    ("interruptions-per-hour", {"interruptions_per_hour": -1.0}),
-    ("checkpoint-minutes", {"interruptions_per_hour": 0.1, "checkpoint_interval_hours": 0.0}),
-    ("spot-overhead-pct", {"interruptions_per_hour": 0.1, "overhead_pct": -5.0}),
-])
+@pytest.mark.parametrize(
+    "field, kwargs",
+    [
+        ("interruptions-per-hour", {"interruptions_per_hour": -1.0}),
+        ("checkpoint-minutes", {"interruptions_per_hour": 0.1, "checkpoint_interval_hours": 0.0}),
+        ("spot-overhead-pct", {"interruptions_per_hour": 0.1, "overhead_pct": -5.0}),
+    ],
+)
 def test_bad_terms_name_the_flag(field: str, kwargs: dict) -> None:
     with pytest.raises(PlanInputError) as info:
         SpotTerms(**kwargs)

@@ -49,9 +49,14 @@ def test_matmul_params_leave_out_the_embedding_lookup_but_not_a_tied_head() -> N
     assert matmul_params(Shape(tied_embeddings=True)) == 1_000_000_000
 
 
-@pytest.mark.parametrize("checkpointing, per_param, attention_factor", [
-    ("none", 6, 3), ("full", 8, 4), ("every-other", 7, 3.5),
-])
+@pytest.mark.parametrize(
+    "checkpointing, per_param, attention_factor",
+    [
+        ("none", 6, 3),
+        ("full", 8, 4),
+        ("every-other", 7, 3.5),
+    ],
+)
 def test_full_training_flops(checkpointing: str, per_param: float, attention_factor: float) -> None:
     setup = TrainSetup(seq_len=1024, grad_checkpointing=checkpointing)
     expected = per_param * N + attention_factor * ATTENTION_FWD
@@ -61,7 +66,8 @@ def test_full_training_flops(checkpointing: str, per_param: float, attention_fac
 def test_adapter_training_skips_weight_gradients() -> None:
     setup = TrainSetup(method="lora", seq_len=1024)
     assert flops_per_token(SHAPE, setup, trainable_params=1_000_000) == pytest.approx(
-        4 * N + 6 * 1_000_000 + 3 * ATTENTION_FWD)
+        4 * N + 6 * 1_000_000 + 3 * ATTENTION_FWD
+    )
 
 
 def test_throughput_is_peak_times_mfu_over_flops_per_token() -> None:
@@ -107,8 +113,9 @@ def test_more_gpus_are_faster_but_not_linear_on_a_slow_link() -> None:
 
 def test_tiny_steps_over_a_slow_link_are_communication_bound() -> None:
     # 512 tokens per step compute in milliseconds; 7 GB of gradients over 5 GB/s take 1.4 s.
-    eight = estimate_throughput(SHAPE, TrainSetup(gpus=8, micro_batch=1, seq_len=512), Gpu(interconnect_gbs=5.0),
-                                SHAPE.n_params)
+    eight = estimate_throughput(
+        SHAPE, TrainSetup(gpus=8, micro_batch=1, seq_len=512), Gpu(interconnect_gbs=5.0), SHAPE.n_params
+    )
     assert eight.scaling_efficiency < 0.01
 
 

@@ -12,14 +12,41 @@ from gpuplanner.plan.trace import TraceUnavailable, trace_memory
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
-         "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "tie_word_embeddings": False,
-         "max_position_embeddings": 512}
-GPT2 = {"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "vocab_size": 1000, "n_positions": 512,
-        "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "bos_token_id": 0, "eos_token_id": 0}
-BERT = {"model_type": "bert", "architectures": ["BertForMaskedLM"], "hidden_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "hidden_dropout_prob": 0.0,
-        "attention_probs_dropout_prob": 0.0}
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 512,
+    "vocab_size": 1000,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 512,
+}
+GPT2 = {
+    "model_type": "gpt2",
+    "n_embd": 128,
+    "n_layer": 2,
+    "n_head": 4,
+    "vocab_size": 1000,
+    "n_positions": 512,
+    "resid_pdrop": 0.0,
+    "embd_pdrop": 0.0,
+    "attn_pdrop": 0.0,
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+}
+BERT = {
+    "model_type": "bert",
+    "architectures": ["BertForMaskedLM"],
+    "hidden_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 512,
+    "vocab_size": 1000,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
 
 
 def _allocated(b: mem.MemoryBreakdown) -> int:
@@ -41,7 +68,11 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("name", "cfg", "setup"), CASES, ids=[f"{c[0]}-{c[2].precision}-{c[2].attention}-{c[2].grad_checkpointing}" for c in CASES])
+@pytest.mark.parametrize(
+    ("name", "cfg", "setup"),
+    CASES,
+    ids=[f"{c[0]}-{c[2].precision}-{c[2].attention}-{c[2].grad_checkpointing}" for c in CASES],
+)
 def test_trace_agrees_with_formula(name, cfg, setup) -> None:
     spec = ms.from_config(cfg)
     traced = trace_memory(spec, setup)
@@ -57,8 +88,12 @@ def test_trace_agrees_with_formula(name, cfg, setup) -> None:
 
 def test_unsupported_setups_raise_trace_unavailable() -> None:
     spec = ms.from_config(LLAMA)
-    for setup in (TrainSetup(method="qlora"), TrainSetup(optimizer="adamw-8bit"), TrainSetup(gpus=2),
-                  TrainSetup(grad_checkpointing="every-other")):
+    for setup in (
+        TrainSetup(method="qlora"),
+        TrainSetup(optimizer="adamw-8bit"),
+        TrainSetup(gpus=2),
+        TrainSetup(grad_checkpointing="every-other"),
+    ):
         with pytest.raises(TraceUnavailable):
             trace_memory(spec, setup)
 

@@ -33,9 +33,20 @@ def model_config(tmp_path: Path) -> Path:
 
 def base_args(run_dir: Path, model_config: Path, **overrides: Any) -> dict[str, Any]:
     args: dict[str, Any] = {
-        "run_dir": str(run_dir), "model_config": str(model_config), "data": [str(CORPUS)], "seq_len": 32,
-        "micro_batch": 4, "grad_accum": 1, "max_steps": 8, "lr": 2e-3, "seed": 7, "warmup_steps": 2,
-        "checkpoint_every_minutes": 0.0, "log_interval_s": 0.0, "gpu_interval_s": 0.0, "events_stdout": False,
+        "run_dir": str(run_dir),
+        "model_config": str(model_config),
+        "data": [str(CORPUS)],
+        "seq_len": 32,
+        "micro_batch": 4,
+        "grad_accum": 1,
+        "max_steps": 8,
+        "lr": 2e-3,
+        "seed": 7,
+        "warmup_steps": 2,
+        "checkpoint_every_minutes": 0.0,
+        "log_interval_s": 0.0,
+        "gpu_interval_s": 0.0,
+        "events_stdout": False,
         "device": "cpu",
     }
     args.update(overrides)
@@ -66,8 +77,13 @@ def cli_args(args: dict[str, Any]) -> list[str]:
 
 def trainer_env() -> dict[str, str]:
     env = dict(os.environ)
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(REPO_ROOT), TOKENIZERS_PARALLELISM="false",
-               PYTHONWARNINGS="ignore")
+    env.update(
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        PYTHONPATH=str(REPO_ROOT),
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONWARNINGS="ignore",
+    )
     return env
 
 
@@ -75,8 +91,14 @@ def spawn_train(args: dict[str, Any], **popen: Any) -> subprocess.Popen:
     """Start ``python -m trainer train``; stderr goes to ``RUN_DIR.stderr.log`` (see :func:`stderr_of`)."""
     log = Path(str(args["run_dir"]) + ".stderr.log")
     with open(log, "ab") as err:
-        return subprocess.Popen([sys.executable, "-m", "trainer", "train", *cli_args(args)], cwd=REPO_ROOT,
-                                env=trainer_env(), stdout=subprocess.DEVNULL, stderr=err, **popen)
+        return subprocess.Popen(
+            [sys.executable, "-m", "trainer", "train", *cli_args(args)],
+            cwd=REPO_ROOT,
+            env=trainer_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            **popen,
+        )
 
 
 def stderr_of(run_dir: Path) -> str:

@@ -20,8 +20,14 @@ from trainer.loop import train
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainer", *args], cwd=REPO_ROOT, env=trainer_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "trainer", *args],
+        cwd=REPO_ROOT,
+        env=trainer_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_probe_describes_the_host(tmp_path: Path) -> None:
@@ -43,8 +49,10 @@ def test_monitor_prints_gpu_records() -> None:
 
 def test_toml_config_with_flag_override(tmp_path: Path, model_config: Path) -> None:
     toml = tmp_path / "run.toml"
-    toml.write_text(f'[train]\nmodel-config = "{model_config}"\ndata = ["x"]\nseq-len = 48\nmicro_batch = 2\n'
-                    'lora-targets = ["c_attn"]\n')
+    toml.write_text(
+        f'[train]\nmodel-config = "{model_config}"\ndata = ["x"]\nseq-len = 48\nmicro_batch = 2\n'
+        'lora-targets = ["c_attn"]\n'
+    )
     args = _parser().parse_args(["train", "--config", str(toml), "--seq-len", "16", "--no-events-stdout"])
     cfg = resolve(args)
     assert (cfg.seq_len, cfg.micro_batch, cfg.events_stdout, cfg.lora_targets) == (16, 2, False, ["c_attn"])
@@ -85,10 +93,25 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_two_process_gloo_ddp_matches_single_process_big_batch(tmp_path: Path, model_config: Path) -> None:
     nodrop = tmp_path / "nodrop.json"
-    nodrop.write_text(model_config.read_text().replace("}", ', "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}'))
+    nodrop.write_text(
+        model_config.read_text().replace("}", ', "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}')
+    )
     ddp = base_args(tmp_path / "ddp", nodrop, micro_batch=2, grad_accum=2, max_steps=4, checkpoint_every_steps=2)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-           "--master-port", str(_free_port()), "-m", "trainer", "train", *cli_args(ddp)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(_free_port()),
+        "-m",
+        "trainer",
+        "train",
+        *cli_args(ddp),
+    ]
     out = subprocess.run(cmd, cwd=REPO_ROOT, env=trainer_env(), capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     events = read_events(tmp_path / "ddp")
@@ -109,6 +132,10 @@ def test_two_process_gloo_ddp_matches_single_process_big_batch(tmp_path: Path, m
 def test_every_train_flag_is_documented() -> None:
     doc = (REPO_ROOT / "README.md").read_text()
     train_parser = _parser()._subparsers._group_actions[0].choices["train"]
-    flags = [s for a in train_parser._actions for s in a.option_strings if s.startswith("--") and s != "--help"
-             and not s.startswith("--no-")]
+    flags = [
+        s
+        for a in train_parser._actions
+        for s in a.option_strings
+        if s.startswith("--") and s != "--help" and not s.startswith("--no-")
+    ]
     assert [f for f in flags if f"`{f}`" not in doc] == []

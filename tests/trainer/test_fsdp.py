@@ -24,8 +24,21 @@ def _free_port() -> int:
 
 
 def _torchrun(args: dict) -> None:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-           "--master-port", str(_free_port()), "-m", "trainer", "train", *cli_args(args)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(_free_port()),
+        "-m",
+        "trainer",
+        "train",
+        *cli_args(args),
+    ]
     out = subprocess.run(cmd, cwd=REPO_ROOT, env=trainer_env(), capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
 
@@ -33,7 +46,9 @@ def _torchrun(args: dict) -> None:
 @pytest.mark.slow
 def test_two_process_fsdp_matches_single_process_and_resumes_exactly(tmp_path: Path, model_config: Path) -> None:
     nodrop = tmp_path / "nodrop.json"
-    nodrop.write_text(model_config.read_text().replace("}", ', "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}'))
+    nodrop.write_text(
+        model_config.read_text().replace("}", ', "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}')
+    )
     common = dict(micro_batch=2, grad_accum=2, max_steps=4, checkpoint_every_steps=2, fsdp=True, eval_every_steps=2)
     _torchrun(base_args(tmp_path / "fsdp", nodrop, **common))
     events = read_events(tmp_path / "fsdp")
@@ -56,8 +71,10 @@ def test_two_process_fsdp_matches_single_process_and_resumes_exactly(tmp_path: P
 
     # Resume on 2 FSDP ranks from the step-2 checkpoint in a fresh run dir: bit-identical to the full run.
     run = tmp_path / "resumed"
-    shutil.copytree(checkpoint.checkpoints_dir(tmp_path / "fsdp") / "step-00000002",
-                    checkpoint.checkpoints_dir(run) / "step-00000002")
+    shutil.copytree(
+        checkpoint.checkpoints_dir(tmp_path / "fsdp") / "step-00000002",
+        checkpoint.checkpoints_dir(run) / "step-00000002",
+    )
     _torchrun(base_args(run, nodrop, **common))
     assert read_events(run)[0]["resumed_from_step"] == 2
     c = final_weights(run)
@@ -65,8 +82,9 @@ def test_two_process_fsdp_matches_single_process_and_resumes_exactly(tmp_path: P
         assert torch.equal(a[name], c[name]), name
 
 
-def test_fsdp_in_one_process_warns_and_trains_unsharded(tmp_path: Path, model_config: Path,
-                                                         capfd: pytest.CaptureFixture[str]) -> None:
+def test_fsdp_in_one_process_warns_and_trains_unsharded(
+    tmp_path: Path, model_config: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     run = tmp_path / "run"
     assert train(make_config(run, model_config, max_steps=1, fsdp=True)) == 0
     assert "--fsdp with a single process" in capfd.readouterr().err

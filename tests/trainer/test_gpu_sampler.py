@@ -26,9 +26,21 @@ class FakeNvml:
     NVML_CLOCK_SM = 1
     nvmlMemory_v2 = 0x02000028
 
-    def __init__(self, count: int = 1, missing: tuple[str, ...] = (), unsupported: tuple[str, ...] = (),
-                 no_driver: bool = False, mig: bool = False) -> None:
-        self.count, self.missing, self.unsupported, self.no_driver, self.mig = count, missing, unsupported, no_driver, mig
+    def __init__(
+        self,
+        count: int = 1,
+        missing: tuple[str, ...] = (),
+        unsupported: tuple[str, ...] = (),
+        no_driver: bool = False,
+        mig: bool = False,
+    ) -> None:
+        self.count, self.missing, self.unsupported, self.no_driver, self.mig = (
+            count,
+            missing,
+            unsupported,
+            no_driver,
+            mig,
+        )
         self.calls: dict[str, int] = {}
 
     def __getattribute__(self, name: str) -> Any:
@@ -116,8 +128,14 @@ def test_modern_driver_reads_every_field_with_memory_v2() -> None:
 
 
 def test_old_driver_without_v2_calls_falls_back_once() -> None:
-    nv = FakeNvml(missing=("v2", "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetTotalEnergyConsumption",
-                           "nvmlGpmQueryDeviceSupport"))
+    nv = FakeNvml(
+        missing=(
+            "v2",
+            "nvmlDeviceGetCurrentClocksEventReasons",
+            "nvmlDeviceGetTotalEnergyConsumption",
+            "nvmlGpmQueryDeviceSupport",
+        )
+    )
     src = NvmlSource(nvml=nv)
     for _ in range(3):
         r = src.sample()[0]

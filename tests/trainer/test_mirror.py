@@ -47,11 +47,13 @@ def test_push_is_atomic_with_the_marker(tmp_path: Path, model_config: Path, monk
     assert _mirrored(target) == ["step-00000004", "step-00000006"]
 
 
-def test_training_mirrors_checkpoints_and_a_fresh_run_dir_resumes_from_the_mirror(tmp_path: Path,
-                                                                                  model_config: Path) -> None:
+def test_training_mirrors_checkpoints_and_a_fresh_run_dir_resumes_from_the_mirror(
+    tmp_path: Path, model_config: Path
+) -> None:
     target = tmp_path / "durable"
-    common = dict(max_steps=6, checkpoint_every_steps=2, keep_checkpoints=3, record_sample_ids=True,
-                  mirror_url=str(target))
+    common = dict(
+        max_steps=6, checkpoint_every_steps=2, keep_checkpoints=3, record_sample_ids=True, mirror_url=str(target)
+    )
     ref = tmp_path / "spot-host"
     assert train(make_config(ref, model_config, **common)) == EXIT_OK
     assert _mirrored(target) == ["step-00000002", "step-00000004", "step-00000006"]

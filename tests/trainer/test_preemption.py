@@ -6,8 +6,8 @@ import http.server
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -45,25 +45,31 @@ def metadata() -> Iterator[tuple[type[_Metadata], str]]:
     thread.join()
 
 
-@pytest.mark.parametrize("provider,status,body,expected", [
-    ("aws", 200, b'{"action": "terminate", "time": "2026-01-01T00:00:00Z"}', "aws spot terminate"),
-    ("aws", 404, b"Not Found", None),
-    ("gcp", 200, b"TRUE", "gcp preempted"),
-    ("gcp", 200, b"FALSE", None),
-    ("azure", 200, b'{"Events": [{"EventType": "Preempt", "NotBefore": "soon"}]}', "azure Preempt soon"),
-    ("azure", 200, b'{"Events": [{"EventType": "Reboot"}]}', None),
-    ("azure", 200, b"not json", None),
-])
+@pytest.mark.parametrize(
+    "provider,status,body,expected",
+    [
+        ("aws", 200, b'{"action": "terminate", "time": "2026-01-01T00:00:00Z"}', "aws spot terminate"),
+        ("aws", 404, b"Not Found", None),
+        ("gcp", 200, b"TRUE", "gcp preempted"),
+        ("gcp", 200, b"FALSE", None),
+        ("azure", 200, b'{"Events": [{"EventType": "Preempt", "NotBefore": "soon"}]}', "azure Preempt soon"),
+        ("azure", 200, b'{"Events": [{"EventType": "Reboot"}]}', None),
+        ("azure", 200, b"not json", None),
+    ],
+)
 def test_notice_parsing(provider: str, status: int, body: bytes, expected: str | None) -> None:
     result = notice_in(provider, status, body)
     assert (result is None) if expected is None else (result is not None and result.startswith(expected))
 
 
-@pytest.mark.parametrize("provider,body,header", [
-    ("aws", b'{"action": "stop", "time": "x"}', None),
-    ("gcp", b"TRUE", "Metadata-Flavor"),
-    ("azure", b'{"Events": [{"EventType": "Preempt"}]}', "Metadata"),
-])
+@pytest.mark.parametrize(
+    "provider,body,header",
+    [
+        ("aws", b'{"action": "stop", "time": "x"}', None),
+        ("gcp", b"TRUE", "Metadata-Flavor"),
+        ("azure", b'{"Events": [{"EventType": "Preempt"}]}', "Metadata"),
+    ],
+)
 def test_watcher_polls_until_notice(metadata, provider: str, body: bytes, header: str | None) -> None:
     handler, url = metadata
     notices: list[str] = []
@@ -101,8 +107,14 @@ def test_notice_during_training_checkpoints_and_exits_75(metadata, tmp_path: Pat
 
     announcer = threading.Thread(target=announce_once_training, daemon=True)
     announcer.start()
-    cfg = make_config(tmp_path / "run", model_config, max_steps=100000, preemption_url=url,
-                      preemption_provider="azure", preemption_poll_s=0.05)
+    cfg = make_config(
+        tmp_path / "run",
+        model_config,
+        max_steps=100000,
+        preemption_url=url,
+        preemption_provider="azure",
+        preemption_poll_s=0.05,
+    )
     assert train(cfg) == EXIT_RESUME
     announcer.join(timeout=5)
     events = read_events(tmp_path / "run")

@@ -40,7 +40,7 @@ def test_parser_never_raises_on_random_bytes_and_any_chunking(noise: bytes, chun
     parser = protocol.StreamParser()
     seqs = []
     for i in range(0, len(data), chunk):
-        seqs += [r["seq"] for r in parser.feed(data[i:i + chunk])]
+        seqs += [r["seq"] for r in parser.feed(data[i : i + chunk])]
     assert seqs[0] == 0 and seqs[-1] == 1
 
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from tests.trainer.conftest import final_weights, make_config, read_events
-from trainer import checkpoint, data as data_mod
+from trainer import checkpoint
+from trainer import data as data_mod
 from trainer.loop import EXIT_OK, train
 
 POSITIVE = ["great", "lovely", "superb", "wonderful"]
@@ -32,8 +33,17 @@ def write_reviews(path: Path, n: int = 320, seed: int = 5, int_labels: bool = Fa
 
 
 def cls_config(run: Path, model_config: Path, data: Path, **overrides):
-    args = dict(task="seq-cls", data=[str(data)], text_field="review", label_field="sentiment", seq_len=32,
-                micro_batch=16, lr=3e-3, eval_fraction=0.2, eval_batches=4)
+    args = dict(
+        task="seq-cls",
+        data=[str(data)],
+        text_field="review",
+        label_field="sentiment",
+        seq_len=32,
+        micro_batch=16,
+        lr=3e-3,
+        eval_fraction=0.2,
+        eval_batches=4,
+    )
     args.update(overrides)
     return make_config(run, model_config, **args)
 
@@ -51,11 +61,14 @@ def test_label_mapping_is_deterministic() -> None:
         data_mod.label_names([None, 1])
 
 
-def test_seq_cls_learns_saves_labels_and_the_final_model_predicts(tmp_path: Path, model_config: Path,
-                                                                   reviews: Path) -> None:
+def test_seq_cls_learns_saves_labels_and_the_final_model_predicts(
+    tmp_path: Path, model_config: Path, reviews: Path
+) -> None:
     run = tmp_path / "run"
-    assert train(cls_config(run, model_config, reviews, max_steps=24, eval_every_steps=2,
-                            checkpoint_every_steps=12)) == EXIT_OK
+    assert (
+        train(cls_config(run, model_config, reviews, max_steps=24, eval_every_steps=2, checkpoint_every_steps=12))
+        == EXIT_OK
+    )
     events = read_events(run)
     start = events[0]
     assert start["task"] == "seq-cls" and start["labels"] == ["negative", "positive"]
@@ -80,7 +93,7 @@ def test_seq_cls_learns_saves_labels_and_the_final_model_predicts(tmp_path: Path
     ids = torch.full((len(rows), 32), tok.pad_token_id)
     mask = torch.zeros_like(ids)
     for i, r in enumerate(rows):
-        ids[i, :len(r)], mask[i, :len(r)] = torch.tensor(r), 1
+        ids[i, : len(r)], mask[i, : len(r)] = torch.tensor(r), 1
     with torch.no_grad():
         pred = model(input_ids=ids, attention_mask=mask).logits.argmax(-1).tolist()
     assert [model.config.id2label[p] for p in pred] == ["positive", "negative", "positive", "negative"]
@@ -92,7 +105,9 @@ def test_seq_cls_resume_is_exact(tmp_path: Path, model_config: Path, reviews: Pa
     assert train(cls_config(ref, model_config, reviews, **common)) == EXIT_OK
     # A fresh run directory holding only the step-4 checkpoint: the rest must be redone identically.
     run = tmp_path / "resumed"
-    shutil.copytree(checkpoint.checkpoints_dir(ref) / "step-00000004", checkpoint.checkpoints_dir(run) / "step-00000004")
+    shutil.copytree(
+        checkpoint.checkpoints_dir(ref) / "step-00000004", checkpoint.checkpoints_dir(run) / "step-00000004"
+    )
     assert train(cls_config(run, model_config, reviews, **common)) == EXIT_OK
     events = read_events(run)
     assert events[0]["resumed_from_step"] == 4
@@ -127,9 +142,19 @@ def test_seq_cls_lora_trains_adapters_and_head(tmp_path: Path, model_config: Pat
 
 def test_seq_cls_bert_style_config(tmp_path: Path, reviews: Path) -> None:
     bert = tmp_path / "bert.json"
-    bert.write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 1, "hidden_size": 32,
-                                "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
-                                "vocab_size": 257}))
+    bert.write_text(
+        json.dumps(
+            {
+                "model_type": "bert",
+                "num_hidden_layers": 1,
+                "hidden_size": 32,
+                "num_attention_heads": 2,
+                "intermediate_size": 64,
+                "max_position_embeddings": 64,
+                "vocab_size": 257,
+            }
+        )
+    )
     run = tmp_path / "run"
     assert train(cls_config(run, bert, reviews, max_steps=2, eval_every_steps=2)) == EXIT_OK
     config = json.loads((run / "final" / "config.json").read_text())

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from tests.trainer.conftest import CORPUS, TINY_GPT2, final_weights, make_config, read_events
-from trainer import checkpoint, data as data_mod
+from trainer import checkpoint
+from trainer import data as data_mod
 from trainer.loop import EXIT_OK, accumulate, train
 from trainer.model import build_model
 
@@ -51,11 +52,25 @@ def test_accumulation_gradient_equals_one_big_batch(tmp_path: Path) -> None:
 
         torch.manual_seed(0)
         model = transformers.AutoModelForCausalLM.from_config(
-            transformers.AutoConfig.for_model(**{**TINY_GPT2, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
-                                                 "bos_token_id": 256, "eos_token_id": 256}))
+            transformers.AutoConfig.for_model(
+                **{
+                    **TINY_GPT2,
+                    "resid_pdrop": 0.0,
+                    "embd_pdrop": 0.0,
+                    "attn_pdrop": 0.0,
+                    "bos_token_id": 256,
+                    "eos_token_id": 256,
+                }
+            )
+        )
         micro = [{"input_ids": part} for part in ids.chunk(chunks)]
-        accumulate(model, micro, torch.device("cpu"), torch.autocast("cpu", enabled=False).__class__ and
-                   (lambda: torch.autocast("cpu", enabled=False)), global_targets=8 * 31)
+        accumulate(
+            model,
+            micro,
+            torch.device("cpu"),
+            torch.autocast("cpu", enabled=False).__class__ and (lambda: torch.autocast("cpu", enabled=False)),
+            global_targets=8 * 31,
+        )
         return {n: p.grad.clone() for n, p in model.named_parameters()}
 
     big, small = grads(1), grads(4)
@@ -128,8 +143,15 @@ def test_gpu_hour_cap_and_early_stop_on_target(tmp_path: Path, model_config: Pat
 
 def test_early_stop_on_plateau(tmp_path: Path, model_config: Path) -> None:
     # lr 0 keeps the eval loss flat: patience 2 stops after the third evaluation.
-    cfg = make_config(tmp_path, model_config, lr=0.0, max_steps=100, eval_every_steps=1, early_stop_patience=2,
-                      early_stop_min_delta=0.01)
+    cfg = make_config(
+        tmp_path,
+        model_config,
+        lr=0.0,
+        max_steps=100,
+        eval_every_steps=1,
+        early_stop_patience=2,
+        early_stop_min_delta=0.01,
+    )
     assert train(cfg) == EXIT_OK
     events = read_events(tmp_path)
     assert events[-1]["status"] == "early_stop" and events[-1]["totals"]["steps"] == 3
@@ -180,9 +202,9 @@ def test_sample_order_is_a_pure_function_of_seed_and_epoch_and_reshards_exactly(
     # two ranks (global batch 8) over the same samples: the same multiset per step
     two = consumed(2, data_mod.Position(0, 0), 5)
     for s in range(5):
-        assert sorted(two[s * 8:(s + 1) * 8]) == sorted(one[s * 8:(s + 1) * 8])
+        assert sorted(two[s * 8 : (s + 1) * 8]) == sorted(one[s * 8 : (s + 1) * 8])
     # resuming mid-epoch continues exactly where the position says
-    assert consumed(1, data_mod.Position(0, 16), 6) == one[16:16 + 24]
+    assert consumed(1, data_mod.Position(0, 16), 6) == one[16 : 16 + 24]
 
 
 def test_training_runs_without_kv_cache_and_the_saved_model_keeps_it(tmp_path: Path, model_config: Path) -> None:
@@ -237,8 +259,18 @@ def test_fused_kernels_leave_other_activations_alone(tmp_path: Path) -> None:
     import json
 
     llama = tmp_path / "llama.json"
-    llama.write_text(json.dumps({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
-                                 "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2,
-                                 "vocab_size": 257}))
+    llama.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "vocab_size": 257,
+            }
+        )
+    )
     model = build_model(make_config(tmp_path / "run", llama), 257, 256)
     assert not any(isinstance(m, torch.nn.GELU) for m in model.modules())  # SiLU is already one kernel

@@ -11,8 +11,25 @@ import pytest
 from tests.conftest import REPO_ROOT
 
 CORPUS = REPO_ROOT / "tests" / "data" / "corpus"
-TINY_ARGS = ["--seq-len", "32", "--micro-batch", "4", "--lr", "2e-3", "--warmup-steps", "2", "--device", "cpu",
-             "--checkpoint-every-minutes", "0", "--log-interval-s", "0", "--gpu-interval-s", "0.2", "--no-events-stdout"]
+TINY_ARGS = [
+    "--seq-len",
+    "32",
+    "--micro-batch",
+    "4",
+    "--lr",
+    "2e-3",
+    "--warmup-steps",
+    "2",
+    "--device",
+    "cpu",
+    "--checkpoint-every-minutes",
+    "0",
+    "--log-interval-s",
+    "0",
+    "--gpu-interval-s",
+    "0.2",
+    "--no-events-stdout",
+]
 
 
 class FakeHostKeyError(Exception):
@@ -33,8 +50,15 @@ class FakeHostKeyError(Exception):
 def tiny_request(max_steps: int, *, name: str = "tiny") -> Any:
     from gpuplanner.ui.launch_dialog import LaunchRequest, demo_dir
 
-    args = ["--model-config", str(demo_dir() / "tiny-gpt2.json"), "--data", str(CORPUS), "--max-steps",
-            str(max_steps), *TINY_ARGS]
+    args = [
+        "--model-config",
+        str(demo_dir() / "tiny-gpt2.json"),
+        "--data",
+        str(CORPUS),
+        "--max-steps",
+        str(max_steps),
+        *TINY_ARGS,
+    ]
     return LaunchRequest(host_name="local", trainer_args=args, name=name)
 
 
@@ -49,9 +73,13 @@ def services(tmp_path: Path) -> Any:
 def runs_pane(qtbot: Any, services: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from gpuplanner.ui import runs_pane as module
 
-    monkeypatch.setattr(module.RunsPane, "_make_manager",
-                        lambda self: __import__("gpuplanner.launch.manager", fromlist=["RunManager"]).RunManager(
-                            self.services.db_path, local_runs_root=tmp_path / "runs"))
+    monkeypatch.setattr(
+        module.RunsPane,
+        "_make_manager",
+        lambda self: __import__("gpuplanner.launch.manager", fromlist=["RunManager"]).RunManager(
+            self.services.db_path, local_runs_root=tmp_path / "runs"
+        ),
+    )
     pane = module.RunsPane(services)
     qtbot.addWidget(pane)
     pane.resize(1280, 800)

@@ -44,11 +44,27 @@ def preempted_run() -> StreamBuilder:
 def make_runs(db_path: Path) -> dict[str, int]:
     db = open_db(db_path)
     try:
-        a = create_run(db, name="eight-gpu", host="h1", gpu_type="H100 SXM", gpu_count=8, price_usd_per_gpu_hour=8.0,
-                       model_name="gpt2", planned={"hours": 1.0, "cost_usd": 64.0})
+        a = create_run(
+            db,
+            name="eight-gpu",
+            host="h1",
+            gpu_type="H100 SXM",
+            gpu_count=8,
+            price_usd_per_gpu_hour=8.0,
+            model_name="gpt2",
+            planned={"hours": 1.0, "cost_usd": 64.0},
+        )
         ingest_records(db, a, hand_computed_run().records)
-        b = create_run(db, name="spot-two", host="spot1", gpu_type="A100 80GB", gpu_count=2,
-                       price_usd_per_gpu_hour=1.5, pricing="spot", model_name="llama-3.2-1b")
+        b = create_run(
+            db,
+            name="spot-two",
+            host="spot1",
+            gpu_type="A100 80GB",
+            gpu_count=2,
+            price_usd_per_gpu_hour=1.5,
+            pricing="spot",
+            model_name="llama-3.2-1b",
+        )
         ingest_records(db, b, preempted_run().records)
     finally:
         db.close()
@@ -160,8 +176,9 @@ def test_compare_runs_side_by_side(pane: HistoryPane, runs: dict[str, int], serv
     assert table.item(cost_row, col).text() == "80.00"
 
 
-def test_export_csv_markdown_pdf(pane: HistoryPane, runs: dict[str, int], tmp_path: Path,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_export_csv_markdown_pdf(
+    pane: HistoryPane, runs: dict[str, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pane.export_table(tmp_path / "runs.csv", "csv")
     rows = list(csv.reader(io.StringIO((tmp_path / "runs.csv").read_text())))
     assert rows[0] == list(EXPORT_COLUMNS)
@@ -174,8 +191,10 @@ def test_export_csv_markdown_pdf(pane: HistoryPane, runs: dict[str, int], tmp_pa
     text = (tmp_path / "runs.md").read_text()
     assert "| " + " | ".join(EXPORT_COLUMNS) + " |" in text
     assert "## Compared side by side" in text
-    assert f"| metric | Run {runs['eight']} | Run {runs['spot']} |" in text or \
-        f"| metric | Run {runs['spot']} | Run {runs['eight']} |" in text
+    assert (
+        f"| metric | Run {runs['eight']} | Run {runs['spot']} |" in text
+        or f"| metric | Run {runs['spot']} | Run {runs['eight']} |" in text
+    )
 
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "report"), ""))
     pane.select_runs([runs["eight"]])
@@ -186,8 +205,9 @@ def test_export_csv_markdown_pdf(pane: HistoryPane, runs: dict[str, int], tmp_pa
     assert len(re.findall(rb"/Type\s*/Page(?!s)", data)) == 1
 
 
-def test_delete_asks_first(qtbot: Any, pane: HistoryPane, runs: dict[str, int], services: Any,
-                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_delete_asks_first(
+    qtbot: Any, pane: HistoryPane, runs: dict[str, int], services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pane.select_runs([runs["spot"]])
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.No)
     pane.delete_button.click()
@@ -220,8 +240,9 @@ def test_runs_model_follows_the_model_view_rules(qtmodeltester: Any, pane: Histo
     qtmodeltester.check(pane.proxy)
 
 
-def test_loads_run_on_a_worker_and_stale_answers_are_dropped(qtbot: Any, pane: HistoryPane,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_loads_run_on_a_worker_and_stale_answers_are_dropped(
+    qtbot: Any, pane: HistoryPane, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import threading
 
     from gpuplanner.ui import history_pane as module

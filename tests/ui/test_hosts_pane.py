@@ -36,8 +36,18 @@ def _cell(pane: HostsPane, name: str, column: str) -> str:
 
 
 def test_model_follows_qt_rules(qtmodeltester: Any, services: Any) -> None:
-    add_host(services.db_path, Host(name="box", kind="ssh", hostname="10.0.0.5", port=2222, user="me",
-                                    price_usd_per_gpu_hour=2.5, pricing="spot"))
+    add_host(
+        services.db_path,
+        Host(
+            name="box",
+            kind="ssh",
+            hostname="10.0.0.5",
+            port=2222,
+            user="me",
+            price_usd_per_gpu_hour=2.5,
+            pricing="spot",
+        ),
+    )
     model = HostsTableModel()
     model.set_hosts(list_hosts(services.db_path))
     qtmodeltester.check(model, force_py=True)
@@ -51,7 +61,9 @@ def test_model_follows_qt_rules(qtmodeltester: Any, services: Any) -> None:
     assert model.index(0, 0).data() == "This machine"
 
 
-def test_add_edit_remove_hosts(qtbot: Any, hosts_pane: HostsPane, services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_add_edit_remove_hosts(
+    qtbot: Any, hosts_pane: HostsPane, services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def fill(dialog: HostDialog) -> int:
         if dialog.host is None:
             dialog.name_edit.setText("gpu-box")
@@ -101,8 +113,13 @@ class _KeyManager:
             raise ChangedHostKey("gpu-box.example.org", 2222, self.key, self.known_hosts)
         if not self.known_hosts.exists():
             raise UnknownHostKey("gpu-box.example.org", 2222, self.key, self.known_hosts)
-        return {"ok": True, "gpus": [{"name": "NVIDIA H100", "mem_total_bytes": 80 << 30}], "torch": "2.5.0",
-                "driver": "550.54", "cuda_runtime": "12.4"}
+        return {
+            "ok": True,
+            "gpus": [{"name": "NVIDIA H100", "mem_total_bytes": 80 << 30}],
+            "torch": "2.5.0",
+            "driver": "550.54",
+            "cuda_runtime": "12.4",
+        }
 
     def live_runs(self) -> list[int]:
         return []
@@ -115,8 +132,9 @@ def _ssh_box(services: Any) -> None:
     add_host(services.db_path, Host(name="gpu-box", kind="ssh", hostname="gpu-box.example.org", port=2222))
 
 
-def test_unknown_key_trusted_then_refused(qtbot: Any, hosts_pane: HostsPane, services: Any, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unknown_key_trusted_then_refused(
+    qtbot: Any, hosts_pane: HostsPane, services: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _ssh_box(services)
     hosts_pane.reload()
     manager = _KeyManager(tmp_path / "known_hosts", changed=False)
@@ -129,8 +147,11 @@ def test_unknown_key_trusted_then_refused(qtbot: Any, hosts_pane: HostsPane, ser
         seen.append(dialog.fingerprint_label.text())
         dialog.trust_button.click() if accept else dialog.reject()
 
-    monkeypatch.setattr(TrustHostKeyDialog, "exec",
-                        lambda self: (QTimer.singleShot(0, lambda: answer(accepts.pop(0))), QDialog.exec(self))[1])
+    monkeypatch.setattr(
+        TrustHostKeyDialog,
+        "exec",
+        lambda self: (QTimer.singleShot(0, lambda: answer(accepts.pop(0))), QDialog.exec(self))[1],
+    )
     accepts = [False]
     hosts_pane.probe("gpu-box")
     qtbot.waitUntil(lambda: not hosts_pane.probing(), timeout=10_000)
@@ -144,8 +165,9 @@ def test_unknown_key_trusted_then_refused(qtbot: Any, hosts_pane: HostsPane, ser
     assert manager.calls == 3  # refused, asked again, retried after trusting
 
 
-def test_changed_key_is_refused(qtbot: Any, hosts_pane: HostsPane, services: Any, tmp_path: Path,
-                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_changed_key_is_refused(
+    qtbot: Any, hosts_pane: HostsPane, services: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _ssh_box(services)
     hosts_pane.reload()
     manager = _KeyManager(tmp_path / "known_hosts", changed=True)

@@ -57,8 +57,9 @@ def test_y_ranges_cover_the_visible_data_and_follow_it_without_autorange(qtbot, 
             buf.append((x, 80.0, None, 60.0, 80.0, 500.0 + rng.normal(0, 20)))
         if k % 2 == 0:
             steps_total = tel.steps.last("step") + 1
-            tel.steps.append((x, steps_total, 1.2 + rng.normal(0, 0.05), 5e4 + rng.normal(0, 2e3),
-                              x / 3600 * 8 * 2.5, 2.0, 0.05))
+            tel.steps.append(
+                (x, steps_total, 1.2 + rng.normal(0, 0.05), 5e4 + rng.normal(0, 2e3), x / 3600 * 8 * 2.5, 2.0, 0.05)
+            )
         tel.last_t = x
         tel.version += 1
         plots.redraw()
@@ -118,12 +119,25 @@ def test_close_preemption_and_resume_share_one_label(qtbot) -> None:
     _assert_readable(plots, labels)
 
 
-@pytest.mark.parametrize("end,events", [
-    (4500, [(4208.0, "preempted"), (4290.0, "resumed")]),  # 80 s apart in a 10-minute window: ~70 px
-    (4300, [(4208.0, "preempted"), (4290.0, "resumed")]),  # at the right edge: labels go left of their lines
-    (4500, [(4000.0, "preempted"), (4012.0, "resumed"), (4030.0, "preempted"), (4041.0, "resumed"),
-            (4100.0, "preempted"), (4140.0, "resumed"), (4400.0, "preempted")]),  # a flapping spot instance
-])
+@pytest.mark.parametrize(
+    "end,events",
+    [
+        (4500, [(4208.0, "preempted"), (4290.0, "resumed")]),  # 80 s apart in a 10-minute window: ~70 px
+        (4300, [(4208.0, "preempted"), (4290.0, "resumed")]),  # at the right edge: labels go left of their lines
+        (
+            4500,
+            [
+                (4000.0, "preempted"),
+                (4012.0, "resumed"),
+                (4030.0, "preempted"),
+                (4041.0, "resumed"),
+                (4100.0, "preempted"),
+                (4140.0, "resumed"),
+                (4400.0, "preempted"),
+            ],
+        ),  # a flapping spot instance
+    ],
+)
 def test_event_labels_never_overlap_in_a_scrolling_window(qtbot, end: int, events) -> None:
     """Events too far apart to share a label but too close for their labels to sit side by side are
     staggered; every label stays inside the plot, and every event in the window is named by a label."""

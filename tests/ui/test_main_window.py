@@ -62,8 +62,14 @@ def test_places_switch_from_the_sidebar_and_shortcuts(window: MainWindow) -> Non
 def test_menus_have_shortcuts(window: MainWindow) -> None:
     titles = [a.text() for a in window.menuBar().actions()]
     assert titles == ["&File", "&View", "&Run", "&Help"]
-    for action in (window.save_action, window.open_action, window.quit_action, window.launch_action,
-                   window.demo_action, *window.export_actions.values()):
+    for action in (
+        window.save_action,
+        window.open_action,
+        window.quit_action,
+        window.launch_action,
+        window.demo_action,
+        *window.export_actions.values(),
+    ):
         assert not action.shortcut().isEmpty(), action.text()
 
 
@@ -92,8 +98,7 @@ def test_run_finished_refreshes_the_history(qtbot: Any, window: MainWindow, serv
     assert window.history_pane.selected_run_ids() == [run_id]
 
 
-def test_window_state_and_last_inputs_are_remembered(qtbot: Any, services: Any,
-                                                     _private_qsettings: Path) -> None:
+def test_window_state_and_last_inputs_are_remembered(qtbot: Any, services: Any, _private_qsettings: Path) -> None:
     first = MainWindow(services)
     qtbot.addWidget(first)
     first.show()

@@ -1,4 +1,4 @@
-""""Measure speed" in the launch dialog: trainer bench of the dialog's settings on the host, off the GUI
+""" "Measure speed" in the launch dialog: trainer bench of the dialog's settings on the host, off the GUI
 thread, reported in the Runs pane and handed to the Plan pane."""
 
 from __future__ import annotations
@@ -11,9 +11,21 @@ from PySide6.QtWidgets import QDialog
 from gpuplanner.ui.launch_dialog import LaunchDialog, demo_dir
 from tests.ui.runs_fixtures import CORPUS, runs_pane, services  # noqa: F401
 
-SETTINGS = {"model": None, "model_config": str(demo_dir() / "tiny-gpt2.json"), "method": "full", "lora_rank": 0,
-            "precision": "fp32", "micro_batch": 4, "grad_accum": 1, "seq_len": 32, "grad_checkpointing": "none",
-            "epochs": 1, "gpus": 1, "device": "cpu", "data": [str(CORPUS)]}
+SETTINGS = {
+    "model": None,
+    "model_config": str(demo_dir() / "tiny-gpt2.json"),
+    "method": "full",
+    "lora_rank": 0,
+    "precision": "fp32",
+    "micro_batch": 4,
+    "grad_accum": 1,
+    "seq_len": 32,
+    "grad_checkpointing": "none",
+    "epochs": 1,
+    "gpus": 1,
+    "device": "cpu",
+    "data": [str(CORPUS)],
+}
 
 
 def test_measure_button_validates_then_ends_a_standalone_dialog_with_measure(qtbot: Any) -> None:
@@ -29,8 +41,11 @@ def test_measure_button_validates_then_ends_a_standalone_dialog_with_measure(qtb
 
 
 @pytest.mark.slow
-def test_measure_runs_trainer_bench_on_the_host_and_reports_it(qtbot: Any, runs_pane: Any,  # noqa: F811
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_measure_runs_trainer_bench_on_the_host_and_reports_it(
+    qtbot: Any,
+    runs_pane: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     dialogs: list[LaunchDialog] = []
 
     def show_and_measure(dialog: LaunchDialog) -> int:  # the user clicks "Measure speed" (the dialog stays)
@@ -63,8 +78,12 @@ def test_measure_runs_trainer_bench_on_the_host_and_reports_it(qtbot: Any, runs_
 def test_a_failed_measurement_says_why(qtbot: Any, runs_pane: Any, tmp_path: Any) -> None:  # noqa: F811
     from gpuplanner.ui.launch_dialog import LaunchRequest
 
-    runs_pane.measure(LaunchRequest("local", ["--model-config", SETTINGS["model_config"], "--data",
-                                              str(tmp_path / "missing"), "--device", "cpu"]))
+    runs_pane.measure(
+        LaunchRequest(
+            "local",
+            ["--model-config", SETTINGS["model_config"], "--data", str(tmp_path / "missing"), "--device", "cpu"],
+        )
+    )
     qtbot.waitUntil(lambda: "Measuring failed" in runs_pane.message_label.text(), timeout=120_000)
     assert "data not found" in runs_pane.message_label.text() and "b00020" in runs_pane.message_label.styleSheet()
 
@@ -73,8 +92,15 @@ def test_the_message_says_when_the_planner_cannot_use_a_measurement(runs_pane: A
     from gpuplanner.ui.launch_dialog import LaunchRequest
 
     request = LaunchRequest("box", [])
-    base = {"device": "NVIDIA GX9", "precision": "bfloat16", "tokens_per_s": 12_345.0, "step_time_s": 0.25,
-            "mfu": 0.41, "recorded_id": 7, "recorded_gpu_type": "NVIDIA GX9"}
+    base = {
+        "device": "NVIDIA GX9",
+        "precision": "bfloat16",
+        "tokens_per_s": 12_345.0,
+        "step_time_s": 0.25,
+        "mfu": 0.41,
+        "recorded_id": 7,
+        "recorded_gpu_type": "NVIDIA GX9",
+    }
     runs_pane._on_measured({**base, "catalog_knows_gpu": False}, request)
     text = runs_pane.message_label.text()
     assert "12,345 tokens/s" in text and "MFU 41.0%" in text and "cannot use it" in text

@@ -129,8 +129,18 @@ def encrypted_sshd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 @pytest.mark.slow
 def test_hosts_pane_probe_unlocks_an_encrypted_key(qtbot: Any, services: Any, encrypted_sshd: Any) -> None:
     server, key = encrypted_sshd
-    add_host(services.db_path, Host(name="box", kind="ssh", hostname=server.address, port=server.port, user="root",
-                                    identity_file=str(key), python=sys.executable))
+    add_host(
+        services.db_path,
+        Host(
+            name="box",
+            kind="ssh",
+            hostname=server.address,
+            port=server.port,
+            user="root",
+            identity_file=str(key),
+            python=sys.executable,
+        ),
+    )
     pane = HostsPane(services)
     qtbot.addWidget(pane)
     pane.show()

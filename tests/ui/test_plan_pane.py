@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QComboBox, QFileDialog, QInputDialog, QLineEdit
 
 from gpuplanner.history.db import open_db
 from gpuplanner.history.plans import get_plan, list_plans
-from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.compare import compare, recommendation
+from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.planner import GIB, PlanRequest, PricingInputs, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
@@ -91,10 +91,21 @@ def test_filled_form_shows_the_engines_numbers(qtbot: Any, pane: PlanPane, servi
     # The same inputs straight into the engine, without the form's parsing.
     request = PlanRequest(
         model=from_preset("llama-3.2-1b"),
-        setup=TrainSetup(method="full", micro_batch=2, grad_accum=8, seq_len=1024, grad_checkpointing="full",
-                         precision="bf16-mixed", gpus=2),
-        workload=Workload(samples=20_000, epochs=2.0), gpu="A100 80GB", pricing=PricingInputs(),
-        deadline_hours=6.0, budget_usd=40.0)
+        setup=TrainSetup(
+            method="full",
+            micro_batch=2,
+            grad_accum=8,
+            seq_len=1024,
+            grad_checkpointing="full",
+            precision="bf16-mixed",
+            gpus=2,
+        ),
+        workload=Workload(samples=20_000, epochs=2.0),
+        gpu="A100 80GB",
+        pricing=PricingInputs(),
+        deadline_hours=6.0,
+        budget_usd=40.0,
+    )
     plan = make_plan(request, services.catalog)
     assert pane.result is not None
     assert pane.result.request.setup == request.setup
@@ -158,9 +169,12 @@ def test_samples_and_tokens_errors_land_at_the_data_field(qtbot: Any, pane: Plan
 def test_table_sorts_by_any_column(qtbot: Any, pane: PlanPane) -> None:
     cost = column("cost_usd")
     header = pane.table.horizontalHeader()
-    qtbot.mouseClick(header.viewport(), Qt.MouseButton.LeftButton,
-                     pos=header.viewport().rect().topLeft() + type(header.viewport().rect().topLeft())(
-                         header.sectionViewportPosition(cost) + 5, 5))
+    qtbot.mouseClick(
+        header.viewport(),
+        Qt.MouseButton.LeftButton,
+        pos=header.viewport().rect().topLeft()
+        + type(header.viewport().rect().topLeft())(header.sectionViewportPosition(cost) + 5, 5),
+    )
     values = [pane.proxy.index(r, cost).data(SORT_ROLE) for r in range(pane.proxy.rowCount())]
     order = header.sortIndicatorOrder()
     assert header.sortIndicatorSection() == cost
@@ -261,8 +275,11 @@ def test_save_and_reopen_a_plan(qtbot: Any, pane: PlanPane, services: Any, monke
     with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
         pass
     label = f"#{plan_id}  my plan"
-    monkeypatch.setattr(QInputDialog, "getItem",
-                        lambda _p, _t, _l, items, *a, **k: (next(i for i in items if i.startswith(label)), True))
+    monkeypatch.setattr(
+        QInputDialog,
+        "getItem",
+        lambda _p, _t, _l, items, *a, **k: (next(i for i in items if i.startswith(label)), True),
+    )
     with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
         pane.open_dialog()
     wait_for_result(qtbot, pane)
@@ -317,8 +334,9 @@ def test_double_click_plans_with_that_option(qtbot: Any, pane: PlanPane) -> None
     assert (values["gpu"], values["gpus"], values["pricing"]) == (row.gpu, str(row.gpus), row.pricing)
 
 
-def test_parameter_count_and_config_file(qtbot: Any, pane: PlanPane, tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parameter_count_and_config_file(
+    qtbot: Any, pane: PlanPane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     choose(pane, "model-source", "parameter count")
     type_into(qtbot, pane, "params", "350M")
     with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
@@ -326,8 +344,9 @@ def test_parameter_count_and_config_file(qtbot: Any, pane: PlanPane, tmp_path: P
     wait_for_result(qtbot, pane)
     assert pane.result.request.model.n_params == 350_000_000
     config = tmp_path / "config.json"
-    config.write_text('{"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257, '
-                      '"n_positions": 1024}')
+    config.write_text(
+        '{"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257, "n_positions": 1024}'
+    )
     choose(pane, "model-source", "config.json")
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(config), ""))
     with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
@@ -372,16 +391,24 @@ def test_every_plan_flag_has_a_field() -> None:
     register(parser.add_subparsers())
     plan = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["plan"]
     flags = {o[2:] for a in plan._actions for o in a.option_strings if o.startswith("--")}
-    elsewhere = {"help": "-", "list-models": "the Preset list", "tokens": "Data size in: tokens",
-                 "no-calibration": "calibration", "db": "the app's history", "json": "-", "csv": "Export",
-                 "markdown": "Export"}
+    elsewhere = {
+        "help": "-",
+        "list-models": "the Preset list",
+        "tokens": "Data size in: tokens",
+        "no-calibration": "calibration",
+        "db": "the app's history",
+        "json": "-",
+        "csv": "Export",
+        "markdown": "Export",
+    }
     assert sorted(flags - set(FIELD_BY_KEY) - set(elsewhere)) == []
     for spec in FIELD_BY_KEY.values():
         assert spec.tooltip and len(spec.tooltip) > 20, spec.key
 
 
-def test_spot_and_speed_inputs_give_the_clis_numbers(qtbot: Any, pane: PlanPane,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_spot_and_speed_inputs_give_the_clis_numbers(
+    qtbot: Any, pane: PlanPane, capsys: pytest.CaptureFixture[str]
+) -> None:
     choose(pane, "calibration", "ignore the history")
     choose(pane, "pricing", "spot")
     type_into(qtbot, pane, "spot-price", "1.1")
@@ -395,8 +422,20 @@ def test_spot_and_speed_inputs_give_the_clis_numbers(qtbot: Any, pane: PlanPane,
     with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
         pass
     wait_for_result(qtbot, pane)
-    cli = cli_plan(capsys, "--pricing", "spot", "--spot-price", "1.1", "--mean-hours-between-interruptions", "8",
-                   "--checkpoint-write-s", "45", "--samples-per-min", "90", "--no-calibration")
+    cli = cli_plan(
+        capsys,
+        "--pricing",
+        "spot",
+        "--spot-price",
+        "1.1",
+        "--mean-hours-between-interruptions",
+        "8",
+        "--checkpoint-write-s",
+        "45",
+        "--samples-per-min",
+        "90",
+        "--no-calibration",
+    )
     plan = pane.result.plan
     assert plan.throughput.samples_per_min == near(cli["throughput"]["samples_per_min"])
     assert plan.spot.cost_usd == near(cli["spot"]["cost_usd"])
@@ -409,8 +448,20 @@ def test_spot_and_speed_inputs_give_the_clis_numbers(qtbot: Any, pane: PlanPane,
     with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
         pass
     wait_for_result(qtbot, pane)
-    cli = cli_plan(capsys, "--pricing", "spot", "--spot-price", "1.1", "--spot-overhead-pct", "12",
-                   "--checkpoint-write-s", "45", "--samples-per-min", "90", "--no-calibration")
+    cli = cli_plan(
+        capsys,
+        "--pricing",
+        "spot",
+        "--spot-price",
+        "1.1",
+        "--spot-overhead-pct",
+        "12",
+        "--checkpoint-write-s",
+        "45",
+        "--samples-per-min",
+        "90",
+        "--no-calibration",
+    )
     assert pane.result.plan.spot.estimate.hours == near(cli["spot"]["hours"])
     assert pane.result.plan.spot.cost_usd == near(cli["spot"]["cost_usd"])
 
@@ -429,8 +480,10 @@ def test_memory_source_says_which_answered(qtbot: Any, pane: PlanPane, tmp_path:
     assert pane.result.memory_source == "formula"
     assert "Memory: formula" in pane.sources_label.text()
     config = tmp_path / "config.json"
-    config.write_text('{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 2, "n_embd": 128, '
-                      '"n_head": 4, "n_positions": 512, "vocab_size": 2000}')
+    config.write_text(
+        '{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 2, "n_embd": 128, '
+        '"n_head": 4, "n_positions": 512, "vocab_size": 2000}'
+    )
     choose(pane, "model-source", "config.json")
     type_into(qtbot, pane, "model-config", str(config))
     choose(pane, "method", "full")
@@ -461,12 +514,31 @@ def _finished_run_in(db: Path, tokens_per_s: float, seq_len: int) -> None:
     db.parent.mkdir(parents=True, exist_ok=True)
     events = db.parent / "events.jsonl"
     _write_finished_run(events, tokens_per_s=tokens_per_s, seq_len=seq_len)
-    assert main(["runs", "import", str(events), "--db", str(db), "--gpu-type", "NVIDIA A10G", "--model", "gpt2",
-                 "--gpus", "1", "--price", "1.0"]) == 0
+    assert (
+        main(
+            [
+                "runs",
+                "import",
+                str(events),
+                "--db",
+                str(db),
+                "--gpu-type",
+                "NVIDIA A10G",
+                "--model",
+                "gpt2",
+                "--gpus",
+                "1",
+                "--price",
+                "1.0",
+            ]
+        )
+        == 0
+    )
 
 
-def test_speeds_measured_in_the_history_calibrate_the_plan(qtbot: Any, pane: PlanPane, services: Any,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_speeds_measured_in_the_history_calibrate_the_plan(
+    qtbot: Any, pane: PlanPane, services: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     _finished_run_in(services.db_path, tokens_per_s=12_345.0, seq_len=512)
     choose(pane, "model", "gpt2")
     choose(pane, "method", "full")
@@ -479,8 +551,19 @@ def test_speeds_measured_in_the_history_calibrate_the_plan(qtbot: Any, pane: Pla
     assert pane.result.throughput_source.startswith("calibrated: runs #1 on NVIDIA A10G")
     assert "calibrated: runs #1 on NVIDIA A10G" in pane.sources_label.text()
     assert "calibrated: runs #1" in pane.form.note_text("calibration")
-    cli = cli_plan(capsys, "--model", "gpt2", "--method", "full", "--gpu", "A10G", "--seq-len", "512",
-                   "--db", str(services.db_path))
+    cli = cli_plan(
+        capsys,
+        "--model",
+        "gpt2",
+        "--method",
+        "full",
+        "--gpu",
+        "A10G",
+        "--seq-len",
+        "512",
+        "--db",
+        str(services.db_path),
+    )
     assert pane.result.plan.runtime.hours == near(cli["runtime"]["hours"])
     assert pane.result.throughput_source == cli["throughput"]["source"]
     # ignoring the history gives the estimate, as --no-calibration
@@ -506,8 +589,12 @@ def test_the_measured_speed_cache_keys_on_method_and_precision(tmp_path: Path) -
 
     db = tmp_path / "h.sqlite"
     with open_db(db) as handle:
-        record_bench(handle, gpu_type="L4", model_name="gpt2", result={"tokens_per_s": 777.0, "seq_len": 1024,
-                                                                        "method": "lora", "precision": "bfloat16"})
+        record_bench(
+            handle,
+            gpu_type="L4",
+            model_name="gpt2",
+            result={"tokens_per_s": 777.0, "seq_len": 1024, "method": "lora", "precision": "bfloat16"},
+        )
     values = {**default_values(), "model": "gpt2", "method": "lora", "seq-len": "1024"}
     cache, catalog = _MeasuredCache(), load_catalog()
     lora = cache.speeds(request_from_values(values), db, catalog)

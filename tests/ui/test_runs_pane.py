@@ -27,14 +27,46 @@ def test_ring_buffer_keeps_newest_rows_contiguous() -> None:
 
 def test_telemetry_from_records_and_markers() -> None:
     tel = RunTelemetry(1)
-    recs = [{"seq": 0, "t": 100.0, "kind": "run_start", "config": {"budget_usd": 5.0}, "steps_total": 10},
-            {"seq": 1, "t": 101.0, "kind": "gpu", "node": "n", "index": 0, "util_pct": 90, "mem_used_bytes": 2 << 30,
-             "mem_total_bytes": 8 << 30, "power_w": 200, "simulated": True},
-            {"seq": 2, "t": 102.0, "kind": "step", "step": 5, "loss": 2.0, "tokens_per_s": 10.0, "spend_usd": 1.0,
-             "tokens_total": 1, "samples_total": 1, "step_time_s": 1.0},
-            {"seq": 3, "t": 103.0, "kind": "checkpoint", "step": 5, "path": "x"},
-            {"seq": 4, "t": 104.0, "kind": "step", "step": 6, "loss": 1.9, "tokens_per_s": 10.0, "spend_usd": 1.2,
-             "tokens_total": 1, "samples_total": 1, "step_time_s": 1.0}]
+    recs = [
+        {"seq": 0, "t": 100.0, "kind": "run_start", "config": {"budget_usd": 5.0}, "steps_total": 10},
+        {
+            "seq": 1,
+            "t": 101.0,
+            "kind": "gpu",
+            "node": "n",
+            "index": 0,
+            "util_pct": 90,
+            "mem_used_bytes": 2 << 30,
+            "mem_total_bytes": 8 << 30,
+            "power_w": 200,
+            "simulated": True,
+        },
+        {
+            "seq": 2,
+            "t": 102.0,
+            "kind": "step",
+            "step": 5,
+            "loss": 2.0,
+            "tokens_per_s": 10.0,
+            "spend_usd": 1.0,
+            "tokens_total": 1,
+            "samples_total": 1,
+            "step_time_s": 1.0,
+        },
+        {"seq": 3, "t": 103.0, "kind": "checkpoint", "step": 5, "path": "x"},
+        {
+            "seq": 4,
+            "t": 104.0,
+            "kind": "step",
+            "step": 6,
+            "loss": 1.9,
+            "tokens_per_s": 10.0,
+            "spend_usd": 1.2,
+            "tokens_total": 1,
+            "samples_total": 1,
+            "step_time_s": 1.0,
+        },
+    ]
     assert tel.add_records(recs) == 5
     assert tel.add_records(recs) == 0  # duplicates by seq are dropped
     assert tel.simulated is True and tel.budget_usd == 5.0
@@ -76,10 +108,25 @@ def test_trust_dialog_accepts_and_refuses(qtbot) -> None:
 def test_launch_dialog_maps_plan_settings(qtbot) -> None:
     from gpuplanner.ui.launch_dialog import LaunchDialog
 
-    settings = {"model": "gpt2", "model_config": None, "method": "lora", "lora_rank": 8, "precision": "bf16",
-                "micro_batch": 4, "grad_accum": 2, "seq_len": 256, "grad_checkpointing": "full", "epochs": 2,
-                "gpus": 2, "gpu": "A100-80GB", "price_per_gpu_hour": 1.5, "budget_usd": 40.0, "plan_id": 7,
-                "spot": True, "data": ["/data/train.jsonl"]}
+    settings = {
+        "model": "gpt2",
+        "model_config": None,
+        "method": "lora",
+        "lora_rank": 8,
+        "precision": "bf16",
+        "micro_batch": 4,
+        "grad_accum": 2,
+        "seq_len": 256,
+        "grad_checkpointing": "full",
+        "epochs": 2,
+        "gpus": 2,
+        "gpu": "A100-80GB",
+        "price_per_gpu_hour": 1.5,
+        "budget_usd": 40.0,
+        "plan_id": 7,
+        "spot": True,
+        "data": ["/data/train.jsonl"],
+    }
     dialog = LaunchDialog([("local", "This machine", None), ("box", "box", 2.0)], settings)
     qtbot.addWidget(dialog)
     request = dialog.request()
@@ -222,8 +269,10 @@ def test_demo_run_shows_simulated_live_data_and_ends_in_history(qtbot, runs_pane
     runs_pane.start_demo_run()
     qtbot.waitUntil(lambda: runs_pane.current() is not None, timeout=30_000)
     entry = runs_pane.current()
-    qtbot.waitUntil(lambda: runs_pane.plots.curve_lengths().get("gpu0", 0) >= 2
-                    and runs_pane.plots.curve_lengths()["loss"] >= 2, timeout=60_000)
+    qtbot.waitUntil(
+        lambda: runs_pane.plots.curve_lengths().get("gpu0", 0) >= 2 and runs_pane.plots.curve_lengths()["loss"] >= 2,
+        timeout=60_000,
+    )
     assert len(entry.telemetry.gpus[next(iter(entry.telemetry.gpus))]) >= 2
     if entry.telemetry.simulated:  # no GPU here: the badge and the plot titles say so
         qtbot.waitUntil(lambda: runs_pane.simulated_badge.isVisible(), timeout=5_000)
@@ -261,10 +310,26 @@ def test_launch_from_dialog_then_stop_resume_from_buttons(qtbot, runs_pane, monk
     finished: list[int] = []
     runs_pane.runFinished.connect(finished.append)
     demo_model = str(__import__("gpuplanner.ui.launch_dialog", fromlist=["demo_dir"]).demo_dir() / "tiny-gpt2.json")
-    runs_pane.open_launch_dialog({"model": None, "model_config": demo_model, "method": "full", "lora_rank": 0,
-                                  "precision": "fp32", "micro_batch": 4, "grad_accum": 1, "seq_len": 32,
-                                  "grad_checkpointing": "none", "epochs": 1, "gpus": 1, "gpu": None,
-                                  "price_per_gpu_hour": None, "budget_usd": None, "plan_id": None, "spot": False})
+    runs_pane.open_launch_dialog(
+        {
+            "model": None,
+            "model_config": demo_model,
+            "method": "full",
+            "lora_rank": 0,
+            "precision": "fp32",
+            "micro_batch": 4,
+            "grad_accum": 1,
+            "seq_len": 32,
+            "grad_checkpointing": "none",
+            "epochs": 1,
+            "gpus": 1,
+            "gpu": None,
+            "price_per_gpu_hour": None,
+            "budget_usd": None,
+            "plan_id": None,
+            "spot": False,
+        }
+    )
     qtbot.waitUntil(lambda: runs_pane.current() is not None, timeout=30_000)
     entry = runs_pane.current()
     qtbot.waitUntil(lambda: len(entry.telemetry.steps) >= 3 and runs_pane.stop_button.isEnabled(), timeout=60_000)
@@ -277,8 +342,13 @@ def test_launch_from_dialog_then_stop_resume_from_buttons(qtbot, runs_pane, monk
     qtbot.waitUntil(lambda: entry.state == "running", timeout=30_000)
     qtbot.waitUntil(lambda: any(m.kind == "resumed" for m in entry.telemetry.markers), timeout=60_000)
     qtbot.waitUntil(lambda: (entry.telemetry.current_step() or 0) > steps_before, timeout=60_000)
-    qtbot.waitUntil(lambda: all({"checkpoint", "resumed"} <= {m.kind for m in lines.markers}  # on every plot
-                                for lines in runs_pane.plots.marker_lines.values()), timeout=5_000)
+    qtbot.waitUntil(
+        lambda: all(
+            {"checkpoint", "resumed"} <= {m.kind for m in lines.markers}  # on every plot
+            for lines in runs_pane.plots.marker_lines.values()
+        ),
+        timeout=5_000,
+    )
     runs_pane.kill_button.click()
     qtbot.waitUntil(lambda: entry.state == "killed", timeout=30_000)
     assert finished == [entry.run_id, entry.run_id]

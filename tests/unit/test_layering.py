@@ -67,24 +67,39 @@ def test_nothing_imports_ui() -> None:
     """Only the entry point opens the window, and it imports the UI lazily inside a function, so
     `gpuplanner plan` and friends never load Qt."""
     entry = REPO_ROOT / "gpuplanner" / "cli.py"
-    files = [p for p in python_files("gpuplanner")
-             if "ui" not in p.relative_to(REPO_ROOT / "gpuplanner").parts[:1] and p != entry]
+    files = [
+        p
+        for p in python_files("gpuplanner")
+        if "ui" not in p.relative_to(REPO_ROOT / "gpuplanner").parts[:1] and p != entry
+    ]
     files += python_files("trainer")
     assert violations(files, ("gpuplanner.ui",)) == []
     assert [m for m in module_level_imports(entry) if m.startswith("gpuplanner.ui")] == []
 
 
 def test_cli_commands_do_not_load_qt(tmp_path: Path) -> None:
-    code = ("import sys; from gpuplanner.cli import main; main(['plan', '--model', 'gpt2', '--json']); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'shiboken6')))")
+    code = (
+        "import sys; from gpuplanner.cli import main; main(['plan', '--model', 'gpt2', '--json']); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'shiboken6')))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_plan_is_pure() -> None:
-    others = ("gpuplanner.history", "gpuplanner.launch", "gpuplanner.export", "gpuplanner.ui",
-              "gpuplanner.cli", "gpuplanner.commands", "sqlite3", "sqlite_utils", "paramiko", "socket")
+    others = (
+        "gpuplanner.history",
+        "gpuplanner.launch",
+        "gpuplanner.export",
+        "gpuplanner.ui",
+        "gpuplanner.cli",
+        "gpuplanner.commands",
+        "sqlite3",
+        "sqlite_utils",
+        "paramiko",
+        "socket",
+    )
     assert violations(python_files("gpuplanner/plan"), others) == []
 
 
