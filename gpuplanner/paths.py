@@ -5,6 +5,9 @@
   on Windows ``%APPDATA%\\gpuplanner``.
 - data (the run history database): ``$GPUPLANNER_DATA_DIR`` or ``$XDG_DATA_HOME/gpuplanner``
   (default ``~/.local/share/gpuplanner``).
+- cache (prices fetched by ``gpuplanner catalog update``; safe to delete): ``$GPUPLANNER_CACHE_DIR`` or
+  ``$XDG_CACHE_HOME/gpuplanner`` (default ``~/.cache/gpuplanner``); on macOS ``~/Library/Caches/gpuplanner``;
+  on Windows ``%LOCALAPPDATA%\\gpuplanner\\cache``.
 """
 
 from __future__ import annotations
@@ -39,3 +42,16 @@ def data_dir() -> Path:
     if override:
         return Path(override)
     return _platform_base("XDG_DATA_HOME", ".local/share") / APP_NAME
+
+
+def cache_dir() -> Path:
+    """Folder of data the app can fetch again (the updated price catalog); not created here."""
+    override = os.environ.get("GPUPLANNER_CACHE_DIR")
+    if override:
+        return Path(override)
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / APP_NAME / "cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / APP_NAME
+    value = os.environ.get("XDG_CACHE_HOME")
+    return (Path(value) if value else Path.home() / ".cache") / APP_NAME

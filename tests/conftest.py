@@ -19,4 +19,5 @@ def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     base = tmp_path_factory.mktemp("user")
     monkeypatch.setenv("GPUPLANNER_CONFIG_DIR", str(base / "config"))
     monkeypatch.setenv("GPUPLANNER_DATA_DIR", str(base / "data"))
+    monkeypatch.setenv("GPUPLANNER_CACHE_DIR", str(base / "cache"))
     monkeypatch.delenv("GPUPLANNER_DB", raising=False)

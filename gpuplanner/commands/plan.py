@@ -22,9 +22,10 @@ from gpuplanner.history.db import HistoryError, open_db, resolve_db_path
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
 from gpuplanner.plan.compare import GPU_COUNTS, compare, recommendation
-from gpuplanner.plan.documents import compare_document, plan_document
+from gpuplanner.plan.documents import compare_document, plan_document, rental_note, rows_prices_as_of
 from gpuplanner.plan.model_spec import ModelSpec, from_config_file, from_param_count, from_preset
 from gpuplanner.plan.planner import MeasuredSpeed, Plan, PlanRequest, PricingInputs, make_plan
+from gpuplanner.plan.price_dates import describe_age, stale_warning
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING, TrainSetup
 
@@ -431,6 +432,16 @@ def _hours(value: float | None) -> str:
     return "-" if value is None else f"{value:,.2f} h"
 
 
+def _offer_line(block: dict[str, Any]) -> str:
+    """``rents 1 x p5.48xlarge (8 GPUs) in us-east-1, $55.04/instance-h; source: ..., as of 2025-06-15``."""
+    if block["provider"] == "given":
+        return f"rents {block['rents']}; source: {block['source']}"
+    return (
+        f"rents {block['rents']} in {block['region']}, ${block['price_per_instance_hour']:,.2f}/instance-h; "
+        f"source: {block['source'] or '-'}, as of {block['as_of'] or '-'}"
+    )
+
+
 def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
     """The readable report of one plan."""
     inputs, memory, runtime = document["inputs"], document["memory"], document["runtime"]
@@ -460,6 +471,8 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
         f"Runtime  {_hours(runtime['hours'])}, {runtime['gpu_hours']:,.2f} GPU-hours, {runtime['optimizer_steps']:,} optimizer steps",
     ]
     on_demand, spot = document["on_demand"], document["spot"]
+    if on_demand or spot:
+        lines.append(describe_age(document.get("prices_as_of")).capitalize())
     if on_demand:
         where = (
             f" ({on_demand['provider']} {on_demand['instance_type']})".replace(" )", ")")
@@ -469,11 +482,17 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
         lines.append(
             f"On-demand {_money(on_demand['cost_usd'])} at ${on_demand['price_per_gpu_hour']:.2f}/GPU-h x {on_demand['billed_gpus']}{where}"
         )
+        lines.append("         " + _offer_line(on_demand))
     if spot:
         lines.append(
             f"Spot     {_money(spot['cost_usd'])} expected ({_hours(spot['hours'])}), P50 {_money(spot['p50_cost_usd'])}, "
             f"P90 {_money(spot['p90_cost_usd'])} at ${spot['price_per_gpu_hour']:.2f}/GPU-h"
         )
+        lines.append("         " + _offer_line(spot))
+        if spot.get("interruptions_per_hour") is not None:
+            lines.append(
+                f"         interruptions {spot['interruptions_per_hour']:g}/h ({spot['interruptions_source']})"
+            )
         if spot["model"] == "interruptions":
             lines.append(
                 f"         overhead {_hours(spot['overhead_hours'])}: {spot['expected_interruptions']:.2f} interruptions, "
@@ -515,6 +534,10 @@ COMPARE_COLUMNS = (
     "meets_deadline",
     "within_budget",
     "reason",
+    "rents",
+    "price_per_gpu_hour",
+    "price_as_of",
+    "price_source",
 )
 
 
@@ -544,18 +567,34 @@ def run_compare(args: argparse.Namespace) -> int:
             row.plan.deadline_ok,
             row.plan.budget_ok,
             row.reason,
+            *_row_price(row),
         )
         for row in rows
     ]
+    as_of = rows_prices_as_of(rows)
+    dated = describe_age(as_of).capitalize() + "; each row names its offer's date and source."
+    stale = stale_warning(as_of)
     if args.format == "csv":
         print(to_csv(COMPARE_COLUMNS, table), end="")
     elif args.format == "markdown":
         print(to_markdown(COMPARE_COLUMNS, table), end="")
+        print("\n" + dated + (f"\n\nWarning: {stale}" if stale else ""))
     else:
         shown = table[: args.top] if args.top else table
         print(to_text(COMPARE_COLUMNS, shown), end="")
-        print("\n" + recommendation(rows))
+        print("\n" + dated)
+        if stale:
+            print(f"warning: {stale}")
+        print(recommendation(rows))
     return 0
+
+
+def _row_price(row: Any) -> tuple[str | None, float | None, str | None, str | None]:
+    """What a comparison row rents, its price per GPU-hour, and that price's date and source."""
+    choice = row.plan.on_demand if row.pricing == "on-demand" else (row.plan.spot.price if row.plan.spot else None)
+    if choice is None:
+        return None, None, None, None
+    return rental_note(choice, row.gpus), choice.usd_per_gpu_hour, choice.as_of or None, choice.source or None
 
 
 def _round(value: float | None, digits: int) -> float | None:

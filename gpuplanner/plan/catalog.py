@@ -47,8 +47,11 @@ PRICE_COLUMNS = (
     "preemption_notice_s",
     "as_of",
     "source",
+    "interruptions_source",
 )
 _REQUIRED_PRICE_COLUMNS = PRICE_COLUMNS[:6] + ("as_of",)
+# What a spot interruption rate rests on when its row names no source.
+ASSUMED = "assumed"
 
 # The planner's precision names (gpuplanner.plan.setup.PRECISIONS) and the raw table keys.
 _PRECISION_KEYS = {
@@ -172,7 +175,12 @@ class GpuSpec:
 
 @dataclass(frozen=True)
 class PriceOffer:
-    """One way to rent (or own) a GPU. Prices are per GPU-hour in US dollars."""
+    """One way to rent (or own) a GPU: one instance type with ``gpu_count`` GPUs in a region.
+
+    Prices are per GPU-hour in US dollars (``*_per_instance`` give the instance's hourly price); a rented
+    instance is billed whole. ``as_of`` is the date the price was published (ISO), ``source`` where it comes
+    from, ``interruptions_source`` what the spot interruption rate rests on (empty: see
+    :attr:`interruptions_basis`)."""
 
     provider: str
     region: str
@@ -186,6 +194,28 @@ class PriceOffer:
     as_of: str
     source: str
     own: bool = False
+    interruptions_source: str = ""
+
+    @property
+    def on_demand_usd_per_instance(self) -> float:
+        return self.on_demand_usd * self.gpu_count
+
+    @property
+    def spot_usd_per_instance(self) -> float | None:
+        return None if self.spot_usd is None else self.spot_usd * self.gpu_count
+
+    @property
+    def region_label(self) -> str:
+        """The region, or ``any`` where the provider prices all regions alike."""
+        return self.region if self.region.strip() else "any"
+
+    @property
+    def interruptions_basis(self) -> str:
+        """What the spot interruption rate rests on: the row's ``interruptions_source``, else the offer's
+        source where a rate is given, else ``assumed`` (the planner's default rate applies)."""
+        if self.interruptions_per_hour is None:
+            return ASSUMED
+        return self.interruptions_source or self.source
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -255,6 +285,12 @@ class Catalog:
 
     def providers(self) -> tuple[str, ...]:
         return tuple(sorted({o.provider for o in self.offers}))
+
+    def price_dates(self) -> tuple[str, str] | None:
+        """The oldest and the newest ``as_of`` date among the rented offers (own machines left out), or
+        None when there are none."""
+        dates = sorted(o.as_of for o in self.offers if not o.own)
+        return (dates[0], dates[-1]) if dates else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -554,6 +590,7 @@ def parse_prices(path: Path, gpus: Catalog | None = None, *, text: str | None = 
                 as_of=_iso_date(row["as_of"], path, line),
                 source=row.get("source", "") or str(path.name),
                 own=provider == OWN_PROVIDER,
+                interruptions_source=row.get("interruptions_source", ""),
             )
         )
     return tuple(offers)
@@ -670,6 +707,15 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
+def cached_prices_path(cache_dir: Path | None = None) -> Path:
+    """Where ``gpuplanner catalog update`` keeps the fetched offers (``prices.csv`` format)."""
+    if cache_dir is None:
+        from gpuplanner.paths import cache_dir as _cache_dir
+
+        cache_dir = _cache_dir()
+    return cache_dir / "catalog" / "prices.csv"
+
+
 @functools.lru_cache(maxsize=8)
 def _load_cached(files: tuple[tuple[str, str], ...], stamps: tuple[tuple[int, int] | None, ...]) -> Catalog:
     paths = {kind: Path(p) for kind, p in files}
@@ -679,7 +725,10 @@ def _load_cached(files: tuple[tuple[str, str], ...], stamps: tuple[tuple[int, in
         gpus = parse_gpus(paths["gpus"], gpus)
     catalog = Catalog(gpus, ())
     # An override keeps its GPU's canonical name, so the shipped offers stay valid as they are.
+    # Layers, later wins: shipped snapshot, fetched catalog (cache), the user's prices, own machines.
     offers = builtin.offers
+    if stamps[3] is not None:
+        offers = merge_offers(offers, parse_prices(paths["cache"], catalog))
     if stamps[0] is not None:
         offers = merge_offers(offers, parse_prices(paths["prices"], catalog))
     if stamps[2] is not None:
@@ -687,12 +736,14 @@ def _load_cached(files: tuple[tuple[str, str], ...], stamps: tuple[tuple[int, in
     return Catalog(gpus, offers)
 
 
-def load_catalog(config_dir: Path | None = None) -> Catalog:
-    """The shipped catalog with the user's overrides from ``config_dir`` (default: the app's config dir).
+def load_catalog(config_dir: Path | None = None, cache_dir: Path | None = None) -> Catalog:
+    """The shipped catalog, the prices fetched by ``catalog update`` (from ``cache_dir``, default the app's
+    cache dir) and the user's overrides from ``config_dir`` (default: the app's config dir); the user's
+    files always win.
 
-    Parsing is cached: the shipped files once per process, the user's files until they change."""
-    files = user_files(config_dir)
-    order = ("prices", "gpus", "machines")
+    Parsing is cached: the shipped files once per process, the others until they change."""
+    files = {**user_files(config_dir), "cache": cached_prices_path(cache_dir)}
+    order = ("prices", "gpus", "machines", "cache")
     return _load_cached(
         tuple((k, str(files[k])) for k in order),
         tuple(_stamp(files[k]) for k in order),
@@ -738,6 +789,7 @@ def offer_row(offer: PriceOffer) -> dict[str, str]:
         "preemption_notice_s": fmt(offer.notice_s),
         "as_of": offer.as_of,
         "source": offer.source,
+        "interruptions_source": offer.interruptions_source,
     }
 
 

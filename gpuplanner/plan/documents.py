@@ -6,8 +6,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from gpuplanner.plan.catalog import ASSUMED
 from gpuplanner.plan.compare import CompareRow
-from gpuplanner.plan.planner import Plan, PriceChoice
+from gpuplanner.plan.planner import FALLBACK_INTERRUPTIONS_PER_HOUR, Plan, PriceChoice
+from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, age_days, oldest
 
 
 def _num(value: float | None, digits: int = 4) -> float | None:
@@ -35,7 +37,7 @@ def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
         on_demand = {
             "hours": _num(plan.runtime.hours),
             "cost_usd": _num(plan.on_demand_cost_usd, 2),
-            **_price_fields(plan.on_demand),
+            **_price_fields(plan.on_demand, plan.setup.gpus),
         }
     spot = None
     if plan.spot is not None:
@@ -55,10 +57,15 @@ def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
             "p90_cost_usd": _num(plan.spot.p90_cost_usd, 2),
             "p_meet_deadline": _num(estimate.p_meet_deadline),
             "model": estimate.model,
-            **_price_fields(plan.spot.price),
+            **_price_fields(plan.spot.price, plan.setup.gpus),
+            **_spot_rate(plan),
         }
+    prices_as_of = plan_prices_as_of(plan)
     return {
         "inputs": dict(inputs),
+        "prices_as_of": prices_as_of,
+        "prices_age_days": age_days(prices_as_of) if prices_as_of else None,
+        "prices_stale": _stale(prices_as_of),
         "memory": memory,
         "throughput": {
             "tokens_per_s": _num(plan.throughput.tokens_per_s, 2),
@@ -83,13 +90,65 @@ def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _price_fields(choice: PriceChoice) -> dict[str, Any]:
+def plan_prices_as_of(plan: Plan) -> str | None:
+    """The date of the oldest catalog price a plan uses (None when it uses only prices the user gave)."""
+    choices = [plan.on_demand, plan.spot.price if plan.spot else None]
+    return oldest(c.as_of for c in choices if c is not None)
+
+
+def rows_prices_as_of(rows: list[CompareRow]) -> str | None:
+    """The date of the oldest catalog price any row of a comparison uses."""
+    return oldest(plan_prices_as_of(row.plan) for row in rows)
+
+
+def _stale(as_of: str | None) -> bool | None:
+    days = age_days(as_of) if as_of else None
+    return None if days is None else days > STALE_AFTER_DAYS
+
+
+def _spot_rate(plan: Plan) -> dict[str, Any]:
+    """The interruption rate a spot plan used and what it rests on: the user's flag, the offer's source,
+    or ``assumed`` (the planner's default rate)."""
+    pricing = plan.request.pricing
+    if pricing.spot_overhead_pct is not None and pricing.interruptions_per_hour is None:
+        return {"interruptions_per_hour": None, "interruptions_source": "flat overhead (--spot-overhead-pct)"}
+    if pricing.interruptions_per_hour is not None:
+        return {"interruptions_per_hour": pricing.interruptions_per_hour, "interruptions_source": "given"}
+    assert plan.spot is not None
+    choice = plan.spot.price
+    if choice.interruptions_per_hour is None:
+        return {"interruptions_per_hour": FALLBACK_INTERRUPTIONS_PER_HOUR, "interruptions_source": ASSUMED}
+    return {
+        "interruptions_per_hour": choice.interruptions_per_hour,
+        "interruptions_source": choice.interruptions_source or choice.source or ASSUMED,
+    }
+
+
+def rental_note(choice: PriceChoice, gpus: int) -> str:
+    """What is rented, in words: ``1 x p5.48xlarge (8 GPUs)``, with ``whole instance, 6 GPUs idle`` where the
+    run uses fewer GPUs than the instance holds."""
+    if choice.provider == "given":
+        return f"{gpus} GPU(s) at your price"
+    what = f"1 x {choice.instance_type} ({choice.billed_gpus} GPU{'s' if choice.billed_gpus != 1 else ''})"
+    idle = choice.billed_gpus - gpus
+    return what + (f", billed as a whole instance: {idle} GPU{'s' if idle != 1 else ''} idle" if idle > 0 else "")
+
+
+def _price_fields(choice: PriceChoice, gpus: int) -> dict[str, Any]:
+    """What is rented and what it costs: one instance of ``instance_type`` with ``billed_gpus`` GPUs."""
+    given = choice.provider == "given"
     return {
         "price_per_gpu_hour": choice.usd_per_gpu_hour,
+        "price_per_instance_hour": _num(choice.usd_per_gpu_hour * choice.billed_gpus, 6),
         "billed_gpus": choice.billed_gpus,
+        "gpus_per_instance": choice.billed_gpus,
         "provider": choice.provider,
-        "region": choice.region,
+        "region": choice.region or ("" if given else "any"),
         "instance_type": choice.instance_type,
+        "idle_gpus": max(0, choice.billed_gpus - gpus),
+        "rents": rental_note(choice, gpus),
+        "as_of": choice.as_of or None,
+        "source": choice.source,
     }
 
 

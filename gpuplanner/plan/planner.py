@@ -16,6 +16,7 @@ from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, GpuSpec, PriceOffer
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, fit_suggestions, max_micro_batch, trainable_params
 from gpuplanner.plan.model_spec import ModelSpec
+from gpuplanner.plan.price_dates import oldest, stale_warning
 from gpuplanner.plan.runtime import Runtime, Workload, estimate_runtime
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.spot import SpotEstimate, SpotTerms, estimate_spot
@@ -134,6 +135,9 @@ class PriceChoice:
     instance_type: str
     interruptions_per_hour: float | None = None
     notice_s: float | None = None
+    as_of: str = ""  # date of the catalog offer ("" for prices the user gave)
+    source: str = ""  # where the offer's price comes from
+    interruptions_source: str = ""  # what the interruption rate rests on ("assumed" where nothing does)
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,9 @@ def _offer_choice(offer: PriceOffer, gpus: int, spot: bool) -> PriceChoice | Non
         offer.instance_type,
         offer.interruptions_per_hour if spot else None,
         offer.notice_s if spot else None,
+        offer.as_of,
+        offer.source,
+        offer.interruptions_basis if spot else "",
     )
 
 
@@ -218,7 +225,7 @@ def _given_price(
     """On-demand and spot prices from the user's own figures (``--price`` and friends)."""
     pricing = request.pricing
     assert pricing.price is not None
-    on_demand = PriceChoice(pricing.price, gpus, "given", "", "")
+    on_demand = PriceChoice(pricing.price, gpus, "given", "", "", source="given (--price)")
     spot_price = pricing.spot_price
     if spot_price is None and pricing.spot_discount is not None:
         spot_price = pricing.price * (1.0 - pricing.spot_discount)
@@ -226,7 +233,8 @@ def _given_price(
         return on_demand, None
     rate = spot_like.interruptions_per_hour if spot_like else None
     notice = spot_like.notice_s if spot_like else None
-    return on_demand, PriceChoice(spot_price, gpus, "given", "", "", rate, notice)
+    basis = spot_like.interruptions_source if spot_like else ""
+    return on_demand, PriceChoice(spot_price, gpus, "given", "", "", rate, notice, "", "given", basis)
 
 
 def choose_prices(
@@ -251,6 +259,8 @@ def choose_prices(
                 usd_per_gpu_hour=price,
                 interruptions_per_hour=catalog_spot.interruptions_per_hour if catalog_spot else None,
                 notice_s=catalog_spot.notice_s if catalog_spot else None,
+                source=f"given ({'--spot-price' if pricing.spot_price is not None else '--spot-discount'})",
+                interruptions_source=catalog_spot.interruptions_source if catalog_spot else "",
             )
     return on_demand, spot
 
@@ -401,6 +411,9 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
     runtime = estimate_runtime(request.workload, throughput, setup)
     offers = catalog.offers_for(gpu.name) if (catalog is not None and gpu is not None) else ()
     on_demand, spot_price = choose_prices(request, offers, setup.gpus)
+    stale = stale_warning(oldest(c.as_of for c in (on_demand, spot_price) if c is not None))
+    if stale:
+        warnings.append(stale)
     if on_demand is None:
         warnings.append(f"no catalog offer has {setup.gpus} x {gpu.name if gpu else 'this GPU'}: give --price")
     on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None

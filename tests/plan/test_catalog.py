@@ -363,7 +363,7 @@ usd_per_gpu_hour = 0.9
         ("prices.csv", HEADER + "aws,us-east-1,T4,one,g4,0.5,,,,2025-06-15,x\n", 2, "gpu_count"),
         ("prices.csv", HEADER + "aws,us-east-1,T4,1,g4,0.5,-1,,,2025-06-15,x\n", 2, "spot_usd_per_gpu_hour"),
         ("prices.csv", HEADER + "aws,us-east-1,T4,1,g4,0.5,,,,15/06/2025,x\n", 2, "as_of"),
-        ("prices.csv", HEADER + "aws,us-east-1,T4,1,g4,0.5,,,,2025-06-15,x,extra\n", 2, None),
+        ("prices.csv", HEADER + "aws,us-east-1,T4,1,g4,0.5,,,,2025-06-15,x,assumed,extra\n", 2, None),
         ("prices.csv", "provider,region,gpu\naws,x,T4\n", 1, "gpu_count"),
         ("prices.csv", HEADER + 'aws,us-east-1,T4,1,"g4\n', 2, None),
         ("gpus.toml", '[[gpu]]\nname = "H100"\ndefault_mfu = "high"\n', 3, "default_mfu"),

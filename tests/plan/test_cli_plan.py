@@ -116,7 +116,9 @@ def test_compare_text_ends_with_a_recommendation(capsys: pytest.CaptureFixture[s
     code, out, _ = run(capsys, "compare", "--model", "gpt2", "--gpus", "1", "--top", "5")
     assert code == 0
     lines = out.strip().splitlines()
-    assert lines[0].startswith("rank") and len(lines) == 2 + 5 + 2
+    # header, rule, 5 rows, blank, the prices' date, the warning that they are stale, the recommendation
+    assert lines[0].startswith("rank") and len(lines) == 2 + 5 + 4
+    assert lines[-3].startswith("Prices as of ") and lines[-2].startswith("warning: prices are ")
     assert " at " in lines[-1] and lines[-1].endswith(".")
 
 
