@@ -26,6 +26,7 @@ from gpuplanner.plan.catalog import (
     offers_to_csv,
     user_files,
 )
+from gpuplanner.plan.price_dates import describe_age
 
 
 def _usage_error(message: str) -> Exception:
@@ -75,6 +76,12 @@ def offer_dict(offer: PriceOffer) -> dict[str, Any]:
         "as_of": offer.as_of,
         "source": offer.source,
         "own": offer.own,
+        "region_label": offer.region_label,
+        "on_demand_usd_per_instance_hour": round(offer.on_demand_usd_per_instance, 6),
+        "spot_usd_per_instance_hour": (
+            round(offer.spot_usd_per_instance, 6) if offer.spot_usd_per_instance is not None else None
+        ),
+        "interruptions_source": offer.interruptions_basis if offer.spot_usd is not None else None,
     }
 
 
@@ -144,29 +151,42 @@ def _prices(args: argparse.Namespace) -> int:
         "Instance",
         "GPUs",
         "On-demand $/GPU-h",
+        "$/instance-h",
         "Spot $/GPU-h",
+        "$/instance-h",
         "Int./h",
+        "Int. source",
         "Notice s",
         "As of",
+        "Source",
     ]
     rows = []
     for o in offers:
         r = offer_row(o)
+        spot_instance = o.spot_usd_per_instance
         rows.append(
             [
                 o.gpu,
                 o.provider,
-                o.region,
+                o.region_label,
                 o.instance_type,
                 str(o.gpu_count),
                 f"{o.on_demand_usd:.3f}",
+                f"{o.on_demand_usd_per_instance:.2f}",
                 f"{o.spot_usd:.3f}" if o.spot_usd is not None else "-",
+                f"{spot_instance:.2f}" if spot_instance is not None else "-",
                 r["interruptions_per_hour"] or "-",
+                o.interruptions_basis if o.spot_usd is not None else "-",
                 r["preemption_notice_s"] or "-",
                 o.as_of,
+                o.source,
             ]
         )
-    print(_table(headers, rows, right={4, 5, 6, 7, 8}))
+    print(_table(headers, rows, right={4, 5, 6, 7, 8, 9, 11}))
+    dates = Catalog(catalog.gpus, offers).price_dates()
+    if dates:
+        print(f"{describe_age(dates[0]).capitalize()} (oldest offer); newest {dates[1]}. Prices per GPU-hour in USD;")
+        print("an instance is billed whole. `gpuplanner catalog update` fetches current prices.")
     return 0
 
 

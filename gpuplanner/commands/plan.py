@@ -447,7 +447,7 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
     inputs, memory, runtime = document["inputs"], document["memory"], document["runtime"]
     gpu = plan.gpu.name if plan.gpu else "your GPU"
     lines = [
-        f"{inputs['model']} ({inputs['params'] / 1e9:.2f}B params), {inputs['method']}, {inputs['precision']}, "
+        f"{inputs['model']} ({inputs['params'] / 1e9:.2f}B params), {inputs['method']}, {plan.setup.precision}, "
         f"{inputs['gpus']} x {gpu}, micro-batch {inputs['micro_batch']} x accumulation {inputs['grad_accum']} "
         f"x {inputs['gpus']} GPU(s) = effective batch {runtime['effective_batch']}, sequence {inputs['seq_len']}",
         "",

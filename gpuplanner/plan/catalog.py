@@ -293,6 +293,14 @@ class Catalog:
         return (dates[0], dates[-1]) if dates else None
 
 
+def precision_for(gpu: GpuSpec, precision: str) -> tuple[str, str | None]:
+    """The precision a plan on ``gpu`` uses for the requested one, and a note when it differs: a GPU without
+    bf16 (V100, T4) trains in fp16 mixed precision (with loss scaling) instead of bf16."""
+    if precision in ("bf16-mixed", "bf16") and not gpu.bf16:
+        return "fp16-mixed", f"{gpu.name} has no bf16: planned with fp16-mixed (loss scaling) instead of {precision}"
+    return precision, None
+
+
 # --------------------------------------------------------------------------------------------------
 # Parsing
 

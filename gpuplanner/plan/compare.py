@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from gpuplanner.plan.catalog import Catalog, GpuSpec
+from gpuplanner.plan.catalog import Catalog, GpuSpec, precision_for
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, trainable_params
 from gpuplanner.plan.planner import (
     GIB,
@@ -107,6 +107,11 @@ def _compare_rows(
 ) -> list[CompareRow]:
     request = mode_requests["on-demand"]
     warnings: list[str] = []
+    precision, note = precision_for(gpu, setup.precision)
+    if note:  # no bf16 on this GPU: fp16 mixed precision instead
+        setup = replace(setup, precision=precision)
+        memory = estimate_memory(request.model, setup)
+        warnings.append(note)
     capacity = gpu.memory_gib
     fits = memory.total / GIB <= capacity * request.headroom
     try:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpuplanner.plan import example
-from gpuplanner.plan.catalog import Catalog, GpuSpec, PriceOffer
+from gpuplanner.plan.catalog import Catalog, GpuSpec, PriceOffer, precision_for
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, fit_suggestions, max_micro_batch, trainable_params
 from gpuplanner.plan.model_spec import ModelSpec
 from gpuplanner.plan.price_dates import oldest, stale_warning
@@ -397,6 +397,11 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
     if request.gpu is None and request.pricing.price is None:
         raise PlanInputError("gpu", "name a GPU (--gpu) or give your own --price per GPU-hour")
     warnings: list[str] = []
+    if gpu is not None:
+        precision, note = precision_for(gpu, setup.precision)
+        if note:
+            setup = replace(setup, precision=precision)
+            warnings.append(note)
     memory = _plan_memory(request, setup, warnings)
     trainable = trainable_params(request.model, setup)
     capacity = gpu.memory_gib if gpu else None

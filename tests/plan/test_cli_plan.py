@@ -136,7 +136,6 @@ def test_compare_text_ends_with_a_recommendation(capsys: pytest.CaptureFixture[s
         (["plan", "--spot-price", "1", "--spot-discount", "0.5"], "--spot-discount"),
         (["plan", "--spot-discount", "1.5"], "--spot-discount"),
         (["plan", "--method", "dora"], "--method"),
-        (["plan", "--precision", "bf16", "--gpu", "T4"], "--precision"),
         (["compare", "--price", "2"], "--price"),
         (["plan", "--price", "2"], "--gpu"),
     ],

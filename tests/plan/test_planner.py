@@ -163,11 +163,12 @@ def test_deadline_and_budget_exclude_options() -> None:
     assert any("misses the deadline" in row.reason for row in rows)
 
 
-def test_bf16_on_a_gpu_without_bf16_is_an_unusable_row() -> None:
+def test_bf16_on_a_gpu_without_bf16_plans_fp16_mixed() -> None:
     rows = compare(PlanRequest(GPT2, TrainSetup(precision="bf16-mixed"), Workload(samples=1000), gpu=None), CATALOG)
     t4 = [row for row in rows if row.gpu == "T4"]
-    assert t4 and all(not row.usable for row in t4)
-    assert "bf16" in t4[0].reason.lower()
+    assert t4 and all(row.usable for row in t4 if row.plan.on_demand is not None)
+    assert all(row.plan.setup.precision == "fp16-mixed" for row in t4)
+    assert all("T4 has no bf16: planned with fp16-mixed" in " ".join(row.plan.warnings) for row in t4)
 
 
 def test_compare_with_price_needs_a_gpu() -> None:
