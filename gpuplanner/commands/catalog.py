@@ -3,6 +3,7 @@
 gpuplanner catalog gpus [--json]
 gpuplanner catalog prices [--gpu NAME] [--json | --csv]
 gpuplanner catalog import-skypilot VMS_CSV --provider NAME [--json]
+gpuplanner catalog update [--cloud NAME ...] [--url BASE] [--timeout S] [--json]
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from gpuplanner.plan.catalog import (
     offers_to_csv,
     user_files,
 )
-from gpuplanner.plan.price_dates import describe_age
+from gpuplanner.plan.catalog_update import CHANGE_THRESHOLD
+from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, describe_age
 
 
 def _usage_error(message: str) -> Exception:
@@ -238,6 +240,71 @@ def _import_skypilot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _offer_words(offer: PriceOffer) -> str:
+    return f"{offer.provider} {offer.region_label} {offer.gpu} {offer.instance_type} ({offer.gpu_count} GPUs)"
+
+
+def _update(args: argparse.Namespace) -> int:
+    from gpuplanner.catalog_fetch import Offline, fetch_all
+    from gpuplanner.plan.catalog_update import DEFAULT_CLOUDS, apply_update, base_url
+
+    base = base_url(args.url)
+    if not base.startswith(("http://", "https://")):
+        raise _usage_error(f"--url: an http:// or https:// address, got {base!r}")
+    clouds = tuple(dict.fromkeys(c.strip().lower() for c in (args.cloud or DEFAULT_CLOUDS)))
+    for cloud in clouds:
+        if not _PROVIDER.match(cloud) or cloud == OWN_PROVIDER:
+            raise _usage_error(f"--cloud: a SkyPilot cloud name such as {', '.join(DEFAULT_CLOUDS)}, got {cloud!r}")
+    if not args.timeout > 0:
+        raise _usage_error(f"--timeout: a positive number of seconds, got {args.timeout!r}")
+    catalog = _load()
+    try:
+        fetched, failures = fetch_all(base, clouds, timeout=args.timeout)
+    except Offline as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "offline": str(exc), "written": False}, indent=2))
+        else:
+            print(f"gpuplanner catalog update: offline: {exc}; the price catalog is unchanged", file=sys.stderr)
+        return 1
+    try:
+        report = apply_update(fetched, failures, catalog=Catalog(catalog.gpus, ()))
+    except OSError as exc:
+        raise _usage_error(f"cannot write the price cache: {exc}") from None
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0 if report.ok else 1
+    for cloud in report.clouds:
+        if cloud.status in ("updated", "kept-newer-cache"):
+            line = f"{cloud.cloud}: {describe_age(cloud.as_of)} (from the {cloud.date_basis})"
+            line += f", {cloud.offers} offers" if cloud.status == "updated" else f": kept, {cloud.message}"
+            if cloud.stale_days is not None:
+                line += f"; STALE: older than {STALE_AFTER_DAYS} days"
+        else:
+            line = f"{cloud.cloud}: {cloud.status}: {cloud.message}"
+        print(line)
+    if report.written:
+        print(f"new offers: {len(report.new_offers)}")
+        for offer in report.new_offers[:_LISTED]:
+            print(f"  {_offer_words(offer)}: ${offer.on_demand_usd:.3f}/GPU-h on demand")
+        if len(report.new_offers) > _LISTED:
+            print(f"  ... and {len(report.new_offers) - _LISTED} more (`gpuplanner catalog prices` lists all)")
+        print(f"price changes above {CHANGE_THRESHOLD:.0%}: {len(report.changes)}")
+        for change in report.changes[:_LISTED]:
+            print(
+                f"  {_offer_words(change.offer)} {change.pricing}: ${change.old_usd:.3f} -> ${change.new_usd:.3f}/GPU-h "
+                f"({change.change_pct:+.1f}%)"
+            )
+        if len(report.changes) > _LISTED:
+            print(f"  ... and {len(report.changes) - _LISTED} more")
+        print(f"cache: {report.cache_path} (your {user_files()['prices']} still wins where it has an offer)")
+    else:
+        print("nothing changed")
+    return 0 if report.ok else 1
+
+
+_LISTED = 20
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "catalog",
@@ -266,6 +333,28 @@ def register(subparsers: Any) -> None:
     skypilot.add_argument("--provider", required=True, metavar="NAME", help="provider name for the rows, e.g. aws")
     skypilot.add_argument("--json", action="store_true", help="print one JSON document")
     skypilot.set_defaults(handler=_import_skypilot)
+
+    update = sub.add_parser(
+        "update",
+        help="fetch current prices from SkyPilot's hosted catalogs into your cache",
+        description="Download SkyPilot's public price catalogs (one vms.csv per cloud), keep each catalog's own "
+        "date, and store the offers in your cache folder. Your prices.csv always wins. Offline, nothing changes. "
+        "Exit 0 when every cloud updated, 1 when offline or when a file was rejected or failed.",
+    )
+    update.add_argument(
+        "--cloud",
+        action="append",
+        metavar="NAME",
+        help="a cloud to fetch (repeat for more; default: aws, gcp, azure, lambda, runpod)",
+    )
+    update.add_argument(
+        "--url",
+        metavar="BASE",
+        help="base URL holding <cloud>/vms.csv (default: $GPUPLANNER_CATALOG_URL or SkyPilot's catalog v7 on GitHub)",
+    )
+    update.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds per download (default 30)")
+    update.add_argument("--json", action="store_true", help="print one JSON document")
+    update.set_defaults(handler=_update)
 
     def _help(args: argparse.Namespace) -> int:
         parser.print_help()

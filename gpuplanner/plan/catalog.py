@@ -671,6 +671,19 @@ def merge_offers(base: Iterable[PriceOffer], extra: Iterable[PriceOffer]) -> tup
     return tuple(merged.values())
 
 
+def merge_newer(base: Iterable[PriceOffer], extra: Iterable[PriceOffer]) -> tuple[PriceOffer, ...]:
+    """Like :func:`merge_offers`, but an offer of ``extra`` replaces one of ``base`` only when it is at least as
+    recent (``as_of``): a fetched catalog older than the shipped snapshot does not undo newer shipped prices."""
+    merged: dict[tuple[str, str, str, str], PriceOffer] = {}
+    for offer in base:
+        merged[offer.key] = offer
+    for offer in extra:
+        current = merged.get(offer.key)
+        if current is None or offer.as_of >= current.as_of:
+            merged[offer.key] = offer
+    return tuple(merged.values())
+
+
 # --------------------------------------------------------------------------------------------------
 # Loading
 
@@ -736,7 +749,10 @@ def _load_cached(files: tuple[tuple[str, str], ...], stamps: tuple[tuple[int, in
     # Layers, later wins: shipped snapshot, fetched catalog (cache), the user's prices, own machines.
     offers = builtin.offers
     if stamps[3] is not None:
-        offers = merge_offers(offers, parse_prices(paths["cache"], catalog))
+        try:
+            offers = merge_newer(offers, parse_prices(paths["cache"], catalog))
+        except CatalogError:
+            pass  # a cache is only a cache: planning goes on with the rest; `catalog update` rewrites it
     if stamps[0] is not None:
         offers = merge_offers(offers, parse_prices(paths["prices"], catalog))
     if stamps[2] is not None:

@@ -171,35 +171,79 @@ def import_vms_csv(
 ) -> SkyPilotImport:
     """Read a SkyPilot ``vms.csv`` into per-GPU-hour offers from ``provider`` (e.g. ``"aws"``)."""
     path = Path(path)
-    provider = provider.strip().lower()
-    if catalog is None:
-        catalog = load_catalog()
-    if as_of is None:
-        as_of = _dt.date.today().isoformat()
-    report = ImportReport(path=str(path), provider=provider)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CatalogError(path, f"not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise CatalogError(path, f"cannot read: {exc.strerror or exc}") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    return parse_vms_text(text, path, provider, catalog, as_of=as_of)
+
+
+_REQUIRED_VMS_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")
+
+
+def _strict_price(text: str, name: Path | str, line: int, column: str) -> None:
+    """In strict mode a price cell is empty or a positive finite number; anything else rejects the file."""
+    if not text:
+        return
     try:
-        header = [h.strip() for h in (reader.fieldnames or [])]
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise CatalogError(
+            name, f"{column} must be a positive number of dollars, got {text!r}", line=line, field=column
+        )
+
+
+def parse_vms_text(
+    text: str,
+    name: Path | str,
+    provider: str,
+    catalog: Catalog | None = None,
+    *,
+    as_of: str | None = None,
+    source: str | None = None,
+    strict: bool = False,
+) -> SkyPilotImport:
+    """Offers from the text of a SkyPilot ``vms.csv`` (``name`` names it in messages: a path or a URL).
+
+    Lenient by default (rows without a usable price are counted and skipped). ``strict`` (for catalogs
+    fetched over the network) rejects the whole file, naming the row, when a row has a different number of
+    cells than the header (a file cut short) or a price that is not a positive number."""
+    provider = provider.strip().lower()
+    if catalog is None:
+        catalog = load_catalog()
+    if as_of is None:
+        as_of = _dt.date.today().isoformat()
+    label = name if isinstance(name, str) else str(name)
+    report = ImportReport(path=label, provider=provider)
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff"), newline=""), strict=strict)
+    try:
+        header = [h.strip() for h in (next(reader, None) or [])]
     except csv.Error as exc:
-        raise CatalogError(path, f"bad CSV: {exc}", line=1) from None
-    reader.fieldnames = header
-    for column in ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region"):
+        raise CatalogError(name, f"bad CSV: {exc}", line=1) from None
+    for column in _REQUIRED_VMS_COLUMNS:
         if column not in header:
             raise CatalogError(
-                path, "this does not look like a SkyPilot vms.csv: a column is missing", line=1, field=column
+                name, "this does not look like a SkyPilot vms.csv: a column is missing", line=1, field=column
             )
 
     # (region, instance type, gpu) -> [count, cheapest on-demand, cheapest spot]
     best: dict[tuple[str, str, str], list[Any]] = {}
-    for line, row in csv_rows(reader, path):
+    for line, cells in csv_rows(reader, name):
+        if not any(c.strip() for c in cells):
+            continue
+        if strict and len(cells) != len(header):
+            raise CatalogError(
+                name,
+                f"the row has {len(cells)} cells but the header has {len(header)}: the file is cut short or malformed",
+                line=line,
+            )
+        row = {h: (cells[i] if i < len(cells) else "") for i, h in enumerate(header)}
         report.rows += 1
-        name = _cell(row, "AcceleratorName")
+        accelerator = _cell(row, "AcceleratorName")
         count_text = _cell(row, "AcceleratorCount")
         info_name, info_mib = None, None
         info_text = _cell(row, "GpuInfo")
@@ -209,20 +253,27 @@ def import_vms_csv(
             except ValueError as exc:
                 report.bad_gpu_info += 1
                 report.note(line, f"ignored GpuInfo: {exc}")
-        name = name or (info_name or "")
+        accelerator = accelerator or (info_name or "")
         try:
             count = float(count_text) if count_text else 0.0
         except ValueError:
+            if strict:
+                raise CatalogError(
+                    name, f"AcceleratorCount is not a number: {count_text!r}", line=line, field="AcceleratorCount"
+                ) from None
             count = 0.0
-        if not name or not math.isfinite(count) or count <= 0:
+        if not accelerator or not math.isfinite(count) or count <= 0:
             report.skipped_no_accelerator += 1
             continue
+        if strict:
+            _strict_price(_cell(row, "Price"), name, line, "Price")
+            _strict_price(_cell(row, "SpotPrice"), name, line, "SpotPrice")
         if count < 1 or not count.is_integer():
             report.skipped_fractional += 1
             continue
-        spec = _resolve(catalog, name, info_mib)
+        spec = _resolve(catalog, accelerator, info_mib)
         if spec is None:
-            report.unknown_accelerators[name] = report.unknown_accelerators.get(name, 0) + 1
+            report.unknown_accelerators[accelerator] = report.unknown_accelerators.get(accelerator, 0) + 1
             continue
         price = _price(_cell(row, "Price"))
         if price is None:
@@ -234,16 +285,19 @@ def import_vms_csv(
             report.skipped_no_price += 1
             report.note(line, "no Region")
             continue
-        instance = _cell(row, "InstanceType") or f"{int(count)}x {name} (accelerator only)"
+        instance = _cell(row, "InstanceType") or f"{int(count)}x {accelerator} (accelerator only)"
         gpus = int(count)
         key = (region, instance, spec.name)
         entry = best.setdefault(key, [gpus, math.inf, math.inf])
         entry[1] = min(entry[1], price / gpus)
         if spot is not None:
             entry[2] = min(entry[2], spot / gpus)
+    if strict and report.rows == 0:
+        raise CatalogError(name, "the file has a header but no rows: an empty or cut-short catalog")
 
     offers = []
-    source = f"SkyPilot catalog {path.name}"
+    if source is None:
+        source = f"SkyPilot catalog {Path(label).name}"
     for (region, instance, gpu_name), (gpus, on_demand, spot) in sorted(best.items()):
         spot_usd: float | None = spot if math.isfinite(spot) else None
         if spot_usd is not None and spot_usd >= on_demand:

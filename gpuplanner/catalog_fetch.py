@@ -1,0 +1,145 @@
+"""Download SkyPilot's hosted price catalogs (the network half of `gpuplanner catalog update`).
+
+Standard library only (``urllib``). Each cloud's ``<base>/<cloud>/vms.csv`` is fetched with a timeout and a
+size cap. Its date is the catalog's own: the HTTP ``Last-Modified`` header where the server sends one, else,
+for a file on ``raw.githubusercontent.com``, the date of the last commit that touched it (GitHub's commits
+API), else the download day, and the date's basis says which. A download that ends before its announced
+length is "cut short" and rejected. When the host cannot be reached at all the update stops with
+:class:`Offline` and nothing changes. Called only on the user's request; planning never waits for it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import email.utils
+import http.client
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+
+from gpuplanner import __version__
+from gpuplanner.plan.catalog_update import FetchedCatalog, cloud_url
+
+DEFAULT_TIMEOUT_S = 30.0
+MAX_BYTES = 64 * 1024 * 1024  # the largest SkyPilot vms.csv (AWS) is a few MB
+GITHUB_API = "https://api.github.com"
+_USER_AGENT = f"gpuplanner/{__version__} (catalog update)"
+
+
+class Offline(Exception):
+    """The catalog host cannot be reached (no network, DNS failure, connection refused, timeout)."""
+
+
+class FetchError(Exception):
+    """One file could not be downloaded (HTTP error, cut short, too large, not UTF-8)."""
+
+
+def _open(url: str, timeout: float) -> tuple[bytes, str | None]:
+    request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT, "Accept-Encoding": "identity"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (http/https only)
+            length = response.headers.get("Content-Length")
+            body = response.read(MAX_BYTES + 1)
+            if len(body) > MAX_BYTES:
+                raise FetchError(f"{url}: larger than {MAX_BYTES // (1024 * 1024)} MB; not a price catalog")
+            if length is not None and length.isdigit() and len(body) < int(length):
+                raise FetchError(f"{url}: cut short: {len(body)} of {length} bytes arrived")
+            return body, response.headers.get("Last-Modified")
+    except http.client.IncompleteRead as exc:
+        raise FetchError(f"{url}: cut short: {len(exc.partial)} bytes arrived before the connection ended") from None
+    except urllib.error.HTTPError as exc:
+        raise FetchError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        if isinstance(reason, (socket.timeout, TimeoutError, ConnectionError, socket.gaierror, OSError)):
+            host = urllib.parse.urlsplit(url).netloc
+            raise Offline(f"cannot reach {host} ({reason})") from None
+        raise FetchError(f"{url}: {reason}") from None
+    except (TimeoutError, ConnectionError) as exc:
+        host = urllib.parse.urlsplit(url).netloc
+        raise Offline(f"cannot reach {host} ({exc})") from None
+
+
+def _http_date(value: str | None) -> str | None:
+    if not value:
+        return None
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return parsed.astimezone(_dt.UTC).date().isoformat() if parsed.tzinfo else parsed.date().isoformat()
+
+
+def github_commits_url(url: str, api_base: str = GITHUB_API) -> str | None:
+    """For ``https://raw.githubusercontent.com/OWNER/REPO/REF/PATH``, the commits-API query for the newest
+    commit touching PATH at REF; None for any other URL."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.netloc != "raw.githubusercontent.com":
+        return None
+    segments = parts.path.strip("/").split("/")
+    if len(segments) < 4:
+        return None
+    owner, repo, ref, path = segments[0], segments[1], segments[2], "/".join(segments[3:])
+    query = urllib.parse.urlencode({"path": path, "sha": ref, "per_page": "1"})
+    return f"{api_base.rstrip('/')}/repos/{owner}/{repo}/commits?{query}"
+
+
+def commit_date(api_url: str, timeout: float) -> str | None:
+    """The committer date of the first commit in a GitHub commits-API answer, or None."""
+    try:
+        body, _ = _open(api_url, timeout)
+        data = json.loads(body.decode("utf-8"))
+        stamp = data[0]["commit"]["committer"]["date"]
+        return _dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).date().isoformat()
+    except (FetchError, Offline, ValueError, KeyError, IndexError, TypeError, UnicodeDecodeError):
+        return None
+
+
+def fetch_cloud(
+    base: str, cloud: str, *, timeout: float = DEFAULT_TIMEOUT_S, api_base: str = GITHUB_API
+) -> FetchedCatalog:
+    """Download one cloud's ``vms.csv`` with its date. Raises :class:`Offline` or :class:`FetchError`."""
+    url = cloud_url(base, cloud)
+    body, last_modified = _open(url, timeout)
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FetchError(f"{url}: not UTF-8 text ({exc.reason})") from None
+    as_of, basis = _http_date(last_modified), "Last-Modified header"
+    if as_of is None:
+        api = github_commits_url(url, api_base)
+        as_of, basis = (commit_date(api, timeout), "git commit date") if api else (None, "")
+    if as_of is None:
+        as_of, basis = _dt.date.today().isoformat(), "download date (the catalog gave none)"
+    return FetchedCatalog(cloud, url, text, as_of, basis)
+
+
+def fetch_all(
+    base: str,
+    clouds: Sequence[str],
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    api_base: str = GITHUB_API,
+    on_progress: Callable[[str], None] | None = None,
+) -> tuple[list[FetchedCatalog], dict[str, tuple[str, str]]]:
+    """Every cloud's catalog, and per cloud that failed ``(url, message)``. Raises :class:`Offline` when no
+    cloud's host could be reached at all (then nothing is returned and nothing may change)."""
+    fetched: list[FetchedCatalog] = []
+    failures: dict[str, tuple[str, str]] = {}
+    offline: list[Offline] = []
+    for cloud in clouds:
+        if on_progress:
+            on_progress(cloud)
+        try:
+            fetched.append(fetch_cloud(base, cloud, timeout=timeout, api_base=api_base))
+        except Offline as exc:
+            offline.append(exc)
+            failures[cloud] = (cloud_url(base, cloud), f"offline: {exc}")
+        except FetchError as exc:
+            failures[cloud] = (cloud_url(base, cloud), str(exc))
+    if clouds and len(offline) == len(clouds):
+        raise offline[0]
+    return fetched, failures

@@ -1,0 +1,330 @@
+"""`gpuplanner catalog update`, the pure part: fetched SkyPilot catalogs become the cached price layer.
+
+The fetching (network) lives in :mod:`gpuplanner.catalog_fetch`; this module gets the fetched texts with
+their dates and:
+
+- parses each cloud's ``vms.csv`` strictly (:func:`gpuplanner.plan.skypilot.parse_vms_text`): a malformed
+  or cut-short file is rejected whole, with a message naming the file and the row, and the cloud keeps what
+  the cache held before;
+- dates every offer with the catalog's own date (never the download day, unless the catalog has none, and
+  then the source says so);
+- keeps the spot interruption rates the shipped snapshot has for the same instance type (SkyPilot
+  publishes none), with their source;
+- writes the cache (``<cache>/catalog/prices.csv`` plus ``update.json`` with the per-cloud dates)
+  atomically;
+- reports what changed against the catalog before the update: new offers and price changes above
+  :data:`CHANGE_THRESHOLD`.
+
+Layers at load time (:func:`gpuplanner.plan.catalog.load_catalog`): shipped snapshot, then this cache
+(where at least as recent), then the user's ``prices.csv`` and ``machines.toml``, which always win.
+Pure: standard library only, no network.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from gpuplanner.plan.catalog import (
+    Catalog,
+    CatalogError,
+    PriceOffer,
+    builtin_catalog,
+    cached_prices_path,
+    merge_newer,
+    offers_to_csv,
+    parse_prices,
+)
+from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, age_days
+from gpuplanner.plan.skypilot import parse_vms_text
+
+DEFAULT_BASE_URL = "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs/v7"
+BASE_URL_ENV = "GPUPLANNER_CATALOG_URL"
+DEFAULT_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod")
+# Price changes above this share are reported.
+CHANGE_THRESHOLD = 0.10
+STATE_FILE = "update.json"
+
+
+def base_url(override: str | None = None) -> str:
+    """The catalog base URL: ``override`` (``--url``), else ``$GPUPLANNER_CATALOG_URL``, else SkyPilot's."""
+    url = override or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+    return url.rstrip("/")
+
+
+def cloud_url(base: str, cloud: str) -> str:
+    return f"{base.rstrip('/')}/{cloud}/vms.csv"
+
+
+@dataclass(frozen=True)
+class FetchedCatalog:
+    """One cloud's ``vms.csv`` as downloaded, with the catalog's own date and what that date rests on."""
+
+    cloud: str
+    url: str
+    text: str
+    as_of: str  # ISO date
+    date_basis: str  # "Last-Modified header", "git commit date", or "download date (the catalog gave none)"
+
+
+@dataclass
+class CloudResult:
+    cloud: str
+    url: str
+    status: str  # updated | kept-newer-cache | rejected | failed
+    as_of: str | None = None
+    date_basis: str | None = None
+    offers: int = 0
+    message: str = ""
+    stale_days: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cloud": self.cloud,
+            "url": self.url,
+            "status": self.status,
+            "as_of": self.as_of,
+            "date_basis": self.date_basis,
+            "offers": self.offers,
+            "message": self.message,
+            "stale_days": self.stale_days,
+        }
+
+
+@dataclass(frozen=True)
+class PriceChange:
+    offer: PriceOffer
+    pricing: str  # on-demand | spot
+    old_usd: float
+    new_usd: float
+
+    @property
+    def change_pct(self) -> float:
+        return (self.new_usd / self.old_usd - 1.0) * 100.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.offer.provider,
+            "region": self.offer.region,
+            "gpu": self.offer.gpu,
+            "instance_type": self.offer.instance_type,
+            "pricing": self.pricing,
+            "old_usd_per_gpu_hour": self.old_usd,
+            "new_usd_per_gpu_hour": self.new_usd,
+            "change_pct": round(self.change_pct, 1),
+        }
+
+
+@dataclass
+class UpdateReport:
+    clouds: list[CloudResult] = field(default_factory=list)
+    new_offers: list[PriceOffer] = field(default_factory=list)
+    changes: list[PriceChange] = field(default_factory=list)
+    cache_path: Path | None = None
+    written: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status in ("updated", "kept-newer-cache") for c in self.clouds)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "written": self.written,
+            "cache": str(self.cache_path) if self.cache_path else None,
+            "clouds": [c.to_dict() for c in self.clouds],
+            "new_offers": [
+                {
+                    "provider": o.provider,
+                    "region": o.region,
+                    "gpu": o.gpu,
+                    "gpu_count": o.gpu_count,
+                    "instance_type": o.instance_type,
+                    "on_demand_usd_per_gpu_hour": o.on_demand_usd,
+                    "spot_usd_per_gpu_hour": o.spot_usd,
+                    "as_of": o.as_of,
+                }
+                for o in self.new_offers
+            ],
+            "price_changes": [c.to_dict() for c in self.changes],
+        }
+
+
+# ------------------------------------------------------------------------------------------ cache state
+
+
+def cache_folder(cache_dir: Path | None = None) -> Path:
+    return cached_prices_path(cache_dir).parent
+
+
+def read_state(cache_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Per cloud, what the cache holds: ``{"aws": {"url", "as_of", "date_basis", "fetched_at", "offers"}}``.
+    An unreadable state file counts as an empty cache."""
+    path = cache_folder(cache_dir) / STATE_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    clouds = data.get("clouds") if isinstance(data, dict) else None
+    return {k: v for k, v in clouds.items() if isinstance(v, dict)} if isinstance(clouds, dict) else {}
+
+
+def read_cached_offers(catalog: Catalog, cache_dir: Path | None = None) -> tuple[PriceOffer, ...]:
+    """The offers in the cache (none when it is missing or unreadable: the next update rewrites it)."""
+    path = cached_prices_path(cache_dir)
+    if not path.exists():
+        return ()
+    try:
+        return parse_prices(path, catalog)
+    except CatalogError:
+        return ()
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ------------------------------------------------------------------------------------------ parsing
+
+
+def with_shipped_interruptions(offers: Iterable[PriceOffer], shipped: Iterable[PriceOffer]) -> list[PriceOffer]:
+    """Offers whose spot price has no interruption rate take the rate (and notice and its source) the shipped
+    snapshot gives for the same provider, instance type and GPU, in any region."""
+    known: dict[tuple[str, str, str], PriceOffer] = {}
+    for offer in shipped:
+        if offer.interruptions_per_hour is not None:
+            known.setdefault((offer.provider, offer.instance_type.lower(), offer.gpu), offer)
+    result = []
+    for offer in offers:
+        match = known.get((offer.provider, offer.instance_type.lower(), offer.gpu))
+        if offer.spot_usd is not None and offer.interruptions_per_hour is None and match is not None:
+            basis = match.interruptions_basis
+            offer = replace(
+                offer,
+                interruptions_per_hour=match.interruptions_per_hour,
+                notice_s=offer.notice_s if offer.notice_s is not None else match.notice_s,
+                interruptions_source=f"{basis} (shipped snapshot {match.as_of})",
+            )
+        result.append(offer)
+    return result
+
+
+def parse_fetched(fetched: FetchedCatalog, catalog: Catalog, shipped: Sequence[PriceOffer]) -> list[PriceOffer]:
+    """The offers of one fetched catalog; raises :class:`CatalogError` naming the URL and row when it is
+    malformed or cut short."""
+    source = f"SkyPilot catalog {fetched.cloud}/vms.csv ({fetched.url}; dated by {fetched.date_basis})"
+    result = parse_vms_text(
+        fetched.text, fetched.url, fetched.cloud, catalog, as_of=fetched.as_of, source=source, strict=True
+    )
+    return with_shipped_interruptions(result.offers, shipped)
+
+
+# ------------------------------------------------------------------------------------------ changes
+
+
+def _changed(old: float | None, new: float | None) -> bool:
+    return old is not None and new is not None and old > 0 and abs(new / old - 1.0) > CHANGE_THRESHOLD
+
+
+def diff_offers(
+    before: Iterable[PriceOffer], after: Iterable[PriceOffer]
+) -> tuple[list[PriceOffer], list[PriceChange]]:
+    """New offers (by provider, region, GPU and instance type) and price changes above the threshold."""
+    old = {o.key: o for o in before}
+    new_offers, changes = [], []
+    for offer in after:
+        previous = old.get(offer.key)
+        if previous is None:
+            new_offers.append(offer)
+            continue
+        if _changed(previous.on_demand_usd, offer.on_demand_usd):
+            changes.append(PriceChange(offer, "on-demand", previous.on_demand_usd, offer.on_demand_usd))
+        if _changed(previous.spot_usd, offer.spot_usd):
+            assert previous.spot_usd is not None and offer.spot_usd is not None
+            changes.append(PriceChange(offer, "spot", previous.spot_usd, offer.spot_usd))
+    return new_offers, changes
+
+
+# ------------------------------------------------------------------------------------------ update
+
+
+def apply_update(
+    fetched: Sequence[FetchedCatalog],
+    failures: Mapping[str, tuple[str, str]] | None = None,
+    *,
+    catalog: Catalog | None = None,
+    cache_dir: Path | None = None,
+    today: _dt.date | None = None,
+) -> UpdateReport:
+    """Merge fetched catalogs into the cache and report. ``failures`` maps a cloud to ``(url, message)`` for
+    downloads that failed (the cloud keeps its cached offers). A cloud whose file is rejected also keeps
+    them; a cloud whose catalog is older than the one cached keeps the cached one. The cache is rewritten
+    only when some cloud was updated."""
+    base = builtin_catalog()
+    if catalog is None:
+        catalog = Catalog(base.gpus, ())
+    shipped = base.offers
+    report = UpdateReport(cache_path=cached_prices_path(cache_dir))
+    state = read_state(cache_dir)
+    cached = read_cached_offers(catalog, cache_dir)
+    before = merge_newer(shipped, cached)
+    updated: dict[str, list[PriceOffer]] = {}
+    for cloud, (url, message) in (failures or {}).items():
+        report.clouds.append(CloudResult(cloud, url, "failed", message=message))
+    for item in fetched:
+        result = CloudResult(item.cloud, item.url, "updated", as_of=item.as_of, date_basis=item.date_basis)
+        report.clouds.append(result)
+        previous = state.get(item.cloud, {})
+        try:
+            offers = parse_fetched(item, catalog, shipped)
+        except CatalogError as exc:
+            result.status = "rejected"
+            kept = f"; the cache keeps its prices from {previous['as_of']}" if previous.get("as_of") else ""
+            result.message = f"rejected whole: {exc}{kept}"
+            continue
+        days = age_days(item.as_of, today)
+        if days is not None and days > STALE_AFTER_DAYS:
+            result.stale_days = days
+        if previous.get("as_of") and str(previous["as_of"]) > item.as_of:
+            result.status = "kept-newer-cache"
+            result.message = f"the cache holds prices from {previous['as_of']}, newer than this catalog's {item.as_of}"
+            continue
+        result.offers = len(offers)
+        updated[item.cloud] = offers
+        state[item.cloud] = {
+            "url": item.url,
+            "as_of": item.as_of,
+            "date_basis": item.date_basis,
+            "fetched_at": (today or _dt.date.today()).isoformat(),
+            "offers": len(offers),
+        }
+    if not updated:
+        return report
+    kept_offers = [o for o in cached if o.provider not in updated]
+    new_cache = kept_offers + [o for offers in updated.values() for o in offers]
+    after = merge_newer(shipped, new_cache)
+    report.new_offers, report.changes = diff_offers(before, after)
+    folder = cache_folder(cache_dir)
+    _atomic_write(report.cache_path, offers_to_csv(new_cache))
+    _atomic_write(folder / STATE_FILE, json.dumps({"version": 1, "clouds": state}, indent=2, sort_keys=True) + "\n")
+    report.written = True
+    return report
