@@ -32,7 +32,7 @@ from typing import Any
 from gpuplanner.plan.setup import PlanInputError
 
 TFLOPS_KEYS = ("fp32", "tf32", "fp16", "bf16", "fp8")
-INTERCONNECTS = ("nvlink", "pcie")
+INTERCONNECTS = ("nvlink", "pcie", "infinity-fabric")
 OWN_PROVIDER = "own"
 
 PRICE_COLUMNS = (

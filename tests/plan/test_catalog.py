@@ -43,6 +43,9 @@ REQUIRED_GPUS = (
     "RTX 3090",
     "RTX A6000",
 )
+# GPUs users rent today, added with issue 15 (B200 and GH200 have shipped prices; the rest come from
+# `gpuplanner catalog update` or the user's prices.csv).
+CURRENT_GPUS = ("B200", "H200 NVL", "GH200", "MI300X", "RTX 5090", "RTX 6000 Ada", "L40")
 REQUIRED_PROVIDERS = ("aws", "gcp", "azure", "lambda", "runpod")
 HEADER = ",".join(PRICE_COLUMNS) + "\n"
 
@@ -81,7 +84,7 @@ def test_shipped_names_and_aliases_are_unique() -> None:
             owner[key] = table["name"]
 
 
-@pytest.mark.parametrize("name", REQUIRED_GPUS + ("A100 80GB PCIe", "A100 40GB PCIe"))
+@pytest.mark.parametrize("name", REQUIRED_GPUS + ("A100 80GB PCIe", "A100 40GB PCIe") + CURRENT_GPUS)
 def test_specs_are_consistent(name: str) -> None:
     g = builtin_catalog().gpu(name)
     # NVIDIA's HBM/GDDR sizes are binary-ish: the usable GiB sit just under the marketing number.
@@ -98,14 +101,14 @@ def test_specs_are_consistent(name: str) -> None:
     if "fp8" in t:
         assert t["fp8"] == pytest.approx(2 * t["bf16"], rel=0.01)
     assert g.bandwidth_gbs > 0
-    assert g.interconnect in ("nvlink", "pcie")
+    assert g.interconnect in ("nvlink", "pcie", "infinity-fabric")
     if g.interconnect == "pcie":
         assert g.interconnect_gbs == {3: 12, 4: 25, 5: 50}[g.pcie_gen]
     else:
         assert g.interconnect_gbs >= 150
     assert 0.2 <= g.default_mfu <= 0.45
     assert g.tdp_w > 0
-    assert re.fullmatch(r"\d\.\d", g.compute_capability)
+    assert re.fullmatch(r"\d+\.\d", g.compute_capability)
     assert g.source and g.architecture
 
 
@@ -120,6 +123,26 @@ def test_known_datasheet_figures() -> None:
         spec = c.gpu(name)
         assert not spec.bf16 and "bf16" not in spec.tflops and "tf32" not in spec.tflops
     assert c.gpu("H200").memory_gib > 2 * c.gpu("A100 80GB").memory_gib * 0.85
+
+
+def test_current_gpus_datasheet_figures_and_names() -> None:
+    c = builtin_catalog()
+    b200 = c.gpu("NVIDIA B200")
+    assert (b200.name, b200.tflops["bf16"], b200.bandwidth_gbs, b200.interconnect_gbs) == ("B200", 2250.0, 8000, 900)
+    assert c.gpu("H200-NVL").name == "H200 NVL" and c.gpu("H200").name == "H200"
+    assert c.gpu("NVIDIA GH200 480GB").memory_gib == pytest.approx(95.0)
+    mi300x = c.gpu("AMD Instinct MI300X")
+    assert (mi300x.memory_gib, mi300x.tflops["bf16"], mi300x.interconnect) == (191.5, 1307.4, "infinity-fabric")
+    assert c.gpu("NVIDIA GeForce RTX 5090").tflops["bf16"] == 209.5
+    assert c.gpu("RTX6000-Ada").name == "RTX 6000 Ada" and c.gpu("L40").name == "L40" and c.gpu("L40S").name == "L40S"
+    # SkyPilot's accelerator names resolve (catalog update imports them).
+    for sky, ours in (("B200", "B200"), ("GH200", "GH200"), ("MI300X", "MI300X"), ("RTX6000-Ada", "RTX 6000 Ada")):
+        assert c.gpu(sky).name == ours
+    # Every added GPU's source is cited; B200 and GH200 ship with a dated, sourced price.
+    assert all(c.gpu(name).source for name in CURRENT_GPUS)
+    for name in ("B200", "GH200"):
+        offers = c.offers_for(name)
+        assert offers and all(o.source and o.as_of >= "2026-01-01" for o in offers)
 
 
 def test_peak_tflops_by_planner_precision() -> None:
@@ -296,8 +319,8 @@ default_mfu = 0.5
 aliases = ["my-h100"]
 
 [[gpu]]
-name = "RTX 5090"
-aliases = ["NVIDIA GeForce RTX 5090"]
+name = "RTX 5090 Lab"
+aliases = ["NVIDIA GeForce RTX 5090 Lab"]
 memory_gib = 31.4
 marketing_memory_gb = 32
 tflops_fp32 = 104.8
@@ -315,7 +338,7 @@ default_mfu = 0.3
     c = load_catalog()
     h100 = c.gpu("my-h100")
     assert h100.name == "H100 SXM" and h100.default_mfu == 0.5 and h100.memory_gib == pytest.approx(79.1)
-    assert c.gpu("NVIDIA GeForce RTX 5090").peak_tflops("bf16-mixed") == 209.5
+    assert c.gpu("NVIDIA GeForce RTX 5090 Lab").peak_tflops("bf16-mixed") == 209.5
     assert len(c.gpus) == len(builtin_catalog().gpus) + 1
     assert c.offers == builtin_catalog().offers
 
