@@ -4,6 +4,9 @@ gpuplanner catalog gpus [--json]
 gpuplanner catalog prices [--gpu NAME] [--json | --csv]
 gpuplanner catalog import-skypilot VMS_CSV --provider NAME [--json]
 gpuplanner catalog update [--cloud NAME ...] [--url BASE] [--timeout S] [--json]
+gpuplanner catalog tco --gpu NAME --gpus N --purchase-usd USD --lifetime-years Y --electricity-usd-per-kwh P
+                       --utilisation U [--power-w W] [--idle-power-w W] [--upkeep-usd-per-year USD]
+                       [--residual-usd USD] [--save NAME] [--json]
 """
 
 from __future__ import annotations
@@ -305,6 +308,126 @@ def _update(args: argparse.Namespace) -> int:
 _LISTED = 20
 
 
+def _toml_value(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    return repr(value)
+
+
+def _save_machine(name: str, fields: dict[str, Any], catalog: Catalog) -> Path:
+    """Append a [[machine]] table to the user's machines.toml, checked by parsing the result first."""
+    from gpuplanner.plan.catalog import parse_machines
+    from gpuplanner.plan.skypilot import _atomic_write
+
+    path = user_files()["machines"]
+    existing = path.read_text(encoding="utf-8") if path.exists() else ""
+    if existing:
+        try:
+            machines = parse_machines(path, catalog)
+        except CatalogError as exc:
+            raise _usage_error(f"--save: fix {path} first: {exc}") from None
+        if any(m.instance_type == name for m in machines):
+            raise _usage_error(f"--save: a machine named {name!r} is already in {path}")
+    table = "[[machine]]\n" + "".join(f"{key} = {_toml_value(value)}\n" for key, value in fields.items())
+    text = existing + ("\n" if existing and not existing.endswith("\n\n") else "") + table
+    probe = path.with_name(f".{path.name}.check")
+    try:
+        probe.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_text(text, encoding="utf-8")
+        parse_machines(probe, catalog)
+    except CatalogError as exc:
+        raise _usage_error(f"--save: {exc.message}") from None
+    finally:
+        probe.unlink(missing_ok=True)
+    _atomic_write(path, text)
+    return path
+
+
+def _tco(args: argparse.Namespace) -> int:
+    from gpuplanner.plan.ownership import HOST_OVERHEAD_W, OwnHardware, amortised_price, estimated_power_w
+    from gpuplanner.plan.setup import PlanInputError
+
+    catalog = _load()
+    spec = catalog.find_gpu(args.gpu)
+    if spec is None:
+        raise _usage_error(f"--gpu: unknown GPU {args.gpu!r}; known: {', '.join(g.name for g in catalog.gpus)}")
+    if args.gpus < 1:
+        raise _usage_error(f"--gpus: a whole number of at least 1, got {args.gpus}")
+    power_estimated = args.power_w is None
+    power = estimated_power_w(args.gpus, spec.tdp_w) if power_estimated else args.power_w
+    try:
+        price = amortised_price(
+            OwnHardware(
+                purchase_usd=args.purchase_usd,
+                lifetime_years=args.lifetime_years,
+                power_w=power,
+                electricity_usd_per_kwh=args.electricity_usd_per_kwh,
+                utilisation=args.utilisation,
+                gpus=args.gpus,
+                idle_power_w=args.idle_power_w,
+                upkeep_usd_per_year=args.upkeep_usd_per_year,
+                residual_usd=args.residual_usd,
+            )
+        )
+    except PlanInputError as exc:
+        raise _usage_error(str(exc)) from None
+    rented = [o for o in catalog.offers_for(spec.name) if not o.own]
+    cloud = min(rented, key=lambda o: (o.on_demand_usd, o.provider, o.instance_type), default=None)
+    saved = None
+    if args.save:
+        name = args.save.strip()
+        if not name:
+            raise _usage_error("--save: a machine name, e.g. workstation")
+        fields: dict[str, Any] = {"name": name, "gpu": spec.name, "gpu_count": args.gpus}
+        fields.update({k: v for k, v in price.to_dict()["inputs"].items() if k != "gpus"})
+        if power_estimated:
+            del fields["power_w"]  # estimated again from the catalog when read
+        saved = _save_machine(name, fields, catalog)
+    if args.json:
+        document = price.to_dict()
+        document.update(
+            {
+                "gpu": spec.name,
+                "power_estimated": power_estimated,
+                "cheapest_cloud_on_demand": offer_dict(cloud) if cloud else None,
+                "saved_to": str(saved) if saved else None,
+            }
+        )
+        print(json.dumps(document, indent=2))
+        return 0
+    hw = price.hardware
+    print(f"Amortised price of {hw.gpus} x {spec.name} you own")
+    print(
+        f"  capital      ${price.capital_usd_per_hour:8.3f}/h  (${hw.purchase_usd:,.0f} less ${hw.residual_usd:,.0f} "
+        f"resale over {price.training_hours:,.0f} training hours: {hw.lifetime_years:g} years at {hw.utilisation:.0%})"
+    )
+    how = (
+        f"estimated: {hw.gpus} x {spec.tdp_w:,.0f} W board power + {HOST_OVERHEAD_W:,.0f} W host"
+        if power_estimated
+        else "given"
+    )
+    print(
+        f"  energy       ${price.energy_usd_per_hour:8.3f}/h  ({hw.power_w:,.0f} W, {how}, at ${hw.electricity_usd_per_kwh:g}/kWh)"
+    )
+    if hw.idle_power_w:
+        print(f"  idle energy  ${price.idle_energy_usd_per_hour:8.3f}/h  ({hw.idle_power_w:,.0f} W while not training)")
+    if hw.upkeep_usd_per_year:
+        print(f"  upkeep       ${price.upkeep_usd_per_hour:8.3f}/h  (${hw.upkeep_usd_per_year:,.0f} a year)")
+    print(
+        f"  total        ${price.usd_per_machine_hour:8.3f} per machine-hour = ${price.usd_per_gpu_hour:.3f} per GPU-hour"
+    )
+    if cloud is not None:
+        print(
+            f"cheapest cloud on demand for {spec.name}: ${cloud.on_demand_usd:.3f}/GPU-h "
+            f"({cloud.provider} {cloud.instance_type}, {cloud.gpu_count} GPU(s), {describe_age(cloud.as_of)})"
+        )
+    if saved:
+        print(f"saved as machine {args.save.strip()!r} in {saved}: plans and compare now include it (provider own)")
+    else:
+        print("add --save NAME to keep it as an own machine in machines.toml")
+    return 0
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "catalog",
@@ -355,6 +478,35 @@ def register(subparsers: Any) -> None:
     update.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds per download (default 30)")
     update.add_argument("--json", action="store_true", help="print one JSON document")
     update.set_defaults(handler=_update)
+
+    tco = sub.add_parser(
+        "tco",
+        help="amortised price per GPU-hour of hardware you own",
+        description="Total cost of ownership as a price per GPU-hour: purchase price (less resale) over the "
+        "training hours of its lifetime, plus electricity, idle power and upkeep. --save keeps it as an own "
+        "machine in machines.toml, so plans and compare rank it beside cloud offers.",
+    )
+    tco.add_argument("--gpu", required=True, metavar="NAME", help="the GPU model (any catalog name or alias)")
+    tco.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs in the machine (default 1)")
+    tco.add_argument("--purchase-usd", type=float, required=True, metavar="USD", help="what the machine cost")
+    tco.add_argument("--lifetime-years", type=float, required=True, metavar="Y", help="years until replaced")
+    tco.add_argument("--electricity-usd-per-kwh", type=float, required=True, metavar="USD", help="price of a kWh")
+    tco.add_argument(
+        "--utilisation", type=float, required=True, metavar="SHARE", help="share of hours spent training (0.5 = half)"
+    )
+    tco.add_argument(
+        "--power-w", type=float, metavar="W", help="draw while training (default: board power of the GPUs + 250 W)"
+    )
+    tco.add_argument("--idle-power-w", type=float, default=0.0, metavar="W", help="draw while idle (default 0)")
+    tco.add_argument(
+        "--upkeep-usd-per-year", type=float, default=0.0, metavar="USD", help="hosting, repairs (default 0)"
+    )
+    tco.add_argument(
+        "--residual-usd", type=float, default=0.0, metavar="USD", help="resale value at the end (default 0)"
+    )
+    tco.add_argument("--save", metavar="NAME", help="add it to machines.toml as an own machine with this name")
+    tco.add_argument("--json", action="store_true", help="print one JSON document")
+    tco.set_defaults(handler=_tco)
 
     def _help(args: argparse.Namespace) -> int:
         parser.print_help()

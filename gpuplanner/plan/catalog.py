@@ -605,7 +605,10 @@ def parse_prices(path: Path, gpus: Catalog | None = None, *, text: str | None = 
 
 
 def parse_machines(path: Path, gpus: Catalog) -> tuple[PriceOffer, ...]:
-    """Read ``machines.toml``: ``[[machine]]`` tables with name, gpu, gpu_count, usd_per_gpu_hour."""
+    """Read ``machines.toml``: ``[[machine]]`` tables with name, gpu, gpu_count and either usd_per_gpu_hour or
+    the inputs of an amortised price (:data:`OWNERSHIP_FIELDS`: purchase_usd, lifetime_years,
+    electricity_usd_per_kwh, utilisation, optional power_w (default: the GPUs' board power plus the host),
+    idle_power_w, upkeep_usd_per_year, residual_usd)."""
     data, lines = _read_toml(path)
     extra = [k for k in data if k != "machine"]
     if extra:
@@ -615,7 +618,7 @@ def parse_machines(path: Path, gpus: Catalog) -> tuple[PriceOffer, ...]:
         raise CatalogError(path, "write each machine as a [[machine]] table", field="machine")
     as_of = _dt.date.fromtimestamp(path.stat().st_mtime).isoformat()
     offers = []
-    allowed = ("name", "gpu", "gpu_count", "usd_per_gpu_hour", "region", "notes")
+    allowed = ("name", "gpu", "gpu_count", "usd_per_gpu_hour", "region", "notes", *OWNERSHIP_FIELDS)
     for index, table in enumerate(tables):
 
         def fail(field: str, message: str, index: int = index) -> CatalogError:
@@ -624,10 +627,10 @@ def parse_machines(path: Path, gpus: Catalog) -> tuple[PriceOffer, ...]:
         for key in table:
             if key not in allowed:
                 raise fail(key, f"unknown field; allowed: {', '.join(allowed)}")
-        for key in ("name", "gpu", "gpu_count", "usd_per_gpu_hour"):
+        for key in ("name", "gpu", "gpu_count"):
             if key not in table:
                 raise CatalogError(path, "missing", line=lines.table_line("machine", index), field=key)
-        name, gpu, count, price = table["name"], table["gpu"], table["gpu_count"], table["usd_per_gpu_hour"]
+        name, gpu, count = table["name"], table["gpu"], table["gpu_count"]
         if not isinstance(name, str) or not name.strip():
             raise fail("name", "must be a non-empty string")
         if not isinstance(gpu, str):
@@ -637,8 +640,22 @@ def parse_machines(path: Path, gpus: Catalog) -> tuple[PriceOffer, ...]:
             raise fail("gpu", f"unknown GPU {gpu!r}; known: {', '.join(g.name for g in gpus.gpus)}")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise fail("gpu_count", f"must be a whole number of at least 1, got {count!r}")
-        if not _number(price) or price < 0:
-            raise fail("usd_per_gpu_hour", f"must be a number of at least 0, got {price!r}")
+        source = str(path)
+        if "usd_per_gpu_hour" in table:
+            price = table["usd_per_gpu_hour"]
+            if not _number(price) or price < 0:
+                raise fail("usd_per_gpu_hour", f"must be a number of at least 0, got {price!r}")
+        elif "purchase_usd" in table:
+            amortised = _amortised(table, spec, count, fail)
+            price, source = amortised.usd_per_gpu_hour, f"{amortised.describe()} ({path})"
+        else:
+            raise CatalogError(
+                path,
+                "missing: give usd_per_gpu_hour, or purchase_usd, lifetime_years, electricity_usd_per_kwh and "
+                "utilisation for an amortised price",
+                line=lines.table_line("machine", index),
+                field="usd_per_gpu_hour",
+            )
         region = table.get("region", "local")
         if not isinstance(region, str):
             raise fail("region", "must be a string")
@@ -654,11 +671,53 @@ def parse_machines(path: Path, gpus: Catalog) -> tuple[PriceOffer, ...]:
                 interruptions_per_hour=None,
                 notice_s=None,
                 as_of=as_of,
-                source=str(path),
+                source=source,
                 own=True,
             )
         )
     return tuple(offers)
+
+
+# Fields of a [[machine]] table that give its amortised price (gpuplanner.plan.ownership) instead of a fixed one.
+OWNERSHIP_FIELDS = (
+    "purchase_usd",
+    "lifetime_years",
+    "power_w",
+    "electricity_usd_per_kwh",
+    "utilisation",
+    "idle_power_w",
+    "upkeep_usd_per_year",
+    "residual_usd",
+)
+
+
+def _amortised(table: Mapping[str, Any], spec: GpuSpec, count: int, fail: Any) -> Any:
+    from gpuplanner.plan.ownership import OwnHardware, amortised_price, estimated_power_w
+
+    for key in ("lifetime_years", "electricity_usd_per_kwh", "utilisation"):
+        if key not in table:
+            raise fail("purchase_usd", f"an amortised price also needs {key}")
+    for key in OWNERSHIP_FIELDS:
+        if key in table and not _number(table[key]):
+            raise fail(key, f"must be a number, got {table[key]!r}")
+    power = table.get("power_w")
+    if power is None:
+        power = estimated_power_w(count, spec.tdp_w)
+    try:
+        hardware = OwnHardware(
+            purchase_usd=float(table["purchase_usd"]),
+            lifetime_years=float(table["lifetime_years"]),
+            power_w=float(power),
+            electricity_usd_per_kwh=float(table["electricity_usd_per_kwh"]),
+            utilisation=float(table["utilisation"]),
+            gpus=count,
+            idle_power_w=float(table.get("idle_power_w", 0.0)),
+            upkeep_usd_per_year=float(table.get("upkeep_usd_per_year", 0.0)),
+            residual_usd=float(table.get("residual_usd", 0.0)),
+        )
+    except PlanInputError as exc:
+        raise fail(exc.field.replace("-", "_"), exc.message) from None
+    return amortised_price(hardware)
 
 
 def merge_offers(base: Iterable[PriceOffer], extra: Iterable[PriceOffer]) -> tuple[PriceOffer, ...]:
