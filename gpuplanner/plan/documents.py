@@ -9,7 +9,7 @@ from typing import Any
 from gpuplanner.plan.catalog import ASSUMED
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import FALLBACK_INTERRUPTIONS_PER_HOUR, Plan, PriceChoice
-from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, age_days, oldest
+from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, age_days, describe_age, oldest
 
 
 def _num(value: float | None, digits: int = 4) -> float | None:
@@ -94,6 +94,25 @@ def plan_prices_as_of(plan: Plan) -> str | None:
     """The date of the oldest catalog price a plan uses (None when it uses only prices the user gave)."""
     choices = [plan.on_demand, plan.spot.price if plan.spot else None]
     return oldest(c.as_of for c in choices if c is not None)
+
+
+def prices_note(plan: Plan) -> str:
+    """One line for reports and the window: the prices' date and age, and each price's source, e.g.
+    ``Prices as of 2025-06-15 (526 days old). On-demand: runpod secure 1x H100 SXM (RunPod GPU Cloud pricing,
+    2025-06-15); spot: ...``."""
+    parts = []
+    for label, choice in (("on-demand", plan.on_demand), ("spot", plan.spot.price if plan.spot else None)):
+        if choice is None:
+            continue
+        if choice.provider == "given":
+            parts.append(f"{label}: {choice.source or 'given'}")
+        else:
+            parts.append(f"{label}: {choice.provider} {choice.instance_type} ({choice.source}, {choice.as_of})")
+    head = describe_age(plan_prices_as_of(plan)).capitalize()
+    if not parts:
+        return head
+    text = "; ".join(parts)
+    return f"{head}. {text[0].upper()}{text[1:]}"
 
 
 def rows_prices_as_of(rows: list[CompareRow]) -> str | None:

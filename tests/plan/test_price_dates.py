@@ -184,3 +184,26 @@ def test_a_gpu_without_bf16_plans_fp16_mixed_and_says_so(gpu: str, capsys: pytes
     assert doc["throughput"]["tokens_per_s"] > 0 and f"peak {peak:,.0f} TFLOP/s" in doc["throughput"]["source"]
     code, out, _ = run(capsys, "plan", *WORKLOAD, "--gpu", gpu)
     assert code == 0 and ", fp16-mixed, " in out.splitlines()[0]
+
+
+def test_prices_note_for_reports_and_the_window() -> None:
+    from gpuplanner.plan.catalog import load_catalog
+    from gpuplanner.plan.documents import prices_note
+    from gpuplanner.plan.model_spec import from_preset
+    from gpuplanner.plan.planner import PlanRequest, PricingInputs, make_plan
+    from gpuplanner.plan.runtime import Workload
+    from gpuplanner.plan.setup import TrainSetup
+
+    model = from_preset("gpt2")
+    plan = make_plan(PlanRequest(model, TrainSetup(), Workload(samples=1000), gpu="H100 SXM"), load_catalog())
+    days = (dt.date.today() - dt.date.fromisoformat(SHIPPED_DATE)).days
+    note = prices_note(plan)
+    assert note.startswith(f"Prices as of {SHIPPED_DATE} ({days} days old). On-demand: ")
+    assert f"; spot: runpod secure 1x H100 SXM (RunPod GPU Cloud pricing, {SHIPPED_DATE})" in note
+    given = make_plan(
+        PlanRequest(
+            model, TrainSetup(), Workload(samples=1000), gpu=None, pricing=PricingInputs(price=2.0), tokens_per_s=1e4
+        ),
+        None,
+    )
+    assert prices_note(given) == "Prices given by you (no catalog date). On-demand: given (--price)"
