@@ -12,10 +12,12 @@ gpuplanner catalog tco --gpu NAME --gpus N --purchase-usd USD --lifetime-years Y
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +201,8 @@ _PROVIDER = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}$")
 
 
 def _import_skypilot(args: argparse.Namespace) -> int:
+    from gpuplanner.plan.catalog import builtin_catalog
+    from gpuplanner.plan.catalog_update import with_shipped_interruptions
     from gpuplanner.plan.skypilot import import_vms_csv, merge_into_user_prices
 
     provider = args.provider.strip().lower()
@@ -210,9 +214,19 @@ def _import_skypilot(args: argparse.Namespace) -> int:
     path = Path(args.vms_csv)
     if not path.is_file():
         raise _usage_error(f"VMS_CSV: no such file: {path}")
+    as_of = args.as_of
+    if as_of is None:  # the day SkyPilot wrote its copy of the catalog, not today
+        as_of = _dt.date.fromtimestamp(path.stat().st_mtime).isoformat()
+    else:
+        try:
+            _dt.date.fromisoformat(as_of)
+        except ValueError:
+            raise _usage_error(f"--as-of: an ISO date like 2026-11-20, got {as_of!r}") from None
     catalog = _load()
     try:
-        result = import_vms_csv(path, provider, catalog)
+        result = import_vms_csv(path, provider, catalog, as_of=as_of)
+        offers = with_shipped_interruptions(result.offers, builtin_catalog().offers)
+        result = replace(result, offers=tuple(offers))
         merged = merge_into_user_prices(result.offers, catalog=catalog) if result.offers else None
     except CatalogError as exc:
         raise _usage_error(str(exc)) from None
@@ -440,7 +454,9 @@ def register(subparsers: Any) -> None:
     gpus.add_argument("--json", action="store_true", help="print one JSON document")
     gpus.set_defaults(handler=_gpus)
 
-    prices = sub.add_parser("prices", help="list the price offers (per GPU-hour)")
+    prices = sub.add_parser(
+        "prices", aliases=["list"], help="list the price offers (per GPU-hour) with their dates and sources"
+    )
     prices.add_argument("--gpu", metavar="NAME", help="only this GPU (any alias, e.g. h100, 'NVIDIA A10G')")
     prices.add_argument("--json", action="store_true", help="print one JSON document")
     prices.add_argument("--csv", action="store_true", help="print CSV in the prices.csv format")
@@ -454,6 +470,9 @@ def register(subparsers: Any) -> None:
     )
     skypilot.add_argument("vms_csv", metavar="VMS_CSV", help="path of the vms.csv")
     skypilot.add_argument("--provider", required=True, metavar="NAME", help="provider name for the rows, e.g. aws")
+    skypilot.add_argument(
+        "--as-of", metavar="DATE", help="the catalog's date (ISO; default: the file's modification day)"
+    )
     skypilot.add_argument("--json", action="store_true", help="print one JSON document")
     skypilot.set_defaults(handler=_import_skypilot)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -226,3 +229,57 @@ def test_cli_import_skypilot_missing_file(
     not_vms.write_text("a,b\n1,2\n")
     code, out, err = run_cli(["catalog", "import-skypilot", str(not_vms), "--provider", "aws"], monkeypatch, capsys)
     assert code == 2 and "SkyPilot vms.csv" in err and err.count("\n") == 1
+
+
+def test_cli_import_keeps_the_catalog_date_and_shipped_interruption_rates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "vms.csv"
+    shutil.copy(AWS, copy)
+    stamp = 1_760_000_000  # 2025-10-09 (UTC)
+    os.utime(copy, (stamp, stamp))
+    code, out, err = run_cli(
+        ["catalog", "import-skypilot", str(copy), "--provider", "aws", "--json"], monkeypatch, capsys
+    )
+    assert code == 0, err
+    offers = json.loads(out)["offers"]
+    day = dt.date.fromtimestamp(stamp).isoformat()
+    assert offers and all(o["as_of"] == day for o in offers)
+    # g5.xlarge in us-east-1 is in the shipped snapshot with an (assumed) interruption rate: it is kept.
+    g5 = next(o for o in offers if o["instance_type"] == "g5.xlarge" and o["region"] == "us-east-1")
+    assert g5["interruptions_per_hour"] == 0.03
+    assert g5["interruptions_source"] == "assumed (shipped snapshot 2025-06-15)"
+
+    code, out, _ = run_cli(
+        ["catalog", "import-skypilot", str(copy), "--provider", "aws", "--as-of", "2026-11-01", "--json"],
+        monkeypatch,
+        capsys,
+    )
+    assert code == 0 and {o["as_of"] for o in json.loads(out)["offers"]} == {"2026-11-01"}
+    code, _, err = run_cli(
+        ["catalog", "import-skypilot", str(copy), "--provider", "aws", "--as-of", "soon"], monkeypatch, capsys
+    )
+    assert code == 2 and "--as-of: an ISO date" in err
+
+
+def test_cli_list_shows_date_and_source(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["catalog", "list", "--gpu", "GH200"], monkeypatch, capsys)
+    assert code == 0
+    header, _, row, *rest = out.splitlines()
+    assert "As of" in header and "Source" in header and "Int. source" in header
+    assert "gpu_1x_gh200" in row and "2026-04-11" in row and "Lambda Cloud on-demand price" in row
+    assert rest[0].startswith("Prices as of 2026-04-11 (")
+
+
+def test_a_negative_price_stops_with_one_line_naming_file_and_row(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = config_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "prices.csv"
+    path.write_text(
+        ",".join(PRICE_COLUMNS) + "\nacme,eu,T4,1,t4,0.5,,,,2026-01-01,x,\nacme,eu,T4,2,t4x2,-0.5,,,,2026-01-01,x,\n"
+    )
+    code, out, err = run_cli(["catalog", "prices"], monkeypatch, capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"{path}, line 3, field 'on_demand_usd_per_gpu_hour': must be more than 0, got '-0.5'" in err
