@@ -98,11 +98,8 @@ def commit_date(api_url: str, timeout: float) -> str | None:
         return None
 
 
-def fetch_cloud(
-    base: str, cloud: str, *, timeout: float = DEFAULT_TIMEOUT_S, api_base: str = GITHUB_API
-) -> FetchedCatalog:
-    """Download one cloud's ``vms.csv`` with its date. Raises :class:`Offline` or :class:`FetchError`."""
-    url = cloud_url(base, cloud)
+def fetch_dated(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, api_base: str = GITHUB_API) -> tuple[str, str, str]:
+    """``(text, as_of, date basis)`` of one file. Raises :class:`Offline` or :class:`FetchError`."""
     body, last_modified = _open(url, timeout)
     try:
         text = body.decode("utf-8-sig")
@@ -114,6 +111,15 @@ def fetch_cloud(
         as_of, basis = (commit_date(api, timeout), "git commit date") if api else (None, "")
     if as_of is None:
         as_of, basis = _dt.date.today().isoformat(), "download date (the catalog gave none)"
+    return text, as_of, basis
+
+
+def fetch_cloud(
+    base: str, cloud: str, *, timeout: float = DEFAULT_TIMEOUT_S, api_base: str = GITHUB_API
+) -> FetchedCatalog:
+    """Download one cloud's ``vms.csv`` with its date. Raises :class:`Offline` or :class:`FetchError`."""
+    url = cloud_url(base, cloud)
+    text, as_of, basis = fetch_dated(url, timeout=timeout, api_base=api_base)
     return FetchedCatalog(cloud, url, text, as_of, basis)
 
 

@@ -283,12 +283,17 @@ def _update(args: argparse.Namespace) -> int:
         else:
             print(f"gpuplanner catalog update: offline: {exc}; the price catalog is unchanged", file=sys.stderr)
         return 1
+    advisor, advisor_info = None, None
+    if any(f.cloud == "aws" for f in fetched):
+        advisor, advisor_info = _spot_advisor(args, base)
     try:
-        report = apply_update(fetched, failures, catalog=Catalog(catalog.gpus, ()))
+        report = apply_update(fetched, failures, advisor=advisor, catalog=Catalog(catalog.gpus, ()))
     except OSError as exc:
         raise _usage_error(f"cannot write the price cache: {exc}") from None
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        document = report.to_dict()
+        document["spot_advisor"] = advisor_info
+        print(json.dumps(document, indent=2))
         return 0 if report.ok else 1
     for cloud in report.clouds:
         if cloud.status in ("updated", "kept-newer-cache"):
@@ -299,6 +304,8 @@ def _update(args: argparse.Namespace) -> int:
         else:
             line = f"{cloud.cloud}: {cloud.status}: {cloud.message}"
         print(line)
+    if advisor_info is not None:
+        print(f"aws spot interruptions: {advisor_info['message']}")
     if report.written:
         print(f"new offers: {len(report.new_offers)}")
         for offer in report.new_offers[:_LISTED]:
@@ -320,6 +327,34 @@ def _update(args: argparse.Namespace) -> int:
 
 
 _LISTED = 20
+
+
+def _spot_advisor(args: argparse.Namespace, base: str) -> tuple[Any, dict[str, Any]]:
+    """AWS's Spot Instance Advisor bands and their date, or None, with a note for the report. Its failure
+    never stops the update: AWS spot offers then keep the shipped (or assumed) rates."""
+    from gpuplanner.catalog_fetch import FetchError, Offline, fetch_dated
+    from gpuplanner.plan.catalog_update import parse_spot_advisor, spot_advisor_url
+
+    url = spot_advisor_url(args.spot_advisor_url, base)
+    info: dict[str, Any] = {"url": url, "as_of": None, "status": "failed"}
+    try:
+        text, as_of, basis = fetch_dated(url, timeout=args.timeout)
+        bands = parse_spot_advisor(text, url)
+    except (Offline, FetchError) as exc:
+        info["message"] = f"the Spot Instance Advisor is not available ({exc}); shipped or assumed rates kept"
+        return None, info
+    except CatalogError as exc:
+        info["status"] = "rejected"
+        info["message"] = f"the Spot Instance Advisor file was rejected ({exc}); shipped or assumed rates kept"
+        return None, info
+    info.update(
+        {
+            "as_of": as_of,
+            "status": "used",
+            "message": f"AWS Spot Instance Advisor, {describe_age(as_of)} (from the {basis}), {len(bands)} bands",
+        }
+    )
+    return (bands, as_of), info
 
 
 def _toml_value(value: Any) -> str:
@@ -493,6 +528,12 @@ def register(subparsers: Any) -> None:
         "--url",
         metavar="BASE",
         help="base URL holding <cloud>/vms.csv (default: $GPUPLANNER_CATALOG_URL or SkyPilot's catalog v7 on GitHub)",
+    )
+    update.add_argument(
+        "--spot-advisor-url",
+        metavar="URL",
+        help="AWS Spot Instance Advisor JSON for AWS spot interruption rates (default: $GPUPLANNER_SPOT_ADVISOR_URL, "
+        "AWS's feed with the default catalog, or <BASE>/aws/spot-advisor-data.json with --url)",
     )
     update.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds per download (default 30)")
     update.add_argument("--json", action="store_true", help="print one JSON document")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -206,6 +207,93 @@ def _atomic_write(path: Path, text: str) -> None:
 # ------------------------------------------------------------------------------------------ parsing
 
 
+# AWS's Spot Instance Advisor: per region and instance type, the band of the share of spot instances AWS
+# reclaimed during the trailing month (<5%, 5-10%, 10-15%, 15-20%, >20%).
+SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
+SPOT_ADVISOR_ENV = "GPUPLANNER_SPOT_ADVISOR_URL"
+HOURS_PER_MONTH = 365.25 * 24 / 12
+# The open-ended top band (">20%") is taken as this monthly share; the others at their upper bound.
+TOP_BAND_SHARE = 0.40
+
+
+def spot_advisor_url(override: str | None, catalog_base: str) -> str:
+    """``override``, else ``$GPUPLANNER_SPOT_ADVISOR_URL``, else AWS's feed for the default catalog, else the
+    copy a mirror keeps next to its catalogs (``<base>/aws/spot-advisor-data.json``)."""
+    if override or os.environ.get(SPOT_ADVISOR_ENV):
+        return str(override or os.environ.get(SPOT_ADVISOR_ENV))
+    if catalog_base.rstrip("/") == DEFAULT_BASE_URL:
+        return SPOT_ADVISOR_URL
+    return f"{catalog_base.rstrip('/')}/aws/spot-advisor-data.json"
+
+
+@dataclass(frozen=True)
+class AdvisorBand:
+    label: str  # e.g. "15-20%"
+    monthly_share: float  # the share of instances reclaimed in a month this band stands for
+
+    @property
+    def per_hour(self) -> float:
+        """Interruptions per hour of one instance: the constant hazard that reclaims ``monthly_share`` of
+        instances in a month."""
+        return -math.log(1.0 - self.monthly_share) / HOURS_PER_MONTH
+
+
+def parse_spot_advisor(text: str, name: str) -> dict[tuple[str, str], AdvisorBand]:
+    """``(region, instance type) -> band`` for Linux from AWS's ``spot-advisor-data.json``; raises
+    :class:`CatalogError` naming the file and the key when it is not that format."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise CatalogError(name, f"not JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("ranges"), list):
+        raise CatalogError(name, "not an AWS Spot Instance Advisor file: no 'ranges' list", field="ranges")
+    bands: dict[int, AdvisorBand] = {}
+    for entry in data["ranges"]:
+        try:
+            index, label, top = int(entry["index"]), str(entry["label"]), float(entry["max"])
+        except (KeyError, TypeError, ValueError):
+            raise CatalogError(name, f"a range without index, label and max: {entry!r:.80}", field="ranges") from None
+        share = TOP_BAND_SHARE if top >= 100 else top / 100.0
+        if not 0 < share < 1:
+            raise CatalogError(name, f"range {label!r} has max {top!r}", field="ranges")
+        bands[index] = AdvisorBand(label, share)
+    advisor = data.get("spot_advisor")
+    if not isinstance(advisor, dict):
+        raise CatalogError(name, "not an AWS Spot Instance Advisor file: no 'spot_advisor' table", field="spot_advisor")
+    result: dict[tuple[str, str], AdvisorBand] = {}
+    for region, systems in advisor.items():
+        linux = systems.get("Linux") if isinstance(systems, dict) else None
+        if not isinstance(linux, dict):
+            continue
+        for instance, facts in linux.items():
+            band = bands.get(facts.get("r")) if isinstance(facts, dict) else None
+            if band is not None:
+                result[(region, instance.lower())] = band
+    if not result:
+        raise CatalogError(name, "no Linux interruption bands in the file", field="spot_advisor")
+    return result
+
+
+def with_advisor_interruptions(
+    offers: Iterable[PriceOffer], advisor: Mapping[tuple[str, str], AdvisorBand], as_of: str
+) -> list[PriceOffer]:
+    """AWS spot offers take the interruption rate of their region's and instance type's advisor band."""
+    result = []
+    for offer in offers:
+        band = advisor.get((offer.region, offer.instance_type.lower())) if offer.provider == "aws" else None
+        if offer.spot_usd is not None and band is not None:
+            offer = replace(
+                offer,
+                interruptions_per_hour=round(band.per_hour, 6),
+                interruptions_source=(
+                    f"AWS Spot Instance Advisor {as_of}: {band.label} of instances reclaimed per month in "
+                    f"{offer.region}, taken as {band.monthly_share:.0%}"
+                ),
+            )
+        result.append(offer)
+    return result
+
+
 def with_shipped_interruptions(offers: Iterable[PriceOffer], shipped: Iterable[PriceOffer]) -> list[PriceOffer]:
     """Offers whose spot price has no interruption rate take the rate (and notice and its source) the shipped
     snapshot gives for the same provider, instance type and GPU, in any region."""
@@ -271,14 +359,16 @@ def apply_update(
     fetched: Sequence[FetchedCatalog],
     failures: Mapping[str, tuple[str, str]] | None = None,
     *,
+    advisor: tuple[Mapping[tuple[str, str], AdvisorBand], str] | None = None,
     catalog: Catalog | None = None,
     cache_dir: Path | None = None,
     today: _dt.date | None = None,
 ) -> UpdateReport:
     """Merge fetched catalogs into the cache and report. ``failures`` maps a cloud to ``(url, message)`` for
     downloads that failed (the cloud keeps its cached offers). A cloud whose file is rejected also keeps
-    them; a cloud whose catalog is older than the one cached keeps the cached one. The cache is rewritten
-    only when some cloud was updated."""
+    them; a cloud whose catalog is older than the one cached keeps the cached one. ``advisor`` (the parsed
+    AWS Spot Instance Advisor and its date) gives AWS spot offers their interruption rates. The cache is
+    rewritten only when some cloud was updated."""
     base = builtin_catalog()
     if catalog is None:
         catalog = Catalog(base.gpus, ())
@@ -296,6 +386,8 @@ def apply_update(
         previous = state.get(item.cloud, {})
         try:
             offers = parse_fetched(item, catalog, shipped)
+            if advisor is not None:
+                offers = with_advisor_interruptions(offers, advisor[0], advisor[1])
         except CatalogError as exc:
             result.status = "rejected"
             kept = f"; the cache keeps its prices from {previous['as_of']}" if previous.get("as_of") else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import email.utils
 import json
+import math
 import socket
 import threading
 import urllib.parse
@@ -18,7 +19,14 @@ from gpuplanner import cli
 from gpuplanner.catalog_fetch import commit_date, fetch_cloud, github_commits_url
 from gpuplanner.paths import cache_dir, config_dir
 from gpuplanner.plan.catalog import PRICE_COLUMNS, builtin_catalog, cached_prices_path, load_catalog, merge_newer
-from gpuplanner.plan.catalog_update import STATE_FILE, base_url, read_state
+from gpuplanner.plan.catalog_update import (
+    DEFAULT_BASE_URL,
+    SPOT_ADVISOR_URL,
+    STATE_FILE,
+    base_url,
+    read_state,
+    spot_advisor_url,
+)
 
 HEADER = (
     "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone\n"
@@ -316,3 +324,58 @@ def test_a_broken_cache_never_blocks_planning() -> None:
     path.write_text("this is not, a price file\n")
     assert load_catalog().offers  # the shipped snapshot still answers
     assert Path(path).exists()
+
+
+ADVISOR = {
+    "ranges": [
+        {"index": 0, "label": "<5%", "dots": 0, "max": 5},
+        {"index": 1, "label": "5-10%", "dots": 1, "max": 11},
+        {"index": 2, "label": "10-15%", "dots": 2, "max": 16},
+        {"index": 3, "label": "15-20%", "dots": 3, "max": 22},
+        {"index": 4, "label": ">20%", "dots": 4, "max": 100},
+    ],
+    "spot_advisor": {
+        "us-east-1": {"Linux": {"g4dn.xlarge": {"s": 70, "r": 3}}, "Windows": {"g4dn.xlarge": {"s": 50, "r": 0}}},
+        "us-west-2": {"Linux": {"p5.48xlarge": {"s": 57, "r": 4}}},
+    },
+}
+
+
+def test_aws_spot_rates_come_from_the_spot_instance_advisor(
+    server: CatalogServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.put("aws", GOOD_AWS, days_old=2)
+    modified = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
+    server.files["/catalogs/v7/aws/spot-advisor-data.json"] = (json.dumps(ADVISOR).encode(), modified, None)
+    code, out, err = update(server, monkeypatch, capsys, "aws", json_out=True)
+    assert code == 0, err
+    info = json.loads(out)["spot_advisor"]
+    assert info["status"] == "used" and info["as_of"] == days_ago(1)
+    offers = {o.instance_type: o for o in load_catalog().offers if o.provider == "aws" and o.as_of == days_ago(2)}
+    hours_per_month = 365.25 * 24 / 12
+    # 15-20% of instances reclaimed a month, taken at its upper bound (22% in AWS's ranges), as an hourly hazard.
+    t4 = offers["g4dn.xlarge"]
+    assert t4.interruptions_per_hour == pytest.approx(-math.log(1 - 0.22) / hours_per_month, abs=1e-6)
+    assert t4.interruptions_basis == (
+        f"AWS Spot Instance Advisor {days_ago(1)}: 15-20% of instances reclaimed per month in us-east-1, taken as 22%"
+    )
+    # The open-ended top band is taken as 40% a month.
+    p5 = offers["p5.48xlarge"]
+    assert p5.interruptions_per_hour == pytest.approx(-math.log(0.6) / hours_per_month, abs=1e-6)
+
+    # A broken advisor file never stops the update: the shipped rate stays, and the report says why.
+    server.files["/catalogs/v7/aws/spot-advisor-data.json"] = (b'{"ranges": "x"}', modified, None)
+    server.put("aws", GOOD_AWS, days_old=1)
+    code, out, _ = update(server, monkeypatch, capsys, "aws")
+    assert code == 0
+    assert "aws spot interruptions: the Spot Instance Advisor file was rejected" in out
+    assert aws_t4(load_catalog()).interruptions_basis == "assumed (shipped snapshot 2025-06-15)"
+
+
+def test_spot_advisor_url_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUPLANNER_SPOT_ADVISOR_URL", raising=False)
+    assert spot_advisor_url(None, DEFAULT_BASE_URL) == SPOT_ADVISOR_URL
+    assert spot_advisor_url(None, "http://mirror/c") == "http://mirror/c/aws/spot-advisor-data.json"
+    assert spot_advisor_url("http://x/a.json", DEFAULT_BASE_URL) == "http://x/a.json"
+    monkeypatch.setenv("GPUPLANNER_SPOT_ADVISOR_URL", "http://env/a.json")
+    assert spot_advisor_url(None, DEFAULT_BASE_URL) == "http://env/a.json"
