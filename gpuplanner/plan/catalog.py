@@ -266,10 +266,17 @@ class Catalog:
             raise PlanInputError("gpu", f"unknown GPU {name!r}; known: {known}")
         return spec
 
+    @functools.cached_property
+    def _offers_by_gpu(self) -> dict[str, tuple[PriceOffer, ...]]:
+        grouped: dict[str, list[PriceOffer]] = {}
+        for offer in self.offers:
+            grouped.setdefault(offer.gpu, []).append(offer)
+        return {name: tuple(offers) for name, offers in grouped.items()}
+
     def offers_for(self, gpu: str) -> tuple[PriceOffer, ...]:
         """Every offer of a GPU (raises :class:`PlanInputError` for an unknown GPU)."""
         spec = self.gpu(gpu)
-        return tuple(o for o in self.offers if o.gpu == spec.name)
+        return self._offers_by_gpu.get(spec.name, ())
 
     def best_offer(self, gpu: str, spot: bool, gpus: int | None = None) -> PriceOffer | None:
         """The cheapest offer per GPU-hour: on-demand, or spot among the offers that have spot.
