@@ -50,7 +50,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 docs: $(STAMP)
-	$(BIN)/mkdocs build --strict --quiet --site-dir $(SITE_DIR)
+	$(BIN)/mkdocs build --strict --site-dir $(SITE_DIR)
 
 bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python tests/benchmarks/plan_speed.py
