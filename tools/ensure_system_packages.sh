@@ -161,26 +161,32 @@ if [ "$check_only" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 
+print_install_command() {  # print_install_command HEADLINE: the one message, then exit 1
+  local sudo_word=""
+  [ "$(id -u)" -eq 0 ] || sudo_word="sudo "
+  {
+    echo "GPU Planner: $1: ${names[*]}"
+    echo "Install them with:"
+    echo "  ${sudo_word}apt-get update && ${sudo_word}apt-get install -y --no-install-recommends ${names[*]}"
+    echo "then run the command again."
+  } >&2
+  exit 1
+}
+
 if [ "$can_install" -eq 1 ]; then
   echo "GPU Planner: installing the system packages that ${what}: ${need[*]}" >&2
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  mapfile -t names < <(resolve "${need[@]}")
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${names[@]}" >/dev/null
-  mapfile -t need < <(missing)
-  if [ ${#need[@]} -eq 0 ]; then
-    exit 0
+  apt_env=(env DEBIAN_FRONTEND=noninteractive)
+  if "${as_root[@]}" "${apt_env[@]}" apt-get update -qq; then
+    mapfile -t names < <(resolve "${need[@]}")
+    "${as_root[@]}" "${apt_env[@]}" apt-get install -y -qq --no-install-recommends "${names[@]}" >/dev/null || true
+  else
+    mapfile -t names < <(resolve "${need[@]}")
   fi
-  echo "GPU Planner: apt-get finished but these are still not installed: ${need[*]}" >&2
-  exit 1
+  mapfile -t need < <(missing)
+  [ ${#need[@]} -eq 0 ] && exit 0
+  mapfile -t names < <(resolve "${need[@]}")
+  print_install_command "apt-get could not install what ${what}"
 fi
 
 mapfile -t names < <(resolve "${need[@]}")
-sudo_word=""
-[ "$(id -u)" -eq 0 ] || sudo_word="sudo "
-{
-  echo "GPU Planner: ${what} system packages that are not installed: ${names[*]}"
-  echo "Install them with:"
-  echo "  ${sudo_word}apt-get update && ${sudo_word}apt-get install -y --no-install-recommends ${names[*]}"
-  echo "then run the command again."
-} >&2
-exit 1
+print_install_command "${what} system packages that are not installed"

@@ -189,12 +189,25 @@ def test_check_only_never_installs_even_as_root(fake: FakeSystem) -> None:
     assert fake.apt_calls() == []
 
 
-def test_an_install_that_does_not_take_is_reported(fake: FakeSystem) -> None:
+@pytest.mark.parametrize(
+    "apt_get",
+    [
+        '#!/bin/sh\necho "apt-get $*" >>"$FAKE_APT_LOG"\n',  # succeeds but installs nothing
+        '#!/bin/sh\necho "E: Could not resolve deb.debian.org" >&2\nexit 100\n',  # no network
+    ],
+)
+def test_an_install_that_fails_prints_the_command_to_run(fake: FakeSystem, apt_get: str) -> None:
     fake.installed(everything_but("test", "munge"))
-    (fake.bin / "apt-get").write_text('#!/bin/sh\necho "apt-get $*" >>"$FAKE_APT_LOG"\n')  # installs nothing
+    fake.apt_knows(["munge"])
+    (fake.bin / "apt-get").write_text(apt_get)
     result = fake.run("bash", str(SCRIPT), "--for", "test", FAKE_UID="0")
     assert result.returncode == 1
-    assert "still not installed: munge" in result.stderr
+    assert result.stderr.splitlines()[-4:] == [
+        "GPU Planner: apt-get could not install what the tests (make test) need: munge",
+        "Install them with:",
+        "  apt-get update && apt-get install -y --no-install-recommends munge",
+        "then run the command again.",
+    ]
 
 
 def test_make_test_stops_before_pytest_and_make_run_before_the_window(fake: FakeSystem, tmp_path: Path) -> None:
