@@ -7,6 +7,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
+# Extra pytest arguments, e.g. `make test PYTEST_ARGS="tests/unit -x"` (the default runs every test).
+PYTEST_ARGS ?=
 SYSTEM_PACKAGES := PYTHON=$(PYTHON) bash tools/ensure_system_packages.sh
 # The user guide is built here (ignored by git, like the rest of build/).
 SITE_DIR ?= build/site
@@ -42,7 +44,7 @@ test:
 	$(MAKE) --no-print-directory system-packages-test
 	$(MAKE) --no-print-directory setup
 	$(MAKE) --no-print-directory lint docs
-	QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
