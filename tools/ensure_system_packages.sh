@@ -9,7 +9,8 @@
 # `apt-get install -y --no-install-recommends`, non-interactively. Otherwise one message lists the
 # exact install command and the script exits 1, so nothing starts half-equipped.
 # Without dpkg (another distribution, macOS): each package's probe (a file, a command, a shared
-# library) is checked instead; what is missing is named in words and the script exits 1.
+# library; libraries are Linux's, not checked on macOS) is checked instead; what is missing is named in
+# words and the script exits 1.
 #
 # Exit status: 0 everything is there (or was installed), 1 something is missing, 2 bad usage.
 # Environment: GPUPLANNER_INSTALL=never only checks and reports; GPUPLANNER_DPKG_QUERY names the
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     --for) [ $# -ge 2 ] || usage; purpose="$2"; shift 2 ;;
     --list) [ $# -ge 2 ] || usage; list="$2"; shift 2 ;;
     --check-only) check_only=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) usage ;;
   esac
 done
@@ -91,7 +92,7 @@ probe_ok() {  # probe_ok file:PATH | cmd:NAME | lib:SONAME | py:MODULE
   case "$kind" in
     file) [ -e "$arg" ] ;;
     cmd) command -v "$arg" >/dev/null 2>&1 ;;
-    lib) find_library "$arg" ;;
+    lib) [ "$(uname -s)" = Darwin ] || find_library "$arg" ;;  # on macOS Qt uses Cocoa, not these
     py) "${PYTHON:-python3}" -c "import $arg" >/dev/null 2>&1 ;;
     *) echo "$0: $list: unknown probe '$1'" >&2; exit 2 ;;
   esac

@@ -263,6 +263,24 @@ def test_without_dpkg_the_probes_decide(tmp_path: Path) -> None:
     ]
 
 
+def test_on_macos_the_linux_libraries_are_not_asked_for(tmp_path: Path) -> None:
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "uname").write_text("#!/bin/sh\necho Darwin\n")
+    (fake_bin / "uname").chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}",
+        "GPUPLANNER_DPKG_QUERY": str(tmp_path / "no-dpkg-query"),
+    }
+    env.pop("GPUPLANNER_INSTALL", None)
+    listed = write_list(tmp_path / "list.txt", ["libxcb-nothing0 run lib:libxcb-nothing-here.so.0"])
+    result = subprocess.run(
+        ["bash", str(SCRIPT), "--for", "run", "--list", str(listed)], env=env, capture_output=True, text=True
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -275,6 +293,13 @@ def test_bad_usage_exits_2_with_one_line(args: list[str], message: str) -> None:
     result = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1 and message in result.stderr
+
+
+def test_help_is_the_header() -> None:
+    result = subprocess.run(["bash", str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    assert result.stdout.splitlines()[0].startswith("Make sure the system packages of tools/system-packages.txt")
+    assert "GPUPLANNER_INSTALL=never" in result.stdout and "set -euo" not in result.stdout
 
 
 def test_a_malformed_list_line_names_the_package(tmp_path: Path) -> None:
