@@ -1,12 +1,19 @@
-# Two commands for a newcomer: `make run` (set up and start the app) and `make test` (set up and run
-# every test). Both create .venv when it is missing and install the project into it.
+# Two commands for a newcomer: `make run` (set up and start the app) and `make test` (set up, check and
+# run every test). Both first make sure the system packages of tools/system-packages.txt are there
+# (installing them when root or passwordless sudo can, otherwise saying how and stopping), then create
+# .venv when it is missing and install the project into it.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
+# Extra pytest arguments, e.g. `make test PYTEST_ARGS="tests/unit -x"` (the default runs every test).
+PYTEST_ARGS ?=
+SYSTEM_PACKAGES := PYTHON=$(PYTHON) bash tools/ensure_system_packages.sh
+# The user guide is built here (ignored by git, like the rest of build/).
+SITE_DIR ?= build/site
 
-.PHONY: run test setup bench clean
+.PHONY: run test setup bench clean docs lint system-packages-test system-packages-run
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,11 +25,34 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP)
 
-run: $(STAMP)
+system-packages-test:
+	$(SYSTEM_PACKAGES) --for test
+
+system-packages-run:
+	$(SYSTEM_PACKAGES) --for run
+
+# The system packages are checked first (the virtual environment needs python3-venv), in the recipe
+# rather than as prerequisites so that `make -j` cannot reorder them.
+run:
+	$(MAKE) --no-print-directory system-packages-run
+	$(MAKE) --no-print-directory setup
 	$(BIN)/gpuplanner
 
-test: $(STAMP)
-	QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+# ruff (lint and format), the import-linter contracts of pyproject.toml, the user guide with broken
+# links and images as errors, then every test.
+test:
+	$(MAKE) --no-print-directory system-packages-test
+	$(MAKE) --no-print-directory setup
+	$(MAKE) --no-print-directory lint docs
+	QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir $(SITE_DIR)
 
 bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python tests/benchmarks/plan_speed.py

@@ -19,7 +19,7 @@ def _num(value: float | None, digits: int = 4) -> float | None:
 
 
 def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """The stable JSON document of one plan (names documented in the README)."""
+    """The stable JSON document of one plan (names documented in docs/json.md)."""
     memory = {key: _num(value) for key, value in plan.memory.as_gib().items()}
     memory.update(
         {

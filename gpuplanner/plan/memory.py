@@ -1,6 +1,6 @@
 """Peak GPU memory of one training step, per GPU, with a breakdown.
 
-The model follows what a PyTorch + transformers + peft run actually allocates (README: "How GPU
+The model follows what a PyTorch + transformers + peft run actually allocates (docs/planning.md: "How GPU
 Planner estimates training memory"):
 persistent state (weights, gradients, optimizer states), the tensors autograd saves for backward
 (counted tensor by tensor for each layer kind, with their real dtypes), the loss region around the

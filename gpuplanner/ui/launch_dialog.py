@@ -1,6 +1,6 @@
 """The launch dialog: host, trainer settings (prefilled from a plan), budget and spot behaviour.
 
-:func:`trainer_args` turns the form's values into ``python -m trainer train`` flags (README, "The bundled trainer");
+:func:`trainer_args` turns the form's values into ``python -m trainer train`` flags (docs/trainer.md);
 :class:`LaunchDialog` collects the values and hands back a :class:`LaunchRequest`.
 """
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, QSize, QTimer, Slot
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QPaintEvent
+from PySide6.QtCore import QByteArray, QSettings, QSize, QTimer, QUrl, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QPaintEvent
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
@@ -37,6 +37,7 @@ from gpuplanner.ui.palette import app_icon
 from gpuplanner.ui.plan_inputs import FIELD_BY_KEY
 from gpuplanner.ui.plan_pane import PlanPane
 from gpuplanner.ui.services import AppServices
+from gpuplanner.user_guide import ONLINE_USER_GUIDE, local_user_guide
 
 ORGANIZATION = "GPU Planner"
 APPLICATION = "gpuplanner"
@@ -55,6 +56,7 @@ FALLBACK_KEYS = {
     QKeySequence.StandardKey.Print: "Ctrl+P",
     QKeySequence.StandardKey.Quit: "Ctrl+Q",
     QKeySequence.StandardKey.Refresh: "F5",
+    QKeySequence.StandardKey.HelpContents: "F1",
 }
 
 
@@ -175,6 +177,13 @@ class MainWindow(QMainWindow):
         run.addAction(self.demo_action)
 
         help_menu = bar.addMenu("&Help")
+        self.user_guide_action = self._action(
+            "&User guide",
+            self._on_user_guide,
+            QKeySequence.StandardKey.HelpContents,
+            "Open the user guide: the copy on this machine if there is one, else the pages online",
+        )
+        help_menu.addAction(self.user_guide_action)
         self.about_action = self._action("&About GPU Planner", self._on_about)
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
         help_menu.addAction(self.about_action)
@@ -324,6 +333,17 @@ class MainWindow(QMainWindow):
     def _on_demo_run(self) -> None:
         self.show_place("Runs")
         self.runs_pane.start_demo_run()
+
+    def user_guide_url(self) -> QUrl:
+        """The built guide on this machine when there is one (``make docs``), otherwise the pages online."""
+        local = local_user_guide()
+        return QUrl.fromLocalFile(str(local)) if local is not None else QUrl(ONLINE_USER_GUIDE)
+
+    @Slot()
+    def _on_user_guide(self) -> None:
+        url = self.user_guide_url()
+        if not QDesktopServices.openUrl(url):
+            self.statusBar().showMessage(f"Could not open a browser; the user guide is at {url.toString()}", 15000)
 
     @Slot()
     def _on_about(self) -> None:

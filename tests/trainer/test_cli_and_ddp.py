@@ -130,7 +130,7 @@ def test_two_process_gloo_ddp_matches_single_process_big_batch(tmp_path: Path, m
 
 
 def test_every_train_flag_is_documented() -> None:
-    doc = (REPO_ROOT / "README.md").read_text()
+    doc = (REPO_ROOT / "docs" / "trainer.md").read_text()
     train_parser = _parser()._subparsers._group_actions[0].choices["train"]
     flags = [
         s
