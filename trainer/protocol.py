@@ -63,6 +63,44 @@ GPU_FIELDS = (
 )
 
 
+# What a reader accepts in a field's value (checked by :func:`check_values` when parsing; writers never
+# produce anything else, since :func:`encode` turns NaN and infinity into null). A value outside these
+# bounds is impossible for a real run and would poison a store: such a record is rejected as malformed.
+INT64_MAX = (1 << 63) - 1  # SQLite's INTEGER range
+MAX_TIME = 1e11  # Unix seconds (the year 5138): later times are corrupt, not telemetry
+# whole numbers, 0 .. INT64_MAX
+COUNT_FIELDS = frozenset(
+    {
+        "step",
+        "tokens_total",
+        "samples_total",
+        "peak_mem_bytes",
+        "index",
+        "mem_used_bytes",
+        "mem_total_bytes",
+        "throttle_reasons",
+        "resumed_from_step",
+    }
+)
+# finite numbers of 0 or more
+NONNEGATIVE_FIELDS = frozenset(
+    {
+        "epoch",
+        "tokens_per_s",
+        "samples_per_s",
+        "step_time_s",
+        "data_wait_s",
+        "mfu",
+        "spend_usd",
+        "power_w",
+        "sm_clock_mhz",
+    }
+)
+# finite numbers, any sign
+FINITE_FIELDS = frozenset({"loss", "lr", "eval_loss", "temp_c"})
+PERCENT_FIELDS = frozenset({"util_pct"})  # 0 .. 100
+
+
 class RecordError(ValueError):
     """A line that is not a valid telemetry record; the message says why."""
 
@@ -127,6 +165,52 @@ def validate(record: Any) -> dict[str, Any]:
     return record
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _bad(name: str, value: Any, allowed: str) -> RecordError:
+    shown = repr(value)
+    return RecordError(f"bad {name} {shown[:40] + '...' if len(shown) > 40 else shown}: {allowed}")
+
+
+def check_values(record: dict[str, Any]) -> dict[str, Any]:
+    """Reject a (valid) record whose known numeric fields hold impossible values; raise :class:`RecordError`.
+
+    ``null`` is allowed everywhere (a writer's NaN). Checked: ``seq`` within SQLite's integer range,
+    ``t`` from 0 to :data:`MAX_TIME`, counts (:data:`COUNT_FIELDS`) whole numbers from 0 to
+    :data:`INT64_MAX`, :data:`NONNEGATIVE_FIELDS` finite and 0 or more, :data:`FINITE_FIELDS` finite,
+    ``util_pct`` from 0 to 100, a ``run_start``'s ``gpus`` a list or a count.
+    """
+    if record["seq"] > INT64_MAX:
+        raise _bad("seq", record["seq"], f"at most {INT64_MAX}")
+    t = record["t"]
+    if not 0 <= t <= MAX_TIME:
+        raise _bad("time", t, f"Unix seconds from 0 to {MAX_TIME:.0f}")
+    for name, value in record.items():
+        if value is None:
+            continue
+        if name in COUNT_FIELDS:
+            if not _is_number(value) or (isinstance(value, float) and not value.is_integer()):
+                raise _bad(name, value, "a whole number")
+            if not 0 <= value <= INT64_MAX:
+                raise _bad(name, value, f"from 0 to {INT64_MAX}")
+        elif name in NONNEGATIVE_FIELDS:
+            if not _is_number(value) or not 0 <= value < math.inf:
+                raise _bad(name, value, "a finite number, 0 or more")
+        elif name in FINITE_FIELDS:
+            if not _is_number(value) or not math.isfinite(value):
+                raise _bad(name, value, "a finite number")
+        elif name in PERCENT_FIELDS:
+            if not _is_number(value) or not 0 <= value <= 100:
+                raise _bad(name, value, "a percentage from 0 to 100")
+    gpus = record.get("gpus") if record["kind"] == "run_start" else None
+    if gpus is not None and not isinstance(gpus, list):
+        if not _is_number(gpus) or not 0 <= gpus <= INT64_MAX or (isinstance(gpus, float) and not gpus.is_integer()):
+            raise _bad("gpus", gpus, "a list of GPUs or a whole number")
+    return record
+
+
 def parse_line(line: str | bytes) -> dict[str, Any]:
     """Parse one line (without or with its newline); raise :class:`RecordError` if malformed."""
     if isinstance(line, bytes):
@@ -139,9 +223,9 @@ def parse_line(line: str | bytes) -> dict[str, Any]:
         raise RecordError("empty line")
     try:
         record = json.loads(line)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, or an integer of > 4300 digits
         raise RecordError(f"not JSON: {exc}") from exc
-    return validate(record)
+    return check_values(validate(record))
 
 
 @dataclass

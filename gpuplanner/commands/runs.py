@@ -16,7 +16,7 @@ from gpuplanner.history.calibration import delete_bench, measurements
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.maintenance import downsample, optimize
 from gpuplanner.history.plans import get_plan, planned_figures
-from gpuplanner.history.runs import create_run, delete_run, find_run_by_source, list_runs, update_run
+from gpuplanner.history.runs import delete_run, list_runs, run_for_stream, update_run
 from gpuplanner.history.tail import events_file, ingest_file
 
 LIST_COLUMNS = (
@@ -319,29 +319,25 @@ def _import(args: argparse.Namespace) -> int:
     file = events_file(path)
     if not file.is_file():
         raise UsageError(f"RUN_DIR_OR_EVENTS_FILE: {file} is not a file")
-    source = str(file.resolve())
     pricing = "spot" if args.spot else "on_demand"
     with open_db(args.db) as db:
         planned = None
         if args.plan is not None:
             planned = planned_figures(get_plan(db, args.plan).document, pricing)
-        run = find_run_by_source(db, source)
-        if run is None:
-            run_id = create_run(
-                db,
-                name=args.name,
-                host=args.host,
-                gpu_type=args.gpu_type,
-                gpu_count=args.gpus,
-                price_usd_per_gpu_hour=args.price,
-                pricing=pricing,
-                model_name=args.model,
-                plan_id=args.plan,
-                source=source,
-                planned=planned,
-            )
-        else:
-            run_id = run.id
+        run_id, stream, created = run_for_stream(
+            db,
+            file,
+            name=args.name,
+            host=args.host,
+            gpu_type=args.gpu_type,
+            gpu_count=args.gpus,
+            price_usd_per_gpu_hour=args.price,
+            pricing=pricing,
+            model_name=args.model,
+            plan_id=args.plan,
+            planned=planned,
+        )
+        if not created:
             given = {
                 "name": args.name,
                 "host": args.host,
@@ -357,7 +353,7 @@ def _import(args: argparse.Namespace) -> int:
             if planned:
                 changes.update({f"planned_{k}": v for k, v in planned.items()})
             update_run(db, run_id, **changes)
-        stats = ingest_file(db, run_id, file, source=source, follow=args.follow)
+        stats = ingest_file(db, run_id, file, source=stream, follow=args.follow)
         status = db.execute("SELECT status FROM runs WHERE id = ?", [run_id]).fetchone()[0]
     result = {
         "run_id": run_id,
