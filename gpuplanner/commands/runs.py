@@ -82,7 +82,7 @@ def _run_id(text: str) -> int:
     except ValueError:
         value = 0
     if not 1 <= value <= ID_MAX:
-        raise argparse.ArgumentTypeError(f"an ID is a whole number from 1 to {ID_MAX}, not {_shown(text)}")
+        raise argparse.ArgumentTypeError(f"an ID is a positive whole number up to {ID_MAX}, not {_shown(text)}")
     return value
 
 

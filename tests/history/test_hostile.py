@@ -166,8 +166,8 @@ def test_extreme_stored_values_never_break_list_show_export(capsys: pytest.Captu
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["show", str(2**63)], "ID: an ID is a whole number from 1 to 9223372036854775807"),
-        (["show", str(10**30)], "ID: an ID is a whole number from 1"),
+        (["show", str(2**63)], "ID: an ID is a positive whole number up to 9223372036854775807"),
+        (["show", str(10**30)], "ID: an ID is a positive whole number up to"),
         (["delete", "-5"], "ID"),
         (["export", str(2**64)], "ID"),
         (["compare", "1", str(2**63)], "ID"),
