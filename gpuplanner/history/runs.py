@@ -75,7 +75,11 @@ class Run:
 
     @property
     def config(self) -> dict[str, Any]:
-        return json.loads(self.config_json) if self.config_json else {}
+        try:
+            value = json.loads(self.config_json) if self.config_json else {}
+        except (ValueError, RecursionError):  # damaged outside the app: no config rather than a crash
+            return {}
+        return value if isinstance(value, dict) else {}
 
 
 def create_run(
