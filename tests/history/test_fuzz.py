@@ -30,6 +30,7 @@ from trainer.protocol import (
     NONNEGATIVE_FIELDS,
     PERCENT_FIELDS,
     STEP_FIELDS,
+    STORED_NUMBERS,
     StreamParser,
     check_values,
     validate,
@@ -76,13 +77,18 @@ def line(record: dict[str, Any]) -> bytes:
 def assert_sane(record: dict[str, Any]) -> None:
     """What a reader may rely on in any record the parser returned."""
     assert 0 <= record["seq"] <= INT64_MAX and math.isfinite(record["t"])
-    for name, value in record.items():
+    for name, _ in STORED_NUMBERS[record["kind"]]:
+        value = record.get(name)
         if value is None:
             continue
+        assert type(value) in (int, float) and math.isfinite(value)
         if name in COUNT_FIELDS:
-            assert isinstance(value, (int, float)) and 0 <= value <= INT64_MAX
-        if name in NONNEGATIVE_FIELDS | FINITE_FIELDS | PERCENT_FIELDS:
-            assert isinstance(value, (int, float)) and math.isfinite(value)
+            assert 0 <= value <= INT64_MAX and float(value).is_integer()
+        if name in NONNEGATIVE_FIELDS:
+            assert value >= 0
+        if name in PERCENT_FIELDS:
+            assert 0 <= value <= 100
+        assert name in FINITE_FIELDS or value >= 0
 
 
 @FUZZ
