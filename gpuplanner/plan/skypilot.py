@@ -131,7 +131,10 @@ def parse_gpu_info(text: str) -> tuple[str | None, float | None]:
     memory = first.get("MemoryInfo", {})
     size = memory.get("SizeInMiB") if isinstance(memory, dict) else None
     name = name.strip() if isinstance(name, str) and name.strip() else None
-    size = float(size) if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 0 else None
+    try:
+        size = float(size) if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 0 else None
+    except OverflowError:  # an integer of hundreds of digits
+        size = math.inf
     if size is not None and not math.isfinite(size):  # 1e999 reads as infinity
         raise ValueError("GpuInfo memory size is not a finite number")
     return name, size

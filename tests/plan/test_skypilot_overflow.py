@@ -15,7 +15,7 @@ INFO = "\"{'Gpus': [{'Name': 'A100', 'Count': 8, 'MemoryInfo': {'SizeInMiB': %s}
 def test_overflowing_cells(tmp_path: Path) -> None:
     rows = [
         f"p4d.24xlarge,A100,1e999,96,1152,1e999,1e999,us-east-1,{INFO % '1e999'}",  # count inf
-        f"p4d.24xlarge,A100,8,96,1152,32.77,9.8,us-east-1,{INFO % '1e999'}",  # memory inf: GpuInfo ignored
+        f"p4d.24xlarge,A100,8,96,1152,32.77,9.8,us-east-1,{INFO % ('1' + '0' * 400)}",  # memory: GpuInfo ignored
         "p4x.huge,A100,1e300,96,1152,3,1,us-east-1,",  # count far beyond any instance
         "p4y.huge,A100,8,96,1152,1e999,1,us-east-1,",  # price inf
         f"p4z.24xlarge,A100,8,96,1152,16,-1e999,us-west-2,{INFO % '40960'}",  # spot -inf: dropped
