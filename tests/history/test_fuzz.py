@@ -9,6 +9,7 @@ import json
 import math
 import string
 from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -166,6 +167,7 @@ def cli_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     with open_db(db_file) as db:
         create_run(db)
     (root / "text.txt").write_text("not a database\n" * 50)
+    (root / "out").mkdir()
     vms = root / "vms.csv"
     vms.write_text(
         "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region,GpuInfo\n"
@@ -230,12 +232,15 @@ def runs_argv(draw: Any, files: dict[str, str]) -> list[str]:
         "compact": ["--older-than-days"],
         "measured": ["--gpu", "--model"],
     }.get(action, [])
+    out_targets = st.one_of(  # only ever inside the test's folder (or /dev/full): never the fixtures, never cwd
+        st.sampled_from([files["dir"], files["missing"], "/dev/full", files["run_dir"]]),
+        st.builds(lambda name: str(Path(files["dir"]) / "out" / name), st.sampled_from(["x.json", "é.csv", "a b"])),
+    )
     for flag in draw(st.lists(st.sampled_from(flags), max_size=3, unique=True)) if flags else []:
-        argv += [flag, draw(value if flag != "--format" else st.sampled_from(["json", "csv", "markdown", "xml"]))]
-    if action == "export" and "--out" in argv:
-        out_at = argv.index("--out") + 1
-        if argv[out_at] in (files["db"], files["events"], files["text"], files["vms"]):
-            argv[out_at] = files["missing"]  # never overwrite the fixtures
+        if flag == "--out":
+            argv += [flag, draw(out_targets)]
+        else:
+            argv += [flag, draw(value if flag != "--format" else st.sampled_from(["json", "csv", "markdown", "xml"]))]
     fmt = draw(st.sampled_from([[], ["--json"], ["--csv"], ["--markdown"]])) if action != "export" else []
     argv += fmt
     argv += ["--db", draw(st.sampled_from([files["db"], files["db"], files["text"], files["dir"]]))]
