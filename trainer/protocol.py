@@ -63,6 +63,44 @@ GPU_FIELDS = (
 )
 
 
+# What a reader accepts in a field's value (checked by :func:`check_values` when parsing; writers never
+# produce anything else, since :func:`encode` turns NaN and infinity into null). A value outside these
+# bounds is impossible for a real run and would poison a store: such a record is rejected as malformed.
+INT64_MAX = (1 << 63) - 1  # SQLite's INTEGER range
+MAX_TIME = 1e11  # Unix seconds (the year 5138): later times are corrupt, not telemetry
+# whole numbers, 0 .. INT64_MAX
+COUNT_FIELDS = frozenset(
+    {
+        "step",
+        "tokens_total",
+        "samples_total",
+        "peak_mem_bytes",
+        "index",
+        "mem_used_bytes",
+        "mem_total_bytes",
+        "throttle_reasons",
+        "resumed_from_step",
+    }
+)
+# finite numbers of 0 or more
+NONNEGATIVE_FIELDS = frozenset(
+    {
+        "epoch",
+        "tokens_per_s",
+        "samples_per_s",
+        "step_time_s",
+        "data_wait_s",
+        "mfu",
+        "spend_usd",
+        "power_w",
+        "sm_clock_mhz",
+    }
+)
+# finite numbers, any sign
+FINITE_FIELDS = frozenset({"loss", "lr", "eval_loss", "temp_c"})
+PERCENT_FIELDS = frozenset({"util_pct"})  # 0 .. 100
+
+
 class RecordError(ValueError):
     """A line that is not a valid telemetry record; the message says why."""
 
@@ -127,6 +165,96 @@ def validate(record: Any) -> dict[str, Any]:
     return record
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _bad(name: str, value: Any, allowed: str) -> RecordError:
+    shown = repr(value)
+    return RecordError(f"bad {name} {shown[:40] + '...' if len(shown) > 40 else shown}: {allowed}")
+
+
+_COUNT, _NONNEGATIVE, _FINITE, _PERCENT = 0, 1, 2, 3
+
+
+def _rule(name: str) -> int:
+    if name in COUNT_FIELDS:
+        return _COUNT
+    if name in NONNEGATIVE_FIELDS:
+        return _NONNEGATIVE
+    if name in FINITE_FIELDS:
+        return _FINITE
+    return _PERCENT
+
+
+# The numeric fields a reader stores for each kind (the others travel as JSON text), with their rule.
+_EVENT_NUMBERS = ("step", "resumed_from_step")
+STORED_NUMBERS: dict[str, tuple[tuple[str, int], ...]] = {
+    kind: tuple((name, _rule(name)) for name in names)
+    for kind, names in {
+        "step": STEP_FIELDS,
+        "gpu": tuple(f for f in GPU_FIELDS if f not in ("node", "simulated")),
+        "eval": ("step", "eval_loss"),
+        **dict.fromkeys(("run_start", "run_end", "checkpoint", "preempted", "resumed"), _EVENT_NUMBERS),
+    }.items()
+}
+_ALLOWED = {
+    _COUNT: f"a whole number from 0 to {INT64_MAX}",
+    _NONNEGATIVE: "a finite number, 0 or more",
+    _FINITE: "a finite number",
+    _PERCENT: "a percentage from 0 to 100",
+}
+
+
+def check_values(record: dict[str, Any]) -> dict[str, Any]:
+    """Reject a (valid) record whose numeric fields hold impossible values; raise :class:`RecordError`.
+
+    ``null`` is allowed everywhere (a writer's NaN). Checked: ``seq`` within SQLite's integer range,
+    ``t`` from 0 to :data:`MAX_TIME`, and the fields a reader stores for the record's kind: counts
+    (:data:`COUNT_FIELDS`) whole numbers from 0 to :data:`INT64_MAX`, :data:`NONNEGATIVE_FIELDS`
+    finite and 0 or more, :data:`FINITE_FIELDS` finite, ``util_pct`` from 0 to 100, a
+    ``run_start``'s ``gpus`` a list or a count. Runs once per line read, so it is kept lean.
+    """
+    if record["seq"] > INT64_MAX:
+        raise _bad("seq", record["seq"], f"at most {INT64_MAX}")
+    t = record["t"]
+    if not 0 <= t <= MAX_TIME:
+        raise _bad("time", t, f"Unix seconds from 0 to {MAX_TIME:.0f}")
+    get = record.get
+    for name, rule in STORED_NUMBERS[record["kind"]]:
+        value = get(name)
+        if value is None:
+            continue
+        kind = type(value)
+        if kind is float:
+            ok = (
+                (0.0 <= value <= INT64_MAX and value.is_integer())
+                if rule == _COUNT
+                else (0.0 <= value < math.inf)
+                if rule == _NONNEGATIVE
+                else (-math.inf < value < math.inf)
+                if rule == _FINITE
+                else (0.0 <= value <= 100.0)
+            )
+        elif kind is int:
+            ok = (
+                0 <= value <= INT64_MAX
+                if rule == _COUNT
+                else (-INT64_MAX <= value <= INT64_MAX)
+                if rule == _FINITE
+                else (0 <= value <= (100 if rule == _PERCENT else INT64_MAX))
+            )
+        else:  # a string, a bool, a list, an object where a number belongs
+            ok = False
+        if not ok:
+            raise _bad(name, value, _ALLOWED[rule])
+    if record["kind"] == "run_start":
+        gpus = get("gpus")
+        if gpus is not None and not isinstance(gpus, list) and not (type(gpus) is int and 0 <= gpus <= INT64_MAX):
+            raise _bad("gpus", gpus, "a list of GPUs or a whole number")
+    return record
+
+
 def parse_line(line: str | bytes) -> dict[str, Any]:
     """Parse one line (without or with its newline); raise :class:`RecordError` if malformed."""
     if isinstance(line, bytes):
@@ -139,9 +267,9 @@ def parse_line(line: str | bytes) -> dict[str, Any]:
         raise RecordError("empty line")
     try:
         record = json.loads(line)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, or an integer of > 4300 digits
         raise RecordError(f"not JSON: {exc}") from exc
-    return validate(record)
+    return check_values(validate(record))
 
 
 @dataclass

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
+import math
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
 from gpuplanner.cli import UsageError
 from gpuplanner.history import export as export_mod
+from gpuplanner.history import jsonsafe
 from gpuplanner.history.analytics import RunSummary, compare, summarize
 from gpuplanner.history.calibration import delete_bench, measurements
-from gpuplanner.history.db import HistoryError, open_db
+from gpuplanner.history.db import HistoryError, open_db, read_snapshot
 from gpuplanner.history.maintenance import downsample, optimize
 from gpuplanner.history.plans import get_plan, planned_figures
-from gpuplanner.history.runs import create_run, delete_run, find_run_by_source, list_runs, update_run
+from gpuplanner.history.runs import delete_run, list_runs, run_for_stream, update_run
 from gpuplanner.history.tail import events_file, ingest_file
 
 LIST_COLUMNS = (
@@ -67,13 +69,42 @@ def _output_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--markdown", dest="fmt", action="store_const", const="markdown", help="print a Markdown table")
 
 
+ID_MAX = (1 << 63) - 1  # SQLite's largest integer: no id is larger
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:40] + "...")
+
+
 def _run_id(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"run ID must be a positive whole number, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"run ID must be a positive whole number, not {text!r}")
+        value = 0
+    if not 1 <= value <= ID_MAX:
+        raise argparse.ArgumentTypeError(f"an ID is a positive whole number up to {ID_MAX}, not {_shown(text)}")
+    return value
+
+
+def _count(text: str) -> int:
+    """A whole number from 1 up to SQLite's largest integer (--limit, --gpus)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= ID_MAX:
+        raise argparse.ArgumentTypeError(f"a whole number from 1 to {ID_MAX}, not {_shown(text)}")
+    return value
+
+
+def _finite_nonnegative(text: str) -> float:
+    """A finite number, 0 or more (no inf, no nan)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"a finite number, 0 or more, not {_shown(text)}")
     return value
 
 
@@ -88,7 +119,7 @@ def register(subparsers: Any) -> None:
 
     p = actions.add_parser("list", help="runs, newest first")
     _output_flags(p)
-    p.add_argument("--limit", type=int, default=None, help="show at most this many runs")
+    p.add_argument("--limit", type=_count, default=None, help="show at most this many runs")
     p.add_argument("--status", help="only runs with this status (running, finished, preempted, ...)")
     p.set_defaults(handler=_list)
 
@@ -97,7 +128,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("run_id", metavar="ID", type=_run_id)
     p.add_argument(
         "--low-util-minutes",
-        type=float,
+        type=_finite_nonnegative,
         default=10.0,
         help="alert when a GPU stays under 50%% utilisation longer than this (default 10)",
     )
@@ -132,14 +163,14 @@ def register(subparsers: Any) -> None:
     p = actions.add_parser("import", help="ingest a run directory or events.jsonl (again: only what is new)")
     _output_flags(p)
     p.add_argument("path", metavar="RUN_DIR_OR_EVENTS_FILE")
-    p.add_argument("--price", type=float, help="price in $ per GPU-hour the run paid")
+    p.add_argument("--price", type=_finite_nonnegative, help="price in $ per GPU-hour the run paid")
     p.add_argument("--spot", action="store_true", help="the price is a spot price")
-    p.add_argument("--gpus", type=int, help="number of GPUs the run used")
+    p.add_argument("--gpus", type=_count, help="number of GPUs the run used")
     p.add_argument("--gpu-type", help="GPU type, e.g. 'H100 SXM' (used for calibration)")
     p.add_argument("--host", help="host name the run ran on")
     p.add_argument("--model", help="model name (used for calibration; default: from the run's config)")
     p.add_argument("--name", help="a name for the run")
-    p.add_argument("--plan", type=int, metavar="PLAN_ID", help="saved plan the run came from")
+    p.add_argument("--plan", type=_run_id, metavar="PLAN_ID", help="saved plan the run came from")
     p.add_argument("--follow", action="store_true", help="keep reading while the file grows, until run_end")
     p.set_defaults(handler=_import)
 
@@ -152,7 +183,9 @@ def register(subparsers: Any) -> None:
 
     p = actions.add_parser("compact", help="downsample old GPU samples to 1-minute rows and tidy the file")
     _output_flags(p)
-    p.add_argument("--older-than-days", type=float, default=7.0, help="keep raw samples this long (default 7)")
+    p.add_argument(
+        "--older-than-days", type=_finite_nonnegative, default=7.0, help="keep raw samples this long (default 7)"
+    )
     p.set_defaults(handler=_compact)
 
 
@@ -167,26 +200,42 @@ def _guard(fn: Any) -> Any:
         except HistoryError as exc:
             print(f"gpuplanner runs: error: {exc}", file=sys.stderr)
             return 1
+        except sqlite3.Error as exc:  # a damaged or locked file, a full disk under the database
+            print(f"gpuplanner runs: error: history database: {exc}", file=sys.stderr)
+            return 1
+        except BrokenPipeError:
+            raise
+        except OSError as exc:  # stdout on a full device, a file that vanished, ...
+            where = f" {exc.filename}" if exc.filename else ""
+            print(f"gpuplanner runs: error: cannot read or write{where}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
 
     wrapped.__doc__ = fn.__doc__
     return wrapped
 
 
 def _time(t: float | None) -> str:
-    return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M") if t is not None else ""
+    if t is None:
+        return ""
+    try:
+        return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):  # a time no calendar holds (a corrupt record)
+        return f"(bad time {t:.6g})"
 
 
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
+        if not math.isfinite(value) or abs(value) >= 1e15:
+            return f"{value:.4g}"
         return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"  # never 1.828e+04
     return str(value)
 
 
 def _print_rows(fmt: str | None, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
     if fmt == "json":
-        print(json.dumps(rows, indent=1))
+        print(jsonsafe.dumps(rows, indent=1))
     elif fmt in ("csv", "markdown"):
         export_mod.write_table(sys.stdout, fmt, columns, [[row.get(c) for c in columns] for row in rows])
     else:
@@ -199,9 +248,7 @@ def _print_rows(fmt: str | None, columns: tuple[str, ...], rows: list[dict[str, 
 
 @_guard
 def _list(args: argparse.Namespace) -> int:
-    if args.limit is not None and args.limit < 1:
-        raise UsageError("--limit: a whole number of at least 1")
-    with open_db(args.db) as db:
+    with open_db(args.db) as db, read_snapshot(db):  # one snapshot: a run deleted meanwhile is not half there
         rows = [
             summarize(db, run.id, with_alerts=False).as_dict()
             for run in list_runs(db, limit=args.limit, status=args.status)
@@ -213,7 +260,7 @@ def _list(args: argparse.Namespace) -> int:
 def _print_summary(summary: RunSummary, fmt: str | None) -> None:
     data = summary.as_dict()
     if fmt == "json":
-        print(json.dumps(data, indent=1))
+        print(jsonsafe.dumps(data, indent=1))
         return
     if fmt in ("csv", "markdown"):
         export_mod.write_table(sys.stdout, fmt, ("metric", "value"), list(data.items()))
@@ -238,8 +285,6 @@ def _print_summary(summary: RunSummary, fmt: str | None) -> None:
 
 @_guard
 def _show(args: argparse.Namespace) -> int:
-    if args.low_util_minutes < 0:
-        raise UsageError("--low-util-minutes: a number of minutes, 0 or more")
     with open_db(args.db, create=False) as db:
         _print_summary(summarize(db, args.run_id, low_util_minutes=args.low_util_minutes), args.fmt)
     return 0
@@ -250,7 +295,7 @@ def _compare(args: argparse.Namespace) -> int:
     with open_db(args.db, create=False) as db:
         rows = [s.as_dict() for s in compare(db, args.run_ids)]
     if args.fmt == "json":
-        print(json.dumps(rows, indent=1))
+        print(jsonsafe.dumps(rows, indent=1))
     else:
         _print_rows(args.fmt, COMPARE_COLUMNS, rows)
     return 0
@@ -294,7 +339,9 @@ def _delete_bench(args: argparse.Namespace) -> int:
     with open_db(args.db, create=False) as db:
         delete_bench(db, args.bench_id)
     print(
-        json.dumps({"deleted_bench": args.bench_id}) if args.fmt == "json" else f"deleted bench result {args.bench_id}"
+        jsonsafe.dumps({"deleted_bench": args.bench_id})
+        if args.fmt == "json"
+        else f"deleted bench result {args.bench_id}"
     )
     return 0
 
@@ -303,45 +350,37 @@ def _delete_bench(args: argparse.Namespace) -> int:
 def _delete(args: argparse.Namespace) -> int:
     with open_db(args.db, create=False) as db:
         delete_run(db, args.run_id)
-    print(json.dumps({"deleted": args.run_id}) if args.fmt == "json" else f"deleted run {args.run_id}")
+    print(jsonsafe.dumps({"deleted": args.run_id}) if args.fmt == "json" else f"deleted run {args.run_id}")
     return 0
 
 
 @_guard
 def _import(args: argparse.Namespace) -> int:
-    if args.price is not None and not args.price >= 0:
-        raise UsageError("--price: a number of dollars per GPU-hour, 0 or more")
-    if args.gpus is not None and args.gpus < 1:
-        raise UsageError("--gpus: a whole number of at least 1")
     path = Path(args.path)
     if not path.exists():
         raise UsageError(f"RUN_DIR_OR_EVENTS_FILE: {path} does not exist")
     file = events_file(path)
     if not file.is_file():
         raise UsageError(f"RUN_DIR_OR_EVENTS_FILE: {file} is not a file")
-    source = str(file.resolve())
     pricing = "spot" if args.spot else "on_demand"
     with open_db(args.db) as db:
         planned = None
         if args.plan is not None:
             planned = planned_figures(get_plan(db, args.plan).document, pricing)
-        run = find_run_by_source(db, source)
-        if run is None:
-            run_id = create_run(
-                db,
-                name=args.name,
-                host=args.host,
-                gpu_type=args.gpu_type,
-                gpu_count=args.gpus,
-                price_usd_per_gpu_hour=args.price,
-                pricing=pricing,
-                model_name=args.model,
-                plan_id=args.plan,
-                source=source,
-                planned=planned,
-            )
-        else:
-            run_id = run.id
+        run_id, stream, created = run_for_stream(
+            db,
+            file,
+            name=args.name,
+            host=args.host,
+            gpu_type=args.gpu_type,
+            gpu_count=args.gpus,
+            price_usd_per_gpu_hour=args.price,
+            pricing=pricing,
+            model_name=args.model,
+            plan_id=args.plan,
+            planned=planned,
+        )
+        if not created:
             given = {
                 "name": args.name,
                 "host": args.host,
@@ -357,7 +396,7 @@ def _import(args: argparse.Namespace) -> int:
             if planned:
                 changes.update({f"planned_{k}": v for k, v in planned.items()})
             update_run(db, run_id, **changes)
-        stats = ingest_file(db, run_id, file, source=source, follow=args.follow)
+        stats = ingest_file(db, run_id, file, source=stream, follow=args.follow)
         status = db.execute("SELECT status FROM runs WHERE id = ?", [run_id]).fetchone()[0]
     result = {
         "run_id": run_id,
@@ -369,7 +408,7 @@ def _import(args: argparse.Namespace) -> int:
         "offset": stats.offset,
     }
     if args.fmt == "json":
-        print(json.dumps(result))
+        print(jsonsafe.dumps(result))
     elif args.fmt in ("csv", "markdown"):
         export_mod.write_table(sys.stdout, args.fmt, tuple(result), [tuple(result.values())])
     else:
@@ -384,11 +423,31 @@ def _import(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     with open_db(args.db, create=False) as db:
         if args.out:
-            with open(args.out, "w", encoding="utf-8", newline="") as out:
-                export_mod.export_run(db, args.run_id, args.format, out)
+            _export_to_file(db, args.run_id, args.format, Path(args.out))
         else:
             export_mod.export_run(db, args.run_id, args.format, sys.stdout)
     return 0
+
+
+def _export_to_file(db: Any, run_id: int, fmt: str, path: Path) -> None:
+    """Write the export to ``path``; a folder, a missing folder or a full device is one clear error, and a
+    regular file that could not be written completely is removed rather than left half written."""
+    if path.is_dir():
+        raise UsageError(f"--out: {path} is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise UsageError(f"--out: the folder {path.parent} does not exist")
+    existed = path.exists()
+    try:
+        with open(path, "w", encoding="utf-8", newline="") as out:
+            export_mod.export_run(db, run_id, fmt, out)
+    except OSError as exc:
+        if not existed and path.is_file():
+            path.unlink(missing_ok=True)
+        raise UsageError(f"--out: cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        if not existed and path.is_file():
+            path.unlink(missing_ok=True)
+        raise
 
 
 @_guard
@@ -400,7 +459,7 @@ def _compact(args: argparse.Namespace) -> int:
         optimize(db)
     data = {"runs": result.runs, "samples_removed": result.samples_removed, "minutes_written": result.minutes_written}
     print(
-        json.dumps(data)
+        jsonsafe.dumps(data)
         if args.fmt == "json"
         else f"downsampled {result.samples_removed} samples of {result.runs} runs into {result.minutes_written} minute rows"
     )

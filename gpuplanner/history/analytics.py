@@ -79,6 +79,15 @@ class RunSummary:
         return asdict(self)
 
 
+def _json_object(text: str | None) -> dict[str, Any]:
+    """A stored JSON object, or {} for anything else (a row damaged outside the app)."""
+    try:
+        value = json.loads(text) if text else {}
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def interruptions(db: Database, run_id: int, last_t: float | None) -> Interruptions:
     """Count interruptions and the time they cost (see the module docstring)."""
     count, downtime, lost = 0, 0.0, 0.0
@@ -87,7 +96,7 @@ def interruptions(db: Database, run_id: int, last_t: float | None) -> Interrupti
     for t, kind, step, detail_json in db.execute(
         "SELECT t, kind, step, detail_json FROM events WHERE run_id = ? ORDER BY seq", [run_id]
     ).fetchall():
-        detail = json.loads(detail_json) if detail_json else {}
+        detail = _json_object(detail_json)
         if kind == "checkpoint":
             checkpoints.append((t, step))
         elif kind == "preempted" or (kind == "run_end" and detail.get("status") == "preempted"):

@@ -62,6 +62,16 @@ def write_transaction(db: Database) -> Iterator[Database]:
     db.execute("COMMIT")
 
 
+@contextmanager
+def read_snapshot(db: Database) -> Iterator[Database]:
+    """Reads that see one consistent state of the file (WAL snapshot), whatever writers do meanwhile."""
+    db.execute("BEGIN")
+    try:
+        yield db
+    finally:
+        db.execute("ROLLBACK")
+
+
 def schema_version(db: Database) -> int:
     return int(db.execute("PRAGMA user_version").fetchone()[0])
 
@@ -105,11 +115,32 @@ def open_db(path: str | os.PathLike[str] | None = None, *, create: bool = True) 
     file = resolve_db_path(path)
     if not create and not file.exists():
         raise HistoryError(f"no history database at {file}")
-    file.parent.mkdir(parents=True, exist_ok=True)
-    db = connect(file)
+    if file.is_dir():
+        raise HistoryError(f"{file} is a folder, not a history database file")
     try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HistoryError(f"cannot create the folder of the history database {file}: {exc.strerror or exc}") from None
+    try:
+        db = connect(file)
+    except sqlite3.DatabaseError as exc:
+        raise HistoryError(_open_error(file, exc)) from None
+    try:
+        tables = db.table_names()
+        if tables and MIGRATIONS.migrations_table not in tables:
+            raise HistoryError(f"{file} is a SQLite database of something else, not a GPU Planner history")
         migrate(db, file)
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise HistoryError(_open_error(file, exc)) from None
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _open_error(file: Path, exc: sqlite3.DatabaseError) -> str:
+    text = str(exc)
+    if "not a database" in text or "malformed" in text or "encrypted" in text:
+        return f"{file} is not a GPU Planner history database (SQLite says: {text})"
+    return f"cannot open the history database {file}: {text}"

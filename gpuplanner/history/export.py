@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from sqlite_utils import Database
 
+from gpuplanner.history import jsonsafe
 from gpuplanner.history.analytics import summarize
 
 FORMATS = ("csv", "json", "markdown")
@@ -109,7 +110,7 @@ def export_run(db: Database, run_id: int, fmt: str, out: TextIO) -> None:
         document: dict[str, Any] = {"summary": summary}
         for name, columns, table, order in tables:
             document[name] = [dict(zip(columns, row)) for row in _rows(db, table, columns, run_id, order)]
-        json.dump(document, out, indent=1)
+        jsonsafe.dump(document, out, indent=1)
         out.write("\n")
         return
     heading = "# {}\n" if fmt == "csv" else "\n## {}\n\n"

@@ -11,6 +11,7 @@ never duplicates anything. Use one ingestor per run at a time (the store seriali
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,7 +21,15 @@ from sqlite_utils import Database
 
 from gpuplanner.history.db import HistoryError, write_transaction
 from gpuplanner.history.rollup import Rollups
-from trainer.protocol import RUN_END_STATUSES, StreamParser, config_model_name
+from trainer.protocol import (
+    INT64_MAX,
+    RUN_END_STATUSES,
+    RecordError,
+    StreamParser,
+    check_values,
+    config_model_name,
+    validate,
+)
 
 DEFAULT_BATCH = 5000
 ENVELOPE = ("v", "seq", "t", "kind")
@@ -56,26 +65,50 @@ def stream_position(db: Database, run_id: int, source: str) -> StreamPosition:
     return StreamPosition(*row) if row else StreamPosition()
 
 
+# The converters never raise and never hand SQLite a value it cannot store: the parser already
+# rejected records with impossible values (``check_values``), this is the second line of defence.
 def _num(value: Any) -> float | None:
     kind = type(value)
     if kind is float:
-        return value  # type: ignore[no-any-return]
+        return value if math.isfinite(value) else None  # type: ignore[no-any-return]
     if kind is int:
-        return float(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _int(value: Any) -> int | None:
-    if type(value) is int:
-        return value  # type: ignore[no-any-return]
+        return float(value) if -INT64_MAX <= value <= INT64_MAX else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
-        return int(value)
+        number = float(value)
     except (OverflowError, ValueError):
         return None
+    return number if math.isfinite(number) else None
+
+
+def _int(value: Any) -> int | None:
+    if type(value) is not int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        try:
+            value = int(value)
+        except (OverflowError, ValueError):
+            return None
+    return value if -INT64_MAX <= value <= INT64_MAX else None  # type: ignore[no-any-return]
+
+
+def _json(value: Any) -> str:
+    """JSON text of a record part, non-finite numbers as null (so every stored text is valid JSON)."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _gpu_count(value: Any) -> int | None:
@@ -135,6 +168,21 @@ class Ingestor:
             if len(self._buffer) >= self.batch_size:
                 self.flush()
 
+    def feed_unchecked(self, records: Iterable[Any]) -> None:
+        """Add records from elsewhere (not from this ingestor's parser): each is checked as the parser
+        checks a line; invalid ones are counted as malformed (or unknown kind) and skipped."""
+        valid = []
+        for record in records:
+            try:
+                valid.append(check_values(validate(record)))
+            except RecordError as exc:
+                if "unknown kind" in str(exc):
+                    self.parser.unknown_kind += 1
+                else:
+                    self.parser.malformed += 1
+                self.parser.last_error = str(exc)
+        self.feed_records(valid)
+
     def flush(self) -> IngestStats:
         """Write what is buffered and the stream position in one transaction."""
         records, self._buffer = self._buffer, []
@@ -148,6 +196,8 @@ class Ingestor:
         ):
             return self.stats
         with write_transaction(self.db):
+            if self.db.execute("SELECT 1 FROM runs WHERE id = ?", [self.run_id]).fetchone() is None:
+                raise HistoryError(f"run {self.run_id} was deleted while its telemetry was being stored")
             inserted, duplicates, last_seq = self._write(records)
             if self.stats.last_seq is not None and (last_seq is None or last_seq < self.stats.last_seq):
                 last_seq = self.stats.last_seq
@@ -260,13 +310,13 @@ class Ingestor:
                         t,
                         _int(record.get("step")),
                         _num(record.get("eval_loss")),
-                        json.dumps(extra) if extra else None,
+                        _json(extra) if extra else None,
                     )
                 )
             else:
                 detail = {k: v for k, v in record.items() if k not in ENVELOPE}
                 step = _int(record.get("step", record.get("resumed_from_step")))
-                event_rows.append((run_id, seq, t, kind, step, json.dumps(detail)))
+                event_rows.append((run_id, seq, t, kind, step, _json(detail)))
                 events.append(record)
             first_t = t if first_t is None or t < first_t else first_t
             last_t = t if last_t is None or t > last_t else last_t
@@ -307,7 +357,7 @@ class Ingestor:
             " host = COALESCE(host, ?), gpu_count = COALESCE(gpu_count, ?), model_name = COALESCE(model_name, ?),"
             " price_usd_per_gpu_hour = COALESCE(price_usd_per_gpu_hour, ?) WHERE id = ?",
             [
-                json.dumps(config),
+                _json(config),
                 t,
                 host_name if isinstance(host_name, str) else None,
                 _gpu_count(record.get("gpus")),
@@ -326,7 +376,7 @@ def ingest_records(
     *,
     batch_size: int = DEFAULT_BATCH,
 ) -> IngestStats:
-    """Store parsed records of a run; duplicates (same run and seq) are ignored."""
+    """Store records of a run; duplicates (same run and seq) are ignored, invalid ones counted as malformed."""
     ingestor = Ingestor(db, run_id, source, batch_size=batch_size)
-    ingestor.feed_records(records)
+    ingestor.feed_unchecked(records)
     return ingestor.flush()

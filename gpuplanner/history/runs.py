@@ -1,10 +1,18 @@
-"""Run rows: create, find, list and delete runs (the telemetry itself arrives through ingest)."""
+"""Run rows: create, find, list and delete runs (the telemetry itself arrives through ingest).
+
+An events file belongs to one run (``run_streams``, keyed by the file's resolved path):
+:func:`run_for_stream` finds or creates that run in one ``BEGIN IMMEDIATE`` transaction, so any number
+of processes importing one file at once end up with one run, and importing the run directory of a run
+that ``gpuplanner run`` launched finds that run instead of making a copy.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
@@ -67,7 +75,11 @@ class Run:
 
     @property
     def config(self) -> dict[str, Any]:
-        return json.loads(self.config_json) if self.config_json else {}
+        try:
+            value = json.loads(self.config_json) if self.config_json else {}
+        except (ValueError, RecursionError):  # damaged outside the app: no config rather than a crash
+            return {}
+        return value if isinstance(value, dict) else {}
 
 
 def create_run(
@@ -88,46 +100,160 @@ def create_run(
 ) -> int:
     """Insert a run (status ``running``) and return its id. ``planned`` keys: hours, cost_usd,
     peak_mem_bytes, tokens_per_s, samples_per_s."""
+    with write_transaction(db):
+        return _insert_run(
+            db,
+            name=name,
+            host=host,
+            gpu_type=gpu_type,
+            gpu_count=gpu_count,
+            price_usd_per_gpu_hour=price_usd_per_gpu_hour,
+            pricing=pricing,
+            model_name=model_name,
+            config=config,
+            plan_id=plan_id,
+            source=source,
+            started_at=started_at,
+            planned=planned,
+        )
+
+
+def _insert_run(
+    db: Database,
+    *,
+    name: str | None,
+    host: str | None,
+    gpu_type: str | None,
+    gpu_count: int | None,
+    price_usd_per_gpu_hour: float | None,
+    pricing: str,
+    model_name: str | None,
+    config: dict[str, Any] | None,
+    plan_id: int | None,
+    source: str | None,
+    started_at: float | None,
+    planned: dict[str, float | None] | None,
+) -> int:
+    """The INSERT of :func:`create_run`, inside the caller's write transaction."""
     if pricing not in PRICING:
         raise ValueError(f"pricing must be one of {PRICING}, not {pricing!r}")
     if gpu_count is not None and gpu_count < 1:
         raise ValueError("gpu_count must be at least 1")
-    if price_usd_per_gpu_hour is not None and price_usd_per_gpu_hour < 0:
-        raise ValueError("price must not be negative")
+    if price_usd_per_gpu_hour is not None and not 0 <= price_usd_per_gpu_hour < float("inf"):
+        raise ValueError("price must be a finite number, 0 or more")
     planned = planned or {}
+    host_id = None
+    if host:
+        row = db.execute("SELECT id FROM hosts WHERE name = ?", [host]).fetchone()
+        host_id = row[0] if row else None
+    cursor = db.execute(
+        "INSERT INTO runs (name, host_id, host, gpu_type, gpu_count, price_usd_per_gpu_hour, pricing, model_name,"
+        " config_json, plan_id, status, started_at, planned_hours, planned_cost_usd, planned_peak_mem_bytes,"
+        " planned_tokens_per_s, planned_samples_per_s, source, created_at)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,'running',?,?,?,?,?,?,?,?)",
+        [
+            name,
+            host_id,
+            host,
+            gpu_type,
+            gpu_count,
+            price_usd_per_gpu_hour,
+            pricing,
+            model_name,
+            json.dumps(config) if config is not None else None,
+            plan_id,
+            started_at,
+            planned.get("hours"),
+            planned.get("cost_usd"),
+            planned.get("peak_mem_bytes"),
+            planned.get("tokens_per_s"),
+            planned.get("samples_per_s"),
+            source,
+            time.time(),
+        ],
+    )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+LAUNCH_SOURCE_PREFIX = "launch:"  # runs.source of runs started by `gpuplanner run` / the window
+
+
+def run_for_stream(db: Database, events_path: str | os.PathLike[str], **create: Any) -> tuple[int, str, bool]:
+    """The run that owns an events file, created (``create``: :func:`create_run`'s keywords) if none does.
+
+    Returns ``(run_id, stream source name, created)``. The owner is, in order: the run that claimed
+    the file before (``run_streams``), a run launched by GPU Planner whose node wrote that file (its
+    recorded run directory resolves to the file's folder; the stream name is then the one its live
+    watcher uses, so offsets and counts are shared), or a new run. Lookup, insert and claim are one
+    ``BEGIN IMMEDIATE`` transaction.
+    """
+    source = str(Path(events_path).resolve())
     with write_transaction(db):
-        host_id = None
-        if host:
-            row = db.execute("SELECT id FROM hosts WHERE name = ?", [host]).fetchone()
-            host_id = row[0] if row else None
-        cursor = db.execute(
-            "INSERT INTO runs (name, host_id, host, gpu_type, gpu_count, price_usd_per_gpu_hour, pricing, model_name,"
-            " config_json, plan_id, status, started_at, planned_hours, planned_cost_usd, planned_peak_mem_bytes,"
-            " planned_tokens_per_s, planned_samples_per_s, source, created_at)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,'running',?,?,?,?,?,?,?,?)",
-            [
-                name,
-                host_id,
-                host,
-                gpu_type,
-                gpu_count,
-                price_usd_per_gpu_hour,
-                pricing,
-                model_name,
-                json.dumps(config) if config is not None else None,
-                plan_id,
-                started_at,
-                planned.get("hours"),
-                planned.get("cost_usd"),
-                planned.get("peak_mem_bytes"),
-                planned.get("tokens_per_s"),
-                planned.get("samples_per_s"),
-                source,
-                time.time(),
-            ],
-        )
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
+        row = db.execute("SELECT run_id FROM run_streams WHERE source = ?", [source]).fetchone()
+        if row is not None:
+            return int(row[0]), _stream_name(db, int(row[0]), source), False
+        launched = _launched_run(db, source)
+        if launched is not None:
+            run_id, stream = launched
+            created = False
+        else:
+            run_id, stream = _insert_run(db, **{**_CREATE_DEFAULTS, **create, "source": source}), source
+            created = True
+        db.execute("INSERT INTO run_streams (source, run_id) VALUES (?, ?)", [source, run_id])
+        return run_id, stream, created
+
+
+_CREATE_DEFAULTS: dict[str, Any] = {
+    "name": None,
+    "host": None,
+    "gpu_type": None,
+    "gpu_count": None,
+    "price_usd_per_gpu_hour": None,
+    "pricing": "on_demand",
+    "model_name": None,
+    "config": None,
+    "plan_id": None,
+    "started_at": None,
+    "planned": None,
+}
+
+
+def _node_streams(config_json: str | None) -> list[tuple[str, str]]:
+    """(host, run_dir) of each node a launched run recorded; nothing for anything unreadable."""
+    try:
+        nodes = json.loads(config_json or "{}").get("launch", {}).get("nodes", [])
+        return [(str(n["host"]), str(n["run_dir"])) for n in nodes if n.get("run_dir")]
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return []
+
+
+def _launched_run(db: Database, source: str) -> tuple[int, str] | None:
+    folder = str(Path(source).parent)
+    name = Path(source).name
+    rows = db.execute(
+        "SELECT id, config_json FROM runs WHERE source LIKE ? AND config_json LIKE '%\"run_dir\"%' ORDER BY id",
+        [LAUNCH_SOURCE_PREFIX + "%"],
+    ).fetchall()
+    for run_id, config_json in rows:
+        for host, run_dir in _node_streams(config_json):
+            try:
+                same = Path(run_dir).resolve() == Path(folder)
+            except (OSError, RuntimeError, ValueError):
+                same = False
+            if same:
+                # the live watcher's stream name (gpuplanner.launch.streaming.source_name)
+                return int(run_id), f"{host}:{run_dir}/{name}"
+    return None
+
+
+def _stream_name(db: Database, run_id: int, source: str) -> str:
+    """The stream name under which the run reads ``source``: its watcher's, for a launched run."""
+    row = db.execute("SELECT source, config_json FROM runs WHERE id = ?", [run_id]).fetchone()
+    if row is None or not str(row[0] or "").startswith(LAUNCH_SOURCE_PREFIX):
+        return source
+    found = _launched_run(db, source)
+    return found[1] if found is not None and found[0] == run_id else source
 
 
 def get_run(db: Database, run_id: int) -> Run:
@@ -138,9 +264,15 @@ def get_run(db: Database, run_id: int) -> Run:
 
 
 def find_run_by_source(db: Database, source: str) -> Run | None:
+    """The run that owns a stream (see :func:`run_for_stream`), else the oldest run with that source."""
     row = db.execute(
-        f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE source = ? ORDER BY id DESC LIMIT 1", [source]
+        f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE id = (SELECT run_id FROM run_streams WHERE source = ?)",
+        [source],
     ).fetchone()
+    if row is None:
+        row = db.execute(
+            f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE source = ? ORDER BY id LIMIT 1", [source]
+        ).fetchone()
     return Run(*row) if row else None
 
 

@@ -4,6 +4,10 @@ Version 1 is the first released layout. Version 2 renames the run price column, 
 ``spot`` flag with a ``pricing`` name, and adds per-GPU rollups, utilisation/memory intervals,
 1-minute downsampled samples and ``trainer bench`` results; it backfills the rollups and
 intervals from the raw samples already stored, so no row is lost or left uncounted.
+Version 3 adds ``run_streams``: which run owns an events file (its resolved path), a primary key so
+that two processes importing one file can never create two runs (the lookup and the insert happen in
+one ``BEGIN IMMEDIATE`` transaction). Runs imported before it claim their ``source``; where earlier
+concurrent imports left two runs with one source, the oldest keeps it (no row is changed or lost).
 ``PRAGMA user_version`` mirrors the number of applied migrations.
 """
 
@@ -197,6 +201,17 @@ CREATE INDEX bench_gpu_model ON bench_results(gpu_type, model_name)
 """
 
 
+V3 = """
+CREATE TABLE run_streams (
+    source TEXT PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE
+);
+CREATE INDEX run_streams_run ON run_streams(run_id);
+INSERT OR IGNORE INTO run_streams (source, run_id)
+    SELECT source, MIN(id) FROM runs WHERE source IS NOT NULL AND source NOT LIKE 'launch:%' GROUP BY source
+"""
+
+
 def _run_script(db: Database, script: str) -> None:
     # executescript() would COMMIT the migration's transaction; run statements one by one.
     for statement in script.split(";"):
@@ -218,4 +233,9 @@ def m002_rollups_pricing_downsampling(db: Database) -> None:
         rebuild_rollups(db, run_id)
 
 
-SCHEMA_VERSION = 2
+@MIGRATIONS(name="m003_run_streams")
+def m003_run_streams(db: Database) -> None:
+    _run_script(db, V3)
+
+
+SCHEMA_VERSION = 3

@@ -185,9 +185,102 @@ def _get(cfg: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
 
 def _pos_int(cfg: Mapping[str, Any], *keys: str, default: Any = None) -> int:
     value = _get(cfg, *keys, default=default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
-        raise PlanInputError("model-config", f"{keys[0]} must be a positive whole number, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or int(value) != value
+        or value < 1
+    ):
+        raise PlanInputError("model-config", f"{keys[0]} must be a positive whole number, got {_shown(value)}")
     return int(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# What a config.json may hold: every field the spec reads, with limits no real model comes near
+# (the largest dense models have ~130 layers, hidden 25,600, vocabularies of 262,144 and contexts of
+# 10M tokens). Anything else in the file is ignored.
+# --------------------------------------------------------------------------------------------------
+
+_INT_LIMITS: dict[str, int] = {
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model"), 1 << 17),
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), 4096),
+    **dict.fromkeys(("num_attention_heads", "n_head", "num_heads", "num_key_value_heads"), 4096),
+    "head_dim": 1 << 14,
+    **dict.fromkeys(("intermediate_size", "ffn_dim", "n_inner"), 1 << 21),
+    "vocab_size": 1 << 23,
+    **dict.fromkeys(("max_position_embeddings", "n_positions"), 1 << 27),
+    "type_vocab_size": 1 << 16,
+    "num_labels": 1 << 20,
+}
+_PROBABILITIES = ("resid_pdrop", "attn_pdrop", "hidden_dropout_prob", "attention_probs_dropout_prob")
+_BOOLS = ("tie_word_embeddings", "attention_bias", "mlp_bias")
+_STRINGS = ("model_type", "hidden_act", "hidden_activation", "activation_function", "_name_or_path", "name")
+MAX_STRING = 512
+MAX_PARAMS = 10**14  # 100T parameters: 50x the largest models trained
+MAX_SYNTH_PARAMS = 10**13  # --params: the Llama-like shapes made up for a bare count stay within the limits
+
+
+def _opt(cfg: Mapping[str, Any], key: str, default: Any) -> Any:
+    """A field's value, or ``default`` when it is missing or null (a checked field, see check_config)."""
+    value = cfg.get(key)
+    return default if value is None else value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if not isinstance(value, (dict, list)) else f"a JSON {type(value).__name__}"
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def _bad(field: str, message: str) -> PlanInputError:
+    return PlanInputError("model-config", f"field {field}: {message}")
+
+
+def check_config(cfg: Any, where: str = "") -> None:
+    """Raise :class:`PlanInputError` naming the first field of a config dict (and ``text_config``) that
+    holds what no real model has: a wrong type, NaN/infinity, or a number beyond the limits above."""
+    if not isinstance(cfg, Mapping):
+        raise PlanInputError("model-config", "the config must be a JSON object")
+    for key, limit in _INT_LIMITS.items():
+        value = cfg.get(key)
+        if value is None:
+            continue
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or int(value) != value or not 1 <= value <= limit:
+            raise _bad(where + key, f"must be a whole number from 1 to {limit:,}, got {_shown(value)}")
+    for key in _PROBABILITIES:
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise _bad(where + key, f"must be a probability from 0 to 1, got {_shown(value)}")
+    for key in _BOOLS:
+        value = cfg.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise _bad(where + key, f"must be true or false, got {_shown(value)}")
+    for key in _STRINGS:
+        value = cfg.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_STRING):
+            raise _bad(where + key, f"must be a string of at most {MAX_STRING} characters, got {_shown(value)}")
+    soft = cfg.get("final_logit_softcapping")
+    if soft is not None and (isinstance(soft, bool) or not isinstance(soft, (int, float)) or not 0 <= soft < math.inf):
+        raise _bad(where + "final_logit_softcapping", f"must be a finite number, 0 or more, got {_shown(soft)}")
+    archs = cfg.get("architectures")
+    if archs is not None and (
+        not isinstance(archs, list)
+        or len(archs) > 64
+        or not all(isinstance(a, str) and len(a) <= MAX_STRING for a in archs)
+    ):
+        raise _bad(where + "architectures", f"must be a list of class names, got {_shown(archs)}")
+    labels = cfg.get("id2label")
+    if labels is not None and (not isinstance(labels, Mapping) or len(labels) > _INT_LIMITS["num_labels"]):
+        raise _bad(where + "id2label", f"must be an object of at most {_INT_LIMITS['num_labels']:,} labels")
+    text = cfg.get("text_config")
+    if text is not None:
+        if not isinstance(text, Mapping):
+            raise _bad(where + "text_config", f"must be a JSON object, got {_shown(text)}")
+        if not where:
+            check_config(text, "text_config.")
 
 
 def _family_of(model_type: str) -> str:
@@ -202,8 +295,7 @@ def _family_of(model_type: str) -> str:
 
 def from_config(cfg: Mapping[str, Any], name: str | None = None, *, source: str = "config") -> ModelSpec:
     """Spec from a Hugging Face ``config.json`` dict; unknown model types are read as Llama-like."""
-    if not isinstance(cfg, Mapping):
-        raise PlanInputError("model-config", "config must be a JSON object")
+    check_config(cfg)
     if isinstance(cfg.get("text_config"), Mapping) and "hidden_size" not in cfg:
         merged = dict(cfg["text_config"])
         cfg = merged
@@ -211,10 +303,17 @@ def from_config(cfg: Mapping[str, Any], name: str | None = None, *, source: str 
     family = _family_of(model_type)
     label = name or str(cfg.get("_name_or_path") or cfg.get("name") or model_type)
     if family == "gpt2":
-        return _gpt2(cfg, label, source)
-    if family == "bert":
-        return _bert(cfg, label, source)
-    return _llama(cfg, label, source, family, model_type)
+        spec = _gpt2(cfg, label, source)
+    elif family == "bert":
+        spec = _bert(cfg, label, source)
+    else:
+        spec = _llama(cfg, label, source, family, model_type)
+    if spec.n_params > MAX_PARAMS:
+        raise PlanInputError(
+            "model-config",
+            f"the config describes {spec.n_params:.3g} parameters, more than any real model ({MAX_PARAMS:.0e})",
+        )
+    return spec
 
 
 def _tensor_list(items: list[tuple[int, int, int]]) -> tuple[tuple[int, int, int, int], ...]:
@@ -241,15 +340,15 @@ def _llama(cfg: Mapping[str, Any], label: str, source: str, family: str, model_t
     heads = _pos_int(cfg, "num_attention_heads", "n_head", "num_heads")
     kv = _pos_int(cfg, "num_key_value_heads", default=heads)
     hd_raw = cfg.get("head_dim")
-    hd = int(hd_raw) if isinstance(hd_raw, int) and hd_raw > 0 else h // heads
+    hd = int(hd_raw) if isinstance(hd_raw, (int, float)) and not isinstance(hd_raw, bool) and hd_raw > 0 else h // heads
     if hd < 1:
         raise PlanInputError("model-config", "hidden_size must be at least num_attention_heads")
     inter = _pos_int(cfg, "intermediate_size", "ffn_dim", "n_inner", default=4 * h)
     vocab = _pos_int(cfg, "vocab_size")
-    tied = bool(cfg.get("tie_word_embeddings", model_type.startswith("gemma")))
-    attn_bias = bool(cfg.get("attention_bias", False)) or model_type == "qwen2"
-    o_bias = bool(cfg.get("attention_bias", False))
-    mlp_bias = bool(cfg.get("mlp_bias", False))
+    tied = bool(_opt(cfg, "tie_word_embeddings", model_type.startswith("gemma")))
+    attn_bias = bool(_opt(cfg, "attention_bias", False)) or model_type == "qwen2"
+    o_bias = bool(_opt(cfg, "attention_bias", False))
+    mlp_bias = bool(_opt(cfg, "mlp_bias", False))
     gemma2 = model_type in ("gemma2", "gemma3_text")
     qk_norm = model_type in ("qwen3", "gemma3_text", "olmo2")
     norms = 4 if gemma2 else 2
@@ -349,13 +448,13 @@ def _gpt2(cfg: Mapping[str, Any], label: str, source: str) -> ModelSpec:
         source=source,
         model_type="gpt2",
         architecture=_arch(cfg) or "GPT2LMHeadModel",
-        activation=str(cfg.get("activation_function", "gelu_new")),
+        activation=str(_opt(cfg, "activation_function", "gelu_new")),
         norm="layernorm",
         norms_per_layer=2,
         attn_bias=True,
         max_positions=pos,
-        resid_dropout=float(cfg.get("resid_pdrop", 0.1)),
-        attn_dropout=float(cfg.get("attn_pdrop", 0.1)),
+        resid_dropout=float(_opt(cfg, "resid_pdrop", 0.1)),
+        attn_dropout=float(_opt(cfg, "attn_pdrop", 0.1)),
         linears=tuple(mods),
         tensors=_tensor_list(tensors),
         hf_config=dict(cfg),
@@ -393,7 +492,8 @@ def _bert(cfg: Mapping[str, Any], label: str, source: str) -> ModelSpec:
         tensors += [(h * h, h, h), (h, 0, 0), (h, 0, 0), (h, 0, 0), (vocab, 0, 0)]
     elif arch == "BertForSequenceClassification":
         labels = cfg.get("num_labels")
-        if not isinstance(labels, int):
+        labels = int(labels) if isinstance(labels, (int, float)) and not isinstance(labels, bool) else None
+        if labels is None:
             id2label = cfg.get("id2label")
             labels = len(id2label) if isinstance(id2label, Mapping) and id2label else 2
         head = [
@@ -422,13 +522,13 @@ def _bert(cfg: Mapping[str, Any], label: str, source: str) -> ModelSpec:
         source=source,
         model_type="bert",
         architecture=arch,
-        activation=str(cfg.get("hidden_act", "gelu")),
+        activation=str(_opt(cfg, "hidden_act", "gelu")),
         norm="layernorm",
         norms_per_layer=2,
         attn_bias=True,
         max_positions=pos,
-        resid_dropout=float(cfg.get("hidden_dropout_prob", 0.1)),
-        attn_dropout=float(cfg.get("attention_probs_dropout_prob", 0.1)),
+        resid_dropout=float(_opt(cfg, "hidden_dropout_prob", 0.1)),
+        attn_dropout=float(_opt(cfg, "attention_probs_dropout_prob", 0.1)),
         linears=tuple(mods + head),
         tensors=_tensor_list(tensors),
         hf_config=dict(cfg),
@@ -489,9 +589,16 @@ def from_config_file(path: str | Path) -> ModelSpec:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PlanInputError("model-config", f"{p} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise PlanInputError("model-config", f"{p} is nested deeper than any config.json") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise PlanInputError("model-config", f"{p} is not a usable config.json ({exc})") from None
     # The name the run history and bench results give a run of this file (not the config's own
     # ``_name_or_path``, which runs never see), so measured speeds find the plan.
-    return from_config(cfg, name=config_model_name(str(path)))
+    try:
+        return from_config(cfg, name=config_model_name(str(path)))
+    except PlanInputError as exc:
+        raise PlanInputError("model-config", f"{p}: {exc.message}") from None
 
 
 def _synth_config(n: int) -> dict[str, Any]:
@@ -532,6 +639,8 @@ def from_param_count(n: int) -> ModelSpec:
     """A plausible Llama-like spec of about ``n`` parameters; ``n_params`` is ``n`` exactly."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise PlanInputError("params", f"must be a whole number of at least 1, got {n!r}")
+    if n > MAX_SYNTH_PARAMS:
+        raise PlanInputError("params", f"at most {MAX_SYNTH_PARAMS:.0e} (5x the largest models trained), got {n:.3g}")
     cfg = _synth_config(n)
     spec = from_config(cfg, name=f"{_human(n)} params (Llama-like shape)", source="params")
     return _replace_n(spec, n)

@@ -131,8 +131,16 @@ def parse_gpu_info(text: str) -> tuple[str | None, float | None]:
     memory = first.get("MemoryInfo", {})
     size = memory.get("SizeInMiB") if isinstance(memory, dict) else None
     name = name.strip() if isinstance(name, str) and name.strip() else None
-    size = float(size) if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 0 else None
+    try:
+        size = float(size) if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 0 else None
+    except OverflowError:  # an integer of hundreds of digits
+        size = math.inf
+    if size is not None and not math.isfinite(size):  # 1e999 reads as infinity
+        raise ValueError("GpuInfo memory size is not a finite number")
     return name, size
+
+
+_MAX_GPUS_PER_INSTANCE = 1024  # clouds sell 1-16; more is a corrupt cell
 
 
 def _cell(row: dict[str, str], column: str) -> str:
@@ -268,6 +276,10 @@ def parse_vms_text(
         if strict:
             _strict_price(_cell(row, "Price"), name, line, "Price")
             _strict_price(_cell(row, "SpotPrice"), name, line, "SpotPrice")
+        if count > _MAX_GPUS_PER_INSTANCE:
+            report.skipped_no_accelerator += 1
+            report.note(line, f"AcceleratorCount {count_text[:20]} is more GPUs than an instance has")
+            continue
         if count < 1 or not count.is_integer():
             report.skipped_fractional += 1
             continue
