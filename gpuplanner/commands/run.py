@@ -23,7 +23,7 @@ from gpuplanner.commands.hosts import add_trust_flag, terminal_prompter, with_ho
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.plans import save_plan
 from gpuplanner.launch.hosts import HostError, get_host
-from gpuplanner.launch.manager import FINAL_STATES, RunError, RunManager, RunStatus
+from gpuplanner.launch.manager import RunError, RunManager, RunStatus
 from gpuplanner.launch.ssh_connection import SSHError
 
 ACTIONS = ("attach", "stop", "kill", "resume")
@@ -167,10 +167,10 @@ def _control(args: argparse.Namespace, action: str, run_id: int) -> int:
 def _follow(args: argparse.Namespace, manager: RunManager, run_id: int, progress: _Progress) -> int:
     try:
         while True:
-            status = manager.wait(run_id, 0.5)
+            # Follow as long as the run is supervised here: a waiting state ("preempted" before an
+            # automatic restart) is not the end; the watcher ends after a final state is recorded.
+            manager.wait(run_id, 0.5)
             progress.draw()
-            if status.state in FINAL_STATES or status.state in ("preempted", "detached") and not manager.live_runs():
-                break
             if run_id not in manager.live_runs():
                 break
     except KeyboardInterrupt:

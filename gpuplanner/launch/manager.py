@@ -59,7 +59,9 @@ StatusCallback = Callable[["RunStatus"], None]
 @dataclass(frozen=True)
 class RunStatus:
     run_id: int
-    state: str  # starting|running|stopping|preempted|resuming|finished|failed|stopped|killed|detached|unreachable
+    # starting|running|stopping|preempted|resuming|finished|failed|stopped|killed|detached|unreachable;
+    # final: FINAL_STATES. "preempted" waits for an automatic restart while the watcher is alive.
+    state: str
     pid: int | None
     exit_code: int | None
     last_seq: int | None
@@ -691,6 +693,10 @@ class RunManager:
             log.exception("run %s: watcher failed", run.run_id)
             run.error = f"{type(exc).__name__}: {exc}"
             self._set_state(run, "failed")
+            try:  # the history ends in a final state too
+                self._finish_db(db, run, "failed", run.exit_code)
+            except Exception:
+                log.exception("run %s: could not record the failure", run.run_id)
         finally:
             db.close()
 
@@ -778,7 +784,8 @@ class RunManager:
             run.wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
             run.wake.clear()
         run.resume_now = False
-        if run.stop_evt.is_set():
+        if run.stop_evt.is_set():  # no longer watched here (detached, closed): nothing restarts it now
+            self._finish_db(db, run, decision.state, code)
             return False
         if run.user_action in ("stop", "kill"):
             self._set_state(run, "stopped" if run.user_action == "stop" else "killed")
@@ -794,13 +801,11 @@ class RunManager:
         return True
 
     def _finish_db(self, db: Database, run: _Run, state: str, code: int | None) -> None:
+        """Record a final state when the trainer could not (it was lost, or killed before its run_end):
+        the history never stays at "running" for a process that ended."""
         row = db.execute("SELECT status FROM runs WHERE id = ?", [run.run_id]).fetchone()
         stored = row[0] if row else None
-        if (
-            state == "killed"
-            or (state == "failed" and stored == "running")
-            or (state == "stopped" and stored == "running")
-        ):
+        if state == "killed" or (state in ("failed", "stopped", "preempted") and stored == "running"):
             status = "preempted" if state == "stopped" else state
             with write_transaction(db):
                 db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", [status, time.time(), run.run_id])
