@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import threading
 import time
@@ -22,6 +23,7 @@ from gpuplanner.cli import UsageError
 from gpuplanner.commands.hosts import add_trust_flag, terminal_prompter, with_host_key_trust
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.plans import save_plan
+from gpuplanner.launch.budget import BudgetError, budget_problem
 from gpuplanner.launch.hosts import HostError, get_host
 from gpuplanner.launch.manager import RunError, RunManager, RunStatus
 from gpuplanner.launch.ssh_connection import SSHError
@@ -60,7 +62,15 @@ def register(subparsers: Any) -> None:
         help="host to continue on when the host stops answering (repeat; needs --mirror-url)",
     )
     p.add_argument("--max-restarts", type=int, default=3, help="at most this many automatic restarts")
-    p.add_argument("--budget-usd", type=float, help="checkpoint and stop at this spend")
+    p.add_argument(
+        "--budget-usd", type=float, help="checkpoint and stop at this spend (start-up included; needs a price)"
+    )
+    p.add_argument(
+        "--price",
+        type=float,
+        metavar="USD",
+        help="price per GPU-hour for this run (default: the host's; spend and --budget-usd are measured in it)",
+    )
     p.add_argument("--no-follow", action="store_true", help="print the run id and return once it started")
     add_trust_flag(p)
     p.add_argument(
@@ -92,11 +102,19 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
         raise UsageError("--gpus: a whole number of at least 1")
     if args.max_restarts < 0:
         raise UsageError("--max-restarts: 0 or more")
+    hosts = []
     for name in [args.host, *args.node, *args.fallback_host]:
         try:
-            get_host(args.db, name)
+            hosts.append(get_host(args.db, name))
         except HostError as exc:
             raise UsageError(f"--host: {exc}") from None
+    if args.price is not None and not (math.isfinite(args.price) and args.price >= 0):
+        raise UsageError("--price: a number of US dollars per GPU-hour, 0 or more")
+    for host in [hosts[0], *hosts[1 + len(args.node) :]]:  # the host and the fallback hosts set the price
+        price = args.price if args.price is not None else host.price_usd_per_gpu_hour
+        problem = budget_problem(args.budget_usd, price, host.name)
+        if problem is not None:
+            raise UsageError("--budget-usd: " + problem.removeprefix("budget: "))
     plan_id = None
     if args.plan:
         try:
@@ -124,8 +142,11 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
                     on_records=progress.on_records,
                     on_status=progress.on_status,
                     nodes=args.node,
+                    price_usd_per_gpu_hour=args.price,
                 ),
             )
+        except BudgetError as exc:
+            raise UsageError(f"--budget-usd: {exc}") from None
         except ValueError as exc:
             raise UsageError(f"TRAINER FLAGS: {exc}") from None
         except (SSHError, HistoryError, RunError) as exc:
