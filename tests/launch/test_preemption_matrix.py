@@ -54,10 +54,10 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tenso
 class CliRun:
     """``gpuplanner run --auto-resume --json`` in a thread of this process; the launch as it is recorded."""
 
-    def __init__(self, db_path: Path, flags: list[str]) -> None:
+    def __init__(self, db_path: Path, flags: list[str], options: tuple[str, ...] = ()) -> None:
         self.db_path = db_path
         self.code: int | None = None
-        argv = ["run", "--db", str(db_path), "--host", "local", "--auto-resume", "--json", "--", *flags]
+        argv = ["run", "--db", str(db_path), "--host", "local", "--auto-resume", "--json", *options, "--", *flags]
         self.thread = threading.Thread(target=self._main, args=(argv,), daemon=True)
         self.thread.start()
 

@@ -136,6 +136,41 @@ def test_budget_stop_cost_in_the_history_agrees_with_the_trainer(db_path: Path, 
     assert summary.price_usd_per_gpu_hour == price
 
 
+def test_budget_cost_agrees_across_a_preemption(
+    db_path: Path, model_config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.launch.test_preemption_matrix import CliRun, _records
+
+    monkeypatch.setattr(supervisor, "BACKOFF_BASE_S", 0.2)
+    price, cap = 3600.0, 25.0  # $1 per second: both start-ups are paid, the wait between them is not
+    cli = CliRun(db_path, train_flags(model_config, steps=100000), ("--price", str(price), "--budget-usd", str(cap)))
+    node = cli.launch()
+    run_dir = Path(node["run_dir"])
+    deadline = time.monotonic() + 120
+    while not any(r["kind"] == "step" for r in _records(run_dir)):
+        assert time.monotonic() < deadline, "no step"
+        time.sleep(0.01)
+    os.killpg(node["pgid"], signal.SIGTERM)  # a spot reclaim
+    assert cli.wait() == 0
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (doc["state"], doc["restarts"]) == ("finished", 1), doc
+    assert _status(db_path, doc["run_id"]) == "budget_stop"
+    records = _records(run_dir)
+    ends = [r for r in records if r["kind"] == "run_end"]
+    assert [e["status"] for e in ends] == ["preempted", "budget_stop"]
+    newest = max((run_dir / "checkpoints").glob("step-*"))
+    stop_spend = json.loads((newest / "trainer_state.json").read_text())["spend_usd"]
+    assert stop_spend >= cap
+    db = connect(db_path)
+    try:
+        summary = summarize(db, doc["run_id"], with_alerts=False)
+    finally:
+        db.close()
+    assert summary.interruptions == 1
+    assert summary.cost_usd == pytest.approx(ends[-1]["totals"]["spend_usd"], abs=0.1)
+    assert 0 <= summary.cost_usd - stop_spend <= 1.0, (summary.cost_usd, stop_spend)
+
+
 # -- item 10: a lost process: the history always ends final ------------------------------------------
 
 
