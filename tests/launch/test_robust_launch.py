@@ -134,6 +134,12 @@ def test_budget_stop_cost_in_the_history_agrees_with_the_trainer(db_path: Path, 
     # history's cost exceeds the cap by one step and that save, never by the start-up.
     assert 0 <= summary.cost_usd - stop_spend <= 1.0 * per_s, (summary.cost_usd, stop_spend)
     assert summary.price_usd_per_gpu_hour == price
+    startup = (steps[0]["t"] - start["t"]) if steps else end["t"] - start["t"]
+    print(
+        f"\nFIGURES budget: cap ${cap:.2f}, history cost ${summary.cost_usd:.4f}, trainer spend ${trainer_spend:.4f}"
+        f" (differ by ${abs(summary.cost_usd - trainer_spend):.4f}), over the cap by ${summary.cost_usd - cap:.4f},"
+        f" start-up paid ${startup * per_s:.2f}, steps {len(steps)}"
+    )
 
 
 def test_budget_cost_agrees_across_a_preemption(
@@ -223,6 +229,7 @@ def test_sigterm_at_any_moment_of_startup_is_a_clean_resumable_stop(
     backend = LocalBackend(local_host(), tmp_path / "runs")
     run_dir = backend.run_dir(1)
     args = ["-m", "trainer", "train", *train_flags(model_config, steps=2), "--run-dir", run_dir]
+    t0 = time.monotonic()
     pgid = backend.start(run_dir, "node0", args, {})
     if delay_s:
         time.sleep(delay_s)
@@ -231,6 +238,7 @@ def test_sigterm_at_any_moment_of_startup_is_a_clean_resumable_stop(
     while backend.state(run_dir, "node0", pgid).alive:
         assert time.monotonic() < deadline
         time.sleep(0.02)
+    print(f"\nFIGURES SIGTERM {delay_s * 1000:.0f} ms after the start: exit after {time.monotonic() - t0:.2f} s")
     exit_doc = json.loads((Path(run_dir) / "node0.exit").read_text())
     assert exit_doc["exit_code"] == 75 and exit_doc["signals"] == ["SIGTERM"], exit_doc
     end = _events_file(Path(run_dir))[-1]
