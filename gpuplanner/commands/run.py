@@ -145,8 +145,9 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
                     price_usd_per_gpu_hour=args.price,
                 ),
             )
-        except BudgetError as exc:
-            raise UsageError(f"--budget-usd: {exc}") from None
+        except BudgetError as exc:  # "budget: ..." or "price: ..."
+            field, _, why = str(exc).partition(": ")
+            raise UsageError(f"--{'price' if field == 'price' else 'budget-usd'}: {why}") from None
         except ValueError as exc:
             raise UsageError(f"TRAINER FLAGS: {exc}") from None
         except (SSHError, HistoryError, RunError) as exc:

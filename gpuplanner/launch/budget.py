@@ -32,10 +32,14 @@ def budget_problem(
         return f"budget: a positive number of US dollars, not {budget_usd!r}"
     if not _positive(price_usd_per_gpu_hour):
         where = f"host {host!r}" if host else "the host"
+        what = (
+            "has no price per GPU-hour"
+            if price_usd_per_gpu_hour is None
+            else f"has a price of {price_usd_per_gpu_hour!r} per GPU-hour"
+        )
         return (
-            f"budget: {where} has no price per GPU-hour, so the spend would stay $0 and the budget could never "
-            "stop the run; set a price (the Hosts pane, `gpuplanner hosts add NAME --price USD`, or "
-            "`gpuplanner run --price USD`) or launch without a budget"
+            f"budget: {where} {what}, so the spend could never reach the budget; set a positive price (the Hosts "
+            "pane, `gpuplanner hosts add NAME --price USD`, or `gpuplanner run --price USD`) or launch without a budget"
         )
     return None
 
@@ -43,9 +47,11 @@ def budget_problem(
 def check_budget(budget_usd: float | None, prices: Iterable[tuple[str, float | None]]) -> None:
     """:class:`BudgetError` unless ``budget_usd`` works on every ``(host, price)`` the run may use
     (its host and its fallback hosts)."""
+    if budget_usd is None:
+        return
+    if not _positive(budget_usd):
+        raise BudgetError(f"budget: a positive number of US dollars, not {budget_usd!r}")
     for host, price in prices:
         problem = budget_problem(budget_usd, price, host)
         if problem is not None:
             raise BudgetError(problem)
-    if budget_usd is not None and not _positive(budget_usd):
-        raise BudgetError(budget_problem(budget_usd, 1.0) or "budget: a positive number of US dollars")
