@@ -157,7 +157,8 @@ def test_interrupted_run_resumes_to_identical_weights(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(supervisor, "BACKOFF_BASE_S", 0.2)  # the back-off is tested elsewhere; keep this fast
+    # A short back-off, but longer than the CLI's 0.5 s poll: it must see the waiting state and go on.
+    monkeypatch.setattr(supervisor, "BACKOFF_BASE_S", 1.0)
     cli = CliRun(db_path, _flags(model_config))
     node = cli.launch()
     run_dir = Path(node["run_dir"])
