@@ -1,12 +1,16 @@
 """Entry point: ``python -m trainer``.
 
 Stop signals are caught first, before torch or transformers are imported (seconds), so a SIGTERM
-during start-up leads to the graceful stop (exit 75) instead of death by signal (exit 143).
+during start-up leads to the graceful stop (exit 75) instead of death by signal (exit 143); a
+launcher that starts the trainer with them blocked (GPU Planner's wrapper) closes the interpreter's
+own start-up too (:func:`trainer.early_signals.install` unblocks them). The budget clock starts here
+(:mod:`trainer.clock`).
 """
 
-from . import early_signals
+from . import clock, early_signals
 
 early_signals.install()
+clock.mark()
 
 import sys  # noqa: E402
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import signal
 import sys
 import time
+from pathlib import Path
 
 from . import __version__
 from .config import add_arguments, resolve
@@ -58,6 +62,44 @@ def _monitor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_budget(config) -> None:
+    """A budget is a spend, and spend is the price x GPUs x time: without a price it could never
+    be reached, so it is refused rather than silently ignored."""
+    budget, price = config.budget_usd, config.price_per_gpu_hour
+    if budget is None:
+        return
+    if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
+        raise ValueError(f"--budget-usd must be a positive number of US dollars, not {budget!r}")
+    if not (isinstance(price, (int, float)) and math.isfinite(price) and price > 0):
+        raise ValueError(
+            "--budget-usd needs --price-per-gpu-hour (a positive price): without a price the spend "
+            "stays $0 and the budget could never stop the run"
+        )
+
+
+def _single_process() -> bool:
+    """Not one rank of several (torchrun): those must agree on stopping, which the loop does."""
+    return os.environ.get("WORLD_SIZE", "1").strip() in ("", "1")
+
+
+def _stopped_during_startup(config, signum: int) -> int:
+    """A stop signal before anything was loaded: nothing to save. The records say so (the next start
+    resumes from the newest checkpoint, or starts again when there is none) and the exit is 75."""
+    from . import protocol
+    from .telemetry import Telemetry
+
+    name = signal.Signals(signum).name
+    tele = Telemetry(Path(config.run_dir) / protocol.EVENTS_FILE, stdout=sys.stdout if config.events_stdout else None)
+    try:
+        reason = f"signal {name} (during start-up, before loading: nothing to save)"
+        tele.emit("preempted", reason=reason)
+        tele.emit("run_end", status="preempted", exit_code=75, reason=reason)
+    finally:
+        tele.close()
+    print(f"trainer: {name} during start-up: stopped before loading anything; starting again resumes", file=sys.stderr)
+    return 75
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "probe":
@@ -72,9 +114,16 @@ def main(argv: list[str] | None = None) -> int:
         return _monitor(args)
     try:
         config = resolve(args)
+        _check_budget(config)
     except (ValueError, OSError) as exc:
         print(f"trainer: {exc}", file=sys.stderr)
         return 2
+    if args.command == "train" and _single_process():
+        from .early_signals import pending
+
+        early = pending()
+        if early is not None:  # stopped while starting: leave before loading anything heavy
+            return _stopped_during_startup(config, early)
     if args.command == "bench":
         from .bench import bench
 

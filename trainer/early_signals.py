@@ -18,12 +18,21 @@ def _note(signum, frame):
 
 
 def install():
-    """Record stop signals from now on (only in the main thread, where handlers can be set)."""
+    """Record stop signals from now on (only in the main thread, where handlers can be set).
+
+    A launcher may start the trainer with these signals blocked (GPU Planner's wrapper does), so one
+    sent while the interpreter itself was starting stays pending instead of killing it; they are
+    unblocked here, once the handler is in place, and a pending one is recorded at once.
+    """
+    installed = []
     for name in SIGNALS:
         try:
             signal.signal(getattr(signal, name), _note)
+            installed.append(getattr(signal, name))
         except (ValueError, OSError, AttributeError):
             pass
+    if installed and hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, installed)
 
 
 def pending():
@@ -37,5 +46,7 @@ def restore_defaults():
         sig = getattr(signal, name, None)
         if sig is not None:
             signal.signal(sig, signal.default_int_handler if name == "SIGINT" else signal.SIG_DFL)
+            if hasattr(signal, "pthread_sigmask"):
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
     if _received:
         signal.raise_signal(_received[0])

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import torch
 import torch.nn.functional as F
 
-from . import checkpoint, dist, protocol
+from . import checkpoint, clock, dist, protocol
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .config import TrainConfig, to_dict, write_resolved
@@ -203,6 +203,7 @@ def _peak_mem(device: torch.device) -> int:
 
 
 def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats | None = None) -> int:
+    started = clock.started() or (time.time(), time.monotonic())  # the budget clock's zero
     info = dist.DistInfo.from_env()
     device = pick_device(config.device, info.local_rank)
     run_dir = Path(config.run_dir)
@@ -216,7 +217,7 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
     events = None if bench is not None else run_dir / protocol.EVENTS_FILE
     tele = Telemetry(events, stdout=stdout if config.events_stdout else None, enabled=info.is_main)
     try:
-        return _Trainer(config, info, device, run_dir, tele, bench, writer).run()
+        return _Trainer(config, info, device, run_dir, tele, bench, writer, started).run()
     except Exception as exc:
         warn(f"training failed: {exc}")
         traceback.print_exc(file=sys.stderr)
@@ -237,6 +238,7 @@ class _Trainer:
         tele: Telemetry,
         bench: BenchStats | None,
         writer: bool | None = None,
+        started: tuple[float, float] | None = None,
     ) -> None:
         self.config, self.info, self.device, self.run_dir, self.tele, self.bench = (
             config,
@@ -251,6 +253,10 @@ class _Trainer:
         self.flag = StopFlag()
         self.activity = Activity()
         self.state = RunState(world=info.world)
+        # The budget clock: paid time runs from the process start (loading and resuming included);
+        # ``run_start`` carries the same moment, so the history prices the same span.
+        self.started_wall, self.started_mono = started or (time.time(), time.monotonic())
+        self.clock_base = (0.0, 0.0, 0.0)  # elapsed, spend and GPU-hours carried over from the checkpoint
         self.mirror = Mirror(config.mirror_url, config.keep_checkpoints) if config.mirror_url and info.is_main else None
 
     # -- setup ------------------------------------------------------------------------------------
@@ -502,6 +508,7 @@ class _Trainer:
         self._data()
         self._model()
         resumed = self._resume()
+        self.clock_base = (self.state.elapsed_s, self.state.spend_usd, self.state.gpu_hours)
         remaining = self._remaining_steps()
         self.total_steps = self.state.step + remaining
         self.warmup = c.warmup_steps if c.warmup_steps >= 0 else min(100, max(1, self.total_steps // 20))
@@ -524,6 +531,7 @@ class _Trainer:
         start_step = self.state.step
         self.tele.emit(
             "run_start",
+            at=self.started_wall,
             config=to_dict(c),
             **_host_info(self.device),
             world_size=info.world,
@@ -584,6 +592,8 @@ class _Trainer:
         self.last_ckpt = time.monotonic()
         if remaining == 0:
             return NONE
+        # Start-up is paid time: a budget already spent by loading or resuming stops before a step.
+        self._tick_budget()
         # A stop requested before the first step (e.g. SIGTERM during start-up): stop now, all ranks agreed.
         reason = dist.all_max([self.flag.reason], info, self.device)[0]
         if reason != NONE:
@@ -604,8 +614,6 @@ class _Trainer:
         limiter = StepRateLimiter(c.log_every_steps, c.log_interval_s)
         params = [p for p in self.model.parameters() if p.requires_grad]
         global_targets = gb if self.cls else gb * (c.seq_len - 1)
-        t_run = time.monotonic()
-        elapsed0, spend0, gpu_h0 = s.elapsed_s, s.spend_usd, s.gpu_hours
         win = {
             "t": time.perf_counter(),
             "steps": 0,
@@ -660,14 +668,7 @@ class _Trainer:
             s.step, s.epoch, s.offset = s.step + 1, pos.epoch, pos.offset
             s.tokens_total += gb * c.seq_len
             s.samples_total += gb
-            elapsed = elapsed0 + (time.monotonic() - t_run)
-            s.elapsed_s = elapsed
-            s.gpu_hours = gpu_h0 + info.world * (elapsed - elapsed0) / 3600.0
-            s.spend_usd = spend0 + c.price_per_gpu_hour * info.world * (elapsed - elapsed0) / 3600.0
-            if c.budget_usd is not None and s.spend_usd >= c.budget_usd:
-                self.flag.request(BUDGET_STOP, f"spend ${s.spend_usd:.4f} reached the budget ${c.budget_usd}")
-            if c.max_gpu_hours is not None and s.gpu_hours >= c.max_gpu_hours:
-                self.flag.request(BUDGET_STOP, f"{s.gpu_hours:.4f} GPU-hours reached the cap {c.max_gpu_hours}")
+            self._tick_budget()
             win["steps"] += 1
             win["wait"] += wait
             win["loss"] += loss_sum
@@ -702,6 +703,24 @@ class _Trainer:
                 self.save_checkpoint()
         return reason
 
+    def _tick(self) -> None:
+        """Bring elapsed time, GPU-hours and spend up to now (cumulative across resumes)."""
+        s, c = self.state, self.config
+        elapsed0, spend0, gpu_h0 = self.clock_base
+        this_process = max(0.0, time.monotonic() - self.started_mono)
+        s.elapsed_s = elapsed0 + this_process
+        s.gpu_hours = gpu_h0 + self.info.world * this_process / 3600.0
+        s.spend_usd = spend0 + c.price_per_gpu_hour * self.info.world * this_process / 3600.0
+
+    def _tick_budget(self) -> None:
+        """:meth:`_tick`, then request the budget stop when a cap is reached."""
+        self._tick()
+        c, s = self.config, self.state
+        if c.budget_usd is not None and s.spend_usd >= c.budget_usd:
+            self.flag.request(BUDGET_STOP, f"spend ${s.spend_usd:.4f} reached the budget ${c.budget_usd}")
+        if c.max_gpu_hours is not None and s.gpu_hours >= c.max_gpu_hours:
+            self.flag.request(BUDGET_STOP, f"{s.gpu_hours:.4f} GPU-hours reached the cap {c.max_gpu_hours}")
+
     def _emit_step(
         self, win: dict[str, Any], gb: int, fpt: float, peak: float | None, lr: float, sample_ids: list[int] | None
     ) -> None:
@@ -734,10 +753,9 @@ class _Trainer:
         win.update(t=now, steps=0, wait=0.0, targets=0)
         win["loss"] = torch.zeros((), device=self.device)
 
-    def _finish(self, reason: int) -> int:
+    def _totals(self) -> dict[str, Any]:
         s = self.state
-        status = REASON_STATUS.get(reason, "finished")
-        totals = {
+        return {
             "steps": s.step,
             "tokens_total": s.tokens_total,
             "samples_total": s.samples_total,
@@ -745,10 +763,14 @@ class _Trainer:
             "gpu_hours": s.gpu_hours,
             "elapsed_s": s.elapsed_s,
         }
+
+    def _finish(self, reason: int) -> int:
+        status = REASON_STATUS.get(reason, "finished")
+        self._tick()  # the last checkpoint carries the spend up to the stop
         if reason == PREEMPTED:
-            self.tele.emit("preempted", step=s.step, reason=self.flag.detail or "stop requested")
+            self.tele.emit("preempted", step=self.state.step, reason=self.flag.detail or "stop requested")
         if self.bench is not None:
-            self.tele.emit("run_end", status=status, totals=totals, exit_code=EXIT_OK)
+            self.tele.emit("run_end", status=status, totals=self._totals(), exit_code=EXIT_OK)
             return EXIT_OK
         if not (reason == PREEMPTED and self.steps_done == 0):  # stopped before any step: nothing to save
             self.save_checkpoint()
@@ -764,5 +786,6 @@ class _Trainer:
             self.mirror.wait(timeout=120)
         code = EXIT_RESUME if reason == PREEMPTED else EXIT_OK
         detail = {"reason": self.flag.detail} if self.flag.detail else {}
-        self.tele.emit("run_end", status=status, totals=totals, exit_code=code, **detail)
+        self._tick()  # saving is paid time too: the totals price the run up to this, its last record
+        self.tele.emit("run_end", status=status, totals=self._totals(), exit_code=code, **detail)
         return code

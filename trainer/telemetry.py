@@ -93,11 +93,12 @@ class Telemetry:
             self._reported.add(key)
             warn(message)
 
-    def emit(self, kind: str, **fields: Any) -> dict[str, Any] | None:
+    def emit(self, kind: str, *, at: float | None = None, **fields: Any) -> dict[str, Any] | None:
+        """Write one record; ``at`` is its time ``t`` when not now (``run_start``: the process start)."""
         if not self.enabled:
             return None
         with self._lock:
-            record = protocol.make_record(kind, self.seq, time.time(), **fields)
+            record = protocol.make_record(kind, self.seq, time.time() if at is None else at, **fields)
             self.seq += 1
             line = protocol.encode(record)
             if self._fh is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import threading
 import time
@@ -22,8 +23,9 @@ from gpuplanner.cli import UsageError
 from gpuplanner.commands.hosts import add_trust_flag, terminal_prompter, with_host_key_trust
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.plans import save_plan
+from gpuplanner.launch.budget import BudgetError, budget_problem
 from gpuplanner.launch.hosts import HostError, get_host
-from gpuplanner.launch.manager import FINAL_STATES, RunError, RunManager, RunStatus
+from gpuplanner.launch.manager import RunError, RunManager, RunStatus
 from gpuplanner.launch.ssh_connection import SSHError
 
 ACTIONS = ("attach", "stop", "kill", "resume")
@@ -60,7 +62,15 @@ def register(subparsers: Any) -> None:
         help="host to continue on when the host stops answering (repeat; needs --mirror-url)",
     )
     p.add_argument("--max-restarts", type=int, default=3, help="at most this many automatic restarts")
-    p.add_argument("--budget-usd", type=float, help="checkpoint and stop at this spend")
+    p.add_argument(
+        "--budget-usd", type=float, help="checkpoint and stop at this spend (start-up included; needs a price)"
+    )
+    p.add_argument(
+        "--price",
+        type=float,
+        metavar="USD",
+        help="price per GPU-hour for this run (default: the host's; spend and --budget-usd are measured in it)",
+    )
     p.add_argument("--no-follow", action="store_true", help="print the run id and return once it started")
     add_trust_flag(p)
     p.add_argument(
@@ -92,11 +102,19 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
         raise UsageError("--gpus: a whole number of at least 1")
     if args.max_restarts < 0:
         raise UsageError("--max-restarts: 0 or more")
+    hosts = []
     for name in [args.host, *args.node, *args.fallback_host]:
         try:
-            get_host(args.db, name)
+            hosts.append(get_host(args.db, name))
         except HostError as exc:
             raise UsageError(f"--host: {exc}") from None
+    if args.price is not None and not (math.isfinite(args.price) and args.price >= 0):
+        raise UsageError("--price: a number of US dollars per GPU-hour, 0 or more")
+    for host in [hosts[0], *hosts[1 + len(args.node) :]]:  # the host and the fallback hosts set the price
+        price = args.price if args.price is not None else host.price_usd_per_gpu_hour
+        problem = budget_problem(args.budget_usd, price, host.name)
+        if problem is not None:
+            raise UsageError("--budget-usd: " + problem.removeprefix("budget: "))
     plan_id = None
     if args.plan:
         try:
@@ -124,8 +142,12 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
                     on_records=progress.on_records,
                     on_status=progress.on_status,
                     nodes=args.node,
+                    price_usd_per_gpu_hour=args.price,
                 ),
             )
+        except BudgetError as exc:  # "budget: ..." or "price: ..."
+            field, _, why = str(exc).partition(": ")
+            raise UsageError(f"--{'price' if field == 'price' else 'budget-usd'}: {why}") from None
         except ValueError as exc:
             raise UsageError(f"TRAINER FLAGS: {exc}") from None
         except (SSHError, HistoryError, RunError) as exc:
@@ -167,10 +189,10 @@ def _control(args: argparse.Namespace, action: str, run_id: int) -> int:
 def _follow(args: argparse.Namespace, manager: RunManager, run_id: int, progress: _Progress) -> int:
     try:
         while True:
-            status = manager.wait(run_id, 0.5)
+            # Follow as long as the run is supervised here: a waiting state ("preempted" before an
+            # automatic restart) is not the end; the watcher ends after a final state is recorded.
+            manager.wait(run_id, 0.5)
             progress.draw()
-            if status.state in FINAL_STATES or status.state in ("preempted", "detached") and not manager.live_runs():
-                break
             if run_id not in manager.live_runs():
                 break
     except KeyboardInterrupt:

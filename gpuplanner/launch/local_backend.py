@@ -15,6 +15,8 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from gpuplanner.launch.commands import bench_result
 from gpuplanner.launch.hosts import Host, HostError
 from gpuplanner.launch.payload import local_payload
 from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
+from gpuplanner.launch.wrapper import STOP_SIGNALS
 from gpuplanner.paths import data_dir
 
 # Children started by this process, shared by every backend instance: a Popen is never dropped
@@ -66,6 +69,19 @@ def _pid_alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+@contextmanager
+def _stop_signals_blocked() -> Iterator[None]:
+    """Block the stop signals in this thread while it starts a child, which inherits the mask: a stop
+    signal sent to the new process group before the wrapper's handlers exist then waits for them
+    (:mod:`gpuplanner.launch.wrapper` unblocks them) instead of killing it. Only this thread's mask
+    changes, and only for the moment of the start."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def read_exit_file(path: Path) -> int | None:
@@ -122,7 +138,11 @@ class LocalBackend:
         folder.mkdir(parents=True, exist_ok=True)
         payload = local_payload()
         command = [python, payload.wrapper, run_dir, tag, "--", python, *args]
-        with open(folder / f"{tag}.out", "ab") as out, open(folder / f"{tag}.err", "ab") as err:
+        with (
+            open(folder / f"{tag}.out", "ab") as out,
+            open(folder / f"{tag}.err", "ab") as err,
+            _stop_signals_blocked(),  # the wrapper starts with them pending, never killed by one
+        ):
             proc = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import secrets
 import threading
 import time
@@ -32,6 +33,7 @@ from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, get_run, update_run
 from gpuplanner.launch import commands, supervisor
 from gpuplanner.launch.backend import Backend
+from gpuplanner.launch.budget import BudgetError, check_budget
 from gpuplanner.launch.hosts import Host, HostError, get_host, update_host
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 from gpuplanner.launch.local_backend import LocalBackend, TrainerPythonMissing
@@ -59,7 +61,9 @@ StatusCallback = Callable[["RunStatus"], None]
 @dataclass(frozen=True)
 class RunStatus:
     run_id: int
-    state: str  # starting|running|stopping|preempted|resuming|finished|failed|stopped|killed|detached|unreachable
+    # starting|running|stopping|preempted|resuming|finished|failed|stopped|killed|detached|unreachable;
+    # final: FINAL_STATES. "preempted" waits for an automatic restart while the watcher is alive.
+    state: str
     pid: int | None
     exit_code: int | None
     last_seq: int | None
@@ -97,6 +101,7 @@ class _Run:
     fallback_hosts: list[str] = field(default_factory=list)
     max_restarts: int = 3
     budget_usd: float | None = None
+    price: float | None = None  # the run's own price per GPU-hour (None: each host's)
     rdzv_port: int | None = None
     restarts: int = 0
     state: str = "starting"
@@ -132,6 +137,7 @@ class _Run:
             "fallback_hosts": self.fallback_hosts,
             "max_restarts": self.max_restarts,
             "budget_usd": self.budget_usd,
+            "price_usd_per_gpu_hour": self.price,
             "rdzv_port": self.rdzv_port,
             "restarts": self.restarts,
             "orphans": [{"host": n.host, "run_dir": n.run_dir, "tag": n.tag, "pgid": n.pgid} for n in self.orphans],
@@ -275,9 +281,12 @@ class RunManager:
         nodes: Sequence[str] = (),
         env: dict[str, str] | None = None,
         rdzv_port: int | None = None,
+        price_usd_per_gpu_hour: float | None = None,
     ) -> int:
         """Start a run and return its history id once the process started. ``nodes``: further hosts of
-        a multi-node job (the first host hosts the rendezvous); ``env``: extra environment variables."""
+        a multi-node job (the first host hosts the rendezvous); ``env``: extra environment variables;
+        ``price_usd_per_gpu_hour``: this run's price instead of the host's. A budget needs a price on
+        the host and every fallback host (:class:`~gpuplanner.launch.budget.BudgetError` otherwise)."""
         if self._closed:
             raise RunError("the run manager is closed")
         args = commands.check_trainer_args(trainer_args)
@@ -285,8 +294,18 @@ class RunManager:
             raise ValueError("gpus must be at least 1")
         host_names = [host_name, *nodes]
         hosts = [get_host(self.db_path, h) for h in host_names]
-        for fallback in fallback_hosts:
-            get_host(self.db_path, fallback)
+        fallbacks = [get_host(self.db_path, fallback) for fallback in fallback_hosts]
+        if price_usd_per_gpu_hour is not None and not (
+            math.isfinite(price_usd_per_gpu_hour) and price_usd_per_gpu_hour >= 0
+        ):
+            raise BudgetError(f"price: a number of US dollars per GPU-hour, 0 or more, not {price_usd_per_gpu_hour!r}")
+        check_budget(
+            budget_usd,
+            [
+                (h.name, price_usd_per_gpu_hour if price_usd_per_gpu_hour is not None else h.price_usd_per_gpu_hour)
+                for h in [hosts[0], *fallbacks]
+            ],
+        )
         for h in host_names:
             backend = self._backend(h)  # connect first: an unknown host key must not leave a run row behind
             if isinstance(backend, LocalBackend):
@@ -308,7 +327,9 @@ class RunManager:
                 host=host_name,
                 gpu_type=host.gpu_type,
                 gpu_count=gpus * len(hosts),
-                price_usd_per_gpu_hour=host.price_usd_per_gpu_hour,
+                price_usd_per_gpu_hour=(
+                    price_usd_per_gpu_hour if price_usd_per_gpu_hour is not None else host.price_usd_per_gpu_hour
+                ),
                 pricing=host.db_pricing,
                 model_name=_model_name(args),
                 config={"trainer_args": args},
@@ -328,6 +349,7 @@ class RunManager:
             fallback_hosts=list(fallback_hosts),
             max_restarts=max_restarts,
             budget_usd=budget_usd,
+            price=price_usd_per_gpu_hour,
             rdzv_port=rdzv_port,
         )
         if on_records:
@@ -354,7 +376,7 @@ class RunManager:
         """Start every node's process (fresh run dirs, or the existing ones: the trainer resumes)."""
         first = get_host(self.db_path, run.nodes[0].host)
         rdzv_host = first.hostname if first.kind == "ssh" else "127.0.0.1"
-        price = first.price_usd_per_gpu_hour
+        price = run.price if run.price is not None else first.price_usd_per_gpu_hour
         for i, node in enumerate(run.nodes):
             backend = self._backend(node.host)
             node.run_dir = backend.run_dir(run.run_id)
@@ -432,6 +454,7 @@ class RunManager:
             fallback_hosts=doc.get("fallback_hosts", []),
             max_restarts=doc.get("max_restarts", 3),
             budget_usd=doc.get("budget_usd"),
+            price=doc.get("price_usd_per_gpu_hour"),
             rdzv_port=doc.get("rdzv_port"),
             restarts=doc.get("restarts", 0),
             state=state,
@@ -691,6 +714,10 @@ class RunManager:
             log.exception("run %s: watcher failed", run.run_id)
             run.error = f"{type(exc).__name__}: {exc}"
             self._set_state(run, "failed")
+            try:  # the history ends in a final state too
+                self._finish_db(db, run, "failed", run.exit_code)
+            except Exception:
+                log.exception("run %s: could not record the failure", run.run_id)
         finally:
             db.close()
 
@@ -778,7 +805,8 @@ class RunManager:
             run.wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
             run.wake.clear()
         run.resume_now = False
-        if run.stop_evt.is_set():
+        if run.stop_evt.is_set():  # no longer watched here (detached, closed): nothing restarts it now
+            self._finish_db(db, run, decision.state, code)
             return False
         if run.user_action in ("stop", "kill"):
             self._set_state(run, "stopped" if run.user_action == "stop" else "killed")
@@ -794,13 +822,11 @@ class RunManager:
         return True
 
     def _finish_db(self, db: Database, run: _Run, state: str, code: int | None) -> None:
+        """Record a final state when the trainer could not (it was lost, or killed before its run_end):
+        the history never stays at "running" for a process that ended."""
         row = db.execute("SELECT status FROM runs WHERE id = ?", [run.run_id]).fetchone()
         stored = row[0] if row else None
-        if (
-            state == "killed"
-            or (state == "failed" and stored == "running")
-            or (state == "stopped" and stored == "running")
-        ):
+        if state == "killed" or (state in ("failed", "stopped", "preempted") and stored == "running"):
             status = "preempted" if state == "stopped" else state
             with write_transaction(db):
                 db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", [status, time.time(), run.run_id])

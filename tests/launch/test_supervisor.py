@@ -34,9 +34,21 @@ def test_exit_0_is_done() -> None:
     assert decide(0, restarts=0, **{**BASE, "user_action": "stop"}) == Decision("finished")
 
 
-@pytest.mark.parametrize("code", [1, 2, 137, 143])
+@pytest.mark.parametrize("code", [1, 2, 124, 137, 139])
 def test_failure_codes_fail_without_restart(code: int) -> None:
     assert decide(code, restarts=0, **BASE) == Decision("failed")
+
+
+@pytest.mark.parametrize(("code", "name"), [(143, "SIGTERM"), (130, "SIGINT"), (138, "SIGUSR1")])
+def test_death_by_a_stop_signal_is_resumable(code: int, name: str) -> None:
+    # Killed by a stop signal before its handlers were installed (start-up): nothing since the newest
+    # checkpoint is lost, so it resumes like exit 75.
+    d = decide(code, restarts=0, **BASE)
+    assert (d.state, d.restart, d.host, d.delay_s) == ("preempted", True, "a", 2.0)
+    assert d.reason == f"stopped by {name} during start-up (exit {code})"
+    assert decide(code, restarts=0, **{**BASE, "auto_resume": False}) == Decision("preempted")
+    assert decide(code, restarts=0, **{**BASE, "user_action": "stop"}) == Decision("stopped")
+    assert decide(code, restarts=3, **BASE) == Decision("preempted")
 
 
 def test_kill_always_wins() -> None:
@@ -46,10 +58,27 @@ def test_kill_always_wins() -> None:
 
 def test_lost_process_restarts_with_resume_only_when_supervised() -> None:
     d = decide(None, restarts=1, **BASE)
-    assert (d.state, d.restart, d.host, d.delay_s, d.reason) == ("failed", True, "a", 4.0, "process lost")
+    # A waiting state, never "failed": whoever follows the run must not take it for the end.
+    assert (d.state, d.restart, d.host, d.delay_s, d.reason) == ("preempted", True, "a", 4.0, "process lost")
     assert decide(None, restarts=3, **BASE) == Decision("failed")
     assert decide(None, restarts=0, **{**BASE, "auto_resume": False}) == Decision("failed")
-    assert decide(None, restarts=0, **{**BASE, "user_action": "stop"}) == Decision("failed")
+
+
+def test_lost_after_a_stop_request_is_a_stop() -> None:
+    # The wrapper itself died of the stop signal (before its handlers were in place): stopped, resumable.
+    assert decide(None, restarts=0, **{**BASE, "user_action": "stop"}) == Decision("stopped")
+    sim = decide(None, restarts=0, resume_after_s=0.5, **{**BASE, "user_action": "preempt"})
+    assert (sim.state, sim.restart, sim.delay_s) == ("preempted", True, 0.5)
+
+
+def test_a_restart_is_never_announced_with_a_final_state() -> None:
+    from gpuplanner.launch.manager import FINAL_STATES
+
+    for code in (None, 0, 1, 75, 130, 137, 143):
+        for action in (None, "stop", "preempt", "kill"):
+            for auto in (True, False):
+                d = decide(code, restarts=0, **{**BASE, "user_action": action, "auto_resume": auto})
+                assert not (d.restart and d.state in FINAL_STATES), (code, action, auto, d)
 
 
 def test_unreachable_moves_to_the_next_fallback_host() -> None:

@@ -110,23 +110,30 @@ def test_corrupt_newest_checkpoint_falls_back_to_previous(tmp_path: Path, model_
 
 
 def test_budget_guard_checkpoints_and_stops_at_the_cap(tmp_path: Path, model_config: Path) -> None:
+    from transformers import GPT2LMHeadModel  # noqa: F401 (loaded once per test process, not per run)
+
     run = tmp_path / "run"
-    # $3600 per GPU-hour = $1 per second: a $0.3 budget is spent after a few tenths of a second.
-    cfg = make_config(run, model_config, max_steps=100000, price_per_gpu_hour=3600.0, budget_usd=0.3)
+    # $3600 per GPU-hour = $1 per second: a $3 budget is spent after 3 s, loading included.
+    cfg = make_config(run, model_config, max_steps=100000, price_per_gpu_hour=3600.0, budget_usd=3.0)
     assert train(cfg) == EXIT_OK
     events = read_events(run)
-    end = events[-1]
-    assert end["kind"] == "run_end" and end["status"] == "budget_stop"
+    start, end = events[0], events[-1]
+    assert start["kind"] == "run_start" and end["kind"] == "run_end" and end["status"] == "budget_stop"
     steps = [e for e in events if e["kind"] == "step"]
-    assert 0.3 <= steps[-1]["spend_usd"] < 0.3 + 0.5  # stopped at the first step past the cap
-    assert all(e["spend_usd"] < 0.3 for e in steps[:-1])
+    assert steps and all(e["spend_usd"] < 3.0 for e in steps[:-1])  # stopped at the first step past the cap
+    # Paid time runs from the start (loading included), the span the records' times cover: at $1/s the
+    # spend is the seconds since run_start, for every step and for the totals of run_end.
+    for record, spend in [*((e, e["spend_usd"]) for e in steps), (end, end["totals"]["spend_usd"])]:
+        assert abs(spend - (record["t"] - start["t"])) < 0.05, (record, start["t"])
+    assert 3.0 <= steps[-1]["spend_usd"] <= end["totals"]["spend_usd"]
     assert end["totals"]["steps"] == steps[-1]["step"] < 100000
     assert checkpoint.newest_valid(run).name == f"step-{steps[-1]['step']:08d}"
     assert (run / "final" / "model.safetensors").exists()
-    # Spend is carried across resumes: with the cap already reached, a resume stops after one step.
+    # Spend is carried across resumes: with the cap already reached, a resume stops before any step.
     assert train(cfg) == EXIT_OK
-    again = [e for e in read_events(run) if e["kind"] == "step"][-1]
-    assert again["step"] == steps[-1]["step"] + 1 and again["spend_usd"] > steps[-1]["spend_usd"]
+    again = read_events(run)[len(events) :]
+    assert not [e for e in again if e["kind"] == "step"]
+    assert again[-1]["status"] == "budget_stop" and again[-1]["totals"]["spend_usd"] > steps[-1]["spend_usd"]
 
 
 def test_gpu_hour_cap_and_early_stop_on_target(tmp_path: Path, model_config: Path) -> None:
