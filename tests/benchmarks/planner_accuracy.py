@@ -122,7 +122,7 @@ def predict_speed(row: Row, params: object | None = None) -> float:
     """Predicted tokens/s per GPU for a row (the planner's own estimate, with ``params`` if given)."""
     from gpuplanner.plan import throughput
 
-    kwargs = {} if params is None else {"params": params}
+    kwargs = {} if params is None else {"speed_model": params}
     result = throughput.estimate_throughput(row.spec, row.setup, row.gpu, row.trainable, **kwargs)
     return result.tokens_per_s / row.setup.gpus
 
