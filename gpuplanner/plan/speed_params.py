@@ -44,7 +44,8 @@ class SpeedModel:
     network_gbs: Mapping[str, float] = field(default_factory=dict)  # GPU name -> per-node GB/s
     network_default: Mapping[str, float] = field(default_factory=dict)  # interconnect -> per-node GB/s
     loso_pct: float = 25.0  # mean absolute % error of the speed on sources left out of the fit
-    calibrated_pct: float = 10.0  # the same after a measurement corrected the efficiency
+    calibrated_pct: float = 10.0  # the same after measurements on other GPUs corrected the efficiency
+    matched_pct: float = 5.0  # a speed measured on this GPU for this model, method and sequence length
     fitted_on: str = ""
 
     def efficiency_for(self, architecture: str) -> float:
@@ -108,6 +109,7 @@ def parse_speed_model(path: Path) -> SpeedModel:
         network_default=defaults,
         loso_pct=_number(path, "uncertainty.loso_pct", uncertainty.get("loso_pct", 25.0)),
         calibrated_pct=_number(path, "uncertainty.calibrated_pct", uncertainty.get("calibrated_pct", 10.0)),
+        matched_pct=_number(path, "uncertainty.matched_pct", uncertainty.get("matched_pct", 5.0)),
         fitted_on=str(data.get("fitted_on", "")),
     )
     try:

@@ -165,6 +165,7 @@ def _given_mfu_throughput(
         flops_per_token=hardware,
         scaling_efficiency=efficiency,
         hfu=mfu * hardware / model_flops,
+        uncertainty_pct=load_speed_model().loso_pct,
     )
 
 

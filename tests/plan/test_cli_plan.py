@@ -116,8 +116,10 @@ def test_compare_text_ends_with_a_recommendation(capsys: pytest.CaptureFixture[s
     code, out, _ = run(capsys, "compare", "--model", "gpt2", "--gpus", "1", "--top", "5")
     assert code == 0
     lines = out.strip().splitlines()
-    assert lines[0].startswith("rank") and len(lines) == 2 + 5 + 2
-    assert " at " in lines[-1] and lines[-1].endswith(".")
+    assert lines[0].startswith("rank") and len(lines) == 2 + 5 + 3
+    assert " at " in lines[-2] and lines[-2].endswith(".")
+    # the winner's likely (P10-P90) hours and cost follow the recommendation
+    assert lines[-1].startswith("Likely for the best option: ") and "P10-P90" in lines[-1]
 
 
 @pytest.mark.parametrize(
