@@ -193,7 +193,7 @@ def efficiency_scale(rows: Iterable[Sequence[Any]], model: SpeedModel | None = N
         low, high = 0.25, 4.0
         for _ in range(40):
             mid = math.sqrt(low * high)
-            params = _params(dict(model.shared), min(eff * mid, BOUNDS["matmul_efficiency"][1] * 4), row.network_gbs)
+            params = _params(dict(model.shared), min(eff * mid, 1.0), row.network_gbs)
             if step_time(row.work, params).tokens_per_s < row.measured:
                 low = mid
             else:

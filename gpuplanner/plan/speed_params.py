@@ -62,7 +62,8 @@ class SpeedModel:
     def params_for(self, gpu: Any, *, efficiency_scale: float = 1.0, network_gbs: float | None = None) -> StepParams:
         """The step-model constants for one GPU (its generation's efficiency, its network)."""
         params = StepParams(
-            matmul_efficiency=self.efficiency_for(getattr(gpu, "architecture", "")) * efficiency_scale,
+            # a calibration may push the efficiency up, never past the peak
+            matmul_efficiency=min(self.efficiency_for(getattr(gpu, "architecture", "")) * efficiency_scale, 1.0),
             network_gbs=self.network_for(gpu) if network_gbs is None else network_gbs,
             **{key: self.shared[key] for key in SHARED_KEYS},
         )
