@@ -48,6 +48,8 @@ START_EFFICIENCY = 0.5
 # Constants that are counted or assumed, not fitted (see resources/catalog/speed_model.toml).
 ASSUMED = {"adapter_bytes": 40.0, "bandwidth_efficiency": 0.8, "overlap": 0.8}
 MIN_SOURCES_PER_GENERATION = 2
+# each source weighs (its rows) ** this: 0.5 = the square root
+WEIGHT_EXPONENT = 0.5
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def _objective(rows: list[_Prepared], shared: dict[str, float], generations: dic
         per_source.setdefault(row.source, []).append(math.log(_predict(row, shared, generations) / row.measured) ** 2)
     total = weight = 0.0
     for values in per_source.values():
-        w = math.sqrt(len(values))
+        w = len(values) ** WEIGHT_EXPONENT
         total += w * sum(values) / len(values)
         weight += w
     return total / weight

@@ -159,10 +159,19 @@ class StepTime:
         return self.tokens / self.step_s
 
 
+def has_lm_head(model: object) -> bool:
+    """False for sequence classifiers (and bare encoders): no vocabulary-sized output per token."""
+    architecture = str(getattr(model, "architecture", "") or "")
+    return not architecture.endswith("ForSequenceClassification") and architecture != "BertModel"
+
+
 def matmul_params(model: ModelShape) -> float:
-    """Parameters that take part in a matmul per token: all but the input embedding lookup."""
+    """Parameters that take part in a matmul per token: all but the input embedding lookup.
+
+    With tied embeddings the shared matrix still costs a matmul in the output head, if there is one.
+    """
     embedding = model.vocab_size * model.hidden_size
-    head = embedding if model.tied_embeddings else 0
+    head = embedding if model.tied_embeddings and has_lm_head(model) else 0
     return max(float(model.n_params - embedding + head), 1.0)
 
 
@@ -196,7 +205,7 @@ def step_work(
     act_bytes = 4.0 if setup.precision == "fp32" else 2.0
     inter = getattr(model, "intermediate_size", 4 * model.hidden_size)
     elementwise = tokens * model.num_layers * (2 * model.hidden_size + inter) * act_bytes * (1.0 + r / 3.0)
-    fixed = tokens * model.vocab_size * LOGIT_BYTES_PER_ELEM
+    fixed = tokens * model.vocab_size * LOGIT_BYTES_PER_ELEM if has_lm_head(model) else 0.0
     if setup.attention == "eager":
         scores = setup.micro_batch * model.num_heads * float(setup.seq_len) ** 2 * model.num_layers
         fixed += scores * EAGER_BYTES_PER_SCORE * (1.0 + r / 3.0) * act_bytes / 2.0
