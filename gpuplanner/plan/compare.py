@@ -24,6 +24,8 @@ from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.throughput import Throughput
 
 GPU_COUNTS = (1, 2, 4, 8)
+# Whole 8-GPU nodes joined by the network, compared when no single node meets the deadline.
+MULTI_NODE_COUNTS = (16, 32, 64)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ def compare(
 
     An option is usable when it fits, has a price, meets the deadline and stays within the budget
     (spot options: in 90% of simulated runs). Unusable rows follow, cheapest first, with the reason.
+    With the default counts and a deadline no single node meets, 16, 32 and 64 GPUs (whole 8-GPU
+    nodes) are compared too.
     """
     if request.pricing.price is not None and request.gpu is None:
         raise PlanInputError("price", "compare ranks catalog offers; --price applies only with --gpu")
@@ -88,12 +92,20 @@ def compare(
     )
     mode_requests = {mode: replace(request, pricing_mode=mode) for mode in PRICINGS}
     rows: list[CompareRow] = []
-    for count in counts:
+
+    def add(count: int) -> None:
         setup = replace(request.setup, gpus=count)
         memory = estimate_memory(request.model, setup)
         trainable = trainable_params(request.model, setup)
         for name in names:
             rows.extend(_compare_rows(mode_requests, catalog, catalog.gpu(name), setup, memory, trainable))
+
+    for count in counts:
+        add(count)
+    if tuple(counts) == GPU_COUNTS and request.deadline_hours is not None and not any(r.usable for r in rows):
+        # one node is too slow: offer whole nodes joined by the network (the step model prices it in)
+        for count in MULTI_NODE_COUNTS:
+            add(count)
     return rank_rows(rows)
 
 

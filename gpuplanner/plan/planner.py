@@ -22,6 +22,7 @@ from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.speed_fit import efficiency_scale
 from gpuplanner.plan.speed_params import load_speed_model
 from gpuplanner.plan.spot import SpotEstimate, SpotTerms, estimate_spot
+from gpuplanner.plan.step_model import GPUS_PER_NODE
 from gpuplanner.plan.throughput import Throughput, estimate_throughput, measured_throughput
 from gpuplanner.plan.trace import TraceUnavailable, trace_memory
 
@@ -233,18 +234,22 @@ class Plan:
 
 
 def _offer_choice(offer: PriceOffer, gpus: int, spot: bool) -> PriceChoice | None:
-    """Price of running ``gpus`` GPUs on one instance of an offer (billed for all its GPUs)."""
+    """Price of running ``gpus`` GPUs on an offer: one instance (billed for all its GPUs), or, beyond
+    one node, whole full-size nodes (``GPUS_PER_NODE`` GPUs each) joined by the network."""
+    nodes = 1
     if offer.gpu_count < gpus:
-        return None
+        if offer.gpu_count != GPUS_PER_NODE or gpus % GPUS_PER_NODE:
+            return None
+        nodes = gpus // GPUS_PER_NODE
     price = offer.spot_usd if spot else offer.on_demand_usd
     if price is None:
         return None
     return PriceChoice(
         price,
-        offer.gpu_count,
+        offer.gpu_count * nodes,
         offer.provider,
         offer.region,
-        offer.instance_type,
+        offer.instance_type if nodes == 1 else f"{nodes} x {offer.instance_type}",
         offer.interruptions_per_hour if spot else None,
         offer.notice_s if spot else None,
     )
@@ -496,7 +501,8 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
     offers = catalog.offers_for(gpu.name) if (catalog is not None and gpu is not None) else ()
     on_demand, spot_price = choose_prices(request, offers, setup.gpus)
     if on_demand is None:
-        warnings.append(f"no catalog offer has {setup.gpus} x {gpu.name if gpu else 'this GPU'}: give --price")
+        multi = f" (beyond one node: whole {GPUS_PER_NODE}-GPU nodes)" if setup.gpus > GPUS_PER_NODE else ""
+        warnings.append(f"no catalog offer has {setup.gpus} x {gpu.name if gpu else 'this GPU'}{multi}: give --price")
     on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
     if on_demand and on_demand.billed_gpus > setup.gpus:
         warnings.append(
