@@ -47,6 +47,14 @@ class MeasuredSpeed:
     tokens_per_s_per_gpu: float
     source: str
     peak_memory_gib: float | None = None
+    # the settings it was measured at, when known: a speed at another sequence length or micro-batch
+    # corrects the step model's efficiency instead of being used as is
+    seq_len: int | None = None
+    micro_batch: int | None = None
+
+    def matches(self, setup: TrainSetup) -> bool:
+        """Whether this speed was measured at ``setup``'s sequence length and micro-batch (or they are unknown)."""
+        return self.seq_len in (None, setup.seq_len) and self.micro_batch in (None, setup.micro_batch)
 
 
 @dataclass(frozen=True)
@@ -379,6 +387,8 @@ def plan_throughput(
         raise PlanInputError("gpu", "without a GPU the speed must be given: add --tokens-per-s or --samples-per-min")
     speed_model = load_speed_model()
     measured = request.measured.get(gpu.name)
+    if measured is not None and not measured.matches(setup):
+        measured = None  # measured at other settings: a correction of the model, below
     if measured is None and request.measured and request.mfu is None:
         return _transferred_throughput(request, setup, gpu, trainable)
     estimate = estimate_throughput(request.model, setup, gpu, trainable, request.mfu)
@@ -400,11 +410,12 @@ def plan_throughput(
 
 
 def _transferred_throughput(request: PlanRequest, setup: TrainSetup, gpu: GpuSpec, trainable: int) -> Throughput:
-    """The step model with its matmul efficiency corrected by speeds measured for this model on other GPUs.
+    """The step model with its matmul efficiency corrected by speeds measured for this model on other GPUs
+    or at other settings (sequence length, micro-batch: ``MeasuredSpeed.seq_len``/``micro_batch``).
 
-    The measurements match the model, method, sequence length and arithmetic (the history's lookup);
-    each is compared with what the model predicts for one GPU of that type, and the geometric mean of
-    the corrections applies here, with a wider range than a speed measured on this very GPU.
+    Each measurement is compared with what the model predicts for one GPU of that type at the settings
+    it was measured at, and the geometric mean of the corrections applies here, with a wider range
+    than a speed measured on this very GPU at these settings.
     """
     speed_model = load_speed_model()
     rows = []
@@ -413,9 +424,14 @@ def _transferred_throughput(request: PlanRequest, setup: TrainSetup, gpu: GpuSpe
         other = catalog_gpu(measured.gpu)
         if other is None:
             continue
-        one = replace(setup, gpus=1)
-        rows.append((request.model, one, other, trainable, measured.tokens_per_s_per_gpu, measured.source))
-        names.append(other.name)
+        at = replace(
+            setup,
+            gpus=1,
+            seq_len=measured.seq_len or setup.seq_len,
+            micro_batch=measured.micro_batch or setup.micro_batch,
+        )
+        rows.append((request.model, at, other, trainable, measured.tokens_per_s_per_gpu, measured.source))
+        names.append(other.name if measured.seq_len is None else f"{other.name} (sequence {measured.seq_len})")
     if not rows:
         return estimate_throughput(request.model, setup, gpu, trainable)
     scale = efficiency_scale(rows, speed_model)

@@ -119,3 +119,27 @@ def test_a_speed_measured_on_another_gpu_corrects_the_model_with_a_wider_range()
     assert on_a100.throughput.uncertainty_pct == load_speed_model().matched_pct
     width = on_a100.hours_range[1] / on_a100.hours_range[0]
     assert width < on_h100.hours_range[1] / on_h100.hours_range[0] < model.hours_range[1] / model.hours_range[0]
+
+
+def test_a_speed_measured_at_another_sequence_length_corrects_the_model_for_this_one() -> None:
+    short = replace_setup(seq_len=1024)
+    at_short = make_plan(request(setup=short), CATALOG)
+    # measured at 1024 tokens: 1.5x what the model said there
+    measured = {
+        "A100 80GB": MeasuredSpeed(
+            "A100 80GB", at_short.throughput.tokens_per_s * 1.5, "runs #9 on NVIDIA A100 80GB", seq_len=1024
+        )
+    }
+    exact = make_plan(request(setup=short, measured=measured), CATALOG)
+    assert exact.throughput.source.startswith("calibrated: runs #9")  # same settings: used as is
+    longer = make_plan(request(measured=measured), CATALOG)  # SETUP has 2048 tokens
+    model = make_plan(request(), CATALOG)
+    assert longer.throughput.source.startswith("calibrated from speeds measured on A100 80GB (sequence 1024)")
+    assert 1.2 < longer.throughput.tokens_per_s / model.throughput.tokens_per_s < 1.6
+    assert longer.throughput.uncertainty_pct == load_speed_model().calibrated_pct
+
+
+def replace_setup(**changes) -> TrainSetup:
+    from dataclasses import replace
+
+    return replace(SETUP, **changes)
