@@ -564,7 +564,14 @@ def run_compare(args: argparse.Namespace) -> int:
     catalog = _catalog()
     request = with_calibration(request_from_args(args, args.gpus or 1, default_gpu=None), args, catalog)
     counts = (args.gpus,) if args.gpus else GPU_COUNTS
-    rows = compare(request, catalog, counts=counts)
+    # fitted settings per option, when the command line offers the switch (--fit-settings, --pin)
+    rows = compare(
+        request,
+        catalog,
+        counts=counts,
+        fit_settings=bool(getattr(args, "fit_settings", False)),
+        pinned=tuple(getattr(args, "pin", None) or ()),
+    )
     inputs = inputs_document(request)
     if args.format == "json":
         print(to_json([compare_document(row, inputs) for row in rows]), end="")
@@ -583,7 +590,7 @@ def run_compare(args: argparse.Namespace) -> int:
             _round(row.p90_cost_usd, 2),
             row.plan.deadline_ok,
             row.plan.budget_ok,
-            row.reason,
+            row.reason or ("fitted: " + ", ".join(row.fitted) if row.fitted else ""),
         )
         for row in rows
     ]

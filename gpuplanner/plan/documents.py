@@ -159,6 +159,7 @@ def compare_document(row: CompareRow, inputs: Mapping[str, Any]) -> dict[str, An
             "p90_cost_usd": _num(row.p90_cost_usd, 2),
             "meets_deadline": row.plan.deadline_ok,
             "within_budget": row.plan.budget_ok,
+            "fitted_settings": list(row.fitted),
         }
     )
     return document
