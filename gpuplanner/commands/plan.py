@@ -442,6 +442,41 @@ def _offer_line(block: dict[str, Any]) -> str:
     )
 
 
+def _step_lines(throughput: dict[str, Any]) -> list[str]:
+    """The parts of one optimizer step on one GPU, with MFU and HFU (step-model estimates only)."""
+    step = throughput.get("step")
+    if not step:
+        return []
+    total = step["step_s"] or 1.0
+    parts = ", ".join(
+        f"{name} {step[key]:.3g} s ({step[key] / total:.0%})"
+        for name, key in (
+            ("compute", "compute_s"),
+            ("recompute", "recompute_s"),
+            ("memory-bound", "memory_s"),
+            ("communication", "communication_s"),
+            ("overhead", "overhead_s"),
+        )
+        if step[key]
+    )
+    line = f"         one step {step['step_s']:.3g} s per GPU: {parts}"
+    if throughput.get("mfu") is not None and throughput.get("hfu") is not None:
+        line += f"; MFU {throughput['mfu']:.2f}, HFU {throughput['hfu']:.2f}"
+    return [line]
+
+
+def _range_line(document: dict[str, Any]) -> str:
+    """The likely (P10-P90) hours and cost and what they rest on."""
+    hours = document.get("hours_range")
+    if not hours or hours[0] is None:
+        return ""
+    text = f"Likely   {_hours(hours[0])} to {_hours(hours[1])}"
+    cost = document.get("cost_range")
+    if cost and cost[0] is not None:
+        text += f", {_money(cost[0])} to {_money(cost[1])}"
+    return text + f" ({document['range_basis']})"
+
+
 def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
     """The readable report of one plan."""
     inputs, memory, runtime = document["inputs"], document["memory"], document["runtime"]
@@ -468,8 +503,13 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
         "",
         f"Speed    {throughput['tokens_per_s']:,.0f} tokens/s, {throughput['samples_per_min']:,.1f} samples/min",
         f"         source: {throughput['source']}",
-        f"Runtime  {_hours(runtime['hours'])}, {runtime['gpu_hours']:,.2f} GPU-hours, {runtime['optimizer_steps']:,} optimizer steps",
     ]
+    lines += _step_lines(throughput)
+    lines.append(
+        f"Runtime  {_hours(runtime['hours'])}, {runtime['gpu_hours']:,.2f} GPU-hours, {runtime['optimizer_steps']:,} optimizer steps"
+    )
+    if _range_line(document):
+        lines.append(_range_line(document))
     on_demand, spot = document["on_demand"], document["spot"]
     if on_demand or spot:
         lines.append(describe_age(document.get("prices_as_of")).capitalize())
@@ -547,7 +587,14 @@ def run_compare(args: argparse.Namespace) -> int:
     catalog = _catalog()
     request = with_calibration(request_from_args(args, args.gpus or 1, default_gpu=None), args, catalog)
     counts = (args.gpus,) if args.gpus else GPU_COUNTS
-    rows = compare(request, catalog, counts=counts)
+    # fitted settings per option, when the command line offers the switch (--fit-settings, --pin)
+    rows = compare(
+        request,
+        catalog,
+        counts=counts,
+        fit_settings=bool(getattr(args, "fit_settings", False)),
+        pinned=tuple(getattr(args, "pin", None) or ()),
+    )
     inputs = inputs_document(request)
     if args.format == "json":
         print(to_json([compare_document(row, inputs) for row in rows]), end="")
@@ -566,7 +613,7 @@ def run_compare(args: argparse.Namespace) -> int:
             _round(row.p90_cost_usd, 2),
             row.plan.deadline_ok,
             row.plan.budget_ok,
-            row.reason,
+            row.reason or ("fitted: " + ", ".join(row.fitted) if row.fitted else ""),
             *_row_price(row),
         )
         for row in rows
@@ -586,6 +633,11 @@ def run_compare(args: argparse.Namespace) -> int:
         if stale:
             print(f"warning: {stale}")
         print(recommendation(rows))
+        best = next((row for row in rows if row.usable), None)
+        if best is not None:
+            line = _range_line(compare_document(best, inputs))
+            if line:
+                print(line.replace("Likely  ", "Likely for the best option:", 1))
     return 0
 
 

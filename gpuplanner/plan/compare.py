@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gpuplanner.plan.catalog import Catalog, GpuSpec, precision_for
+from gpuplanner.plan.fit_settings import fastest_fitting
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, trainable_params
 from gpuplanner.plan.planner import (
     GIB,
@@ -21,9 +22,11 @@ from gpuplanner.plan.planner import (
 )
 from gpuplanner.plan.runtime import Runtime, estimate_runtime
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
-from gpuplanner.plan.throughput import Throughput
+from gpuplanner.plan.throughput import Throughput, estimate_throughput
 
 GPU_COUNTS = (1, 2, 4, 8)
+# Whole 8-GPU nodes joined by the network, compared when no single node meets the deadline.
+MULTI_NODE_COUNTS = (16, 32, 64)
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class CompareRow:
     usable: bool
     reason: str
     rank: int | None = None
+    fitted: tuple[str, ...] = ()  # settings changed so that this option fits (compare(fit_settings=True))
 
     @property
     def cost_usd(self) -> float | None:
@@ -72,12 +76,22 @@ def _row_reason(plan: Plan, priced: bool) -> str:
 
 
 def compare(
-    request: PlanRequest, catalog: Catalog, counts: Sequence[int] = GPU_COUNTS, gpus: Sequence[str] | None = None
+    request: PlanRequest,
+    catalog: Catalog,
+    counts: Sequence[int] = GPU_COUNTS,
+    gpus: Sequence[str] | None = None,
+    *,
+    fit_settings: bool = False,
+    pinned: Collection[str] = (),
 ) -> list[CompareRow]:
     """Every GPU x count x pricing for one workload, ranked cheapest first among usable options.
 
     An option is usable when it fits, has a price, meets the deadline and stays within the budget
     (spot options: in 90% of simulated runs). Unusable rows follow, cheapest first, with the reason.
+    With the default counts and a deadline no single node meets, 16, 32 and 64 GPUs (whole 8-GPU
+    nodes) are compared too. With ``fit_settings``, an option the requested settings do not fit gets
+    the fastest settings that do (:mod:`gpuplanner.plan.fit_settings`; ``pinned`` settings stay), and
+    its row names them in ``fitted``.
     """
     if request.pricing.price is not None and request.gpu is None:
         raise PlanInputError("price", "compare ranks catalog offers; --price applies only with --gpu")
@@ -88,13 +102,46 @@ def compare(
     )
     mode_requests = {mode: replace(request, pricing_mode=mode) for mode in PRICINGS}
     rows: list[CompareRow] = []
-    for count in counts:
+
+    def add(count: int) -> None:
         setup = replace(request.setup, gpus=count)
         memory = estimate_memory(request.model, setup)
         trainable = trainable_params(request.model, setup)
         for name in names:
-            rows.extend(_compare_rows(mode_requests, catalog, catalog.gpu(name), setup, memory, trainable))
+            gpu = catalog.gpu(name)
+            use, use_memory, changes = setup, memory, ()
+            if fit_settings and memory.total / GIB > gpu.memory_gib * request.headroom:
+                fitted = fastest_fitting(
+                    request.model,
+                    setup,
+                    gpu.memory_gib,
+                    request.headroom,
+                    lambda s, gpu=gpu: _speed(request, s, gpu, trainable),
+                    pinned,
+                )
+                if fitted is not None:
+                    use, use_memory, changes = (
+                        fitted.setup,
+                        estimate_memory(request.model, fitted.setup),
+                        fitted.changes,
+                    )
+            rows.extend(_compare_rows(mode_requests, catalog, gpu, use, use_memory, trainable, changes))
+
+    for count in counts:
+        add(count)
+    if tuple(counts) == GPU_COUNTS and request.deadline_hours is not None and not any(r.usable for r in rows):
+        # one node is too slow: offer whole nodes joined by the network (the step model prices it in)
+        for count in MULTI_NODE_COUNTS:
+            add(count)
     return rank_rows(rows)
+
+
+def _speed(request: PlanRequest, setup: TrainSetup, gpu: GpuSpec, trainable: int) -> float:
+    """The step model's tokens/s for a candidate setting (0 where the GPU cannot run it)."""
+    try:
+        return estimate_throughput(request.model, setup, gpu, trainable).tokens_per_s
+    except PlanInputError:
+        return 0.0
 
 
 def _compare_rows(
@@ -104,6 +151,7 @@ def _compare_rows(
     setup: TrainSetup,
     memory: MemoryBreakdown,
     trainable: int,
+    fitted: tuple[str, ...] = (),
 ) -> list[CompareRow]:
     request = mode_requests["on-demand"]
     warnings: list[str] = []
@@ -149,7 +197,14 @@ def _compare_rows(
         usable = bool(fits and priced and deadline_ok is not False and budget_ok is not False)
         rows.append(
             CompareRow(
-                plan, gpu.name, setup.gpus, mode, choice.provider if choice else None, usable, _row_reason(plan, priced)
+                plan,
+                gpu.name,
+                setup.gpus,
+                mode,
+                choice.provider if choice else None,
+                usable,
+                _row_reason(plan, priced),
+                fitted=fitted,
             )
         )
     return rows

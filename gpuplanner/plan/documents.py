@@ -18,6 +18,45 @@ def _num(value: float | None, digits: int = 4) -> float | None:
     return round(float(value), digits)
 
 
+def _range(values: tuple[float, float] | None, digits: int = 4) -> list[float | None] | None:
+    if values is None:
+        return None
+    return [_num(values[0], digits), _num(values[1], digits)]
+
+
+def _step_document(plan: Plan) -> dict[str, Any] | None:
+    """The parts of one optimizer step on one GPU (step-model estimates only)."""
+    step = plan.throughput.step
+    if step is None:
+        return None
+    return {
+        "compute_s": _num(step.compute_s, 6),
+        "recompute_s": _num(step.recompute_s, 6),
+        "memory_s": _num(step.memory_s, 6),
+        "communication_s": _num(step.communication_s, 6),
+        "overhead_s": _num(step.overhead_s, 6),
+        "step_s": _num(step.step_s, 6),
+        "tokens_per_gpu": _num(step.tokens, 0),
+    }
+
+
+def range_basis(plan: Plan) -> str:
+    """What a plan's likely range stands for, in words."""
+    pct = plan.throughput.uncertainty_pct
+    source = plan.throughput.source
+    if not pct:
+        basis = "speed measured: exact"
+    elif source.startswith("calibrated from"):
+        basis = f"speed calibrated on other GPUs: +/-{pct:g}% typical error"
+    elif source.startswith("calibrated"):
+        basis = f"speed measured on this GPU: +/-{pct:g}% typical error"
+    else:
+        basis = f"speed model: +/-{pct:g}% typical error on published runs it was not fitted on"
+    if plan.request.pricing_mode == "spot" and plan.spot is not None:
+        basis += ", with simulated spot interruptions"
+    return basis + " (P10-P90)"
+
+
 def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The stable JSON document of one plan (names documented in docs/json.md)."""
     memory = {key: _num(value) for key, value in plan.memory.as_gib().items()}
@@ -37,6 +76,8 @@ def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
         on_demand = {
             "hours": _num(plan.runtime.hours),
             "cost_usd": _num(plan.on_demand_cost_usd, 2),
+            "hours_range": _range(plan.on_demand_hours_range),
+            "cost_range": _range(plan.on_demand_cost_range, 2),
             **_price_fields(plan.on_demand, plan.setup.gpus),
         }
     spot = None
@@ -57,6 +98,8 @@ def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
             "p90_cost_usd": _num(plan.spot.p90_cost_usd, 2),
             "p_meet_deadline": _num(estimate.p_meet_deadline),
             "model": estimate.model,
+            "hours_range": _range(plan.spot_hours_range),
+            "cost_range": _range(plan.spot_cost_range, 2),
             **_price_fields(plan.spot.price, plan.setup.gpus),
             **_spot_rate(plan),
         }
@@ -71,8 +114,11 @@ def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
             "tokens_per_s": _num(plan.throughput.tokens_per_s, 2),
             "samples_per_min": _num(plan.throughput.samples_per_min, 3),
             "source": plan.throughput.source,
-            "mfu": plan.throughput.mfu,
+            "mfu": _num(plan.throughput.mfu) if plan.throughput.mfu is not None else None,
+            "hfu": _num(plan.throughput.hfu) if plan.throughput.hfu is not None else None,
             "scaling_efficiency": _num(plan.throughput.scaling_efficiency),
+            "uncertainty_pct": _num(plan.throughput.uncertainty_pct, 2),
+            "step": _step_document(plan),
         },
         "runtime": {
             "hours": _num(plan.runtime.hours),
@@ -84,6 +130,9 @@ def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
         },
         "on_demand": on_demand,
         "spot": spot,
+        "hours_range": _range(plan.hours_range),
+        "cost_range": _range(plan.cost_range, 2),
+        "range_basis": range_basis(plan),
         "deadline_ok": plan.deadline_ok,
         "budget_ok": plan.budget_ok,
         "warnings": list(plan.warnings),
@@ -188,6 +237,7 @@ def compare_document(row: CompareRow, inputs: Mapping[str, Any]) -> dict[str, An
             "p90_cost_usd": _num(row.p90_cost_usd, 2),
             "meets_deadline": row.plan.deadline_ok,
             "within_budget": row.plan.budget_ok,
+            "fitted_settings": list(row.fitted),
         }
     )
     return document

@@ -213,9 +213,15 @@ def _layer_bytes(spec: ModelSpec, regime: str, trained: frozenset[str] | None) -
 def _attention_matrix_bytes(spec: ModelSpec, regime: str) -> int:
     """Eager attention, per layer per sequence element squared per head: the softmax output, which
     Llama-style eager attention computes in fp32 and copies back to 16 bit for the probs @ V matmul,
-    while GPT-2/BERT keep it in the compute dtype (plus dropout mask and output when p > 0)."""
+    while GPT-2/BERT keep it in the compute dtype (plus dropout mask and output when p > 0) except
+    under autocast, which computes it in fp32 and feeds the matmul a 16-bit copy."""
     c = FP32 if regime == "fp32" else HALF
     if spec.family in ("gpt2", "bert"):
+        if regime == "amp":
+            # autocast runs softmax in fp32 (its output saved for the backward), and the probs @ V
+            # matmul saves a 16-bit copy of its input: GPT-2's cast to the value dtype, or autocast's own
+            per = FP32 + HALF
+            return per + (MASK if spec.attn_dropout > 0 else 0)
         per = c
     else:
         per = FP32 + (c if c != FP32 else 0)
@@ -227,6 +233,15 @@ def _attention_matrix_bytes(spec: ModelSpec, regime: str) -> int:
 # --------------------------------------------------------------------------------------------------
 # Estimator
 # --------------------------------------------------------------------------------------------------
+
+
+def _score_elems(spec: ModelSpec, micro_batch: int, tokens: int) -> int:
+    """Scores the loss runs over: the vocabulary at every token for a language model, one row of
+    labels per sequence for a sequence classifier (no vocabulary-sized logits at all)."""
+    if spec.architecture.endswith("ForSequenceClassification"):
+        labels = next((m.out_features for m in spec.linears if m.is_output), 2)
+        return micro_batch * labels
+    return tokens * spec.vocab_size
 
 
 def _regime(setup: TrainSetup) -> str:
@@ -354,7 +369,11 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     # ---- activations ----
     tokens = setup.micro_batch * setup.seq_len
     trained = _trained_modules(spec, setup.method, tuple(setup.lora_targets))
-    per_layer_tok, outside_tok = _layer_bytes(spec, regime, trained)
+    ledger_trained = trained
+    if setup.uses_adapters and regime != "fp32" and trained is not None:
+        # the frozen 16-bit base linears save no input; peft's fp32 copies (counted below) replace them
+        ledger_trained = frozenset(t for t in trained if t == "lm_head")
+    per_layer_tok, outside_tok = _layer_bytes(spec, regime, ledger_trained)
     layer_act = per_layer_tok * tokens
     if setup.attention == "eager":
         layer_act += _attention_matrix_bytes(spec, regime) * setup.micro_batch * spec.num_heads * setup.seq_len**2
@@ -364,9 +383,12 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     if setup.uses_adapters:
         mods = resolve_targets(spec, tuple(setup.lora_targets))
         # lora_A output (r, fp32 adapters) saved by lora_B, per wrapped module
-        layer_act += (
-            sum(FP32 * setup.lora_rank * m.count for m in mods if m.in_block) * tokens // max(1, spec.num_layers)
-        )
+        adapter_tok = sum(FP32 * setup.lora_rank * m.count for m in mods if m.in_block)
+        if regime != "fp32":
+            # peft casts each wrapped module's 16-bit input to the adapters' fp32 before lora_A, which
+            # saves that copy for its weight gradient (modules sharing an input each make their own)
+            adapter_tok += sum(FP32 * m.in_features * m.count for m in mods if m.in_block)
+        layer_act += adapter_tok * tokens // max(1, spec.num_layers)
     res_b = FP32 if regime in ("fp32", "amp") else HALF
     L = spec.num_layers
     if setup.grad_checkpointing == "none":
@@ -380,7 +402,7 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     recompute = layer_act if ckpt_layers else 0  # one block re-run at a time during backward
 
     # ---- logits ----
-    vocab_elems = tokens * spec.vocab_size
+    vocab_elems = _score_elems(spec, setup.micro_batch, tokens)
     if spec.family == "bert" and regime == "half":
         # BertForMaskedLM's CrossEntropyLoss runs on the 16-bit scores (no upcast): three 16-bit copies
         logits = BERT_LOGITS_HALF_BYTES * vocab_elems

@@ -13,13 +13,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpuplanner.plan import example
-from gpuplanner.plan.catalog import Catalog, GpuSpec, PriceOffer, precision_for
+from gpuplanner.plan.catalog import Catalog, GpuSpec, PriceOffer, catalog_gpu, precision_for
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, fit_suggestions, max_micro_batch, trainable_params
 from gpuplanner.plan.model_spec import ModelSpec
 from gpuplanner.plan.price_dates import oldest, stale_warning
+from gpuplanner.plan.ranges import hours_range, spot_hours_range
 from gpuplanner.plan.runtime import Runtime, Workload, estimate_runtime
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
+from gpuplanner.plan.speed_fit import efficiency_scale
+from gpuplanner.plan.speed_params import load_speed_model
 from gpuplanner.plan.spot import SpotEstimate, SpotTerms, estimate_spot
+from gpuplanner.plan.step_model import GPUS_PER_NODE
 from gpuplanner.plan.throughput import Throughput, estimate_throughput, measured_throughput
 from gpuplanner.plan.trace import TraceUnavailable, trace_memory
 
@@ -44,6 +48,14 @@ class MeasuredSpeed:
     tokens_per_s_per_gpu: float
     source: str
     peak_memory_gib: float | None = None
+    # the settings it was measured at, when known: a speed at another sequence length or micro-batch
+    # corrects the step model's efficiency instead of being used as is
+    seq_len: int | None = None
+    micro_batch: int | None = None
+
+    def matches(self, setup: TrainSetup) -> bool:
+        """Whether this speed was measured at ``setup``'s sequence length and micro-batch (or they are unknown)."""
+        return self.seq_len in (None, setup.seq_len) and self.micro_batch in (None, setup.micro_batch)
 
 
 @dataclass(frozen=True)
@@ -148,6 +160,7 @@ class SpotResult:
     p50_cost_usd: float
     p90_cost_usd: float
     savings_pct: float | None
+    terms: SpotTerms | None = None
 
 
 @dataclass(frozen=True)
@@ -182,23 +195,73 @@ class Plan:
             return self.spot.estimate.hours
         return self.runtime.hours
 
+    # ---- likely ranges (P10-P90) from the speed's uncertainty and, on spot, the interruptions ----
+
+    @property
+    def on_demand_hours_range(self) -> tuple[float, float]:
+        return hours_range(self.runtime.hours, self.throughput.uncertainty_pct)
+
+    @property
+    def spot_hours_range(self) -> tuple[float, float] | None:
+        if self.spot is None:
+            return None
+        if self.spot.terms is None or not math.isfinite(self.spot.estimate.hours):
+            return (self.spot.estimate.p50_hours, self.spot.estimate.p90_hours)
+        return spot_hours_range(self.runtime.hours, self.spot.terms, self.throughput.uncertainty_pct)
+
+    @property
+    def on_demand_cost_range(self) -> tuple[float, float] | None:
+        if self.on_demand is None:
+            return None
+        rate = self.on_demand.usd_per_gpu_hour * self.on_demand.billed_gpus
+        low, high = self.on_demand_hours_range
+        return (low * rate, high * rate)
+
+    @property
+    def spot_cost_range(self) -> tuple[float, float] | None:
+        hours = self.spot_hours_range
+        if hours is None or self.spot is None:
+            return None
+        rate = self.spot.price.usd_per_gpu_hour * self.spot.price.billed_gpus
+        return (hours[0] * rate, hours[1] * rate)
+
+    @property
+    def hours_range(self) -> tuple[float, float]:
+        """Likely (P10-P90) wall hours under the request's pricing mode."""
+        if self.request.pricing_mode == "spot" and self.spot:
+            spot = self.spot_hours_range
+            assert spot is not None
+            return spot
+        return self.on_demand_hours_range
+
+    @property
+    def cost_range(self) -> tuple[float, float] | None:
+        """Likely (P10-P90) cost under the request's pricing mode; None without a price."""
+        if self.request.pricing_mode == "spot":
+            return self.spot_cost_range
+        return self.on_demand_cost_range
+
 
 # ----------------------------------------------------------------------------------- prices
 
 
 def _offer_choice(offer: PriceOffer, gpus: int, spot: bool) -> PriceChoice | None:
-    """Price of running ``gpus`` GPUs on one instance of an offer (billed for all its GPUs)."""
+    """Price of running ``gpus`` GPUs on an offer: one instance (billed for all its GPUs), or, beyond
+    one node, whole full-size nodes (``GPUS_PER_NODE`` GPUs each) joined by the network."""
+    nodes = 1
     if offer.gpu_count < gpus:
-        return None
+        if offer.gpu_count != GPUS_PER_NODE or gpus % GPUS_PER_NODE:
+            return None
+        nodes = gpus // GPUS_PER_NODE
     price = offer.spot_usd if spot else offer.on_demand_usd
     if price is None:
         return None
     return PriceChoice(
         price,
-        offer.gpu_count,
+        offer.gpu_count * nodes,
         offer.provider,
         offer.region,
-        offer.instance_type,
+        offer.instance_type if nodes == 1 else f"{nodes} x {offer.instance_type}",
         offer.interruptions_per_hour if spot else None,
         offer.notice_s if spot else None,
         offer.as_of,
@@ -317,7 +380,7 @@ def spot_result(
             "spot: interruptions come faster than checkpoints; the run would never finish "
             "(checkpoint more often with --checkpoint-minutes)"
         )
-    return SpotResult(estimate, spot, cost, estimate.p50_hours * rate, estimate.p90_hours * rate, savings)
+    return SpotResult(estimate, spot, cost, estimate.p50_hours * rate, estimate.p90_hours * rate, savings, terms)
 
 
 # ----------------------------------------------------------------------------------- plan
@@ -326,13 +389,19 @@ def spot_result(
 def plan_throughput(
     request: PlanRequest, setup: TrainSetup, gpu: GpuSpec | None, trainable: int, allow_measured: bool
 ) -> Throughput:
-    """The speed a plan uses: the user's measured figure, a calibration from the history, or peak x MFU."""
+    """The speed a plan uses, most trusted first: the user's measured figure (exact), a speed measured in
+    the history on this GPU, the step model corrected by speeds measured on other GPUs, the step model."""
     if allow_measured and (request.tokens_per_s is not None or request.samples_per_min is not None):
         return measured_throughput(setup, request.tokens_per_s, request.samples_per_min)
     if gpu is None:
         raise PlanInputError("gpu", "without a GPU the speed must be given: add --tokens-per-s or --samples-per-min")
-    estimate = estimate_throughput(request.model, setup, gpu, trainable, request.mfu)
+    speed_model = load_speed_model()
     measured = request.measured.get(gpu.name)
+    if measured is not None and not measured.matches(setup):
+        measured = None  # measured at other settings: a correction of the model, below
+    if measured is None and request.measured and request.mfu is None:
+        return _transferred_throughput(request, setup, gpu, trainable)
+    estimate = estimate_throughput(request.model, setup, gpu, trainable, request.mfu)
     if measured is None:
         return estimate
     tokens_s = measured.tokens_per_s_per_gpu * setup.gpus * estimate.scaling_efficiency
@@ -340,8 +409,54 @@ def plan_throughput(
     if setup.gpus > 1:
         source += f", scaling efficiency {estimate.scaling_efficiency:.0%} over {setup.gpus} GPUs"
     return Throughput(
-        tokens_s, tokens_s / setup.seq_len * 60.0, source, None, estimate.flops_per_token, estimate.scaling_efficiency
+        tokens_s,
+        tokens_s / setup.seq_len * 60.0,
+        source,
+        None,
+        estimate.flops_per_token,
+        estimate.scaling_efficiency,
+        uncertainty_pct=speed_model.matched_pct,
     )
+
+
+def _transferred_throughput(request: PlanRequest, setup: TrainSetup, gpu: GpuSpec, trainable: int) -> Throughput:
+    """The step model with its matmul efficiency corrected by speeds measured for this model on other GPUs
+    or at other settings (sequence length, micro-batch: ``MeasuredSpeed.seq_len``/``micro_batch``).
+
+    Each measurement is compared with what the model predicts for one GPU of that type at the settings
+    it was measured at, and the geometric mean of the corrections applies here, with a wider range
+    than a speed measured on this very GPU at these settings.
+    """
+    speed_model = load_speed_model()
+    rows = []
+    names = []
+    for measured in request.measured.values():
+        other = catalog_gpu(measured.gpu)
+        if other is None:
+            continue
+        at = replace(
+            setup,
+            gpus=1,
+            seq_len=measured.seq_len or setup.seq_len,
+            micro_batch=measured.micro_batch or setup.micro_batch,
+        )
+        rows.append((request.model, at, other, trainable, measured.tokens_per_s_per_gpu, measured.source))
+        names.append(other.name if measured.seq_len is None else f"{other.name} (sequence {measured.seq_len})")
+    if not rows:
+        return estimate_throughput(request.model, setup, gpu, trainable)
+    scale = efficiency_scale(rows, speed_model)
+    estimate = estimate_throughput(
+        request.model,
+        setup,
+        gpu,
+        trainable,
+        efficiency_scale=scale,
+        uncertainty_pct=speed_model.calibrated_pct,
+    )
+    source = f"calibrated from speeds measured on {', '.join(sorted(set(names)))} (efficiency x{scale:.2f}); " + (
+        estimate.source.removeprefix("estimate: ")
+    )
+    return replace(estimate, source=source)
 
 
 def deadline_budget(
@@ -420,7 +535,8 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
     if stale:
         warnings.append(stale)
     if on_demand is None:
-        warnings.append(f"no catalog offer has {setup.gpus} x {gpu.name if gpu else 'this GPU'}: give --price")
+        multi = f" (beyond one node: whole {GPUS_PER_NODE}-GPU nodes)" if setup.gpus > GPUS_PER_NODE else ""
+        warnings.append(f"no catalog offer has {setup.gpus} x {gpu.name if gpu else 'this GPU'}{multi}: give --price")
     on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
     if on_demand and on_demand.billed_gpus > setup.gpus:
         warnings.append(

@@ -1,22 +1,34 @@
 """Training throughput: how many tokens per second a setup trains, and where that figure came from.
 
-In order of trust: a figure the user measured, a calibration from the run history, or the GPU's peak
-FLOP/s x an assumed model-FLOPs utilisation (MFU) divided by the FLOPs one trained token costs.
-Multi-GPU runs lose some of the linear speed-up to communication; see :func:`scaling_efficiency`.
+In order of trust: a figure the user measured, a calibration from the run history, or the step model
+(:mod:`gpuplanner.plan.step_model`): compute at a size-dependent matmul efficiency, memory-bound work
+at the HBM bandwidth and exposed communication, with constants fitted on published training runs
+(``resources/catalog/speed_model.toml``). A user-given MFU replaces the model with
+peak x MFU / model FLOPs per token.
+
+MFU counts the model's FLOPs only (6 per parameter per token to train); recomputed activations are
+hardware FLOPs (HFU) and never make a run look more efficient than it is.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
+from gpuplanner.plan.speed_params import SpeedModel, load_speed_model
+from gpuplanner.plan.step_model import (
+    FORWARD_FLOPS_PER_PARAM,
+    StepTime,
+    hardware_flops_per_token,
+    matmul_efficiency,
+    matmul_params,
+    model_flops_per_token,
+    step_time,
+    step_work,
+)
 
-# Forward FLOPs per matmul parameter per token (multiply + add).
-FORWARD_FLOPS_PER_PARAM = 2.0
-# QLoRA dequantises the 4-bit base weights on every matmul; bitsandbytes kernels reach roughly
-# two thirds of the bf16 matmul speed in published fine-tuning comparisons.
-QLORA_SPEED_FACTOR = 0.65
+__all__ = ["FORWARD_FLOPS_PER_PARAM", "matmul_params"]
 # Share of a DDP/ZeRO-2 gradient all-reduce hidden behind the backward pass of the last micro-step
 # (bucketed all-reduce starts as soon as the first buckets are ready).
 BACKWARD_OVERLAP = 0.8
@@ -32,15 +44,17 @@ class ModelShape(Protocol):
     num_layers: int
     num_heads: int
     head_dim: int
+    intermediate_size: int
     vocab_size: int
     tied_embeddings: bool
 
 
 class GpuPeaks(Protocol):
     name: str
+    architecture: str
+    bandwidth_gbs: float
+    interconnect: str
     interconnect_gbs: float
-    default_mfu: float
-    tflops: object
 
     def peak_tflops(self, precision: str) -> float: ...
 
@@ -55,16 +69,9 @@ class Throughput:
     mfu: float | None = None
     flops_per_token: float | None = None
     scaling_efficiency: float = 1.0
-
-
-def matmul_params(model: ModelShape) -> float:
-    """Parameters that take part in a matmul per token: all but the input embedding lookup.
-
-    With tied embeddings the shared matrix still costs a matmul in the output head.
-    """
-    embedding = model.vocab_size * model.hidden_size
-    head = embedding if model.tied_embeddings else 0
-    return max(float(model.n_params - embedding + head), 1.0)
+    hfu: float | None = None
+    step: StepTime | None = None  # the parts of one optimizer step on one GPU (model estimates only)
+    uncertainty_pct: float | None = None  # likely error of this speed, mean absolute % (None: measured)
 
 
 def flops_per_token(model: ModelShape, setup: TrainSetup, trainable_params: int) -> float:
@@ -85,6 +92,11 @@ def flops_per_token(model: ModelShape, setup: TrainSetup, trainable_params: int)
     attention_forward = 4.0 * model.num_layers * setup.seq_len * model.num_heads * model.head_dim
     recompute_share = {"none": 0.0, "full": 1.0, "every-other": 0.5}[setup.grad_checkpointing]
     return base + recompute_share * forward + attention_forward * (3.0 + recompute_share)
+
+
+def model_flops_per_token_of(model: ModelShape, setup: TrainSetup, trainable_params: int) -> float:
+    """Training FLOPs per token without recomputation: what MFU counts."""
+    return flops_per_token(model, replace(setup, grad_checkpointing="none"), trainable_params)
 
 
 def gradient_sync_bytes(setup: TrainSetup, trainable_params: int) -> float:
@@ -124,28 +136,69 @@ def scaling_efficiency(
     return step_compute_s / (step_compute_s + exposed)
 
 
+def _quantized_params(model: ModelShape) -> int:
+    return int(getattr(model, "quantizable_params", matmul_params(model)))
+
+
+def _given_mfu_throughput(
+    model: ModelShape, setup: TrainSetup, gpu: GpuPeaks, trainable_params: int, mfu: float
+) -> Throughput:
+    """Peak x the user's MFU over the model FLOPs per token (recomputation is not model work)."""
+    if not 0.0 < mfu <= 1.0:
+        raise PlanInputError("mfu", f"must be between 0 and 1 (a share of the peak), got {mfu!r}")
+    peak = gpu.peak_tflops(setup.precision) * 1e12
+    model_flops = model_flops_per_token_of(model, setup, trainable_params)
+    hardware = flops_per_token(model, setup, trainable_params)
+    per_gpu_tokens_s = peak * mfu / model_flops
+    tokens_per_step_per_gpu = setup.micro_batch * setup.grad_accum * setup.seq_len
+    step_compute_s = tokens_per_step_per_gpu / per_gpu_tokens_s
+    efficiency = scaling_efficiency(setup, trainable_params, model.n_params, step_compute_s, gpu.interconnect_gbs)
+    tokens_s = per_gpu_tokens_s * setup.gpus * efficiency
+    source = f"estimate: {gpu.name} peak {peak / 1e12:.0f} TFLOP/s x MFU {mfu:.2f} (given)"
+    if setup.gpus > 1:
+        source += f", scaling efficiency {efficiency:.0%} over {setup.gpus} GPUs"
+    return Throughput(
+        tokens_per_s=tokens_s,
+        samples_per_min=tokens_s / setup.seq_len * 60.0,
+        source=source,
+        mfu=mfu,
+        flops_per_token=hardware,
+        scaling_efficiency=efficiency,
+        hfu=mfu * hardware / model_flops,
+        uncertainty_pct=load_speed_model().loso_pct,
+    )
+
+
 def estimate_throughput(
     model: ModelShape,
     setup: TrainSetup,
     gpu: GpuPeaks,
     trainable_params: int,
     mfu: float | None = None,
+    *,
+    speed_model: SpeedModel | None = None,
+    efficiency_scale: float = 1.0,
+    uncertainty_pct: float | None = None,
 ) -> Throughput:
-    """Tokens/s over all GPUs from peak FLOP/s x MFU, with the multi-GPU scaling efficiency."""
-    mfu_used = gpu.default_mfu if mfu is None else mfu
-    if not 0.0 < mfu_used <= 1.0:
-        raise PlanInputError("mfu", f"must be between 0 and 1 (a share of the peak), got {mfu_used!r}")
-    peak = gpu.peak_tflops(setup.precision) * 1e12
-    per_token = flops_per_token(model, setup, trainable_params)
-    speed = QLORA_SPEED_FACTOR if setup.method == "qlora" else 1.0
-    per_gpu_tokens_s = peak * mfu_used * speed / per_token
-    tokens_per_step_per_gpu = setup.micro_batch * setup.grad_accum * setup.seq_len
-    step_compute_s = tokens_per_step_per_gpu / per_gpu_tokens_s
-    efficiency = scaling_efficiency(setup, trainable_params, model.n_params, step_compute_s, gpu.interconnect_gbs)
-    tokens_s = per_gpu_tokens_s * setup.gpus * efficiency
+    """Tokens/s over all GPUs: the step model, or peak x a given MFU.
+
+    ``efficiency_scale`` multiplies the fitted matmul efficiency (a calibration from a measured run);
+    ``uncertainty_pct`` overrides the model's own likely error (its leave-one-source-out error).
+    """
+    if mfu is not None:
+        return _given_mfu_throughput(model, setup, gpu, trainable_params, mfu)
+    fitted = speed_model or load_speed_model()
+    params = fitted.params_for(gpu, efficiency_scale=efficiency_scale)
+    work = step_work(model, setup, gpu, trainable_params, _quantized_params(model))
+    time = step_time(work, params)
+    per_gpu = time.tokens_per_s
+    tokens_s = per_gpu * setup.gpus
+    mfu_model = model_flops_per_token(work) * per_gpu / work.peak_flops
+    hfu = hardware_flops_per_token(work) * per_gpu / work.peak_flops
+    efficiency = (time.step_s - time.communication_s) / time.step_s
     source = (
-        f"estimate: {gpu.name} peak {peak / 1e12:.0f} TFLOP/s x MFU {mfu_used:.2f}"
-        f"{' (assumed default)' if mfu is None else ' (given)'}"
+        f"estimate: {gpu.name} step model, matmuls at {matmul_efficiency(work, params):.0%} of "
+        f"{work.peak_flops / 1e12:.0f} TFLOP/s, MFU {mfu_model:.2f}, HFU {hfu:.2f}"
     )
     if setup.gpus > 1:
         source += f", scaling efficiency {efficiency:.0%} over {setup.gpus} GPUs"
@@ -153,9 +206,12 @@ def estimate_throughput(
         tokens_per_s=tokens_s,
         samples_per_min=tokens_s / setup.seq_len * 60.0,
         source=source,
-        mfu=mfu_used,
-        flops_per_token=per_token,
+        mfu=mfu_model,
+        flops_per_token=hardware_flops_per_token(work),
         scaling_efficiency=efficiency,
+        hfu=hfu,
+        step=time,
+        uncertainty_pct=fitted.loso_pct if uncertainty_pct is None else uncertainty_pct,
     )
 
 

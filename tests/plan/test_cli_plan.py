@@ -116,10 +116,12 @@ def test_compare_text_ends_with_a_recommendation(capsys: pytest.CaptureFixture[s
     code, out, _ = run(capsys, "compare", "--model", "gpt2", "--gpus", "1", "--top", "5")
     assert code == 0
     lines = out.strip().splitlines()
-    # header, rule, 5 rows, blank, the prices' date, the warning that they are stale, the recommendation
-    assert lines[0].startswith("rank") and len(lines) == 2 + 5 + 4
-    assert lines[-3].startswith("Prices as of ") and lines[-2].startswith("warning: prices are ")
-    assert " at " in lines[-1] and lines[-1].endswith(".")
+    # header, rule, 5 rows, blank, the prices' date, the stale warning, the recommendation, the likely range
+    assert lines[0].startswith("rank") and len(lines) == 2 + 5 + 5
+    assert lines[-4].startswith("Prices as of ") and lines[-3].startswith("warning: prices are ")
+    assert " at " in lines[-2] and lines[-2].endswith(".")
+    # the winner's likely (P10-P90) hours and cost follow the recommendation
+    assert lines[-1].startswith("Likely for the best option: ") and "P10-P90" in lines[-1]
 
 
 @pytest.mark.parametrize(

@@ -102,7 +102,10 @@ def test_cheapest_offer_bills_whole_instances() -> None:
     assert one is not None and one.provider == "b"  # $3 for one GPU beats $16 for a whole 8-GPU box
     two = cheapest_offer(offers, 2, spot=False)
     assert two is not None and (two.provider, two.billed_gpus) == ("c", 2)
-    assert cheapest_offer(offers, 16, spot=False) is None
+    # beyond one instance: whole 8-GPU nodes (issue 12), never a partial one
+    sixteen = cheapest_offer(offers, 16, spot=False)
+    assert sixteen is not None and (sixteen.provider, sixteen.billed_gpus) == ("a", 16)
+    assert cheapest_offer(offers, 12, spot=False) is None
     assert cheapest_offer(offers, 1, spot=True) is None
 
 

@@ -1,4 +1,4 @@
-"""FLOPs per token, MFU-based throughput and multi-GPU scaling against hand-computed cases."""
+"""FLOPs per token, the step model, MFU-based throughput and multi-GPU scaling against hand-computed cases."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import pytest
 
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
+from gpuplanner.plan.speed_params import SpeedModel
+from gpuplanner.plan.step_model import StepParams, step_time, step_work
 from gpuplanner.plan.throughput import (
     estimate_throughput,
     flops_per_token,
@@ -26,6 +28,7 @@ class Shape:
     head_dim: int = 128
     vocab_size: int = 32_000
     tied_embeddings: bool = False
+    intermediate_size: int = 8192
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,9 @@ class Gpu:
     interconnect_gbs: float = 300.0
     default_mfu: float = 0.4
     tflops: object = None
+    architecture: str = "Test"
+    bandwidth_gbs: float = 2000.0
+    interconnect: str = "nvlink"
 
     def peak_tflops(self, precision: str) -> float:
         return {"bf16-mixed": 1000.0, "bf16": 1000.0, "fp16-mixed": 1000.0, "fp32": 60.0}[precision]
@@ -78,7 +84,19 @@ def test_throughput_is_peak_times_mfu_over_flops_per_token() -> None:
     assert result.samples_per_min == pytest.approx(result.tokens_per_s / 1024 * 60)
     assert "MFU 0.50 (given)" in result.source
     default = estimate_throughput(SHAPE, setup, Gpu(), SHAPE.n_params)
-    assert default.mfu == 0.4 and "assumed default" in default.source
+    assert default.source.startswith("estimate: Test GPU step model") and default.step is not None
+
+
+def test_a_given_mfu_counts_model_flops_so_recomputation_makes_the_run_slower_not_faster() -> None:
+    # MFU excludes recomputation: with full checkpointing the same MFU means the same tokens/s of
+    # model work, and the hardware did 8N instead of 6N per parameter (HFU = MFU x 8/6 on matmuls).
+    plain = estimate_throughput(SHAPE, TrainSetup(seq_len=1024), Gpu(), SHAPE.n_params, mfu=0.5)
+    ckpt = estimate_throughput(
+        SHAPE, TrainSetup(seq_len=1024, grad_checkpointing="full"), Gpu(), SHAPE.n_params, mfu=0.5
+    )
+    assert ckpt.tokens_per_s == pytest.approx(plain.tokens_per_s)
+    assert ckpt.hfu == pytest.approx(0.5 * (8 * N + 4 * ATTENTION_FWD) / (6 * N + 3 * ATTENTION_FWD))
+    assert plain.hfu == pytest.approx(0.5)
 
 
 def test_qlora_is_slower_than_lora() -> None:
@@ -112,11 +130,12 @@ def test_more_gpus_are_faster_but_not_linear_on_a_slow_link() -> None:
 
 
 def test_tiny_steps_over_a_slow_link_are_communication_bound() -> None:
-    # 512 tokens per step compute in milliseconds; 7 GB of gradients over 5 GB/s take 1.4 s.
+    # 512 tokens per step take tens of milliseconds (compute, optimizer update, launches); 7 GB of
+    # gradients over 5 GB/s at 80% link efficiency take 1.75 s.
     eight = estimate_throughput(
         SHAPE, TrainSetup(gpus=8, micro_batch=1, seq_len=512), Gpu(interconnect_gbs=5.0), SHAPE.n_params
     )
-    assert eight.scaling_efficiency < 0.01
+    assert eight.scaling_efficiency < 0.05
 
 
 def test_measured_throughput_converts_between_units() -> None:
@@ -132,3 +151,95 @@ def test_mfu_out_of_range_is_rejected() -> None:
     with pytest.raises(PlanInputError) as info:
         estimate_throughput(SHAPE, TrainSetup(), Gpu(), 1, mfu=1.5)
     assert info.value.field == "mfu"
+
+
+SIMPLE = StepParams(
+    matmul_efficiency=0.5,
+    hidden_half=0.0,
+    tokens_half=0.0,
+    attention_efficiency=1.0,
+    elementwise_bytes=0.0,
+    launch_s_per_layer=0.0,
+    adapter_bytes=0.0,
+    bandwidth_efficiency=1.0,
+    overlap=0.8,
+    network_gbs=100.0,
+)
+
+
+def test_step_time_by_hand() -> None:
+    """One GPU, 1024 tokens, no recompute: matmuls + causal attention at half the peak, logits and AdamW at HBM speed."""
+    setup = TrainSetup(seq_len=1024)
+    work = step_work(SHAPE, setup, Gpu(), SHAPE.n_params)
+    time = step_time(work, SIMPLE)
+    tokens = 1024
+    compute = (6 * N + 0.5 * 3 * ATTENTION_FWD) * tokens / (1000e12 * 0.5)
+    memory = (tokens * 32_000 * 16 + 32 * SHAPE.n_params) / 2000e9
+    assert time.compute_s == pytest.approx(compute)
+    assert time.memory_s == pytest.approx(memory)
+    assert time.recompute_s == 0 and time.communication_s == 0 and time.overhead_s == 0
+    assert time.step_s == pytest.approx(compute + memory)
+    assert time.tokens_per_s == pytest.approx(tokens / (compute + memory))
+
+
+def test_recomputation_is_its_own_part_and_counted_once() -> None:
+    plain = step_time(step_work(SHAPE, TrainSetup(seq_len=1024), Gpu(), SHAPE.n_params), SIMPLE)
+    full = step_time(
+        step_work(SHAPE, TrainSetup(seq_len=1024, grad_checkpointing="full"), Gpu(), SHAPE.n_params), SIMPLE
+    )
+    assert full.compute_s == pytest.approx(plain.compute_s)
+    # one forward again: 2N per token of matmuls and one forward of the (causal) attention
+    assert full.recompute_s == pytest.approx((2 * N + 0.5 * ATTENTION_FWD) * 1024 / (1000e12 * 0.5))
+
+
+def test_small_matmuls_run_below_the_large_matrix_efficiency() -> None:
+    setup = TrainSetup(seq_len=128)
+    work = step_work(SHAPE, setup, Gpu(), SHAPE.n_params)
+    sized = StepParams(**{**SIMPLE.__dict__, "hidden_half": 2048.0, "tokens_half": 128.0})
+    # h = 2048 at hidden_half 2048 and 128 tokens at tokens_half 128: a quarter of the efficiency
+    slow = step_time(work, sized)
+    fast = step_time(work, SIMPLE)
+    assert slow.compute_s == pytest.approx(4 * fast.compute_s)
+
+
+def test_fp32_runs_at_the_fp32_peak() -> None:
+    fp32 = step_time(step_work(SHAPE, TrainSetup(precision="fp32"), Gpu(), SHAPE.n_params), SIMPLE)
+    bf16 = step_time(step_work(SHAPE, TrainSetup(), Gpu(), SHAPE.n_params), SIMPLE)
+    assert fp32.compute_s == pytest.approx(bf16.compute_s * 1000.0 / 60.0)
+
+
+def test_multi_node_runs_pay_for_the_network() -> None:
+    """FSDP over 16 GPUs gathers over the node's network too; a slow network exposes communication."""
+    setup = TrainSetup(gpus=16, sharding="fsdp", seq_len=512)
+    work = step_work(SHAPE, setup, Gpu(), SHAPE.n_params)
+    one_node = step_work(SHAPE, TrainSetup(gpus=8, sharding="fsdp", seq_len=512), Gpu(), SHAPE.n_params)
+    slow = StepParams(**{**SIMPLE.__dict__, "network_gbs": 1.0})
+    assert work.nodes == 2 and one_node.nodes == 1
+    assert step_time(work, slow).communication_s > step_time(one_node, slow).communication_s > 0
+
+
+def test_parts_add_up_and_mfu_hfu_are_reported() -> None:
+    model = SpeedModel(
+        shared={k: v for k, v in SIMPLE.__dict__.items() if k not in ("matmul_efficiency", "network_gbs")},
+        generations={"default": 0.5},
+        network_default={"nvlink": 100.0, "pcie": 10.0},
+        loso_pct=20.0,
+    )
+    result = estimate_throughput(
+        SHAPE, TrainSetup(seq_len=1024, grad_checkpointing="full"), Gpu(), SHAPE.n_params, speed_model=model
+    )
+    step = result.step
+    assert step is not None and result.uncertainty_pct == 20.0
+    assert step.step_s == pytest.approx(
+        step.compute_s + step.recompute_s + step.memory_s + step.communication_s + step.overhead_s
+    )
+    per_gpu = result.tokens_per_s
+    assert result.mfu == pytest.approx((6 * N + 3 * ATTENTION_FWD) * per_gpu / 1000e12)
+    assert result.hfu == pytest.approx((8 * N + 4 * ATTENTION_FWD) * per_gpu / 1000e12)
+    assert result.hfu > result.mfu
+
+
+def test_a_gpu_without_bandwidth_gets_one_clear_message() -> None:
+    with pytest.raises(PlanInputError) as info:
+        step_work(SHAPE, TrainSetup(), Gpu(bandwidth_gbs=0.0), SHAPE.n_params)
+    assert "bandwidth" in info.value.message

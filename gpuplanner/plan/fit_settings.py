@@ -1,0 +1,105 @@
+"""The fastest training settings that fit one GPU option, keeping what the training means.
+
+For a GPU of given memory, the candidates keep the effective batch (a smaller micro-batch with more
+accumulation), then add gradient checkpointing (every other layer, then every layer), 8-bit AdamW
+states and, over several GPUs, ZeRO-2 or FSDP sharding. Every candidate is checked with the memory
+model, and the one the step model finds fastest wins. The method (full, LoRA, QLoRA), precision and
+sequence length are never changed: they change what is trained, not how it fits. Settings named in
+``pinned`` are left as the user set them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, replace
+
+from gpuplanner.plan.memory import estimate_memory, fits
+from gpuplanner.plan.model_spec import ModelSpec
+from gpuplanner.plan.setup import TrainSetup
+
+# Settings ``pinned`` may name (TrainSetup field names).
+PINNABLE = ("micro_batch", "grad_checkpointing", "optimizer", "sharding")
+CHANGE_PENALTY = 0.01
+_MORE_CHECKPOINTING = {
+    "none": ("none", "every-other", "full"),
+    "every-other": ("every-other", "full"),
+    "full": ("full",),
+}
+
+
+@dataclass(frozen=True)
+class FittedSetup:
+    setup: TrainSetup
+    changes: tuple[str, ...]  # what differs from the requested setup, in words
+
+
+def _micro_batches(setup: TrainSetup) -> Iterator[tuple[int, int]]:
+    """(micro_batch, grad_accum) pairs with the same samples per GPU per step, largest first."""
+    per_gpu = setup.micro_batch * setup.grad_accum
+    for k in range(setup.micro_batch, 0, -1):
+        if per_gpu % k == 0:
+            yield k, per_gpu // k
+
+
+def candidates(setup: TrainSetup, pinned: Collection[str] = ()) -> Iterator[TrainSetup]:
+    """Every variant of ``setup`` that keeps the effective batch, method, precision and sequence length."""
+    batches = [(setup.micro_batch, setup.grad_accum)] if "micro_batch" in pinned else list(_micro_batches(setup))
+    ckpts = (
+        (setup.grad_checkpointing,) if "grad_checkpointing" in pinned else _MORE_CHECKPOINTING[setup.grad_checkpointing]
+    )
+    optimizers = [setup.optimizer]
+    if "optimizer" not in pinned and setup.optimizer in ("adamw", "adamw-fused"):
+        optimizers.append("adamw-8bit")
+    shardings = [setup.sharding]
+    if "sharding" not in pinned and setup.gpus > 1:
+        shardings += [s for s in ("zero2", "fsdp") if s != setup.sharding]
+    for mb, accum in batches:
+        for ckpt in ckpts:
+            for optimizer in optimizers:
+                for sharding in shardings:
+                    yield replace(
+                        setup,
+                        micro_batch=mb,
+                        grad_accum=accum,
+                        grad_checkpointing=ckpt,
+                        optimizer=optimizer,
+                        sharding=sharding,
+                    )
+
+
+def describe_changes(old: TrainSetup, new: TrainSetup) -> tuple[str, ...]:
+    changes = []
+    if (new.micro_batch, new.grad_accum) != (old.micro_batch, old.grad_accum):
+        changes.append(f"micro-batch {new.micro_batch} x {new.grad_accum} accumulation")
+    if new.grad_checkpointing != old.grad_checkpointing:
+        changes.append(f"checkpointing {new.grad_checkpointing}")
+    if new.optimizer != old.optimizer:
+        changes.append(f"optimizer {new.optimizer}")
+    if new.sharding != old.sharding:
+        changes.append(f"sharding {new.sharding}")
+    return tuple(changes)
+
+
+def fastest_fitting(
+    model: ModelSpec,
+    setup: TrainSetup,
+    capacity_gib: float,
+    headroom: float,
+    speed: Callable[[TrainSetup], float],
+    pinned: Collection[str] = (),
+) -> FittedSetup | None:
+    """The candidate that fits in ``capacity_gib x headroom`` with the highest ``speed`` (tokens/s);
+    the requested setup itself when it fits; None when nothing fits."""
+    if fits(estimate_memory(model, setup), capacity_gib, headroom):
+        return FittedSetup(setup, ())
+    best: tuple[float, TrainSetup] | None = None
+    for candidate in candidates(setup, pinned):
+        if not fits(estimate_memory(model, candidate), capacity_gib, headroom):
+            continue
+        # each change must buy more than 1% of speed: no 8-bit states or sharding for nothing
+        score = speed(candidate) * (1.0 - CHANGE_PENALTY * len(describe_changes(setup, candidate)))
+        if best is None or score > best[0]:
+            best = (score, candidate)
+    if best is None:
+        return None
+    return FittedSetup(best[1], describe_changes(setup, best[1]))

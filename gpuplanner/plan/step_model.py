@@ -1,0 +1,328 @@
+"""The time of one optimizer step, from first principles: compute, memory-bound work, communication.
+
+One optimizer step on one GPU is ``grad_accum`` micro-steps of ``micro_batch x seq_len`` tokens plus
+the optimizer update. Each micro-step costs
+
+- matmul time: the model's matmul FLOPs (6 per parameter per token to train, 4 with frozen weights,
+  plus one forward again where activations are recomputed) at the GPU's 16-bit (or fp32) peak times
+  a matmul efficiency that falls for small matrices: ``efficiency x h/(h + h_half) x T/(T + t_half)``
+  for hidden size ``h`` and ``T`` tokens per micro-batch;
+- attention time: the score and value products (fused kernels compute only the causal half; eager
+  attention computes the whole square and moves every score through memory several times);
+- memory-bound time: element-wise work (norms, activations, residual adds, dropout, rotary), the
+  logits and loss, and LoRA adapters' thin matmuls, dropout and casts (peft), as bytes over the HBM
+  bandwidth; QLoRA adds the dequantization of the 4-bit weights on every pass;
+- a fixed launch overhead per layer (kernel launches and Python between them);
+- FSDP's exposed communication: gathering the weights for forward and backward and
+  reduce-scattering the gradients, of which ``overlap`` of the compute hides the most.
+
+The optimizer update reads and writes every trained parameter's weight, gradient and states at the
+HBM bandwidth; DDP and ZeRO-2 all-reduce (or reduce-scatter) gradients once per step, overlapped with
+the backward of the last micro-step. Multi-node runs add the inter-node network to every collective.
+
+:class:`StepWork` holds what depends only on the model, setup and GPU; :func:`step_time` turns it
+into seconds with the fitted :class:`StepParams` (cheap, so the fit can call it many times).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from gpuplanner.plan.setup import PlanInputError, TrainSetup
+
+FORWARD_FLOPS_PER_PARAM = 2.0
+# GPUs per node when a run spans nodes (all catalog offers have at most 8 per instance).
+GPUS_PER_NODE = 8
+# Share of a link's bandwidth a NCCL ring reaches (bus bandwidth / link bandwidth), NCCL-tests on
+# NVLink and InfiniBand typically show 75-85%.
+LINK_EFFICIENCY = 0.8
+# Bytes per score element an eager (unfused) attention moves per layer over a training step: the
+# 16-bit scores written and read, the fp32 softmax written and read, its 16-bit copy, the mask add and
+# the backward's reads and writes of the same tensors (about three times the forward's 8).
+EAGER_BYTES_PER_SCORE = 24.0
+# Logits and cross entropy per token and vocabulary entry: fp32 logits written, read by the softmax,
+# the gradient written and read back by the head's backward.
+LOGIT_BYTES_PER_ELEM = 16.0
+# QLoRA: every pass over a 4-bit weight reads its 0.5 bytes (+ scales) and writes and reads back a
+# 16-bit copy for the matmul.
+QLORA_DEQUANT_BYTES_PER_PARAM = 4.5
+# Optimizer update bytes per trained parameter (weights, gradients and states read and written,
+# plus zeroing the gradients). Keys: (optimizer, 16-bit pure weights?).
+OPTIMIZER_BYTES = {
+    ("adamw", False): 32.0,  # fp32 p,g,m,v read; p,m,v written; grads zeroed
+    ("adamw", True): 16.0,
+    ("adamw-fused", False): 32.0,
+    ("adamw-fused", True): 16.0,
+    ("adamw-8bit", False): 18.0,  # 8-bit m and v
+    ("adamw-8bit", True): 10.0,
+    ("adafactor", False): 20.0,
+    ("adafactor", True): 10.0,
+    ("sgd", False): 16.0,
+    ("sgd", True): 8.0,
+}
+
+
+class ModelShape(Protocol):
+    n_params: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tied_embeddings: bool
+
+
+class GpuLike(Protocol):
+    name: str
+    bandwidth_gbs: float
+    interconnect_gbs: float
+
+    def peak_tflops(self, precision: str) -> float: ...
+
+
+@dataclass(frozen=True)
+class StepParams:
+    """The fitted constants of the step model for one GPU generation (see resources/catalog/speed_model.toml)."""
+
+    matmul_efficiency: float  # share of the peak large matmuls reach
+    hidden_half: float  # hidden size at which matmuls reach half of it
+    tokens_half: float  # tokens per micro-batch at which matmuls reach half of it
+    attention_efficiency: float  # fused attention's share of the matmul efficiency
+    elementwise_bytes: float  # bytes per token, layer and (2h + intermediate) of element-wise work, per 16-bit byte
+    launch_s_per_layer: float  # fixed seconds per layer per micro-step
+    adapter_bytes: float = 30.0  # bytes per token and adapted feature of a LoRA adapter's memory-bound work
+    bandwidth_efficiency: float = 0.8  # share of the HBM bandwidth memory-bound kernels reach
+    overlap: float = 0.8  # share of compute that hides FSDP/DDP communication
+    network_gbs: float = 25.0  # inter-node bandwidth per node, GB/s one direction
+
+    def validate(self) -> None:
+        for name in ("matmul_efficiency", "attention_efficiency", "bandwidth_efficiency"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.5:
+                raise PlanInputError("speed-model", f"{name} must be a positive share, got {value!r}")
+        for name in ("hidden_half", "tokens_half", "elementwise_bytes", "launch_s_per_layer", "adapter_bytes"):
+            if getattr(self, name) < 0:
+                raise PlanInputError("speed-model", f"{name} must be zero or more, got {getattr(self, name)!r}")
+        if not 0.0 <= self.overlap <= 1.0:
+            raise PlanInputError("speed-model", f"overlap must be between 0 and 1, got {self.overlap!r}")
+        if not self.network_gbs > 0:
+            raise PlanInputError("network-gbs", f"must be a positive bandwidth in GB/s, got {self.network_gbs!r}")
+
+
+@dataclass(frozen=True)
+class StepWork:
+    """What one optimizer step on one GPU has to do, independent of the fitted constants."""
+
+    tokens_per_micro: float
+    grad_accum: int
+    hidden: int
+    peak_flops: float
+    bandwidth: float  # bytes/s, HBM
+    # per micro-step:
+    matmul_flops: float  # model FLOPs (no recomputation)
+    recompute_matmul_flops: float
+    attention_flops: float  # model FLOPs of the attention products (full square, the MFU convention)
+    attention_executed_flops: float  # what the kernel computes, recompute included
+    recompute_share: float  # forward passes recomputed: 1 full, 0.5 every-other, 0 none
+    elementwise_units: float  # tokens x layers x (2h + inter) x activation bytes x (1 + recompute share)
+    fixed_bytes: float  # logits, eager scores, QLoRA dequantization: bytes at HBM bandwidth
+    adapter_units: float  # tokens x adapted features (in + out of every adapted module) x (1 + recompute/3)
+    layers: int
+    fsdp_bytes: float  # FSDP gathers + reduce-scatter per micro-step (bytes per GPU)
+    # per optimizer step:
+    optimizer_bytes: float
+    sync_bytes: float  # DDP/ZeRO-2 gradient traffic per step
+    intra_gbs: float
+    nodes: int
+    gpus_in_node: int
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Seconds of one optimizer step on one GPU, by part. ``step_s`` is their sum."""
+
+    compute_s: float  # matmuls and attention, without recomputation
+    recompute_s: float
+    memory_s: float  # element-wise, logits, dequantization and the optimizer update
+    communication_s: float  # exposed (not hidden behind compute)
+    overhead_s: float  # kernel launches
+    tokens: float  # per GPU per step
+
+    @property
+    def step_s(self) -> float:
+        return self.compute_s + self.recompute_s + self.memory_s + self.communication_s + self.overhead_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.step_s
+
+
+def has_lm_head(model: object) -> bool:
+    """False for sequence classifiers (and bare encoders): no vocabulary-sized output per token."""
+    architecture = str(getattr(model, "architecture", "") or "")
+    return not architecture.endswith("ForSequenceClassification") and architecture != "BertModel"
+
+
+def matmul_params(model: ModelShape) -> float:
+    """Parameters that take part in a matmul per token: all but the input embedding lookup.
+
+    With tied embeddings the shared matrix still costs a matmul in the output head, if there is one.
+    """
+    embedding = model.vocab_size * model.hidden_size
+    head = embedding if model.tied_embeddings and has_lm_head(model) else 0
+    return max(float(model.n_params - embedding + head), 1.0)
+
+
+RECOMPUTE_SHARE = {"none": 0.0, "full": 1.0, "every-other": 0.5}
+
+
+def _attention_forward_flops(model: ModelShape, seq_len: int) -> float:
+    """Forward FLOPs of QK^T and AV per token over the full s x s square (PaLM's accounting)."""
+    return 4.0 * model.num_layers * seq_len * model.num_heads * model.head_dim
+
+
+def step_work(
+    model: ModelShape, setup: TrainSetup, gpu: GpuLike, trainable_params: int, quantized_params: int = 0
+) -> StepWork:
+    """The work of one optimizer step on one GPU of ``setup.gpus``."""
+    peak = gpu.peak_tflops(setup.precision) * 1e12
+    if not gpu.bandwidth_gbs > 0:
+        raise PlanInputError("gpu", f"{gpu.name} has no memory bandwidth in the catalog (bandwidth_gbs)")
+    tokens = float(setup.micro_batch * setup.seq_len)
+    n_mm = matmul_params(model)
+    r = RECOMPUTE_SHARE[setup.grad_checkpointing]
+    forward = FORWARD_FLOPS_PER_PARAM * n_mm * tokens
+    if setup.uses_adapters:
+        matmul = 2.0 * forward + 6.0 * trainable_params * tokens
+    else:
+        matmul = 3.0 * forward
+    att_fwd = _attention_forward_flops(model, setup.seq_len) * tokens
+    attention = 3.0 * att_fwd
+    causal = 0.5 if setup.attention == "sdpa" else 1.0
+    executed = causal * att_fwd * (3.0 + r)
+    act_bytes = 4.0 if setup.precision == "fp32" else 2.0
+    inter = getattr(model, "intermediate_size", 4 * model.hidden_size)
+    elementwise = tokens * model.num_layers * (2 * model.hidden_size + inter) * act_bytes * (1.0 + r / 3.0)
+    fixed = tokens * model.vocab_size * LOGIT_BYTES_PER_ELEM if has_lm_head(model) else 0.0
+    if setup.attention == "eager":
+        scores = setup.micro_batch * model.num_heads * float(setup.seq_len) ** 2 * model.num_layers
+        fixed += scores * EAGER_BYTES_PER_SCORE * (1.0 + r / 3.0) * act_bytes / 2.0
+    if setup.method == "qlora":
+        fixed += (2.0 + r) * quantized_params * QLORA_DEQUANT_BYTES_PER_PARAM
+    adapter_units = 0.0
+    if setup.uses_adapters:
+        # trainable = rank x (in + out) x modules, so the adapted features are trainable / rank
+        adapter_units = tokens * trainable_params / setup.lora_rank * (1.0 + r / 3.0)
+    gpus = setup.gpus
+    sharded = setup.sharding in ("zero2", "fsdp") and gpus > 1
+    pure = setup.precision == "bf16"
+    # adapters are trained in fp32 (peft), whatever the base weights are
+    per_param = OPTIMIZER_BYTES[(setup.optimizer, pure and not setup.uses_adapters)]
+    local_trainable = trainable_params / gpus if sharded else float(trainable_params)
+    optimizer_bytes = per_param * local_trainable
+    grad_b = 2.0 if pure else 4.0
+    fsdp_bytes = 0.0
+    sync_bytes = 0.0
+    if gpus > 1:
+        if setup.sharding == "fsdp":
+            gather_b = 4.0 if setup.precision == "fp32" else 2.0
+            # all-gather for forward and again for backward, reduce-scatter of the gradients
+            fsdp_bytes = 2.0 * model.n_params * gather_b + trainable_params * grad_b
+        else:
+            sync_bytes = trainable_params * grad_b
+    nodes = -(-gpus // GPUS_PER_NODE)
+    return StepWork(
+        tokens_per_micro=tokens,
+        grad_accum=setup.grad_accum,
+        hidden=model.hidden_size,
+        peak_flops=peak,
+        bandwidth=gpu.bandwidth_gbs * 1e9,
+        matmul_flops=matmul,
+        recompute_matmul_flops=r * forward,
+        attention_flops=attention,
+        attention_executed_flops=executed,
+        recompute_share=r,
+        elementwise_units=elementwise,
+        fixed_bytes=fixed,
+        adapter_units=adapter_units,
+        layers=model.num_layers,
+        fsdp_bytes=fsdp_bytes,
+        optimizer_bytes=optimizer_bytes,
+        sync_bytes=sync_bytes,
+        intra_gbs=max(gpu.interconnect_gbs, 1e-3),
+        nodes=nodes,
+        gpus_in_node=min(gpus, GPUS_PER_NODE),
+    )
+
+
+def _collective(nbytes: float, work: StepWork, params: StepParams, all_reduce: bool) -> float:
+    """Seconds of a ring collective of ``nbytes`` per GPU: NVLink/PCIe inside a node, the network between.
+
+    An all-gather or reduce-scatter moves (n-1)/n of the buffer through each GPU's link, an all-reduce
+    twice that. Across m nodes the hierarchical collective also moves (m-1)/m of the buffer in or out of
+    every node over its network (each GPU its 1/n share over its own NIC, then over NVLink).
+    """
+    factor = 2.0 if all_reduce else 1.0
+    seconds = 0.0
+    n = work.gpus_in_node
+    if n > 1:
+        seconds += factor * (n - 1) / n * nbytes / (work.intra_gbs * 1e9 * LINK_EFFICIENCY)
+    m = work.nodes
+    if m > 1:
+        seconds += factor * (m - 1) / m * nbytes / (params.network_gbs * 1e9 * LINK_EFFICIENCY)
+    return seconds
+
+
+def matmul_efficiency(work: StepWork, params: StepParams) -> float:
+    """Share of the peak the model's matmuls reach: large-matrix efficiency scaled down for small ones."""
+    size = work.hidden / (work.hidden + params.hidden_half)
+    batch = work.tokens_per_micro / (work.tokens_per_micro + params.tokens_half)
+    return params.matmul_efficiency * size * batch
+
+
+def step_time(work: StepWork, params: StepParams) -> StepTime:
+    """Seconds of one optimizer step on one GPU, by part."""
+    eff = matmul_efficiency(work, params)
+    mm_rate = work.peak_flops * eff
+    att_rate = work.peak_flops * eff * params.attention_efficiency
+    bw = work.bandwidth * params.bandwidth_efficiency
+    att_s = work.attention_executed_flops / att_rate
+    att_recompute = work.recompute_share / (3.0 + work.recompute_share)
+    compute_micro = work.matmul_flops / mm_rate + att_s * (1.0 - att_recompute)
+    recompute_micro = work.recompute_matmul_flops / mm_rate + att_s * att_recompute
+    memory_micro = (
+        work.elementwise_units * params.elementwise_bytes + work.adapter_units * params.adapter_bytes + work.fixed_bytes
+    ) / bw
+    overhead_micro = params.launch_s_per_layer * work.layers
+    micro_s = compute_micro + recompute_micro + memory_micro + overhead_micro
+    comm = 0.0
+    if work.fsdp_bytes:
+        fsdp_s = _collective(work.fsdp_bytes, work, params, all_reduce=False)
+        comm += work.grad_accum * max(fsdp_s - params.overlap * micro_s, 0.0)
+    if work.sync_bytes:
+        sync_s = _collective(work.sync_bytes, work, params, all_reduce=True)
+        # bucketed all-reduce runs during the backward (2/3 of compute) of the last micro-step
+        comm += max(sync_s - params.overlap * (2.0 / 3.0) * micro_s, 0.0)
+    optimizer_s = work.optimizer_bytes / bw
+    accum = work.grad_accum
+    return StepTime(
+        compute_s=accum * compute_micro,
+        recompute_s=accum * recompute_micro,
+        memory_s=accum * memory_micro + optimizer_s,
+        communication_s=comm,
+        overhead_s=accum * overhead_micro,
+        tokens=accum * work.tokens_per_micro,
+    )
+
+
+def model_flops_per_token(work: StepWork) -> float:
+    """Training FLOPs per token without recomputation (what MFU counts)."""
+    return (work.matmul_flops + work.attention_flops) / work.tokens_per_micro
+
+
+def hardware_flops_per_token(work: StepWork) -> float:
+    """Training FLOPs per token with recomputation (what HFU counts)."""
+    recompute_attention = work.recompute_share * work.attention_flops / 3.0
+    return model_flops_per_token(work) + (work.recompute_matmul_flops + recompute_attention) / work.tokens_per_micro
