@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuplanner.commands.errors import UsageError
 from gpuplanner.plan.catalog import (
     OWN_PROVIDER,
     Catalog,
@@ -29,8 +30,6 @@ from gpuplanner.plan.catalog import (
 
 
 def _usage_error(message: str) -> Exception:
-    from gpuplanner.cli import UsageError  # imported late: cli imports this module
-
     return UsageError(message)
 
 

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from gpuplanner.cli import UsageError
+from gpuplanner.commands.errors import UsageError
 from gpuplanner.history.db import HistoryError
 from gpuplanner.launch.hosts import (
     LOCAL_HOST_NAME,

@@ -20,8 +20,9 @@ from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.planner import GIB, PlanRequest, PricingInputs, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
+from gpuplanner.planning import comparison_request
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE
-from gpuplanner.ui.plan_inputs import comparison_request, default_values, request_from_values
+from gpuplanner.ui.plan_inputs import default_values, request_from_values
 from gpuplanner.ui.plan_pane import PlanPane
 from tests.ui.conftest import wait_for_result
 
@@ -584,8 +585,8 @@ def test_the_measured_speed_cache_keys_on_method_and_precision(tmp_path: Path) -
     from gpuplanner.history.calibration import record_bench
     from gpuplanner.history.db import open_db
     from gpuplanner.plan.catalog import load_catalog
+    from gpuplanner.planning import MeasuredCache
     from gpuplanner.ui.plan_inputs import default_values, request_from_values
-    from gpuplanner.ui.plan_pane import _MeasuredCache
 
     db = tmp_path / "h.sqlite"
     with open_db(db) as handle:
@@ -596,7 +597,7 @@ def test_the_measured_speed_cache_keys_on_method_and_precision(tmp_path: Path) -
             result={"tokens_per_s": 777.0, "seq_len": 1024, "method": "lora", "precision": "bfloat16"},
         )
     values = {**default_values(), "model": "gpt2", "method": "lora", "seq-len": "1024"}
-    cache, catalog = _MeasuredCache(), load_catalog()
+    cache, catalog = MeasuredCache(), load_catalog()
     lora = cache.speeds(request_from_values(values), db, catalog)
     assert [m.tokens_per_s_per_gpu for m in lora.values()] == [777.0]
     assert cache.speeds(request_from_values({**values, "method": "full"}), db, catalog) == {}  # not the LoRA speed
