@@ -64,8 +64,10 @@ def _bound(value: float) -> str:
     return f"{int(value):,}" if value == int(value) and value < 1e10 else f"{value:g}"
 
 
-# Every numeric input, by flag name. Lower bounds are the physics (at least one GPU, a positive price);
-# upper bounds are limits a real run never reaches.
+# Every numeric input, by flag name. Lower bounds are the physics (at least one GPU) or, for a positive
+# quantity, a floor far below any real one (a checkpoint every 6 seconds, 0.001 tokens/s, a hundredth of
+# a cent per GPU-hour); upper bounds are limits a real run never reaches. Within them every figure the
+# engine derives (hours, cost, steps, interruptions) is finite.
 RANGES: dict[str, Range] = {
     "params": Range(False, 1e5, 1e14, what="a parameter count"),
     "lora-rank": Range(True, 1, 65_536),
@@ -75,22 +77,22 @@ RANGES: dict[str, Range] = {
     "gpus": Range(True, 1, 1_000_000),
     "samples": Range(True, 1, 1e13),
     "tokens": Range(True, 1, 1e15),
-    "epochs": Range(False, 0, 10_000, low_included=False, what="a number of epochs"),
-    "tokens-per-s": Range(False, 0, 1e12, low_included=False, what="a speed"),
-    "samples-per-min": Range(False, 0, 1e12, low_included=False, what="a speed"),
-    "mfu": Range(False, 0, 1, low_included=False, what="a share of the peak (0.4 = 40%)"),
+    "epochs": Range(False, 0.001, 10_000, what="a number of epochs"),
+    "tokens-per-s": Range(False, 0.001, 1e12, what="a speed"),
+    "samples-per-min": Range(False, 0.001, 1e12, what="a speed"),
+    "mfu": Range(False, 0.001, 1, what="a share of the peak (0.4 = 40%)"),
     "headroom": Range(False, 0, 1, low_included=False, what="a share of the GPU memory (0.95 keeps 5% free)"),
-    "price": Range(False, 0, 100_000, low_included=False, what="a price in $ per GPU-hour"),
-    "spot-price": Range(False, 0, 100_000, low_included=False, what="a price in $ per GPU-hour"),
+    "price": Range(False, 0.0001, 100_000, what="a price in $ per GPU-hour"),
+    "spot-price": Range(False, 0.0001, 100_000, what="a price in $ per GPU-hour"),
     "spot-discount": Range(False, 0, 1, high_included=False, what="a share (0.6 = 60% cheaper)"),
     "interruptions-per-hour": Range(False, 0, 1000, what="a rate per hour"),
     "mean-hours-between-interruptions": Range(False, 0.001, 1e6, what="a number of hours"),
     "spot-overhead-pct": Range(False, 0, 10_000, what="a percentage"),
     "restart-minutes": Range(False, 0, 100_000, what="a number of minutes"),
-    "checkpoint-minutes": Range(False, 0, 100_000, low_included=False, what="a number of minutes"),
+    "checkpoint-minutes": Range(False, 0.1, 100_000, what="a number of minutes"),
     "checkpoint-write-s": Range(False, 0, 1e6, what="a number of seconds"),
-    "deadline-hours": Range(False, 0, 1e7, low_included=False, what="a number of hours"),
-    "budget-usd": Range(False, 0, 1e12, low_included=False, what="an amount of dollars"),
+    "deadline-hours": Range(False, 0.001, 1e7, what="a number of hours"),
+    "budget-usd": Range(False, 0.01, 1e12, what="an amount of dollars"),
 }
 
 # Inputs of which at most one may be given (the CLI's mutually exclusive flags); the error names the
