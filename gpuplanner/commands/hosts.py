@@ -175,7 +175,7 @@ def _on_host(args: argparse.Namespace, action: Callable[[Any], dict[str, Any]]) 
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from gpuplanner.launch.commands import check_trainer_args
+    from gpuplanner.launch.command_lines import check_trainer_args
 
     flags = list(getattr(args, "passthrough", []))
     if not flags:

@@ -24,7 +24,6 @@ from trainer.protocol import RUN_END_STATUSES, StreamParser, config_model_name
 
 DEFAULT_BATCH = 5000
 ENVELOPE = ("v", "seq", "t", "kind")
-EVENT_KINDS = ("run_start", "run_end", "checkpoint", "preempted", "resumed")
 _SEQ_TABLES = ("gpu_samples", "steps", "evals", "events")
 
 
