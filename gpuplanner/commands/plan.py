@@ -242,6 +242,8 @@ def with_calibration(request: PlanRequest, args: argparse.Namespace, catalog: Ca
     """Add the speeds measured for this model in the run history (finished runs, `trainer bench`)."""
     if args.no_calibration:
         return request
+    if args.db is not None and (not isinstance(args.db, str) or not args.db.strip()):
+        raise UsageError("--db: needs the file name of a run history")
     path = resolve_db_path(args.db)
     try:
         return calibrated_request(request, path, catalog)

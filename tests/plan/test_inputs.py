@@ -272,18 +272,19 @@ def _number_text(flag: str) -> st.SearchStrategy[str]:
 
 
 @st.composite
-def plan_argv(draw: st.DrawFn, config: Path) -> list[str]:
-    argv = [draw(st.sampled_from(["plan", "compare"]))]
-    chosen = draw(
-        st.lists(st.sampled_from(NUMERIC_FLAGS + tuple(CHOICE_FLAGS) + ("model", "gpu", "lora-targets")), max_size=7)
-    )
-    for flag in dict.fromkeys(chosen):
+def plan_argv(draw: st.DrawFn, files: dict[str, Path]) -> list[str]:
+    """A `plan` or `compare` command line over every flag (``--memory trace`` aside: it takes seconds)."""
+    command = draw(st.sampled_from(["plan", "compare"]))
+    argv = [command]
+    flags = NUMERIC_FLAGS + tuple(CHOICE_FLAGS) + ("model", "gpu", "lora-targets", "db", "memory")
+    flags += ("top",) if command == "compare" else ()
+    for flag in dict.fromkeys(draw(st.lists(st.sampled_from(flags), max_size=7))):
         if flag in CHOICE_FLAGS:
             value = draw(st.sampled_from(CHOICE_FLAGS[flag]))
         elif flag == "model":
             which = draw(st.sampled_from(["--model", "--model-config", "--params"]))
             if which == "--model-config":
-                argv += [which, draw(st.sampled_from([str(config), "", "/nonexistent/config.json"]))]
+                argv += [which, draw(st.sampled_from([str(files["config"]), "", str(files["not_json"])]))]
             elif which == "--params":
                 argv += [which, draw(_number_text("params"))]
             else:
@@ -293,31 +294,43 @@ def plan_argv(draw: st.DrawFn, config: Path) -> list[str]:
             value = draw(st.sampled_from(["T4", "L4", "A100 80GB", "H100 SXM", "RTX 3090", "", "H900"]))
         elif flag == "lora-targets":
             value = draw(st.sampled_from(["q_proj,v_proj", "attention", "all-linear", "", " , "]))
+        elif flag == "db":
+            value = draw(
+                st.sampled_from([str(files["missing_db"]), str(files["folder"]), str(files["not_json"]), "", "--"])
+            )
+        elif flag == "memory":
+            value = draw(st.sampled_from(["formula", "fake"]))
+        elif flag == "top":
+            value = draw(st.sampled_from(["1", "3", "0", "-2", "1e308", "x", "--"]))
         else:
             value = draw(_number_text(flag))
         argv.append(f"--{flag}={value}")  # "=": a value may start with "-"
     output = draw(st.sampled_from(["--json", "--json", "--csv", "--markdown", "text"]))
-    return argv + ([output] if output != "text" else []) + ["--no-calibration"]
+    argv += [output] if output != "text" else []
+    argv += draw(st.sampled_from([["--no-calibration"], [], ["--list-models"]]))
+    return argv
 
 
 FLAG_NAMED = re.compile(r"--[a-z][a-z-]*[a-z]")
 
 
 @pytest.fixture(scope="module")
-def gpt2_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("config") / "config.json"
-    path.write_text(
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("inputs")
+    config = folder / "config.json"
+    config.write_text(
         '{"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257, "n_positions": 1024}'
     )
-    return path
+    (folder / "not.json").write_text("{not json")
+    return {"config": config, "not_json": folder / "not.json", "missing_db": folder / "none.sqlite", "folder": folder}
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_fuzz_every_plan_and_compare_flag(data: st.DataObject, gpt2_config: Path) -> None:
+def test_fuzz_every_plan_and_compare_flag(data: st.DataObject, files: dict[str, Path]) -> None:
     """No exception escapes; bad input gets one line naming a flag and exit 2; good input gives valid JSON
     with finite numbers (or the other formats without error)."""
-    argv = data.draw(plan_argv(gpt2_config))
+    argv = data.draw(plan_argv(files))
     code, out, err = run(*argv)
     if code != 0:
         assert code == 2, (argv, err)
@@ -327,6 +340,6 @@ def test_fuzz_every_plan_and_compare_flag(data: st.DataObject, gpt2_config: Path
         assert "Traceback" not in err
         return
     assert out, argv
-    if "--json" in argv:
+    if "--json" in argv:  # (--list-models --json: a list of names)
         document = strict_json(out)
         assert all(math.isfinite(x) for x in numbers_in(document)), argv

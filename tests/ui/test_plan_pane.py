@@ -24,9 +24,7 @@ from gpuplanner.planning import comparison_request
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE
 from gpuplanner.ui.plan_inputs import default_values, request_from_values
 from gpuplanner.ui.plan_pane import PlanPane
-from tests.ui.conftest import wait_for_result
-
-pytestmark = [pytest.mark.qt_log_level_fail("WARNING"), pytest.mark.qt_log_ignore("propagateSizeHints")]
+from tests.ui.helpers import wait_for_result
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QDialog
 
 from gpuplanner.ui.ring_buffer import RingBuffer
 from gpuplanner.ui.run_telemetry import RunTelemetry
-from tests.ui.runs_fixtures import FakeHostKeyError, runs_pane, services, tiny_request  # noqa: F401
+from tests.ui.helpers import FakeHostKeyError, tiny_request
 
 pytestmark = pytest.mark.xdist_group("ui_runs")
 
