@@ -247,7 +247,7 @@ def with_calibration(request: PlanRequest, args: argparse.Namespace, catalog: Ca
     path = resolve_db_path(args.db)
     try:
         return calibrated_request(request, path, catalog)
-    except (HistoryError, sqlite3.Error) as exc:
+    except (HistoryError, sqlite3.Error, OSError) as exc:
         raise UsageError(f"--db: cannot read the run history {path}: {exc}") from None
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpuplanner.plan import example
 from gpuplanner.plan.inputs import EXCLUSIVE as INPUT_EXCLUSIVE
-from gpuplanner.plan.inputs import PlanInputs, inputs_document, parse_value, split_targets
+from gpuplanner.plan.inputs import RANGES, PlanInputs, inputs_document, parse_value, split_targets
 from gpuplanner.plan.model_spec import list_presets
 from gpuplanner.plan.planner import DEFAULT_HEADROOM, PlanRequest
 from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING, PlanInputError
@@ -39,9 +39,13 @@ class Field:
     default: str = ""
     kind: str = "text"
     choices: tuple[str, ...] = ()
-    numeric: bool = False  # parsed by the input layer (``gpuplanner.plan.inputs``) under its range
     optional: bool = False
     placeholder: str = ""
+
+    @property
+    def numeric(self) -> bool:
+        """A number, parsed by the input layer (``gpuplanner.plan.inputs``) under its range."""
+        return self.key in RANGES
 
 
 GROUPS = (
@@ -87,7 +91,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[0],
         "Model size as a number with an optional suffix: 7B, 350M, 1.5e9.",
         "7B",
-        numeric=True,
     ),
     Field(
         "method",
@@ -105,7 +108,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[0],
         "Rank r of each adapter: it trains r x (in + out) parameters per adapted layer. 8-64 is usual.",
         str(example.LORA_RANK),
-        numeric=True,
     ),
     Field(
         "lora-targets",
@@ -141,7 +143,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[1],
         "Sequences each GPU processes in one forward and backward pass. Activation memory grows with it.",
         str(example.MICRO_BATCH),
-        numeric=True,
     ),
     Field(
         "grad-accum",
@@ -150,7 +151,6 @@ FIELDS: tuple[Field, ...] = (
         "Micro-batches whose gradients are summed before one "
         "optimizer step. Effective batch = micro-batch x accumulation x GPUs.",
         str(example.GRAD_ACCUM),
-        numeric=True,
     ),
     Field(
         "seq-len",
@@ -158,7 +158,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[1],
         "Tokens per training sequence.",
         str(example.SEQ_LEN),
-        numeric=True,
     ),
     Field(
         "grad-checkpointing",
@@ -196,16 +195,14 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[2],
         "Training sequences (or tokens) in one pass over the data; suffixes k, M, B allowed.",
         f"{example.SAMPLES}",
-        numeric=True,
     ),
-    Field("epochs", "Epochs", GROUPS[2], "Passes over the data (fractions allowed).", "1", numeric=True),
+    Field("epochs", "Epochs", GROUPS[2], "Passes over the data (fractions allowed).", "1"),
     Field(
         "tokens-per-s",
         "Measured speed (tokens/s)",
         GROUPS[2],
         "Tokens per second of the whole run (all GPUs), "
         "if you measured it; replaces the peak-FLOP/s x MFU estimate. Give this or samples/min, not both.",
-        numeric=True,
         optional=True,
         placeholder="estimate",
     ),
@@ -215,7 +212,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[2],
         "Training sequences per minute of the "
         "whole run, if you measured it; replaces the estimate. Give this or tokens/s, not both.",
-        numeric=True,
         optional=True,
         placeholder="estimate",
     ),
@@ -240,7 +236,7 @@ FIELDS: tuple[Field, ...] = (
         "choice",
         (),
     ),
-    Field("gpus", "GPUs", GROUPS[3], "GPUs in the run (data parallel).", "1", numeric=True),
+    Field("gpus", "GPUs", GROUPS[3], "GPUs in the run (data parallel).", "1"),
     Field(
         "sharding",
         "Sharding",
@@ -257,7 +253,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[3],
         "Model-FLOPs utilisation: the share of the GPU's peak FLOP/s the training "
         "really reaches (0.3-0.5 is typical). Empty: the GPU's default.",
-        numeric=True,
         optional=True,
         placeholder="GPU default",
     ),
@@ -267,7 +262,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[3],
         "Share of GPU memory a plan may use; the rest is kept free for fragmentation and spikes.",
         f"{DEFAULT_HEADROOM:g}",
-        numeric=True,
     ),
     Field(
         "memory",
@@ -286,7 +280,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[3],
         "Your own on-demand price per GPU-hour. Empty: the cheapest "
         "catalog offer. With a price only the chosen GPU is compared.",
-        numeric=True,
         optional=True,
         placeholder="catalog",
     ),
@@ -307,7 +300,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[4],
         "Spot instances are spare capacity sold cheaper "
         "but can be taken back. 0.6 = 60% cheaper per hour than on-demand. Empty: catalog spot prices.",
-        numeric=True,
         optional=True,
         placeholder="catalog",
     ),
@@ -316,7 +308,6 @@ FIELDS: tuple[Field, ...] = (
         "Spot price ($/GPU-hour)",
         GROUPS[4],
         "Your spot price per GPU-hour, instead of a discount. Empty: the catalog's spot price (or the discount).",
-        numeric=True,
         optional=True,
         placeholder="catalog",
     ),
@@ -325,7 +316,6 @@ FIELDS: tuple[Field, ...] = (
         "Interruptions per hour",
         GROUPS[4],
         "How often the provider takes a spot instance back (0.05 = about once a day). Empty: the catalog's rate.",
-        numeric=True,
         optional=True,
         placeholder="catalog",
     ),
@@ -334,7 +324,6 @@ FIELDS: tuple[Field, ...] = (
         "Hours between interruptions",
         GROUPS[4],
         "The same rate said the other way: mean hours between two interruptions (20 = 0.05 per hour).",
-        numeric=True,
         optional=True,
         placeholder="catalog",
     ),
@@ -343,7 +332,6 @@ FIELDS: tuple[Field, ...] = (
         "Flat spot overhead (%)",
         GROUPS[4],
         "Instead of the interruption model: spot takes this much longer in wall time than on-demand (10 = 10% longer).",
-        numeric=True,
         optional=True,
         placeholder="interruption model",
     ),
@@ -353,7 +341,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[4],
         "Time to get a new instance, load the checkpoint and warm up after an interruption.",
         "10",
-        numeric=True,
     ),
     Field(
         "checkpoint-minutes",
@@ -362,7 +349,6 @@ FIELDS: tuple[Field, ...] = (
         "Checkpoint interval: on average half of it "
         "is lost at each interruption, unless the notice leaves time to save.",
         "30",
-        numeric=True,
     ),
     Field(
         "checkpoint-write-s",
@@ -370,7 +356,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[4],
         "Seconds to write one checkpoint; training "
         "pauses while it is written. Empty: estimated from the checkpoint's size.",
-        numeric=True,
         optional=True,
         placeholder="estimated",
     ),
@@ -380,7 +365,6 @@ FIELDS: tuple[Field, ...] = (
         "Deadline (hours)",
         GROUPS[5],
         "Wall-clock hours the run must finish in.",
-        numeric=True,
         optional=True,
         placeholder="none",
     ),
@@ -389,7 +373,6 @@ FIELDS: tuple[Field, ...] = (
         "Budget ($)",
         GROUPS[5],
         "Most money the run may cost.",
-        numeric=True,
         optional=True,
         placeholder="none",
     ),
