@@ -5,7 +5,7 @@ it holds the one set of ranges and exclusivity rules, refuses anything else with
 :class:`PlanInputError` naming the input (its flag name without dashes), and turns into the engine's
 :class:`PlanRequest` with :meth:`PlanInputs.to_request`. No argparse and no Qt here.
 
-The upper limits are far above any real run (a 16M-token sequence, a million GPUs, 100T parameters,
+The upper limits are far above any real run (a 16M-token sequence, a million GPUs, 10T parameters,
 10^15 tokens per epoch), so every figure the engine derives from them stays a finite number.
 """
 
@@ -69,7 +69,7 @@ def _bound(value: float) -> str:
 # a cent per GPU-hour); upper bounds are limits a real run never reaches. Within them every figure the
 # engine derives (hours, cost, steps, interruptions) is finite.
 RANGES: dict[str, Range] = {
-    "params": Range(False, 1e5, 1e14, what="a parameter count"),
+    "params": Range(False, 1e5, 1e13, what="a parameter count"),
     "lora-rank": Range(True, 1, 65_536),
     "micro-batch": Range(True, 1, 65_536),
     "grad-accum": Range(True, 1, 1_000_000),

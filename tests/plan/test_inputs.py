@@ -142,7 +142,7 @@ def test_the_largest_values_a_range_admits_give_finite_numbers() -> None:
     code, out, err = run(
         "plan",
         "--params",
-        "1e14",
+        "1e13",
         "--seq-len",
         str(2**24),
         "--micro-batch",
