@@ -3,6 +3,10 @@
 Flag names are a stable contract (scripts and the desktop app use them). Sizes accept suffixes:
 ``7B``, ``1.5e9``, ``100k``, ``2M``. With no flags both commands plan the built-in example
 (LoRA of Llama 3.1 8B on 50,000 samples of 2,048 tokens).
+
+This module is the argparse wiring and the text/CSV/Markdown/JSON output: the flags become a
+:class:`~gpuplanner.plan.inputs.PlanInputs` (the ranges and rules the Plan form uses too), the run
+history's measured speeds come from :mod:`gpuplanner.planning`.
 """
 
 from __future__ import annotations
