@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from gpuplanner import __version__
+from gpuplanner.commands.errors import UsageError
 from gpuplanner.plan.setup import PlanInputError
 
 COMMAND_MODULES = (
@@ -23,10 +24,6 @@ COMMAND_MODULES = (
     "gpuplanner.commands.hosts",
     "gpuplanner.commands.run",
 )
-
-
-class UsageError(Exception):
-    """Bad command-line input; the message is one line that names the flag and what is allowed."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -35,12 +35,6 @@ def shard(model: torch.nn.Module) -> int:
     return len(blocks)
 
 
-def is_sharded(model: torch.nn.Module) -> bool:
-    from torch.distributed.fsdp import FSDPModule
-
-    return isinstance(model, FSDPModule)
-
-
 def _options(**kw: Any) -> Any:
     from torch.distributed.checkpoint.state_dict import StateDictOptions
 

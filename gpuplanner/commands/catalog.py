@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gpuplanner.commands.errors import UsageError
 from gpuplanner.plan.catalog import (
     OWN_PROVIDER,
     Catalog,
@@ -37,8 +38,6 @@ from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, describe_age
 
 
 def _usage_error(message: str) -> Exception:
-    from gpuplanner.cli import UsageError  # imported late: cli imports this module
-
     return UsageError(message)
 
 

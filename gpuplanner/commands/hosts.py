@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from gpuplanner.cli import UsageError
+from gpuplanner.commands.errors import UsageError
 from gpuplanner.history.db import HistoryError
 from gpuplanner.launch.hosts import (
     LOCAL_HOST_NAME,
@@ -175,7 +175,7 @@ def _on_host(args: argparse.Namespace, action: Callable[[Any], dict[str, Any]]) 
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from gpuplanner.launch.commands import check_trainer_args
+    from gpuplanner.launch.command_lines import check_trainer_args
 
     flags = list(getattr(args, "passthrough", []))
     if not flags:

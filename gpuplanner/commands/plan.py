@@ -3,6 +3,10 @@
 Flag names are a stable contract (scripts and the desktop app use them). Sizes accept suffixes:
 ``7B``, ``1.5e9``, ``100k``, ``2M``. With no flags both commands plan the built-in example
 (LoRA of Llama 3.1 8B on 50,000 samples of 2,048 tokens).
+
+This module is the argparse wiring and the text/CSV/Markdown/JSON output: the flags become a
+:class:`~gpuplanner.plan.inputs.PlanInputs` (the ranges and rules the Plan form uses too), the run
+history's measured speeds come from :mod:`gpuplanner.planning`.
 """
 
 from __future__ import annotations
@@ -11,70 +15,46 @@ import argparse
 import math
 import sqlite3
 from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from gpuplanner.cli import UsageError
+from gpuplanner.commands.errors import UsageError
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
-from gpuplanner.history.calibration import measurements
-from gpuplanner.history.db import HistoryError, open_db, resolve_db_path
+from gpuplanner.history.db import HistoryError, resolve_db_path
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
 from gpuplanner.plan.compare import GPU_COUNTS, compare, recommendation
 from gpuplanner.plan.documents import compare_document, plan_document, rental_note, rows_prices_as_of
-from gpuplanner.plan.model_spec import ModelSpec, from_config_file, from_param_count, from_preset
-from gpuplanner.plan.planner import MeasuredSpeed, Plan, PlanRequest, PricingInputs, make_plan
+from gpuplanner.plan.inputs import INPUT_NAMES, PlanInputs, inputs_document, parse_amount, parse_value, split_targets
+from gpuplanner.plan.planner import Plan, PlanRequest, make_plan
 from gpuplanner.plan.price_dates import describe_age, stale_warning
-from gpuplanner.plan.runtime import Workload
-from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING, TrainSetup
+from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING, PlanInputError
+from gpuplanner.planning import calibrated_request
 
 GIB = 1024**3
-_SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 
-def parse_amount(text: str) -> float:
-    """A number with an optional k/M/B/T suffix: ``7B`` -> 7e9, ``100k`` -> 1e5."""
-    cleaned = text.strip().replace("_", "").replace(",", "")
-    scale = 1.0
-    if cleaned and cleaned[-1].lower() in _SUFFIXES:
-        scale = _SUFFIXES[cleaned[-1].lower()]
-        cleaned = cleaned[:-1]
-    try:
-        value = float(cleaned) * scale
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number (suffixes k, M, B, T allowed), got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
+def flag_type(field: str) -> Callable[[str], int | float]:
+    """The argparse type of a numeric planner flag: the input layer's parser and range, as argparse errors."""
+
+    def parse(text: str) -> int | float:
+        try:
+            return parse_value(field, text)
+        except PlanInputError as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
+
+    parse.__name__ = field
+    return parse
 
 
 def positive_int(text: str) -> int:
-    value = parse_amount(text)
+    """A whole number of at least 1 (``--top``)."""
+    try:
+        value = parse_amount("top", text)
+    except PlanInputError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
     if value < 1 or value != int(value):
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
     return int(value)
-
-
-def positive_float(text: str) -> float:
-    value = parse_amount(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    value = parse_amount(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or a positive number, got {text!r}")
-    return value
-
-
-def share(text: str) -> float:
-    value = parse_amount(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be a share between 0 and 1 (0.6 = 60%), got {text!r}")
-    return value
 
 
 def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,118 +66,119 @@ def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"a preset (default {example.MODEL}); `gpuplanner plan --list-models` lists them",
     )
     which.add_argument("--model-config", metavar="FILE", help="a Hugging Face config.json")
-    which.add_argument("--params", type=positive_float, metavar="N", help="a bare parameter count, e.g. 7B")
+    which.add_argument("--params", type=flag_type("params"), metavar="N", help="a bare parameter count, e.g. 7B")
     model.add_argument("--list-models", action="store_true", help="list the model presets and exit")
-    model.add_argument(
-        "--method", choices=METHODS, default=example.METHOD, help="full fine-tune, LoRA or QLoRA (4-bit base)"
-    )
-    model.add_argument("--lora-rank", type=positive_int, default=example.LORA_RANK, metavar="R")
+    model.add_argument("--method", choices=METHODS, help="full fine-tune, LoRA or QLoRA (4-bit base)")
+    model.add_argument("--lora-rank", type=flag_type("lora-rank"), metavar="R")
     model.add_argument(
         "--lora-targets",
-        default=",".join(example.LORA_TARGETS),
+        type=split_targets,
         metavar="NAMES",
         help="comma-separated module names, or `attention` / `all-linear`",
     )
-    model.add_argument("--precision", choices=PRECISIONS, default=example.PRECISION)
-    model.add_argument("--optimizer", choices=OPTIMIZERS, default=example.OPTIMIZER)
+    model.add_argument("--precision", choices=PRECISIONS)
+    model.add_argument("--optimizer", choices=OPTIMIZERS)
     batch = parser.add_argument_group("batch and sequence")
     batch.add_argument(
         "--micro-batch",
-        type=positive_int,
-        default=example.MICRO_BATCH,
+        type=flag_type("micro-batch"),
         metavar="N",
         help="sequences per GPU per forward pass",
     )
     batch.add_argument(
         "--grad-accum",
-        type=positive_int,
-        default=example.GRAD_ACCUM,
+        type=flag_type("grad-accum"),
         metavar="N",
         help="micro-batches per optimizer step",
     )
-    batch.add_argument("--seq-len", type=positive_int, default=example.SEQ_LEN, metavar="TOKENS")
-    batch.add_argument("--grad-checkpointing", choices=CHECKPOINTING, default=example.GRAD_CHECKPOINTING)
-    batch.add_argument("--attention", choices=ATTENTION, default=example.ATTENTION)
+    batch.add_argument("--seq-len", type=flag_type("seq-len"), metavar="TOKENS")
+    batch.add_argument("--grad-checkpointing", choices=CHECKPOINTING)
+    batch.add_argument("--attention", choices=ATTENTION)
     hardware = parser.add_argument_group("hardware")
     hardware.add_argument("--gpu", metavar="NAME", help=f"a catalog GPU (plan default {example.GPU}; compare: all)")
     hardware.add_argument(
-        "--gpus", type=positive_int, metavar="N", help="GPUs in the run (plan: default 1; compare: 1, 2, 4 and 8)"
+        "--gpus", type=flag_type("gpus"), metavar="N", help="GPUs in the run (plan: default 1; compare: 1, 2, 4 and 8)"
     )
     hardware.add_argument(
         "--sharding",
         choices=SHARDING,
-        default="ddp",
         help="ddp replicates, zero2 shards grads+optimizer, fsdp shards everything",
     )
     hardware.add_argument(
-        "--mfu", type=share, metavar="SHARE", help="model-FLOPs utilisation to assume (default: the GPU's)"
+        "--mfu", type=flag_type("mfu"), metavar="SHARE", help="model-FLOPs utilisation to assume (default: the GPU's)"
     )
     hardware.add_argument(
         "--headroom",
-        type=share,
-        default=0.95,
+        type=flag_type("headroom"),
         metavar="SHARE",
         help="share of GPU memory a plan may use (default 0.95)",
     )
     data = parser.add_argument_group("data and speed")
     size = data.add_mutually_exclusive_group()
     size.add_argument(
-        "--samples", type=positive_int, metavar="N", help=f"training sequences per epoch (default {example.SAMPLES:,})"
+        "--samples",
+        type=flag_type("samples"),
+        metavar="N",
+        help=f"training sequences per epoch (default {example.SAMPLES:,})",
     )
-    size.add_argument("--tokens", type=positive_int, metavar="N", help="training tokens per epoch")
-    data.add_argument("--epochs", type=positive_float, default=1.0, metavar="N")
+    size.add_argument("--tokens", type=flag_type("tokens"), metavar="N", help="training tokens per epoch")
+    data.add_argument("--epochs", type=flag_type("epochs"), metavar="N")
     speed = data.add_mutually_exclusive_group()
-    speed.add_argument("--tokens-per-s", type=positive_float, metavar="X", help="measured speed of the whole run")
-    speed.add_argument("--samples-per-min", type=positive_float, metavar="X", help="measured speed of the whole run")
+    speed.add_argument(
+        "--tokens-per-s", type=flag_type("tokens-per-s"), metavar="X", help="measured speed of the whole run"
+    )
+    speed.add_argument(
+        "--samples-per-min", type=flag_type("samples-per-min"), metavar="X", help="measured speed of the whole run"
+    )
     prices = parser.add_argument_group("pricing and spot")
     prices.add_argument(
-        "--price", type=positive_float, metavar="USD", help="on-demand $ per GPU-hour (without --gpu: no catalog)"
+        "--price", type=flag_type("price"), metavar="USD", help="on-demand $ per GPU-hour (without --gpu: no catalog)"
     )
     spot_price = prices.add_mutually_exclusive_group()
-    spot_price.add_argument("--spot-price", type=positive_float, metavar="USD", help="spot $ per GPU-hour")
-    spot_price.add_argument("--spot-discount", type=share, metavar="SHARE", help="0.6 = spot costs 60%% less per hour")
+    spot_price.add_argument("--spot-price", type=flag_type("spot-price"), metavar="USD", help="spot $ per GPU-hour")
+    spot_price.add_argument(
+        "--spot-discount", type=flag_type("spot-discount"), metavar="SHARE", help="0.6 = spot costs 60%% less per hour"
+    )
     rate = prices.add_mutually_exclusive_group()
-    rate.add_argument("--interruptions-per-hour", type=non_negative_float, metavar="RATE")
-    rate.add_argument("--mean-hours-between-interruptions", type=positive_float, metavar="HOURS")
+    rate.add_argument("--interruptions-per-hour", type=flag_type("interruptions-per-hour"), metavar="RATE")
+    rate.add_argument(
+        "--mean-hours-between-interruptions", type=flag_type("mean-hours-between-interruptions"), metavar="HOURS"
+    )
     rate.add_argument(
         "--spot-overhead-pct",
-        type=non_negative_float,
+        type=flag_type("spot-overhead-pct"),
         metavar="PCT",
         help="10 = spot takes 10%% longer than on-demand (instead of the interruption model)",
     )
     prices.add_argument(
         "--restart-minutes",
-        type=non_negative_float,
-        default=10.0,
+        type=flag_type("restart-minutes"),
         metavar="MIN",
         help="boot, load checkpoint, warm up (default 10)",
     )
     prices.add_argument(
         "--checkpoint-minutes",
-        type=positive_float,
-        default=30.0,
+        type=flag_type("checkpoint-minutes"),
         metavar="MIN",
         help="checkpoint interval (default 30)",
     )
     prices.add_argument(
         "--checkpoint-write-s",
-        type=non_negative_float,
+        type=flag_type("checkpoint-write-s"),
         metavar="S",
         help="seconds to write one checkpoint (default: estimated from its size)",
     )
     prices.add_argument(
         "--pricing",
         choices=("on-demand", "spot"),
-        default="on-demand",
         help="which price the deadline and budget checks use (plan)",
     )
     goals = parser.add_argument_group("deadline and budget")
-    goals.add_argument("--deadline-hours", type=positive_float, metavar="H")
-    goals.add_argument("--budget-usd", type=positive_float, metavar="USD")
+    goals.add_argument("--deadline-hours", type=flag_type("deadline-hours"), metavar="H")
+    goals.add_argument("--budget-usd", type=flag_type("budget-usd"), metavar="USD")
     parser.add_argument(
         "--memory",
         choices=("formula", "trace"),
-        default="formula",
         help="trace: run one real training step on fake tensors to measure memory (needs torch)",
     )
     parser.add_argument("--db", metavar="FILE", help="run history to take measured speeds from (default: the user's)")
@@ -206,6 +187,8 @@ def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_const", const="json", dest="format", help="print only JSON")
     out.add_argument("--csv", action="store_const", const="csv", dest="format", help="print only CSV")
     out.add_argument("--markdown", action="store_const", const="markdown", dest="format", help="print only Markdown")
+    defaults = PlanInputs()  # the one place the planner's defaults live
+    parser.set_defaults(**{name: getattr(defaults, name) for name in INPUT_NAMES})
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -229,103 +212,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ----------------------------------------------------------------------------------- inputs
 
 
-def model_from_args(args: argparse.Namespace) -> ModelSpec:
-    if args.model_config:
-        return from_config_file(args.model_config)
-    if args.params is not None:
-        return from_param_count(int(args.params))
-    return from_preset(args.model or example.MODEL)
+def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
+    """The planner inputs of the parsed flags (validated by :class:`PlanInputs`)."""
+    values = {name: getattr(args, name) for name in INPUT_NAMES}
+    for name, value in values.items():
+        if value == []:  # argparse reads `--price=--` as an empty list
+            raise PlanInputError(name.replace("_", "-"), "expected a value, got '--'")
+    return PlanInputs(**values)
 
 
-def setup_from_args(args: argparse.Namespace, gpus: int) -> TrainSetup:
-    targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
-    return TrainSetup(
-        method=args.method,
-        lora_rank=args.lora_rank,
-        lora_targets=targets,
-        precision=args.precision,
-        optimizer=args.optimizer,
-        micro_batch=args.micro_batch,
-        grad_accum=args.grad_accum,
-        seq_len=args.seq_len,
-        grad_checkpointing=args.grad_checkpointing,
-        attention=args.attention,
-        gpus=gpus,
-        sharding=args.sharding,
-    )
-
-
-def request_from_args(args: argparse.Namespace, gpus: int, default_gpu: str | None) -> PlanRequest:
+def request_from_args(args: argparse.Namespace, default_gpu: str | None) -> PlanRequest:
     """The plan request of the flags; ``--price`` without ``--gpu`` plans without the catalog."""
-    rate = args.interruptions_per_hour
-    if args.mean_hours_between_interruptions is not None:
-        rate = 1.0 / args.mean_hours_between_interruptions
-    samples = args.samples if (args.samples is not None or args.tokens is not None) else example.SAMPLES
-    gpu = args.gpu or (None if args.price is not None else default_gpu)
-    return PlanRequest(
-        model=model_from_args(args),
-        setup=setup_from_args(args, gpus),
-        workload=Workload(samples=None if args.tokens else samples, epochs=args.epochs, tokens=args.tokens),
-        gpu=gpu,
-        pricing=PricingInputs(
-            price=args.price,
-            spot_price=args.spot_price,
-            spot_discount=args.spot_discount,
-            interruptions_per_hour=rate,
-            restart_minutes=args.restart_minutes,
-            checkpoint_minutes=args.checkpoint_minutes,
-            checkpoint_write_s=args.checkpoint_write_s,
-            spot_overhead_pct=args.spot_overhead_pct,
-        ),
-        pricing_mode=args.pricing,
-        deadline_hours=args.deadline_hours,
-        budget_usd=args.budget_usd,
-        mfu=args.mfu,
-        tokens_per_s=args.tokens_per_s,
-        samples_per_min=args.samples_per_min,
-        headroom=args.headroom,
-        memory_source=args.memory,
-    )
-
-
-def inputs_document(request: PlanRequest) -> dict[str, Any]:
-    setup, workload, pricing = request.setup, request.workload, request.pricing
-    return {
-        "model": request.model.name,
-        "params": request.model.n_params,
-        "model_source": request.model.source,
-        "method": setup.method,
-        "lora_rank": setup.lora_rank if setup.uses_adapters else None,
-        "lora_targets": list(setup.lora_targets) if setup.uses_adapters else None,
-        "precision": setup.precision,
-        "optimizer": setup.optimizer,
-        "micro_batch": setup.micro_batch,
-        "grad_accum": setup.grad_accum,
-        "seq_len": setup.seq_len,
-        "grad_checkpointing": setup.grad_checkpointing,
-        "attention": setup.attention,
-        "gpu": request.gpu,
-        "gpus": setup.gpus,
-        "sharding": setup.sharding,
-        "samples": workload.samples,
-        "tokens": workload.tokens,
-        "epochs": workload.epochs,
-        "tokens_per_s": request.tokens_per_s,
-        "samples_per_min": request.samples_per_min,
-        "mfu": request.mfu,
-        "price": pricing.price,
-        "spot_price": pricing.spot_price,
-        "spot_discount": pricing.spot_discount,
-        "interruptions_per_hour": pricing.interruptions_per_hour,
-        "restart_minutes": pricing.restart_minutes,
-        "checkpoint_minutes": pricing.checkpoint_minutes,
-        "checkpoint_write_s": pricing.checkpoint_write_s,
-        "spot_overhead_pct": pricing.spot_overhead_pct,
-        "pricing": request.pricing_mode,
-        "deadline_hours": request.deadline_hours,
-        "budget_usd": request.budget_usd,
-        "headroom": request.headroom,
-    }
+    return inputs_from_args(args).to_request(default_gpu=default_gpu)
 
 
 def _catalog() -> Catalog:
@@ -349,47 +247,13 @@ def with_calibration(request: PlanRequest, args: argparse.Namespace, catalog: Ca
     """Add the speeds measured for this model in the run history (finished runs, `trainer bench`)."""
     if args.no_calibration:
         return request
+    if args.db is not None and (not isinstance(args.db, str) or not args.db.strip()):
+        raise UsageError("--db: needs the file name of a run history")
     path = resolve_db_path(args.db)
     try:
         return calibrated_request(request, path, catalog)
-    except (HistoryError, sqlite3.Error) as exc:
+    except (HistoryError, sqlite3.Error, OSError) as exc:
         raise UsageError(f"--db: cannot read the run history {path}: {exc}") from None
-
-
-def calibrated_request(request: PlanRequest, db_path: Path, catalog: Catalog) -> PlanRequest:
-    """The request with the speeds measured for its model in the history at ``db_path`` (unchanged when the
-    file does not exist or holds nothing that applies). Opens and closes its own connection, so any thread
-    may call it; raises HistoryError or sqlite3.Error when the file cannot be read."""
-    measured = measured_speeds(request, db_path, catalog)
-    return replace(request, measured=measured) if measured else request
-
-
-def measured_speeds(request: PlanRequest, db_path: Path, catalog: Catalog) -> dict[str, MeasuredSpeed]:
-    """Per catalog GPU name, the speed measured in the history for this model, training method (full or
-    LoRA), sequence length and arithmetic (fp32 or 16-bit)."""
-    if not db_path.exists():
-        return {}
-    db = open_db(db_path, create=False)
-    try:
-        found = measurements(
-            db,
-            model_name=request.model.name,
-            method=request.setup.method,
-            seq_len=request.setup.seq_len,
-            precision=request.setup.precision,
-        )
-    finally:
-        db.close()
-    measured: dict[str, MeasuredSpeed] = {}
-    for calibration in found.values():
-        gpu = catalog.find_gpu(calibration.gpu_type)
-        if gpu is None or calibration.tokens_per_s_per_gpu is None:
-            continue
-        where = "runs" if calibration.source == "run" else "trainer bench results"
-        source = f"{where} {', '.join(f'#{i}' for i in calibration.ids)} on {calibration.gpu_type}"
-        peak = calibration.peak_mem_bytes / 1024**3 if calibration.peak_mem_bytes else None
-        measured[gpu.name] = MeasuredSpeed(gpu.name, calibration.tokens_per_s_per_gpu, source, peak)
-    return measured
 
 
 # ----------------------------------------------------------------------------------- plan
@@ -399,7 +263,7 @@ def run_plan(args: argparse.Namespace) -> int:
     if _list_models(args):
         return 0
     catalog = _catalog()
-    request = with_calibration(request_from_args(args, args.gpus or 1, default_gpu=example.GPU), args, catalog)
+    request = with_calibration(request_from_args(args, default_gpu=example.GPU), args, catalog)
     plan = make_plan(request, catalog)
     document = plan_document(plan, inputs_document(request))
     if args.format == "json":
@@ -426,6 +290,10 @@ def _flatten(document: dict[str, Any], prefix: str = "") -> Any:
 
 def _money(value: float | None) -> str:
     return "-" if value is None else f"${value:,.2f}"
+
+
+def _count(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
 
 
 def _hours(value: float | None) -> str:
@@ -523,7 +391,10 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
             f"On-demand {_money(on_demand['cost_usd'])} at ${on_demand['price_per_gpu_hour']:.2f}/GPU-h x {on_demand['billed_gpus']}{where}"
         )
         lines.append("         " + _offer_line(on_demand))
-    if spot:
+    if spot and spot["hours"] is None:  # interruptions come faster than checkpoints (see the warnings)
+        lines.append(f"Spot     never finishes at ${spot['price_per_gpu_hour']:.2f}/GPU-h")
+        lines.append("         " + _offer_line(spot))
+    elif spot:
         lines.append(
             f"Spot     {_money(spot['cost_usd'])} expected ({_hours(spot['hours'])}), P50 {_money(spot['p50_cost_usd'])}, "
             f"P90 {_money(spot['p90_cost_usd'])} at ${spot['price_per_gpu_hour']:.2f}/GPU-h"
@@ -535,7 +406,7 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
             )
         if spot["model"] == "interruptions":
             lines.append(
-                f"         overhead {_hours(spot['overhead_hours'])}: {spot['expected_interruptions']:.2f} interruptions, "
+                f"         overhead {_hours(spot['overhead_hours'])}: {_count(spot['expected_interruptions'])} interruptions, "
                 f"restarts {_hours(spot['restart_hours'])}, lost work {_hours(spot['lost_work_hours'])}, "
                 f"checkpoints {_hours(spot['checkpoint_hours'])}"
             )
@@ -585,7 +456,7 @@ def run_compare(args: argparse.Namespace) -> int:
     if _list_models(args):
         return 0
     catalog = _catalog()
-    request = with_calibration(request_from_args(args, args.gpus or 1, default_gpu=None), args, catalog)
+    request = with_calibration(request_from_args(args, default_gpu=None), args, catalog)
     counts = (args.gpus,) if args.gpus else GPU_COUNTS
     # fitted settings per option, when the command line offers the switch (--fit-settings, --pin)
     rows = compare(

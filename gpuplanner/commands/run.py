@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpuplanner.cli import UsageError
+from gpuplanner.commands.errors import UsageError
 from gpuplanner.commands.hosts import add_trust_flag, terminal_prompter, with_host_key_trust
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.plans import save_plan

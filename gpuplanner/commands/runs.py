@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuplanner.cli import UsageError
+from gpuplanner.commands.errors import UsageError
 from gpuplanner.history import export as export_mod
 from gpuplanner.history import jsonsafe
 from gpuplanner.history.analytics import RunSummary, compare, summarize

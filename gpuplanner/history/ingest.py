@@ -33,7 +33,6 @@ from trainer.protocol import (
 
 DEFAULT_BATCH = 5000
 ENVELOPE = ("v", "seq", "t", "kind")
-EVENT_KINDS = ("run_start", "run_end", "checkpoint", "preempted", "resumed")
 _SEQ_TABLES = ("gpu_samples", "steps", "evals", "events")
 
 

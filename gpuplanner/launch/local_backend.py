@@ -22,7 +22,7 @@ from typing import Any
 
 from gpuplanner import trainer_python
 from gpuplanner.launch.backend import ProcessState
-from gpuplanner.launch.commands import bench_result
+from gpuplanner.launch.command_lines import bench_result
 from gpuplanner.launch.hosts import Host, HostError
 from gpuplanner.launch.payload import local_payload
 from gpuplanner.launch.probe_check import CHECK_CODE, missing_report

@@ -31,7 +31,7 @@ from gpuplanner.history.calibration import record_bench
 from gpuplanner.history.db import connect, open_db, resolve_db_path, write_transaction
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, get_run, update_run
-from gpuplanner.launch import commands, supervisor
+from gpuplanner.launch import command_lines, supervisor
 from gpuplanner.launch.backend import Backend
 from gpuplanner.launch.budget import BudgetError, check_budget
 from gpuplanner.launch.hosts import Host, HostError, get_host, update_host
@@ -238,7 +238,7 @@ class RunManager:
         planner's calibration; ``recorded_id`` in the result): under ``gpu_type`` when given (the catalog
         GPU it stands for), else under the GPU the trainer ran on. A CPU measurement is only stored under
         an explicit ``gpu_type``; ``not_recorded`` says why nothing was stored."""
-        args = commands.check_trainer_args(trainer_args)
+        args = command_lines.check_trainer_args(trainer_args)
         if warmup_steps < 0 or steps < 1:
             raise ValueError("bench needs at least 1 measured step and no negative warm-up")
         bench_args = [*args, "--bench-warmup-steps", str(warmup_steps), "--bench-steps", str(steps)]
@@ -289,7 +289,7 @@ class RunManager:
         the host and every fallback host (:class:`~gpuplanner.launch.budget.BudgetError` otherwise)."""
         if self._closed:
             raise RunError("the run manager is closed")
-        args = commands.check_trainer_args(trainer_args)
+        args = command_lines.check_trainer_args(trainer_args)
         if gpus < 1:
             raise ValueError("gpus must be at least 1")
         host_names = [host_name, *nodes]
@@ -380,8 +380,8 @@ class RunManager:
         for i, node in enumerate(run.nodes):
             backend = self._backend(node.host)
             node.run_dir = backend.run_dir(run.run_id)
-            train = commands.trainer_args(run.trainer_args, node.run_dir, price, run.budget_usd)
-            node.command = commands.node_command(
+            train = command_lines.trainer_args(run.trainer_args, node.run_dir, price, run.budget_usd)
+            node.command = command_lines.node_command(
                 train,
                 gpus=run.gpus,
                 nnodes=len(run.nodes),

@@ -20,7 +20,7 @@ from typing import Any
 import paramiko
 
 from gpuplanner.launch.backend import ProcessState
-from gpuplanner.launch.commands import bench_result
+from gpuplanner.launch.command_lines import bench_result
 from gpuplanner.launch.hosts import Host
 from gpuplanner.launch.payload import Payload, ensure_remote
 from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
@@ -173,15 +173,6 @@ class SSHBackend:
             except (OSError, paramiko.SSHException, EOFError) as exc:
                 self._files.pop(path, None)
                 raise SSHError(f"{self.name}: reading {path} failed: {exc}") from exc
-
-    def forget_file(self, path: str) -> None:
-        with self._lock:
-            handle = self._files.pop(path, None)
-            if handle is not None:
-                try:
-                    handle.close()
-                except Exception:
-                    pass
 
     def probe(self) -> dict[str, Any]:
         conn = self._conn()

@@ -849,12 +849,6 @@ def catalog_gpu(name: str) -> GpuSpec | None:
         return None
 
 
-def clear_cache() -> None:
-    """Forget every parsed catalog (tests, or after editing the shipped files)."""
-    builtin_catalog.cache_clear()
-    _load_cached.cache_clear()
-
-
 # --------------------------------------------------------------------------------------------------
 # Writing
 

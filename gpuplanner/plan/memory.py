@@ -17,9 +17,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 from gpuplanner.plan.model_spec import ModelSpec, resolve_targets
-from gpuplanner.plan.setup import TrainSetup
+from gpuplanner.plan.setup import PlanInputError, TrainSetup
 
 GIB = 1024**3
 
@@ -497,6 +498,14 @@ def _keep_batch(spec: ModelSpec, setup: TrainSetup, cap: float, headroom: float)
     return None
 
 
+def _variant(setup: TrainSetup, **changes: Any) -> TrainSetup | None:
+    """``setup`` with ``changes``, or None when that combination is not a valid setup (QLoRA in fp32)."""
+    try:
+        return replace(setup, **changes)
+    except PlanInputError:
+        return None
+
+
 def fit_suggestions(
     spec: ModelSpec,
     setup: TrainSetup,
@@ -546,7 +555,7 @@ def fit_suggestions(
         except ValueError:
             pass
     elif setup.method == "lora":
-        check(replace(setup, method="qlora"), "QLoRA (4-bit base) instead of LoRA")
+        check(_variant(setup, method="qlora"), "QLoRA (4-bit base) instead of LoRA")
     for n in (2, 4, 8, 16, 32, 64):
         if n > setup.gpus and (setup.sharding != "fsdp" or n > setup.gpus):
             if check(replace(setup, sharding="fsdp", gpus=n), f"FSDP (ZeRO-3) over {n} GPUs"):

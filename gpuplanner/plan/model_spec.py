@@ -2,7 +2,7 @@
 
 A :class:`ModelSpec` comes from a shipped preset (``resources/models/presets.json``), from a Hugging
 Face ``config.json``, or from a bare parameter count. Every module whose parameters the memory model
-needs is listed with its shape (:func:`linear_modules`), so LoRA adapter sizes and QLoRA's quantized
+needs is listed with its shape (``ModelSpec.linears``), so LoRA adapter sizes and QLoRA's quantized
 share are exact, and the parameter count matches ``sum(p.numel() for p in model.parameters())`` of the
 model transformers builds from the same config.
 
@@ -30,7 +30,6 @@ from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.resources import resource_path
 from trainer.protocol import config_model_name
 
-FAMILIES = ("gpt2", "bert", "llama", "generic")
 # HF model types that share the Llama decoder layout (pre-norm RMSNorm, rotary, gated MLP).
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2", "granite")
 
@@ -669,10 +668,6 @@ _ATTENTION = {
     "gpt2": ("attn.c_attn", "attn.c_proj"),
     "bert": ("query", "key", "value", "attention.output.dense"),
 }
-
-
-def linear_modules(spec: ModelSpec) -> tuple[LinearModule, ...]:
-    return spec.linears
 
 
 def _matches(path: str, target: str) -> bool:

@@ -62,10 +62,6 @@ class SpotTerms:
         return self.notice_s >= self.checkpoint_write_hours * 3600.0 + NOTICE_MARGIN_S
 
     @property
-    def lost_hours_per_interruption(self) -> float:
-        return 0.0 if self.graceful_stop else self.checkpoint_interval_hours / 2.0
-
-    @property
     def stop_checkpoint_hours(self) -> float:
         return self.checkpoint_write_hours if self.graceful_stop else 0.0
 

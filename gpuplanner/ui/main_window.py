@@ -21,7 +21,6 @@ from typing import Any
 from PySide6.QtCore import QByteArray, QSettings, QSize, QTimer, QUrl, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QPaintEvent
 from PySide6.QtWidgets import (
-    QApplication,
     QHBoxLayout,
     QListWidget,
     QListWidgetItem,
@@ -436,10 +435,3 @@ class MainWindow(QMainWindow):
             self.hosts_pane.shutdown()
         if self.is_built("History"):
             self.history_pane.shutdown()
-
-
-def running_window() -> MainWindow | None:
-    for widget in QApplication.topLevelWidgets():
-        if isinstance(widget, MainWindow):
-            return widget
-    return None

@@ -8,7 +8,7 @@ it changes (``QStyleHints.colorSchemeChanged``).
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt, Slot
-from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPalette
+from PySide6.QtGui import QColor, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
 from gpuplanner.resources import resource_path
@@ -30,11 +30,6 @@ WARN = "#d98a00"
 def app_icon() -> QIcon:
     """The scalable app icon (SVG: sharp at any device pixel ratio)."""
     return QIcon(str(resource_path("icons", "gpuplanner.svg")))
-
-
-def is_dark(palette: QPalette | None = None) -> bool:
-    palette = palette or QGuiApplication.palette()
-    return palette.color(QPalette.ColorRole.Window).lightness() < 128
 
 
 def dark_palette() -> QPalette:

@@ -2,27 +2,21 @@
 
 Every field is keyed by the ``gpuplanner plan`` flag it stands for (``micro-batch``, ``budget-usd``
 ...), so a :class:`PlanInputError` raised by the engine (whose ``field`` is that flag name) lands at
-the right widget. Texts are parsed with the CLI's own argument types and turned into a request by
-the CLI's own :func:`request_from_args`: the window and ``gpuplanner plan`` cannot disagree.
+the right widget. Texts become the same :class:`~gpuplanner.plan.inputs.PlanInputs` that
+``gpuplanner plan`` builds from its flags (same parsers, ranges and exclusivity rules), and that
+turns into the request: the window and the CLI cannot disagree.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from gpuplanner.commands.plan import (
-    inputs_document,
-    non_negative_float,
-    positive_float,
-    positive_int,
-    request_from_args,
-    share,
-)
 from gpuplanner.plan import example
+from gpuplanner.plan.inputs import EXCLUSIVE as INPUT_EXCLUSIVE
+from gpuplanner.plan.inputs import RANGES, PlanInputs, inputs_document, parse_value, split_targets
 from gpuplanner.plan.model_spec import list_presets
 from gpuplanner.plan.planner import DEFAULT_HEADROOM, PlanRequest
 from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING, PlanInputError
@@ -45,9 +39,13 @@ class Field:
     default: str = ""
     kind: str = "text"
     choices: tuple[str, ...] = ()
-    parse: Callable[[str], Any] | None = None
     optional: bool = False
     placeholder: str = ""
+
+    @property
+    def numeric(self) -> bool:
+        """A number, parsed by the input layer (``gpuplanner.plan.inputs``) under its range."""
+        return self.key in RANGES
 
 
 GROUPS = (
@@ -93,7 +91,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[0],
         "Model size as a number with an optional suffix: 7B, 350M, 1.5e9.",
         "7B",
-        parse=positive_float,
     ),
     Field(
         "method",
@@ -111,7 +108,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[0],
         "Rank r of each adapter: it trains r x (in + out) parameters per adapted layer. 8-64 is usual.",
         str(example.LORA_RANK),
-        parse=positive_int,
     ),
     Field(
         "lora-targets",
@@ -147,7 +143,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[1],
         "Sequences each GPU processes in one forward and backward pass. Activation memory grows with it.",
         str(example.MICRO_BATCH),
-        parse=positive_int,
     ),
     Field(
         "grad-accum",
@@ -156,7 +151,6 @@ FIELDS: tuple[Field, ...] = (
         "Micro-batches whose gradients are summed before one "
         "optimizer step. Effective batch = micro-batch x accumulation x GPUs.",
         str(example.GRAD_ACCUM),
-        parse=positive_int,
     ),
     Field(
         "seq-len",
@@ -164,7 +158,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[1],
         "Tokens per training sequence.",
         str(example.SEQ_LEN),
-        parse=positive_int,
     ),
     Field(
         "grad-checkpointing",
@@ -202,16 +195,14 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[2],
         "Training sequences (or tokens) in one pass over the data; suffixes k, M, B allowed.",
         f"{example.SAMPLES}",
-        parse=positive_int,
     ),
-    Field("epochs", "Epochs", GROUPS[2], "Passes over the data (fractions allowed).", "1", parse=positive_float),
+    Field("epochs", "Epochs", GROUPS[2], "Passes over the data (fractions allowed).", "1"),
     Field(
         "tokens-per-s",
         "Measured speed (tokens/s)",
         GROUPS[2],
         "Tokens per second of the whole run (all GPUs), "
         "if you measured it; replaces the peak-FLOP/s x MFU estimate. Give this or samples/min, not both.",
-        parse=positive_float,
         optional=True,
         placeholder="estimate",
     ),
@@ -221,7 +212,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[2],
         "Training sequences per minute of the "
         "whole run, if you measured it; replaces the estimate. Give this or tokens/s, not both.",
-        parse=positive_float,
         optional=True,
         placeholder="estimate",
     ),
@@ -246,7 +236,7 @@ FIELDS: tuple[Field, ...] = (
         "choice",
         (),
     ),
-    Field("gpus", "GPUs", GROUPS[3], "GPUs in the run (data parallel).", "1", parse=positive_int),
+    Field("gpus", "GPUs", GROUPS[3], "GPUs in the run (data parallel).", "1"),
     Field(
         "sharding",
         "Sharding",
@@ -263,7 +253,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[3],
         "Model-FLOPs utilisation: the share of the GPU's peak FLOP/s the training "
         "really reaches (0.3-0.5 is typical). Empty: the GPU's default.",
-        parse=share,
         optional=True,
         placeholder="GPU default",
     ),
@@ -273,7 +262,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[3],
         "Share of GPU memory a plan may use; the rest is kept free for fragmentation and spikes.",
         f"{DEFAULT_HEADROOM:g}",
-        parse=share,
     ),
     Field(
         "memory",
@@ -292,7 +280,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[3],
         "Your own on-demand price per GPU-hour. Empty: the cheapest "
         "catalog offer. With a price only the chosen GPU is compared.",
-        parse=positive_float,
         optional=True,
         placeholder="catalog",
     ),
@@ -313,7 +300,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[4],
         "Spot instances are spare capacity sold cheaper "
         "but can be taken back. 0.6 = 60% cheaper per hour than on-demand. Empty: catalog spot prices.",
-        parse=share,
         optional=True,
         placeholder="catalog",
     ),
@@ -322,7 +308,6 @@ FIELDS: tuple[Field, ...] = (
         "Spot price ($/GPU-hour)",
         GROUPS[4],
         "Your spot price per GPU-hour, instead of a discount. Empty: the catalog's spot price (or the discount).",
-        parse=positive_float,
         optional=True,
         placeholder="catalog",
     ),
@@ -331,7 +316,6 @@ FIELDS: tuple[Field, ...] = (
         "Interruptions per hour",
         GROUPS[4],
         "How often the provider takes a spot instance back (0.05 = about once a day). Empty: the catalog's rate.",
-        parse=non_negative_float,
         optional=True,
         placeholder="catalog",
     ),
@@ -340,7 +324,6 @@ FIELDS: tuple[Field, ...] = (
         "Hours between interruptions",
         GROUPS[4],
         "The same rate said the other way: mean hours between two interruptions (20 = 0.05 per hour).",
-        parse=positive_float,
         optional=True,
         placeholder="catalog",
     ),
@@ -349,7 +332,6 @@ FIELDS: tuple[Field, ...] = (
         "Flat spot overhead (%)",
         GROUPS[4],
         "Instead of the interruption model: spot takes this much longer in wall time than on-demand (10 = 10% longer).",
-        parse=non_negative_float,
         optional=True,
         placeholder="interruption model",
     ),
@@ -359,7 +341,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[4],
         "Time to get a new instance, load the checkpoint and warm up after an interruption.",
         "10",
-        parse=non_negative_float,
     ),
     Field(
         "checkpoint-minutes",
@@ -368,7 +349,6 @@ FIELDS: tuple[Field, ...] = (
         "Checkpoint interval: on average half of it "
         "is lost at each interruption, unless the notice leaves time to save.",
         "30",
-        parse=positive_float,
     ),
     Field(
         "checkpoint-write-s",
@@ -376,7 +356,6 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[4],
         "Seconds to write one checkpoint; training "
         "pauses while it is written. Empty: estimated from the checkpoint's size.",
-        parse=non_negative_float,
         optional=True,
         placeholder="estimated",
     ),
@@ -386,7 +365,6 @@ FIELDS: tuple[Field, ...] = (
         "Deadline (hours)",
         GROUPS[5],
         "Wall-clock hours the run must finish in.",
-        parse=positive_float,
         optional=True,
         placeholder="none",
     ),
@@ -395,20 +373,20 @@ FIELDS: tuple[Field, ...] = (
         "Budget ($)",
         GROUPS[5],
         "Most money the run may cost.",
-        parse=positive_float,
         optional=True,
         placeholder="none",
     ),
 )
 
 FIELD_BY_KEY = {f.key: f for f in FIELDS}
+# Choice fields that are planner inputs (the others choose how the form itself reads its texts).
+CHOICE_KEYS = ("method", "precision", "optimizer", "grad-checkpointing", "attention", "sharding", "pricing", "memory")
 # Engine field names that belong to a differently named form field.
 FIELD_ALIASES = {"tokens": "samples", "lora_rank": "lora-rank"}
-# Fields of which at most one may be filled (the CLI's mutually exclusive flags).
-EXCLUSIVE: tuple[tuple[str, ...], ...] = (
-    ("tokens-per-s", "samples-per-min"),
-    ("spot-discount", "spot-price"),
-    ("interruptions-per-hour", "mean-hours-between-interruptions", "spot-overhead-pct"),
+# Fields of which at most one may be filled: the input layer's rule where all of them are optional form
+# fields (the model source and the data unit are one choice each in the form, not several fields).
+EXCLUSIVE: tuple[tuple[str, ...], ...] = tuple(
+    group for group in INPUT_EXCLUSIVE if all(key in FIELD_BY_KEY and FIELD_BY_KEY[key].optional for key in group)
 )
 
 
@@ -426,96 +404,58 @@ def widget_key(engine_field: str) -> str:
     return key if key in FIELD_BY_KEY else "model-source"
 
 
-def _parse(key: str, text: str) -> Any:
-    spec = FIELD_BY_KEY[key]
+def _number(key: str, text: str, field: str | None = None) -> int | float | None:
+    """A numeric field's value (``field``: the input whose range applies, when it is not ``key``)."""
     text = text.strip()
     if not text:
-        if spec.optional:
+        if FIELD_BY_KEY[key].optional:
             return None
         raise PlanInputError(key, "needs a value")
-    if spec.parse is None:
-        return text
-    try:
-        return spec.parse(text)
-    except argparse.ArgumentTypeError as exc:
-        raise PlanInputError(key, str(exc)) from None
+    return parse_value(field or key, text)
+
+
+def inputs_from_values(values: Mapping[str, str]) -> PlanInputs:
+    """The planner inputs of the form's texts; raises PlanInputError naming the field."""
+    v = {**default_values(), **{k: str(x) for k, x in values.items()}}
+    source = v["model-source"]
+    model = model_config = params = None
+    if source == "config.json":
+        model_config = v["model-config"].strip()
+        if not model_config:
+            raise PlanInputError("model-config", "choose a config.json file")
+    elif source == "parameter count":
+        params = _number("params", v["params"])
+    else:
+        model = v["model"]
+    numbers = {
+        key: _number(key, v[key])
+        for key, spec in FIELD_BY_KEY.items()
+        if spec.numeric and key not in ("params", "samples")  # read above and below, as the source says
+    }
+    tokens = v["data-unit"] == "tokens"
+    size = _number("samples", v["samples"], "tokens" if tokens else "samples")
+    return PlanInputs(
+        model=model,
+        model_config=model_config,
+        params=params,
+        lora_targets=split_targets(v["lora-targets"]),
+        samples=None if tokens else size,
+        tokens=size if tokens else None,
+        gpu=v["gpu"] or None,
+        **{key.replace("-", "_"): v[key] for key in CHOICE_KEYS},
+        **{key.replace("-", "_"): value for key, value in numbers.items()},
+    )
 
 
 def request_from_values(values: Mapping[str, str]) -> PlanRequest:
     """Build the engine's request from the form's texts; raises PlanInputError naming the field."""
-    v = {**default_values(), **{k: str(x) for k, x in values.items()}}
-    source = v["model-source"]
-    ns = argparse.Namespace(model=None, model_config=None, params=None)
-    if source == "config.json":
-        if not v["model-config"].strip():
-            raise PlanInputError("model-config", "choose a config.json file")
-        ns.model_config = v["model-config"].strip()
-    elif source == "parameter count":
-        ns.params = _parse("params", v["params"])
-        if ns.params < 1e5:
-            raise PlanInputError("params", f"a model of at least 100k parameters, got {v['params']!r}")
-    else:
-        ns.model = v["model"]
-    for key in ("method", "precision", "optimizer", "grad-checkpointing", "attention", "sharding", "pricing", "memory"):
-        setattr(ns, key.replace("-", "_"), v[key])
-    ns.lora_targets = v["lora-targets"]
-    if v["method"] != "full" and not any(t.strip() for t in ns.lora_targets.split(",")):
-        raise PlanInputError("lora-targets", "name at least one module for the adapters")
-    for key in (
-        "lora-rank",
-        "micro-batch",
-        "grad-accum",
-        "seq-len",
-        "gpus",
-        "epochs",
-        "tokens-per-s",
-        "samples-per-min",
-        "mfu",
-        "headroom",
-        "price",
-        "spot-discount",
-        "spot-price",
-        "interruptions-per-hour",
-        "mean-hours-between-interruptions",
-        "spot-overhead-pct",
-        "restart-minutes",
-        "checkpoint-minutes",
-        "checkpoint-write-s",
-        "deadline-hours",
-        "budget-usd",
-    ):
-        setattr(ns, key.replace("-", "_"), _parse(key, v[key]))
-    for keys in EXCLUSIVE:
-        given = [k for k in keys if v[k].strip()]
-        if len(given) > 1:
-            others = " or ".join(FIELD_BY_KEY[k].label for k in given[:-1])
-            raise PlanInputError(given[-1], f"give either this or {others}, not both")
-    if ns.headroom == 0:
-        raise PlanInputError("headroom", "must be a share above 0 (0.95 keeps 5% free)")
-    size = _parse("samples", v["samples"])
-    ns.samples, ns.tokens = (size, None) if v["data-unit"] == "samples" else (None, size)
-    ns.gpu = v["gpu"] or None
-    try:
-        request = request_from_args(ns, ns.gpus, default_gpu=example.GPU)
-    except PlanInputError:
-        raise
-    except (ValueError, KeyError, TypeError) as exc:  # a config.json the model reader cannot use
-        raise PlanInputError("model-config", f"cannot read this model config: {exc}") from None
-    return request
+    return inputs_from_values(values).to_request(default_gpu=example.GPU)
 
 
 def uses_calibration(values: Mapping[str, str]) -> bool:
     """Whether the plan takes the speeds measured in the run history (as ``gpuplanner plan`` without
     ``--no-calibration``)."""
     return values.get("calibration", CALIBRATION[0]) == CALIBRATION[0]
-
-
-def comparison_request(request: PlanRequest) -> PlanRequest:
-    """What the table ranks: every catalog GPU (as `gpuplanner compare`), or only the chosen GPU when the
-    user gave their own price (a price belongs to one GPU)."""
-    if request.pricing.price is not None:
-        return request
-    return replace(request, gpu=None)
 
 
 def inputs_with_form(request: PlanRequest, values: Mapping[str, str]) -> dict[str, Any]:

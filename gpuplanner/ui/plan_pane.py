@@ -21,11 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import sqlite3
-import threading
 import time
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,22 +43,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpuplanner.commands.plan import measured_speeds
 from gpuplanner.export.tables import to_csv, to_markdown
-from gpuplanner.history.db import HistoryError, open_db
+from gpuplanner.history.db import open_db
 from gpuplanner.history.plans import get_plan, list_plans, save_plan
 from gpuplanner.plan.catalog import Catalog
-from gpuplanner.plan.compare import CompareRow, compare, recommendation
 from gpuplanner.plan.documents import plan_document
-from gpuplanner.plan.planner import GIB, Plan, PlanRequest, make_plan
+from gpuplanner.plan.planner import GIB, PlanRequest
 from gpuplanner.plan.setup import PlanInputError
+from gpuplanner.planning import MeasuredCache, PlanResult, compute
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, CompareProxyModel, CompareTableModel, export_rows
 from gpuplanner.ui.memory_bar import MemoryBar, memory_view, paint_memory_bar
 from gpuplanner.ui.palette import BAD, WARN
 from gpuplanner.ui.plan_form import PlanForm
 from gpuplanner.ui.plan_inputs import (
     MEMORY_SOURCES,
-    comparison_request,
     inputs_with_form,
     request_from_values,
     trainer_settings,
@@ -74,113 +68,6 @@ from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.table_view import export_menu_button, sortable_table
 
 DEBOUNCE_MS = 150
-
-
-@dataclass(frozen=True)
-class PlanResult:
-    generation: int
-    request: PlanRequest  # with the history's measured speeds, when the form uses them
-    values: dict[str, str]
-    plan: Plan
-    rows: list[CompareRow]
-    recommendation: str
-    compute_s: float
-    calibration_note: str = ""  # what the history said (nothing measured, unreadable ...)
-
-    @property
-    def throughput_source(self) -> str:
-        return self.plan.throughput.source
-
-    @property
-    def memory_source(self) -> str:
-        """Which memory model answered (``memory.source`` of ``gpuplanner plan --json``)."""
-        return self.plan.memory.source
-
-    @property
-    def memory_note(self) -> str:
-        """The memory source in words, with the reason when trace mode fell back to the formulas."""
-        fallback = next((w for w in self.plan.warnings if w.startswith("trace mode unavailable")), None)
-        if fallback:
-            return fallback[0].upper() + fallback[1:] + "."
-        if self.memory_source == "trace":
-            return "Answered by trace: one training step on fake tensors (the table uses the formulas)."
-        return "Answered by the formulas."
-
-
-class _MeasuredCache:
-    """The history's measured speeds per (model, sequence length), until the database file changes.
-
-    Used only from the pane's one worker thread; the lock makes that assumption harmless to break."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[tuple[Any, ...], dict[str, Any]] = {}
-
-    @staticmethod
-    def _stamp(path: Path) -> tuple[int, ...]:
-        out: list[int] = []
-        for name in (str(path), str(path) + "-wal"):
-            try:
-                st = os.stat(name)
-                out += [st.st_mtime_ns, st.st_size]
-            except OSError:
-                out += [0, 0]
-        return tuple(out)
-
-    def speeds(self, request: PlanRequest, db_path: Path, catalog: Catalog) -> dict[str, Any]:
-        key = (
-            str(db_path),
-            request.model.name,
-            request.setup.seq_len,
-            request.setup.method,
-            request.setup.precision,
-            self._stamp(db_path),
-        )  # everything measured_speeds matches on
-        with self._lock:
-            if key in self._entries:
-                return self._entries[key]
-        found = measured_speeds(request, db_path, catalog)
-        with self._lock:
-            if len(self._entries) > 64:
-                self._entries.clear()
-            self._entries[key] = found
-        return found
-
-
-def compute(
-    generation: int,
-    request: PlanRequest,
-    values: dict[str, str],
-    catalog: Catalog,
-    db_path: Path | None = None,
-    cache: _MeasuredCache | None = None,
-) -> PlanResult:
-    """The engine's answer for one request (runs on a worker thread; touches no widget).
-
-    With ``db_path`` the speeds measured in that run history are added first (``gpuplanner plan``'s
-    calibration); a history that cannot be read is reported in ``calibration_note``, not raised."""
-    start = time.perf_counter()
-    note = ""
-    if db_path is not None:
-        try:
-            measured = (cache or _MeasuredCache()).speeds(request, db_path, catalog)
-        except (HistoryError, sqlite3.Error, OSError) as exc:
-            measured, note = {}, f"Cannot read the run history ({exc}): speeds are estimated."
-        if measured:
-            request = replace(request, measured=measured)
-    plan = make_plan(request, catalog)
-    rows = compare(comparison_request(request), catalog)
-    if db_path is not None and not note:
-        if plan.throughput.source.startswith("calibrated"):
-            note = f"Speed {plan.throughput.source}."
-        else:
-            elsewhere = ", ".join(sorted(request.measured))
-            note = (
-                f"Measured only on {elsewhere}: estimated here."
-                if elsewhere
-                else f"Nothing measured for {request.model.name} at {request.setup.seq_len:,} tokens: estimated."
-            )
-    return PlanResult(generation, request, values, plan, rows, recommendation(rows), time.perf_counter() - start, note)
 
 
 class _PlanSignals(QObject):
@@ -196,7 +83,7 @@ class _PlanJob(QRunnable):
         values: dict[str, str],
         catalog: Catalog,
         db_path: Path | None,
-        cache: _MeasuredCache,
+        cache: MeasuredCache,
         signals: _PlanSignals,
     ) -> None:
         super().__init__()
@@ -234,7 +121,7 @@ class PlanPane(QWidget):
         super().__init__(parent)
         self._chart: Any = None  # CostChart, built by ensure_chart (pyqtgraph loads then)
         self._defer_chart = defer_chart
-        self._measured_cache = _MeasuredCache()
+        self._measured_cache = MeasuredCache()
         self.services = services
         self.catalog = services.catalog
         self.result: PlanResult | None = None

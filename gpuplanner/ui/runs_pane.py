@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QElapsedTimer, Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
-    QApplication,
     QComboBox,
     QDialog,
     QHBoxLayout,
@@ -36,7 +35,7 @@ from PySide6.QtWidgets import (
 
 from gpuplanner.ui.alert_banner import AlertBanner
 from gpuplanner.ui.launch_dialog import LaunchDialog, LaunchRequest, demo_dir
-from gpuplanner.ui.live_plots import LivePlots, synthetic_telemetry
+from gpuplanner.ui.live_plots import LivePlots
 from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
 from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.run_telemetry import RunTelemetry
@@ -642,36 +641,3 @@ class RunsPane(QWidget):
         else:
             self.message_label.setStyleSheet("")
             self._say(f"Run folder on {entry.host}: {entry.run_dir}", error=False)
-
-
-def redraw_benchmark(gpus: int = 8, samples: int = 86_400, frames: int = 30, *, follow: bool = False) -> float:
-    """Seconds per frame to redraw the Runs plots (``LivePlots`` at 1280x800, full history by default)
-    with ``gpus`` GPUs x ``samples`` 1 Hz samples: each frame appends one sample per GPU, pushes the
-    data into the curves and paints the widget. Returns the median."""
-    app = QApplication.instance() or QApplication([])
-    tel = synthetic_telemetry(gpus, samples)
-    plots = LivePlots()
-    plots.resize(1280, 800)
-    plots.set_follow(follow)
-    plots.show()
-    plots.redraw(tel, force=True)
-    app.processEvents()
-    timer = QElapsedTimer()
-    times = []
-    try:
-        for k in range(frames):
-            for buf in tel.gpus.values():
-                buf.append((samples + k, 80.0, None, 60.0, 80.0, 400.0))
-            tel.last_t = float(samples + k)
-            tel.version += 1
-            timer.start()
-            plots.redraw()
-            plots.graphics.viewport().update()
-            app.processEvents()
-            times.append(timer.nsecsElapsed() / 1e9)
-    finally:
-        plots.close()
-        plots.deleteLater()
-        app.processEvents()
-    times.sort()
-    return times[len(times) // 2]

@@ -212,11 +212,16 @@ def _finite_numbers(value: Any, where: str = "") -> None:
 
 
 def check_planner() -> str:
-    from gpuplanner.cli import main as cli_main
+    import argparse
 
+    from gpuplanner.commands import plan as plan_command
+
+    parser = argparse.ArgumentParser(prog="gpuplanner")
+    plan_command.register(parser.add_subparsers())
+    args = parser.parse_args(["compare", "--json"])
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main(["compare", "--json"])
+        code = args.handler(args)  # `gpuplanner compare --json`, in this process
     if code != 0:
         raise RuntimeError(f"gpuplanner compare exited {code}: {err.getvalue().strip()}")
     rows = json.loads(out.getvalue())

@@ -10,7 +10,7 @@ Prints three figures against their targets:
    result on screen (request built, engine run on the worker, table/chart/bar updated), without
    the deliberate 150 ms typing debounce; median and p90 of 30 edits;
 3. the Runs pane's plot redraw with 8 GPUs x 86,400 samples (target < 16 ms per frame), from
-   ``gpuplanner.ui.runs_pane.redraw_benchmark``.
+   ``tests.benchmarks.synthetic_runs.redraw_benchmark``.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/benchmarks/ui_speed.py
 """
@@ -159,7 +159,7 @@ def main() -> int:
         f" over {EDITS} edits (target < 50 ms; plus the 150 ms typing debounce)"
     )
     try:
-        from gpuplanner.ui.runs_pane import redraw_benchmark
+        from tests.benchmarks.synthetic_runs import redraw_benchmark
     except ImportError as exc:
         print(f"runs plot redraw: not measured ({exc})")
         return 0

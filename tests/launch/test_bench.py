@@ -77,7 +77,7 @@ def test_the_planner_names_a_config_file_as_runs_do(tmp_path: Path) -> None:
 
 
 def test_bench_result_ignores_what_a_login_shell_printed_first() -> None:
-    from gpuplanner.launch.commands import bench_result
+    from gpuplanner.launch.command_lines import bench_result
 
     assert bench_result(0, 'Welcome to the GPU box\n{\n "tokens_per_s": 5.0\n}\n', "") == {"tokens_per_s": 5.0}
     with pytest.raises(RuntimeError, match="printed no JSON result .*Welcome"):

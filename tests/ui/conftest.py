@@ -1,8 +1,9 @@
-"""UI test setup: offscreen Qt (tests/conftest.py), settings in a temp folder, a temp history per test.
+"""UI test fixtures: offscreen Qt (tests/conftest.py), settings in a temp folder, a temp history per test.
 
 Every test gets its own QSettings location (INI files under a temp folder) and :class:`AppServices`
-pointing at a fresh history file in the test's private data directory, so tests never see each
-other's state or the user's.
+pointing at a fresh history file in the test's private data directory (``services``) or in its
+``tmp_path`` (``tmp_services``, which the Runs pane fixture uses), so tests never see each other's
+state or the user's. Plain helpers live in ``tests/ui/helpers.py``.
 """
 
 from __future__ import annotations
@@ -38,11 +39,33 @@ def data_dir() -> Path:
     return Path(os.environ["GPUPLANNER_DATA_DIR"])
 
 
-def wait_for_history(qtbot: Any, pane: Any, timeout: int = 10_000) -> None:
-    """Wait until the History pane's worker has answered every load it was asked for."""
-    qtbot.waitUntil(lambda: not pane.is_loading(), timeout=timeout)
+@pytest.fixture
+def tmp_services(tmp_path: Path) -> AppServices:
+    """Services over a history and config folder inside the test's ``tmp_path`` (the Runs and Hosts tests
+    look at them there)."""
+    return AppServices(db_path=tmp_path / "history.sqlite", config_dir=tmp_path / "config")
 
 
-def wait_for_result(qtbot: Any, pane: Any, timeout: int = 10_000) -> None:
-    """Wait until the Plan pane has no calculation pending and shows a result."""
-    qtbot.waitUntil(lambda: not pane.is_busy() and pane.result is not None, timeout=timeout)
+@pytest.fixture
+def runs_pane(qtbot: Any, tmp_services: AppServices, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from gpuplanner.ui import runs_pane as module
+
+    monkeypatch.setattr(
+        module.RunsPane,
+        "_make_manager",
+        lambda self: __import__("gpuplanner.launch.manager", fromlist=["RunManager"]).RunManager(
+            self.services.db_path, local_runs_root=tmp_path / "runs"
+        ),
+    )
+    pane = module.RunsPane(tmp_services)
+    qtbot.addWidget(pane)
+    pane.resize(1280, 800)
+    pane.show()
+    yield pane
+    for entry in list(pane.runs.values()):
+        if entry.state not in module.FINAL_STATES:
+            try:
+                pane.controller.manager.kill(entry.run_id)
+            except Exception:
+                pass
+    pane.shutdown(stop_runs=False)

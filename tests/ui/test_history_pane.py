@@ -19,9 +19,7 @@ from gpuplanner.history.runs import create_run, list_runs
 from gpuplanner.ui.history_model import EXPORT_COLUMNS, SORT_ROLE
 from gpuplanner.ui.history_pane import HistoryPane
 from tests.history.streams import StreamBuilder, hand_computed_run
-from tests.ui.conftest import wait_for_history
-
-pytestmark = [pytest.mark.qt_log_level_fail("WARNING"), pytest.mark.qt_log_ignore("propagateSizeHints")]
+from tests.ui.helpers import wait_for_history
 
 
 def preempted_run() -> StreamBuilder:

@@ -16,14 +16,13 @@ from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 from gpuplanner.ui.hosts_model import COLUMNS, HostsTableModel
 from gpuplanner.ui.hosts_pane import HostDialog, HostsPane
 from gpuplanner.ui.trust_dialog import TrustHostKeyDialog
-from tests.ui.runs_fixtures import services  # noqa: F401
 
 pytestmark = pytest.mark.xdist_group("ui_hosts")
 
 
 @pytest.fixture
-def hosts_pane(qtbot: Any, services: Any) -> Any:
-    pane = HostsPane(services)
+def hosts_pane(qtbot: Any, tmp_services: Any) -> Any:
+    pane = HostsPane(tmp_services)
     qtbot.addWidget(pane)
     pane.resize(1280, 800)
     pane.show()
@@ -35,9 +34,9 @@ def _cell(pane: HostsPane, name: str, column: str) -> str:
     return pane.model.index(pane.model.row_of(name), COLUMNS.index(column)).data()
 
 
-def test_model_follows_qt_rules(qtmodeltester: Any, services: Any) -> None:
+def test_model_follows_qt_rules(qtmodeltester: Any, tmp_services: Any) -> None:
     add_host(
-        services.db_path,
+        tmp_services.db_path,
         Host(
             name="box",
             kind="ssh",
@@ -49,7 +48,7 @@ def test_model_follows_qt_rules(qtmodeltester: Any, services: Any) -> None:
         ),
     )
     model = HostsTableModel()
-    model.set_hosts(list_hosts(services.db_path))
+    model.set_hosts(list_hosts(tmp_services.db_path))
     qtmodeltester.check(model, force_py=True)
     model.set_probing("box", True)
     assert model.index(1, COLUMNS.index("Reachable")).data() == "probing…"
@@ -62,7 +61,7 @@ def test_model_follows_qt_rules(qtmodeltester: Any, services: Any) -> None:
 
 
 def test_add_edit_remove_hosts(
-    qtbot: Any, hosts_pane: HostsPane, services: Any, monkeypatch: pytest.MonkeyPatch
+    qtbot: Any, hosts_pane: HostsPane, tmp_services: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def fill(dialog: HostDialog) -> int:
         if dialog.host is None:
@@ -76,11 +75,11 @@ def test_add_edit_remove_hosts(
     monkeypatch.setattr(HostDialog, "exec", fill)
     hosts_pane.add_button.click()
     assert _cell(hosts_pane, "gpu-box", "Address") == "ml@gpu-box.example.org"
-    assert get_host(services.db_path, "gpu-box").price_usd_per_gpu_hour == 1.75
+    assert get_host(tmp_services.db_path, "gpu-box").price_usd_per_gpu_hour == 1.75
     hosts_pane.select("local")
     assert not hosts_pane.remove_button.isEnabled()  # this machine stays
     hosts_pane.edit_button.click()
-    assert get_host(services.db_path, "local").price_usd_per_gpu_hour == 1.75
+    assert get_host(tmp_services.db_path, "local").price_usd_per_gpu_hour == 1.75
     assert _cell(hosts_pane, "local", "Price / GPU-h") == "$1.75"
     hosts_pane.select("gpu-box")
     hosts_pane.remove_button.click()
@@ -128,14 +127,14 @@ class _KeyManager:
         pass
 
 
-def _ssh_box(services: Any) -> None:
-    add_host(services.db_path, Host(name="gpu-box", kind="ssh", hostname="gpu-box.example.org", port=2222))
+def _ssh_box(tmp_services: Any) -> None:
+    add_host(tmp_services.db_path, Host(name="gpu-box", kind="ssh", hostname="gpu-box.example.org", port=2222))
 
 
 def test_unknown_key_trusted_then_refused(
-    qtbot: Any, hosts_pane: HostsPane, services: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    qtbot: Any, hosts_pane: HostsPane, tmp_services: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _ssh_box(services)
+    _ssh_box(tmp_services)
     hosts_pane.reload()
     manager = _KeyManager(tmp_path / "known_hosts", changed=False)
     monkeypatch.setattr(hosts_pane, "_make_manager", lambda: manager)
@@ -166,9 +165,9 @@ def test_unknown_key_trusted_then_refused(
 
 
 def test_changed_key_is_refused(
-    qtbot: Any, hosts_pane: HostsPane, services: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    qtbot: Any, hosts_pane: HostsPane, tmp_services: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _ssh_box(services)
+    _ssh_box(tmp_services)
     hosts_pane.reload()
     manager = _KeyManager(tmp_path / "known_hosts", changed=True)
     monkeypatch.setattr(hosts_pane, "_make_manager", lambda: manager)

@@ -39,7 +39,7 @@ def test_y_ranges_cover_the_visible_data_and_follow_it_without_autorange(qtbot, 
     cut off) and the budget and plan lines (spend); once the spike has scrolled out the power range
     shrinks back; the ranges change only now and then (not at every frame as extremes scroll by); and
     pyqtgraph's auto-range is off on every plot."""
-    from gpuplanner.ui.live_plots import synthetic_telemetry
+    from tests.benchmarks.synthetic_runs import synthetic_telemetry
 
     tel = synthetic_telemetry(2, 86_400, seed=5)
     spike_x = 86_400 - 595.0  # inside the last 10 minutes, leaving them after ~10 frames
@@ -99,7 +99,7 @@ def _assert_readable(plots, labels) -> None:
 
 
 def _telemetry_with_events(end: float, events: list[tuple[float, str]]):
-    from gpuplanner.ui.live_plots import synthetic_telemetry
+    from tests.benchmarks.synthetic_runs import synthetic_telemetry
 
     tel = synthetic_telemetry(1, int(end))
     tel.markers.extend(Marker(x, kind, kind) for x, kind in events)
@@ -155,7 +155,7 @@ def test_event_labels_never_overlap_in_a_scrolling_window(qtbot, end: int, event
 def test_markers_are_drawn_by_one_item_per_plot_and_name_themselves_on_hover(qtbot) -> None:
     """150 checkpoints (a day at one every ~10 minutes) add no item to the scenes: each plot's marker
     lines are one item, drawing only the markers in the x range; hovering near a line shows its label."""
-    from gpuplanner.ui.live_plots import synthetic_telemetry
+    from tests.benchmarks.synthetic_runs import synthetic_telemetry
 
     tel = synthetic_telemetry(1, 86_400)
     plots = _plots(qtbot, follow=True)
@@ -180,7 +180,7 @@ def test_markers_are_drawn_by_one_item_per_plot_and_name_themselves_on_hover(qtb
 
 def test_scrolling_bottom_axis_paints_what_pyqtgraph_paints(qtbot) -> None:
     """The bottom axes' direct paint while scrolling gives the same pixels as pyqtgraph's own paint."""
-    from gpuplanner.ui.live_plots import synthetic_telemetry
+    from tests.benchmarks.synthetic_runs import synthetic_telemetry
 
     tel = synthetic_telemetry(1, 5000)
     plots = _plots(qtbot, follow=True, size=(1060, 620))
@@ -200,7 +200,7 @@ def test_scrolling_bottom_axis_paints_what_pyqtgraph_paints(qtbot) -> None:
 
 
 def test_legend_click_hides_and_shows_a_gpu_line(qtbot) -> None:
-    from gpuplanner.ui.live_plots import synthetic_telemetry
+    from tests.benchmarks.synthetic_runs import synthetic_telemetry
 
     tel = synthetic_telemetry(2, 3000)
     plots = _plots(qtbot, follow=False)

@@ -15,9 +15,7 @@ from gpuplanner.history.db import open_db
 from gpuplanner.history.runs import create_run
 from gpuplanner.ui import app as ui_app
 from gpuplanner.ui.main_window import PLACES, MainWindow, app_settings
-from tests.ui.conftest import wait_for_history, wait_for_result
-
-pytestmark = [pytest.mark.qt_log_level_fail("WARNING"), pytest.mark.qt_log_ignore("propagateSizeHints")]
+from tests.ui.helpers import wait_for_history, wait_for_result
 
 
 @pytest.fixture

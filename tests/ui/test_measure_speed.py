@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtWidgets import QDialog
 
 from gpuplanner.ui.launch_dialog import LaunchDialog, demo_dir
-from tests.ui.runs_fixtures import CORPUS, runs_pane, services  # noqa: F401
+from tests.ui.helpers import CORPUS
 
 SETTINGS = {
     "model": None,

@@ -19,7 +19,6 @@ from gpuplanner.ui.hosts_model import COLUMNS
 from gpuplanner.ui.hosts_pane import HostsPane
 from gpuplanner.ui.passphrase_dialog import DIALOG_OBJECT_NAME, PassphrasePrompter
 from tests.sshd import SSHServer, available, keygen
-from tests.ui.runs_fixtures import services  # noqa: F401
 
 pytestmark = pytest.mark.xdist_group("ui_hosts")
 SECRET = "correct horse"
@@ -127,10 +126,10 @@ def encrypted_sshd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
 
 @pytest.mark.slow
-def test_hosts_pane_probe_unlocks_an_encrypted_key(qtbot: Any, services: Any, encrypted_sshd: Any) -> None:
+def test_hosts_pane_probe_unlocks_an_encrypted_key(qtbot: Any, tmp_services: Any, encrypted_sshd: Any) -> None:
     server, key = encrypted_sshd
     add_host(
-        services.db_path,
+        tmp_services.db_path,
         Host(
             name="box",
             kind="ssh",
@@ -141,7 +140,7 @@ def test_hosts_pane_probe_unlocks_an_encrypted_key(qtbot: Any, services: Any, en
             python=sys.executable,
         ),
     )
-    pane = HostsPane(services)
+    pane = HostsPane(tmp_services)
     qtbot.addWidget(pane)
     pane.show()
     try:
@@ -167,10 +166,10 @@ def test_hosts_pane_probe_unlocks_an_encrypted_key(qtbot: Any, services: Any, en
         pane.shutdown()
 
 
-def test_both_panes_give_their_connections_the_dialog(qtbot: Any, services: Any) -> None:
+def test_both_panes_give_their_connections_the_dialog(qtbot: Any, tmp_services: Any) -> None:
     from gpuplanner.ui.runs_pane import RunsPane
 
-    for pane in (HostsPane(services), RunsPane(services)):
+    for pane in (HostsPane(tmp_services), RunsPane(tmp_services)):
         qtbot.addWidget(pane)
         manager = pane._make_manager()
         try:

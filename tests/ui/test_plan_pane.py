@@ -20,12 +20,11 @@ from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.planner import GIB, PlanRequest, PricingInputs, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
+from gpuplanner.planning import comparison_request
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE
-from gpuplanner.ui.plan_inputs import comparison_request, default_values, request_from_values
+from gpuplanner.ui.plan_inputs import default_values, request_from_values
 from gpuplanner.ui.plan_pane import PlanPane
-from tests.ui.conftest import wait_for_result
-
-pytestmark = [pytest.mark.qt_log_level_fail("WARNING"), pytest.mark.qt_log_ignore("propagateSizeHints")]
+from tests.ui.helpers import wait_for_result
 
 
 @pytest.fixture
@@ -578,26 +577,3 @@ def test_speeds_measured_in_the_history_calibrate_the_plan(
     qtbot.waitUntil(lambda: not pane.is_busy() and pane.result.request.setup.seq_len == 1024, timeout=10_000)
     assert pane.result.throughput_source.startswith("estimate")
     assert pane.form.note_text("calibration") == "Nothing measured for gpt2 at 1,024 tokens: estimated."
-
-
-def test_the_measured_speed_cache_keys_on_method_and_precision(tmp_path: Path) -> None:
-    from gpuplanner.history.calibration import record_bench
-    from gpuplanner.history.db import open_db
-    from gpuplanner.plan.catalog import load_catalog
-    from gpuplanner.ui.plan_inputs import default_values, request_from_values
-    from gpuplanner.ui.plan_pane import _MeasuredCache
-
-    db = tmp_path / "h.sqlite"
-    with open_db(db) as handle:
-        record_bench(
-            handle,
-            gpu_type="L4",
-            model_name="gpt2",
-            result={"tokens_per_s": 777.0, "seq_len": 1024, "method": "lora", "precision": "bfloat16"},
-        )
-    values = {**default_values(), "model": "gpt2", "method": "lora", "seq-len": "1024"}
-    cache, catalog = _MeasuredCache(), load_catalog()
-    lora = cache.speeds(request_from_values(values), db, catalog)
-    assert [m.tokens_per_s_per_gpu for m in lora.values()] == [777.0]
-    assert cache.speeds(request_from_values({**values, "method": "full"}), db, catalog) == {}  # not the LoRA speed
-    assert cache.speeds(request_from_values({**values, "precision": "fp32"}), db, catalog) == {}

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QDialog
 
 from gpuplanner.ui.ring_buffer import RingBuffer
 from gpuplanner.ui.run_telemetry import RunTelemetry
-from tests.ui.runs_fixtures import FakeHostKeyError, runs_pane, services, tiny_request  # noqa: F401
+from tests.ui.helpers import FakeHostKeyError, tiny_request
 
 pytestmark = pytest.mark.xdist_group("ui_runs")
 
@@ -184,7 +184,8 @@ def test_live_plots_keep_every_bucket_extreme_and_the_latest_sample(qtbot, follo
     exactly the raw min and max (no spike hidden), and they end at the newest sample, also after more
     samples arrive. ``follow``: the scrolling "last 10 minutes", over enough frames for the window to
     pass chunk boundaries (the settled body is then rebuilt, otherwise only the live ends move)."""
-    from gpuplanner.ui.live_plots import LivePlots, synthetic_telemetry
+    from gpuplanner.ui.live_plots import LivePlots
+    from tests.benchmarks.synthetic_runs import synthetic_telemetry
 
     tel = synthetic_telemetry(2, 86_400, seed=3)
     for i, buf in enumerate(tel.gpus.values()):
@@ -230,7 +231,8 @@ def test_live_plots_keep_every_bucket_extreme_and_the_latest_sample(qtbot, follo
 @pytest.mark.parametrize("width", [1060, 900])  # the pane alone; its plots inside the 1280x800 window
 def test_plot_titles_fit_their_plots(qtbot, width: int) -> None:
     """Simulated telemetry with SM activity gives the longest titles; none may be cut off."""
-    from gpuplanner.ui.live_plots import LivePlots, synthetic_telemetry
+    from gpuplanner.ui.live_plots import LivePlots
+    from tests.benchmarks.synthetic_runs import synthetic_telemetry
 
     tel = synthetic_telemetry(2, 600)
     tel.simulated, tel.sm_reported, tel.price_per_gpu_hour, tel.budget_usd = True, True, None, None
@@ -251,7 +253,7 @@ def test_plot_titles_fit_their_plots(qtbot, width: int) -> None:
 
 
 def test_redraw_benchmark_runs() -> None:
-    from gpuplanner.ui.runs_pane import redraw_benchmark
+    from tests.benchmarks.synthetic_runs import redraw_benchmark
 
     assert 0 < redraw_benchmark(gpus=2, samples=2000, frames=3) < 5
 

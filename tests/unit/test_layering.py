@@ -1,7 +1,9 @@
-"""The one-way arrows of ARCHITECTURE.md, checked on the source tree.
+"""What the import-linter contracts in ``pyproject.toml`` cannot say about the layers.
 
-Only ``gpuplanner/ui/`` may import PySide6 or pyqtgraph; ``trainer/`` never imports ``gpuplanner``;
-nothing imports ``gpuplanner.ui``; ``gpuplanner/plan/`` imports no other part of the app.
+``lint-imports`` checks the one-way layers, the trainer's independence and where Qt may be imported.
+These tests check the rest: the entry point loads the window only inside a function (so a CLI command
+never pays for Qt, checked at run time too), and every part of ``gpuplanner`` has a place in the layers
+(a new package cannot slip past the contracts).
 """
 
 from __future__ import annotations
@@ -9,47 +11,12 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT
 
-QT_MODULES = ("PySide6", "pyqtgraph", "PyQt5", "PyQt6", "shiboken6")
-
-
-def imported_modules(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.append((node.lineno, node.module))
-    return found
-
-
-def python_files(folder: str) -> list[Path]:
-    return sorted((REPO_ROOT / folder).rglob("*.py"))
-
-
-def violations(files: list[Path], forbidden: tuple[str, ...]) -> list[str]:
-    bad = []
-    for path in files:
-        for lineno, module in imported_modules(path):
-            if module.split(".")[0] in forbidden or any(module == f or module.startswith(f + ".") for f in forbidden):
-                bad.append(f"{path.relative_to(REPO_ROOT)}:{lineno} imports {module}")
-    return bad
-
-
-def test_qt_only_inside_ui() -> None:
-    files = [p for p in python_files("gpuplanner") if "ui" not in p.relative_to(REPO_ROOT / "gpuplanner").parts[:1]]
-    assert files, "no gpuplanner sources found"
-    assert violations(files, QT_MODULES) == []
-
-
-def test_trainer_does_not_import_gpuplanner() -> None:
-    files = python_files("trainer")
-    assert files
-    assert violations(files, ("gpuplanner",)) == []
+QT_MODULES = ("PySide6", "pyqtgraph", "shiboken6")
 
 
 def module_level_imports(path: Path) -> list[str]:
@@ -63,18 +30,15 @@ def module_level_imports(path: Path) -> list[str]:
     return names
 
 
-def test_nothing_imports_ui() -> None:
-    """Only the entry point opens the window, and it imports the UI lazily inside a function, so
-    `gpuplanner plan` and friends never load Qt."""
-    entry = REPO_ROOT / "gpuplanner" / "cli.py"
-    files = [
-        p
-        for p in python_files("gpuplanner")
-        if "ui" not in p.relative_to(REPO_ROOT / "gpuplanner").parts[:1] and p != entry
-    ]
-    files += python_files("trainer")
-    assert violations(files, ("gpuplanner.ui",)) == []
-    assert [m for m in module_level_imports(entry) if m.startswith("gpuplanner.ui")] == []
+def contracts() -> list[dict]:
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return config["tool"]["importlinter"]["contracts"]
+
+
+def test_the_entry_point_imports_the_window_only_inside_functions() -> None:
+    imports = module_level_imports(REPO_ROOT / "gpuplanner" / "cli.py")
+    assert imports, "no imports found in cli.py"
+    assert [m for m in imports if m.startswith("gpuplanner.ui") or m.split(".")[0] in QT_MODULES] == []
 
 
 def test_cli_commands_do_not_load_qt(tmp_path: Path) -> None:
@@ -87,28 +51,40 @@ def test_cli_commands_do_not_load_qt(tmp_path: Path) -> None:
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_plan_is_pure() -> None:
-    others = (
-        "gpuplanner.history",
-        "gpuplanner.launch",
-        "gpuplanner.export",
-        "gpuplanner.ui",
-        "gpuplanner.cli",
-        "gpuplanner.commands",
-        "sqlite3",
-        "sqlite_utils",
-        "paramiko",
-        "socket",
-    )
-    assert violations(python_files("gpuplanner/plan"), others) == []
+def test_every_part_of_gpuplanner_has_a_layer() -> None:
+    layers = next(c for c in contracts() if c["type"] == "layers")
+    assert layers["containers"] == ["gpuplanner"]
+    tails = [tail.strip() for layer in layers["layers"] for tail in layer.split("|")]
+    required = {f"gpuplanner.{t}" for t in tails if not t.startswith("(")}
+    optional = {f"gpuplanner.{t.strip('()')}" for t in tails if t.startswith("(")}
+    parts = {
+        f"gpuplanner.{p.stem if p.is_file() else p.name}"
+        for p in (REPO_ROOT / "gpuplanner").iterdir()
+        if (p.is_dir() and (p / "__init__.py").exists())
+        or (p.suffix == ".py" and p.stem not in ("__init__", "__main__"))
+    }
+    assert parts, "no gpuplanner parts found"
+    assert sorted(parts - required - optional) == []
+    assert sorted(required - parts) == []
 
 
-def test_protocol_imports_nothing_heavy() -> None:
-    heavy = ("torch", "transformers", "numpy", "pynvml", "peft")
-    assert violations([REPO_ROOT / "trainer" / "protocol.py"], heavy) == []
+def test_every_qt_free_window_module_is_held_to_it() -> None:
+    """A module of gpuplanner/ui that loads no Qt (directly or through other window modules) is listed in
+    the Qt-free contract, so it stays Qt-free."""
+    listed = set(next(c for c in contracts() if c["id"] == "qt-free-ui-modules")["source_modules"])
+    imports: dict[str, list[str]] = {}
+    for path in sorted((REPO_ROOT / "gpuplanner" / "ui").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        modules = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        modules += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and n.level == 0]
+        imports[f"gpuplanner.ui.{path.stem}"] = modules
 
+    def loads_qt(module: str, seen: frozenset[str] = frozenset()) -> bool:
+        return any(
+            m.split(".")[0] in QT_MODULES or (m in imports and m not in seen and loads_qt(m, seen | {module}))
+            for m in imports.get(module, [])
+        )
 
-def test_checker_catches_a_violation(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("import os\nfrom PySide6.QtCore import QObject\n")
-    assert imported_modules(bad) == [(1, "os"), (2, "PySide6.QtCore")]
+    qt_free = {m for m in imports if not m.endswith("__init__") and not loads_qt(m)}
+    assert {"gpuplanner.ui.plan_inputs", "gpuplanner.ui.run_telemetry"} <= qt_free
+    assert sorted(qt_free - listed) == []

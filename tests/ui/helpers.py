@@ -1,12 +1,8 @@
-"""Fixtures and helpers for the Runs and Hosts pane tests: a pane on a fresh database, tiny trainer args."""
+"""Helpers of the window tests (fixtures live in conftest.py): tiny trainer runs, a fake host key, waits."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.conftest import REPO_ROOT
 
@@ -62,33 +58,11 @@ def tiny_request(max_steps: int, *, name: str = "tiny") -> Any:
     return LaunchRequest(host_name="local", trainer_args=args, name=name)
 
 
-@pytest.fixture
-def services(tmp_path: Path) -> Any:
-    from gpuplanner.ui.services import AppServices
-
-    return AppServices(db_path=tmp_path / "history.sqlite", config_dir=tmp_path / "config")
+def wait_for_history(qtbot: Any, pane: Any, timeout: int = 10_000) -> None:
+    """Wait until the History pane's worker has answered every load it was asked for."""
+    qtbot.waitUntil(lambda: not pane.is_loading(), timeout=timeout)
 
 
-@pytest.fixture
-def runs_pane(qtbot: Any, services: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from gpuplanner.ui import runs_pane as module
-
-    monkeypatch.setattr(
-        module.RunsPane,
-        "_make_manager",
-        lambda self: __import__("gpuplanner.launch.manager", fromlist=["RunManager"]).RunManager(
-            self.services.db_path, local_runs_root=tmp_path / "runs"
-        ),
-    )
-    pane = module.RunsPane(services)
-    qtbot.addWidget(pane)
-    pane.resize(1280, 800)
-    pane.show()
-    yield pane
-    for entry in list(pane.runs.values()):
-        if entry.state not in module.FINAL_STATES:
-            try:
-                pane.controller.manager.kill(entry.run_id)
-            except Exception:
-                pass
-    pane.shutdown(stop_runs=False)
+def wait_for_result(qtbot: Any, pane: Any, timeout: int = 10_000) -> None:
+    """Wait until the Plan pane has no calculation pending and shows a result."""
+    qtbot.waitUntil(lambda: not pane.is_busy() and pane.result is not None, timeout=timeout)
