@@ -31,6 +31,13 @@ from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS,
 from gpuplanner.planning import calibrated_request
 
 GIB = 1024**3
+# --pin names (as the flags spell them) -> the settings fit_settings may change
+PIN_FLAGS = {
+    "micro-batch": "micro_batch",
+    "checkpointing": "grad_checkpointing",
+    "optimizer": "optimizer",
+    "sharding": "sharding",
+}
 
 
 def flag_type(field: str) -> Callable[[str], int | float]:
@@ -206,6 +213,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_workload_arguments(comparison)
     comparison.add_argument("--top", type=positive_int, metavar="N", help="show only the first N rows (text output)")
+    comparison.add_argument(
+        "--fit-settings",
+        action="store_true",
+        help="for each option the given settings do not fit, use the fastest settings that do (micro-batch with "
+        "accumulation keeping the effective batch, checkpointing, 8-bit optimizer states, sharding); rows say which",
+    )
+    comparison.add_argument(
+        "--pin",
+        action="append",
+        choices=sorted(PIN_FLAGS),
+        metavar="SETTING",
+        help=f"with --fit-settings, keep this setting as given (repeatable: {', '.join(sorted(PIN_FLAGS))})",
+    )
     comparison.set_defaults(handler=run_compare)
 
 
@@ -458,13 +478,13 @@ def run_compare(args: argparse.Namespace) -> int:
     catalog = _catalog()
     request = with_calibration(request_from_args(args, default_gpu=None), args, catalog)
     counts = (args.gpus,) if args.gpus else GPU_COUNTS
-    # fitted settings per option, when the command line offers the switch (--fit-settings, --pin)
+    # with --fit-settings each option gets the fastest settings that fit (--pin keeps a setting)
     rows = compare(
         request,
         catalog,
         counts=counts,
-        fit_settings=bool(getattr(args, "fit_settings", False)),
-        pinned=tuple(getattr(args, "pin", None) or ()),
+        fit_settings=args.fit_settings,
+        pinned=tuple(PIN_FLAGS[name] for name in args.pin or ()),
     )
     inputs = inputs_document(request)
     if args.format == "json":

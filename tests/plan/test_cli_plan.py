@@ -341,3 +341,27 @@ def test_double_dash_keeps_its_meaning_outside_run_and_hosts_bench(
         assert main(["runs", "import", "--db", str(db), "--", "-run.jsonl"]) == 0
     finally:
         os.chdir(cwd)
+
+
+def test_compare_fit_settings_makes_a_24gb_card_usable_and_pin_keeps_the_micro_batch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    flags = ["compare", "--model", "llama-3.1-8b", "--method", "lora", "--micro-batch", "4", "--grad-accum", "4"]
+    flags += ["--gpu", "RTX 3090", "--gpus", "1", "--json"]
+
+    def rows(*extra: str) -> list[dict]:
+        code, out, _ = run(capsys, *flags, *extra)
+        assert code == 0
+        return json.loads(out)
+
+    plain = rows()
+    assert all(not row["memory"]["fits"] and not row["fitted_settings"] for row in plain)
+    fitted = rows("--fit-settings")
+    assert all(row["memory"]["fits"] for row in fitted)
+    # the effective batch of 16 is kept: micro-batch m x accumulation a with m * a == 16 and m < 4
+    (change,) = [text for text in fitted[0]["fitted_settings"] if text.startswith("micro-batch")]
+    micro, accum = (int(word) for word in change.split() if word.isdigit())
+    assert micro * accum == 16 and micro < 4
+    assert fitted[0]["memory"]["total_gib"] < plain[0]["memory"]["total_gib"]
+    pinned = rows("--fit-settings", "--pin", "micro-batch")
+    assert all(not text.startswith("micro-batch") for row in pinned for text in row["fitted_settings"] or [])
