@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpuplanner.history.calibration import measurements
+from gpuplanner.history.calibration import Calibration, measurements
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.compare import CompareRow, compare, recommendation
@@ -28,7 +28,9 @@ MAX_CACHED = 64  # measured-speed answers kept before the cache starts afresh
 
 def measured_speeds(request: PlanRequest, db_path: Path, catalog: Catalog) -> dict[str, MeasuredSpeed]:
     """Per catalog GPU name, the speed measured in the history for this model, training method (full or
-    LoRA), sequence length and arithmetic (fp32 or 16-bit)."""
+    LoRA) and arithmetic (fp32 or 16-bit). A measurement at the request's sequence length wins; one at
+    another length still calibrates the step model (it carries the sequence length and micro-batch it was
+    measured at, so the planner corrects its efficiency instead of using the speed as is)."""
     if not db_path.exists():
         return {}
     db = open_db(db_path, create=False)
@@ -37,21 +39,44 @@ def measured_speeds(request: PlanRequest, db_path: Path, catalog: Catalog) -> di
             db,
             model_name=request.model.name,
             method=request.setup.method,
-            seq_len=request.setup.seq_len,
             precision=request.setup.precision,
         )
     finally:
         db.close()
-    measured: dict[str, MeasuredSpeed] = {}
+    best: dict[str, Calibration] = {}
     for calibration in found.values():
         gpu = catalog.find_gpu(calibration.gpu_type)
         if gpu is None or calibration.tokens_per_s_per_gpu is None:
             continue
+        held = best.get(gpu.name)
+        if held is None or _closer(calibration, held, request.setup.seq_len):
+            best[gpu.name] = calibration
+    measured: dict[str, MeasuredSpeed] = {}
+    for name, calibration in best.items():
         where = "runs" if calibration.source == "run" else "trainer bench results"
         source = f"{where} {', '.join(f'#{i}' for i in calibration.ids)} on {calibration.gpu_type}"
         peak = calibration.peak_mem_bytes / 1024**3 if calibration.peak_mem_bytes else None
-        measured[gpu.name] = MeasuredSpeed(gpu.name, calibration.tokens_per_s_per_gpu, source, peak)
+        exact = calibration.seq_len == request.setup.seq_len
+        measured[name] = MeasuredSpeed(
+            name,
+            calibration.tokens_per_s_per_gpu,
+            source,
+            peak if exact else None,
+            seq_len=calibration.seq_len,
+            micro_batch=calibration.micro_batch if not exact else None,
+        )
     return measured
+
+
+def _closer(candidate: Calibration, held: Calibration, seq_len: int) -> bool:
+    """Whether ``candidate`` was measured nearer ``seq_len`` than ``held`` (ties: the newer one)."""
+
+    def distance(c: Calibration) -> float:
+        return abs((c.seq_len or 0) - seq_len)
+
+    if distance(candidate) != distance(held):
+        return distance(candidate) < distance(held)
+    return candidate.measured_at > held.measured_at
 
 
 def calibrated_request(request: PlanRequest, db_path: Path, catalog: Catalog) -> PlanRequest:

@@ -57,10 +57,20 @@ def test_compute_says_what_the_history_gave(tmp_path: Path, catalog: Catalog) ->
     assert result.calibration_note.startswith("Speed calibrated")
     assert result.rows and result.rows[0].rank == 1 and result.recommendation
     assert result.memory_note == "Answered by the formulas."
+    assert result.plan.throughput.tokens_per_s == 777.0
+    # measured on L4 only: the A100's step model is corrected by what L4 showed, with a wider range than an
+    # exact match but a narrower one than the uncalibrated model
+    model_only = compute(5, gpt2(gpu="A100 80GB").to_request(default_gpu=None), {}, catalog, None)
     elsewhere = compute(2, gpt2(gpu="A100 80GB").to_request(default_gpu=None), {}, catalog, db)
-    assert elsewhere.calibration_note == "Measured only on L4: estimated here."
-    nothing = compute(3, gpt2(seq_len=2048).to_request(default_gpu=None), {}, catalog, db)
-    assert nothing.calibration_note == "Nothing measured for gpt2 at 2,048 tokens: estimated."
+    assert elsewhere.calibration_note.startswith("Speed calibrated from speeds measured on L4 (sequence 1024)")
+    assert elsewhere.plan.throughput.tokens_per_s < model_only.plan.throughput.tokens_per_s
+    exact, transferred, uncalibrated = (r.plan.throughput.uncertainty_pct for r in (result, elsewhere, model_only))
+    assert exact < transferred < uncalibrated
+    # another sequence length on the measured GPU: the 1,024-token measurement still calibrates it
+    longer = compute(3, gpt2(seq_len=2048).to_request(default_gpu=None), {}, catalog, db)
+    assert longer.calibration_note.startswith("Speed calibrated from speeds measured on L4 (sequence 1024)")
+    nothing = compute(6, gpt2(model="gpt2-medium").to_request(default_gpu=None), {}, catalog, db)
+    assert nothing.calibration_note == "Nothing measured for gpt2-medium at 1,024 tokens: estimated."
     without = compute(4, gpt2().to_request(default_gpu=None), {}, catalog, None)
     assert without.calibration_note == "" and without.plan.throughput.source.startswith("estimate")
 
