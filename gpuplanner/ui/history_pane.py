@@ -58,6 +58,7 @@ from gpuplanner.ui.history_model import (
     metric_value,
     run_series,
 )
+from gpuplanner.ui.human import human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.table_view import export_menu_button, sortable_table
@@ -580,8 +581,8 @@ class HistoryPane(QWidget):
         runs = [s for s in self.visible_summaries() if s.run_id in {r[0] for r in rows}]
         total = sum(s.cost_usd or 0.0 for s in runs)
         hours = sum(s.gpu_hours or 0.0 for s in runs)
-        report.text(f"{len(runs)} run(s), {hours:,.1f} GPU-hours, ${total:,.2f} in total.", bold=True)
-        report.table([c[0] for c in COLUMNS], rows, max_rows=25)
+        report.text(f"{len(runs)} run(s), {hours:,.1f} GPU-hours, {human_money(total)} in total.", bold=True)
+        report.table([c[0] for c in COLUMNS], rows)
         ids = self.selected_run_ids()
         if len(ids) >= 2:
             headers, compare = self.compare_rows(ids)
@@ -591,8 +592,8 @@ class HistoryPane(QWidget):
             summary = self._summary(ids[0])
             if summary is not None:
                 report.text(
-                    f"Run {summary.run_id}: {summary.status}, {format_value(summary.hours)} h, "
-                    f"${format_value(summary.cost_usd)}, {format_value(summary.avg_util_pct)} % average "
+                    f"Run {summary.run_id}: {summary.status}, {human_hours(summary.hours)}, "
+                    f"{human_money(summary.cost_usd)}, {format_value(summary.avg_util_pct)} % average "
                     "utilisation",
                     bold=True,
                 )
