@@ -247,10 +247,13 @@ class RunsPane(QWidget):
         return [(h.name, h.display_name, h.price_usd_per_gpu_hour) for h in list_hosts(self.services.db_path)]
 
     def make_launch_dialog(self, settings: dict[str, Any]) -> LaunchDialog:
-        settings = dict(settings or {})
-        if not settings.get("data"):
-            settings["data"] = [str(demo_dir() / "corpus")]
-        return LaunchDialog(self.hosts_for_dialog(), settings, self, on_measure=self.measure)
+        return LaunchDialog(
+            self.hosts_for_dialog(),
+            settings,
+            self,
+            on_measure=self.measure,
+            defaults={"data": [str(demo_dir() / "corpus")]},
+        )
 
     def open_launch_dialog(self, settings: dict[str, Any]) -> None:
         """The launch dialog prefilled from the Plan pane's settings; launches on OK."""
