@@ -7,6 +7,7 @@ figures as ``gpuplanner runs show``). :data:`SORT_ROLE` holds one comparable typ
 from __future__ import annotations
 
 import datetime
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from PySide6.QtGui import QBrush, QColor
 from sqlite_utils import Database
 
 from gpuplanner.history.analytics import RunSummary
+from gpuplanner.ui.run_failure import load_failure
 from gpuplanner.ui.table_view import ColumnsTableModel
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -264,7 +266,32 @@ class RunSeries:
     t0: float
     gpu: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # label -> (t, util, mem GiB, power)
     steps: tuple[np.ndarray, np.ndarray, np.ndarray]  # t, loss, tokens/s
-    events: list[tuple[float, str, int | None]]
+    events: list[tuple[float, str, int | None, str]]  # t, kind, step, what happened in words
+    failure: dict[str, Any] | None = None  # a failed run's error and stderr tail (run_failure)
+
+
+def describe_event(kind: str, detail: dict[str, Any]) -> str:
+    """One event's details in words (the Events tab's last column)."""
+    if kind == "run_end":
+        text = str(detail.get("status") or "")
+        if detail.get("error"):
+            text += f": {detail['error']}"
+        if isinstance(detail.get("exit_code"), int):
+            text += f" (exit {detail['exit_code']})"
+        return text
+    if kind == "failure":
+        tail = str(detail.get("stderr_tail") or "").strip().splitlines()
+        text = str(detail.get("error") or "failed")
+        return text + (f" · stderr: {tail[-1]}" if tail and tail[-1] not in text else "")
+    if kind == "restart":
+        return f"{detail.get('reason', '')}: {detail.get('from_host', '?')} -> {detail.get('to_host', '?')}"
+    if kind == "checkpoint":
+        size = detail.get("bytes")
+        return str(detail.get("path") or "") + (f" ({size / 1024**3:,.2f} GiB)" if isinstance(size, int) else "")
+    if kind == "run_start":
+        host = detail.get("host")
+        return f"on {host}" if isinstance(host, str) else ""
+    return ""
 
 
 def run_series(db: Database, run_id: int, points: int = 1500) -> RunSeries:
@@ -314,10 +341,13 @@ def run_series(db: Database, run_id: int, points: int = 1500) -> RunSeries:
     else:
         empty = np.zeros(0)
         step_series = (empty, empty, empty)
-    events = [
-        (t - t0, kind, step)
-        for t, kind, step in db.execute(
-            "SELECT t, kind, step FROM events WHERE run_id = ? ORDER BY seq", [run_id]
-        ).fetchall()
-    ]
-    return RunSeries(t0, gpu, step_series, events)
+    events = []
+    for t, kind, step, raw in db.execute(
+        "SELECT t, kind, step, detail_json FROM events WHERE run_id = ? ORDER BY t, seq", [run_id]
+    ).fetchall():
+        try:
+            detail = json.loads(raw) if raw else {}
+        except ValueError:
+            detail = {}
+        events.append((t - t0, kind, step, describe_event(kind, detail if isinstance(detail, dict) else {})))
+    return RunSeries(t0, gpu, step_series, events, load_failure(db, run_id))

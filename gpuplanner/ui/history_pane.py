@@ -13,6 +13,7 @@ Signals:
 
 from __future__ import annotations
 
+import html as html_lib
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QRunnable, QSize, Qt, QThreadPool, Signal, Slot
-from PySide6.QtGui import QImage, QPalette
+from PySide6.QtGui import QBrush, QColor, QImage, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -138,7 +139,7 @@ class RunPlots(pg.GraphicsLayoutWidget):
         if len(t):
             self.plots["loss"].plot(t / 60.0, loss, pen=pg.mkPen("#e15759", width=1), connect="finite")
             self.plots["tokens"].plot(t / 60.0, tokens, pen=pg.mkPen("#4e79a7", width=1), connect="finite")
-        for at, kind, _step in series.events:
+        for at, kind, _step, _detail in series.events:
             color = EVENT_PENS.get(kind)
             if color is None or kind in ("run_start", "run_end"):
                 continue
@@ -276,8 +277,9 @@ class HistoryPane(QWidget):
         self.summary_view = QTextBrowser()
         self.summary_view.setOpenLinks(False)
         self.plots = RunPlots()
-        self.events_table = QTableWidget(0, 4)
-        self.events_table.setHorizontalHeaderLabels(["Time", "Minute", "Event", "Step"])
+        self.events_table = QTableWidget(0, 5)
+        self.events_table.setHorizontalHeaderLabels(["Time", "Minute", "Event", "Step", "Details"])
+        self.events_table.setWordWrap(False)
         self.events_table.verticalHeader().setVisible(False)
         self.events_table.horizontalHeader().setStretchLastSection(True)
         self.events_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -423,17 +425,46 @@ class HistoryPane(QWidget):
     def _show_series(self, run_id: int, series: RunSeries) -> None:
         self.plots.show_series(series)
         self.events_table.setRowCount(0)
-        for at, kind, step in series.events:
+        for at, kind, step, detail in series.events:
             row = self.events_table.rowCount()
             self.events_table.insertRow(row)
             for col, text in enumerate(
-                (format_time(series.t0 + at), f"{at / 60.0:,.1f}", kind, "" if step is None else str(step))
+                (format_time(series.t0 + at), f"{at / 60.0:,.1f}", kind, "" if step is None else str(step), detail)
             ):
-                self.events_table.setItem(row, col, QTableWidgetItem(text))
+                item = QTableWidgetItem(text)
+                if col == 4 and detail:
+                    item.setToolTip(detail)
+                if kind in ("failure", "run_end") and series.failure and col == 2:
+                    item.setForeground(QBrush(QColor("#d64545")))
+                self.events_table.setItem(row, col, item)
+        self.events_table.resizeColumnsToContents()
+        summary = self._summary(run_id)
+        if summary is not None:
+            self.summary_view.setHtml(self.summary_html(summary, series.failure))
         self.seriesShown.emit(run_id)
 
     @staticmethod
-    def summary_html(s: RunSummary) -> str:
+    def failure_html(failure: dict[str, Any] | None) -> str:
+        """Why a run failed: the error and the tail of the trainer's stderr (kept in the history)."""
+        if not failure:
+            return ""
+        code = failure.get("exit_code")
+        head = "Why it failed" + (f" (exit {code})" if code is not None else "")
+        parts = [f"<h4 style='color:#d64545'>{html_lib.escape(head)}</h4>"]
+        if failure.get("error"):
+            parts.append(f"<p><b>{html_lib.escape(str(failure['error']))}</b></p>")
+        tail = str(failure.get("stderr_tail") or "").strip()
+        if tail:
+            parts.append(
+                f"<p style='color:gray'>Last lines of stderr on {html_lib.escape(str(failure.get('host') or '?'))}:</p>"
+            )
+            parts.append(f"<pre style='font-size:small'>{html_lib.escape(tail)}</pre>")
+        elif failure.get("stderr_problem"):
+            parts.append(f"<p style='color:gray'>{html_lib.escape(str(failure['stderr_problem']))}</p>")
+        return "".join(parts)
+
+    @classmethod
+    def summary_html(cls, s: RunSummary, failure: dict[str, Any] | None = None) -> str:
         def row(label: str, value: Any) -> str:
             return f"<tr><td style='padding-right:14px;color:gray'>{label}</td><td>{value}</td></tr>"
 
@@ -460,7 +491,9 @@ class HistoryPane(QWidget):
             ("Final loss", format_value(s.final_loss)),
         ]
         html = [
-            f"<h3>{title}{sim}</h3><table><tr><td valign='top'><table>",
+            f"<h3>{title}{sim}</h3>",
+            cls.failure_html(failure) if s.status == "failed" else "",
+            "<table><tr><td valign='top'><table>",
             *(row(k, v) for k, v in left),
             "</table></td><td valign='top' style='padding-left:30px'><table>",
             *(row(k, v) for k, v in right),

@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner.resources import resources_dir
+from gpuplanner.ui.preflight import hf_id_for
 
 GRAD_CHECKPOINTING = {"none": "off", "off": "off", "full": "every", "every": "every", "every-other": "every-other"}
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
@@ -182,11 +183,16 @@ class LaunchDialog(QDialog):
         on_measure: Callable[[LaunchRequest, LaunchDialog], None] | None = None,
         defaults: dict[str, Any] | None = None,
         remember: bool = True,
+        on_check: Callable[[dict[str, Any], LaunchDialog], None] | None = None,
     ) -> None:
         super().__init__(parent)
         self._on_measure = on_measure
+        self._on_check = on_check
+        self._checked_values: dict[str, Any] | None = None  # values whose check answered (launch anyway)
         self._remember = remember
         self.settings = dict(settings or {})
+        if self.settings.get("model"):  # a plan's preset short name: the trainer loads by Hugging Face id
+            self.settings["model"] = hf_id_for(str(self.settings["model"]))
         settings = merged_settings(remembered_values() if remember else {}, self.settings, defaults or {})
         self.setWindowTitle("Launch a training run")
         self._fitted = False
@@ -414,11 +420,11 @@ class LaunchDialog(QDialog):
         """A message for the first problem in the form, or ``None``."""
         v = self.values()
         if v["host"] is None:
-            return "Choose a host (add one in the Hosts pane)."
+            return "Host: choose one (add SSH hosts in the Hosts pane)."
         if not v["model"] and not v["model_config"]:
-            return "Give a model (Hugging Face id or directory) or a model config.json."
+            return "Model: needs a Hugging Face id or a model folder, or fill in Model config (a config.json)."
         if not v["data"]:
-            return "Give the training data (.txt or .jsonl files or folders)."
+            return "Data: needs the training data (.txt or .jsonl files or folders)."
         try:
             shlex.split(v["extra"])
         except ValueError as exc:
@@ -428,12 +434,34 @@ class LaunchDialog(QDialog):
     def accept(self) -> None:
         problem = self.validate()
         if problem:
-            self.error_label.setText(problem)
-            self.error_label.setVisible(True)
+            self._show_error(problem)
             return
         if self._remember:
             remember_values(self.values())
+        values = self.values()
+        if self._on_check is not None and values != self._checked_values:
+            self.launch_button.setEnabled(False)
+            self._show_error(f"Checking the settings on {self.host_combo.currentText()}…", error=False)
+            self._on_check(values, self)
+            return
         super().accept()
+
+    def _show_error(self, text: str, error: bool = True) -> None:
+        self.error_label.setStyleSheet("color: #b00020" if error else "")
+        self.error_label.setText(text)
+        self.error_label.setVisible(bool(text))
+
+    def check_finished(self, problems: list[str], note: str | None = None) -> None:
+        """The pre-launch check's answer: launch when it found nothing, else list the problems (pressing
+        Launch again with the same values launches anyway: a check can be wrong, say about a folder)."""
+        self.launch_button.setEnabled(True)
+        self._checked_values = self.values()
+        if not problems and note is None:
+            self._show_error("", error=False)
+            super().accept()
+            return
+        lines = list(problems) + ([note] if note else [])
+        self._show_error("\n".join(lines) + "\nFix this, or press Launch again to launch anyway.")
 
     # -- size ------------------------------------------------------------------------------------
     def preferred_size(self) -> QSize:
@@ -473,8 +501,7 @@ class LaunchDialog(QDialog):
     def measure(self) -> None:
         problem = self.validate()
         if problem:
-            self.error_label.setText(problem)
-            self.error_label.setVisible(True)
+            self._show_error(problem)
             return
         self.error_label.setVisible(False)
         if self._remember:

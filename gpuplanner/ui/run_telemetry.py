@@ -69,6 +69,8 @@ class RunTelemetry:
         self.sm_reported = False
         self.device: str | None = None
         self.end_status: str | None = None
+        self.end_error: str | None = None  # the trainer's run_end "error" (a failed run)
+        self.checkpoints = 0  # checkpoint events seen: 0 means there is nothing to resume from
         self.started = False
         self.version = 0
 
@@ -140,6 +142,7 @@ class RunTelemetry:
                 self._x(t)
                 self.started = True
                 self.end_status = None
+                self.end_error = None
                 total = rec.get("steps_total")
                 if isinstance(total, int) and total > 0:
                     self.steps_total = total
@@ -160,10 +163,13 @@ class RunTelemetry:
                 label = {"checkpoint": "checkpoint", "preempted": "preempted", "resumed": "resumed"}[kind]
                 if isinstance(step, int):
                     label += f" @ step {step}"
+                if kind == "checkpoint":
+                    self.checkpoints += 1
                 self.markers.append(Marker(self._x(t), kind, label))
             elif kind == "run_end":
                 self._x(t)
                 self.end_status = str(rec.get("status") or "finished")
+                self.end_error = str(rec["error"]) if rec.get("error") else None
         for key, rows in gpu_rows.items():
             buf = self.gpus.get(key)
             if buf is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer, QUrl, Signal, Slot
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtGui import QDesktopServices, QFontDatabase
 from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QPlainTextEdit,
     QProgressBar,
     QPushButton,
     QSplitter,
@@ -113,6 +114,8 @@ class RunEntry:
     finished_emitted: bool = False
     alerts: list[tuple[str, str]] = field(default_factory=list)
     alerts_checked: float = 0.0
+    failure: dict[str, Any] | None = None  # error and stderr tail of a failed run (run_failure)
+    failure_requested: bool = False
 
 
 class RunsPane(QWidget):
@@ -214,6 +217,23 @@ class RunsPane(QWidget):
         rlay.addLayout(prog)
         self.alert_banner = AlertBanner()
         rlay.addWidget(self.alert_banner)
+        self.failure_panel = QWidget()
+        flay = QVBoxLayout(self.failure_panel)
+        flay.setContentsMargins(0, 0, 0, 0)
+        self.failure_label = QLabel()
+        self.failure_label.setWordWrap(True)
+        self.failure_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.failure_label.setStyleSheet("color: #b00020; font-weight: bold")
+        self.failure_text = QPlainTextEdit()
+        self.failure_text.setReadOnly(True)
+        self.failure_text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.failure_text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.failure_text.setMaximumHeight(150)
+        self.failure_text.setToolTip("The last lines the trainer wrote to stderr on the host (kept in the history)")
+        flay.addWidget(self.failure_label)
+        flay.addWidget(self.failure_text)
+        self.failure_panel.setVisible(False)
+        rlay.addWidget(self.failure_panel)
         self.plots = LivePlots()
         rlay.addWidget(self.plots, 1)
         buttons = QHBoxLayout()
@@ -253,7 +273,26 @@ class RunsPane(QWidget):
             self,
             on_measure=self.measure,
             defaults={"data": [str(demo_dir() / "corpus")]},
+            on_check=self.check_launch,
         )
+
+    def check_launch(self, values: dict[str, Any], dialog: LaunchDialog) -> None:
+        """The pre-launch checks (:mod:`preflight`) on the worker thread; the answer goes to ``dialog``."""
+        db_path, host = self.services.db_path, values.get("host")
+
+        def job(manager: Any) -> list[str]:
+            from gpuplanner.ui.preflight import check_on_host
+
+            return check_on_host(manager, db_path, str(host), values)
+
+        def answer(problems: list[str], note: str | None = None) -> None:
+            try:
+                if dialog.isVisible():
+                    dialog.check_finished(problems, note)
+            except RuntimeError:  # the dialog is gone
+                pass
+
+        self.controller.submit(job, answer, lambda exc: answer([], f"Could not check the settings on {host}: {exc}"))
 
     def open_launch_dialog(self, settings: dict[str, Any]) -> None:
         """The launch dialog prefilled from the Plan pane's settings; launches on OK."""
@@ -483,9 +522,62 @@ class RunsPane(QWidget):
             if not entry.finished_emitted:
                 entry.finished_emitted = True
                 entry.alerts_checked = 0.0
-                self.runFinished.emit(entry.run_id)
+                if status.state == "failed" and not entry.failure_requested:
+                    entry.failure_requested = True
+                    self._collect_failure(entry, status)  # runFinished once the failure is stored
+                else:
+                    self.runFinished.emit(entry.run_id)
         elif status.state in ACTIVE_STATES:
             entry.finished_emitted = False
+            entry.failure_requested, entry.failure = False, None
+
+    def _collect_failure(self, entry: RunEntry, status: Any) -> None:
+        """Read the failed run's stderr tail from its host and keep it in the history (worker thread)."""
+        db_path = self.services.db_path
+        run_id, host, run_dir, code = entry.run_id, status.host, status.run_dir or entry.run_dir, status.exit_code
+
+        def job(manager: Any) -> dict[str, Any]:
+            from gpuplanner.ui.run_failure import collect_failure
+
+            return collect_failure(manager, db_path, run_id, host, run_dir or "", code)
+
+        def done(detail: dict[str, Any]) -> None:
+            entry.failure = detail
+            if entry is self.current():
+                self._update_text()
+            self.runFinished.emit(entry.run_id)  # the History pane reloads, the failure stored
+
+        def failed(exc: Exception) -> None:
+            entry.failure = {"error": entry.telemetry.end_error, "stderr_tail": "", "stderr_problem": str(exc)}
+            if entry is self.current():
+                self._update_text()
+            self.runFinished.emit(entry.run_id)
+
+        if not self._shut_down:
+            self.controller.submit(job, done, failed)
+
+    def _update_failure(self, entry: RunEntry | None) -> None:
+        """The failure panel: why the run failed (the error) and the last lines of the trainer's stderr."""
+        if entry is None or entry.state != "failed":
+            self.failure_panel.setVisible(False)
+            return
+        failure = entry.failure or {}
+        error = failure.get("error") or entry.telemetry.end_error
+        code = entry.exit_code if entry.exit_code is not None else failure.get("exit_code")
+        head = "Failed" + (f" (exit {code})" if code is not None else "")
+        if error:
+            head += f": {error}"
+        elif entry.failure is None:
+            head += ": reading the error from the host…"
+        tail = failure.get("stderr_tail") or ""
+        if entry.failure is not None and not tail:
+            tail = failure.get("stderr_problem") or "(the trainer wrote nothing to stderr)"
+        self.failure_label.setText(head)
+        if self.failure_text.toPlainText() != tail:
+            self.failure_text.setPlainText(tail)
+            self.failure_text.verticalScrollBar().setValue(self.failure_text.verticalScrollBar().maximum())
+        self.failure_text.setVisible(bool(tail))
+        self.failure_panel.setVisible(True)
 
     # -- timers ---------------------------------------------------------------------------------
     @Slot()
@@ -543,6 +635,7 @@ class RunsPane(QWidget):
         entry = self.current()
         for button in (self.stop_button, self.kill_button, self.preempt_button, self.resume_button, self.folder_button):
             button.setEnabled(False)
+        self._update_failure(entry)
         if entry is None:
             self.simulated_badge.setVisible(False)
             self.alert_banner.set_alerts([])
@@ -580,7 +673,13 @@ class RunsPane(QWidget):
         self.stop_button.setEnabled(active or entry.state in ("preempted",))
         self.kill_button.setEnabled(active or entry.state in ("preempted", "stopping"))
         self.preempt_button.setEnabled(entry.state == "running")
-        self.resume_button.setEnabled(entry.state in ("stopped", "preempted", "failed", "killed"))
+        resumable = entry.state in ("stopped", "preempted", "failed", "killed")
+        self.resume_button.setEnabled(resumable and tel.checkpoints > 0)
+        self.resume_button.setToolTip(
+            "Restart from the newest checkpoint in the run directory"
+            if tel.checkpoints or not resumable
+            else "No checkpoint was written: there is nothing to resume from (launch the run again)"
+        )
         self.folder_button.setEnabled(bool(entry.run_dir))
         self._update_alerts(entry)
 
