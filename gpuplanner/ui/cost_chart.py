@@ -29,7 +29,62 @@ GROUPS = (
 )
 
 
-_NICE_HOURS = tuple(m * 10.0**e for e in range(-2, 5) for m in (1, 2, 5))
+TICK_PX = 64  # at least this many pixels between labelled ticks of the hours axis
+
+
+def hour_ticks(lo: float, hi: float, width_px: float) -> list[tuple[float, str]]:
+    """Labelled ticks (log10 hours, text) for the x range ``[lo, hi]`` (log10 hours) over ``width_px``:
+    1-2-5 steps when there is room, else powers of ten, else every other or third power, so labels never
+    collide however many decades the options span."""
+    decades = max(hi - lo, 1e-9)
+    px_per_decade = width_px / decades
+    options = (
+        ((1, 2, 3, 4, 5, 6, 7, 8, 9), 1),
+        ((1, 2, 5), 1),
+        ((1, 3), 1),
+        ((1,), 1),
+        ((1,), 2),
+        ((1,), 3),
+        ((1,), 5),
+    )
+    for mantissas, every in options:
+        # the closest two labels of this set, in decades (1-9: 8 to 9; 1-2-5: 1 to 2; 1-3: 3 to 10)
+        gap = {9: math.log10(9 / 8), 3: math.log10(2), 2: math.log10(10 / 3)}.get(len(mantissas), float(every))
+        if gap * px_per_decade >= TICK_PX or every == 5:
+            break
+    values = [m * 10.0**e for e in range(math.floor(lo) - 1, math.ceil(hi) + 1) if e % every == 0 for m in mantissas]
+    ticks = [(math.log10(v), _hours_label(v)) for v in values if lo <= math.log10(v) <= hi]
+    if len(ticks) < 3:  # a narrow range: evenly spaced hours with a round step
+        lo_h, hi_h = 10.0**lo, 10.0**hi
+        raw = (hi_h - lo_h) / 4
+        step = min(
+            m * 10.0 ** math.floor(math.log10(raw))
+            for m in (1, 2, 5, 10)
+            if m * 10.0 ** math.floor(math.log10(raw)) >= raw
+        )
+        first = math.ceil(lo_h / step) * step
+        count = int((hi_h - first) / step) + 1
+        ticks = [(math.log10(first + i * step), _hours_label(first + i * step, step)) for i in range(count)]
+    return ticks
+
+
+def _hours_label(hours: float, step: float = 1.0) -> str:
+    if step < 1:
+        places = min(4, math.ceil(-math.log10(step) - 1e-9))
+        return f"{hours:,.{places}f}"
+    return f"{hours:,.0f}" if hours >= 1 else f"{hours:.3g}"
+
+
+class MoneyAxis(pg.AxisItem):
+    """Dollars written out ("$1,200", "$0.50"): no "x1e+3" offset however large or small the costs."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.enableAutoSIPrefix(False)
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph naming)
+        places = 0 if spacing >= 1 else min(6, max(2, math.ceil(-math.log10(spacing))))
+        return [f"${v:,.{places}f}" for v in values]
 
 
 def _tip(x: float, y: float, data: object) -> str:
@@ -56,7 +111,7 @@ class CostChart(pg.PlotWidget):
     """Scatter of the comparison's options: x hours (log), y cost in dollars."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent, axisItems={"left": MoneyAxis(orientation="left")})
         self.setAccessibleName("Cost against time")
         item = self.getPlotItem()
         item.setDownsampling(auto=True, mode="peak")
@@ -86,7 +141,8 @@ class CostChart(pg.PlotWidget):
             angle=90,
             pen=pg.mkPen(BAD, style=Qt.PenStyle.DashLine),
             label="deadline",
-            labelOpts={"position": 0.5, "color": BAD, "rotateAxis": (1, 0)},
+            # the label lies along the line, on its left (inside the plot even at the right edge)
+            labelOpts={"position": 0.5, "color": BAD, "rotateAxis": (1, 0), "anchors": [(0.5, 1), (0.5, 1)]},
         )
         self.budget_line = pg.InfiniteLine(
             angle=0,
@@ -151,6 +207,18 @@ class CostChart(pg.PlotWidget):
         item.setYRange(0, top * 1.08, padding=0)
         lo = math.log10(min(hours + ([deadline_hours] if deadline_hours else [])))
         hi = math.log10(max(hours + ([deadline_hours] if deadline_hours else [])))
-        item.setXRange(lo - 0.1, hi + 0.1, padding=0)
-        ticks = [v for v in _NICE_HOURS if lo - 0.1 <= math.log10(v) <= hi + 0.1]
-        item.getAxis("bottom").setTicks([[(math.log10(v), f"{v:g}") for v in ticks], []])
+        pad = 0.08 * max(hi - lo, 0.5)  # room for the end points and the deadline's label
+        self._x_range = (lo - pad, hi + pad)
+        item.setXRange(*self._x_range, padding=0)
+        self._update_ticks()
+
+    def _update_ticks(self) -> None:
+        x_range = getattr(self, "_x_range", None)
+        if x_range is None:
+            return
+        width = max(self.getPlotItem().getViewBox().width(), 200.0)
+        self.getPlotItem().getAxis("bottom").setTicks([hour_ticks(*x_range, width), []])
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        super().resizeEvent(event)
+        self._update_ticks()

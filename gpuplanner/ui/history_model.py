@@ -33,7 +33,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("Host", "host", "Where it ran"),
     ("GPU", "gpu", "GPU type x count"),
     ("Model", "model_name", "Model trained"),
-    ("Status", "status", "running, finished, preempted, budget_stop, early_stop, failed"),
+    ("Status", "status", "running, finished, preempted, stopped (by you), budget_stop, early_stop, failed"),
     ("Hours", "hours", "Hours the GPUs were held (interruption gaps excluded)"),
     ("Cost $", "cost_usd", "Price x GPUs x hours"),
     ("Util %", "avg_util_pct", "Average NVML GPU utilisation: share of time any kernel ran, not SM occupancy"),
@@ -45,6 +45,7 @@ STATUS_COLORS = {
     "finished": "#2e9d4f",
     "failed": "#d64545",
     "preempted": "#d98a00",
+    "stopped": "#8a8f98",
     "running": "#2f6fde",
     "budget_stop": "#d98a00",
     "early_stop": "#2e9d4f",
@@ -288,6 +289,10 @@ def describe_event(kind: str, detail: dict[str, Any]) -> str:
     if kind == "checkpoint":
         size = detail.get("bytes")
         return str(detail.get("path") or "") + (f" ({size / 1024**3:,.2f} GiB)" if isinstance(size, int) else "")
+    if kind == "user_stop":
+        return "Stop pressed in the window"
+    if kind == "stopped":
+        return "the trainer checkpointed and exited after Stop"
     if kind == "run_start":
         host = detail.get("host")
         return f"on {host}" if isinstance(host, str) else ""
@@ -342,6 +347,7 @@ def run_series(db: Database, run_id: int, points: int = 1500) -> RunSeries:
         empty = np.zeros(0)
         step_series = (empty, empty, empty)
     events = []
+    stop_asked = False  # the user pressed Stop: the trainer's next "preempted" is that stop
     for t, kind, step, raw in db.execute(
         "SELECT t, kind, step, detail_json FROM events WHERE run_id = ? ORDER BY t, seq", [run_id]
     ).fetchall():
@@ -349,5 +355,11 @@ def run_series(db: Database, run_id: int, points: int = 1500) -> RunSeries:
             detail = json.loads(raw) if raw else {}
         except ValueError:
             detail = {}
+        if kind == "user_stop":
+            stop_asked = True
+        elif kind == "run_start":
+            stop_asked = False
+        elif kind == "preempted" and stop_asked:
+            kind, stop_asked = "stopped", False
         events.append((t - t0, kind, step, describe_event(kind, detail if isinstance(detail, dict) else {})))
     return RunSeries(t0, gpu, step_series, events, load_failure(db, run_id))

@@ -13,6 +13,7 @@ Signals:
 
 from __future__ import annotations
 
+import dataclasses
 import html as html_lib
 import time
 from collections.abc import Sequence
@@ -61,14 +62,16 @@ from gpuplanner.ui.history_model import (
 )
 from gpuplanner.ui.human import human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
+from gpuplanner.ui.run_failure import stopped_by_user
 from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.table_view import export_menu_button, sortable_table
 
-STATUSES = ("", "running", "finished", "preempted", "budget_stop", "early_stop", "failed")
+STATUSES = ("", "running", "finished", "preempted", "stopped", "budget_stop", "early_stop", "failed")
 EVENT_PENS = {
     "checkpoint": "#59a14f",
     "preempted": "#d64545",
     "resumed": "#2f6fde",
+    "stopped": "#8a8f98",
     "run_start": "#8a8f98",
     "run_end": "#8a8f98",
 }
@@ -85,7 +88,10 @@ def with_gaps(t: Any, *ys: Any) -> tuple[Any, ...]:
     gaps = np.nonzero(dt > 5 * max(float(np.median(dt)), 1e-9))[0] + 1
     if not len(gaps):
         return (t, *ys)
-    return (np.insert(t, gaps, np.nan), *(np.insert(np.asarray(y, dtype=float), gaps, np.nan) for y in ys))
+    # x stays finite (the middle of the gap): a NaN x breaks pyqtgraph's clip-to-view and range fitting,
+    # which then saw only the first segment (the memory plot lost what came after a resume)
+    middles = (np.asarray(t, dtype=float)[gaps - 1] + np.asarray(t, dtype=float)[gaps]) / 2.0
+    return (np.insert(t, gaps, middles), *(np.insert(np.asarray(y, dtype=float), gaps, np.nan) for y in ys))
 
 
 GPU_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
@@ -158,9 +164,12 @@ def load_summaries(path: Path) -> list[RunSummary]:
         summaries = []
         for run in list_runs(db):
             try:
-                summaries.append(summarize(db, run.id))
+                summary = summarize(db, run.id)
             except HistoryError:
                 continue
+            if summary.status == "preempted" and stopped_by_user(db, run.id):
+                summary = dataclasses.replace(summary, status="stopped")  # the user's Stop, not a preemption
+            summaries.append(summary)
         return summaries
     finally:
         db.close()

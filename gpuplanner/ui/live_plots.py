@@ -24,7 +24,7 @@ from gpuplanner.ui.ring_buffer import Curves, PeakDecimator, RingBuffer
 from gpuplanner.ui.run_telemetry import Marker, RunTelemetry
 
 GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
-MARKER_COLORS = {"checkpoint": "#2ca02c", "preempted": "#d62728", "resumed": "#1f77b4"}
+MARKER_COLORS = {"checkpoint": "#2ca02c", "preempted": "#d62728", "resumed": "#1f77b4", "stopped": "#7f7f7f"}
 DEFAULT_WINDOW_S = 600.0
 
 
@@ -391,6 +391,24 @@ def _polylines(x: np.ndarray, y: np.ndarray) -> tuple[list[QPolygonF], tuple[flo
     return polys, (float(fx.min()), float(fx.max()), float(fy.min()), float(fy.max()))
 
 
+def break_at_gaps(x: np.ndarray, y: np.ndarray, gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x``, ``y`` with a NaN point in the middle of each gap (``(k, 2)`` x spans) that two consecutive
+    points straddle, so no line is drawn across the time a run was not running."""
+    if not len(gaps) or len(x) < 2:
+        return x, y
+    middles = (gaps[:, 0] + gaps[:, 1]) / 2.0
+    at = np.searchsorted(x, middles)
+    inside = (at > 0) & (at < len(x))
+    at, middles, gaps = at[inside], middles[inside], gaps[inside]
+    if not len(at):
+        return x, y
+    straddle = (x[at - 1] <= gaps[:, 0] + 1e-9) & (x[at] >= gaps[:, 1] - 1e-9)
+    at, middles = at[straddle], middles[straddle]
+    if not len(at):
+        return x, y
+    return np.insert(x, at, middles), np.insert(np.asarray(y, dtype=float), at, np.nan)
+
+
 class _PlotLines(pg.GraphicsObject):
     """Some lines of one plot, drawn by one item, each line a few polylines with its pen (a plot has one
     for the settled bodies of its lines and one for their live ends, see :class:`_Line`). One item per
@@ -407,9 +425,10 @@ class _PlotLines(pg.GraphicsObject):
         self._bounds: tuple[float, float, float, float] | None = None
         self._bounds_valid = True
         self._changing = False
+        self.gaps = np.empty((0, 2))  # spans without a process: lines break there (set by LivePlots)
 
     def set_points(self, owner: int, pen: QPen, x: np.ndarray, y: np.ndarray) -> None:
-        polys, bounds = _polylines(x, y)
+        polys, bounds = _polylines(*break_at_gaps(x, y, self.gaps))
         if not polys and owner not in self._lines:
             return
         self._about_to_change()
@@ -524,6 +543,10 @@ class _Line:
             ly = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
         self.live.set_points(owner, self.pen, lx, ly)
 
+    def forget(self) -> None:
+        """Draw the settled body again at the next :meth:`set` (the gaps changed)."""
+        self._key = None
+
     def clear(self) -> None:
         for lines in (self.body, self.live):
             lines.set_points(id(self), self.pen, np.empty(0), np.empty(0))
@@ -606,6 +629,7 @@ class LivePlots(QWidget):
         self._drawn_version = -1
         self._drawn_mode: tuple[bool, float] | None = None
         self._markers_drawn = 0
+        self._gaps_drawn: tuple = ()
         self._capacity = 0.0
         self._x_range: tuple[float, float] | None = None
         self._y_ranges: dict[str, tuple[float, float]] = {}  # set here (no pyqtgraph auto-range)
@@ -703,6 +727,10 @@ class LivePlots(QWidget):
         for lines in self.marker_lines.values():
             lines.set_markers([])
         self._markers_drawn = 0
+        self._gaps_drawn = ()
+        for plot in self.plots.values():
+            for plot_lines in plot._line_items:
+                plot_lines.gaps = np.empty((0, 2))
         self.event_labels.clear()
         for line in (self.tokens_curve, self.loss_curve, self.spend_curve):
             line.clear()
@@ -864,6 +892,15 @@ class LivePlots(QWidget):
             return False
         if mode != self._drawn_mode:
             self._apply_mode()
+        if tuple(tel.gaps) != self._gaps_drawn:  # a new gap: every line is drawn again, broken there
+            self._gaps_drawn = tuple(tel.gaps)
+            gaps = np.asarray(tel.gaps, dtype=float).reshape(-1, 2)
+            for plot in self.plots.values():
+                for lines in plot._line_items:
+                    lines.gaps = gaps
+            for line in self._all_lines():
+                line.forget()
+            self._signatures.clear()
         x_lo, x_hi, bucket = self._window(tel)
         max_raw = 2 * self._pixel_width()
         window = (x_lo, x_hi, bucket, max_raw)
@@ -911,6 +948,12 @@ class LivePlots(QWidget):
         self._drawn_version = tel.version
         self._drawn_mode = mode
         return True
+
+    def _all_lines(self) -> list[_Line]:
+        lines = [self.tokens_curve, self.loss_curve, self.spend_curve]
+        for curves in self.gpu_curves.values():
+            lines += list(curves.values())
+        return lines
 
     def _add_markers(self, tel: RunTelemetry) -> None:
         """The new markers: dashed lines on every plot (:class:`_MarkerLines`), and the labels of

@@ -85,8 +85,8 @@ def load_failure(db: Any, run_id: int) -> dict[str, Any] | None:
     return None
 
 
-def record_failure(db: Any, run_id: int, detail: dict[str, Any]) -> None:
-    """Keep ``detail`` as the run's ``failure`` event (one per failed attempt: a resumed run may fail again)."""
+def record_event(db: Any, run_id: int, kind: str, detail: dict[str, Any]) -> None:
+    """A window event in the history's ``events`` table (negative ``seq``, as the launcher's own events)."""
     from gpuplanner.history.db import write_transaction
 
     with write_transaction(db):
@@ -94,8 +94,24 @@ def record_failure(db: Any, run_id: int, detail: dict[str, Any]) -> None:
         seq = min(-1, (low or 0) - 1)
         db.execute(
             "INSERT INTO events (run_id, seq, t, kind, step, detail_json) VALUES (?,?,?,?,?,?)",
-            [run_id, seq, time.time(), FAILURE_KIND, None, json.dumps(detail)],
+            [run_id, seq, time.time(), kind, None, json.dumps(detail)],
         )
+
+
+def record_failure(db: Any, run_id: int, detail: dict[str, Any]) -> None:
+    """Keep ``detail`` as the run's ``failure`` event (one per failed attempt: a resumed run may fail again)."""
+    record_event(db, run_id, FAILURE_KIND, detail)
+
+
+def stopped_by_user(db: Any, run_id: int) -> bool:
+    """Whether the run's last process ended because the user pressed Stop (a ``user_stop`` event after its
+    newest ``run_start``): the history keeps such a run as "preempted", the window calls it "stopped"."""
+    row = db.execute(
+        "SELECT MAX(CASE WHEN kind = 'user_stop' THEN t END), MAX(CASE WHEN kind = 'run_start' THEN t END)"
+        " FROM events WHERE run_id = ?",
+        [run_id],
+    ).fetchone()
+    return bool(row and row[0] is not None and (row[1] is None or row[0] >= row[1]))
 
 
 def collect_failure(

@@ -716,6 +716,22 @@ class RunsPane(QWidget):
         self._say("")
         if action == "resume":
             entry.finished_emitted = False
+        if action == "stop":  # the trainer reports a stop like a preemption: the window knows better
+            entry.telemetry.user_stopped = True
+            db_path, stop = self.services.db_path, calls["stop"]
+
+            def stop_and_record(manager: Any) -> None:
+                from gpuplanner.history.db import connect
+                from gpuplanner.ui.run_failure import record_event
+
+                stop(manager)
+                db = connect(db_path)
+                try:
+                    record_event(db, run_id, "user_stop", {"by": "window"})
+                finally:
+                    db.close()
+
+            calls["stop"] = stop_and_record
         self.controller.submit(calls[action], None, lambda exc: self._say(f"{action.capitalize()} failed: {exc}"))
 
     @Slot()
