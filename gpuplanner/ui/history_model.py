@@ -19,6 +19,7 @@ from PySide6.QtGui import QBrush, QColor
 from sqlite_utils import Database
 
 from gpuplanner.history.analytics import RunSummary
+from gpuplanner.ui.human import human_number
 from gpuplanner.ui.run_failure import load_failure
 from gpuplanner.ui.table_view import ColumnsTableModel
 
@@ -141,7 +142,7 @@ def format_value(value: Any) -> str:
             return f"{value:,.0f}"
         if abs(value) >= 1:
             return f"{value:,.2f}"
-        return f"{value:.4g}"
+        return human_number(value)
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
@@ -269,6 +270,7 @@ class RunSeries:
     steps: tuple[np.ndarray, np.ndarray, np.ndarray]  # t, loss, tokens/s
     events: list[tuple[float, str, int | None, str]]  # t, kind, step, what happened in words
     failure: dict[str, Any] | None = None  # a failed run's error and stderr tail (run_failure)
+    plan_gpu: str | None = None  # the saved plan's GPUs ("1 x H100 SXM") when the run came from one
 
 
 def describe_event(kind: str, detail: dict[str, Any]) -> str:
@@ -362,4 +364,22 @@ def run_series(db: Database, run_id: int, points: int = 1500) -> RunSeries:
         elif kind == "preempted" and stop_asked:
             kind, stop_asked = "stopped", False
         events.append((t - t0, kind, step, describe_event(kind, detail if isinstance(detail, dict) else {})))
-    return RunSeries(t0, gpu, step_series, events, load_failure(db, run_id))
+    return RunSeries(t0, gpu, step_series, events, load_failure(db, run_id), _plan_gpu(db, run_id))
+
+
+def _plan_gpu(db: Database, run_id: int) -> str | None:
+    """The GPUs of the plan a run was launched from ("2 x A100 80GB"), or None."""
+    from gpuplanner.history.db import HistoryError
+    from gpuplanner.history.plans import get_plan
+
+    row = db.execute("SELECT plan_id FROM runs WHERE id = ?", [run_id]).fetchone()
+    if not row or row[0] is None:
+        return None
+    try:
+        inputs = get_plan(db, int(row[0])).inputs
+    except HistoryError:
+        return None
+    gpu, count = inputs.get("gpu"), inputs.get("gpus")
+    if not gpu:
+        return None
+    return f"{count} x {gpu}" if isinstance(count, int) else str(gpu)

@@ -60,7 +60,7 @@ from gpuplanner.ui.history_model import (
     metric_value,
     run_series,
 )
-from gpuplanner.ui.human import human_hours, human_money
+from gpuplanner.ui.human import human_bytes, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.run_failure import stopped_by_user
 from gpuplanner.ui.services import AppServices
@@ -112,6 +112,8 @@ class RunPlots(pg.GraphicsLayoutWidget):
             plot.showGrid(x=True, y=True, alpha=0.2)
             plot.setLabel("bottom", "minutes")
             plot.setMenuEnabled(False)
+            for axis in ("left", "bottom"):
+                plot.getAxis(axis).enableAutoSIPrefix(False)  # no "x1e+1" offsets
             if self.plots:
                 plot.setXLink(next(iter(self.plots.values())))
             self.plots[key] = plot
@@ -449,7 +451,7 @@ class HistoryPane(QWidget):
         self.events_table.resizeColumnsToContents()
         summary = self._summary(run_id)
         if summary is not None:
-            self.summary_view.setHtml(self.summary_html(summary, series.failure))
+            self.summary_view.setHtml(self.summary_html(summary, series.failure, series.plan_gpu))
         self.seriesShown.emit(run_id)
 
     @staticmethod
@@ -473,28 +475,30 @@ class HistoryPane(QWidget):
         return "".join(parts)
 
     @classmethod
-    def summary_html(cls, s: RunSummary, failure: dict[str, Any] | None = None) -> str:
+    def summary_html(cls, s: RunSummary, failure: dict[str, Any] | None = None, plan_gpu: str | None = None) -> str:
         def row(label: str, value: Any) -> str:
             return f"<tr><td style='padding-right:14px;color:gray'>{label}</td><td>{value}</td></tr>"
 
-        title = f"Run {s.run_id}" + (f": {s.name}" if s.name else "")
+        esc = html_lib.escape
+        title = esc(f"Run {s.run_id}" + (f": {s.name}" if s.name else ""))
         sim = " <i>(simulated GPU telemetry)</i>" if s.simulated else ""
+        run_gpu = f"{s.gpu_count} x {s.gpu_type or '?'}"
         left = [
-            ("Status", s.status),
-            ("Host", s.host or "–"),
-            ("GPU", f"{s.gpu_count} x {s.gpu_type or '?'}"),
-            ("Model", s.model_name or "–"),
+            ("Status", esc(s.status)),
+            ("Host", esc(s.host or "–")),
+            ("GPU", esc(run_gpu)),
+            ("Model", esc(s.model_name or "–")),
             ("Started", format_time(s.started_at)),
-            ("Hours (held)", format_value(s.hours)),
+            ("Time held", human_hours(s.hours)),
             ("GPU-hours", format_value(s.gpu_hours)),
-            ("Interruptions", f"{s.interruptions} ({format_value(s.interruption_hours)} h lost)"),
+            ("Interruptions", f"{s.interruptions} ({human_hours(s.interruption_hours)} lost)"),
         ]
         right = [
-            ("Cost", f"${format_value(s.cost_usd)}"),
+            ("Cost", human_money(s.cost_usd)),
             ("Avg utilisation", f"{format_value(s.avg_util_pct)} %"),
-            ("$ per effective GPU-hour", format_value(s.cost_per_effective_gpu_hour_usd)),
-            ("$ per sample", format_value(s.cost_per_sample_usd)),
-            ("$ per 1M tokens", format_value(s.cost_per_million_tokens_usd)),
+            ("Cost per effective GPU-hour", human_money(s.cost_per_effective_gpu_hour_usd)),
+            ("Cost per sample", human_money(s.cost_per_sample_usd)),
+            ("Cost per 1M tokens", human_money(s.cost_per_million_tokens_usd)),
             ("Tokens/s (median)", format_value(s.tokens_per_s)),
             ("Data wait", f"{format_value(s.data_wait_pct)} %"),
             ("Final loss", format_value(s.final_loss)),
@@ -509,22 +513,47 @@ class HistoryPane(QWidget):
             "</table></td></tr></table>",
         ]
         if s.planned:
-            html.append(
-                "<h4>Planned against actual</h4><table><tr><th align='left'>metric</th>"
-                "<th align='right'>planned</th><th align='right'>actual</th><th align='right'>diff</th></tr>"
-            )
-            for key, cell in s.planned.items():
-                if isinstance(cell, dict):
-                    diff = cell.get("diff_pct")
-                    html.append(
-                        f"<tr><td>{key}</td><td align='right'>{format_value(cell.get('planned'))}</td>"
-                        f"<td align='right'>{format_value(cell.get('actual'))}</td>"
-                        f"<td align='right'>{'' if diff is None else f'{diff:+.1f}%'}</td></tr>"
-                    )
-            html.append("</table>")
+            html.append(cls.planned_html(s.planned, plan_gpu, run_gpu))
         if s.alerts:
-            html.append("<h4>Alerts</h4><ul>" + "".join(f"<li>{a.get('message', a)}</li>" for a in s.alerts) + "</ul>")
+            html.append(
+                "<h4>Alerts</h4><ul>" + "".join(f"<li>{esc(str(a.get('message', a)))}</li>" for a in s.alerts) + "</ul>"
+            )
         return "".join(html)
+
+    @staticmethod
+    def planned_html(planned: dict[str, Any], plan_gpu: str | None, run_gpu: str) -> str:
+        """Planned against actual as a small table in people's units, the GPUs of both, flagged if they differ."""
+        shown = {
+            "hours": ("Duration", human_hours),
+            "cost_usd": ("Cost", human_money),
+            "peak_mem_bytes": ("Peak memory per GPU", human_bytes),
+            "tokens_per_s": ("Tokens/s", format_value),
+            "samples_per_min": ("Samples/min", format_value),
+        }
+        out = [
+            "<h4>Planned against actual</h4><table cellspacing='0' cellpadding='3'>"
+            "<tr><th align='left'></th><th align='right'>planned</th><th align='right'>actual</th>"
+            "<th align='right'>difference</th></tr>"
+        ]
+        if plan_gpu:
+            differs = plan_gpu.replace(" ", "").lower() != run_gpu.replace(" ", "").lower()
+            flag = "<span style='color:#d64545'>different GPU: the numbers below compare unlike runs</span>"
+            out.append(
+                f"<tr><td>GPU</td><td align='right'>{html_lib.escape(plan_gpu)}</td>"
+                f"<td align='right'>{html_lib.escape(run_gpu)}</td><td align='right'>{flag if differs else 'same'}</td></tr>"
+            )
+        for key, cell in planned.items():
+            if not isinstance(cell, dict) or (cell.get("planned") is None and cell.get("actual") is None):
+                continue
+            label, fmt = shown.get(key, (key.replace("_", " "), format_value))
+            diff = cell.get("diff_pct")
+            out.append(
+                f"<tr><td>{label}</td><td align='right'>{fmt(cell.get('planned'))}</td>"
+                f"<td align='right'>{fmt(cell.get('actual'))}</td>"
+                f"<td align='right'>{'' if diff is None else f'{diff:+.1f} %'}</td></tr>"
+            )
+        out.append("</table>")
+        return "".join(out)
 
     # ------------------------------------------------------------------ compare
 

@@ -40,7 +40,8 @@ def human_number(value: float | None) -> str:
     if abs(value) >= 1 or value == 0:
         text = f"{value:,.2f}"
         return text.rstrip("0").rstrip(".") if "." in text else text
-    return significant(value, 3)
+    text = significant(value, 3)
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def human_money(usd: float | None) -> str:

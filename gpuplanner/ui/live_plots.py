@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPalette, QPen, QPolygonF
 from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
 from gpuplanner.ui.ring_buffer import Curves, PeakDecimator, RingBuffer
@@ -26,6 +26,8 @@ from gpuplanner.ui.run_telemetry import Marker, RunTelemetry
 GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 MARKER_COLORS = {"checkpoint": "#2ca02c", "preempted": "#d62728", "resumed": "#1f77b4", "stopped": "#7f7f7f"}
 DEFAULT_WINDOW_S = 600.0
+LEFT_AXIS_PX = 62
+NO_PRICE = "no price set for this host\n(set one in the Hosts pane to see the spend)"
 
 
 class ElapsedAxis(pg.AxisItem):
@@ -664,7 +666,10 @@ class LivePlots(QWidget):
                 plot.getAxis(name).unlinkFromView()
             for axis in ("left", "bottom"):  # repaint axes from a pixmap unless their range changed
                 plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+                plot.getAxis(axis).enableAutoSIPrefix(False)  # no "x1e+3" offsets: the values as they are
+            plot.getAxis("left").setWidth(LEFT_AXIS_PX)  # one width: the plots (and markers) line up
             self.plots[key] = plot
+        self._text_color = "#1d1f23"
         self.plots["util"].setYRange(0, 100)
         self.plots["util"].addLegend(
             offset=(-5, -5), labelTextSize="7pt", colCount=5, brush=(255, 255, 255, 210), horSpacing=8
@@ -706,6 +711,13 @@ class LivePlots(QWidget):
         for line in (self.budget_line, self.plan_line):
             line.setVisible(False)
             self.plots["spend"].addItem(line, ignoreBounds=True)
+        # an empty spend axis says why it is empty (in the view's own pixels, centred at each redraw)
+        self.no_price_label = pg.TextItem(NO_PRICE, anchor=(0.5, 0.5))
+        self.no_price_label.setParentItem(self.plots["spend"].getViewBox())
+        self.no_price_label.setVisible(False)
+        spend_view = self.plots["spend"].getViewBox()
+        spend_view.sigResized.connect(lambda view: self.no_price_label.setPos(view.rect().center()))
+        self.apply_palette()
 
     # -- configuration -------------------------------------------------------------------------
     def set_follow(self, follow: bool, window_s: float | None = None) -> None:
@@ -742,6 +754,7 @@ class LivePlots(QWidget):
         self._extents.clear()
         self.budget_line.setVisible(False)
         self.plan_line.setVisible(False)
+        self.no_price_label.setVisible(False)
         self._drawn_version = -1
         self._drawn_mode = None
         self._decimators.clear()
@@ -760,14 +773,33 @@ class LivePlots(QWidget):
         )
         titles["mem"] = "GPU memory used vs capacity (GiB)" + sim
         titles["power"] = "Power (W)" + sim
-        if not tel.price_per_gpu_hour and not tel.budget_usd and not (tel.spend_usd() or 0):
+        no_price = not tel.price_per_gpu_hour and not tel.budget_usd and not (tel.spend_usd() or 0)
+        self.no_price_label.setVisible(no_price)
+        if no_price:
             titles["spend"] = "Spend (USD): no price set for this host"
+            self.no_price_label.setPos(self.plots["spend"].getViewBox().rect().center())
         elif tel.budget_usd:
             titles["spend"] = "Spend (USD) against budget"
         for key, title in titles.items():
             if self._titles.get(key) != title:
                 self._titles[key] = title
-                self.plots[key].setTitle(title)
+                self.plots[key].setTitle(title, color=self._text_color)
+
+    def apply_palette(self) -> None:
+        """Background, axes and titles in the palette's colours (titles in the normal text colour)."""
+        palette = self.palette()
+        self._text_color = palette.color(QPalette.ColorRole.Text).name()
+        self.graphics.setBackground(palette.color(QPalette.ColorRole.Base))
+        for key, plot in self.plots.items():
+            for name in ("left", "bottom"):
+                plot.getAxis(name).setTextPen(pg.mkPen(self._text_color))
+            plot.setTitle(self._titles.get(key, dict(self.PLOTS)[key]), color=self._text_color)
+        self.no_price_label.setColor(self._text_color)
+        legend = self.plots["util"].legend
+        legend.setLabelTextColor(self._text_color)
+        base = QColor(palette.color(QPalette.ColorRole.Base))
+        base.setAlpha(210)
+        legend.setBrush(pg.mkBrush(base))
 
     def _curves_for(self, key: tuple[str, int]) -> dict[str, _Line]:
         curves = self.gpu_curves.get(key)

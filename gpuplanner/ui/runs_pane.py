@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner.ui.alert_banner import AlertBanner
+from gpuplanner.ui.human import human_duration, human_money
 from gpuplanner.ui.launch_dialog import LaunchDialog, LaunchRequest, demo_dir
 from gpuplanner.ui.live_plots import LivePlots, synthetic_telemetry
 from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
@@ -44,14 +45,34 @@ from gpuplanner.ui.run_telemetry import RunTelemetry
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
 FINAL_STATES = ("finished", "failed", "stopped", "killed")
+ENDED_STATES = {"budget_stop": "finished", "early_stop": "finished"}  # history status -> the pane's state
 ACTIVE_STATES = ("starting", "running", "stopping", "resuming", "unreachable")
 REDRAW_HZ = 15
 ALERT_EVERY_S = 5.0
 WINDOWS = (("Last 10 minutes", 600.0), ("Last hour", 3600.0), ("Full history", 0.0))
 
 
-def demo_request(max_steps: int = 400) -> LaunchRequest:
-    """The demo run: the shipped tiny GPT-2 config and corpus on this machine, fast telemetry."""
+DEMO_STEPS_KEY = "demo/steps"
+DEMO_STEPS = 3000  # about a minute and a half on one CPU core: time to try Stop and Simulate preemption
+
+
+def demo_steps() -> int:
+    """How many steps the demo run trains (the settings' ``demo/steps``, else :data:`DEMO_STEPS`)."""
+    from gpuplanner.ui.launch_dialog import _settings_store
+
+    try:
+        steps = int(_settings_store().value(DEMO_STEPS_KEY, DEMO_STEPS))
+    except (TypeError, ValueError):
+        return DEMO_STEPS
+    return max(10, steps)
+
+
+def demo_request(max_steps: int | None = None) -> LaunchRequest:
+    """The demo run: the shipped tiny GPT-2 config and corpus on this machine, fast telemetry; it trains
+    ``max_steps`` (default :func:`demo_steps`), checkpointing every 250 steps so Resume has one to use."""
+    if max_steps is None:
+        max_steps = demo_steps()
+    every = str(max(10, min(250, max_steps // 4)))
     demo = demo_dir()
     args = [
         "--model-config",
@@ -69,11 +90,11 @@ def demo_request(max_steps: int = 400) -> LaunchRequest:
         "--warmup-steps",
         "20",
         "--eval-every-steps",
-        "50",
+        every,
         "--eval-batches",
         "2",
         "--checkpoint-every-steps",
-        "100",
+        every,
         "--checkpoint-every-minutes",
         "0",
         "--log-interval-s",
@@ -85,16 +106,11 @@ def demo_request(max_steps: int = 400) -> LaunchRequest:
 
 
 def _money(value: float | None) -> str:
-    return "—" if value is None else f"${value:,.2f}"
+    return "—" if value is None else human_money(value)
 
 
 def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    seconds = int(round(seconds))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+    return "—" if seconds is None else human_duration(seconds)
 
 
 @dataclass
@@ -459,12 +475,27 @@ class RunsPane(QWidget):
             return
         db_path = self.services.db_path
 
-        def job(manager: Any) -> list[tuple[int, str, str, RunTelemetry]]:
+        def job(manager: Any) -> tuple[list[tuple[int, str, str, RunTelemetry]], Any]:
             from gpuplanner.history.db import connect
             from gpuplanner.history.runs import list_runs
+            from gpuplanner.ui.run_failure import load_failure, stopped_by_user
 
             db = connect(db_path)
             try:
+                last = None  # the newest run launched from here that ended: shown (selected) when none runs
+                for run in list_runs(db):
+                    if run.status == "running" or not (run.config or {}).get("launch"):
+                        continue
+                    tel = RunTelemetry(run.id)
+                    tel.planned_cost_usd = run.planned_cost_usd
+                    tel.price_per_gpu_hour = run.price_usd_per_gpu_hour
+                    tel.backfill_from_history(db, run.id)
+                    state = ENDED_STATES.get(run.status, run.status)
+                    if run.status == "preempted" and stopped_by_user(db, run.id):
+                        state = "stopped"
+                    failure = load_failure(db, run.id) if run.status == "failed" else None
+                    last = (run.id, run.name or f"Run {run.id}", run.host or "?", tel, state, failure)
+                    break
                 found = []
                 for run in list_runs(db, status="running"):
                     if not (run.config or {}).get("launch"):
@@ -480,7 +511,7 @@ class RunsPane(QWidget):
                     except Exception:
                         continue
                     found.append((run.id, run.name or f"Run {run.id}", run.host or "?", tel))
-                return found
+                return found, last
             finally:
                 db.close()
 
@@ -488,8 +519,18 @@ class RunsPane(QWidget):
             job, self._on_reattached, lambda exc: self._say(f"Could not reattach to running runs: {exc}")
         )
 
-    def _on_reattached(self, found: list[tuple[int, str, str, RunTelemetry]]) -> None:
-        for run_id, name, host, tel in found:
+    def _on_reattached(self, answer: tuple[list[tuple[int, str, str, RunTelemetry]], Any]) -> None:
+        found, last = answer
+        if last is not None and last[0] not in self.runs:
+            run_id, name, host, tel, state, failure = last
+            entry = self._add_entry(run_id, name, host, telemetry=tel)
+            entry.state, entry.finished_emitted = state, True
+            entry.failure, entry.failure_requested = failure, failure is not None
+            if failure and isinstance(failure.get("exit_code"), int):
+                entry.exit_code = failure["exit_code"]
+            self._update_item(entry)
+            self._update_text()
+        for run_id, name, host, tel in found:  # a running run is what the pane shows first
             self._add_entry(run_id, name, host, telemetry=tel)
 
     # -- producers (slots for the controller's queued signals) ----------------------------------
