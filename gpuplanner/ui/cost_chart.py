@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QWidget
 
@@ -155,6 +155,11 @@ class CostChart(pg.PlotWidget):
             item.addItem(line, ignoreBounds=True)
         self._legend_names: tuple[str, ...] | None = None
         self.apply_palette()
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "budget_line"):  # light/dark switched
+            self.apply_palette()
 
     def apply_palette(self) -> None:
         palette = QGuiApplication.palette()

@@ -383,3 +383,53 @@ def _plan_gpu(db: Database, run_id: int) -> str | None:
     if not gpu:
         return None
     return f"{count} x {gpu}" if isinstance(count, int) else str(gpu)
+
+
+# ------------------------------------------------------------------------------ runs overlaid
+
+
+@dataclass
+class OverlaySeries:
+    """One run's curves for the overlay of several runs: against minutes since its start, or its step."""
+
+    run_id: int
+    label: str
+    minutes: np.ndarray  # of the step rows
+    step: np.ndarray
+    loss: np.ndarray
+    tokens_per_s: np.ndarray
+    spend_usd: np.ndarray  # cumulative: the trainer's, else the run's price x GPUs x time
+    util_minutes: np.ndarray
+    util_pct: np.ndarray  # mean over the run's GPUs
+
+
+def overlay_series(db: Database, run_id: int, label: str, points: int = 600) -> OverlaySeries:
+    """A run's step metrics and mean GPU utilisation, bucketed to at most ``points`` each."""
+    run = db.execute("SELECT price_usd_per_gpu_hour, gpu_count FROM runs WHERE id = ?", [run_id]).fetchone()
+    price, gpus = (run[0] or 0.0, run[1] or 1) if run else (0.0, 1)
+    lo_hi = db.execute(
+        "SELECT MIN(t), MAX(t) FROM (SELECT t FROM steps WHERE run_id = ? UNION ALL"
+        " SELECT t FROM gpu_samples WHERE run_id = ?)",
+        [run_id, run_id],
+    ).fetchone()
+    t0 = lo_hi[0] if lo_hi and lo_hi[0] is not None else 0.0
+    span = (lo_hi[1] - t0) if lo_hi and lo_hi[1] is not None else 0.0
+    bucket = max(span / points, 1e-6)
+    steps = db.execute(
+        "SELECT AVG(t), MAX(step), AVG(loss), AVG(tokens_per_s), MAX(spend_usd) FROM steps WHERE run_id = ?"
+        " GROUP BY CAST((t - ?) / ? AS INTEGER) ORDER BY 1",
+        [run_id, t0, bucket],
+    ).fetchall()
+    arr = np.array([[v if v is not None else math.nan for v in row] for row in steps], dtype=float).reshape(-1, 5)
+    minutes = (arr[:, 0] - t0) / 60.0
+    spend = arr[:, 4]
+    if price and not (np.nan_to_num(spend) > 0).any():  # the trainer knew no price: the run's price x GPUs x time
+        spend = price * gpus * minutes / 60.0
+    util = db.execute(
+        "SELECT AVG(t), AVG(util_pct) FROM gpu_samples WHERE run_id = ? GROUP BY CAST((t - ?) / ? AS INTEGER) ORDER BY 1",
+        [run_id, t0, bucket],
+    ).fetchall()
+    uarr = np.array([[v if v is not None else math.nan for v in row] for row in util], dtype=float).reshape(-1, 2)
+    return OverlaySeries(
+        run_id, label, minutes, arr[:, 1], arr[:, 2], arr[:, 3], spend, (uarr[:, 0] - t0) / 60.0, uarr[:, 1]
+    )

@@ -9,6 +9,7 @@ cheap for long runs). Jobs hand plain data back by a queued signal; each kind of
 Signals:
     runsChanged(): the list was reloaded (after refresh or delete).
     seriesShown(int): the plots and events of one run are on screen.
+    overlayShown(int): several runs' curves are overlaid in the Plots tab (their number).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, QRunnable, QSize, Qt, QThreadPool, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, QRunnable, QSize, Qt, QThreadPool, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QImage, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -34,6 +35,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QPushButton,
     QSplitter,
+    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
@@ -46,11 +48,13 @@ from gpuplanner.history.analytics import RunSummary, summarize
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.export import write_table
 from gpuplanner.history.runs import delete_run, list_runs
+from gpuplanner.ui.compare_plots import ComparePlots
 from gpuplanner.ui.history_model import (
     COLUMNS,
     COMPARE_METRICS,
     EXPORT_COLUMNS,
     RUN_ID_ROLE,
+    OverlaySeries,
     RunSeries,
     RunsFilterProxy,
     RunsTableModel,
@@ -58,6 +62,7 @@ from gpuplanner.ui.history_model import (
     format_time,
     format_value,
     metric_value,
+    overlay_series,
     run_series,
 )
 from gpuplanner.ui.human import human_bytes, human_hours, human_money
@@ -114,11 +119,17 @@ class RunPlots(pg.GraphicsLayoutWidget):
             plot.setMenuEnabled(False)
             for axis in ("left", "bottom"):
                 plot.getAxis(axis).enableAutoSIPrefix(False)  # no "x1e+1" offsets
+            plot.getAxis("left").setWidth(56)  # one width: the columns' plots and markers line up
             if self.plots:
                 plot.setXLink(next(iter(self.plots.values())))
             self.plots[key] = plot
         self.util_legend = self.plots["util"].addLegend(offset=(5, 5), labelTextSize="7pt", colCount=4)
         self.apply_palette()
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "util_legend"):  # light/dark switched
+            self.apply_palette()
 
     def apply_palette(self) -> None:
         palette = self.palette()
@@ -185,6 +196,15 @@ def load_series(path: Path, run_id: int) -> RunSeries:
         db.close()
 
 
+def load_overlay(path: Path, runs: Sequence[tuple[int, str]]) -> list[OverlaySeries]:
+    """The curves of several runs for the overlay (a worker's job)."""
+    db = open_db(path)
+    try:
+        return [overlay_series(db, run_id, label) for run_id, label in runs]
+    finally:
+        db.close()
+
+
 def delete_and_load(path: Path, run_ids: Sequence[int]) -> list[RunSummary]:
     db = open_db(path)
     try:
@@ -222,11 +242,13 @@ class _HistoryJob(QRunnable):
 class HistoryPane(QWidget):
     runsChanged = Signal()
     seriesShown = Signal(int)
+    overlayShown = Signal(int)  # the number of runs overlaid in the Plots tab
 
     def __init__(self, services: AppServices, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.services = services
-        self._generation = {"runs": 0, "series": 0}
+        self._generation = {"runs": 0, "series": 0, "overlay": 0}
+        self._overlay_runs: list[int] | None = None
         self._pending: set[tuple[str, int]] = set()
         self._select_after_load: list[int] = []
         self._series_run: int | None = None
@@ -300,7 +322,11 @@ class HistoryPane(QWidget):
         self.compare_table.verticalHeader().setDefaultSectionSize(22)
         self.detail_tabs = QTabWidget()
         self.detail_tabs.addTab(self.summary_view, "Summary")
-        self.detail_tabs.addTab(self.plots, "Plots")
+        self.overlay = ComparePlots()  # several runs selected: their curves overlaid
+        self.plots_page = QStackedWidget()
+        self.plots_page.addWidget(self.plots)
+        self.plots_page.addWidget(self.overlay)
+        self.detail_tabs.addTab(self.plots_page, "Plots")
         self.detail_tabs.addTab(self.events_table, "Events")
         self.detail_tabs.addTab(self.compare_table, "Compare")
 
@@ -360,6 +386,10 @@ class HistoryPane(QWidget):
             self.runsChanged.emit()
         elif kind == "series" and self._series_run is not None:
             self._show_series(self._series_run, payload)
+        elif kind == "overlay" and self._overlay_runs is not None:
+            self.overlay.show_runs(payload)
+            self.plots_page.setCurrentWidget(self.overlay)
+            self.overlayShown.emit(len(payload))
 
     @Slot(str, int, str)
     def _on_job_failed(self, kind: str, generation: int, message: str) -> None:
@@ -430,6 +460,8 @@ class HistoryPane(QWidget):
         if self.detail_tabs.currentWidget() is self.compare_table:
             self.detail_tabs.setCurrentWidget(self.summary_view)
         self._series_run = run_id
+        self._overlay_runs = None
+        self.plots_page.setCurrentWidget(self.plots)
         path = self.services.db_path
         self._start("series", lambda: load_series(path, run_id))
 
@@ -574,6 +606,11 @@ class HistoryPane(QWidget):
 
     def show_compare(self, run_ids: Sequence[int]) -> None:
         self._series_run = None  # a series still loading is not shown over the comparison
+        self._overlay_runs = list(run_ids)
+        labels = {s.run_id: f"#{s.run_id} {s.name or ''}".strip() for s in self.model.summaries()}
+        wanted = [(i, labels.get(i, f"#{i}")) for i in run_ids]
+        path = self.services.db_path
+        self._start("overlay", lambda: load_overlay(path, wanted))
         headers, rows = self.compare_rows(run_ids)
         self.compare_table.clear()
         self.compare_table.setColumnCount(len(headers))
@@ -659,6 +696,9 @@ class HistoryPane(QWidget):
             headers, compare = self.compare_rows(ids)
             report.text("Compared side by side", bold=True)
             report.table(["metric", *headers], [[r[0], *(format_value(v) for v in r[1:])] for r in compare])
+            if self.overlay.series and {s.run_id for s in self.overlay.series} == set(ids):
+                report.text("The runs overlaid (" + self.overlay.x_combo.currentText() + ")", bold=True)
+                report.image(self.overlay.grab().toImage(), 110)
         elif len(ids) == 1:
             summary = self._summary(ids[0])
             if summary is not None:

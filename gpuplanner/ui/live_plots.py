@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
+from PySide6.QtCore import QEvent, QLineF, QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPalette, QPen, QPolygonF
 from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
@@ -670,6 +670,10 @@ class LivePlots(QWidget):
             plot.getAxis("left").setWidth(LEFT_AXIS_PX)  # one width: the plots (and markers) line up
             self.plots[key] = plot
         self._text_color = "#1d1f23"
+        grid = self.graphics.ci.layout
+        for column in (0, 1):  # two equal columns
+            grid.setColumnStretchFactor(column, 1)
+            grid.setColumnPreferredWidth(column, 10)
         self.plots["util"].setYRange(0, 100)
         self.plots["util"].addLegend(
             offset=(-5, -5), labelTextSize="7pt", colCount=5, brush=(255, 255, 255, 210), horSpacing=8
@@ -751,6 +755,9 @@ class LivePlots(QWidget):
         self._capacity = 0.0
         self._x_range = None
         self._y_ranges = {"util": self._y_ranges.get("util", (0.0, 100.0))}
+        for key, plot in self.plots.items():  # no range left over from the run shown before
+            if key != "util":
+                plot.setYRange(0.0, 1.0, padding=0)
         self._extents.clear()
         self.budget_line.setVisible(False)
         self.plan_line.setVisible(False)
@@ -768,9 +775,7 @@ class LivePlots(QWidget):
     def _set_titles(self, tel: RunTelemetry) -> None:
         sim = " (sim.)" if tel.simulated else ""  # the pane's badge says SIMULATED in full
         titles = {key: title for key, title in self.PLOTS}
-        titles["util"] = (
-            "GPU utilisation (% time a kernel ran)" + ("; dashed: SM active" if tel.sm_reported else "") + sim
-        )
+        titles["util"] = "GPU utilisation (% of time busy)" + ("; dashed: SM active" if tel.sm_reported else "") + sim
         titles["mem"] = "GPU memory used vs capacity (GiB)" + sim
         titles["power"] = "Power (W)" + sim
         no_price = not tel.price_per_gpu_hour and not tel.budget_usd and not (tel.spend_usd() or 0)
@@ -783,7 +788,28 @@ class LivePlots(QWidget):
         for key, title in titles.items():
             if self._titles.get(key) != title:
                 self._titles[key] = title
-                self.plots[key].setTitle(title, color=self._text_color)
+                self._set_title(key, title)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "no_price_label"):  # light/dark switched
+            self.apply_palette()
+
+    def _set_title(self, key: str, title: str) -> None:
+        """A plot's title that does not widen its column: both columns stay the same width, so the time
+        axes of the two columns have the same length (a title wider than its plot is cut, not the plot)."""
+        plot = self.plots[key]
+        plot.setTitle(title, color=self._text_color)
+        label = plot.titleLabel
+        height = label.itemRect().height()
+        label.setMinimumWidth(0)
+        label._sizeHint = {  # pyqtgraph's LabelItem asks for its text's width: ask for none
+            Qt.SizeHint.MinimumSize: (0, height),
+            Qt.SizeHint.PreferredSize: (0, height),
+            Qt.SizeHint.MaximumSize: (-1, -1),
+            Qt.SizeHint.MinimumDescent: (0, 0),
+        }
+        label.updateGeometry()
 
     def apply_palette(self) -> None:
         """Background, axes and titles in the palette's colours (titles in the normal text colour)."""
@@ -793,7 +819,7 @@ class LivePlots(QWidget):
         for key, plot in self.plots.items():
             for name in ("left", "bottom"):
                 plot.getAxis(name).setTextPen(pg.mkPen(self._text_color))
-            plot.setTitle(self._titles.get(key, dict(self.PLOTS)[key]), color=self._text_color)
+            self._set_title(key, self._titles.get(key, dict(self.PLOTS)[key]))
         self.no_price_label.setColor(self._text_color)
         legend = self.plots["util"].legend
         legend.setLabelTextColor(self._text_color)

@@ -28,3 +28,52 @@ def test_no_exponents() -> None:
     assert format_value(1.115e-05) == "0.0000112"
     assert format_value(0.5) == "0.5"
     assert format_value(12345.0) == "12,345"
+
+
+def test_history_overlays_the_selected_runs_with_a_legend(qtbot, services) -> None:
+    from gpuplanner.history.db import open_db
+    from gpuplanner.history.ingest import ingest_records
+    from gpuplanner.history.runs import create_run
+    from tests.history.streams import hand_computed_run
+    from tests.ui.conftest import wait_for_history
+    from tests.ui.test_history_pane import preempted_run
+
+    db = open_db(services.db_path)
+    try:
+        ids = []
+        for name, stream in (
+            ("alpha", hand_computed_run()),
+            ("beta", preempted_run()),
+            ("gamma", hand_computed_run(120.0)),
+        ):
+            run_id = create_run(db, name=name, host="h", gpu_count=2, price_usd_per_gpu_hour=2.0)
+            ingest_records(db, run_id, stream.records)
+            ids.append(run_id)
+    finally:
+        db.close()
+    pane = HistoryPane(services)
+    qtbot.addWidget(pane)
+    pane.resize(1280, 800)
+    pane.show()
+    wait_for_history(qtbot, pane)
+    with qtbot.waitSignal(pane.overlayShown, timeout=10_000) as shown:
+        pane.select_runs(ids)
+    assert shown.args == [3]
+    pane.detail_tabs.setCurrentWidget(pane.plots_page)
+    assert pane.plots_page.currentWidget() is pane.overlay
+    assert sorted(pane.overlay.legend_names()) == [f"#{ids[0]} alpha", f"#{ids[1]} beta", f"#{ids[2]} gamma"]
+    assert len(pane.overlay.plots["loss"].listDataItems()) == 3
+    assert len(pane.overlay.plots["util"].listDataItems()) == 3
+    assert len(pane.overlay.plots["spend"].listDataItems()) == 3
+    spend = pane.overlay.plots["spend"].listDataItems()[0].getData()[1]
+    assert spend[-1] > spend[0]  # cumulative spend (price x GPUs x time when the trainer gave none)
+    beta = [s.run_id for s in pane.overlay.series].index(ids[1])
+    x_time = pane.overlay.plots["loss"].listDataItems()[beta].getData()[0]
+    pane.overlay.set_x_axis("step")
+    x_step = pane.overlay.plots["loss"].listDataItems()[beta].getData()[0]
+    assert pane.overlay.plots["loss"].getAxis("bottom").labelText == "optimizer step"
+    assert list(x_step) != list(x_time) and x_step[-1] >= 100  # beta trained 290 steps
+    with qtbot.waitSignal(pane.seriesShown, timeout=10_000):
+        pane.select_runs([ids[0]])  # one run again: its own plots, not the overlay
+    assert pane.plots_page.currentWidget() is pane.plots
+    pane.shutdown()
