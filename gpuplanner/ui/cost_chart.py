@@ -16,6 +16,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QWidget
 
 from gpuplanner.plan.compare import CompareRow
+from gpuplanner.ui.human import human_hours, human_money, significant
 
 ON_DEMAND = "#4e79a7"
 SPOT = "#f28e2b"
@@ -26,7 +27,10 @@ GROUPS = (
     ("spot (expected)", "t", SPOT),
     ("misses deadline/budget", "x", "#9a9a9a"),
     ("recommended", "star", WINNER),
+    ("above the scale", "t1", "#9a9a9a"),
 )
+LABELLED = 3  # the best options get a label next to their point
+HEADROOM = 1.35  # the y axis reaches this far above the dearest usable option (or the budget)
 
 
 TICK_PX = 64  # at least this many pixels between labelled ticks of the hours axis
@@ -72,7 +76,14 @@ def _hours_label(hours: float, step: float = 1.0) -> str:
     if step < 1:
         places = min(4, math.ceil(-math.log10(step) - 1e-9))
         return f"{hours:,.{places}f}"
-    return f"{hours:,.0f}" if hours >= 1 else f"{hours:.3g}"
+    if hours >= 1:
+        return f"{hours:,.0f}"
+    return significant(hours, 1 if _is_round(hours) else 2).rstrip("0").rstrip(".")  # "0.00001", never "1e-05"
+
+
+def _is_round(value: float) -> bool:
+    mantissa = value / 10.0 ** math.floor(math.log10(value))
+    return abs(mantissa - round(mantissa)) < 1e-6
 
 
 class MoneyAxis(pg.AxisItem):
@@ -113,6 +124,7 @@ class CostChart(pg.PlotWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent, axisItems={"left": MoneyAxis(orientation="left")})
         self.setAccessibleName("Cost against time")
+        self.setMinimumHeight(220)  # a chart, not a strip, whatever room the table wants
         item = self.getPlotItem()
         item.setDownsampling(auto=True, mode="peak")
         item.setClipToView(True)
@@ -154,6 +166,12 @@ class CostChart(pg.PlotWidget):
             line.setVisible(False)
             item.addItem(line, ignoreBounds=True)
         self._legend_names: tuple[str, ...] | None = None
+        self.point_labels: list[pg.TextItem] = []
+        self.clipped_note = pg.TextItem(anchor=(0, 0), color="#7a7f87")
+        self.clipped_note.setParentItem(item.getViewBox())  # in the view's pixels: top left
+        self.clipped_note.setPos(4, 2)
+        self.clipped_note.setVisible(False)
+        self.y_top: float | None = None
         self.apply_palette()
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
@@ -176,17 +194,25 @@ class CostChart(pg.PlotWidget):
         item = self.getPlotItem()
         shown = _points(rows)
         self.rows_shown = shown
+        top = self._y_top(shown, budget_usd)
+        self.y_top = top
+        above = [r for r in shown if top is not None and (r.cost_usd or 0) > top]
+        inside = [r for r in shown if r not in above]
         groups = {
-            "on-demand": [r for r in shown if r.usable and r.pricing == "on-demand" and r.rank != 1],
-            "spot (expected)": [r for r in shown if r.usable and r.pricing == "spot" and r.rank != 1],
-            "misses deadline/budget": [r for r in shown if not r.usable],
-            "recommended": [r for r in shown if r.rank == 1],
+            "on-demand": [r for r in inside if r.usable and r.pricing == "on-demand" and r.rank != 1],
+            "spot (expected)": [r for r in inside if r.usable and r.pricing == "spot" and r.rank != 1],
+            "misses deadline/budget": [r for r in inside if not r.usable],
+            "recommended": [r for r in inside if r.rank == 1],
+            "above the scale": above,
         }
         for name, group in groups.items():
             xs = np.log10(np.array([r.hours for r in group], dtype=float))
             ys = np.array([r.cost_usd for r in group], dtype=float)
+            if name == "above the scale" and top is not None:
+                ys = np.full(len(group), top * 0.985)  # pinned to the top edge, pointing up
             tips = [
-                f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {r.hours:,.1f} h, ${r.cost_usd:,.2f}"
+                f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {human_hours(r.hours)}, "
+                f"{human_money(r.cost_usd)}" + ("" if r.usable else f" ({r.reason})")
                 for r in group
             ]
             self.series[name].setData(xs, ys, data=tips)
@@ -196,6 +222,12 @@ class CostChart(pg.PlotWidget):
             for name in names:
                 self.legend.addItem(self.series[name], name)
             self._legend_names = names
+        self._label_best(inside)
+        self.clipped_note.setVisible(bool(above))
+        if above and top is not None:
+            self.clipped_note.setText(
+                f"▲ {len(above)} option{'s' if len(above) > 1 else ''} above {human_money(top)} (not to scale)"
+            )
         self.deadline_line.setVisible(bool(deadline_hours))
         if deadline_hours:
             self.deadline_line.setValue(math.log10(deadline_hours))
@@ -206,10 +238,8 @@ class CostChart(pg.PlotWidget):
             item.setTitle("no option fits in memory: nothing to chart")
             return
         item.setTitle(None)
-        costs = [r.cost_usd for r in shown if r.cost_usd is not None]
+        item.setYRange(0, top if top is not None else 1.0, padding=0)
         hours = [r.hours for r in shown]
-        top = max(costs + ([budget_usd] if budget_usd else []))
-        item.setYRange(0, top * 1.08, padding=0)
         lo = math.log10(min(hours + ([deadline_hours] if deadline_hours else [])))
         hi = math.log10(max(hours + ([deadline_hours] if deadline_hours else [])))
         pad = 0.08 * max(hi - lo, 0.5)  # room for the end points and the deadline's label
@@ -217,12 +247,46 @@ class CostChart(pg.PlotWidget):
         item.setXRange(*self._x_range, padding=0)
         self._update_ticks()
 
+    @staticmethod
+    def _y_top(shown: Sequence[CompareRow], budget_usd: float | None) -> float | None:
+        """The top of the cost axis: the whole range when the costs are alike, else a bit above the dearest
+        usable option (or the budget), so the options worth reading are not squashed at the bottom by a
+        few very dear ones (those are pinned to the top edge and counted)."""
+        costs = [r.cost_usd for r in shown if r.cost_usd is not None]
+        if not costs:
+            return None
+        highest = max(costs)
+        usable = [r.cost_usd for r in shown if r.usable and r.cost_usd is not None]
+        reference = max(usable + ([budget_usd] if budget_usd else [])) if (usable or budget_usd) else None
+        if reference is None:
+            reference = sorted(costs)[len(costs) // 2] * 2
+        clipped = reference * HEADROOM
+        return highest * 1.08 if highest <= clipped * 1.15 else clipped
+
+    def _label_best(self, inside: Sequence[CompareRow]) -> None:
+        """Labels next to the best few usable options ("1. 1 x H100 PCIe spot")."""
+        item = self.getPlotItem()
+        for label in self.point_labels:
+            item.removeItem(label)
+        self.point_labels = []
+        best = sorted((r for r in inside if r.usable and r.rank is not None), key=lambda r: r.rank or 0)[:LABELLED]
+        fg = QGuiApplication.palette().color(QPalette.ColorRole.Text)
+        for row in best:
+            text = f"{row.rank}. {row.gpus} x {row.gpu} {row.pricing}"
+            label = pg.TextItem(text, color=fg, anchor=(0, 1.1))
+            label.setPos(math.log10(row.hours), row.cost_usd or 0.0)
+            item.addItem(label, ignoreBounds=True)
+            self.point_labels.append(label)
+
     def _update_ticks(self) -> None:
         x_range = getattr(self, "_x_range", None)
         if x_range is None:
             return
-        width = max(self.getPlotItem().getViewBox().width(), 200.0)
-        self.getPlotItem().getAxis("bottom").setTicks([hour_ticks(*x_range, width), []])
+        item = self.getPlotItem()
+        if item is None:  # the widget is going away
+            return
+        width = max(item.getViewBox().width(), 200.0)
+        item.getAxis("bottom").setTicks([hour_ticks(*x_range, width), []])
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
         super().resizeEvent(event)
