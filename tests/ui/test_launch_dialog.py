@@ -75,3 +75,14 @@ def test_remembers_the_values_typed(qtbot: Any) -> None:
 def test_merge_order() -> None:
     merged = merged_settings({"seq_len": 64, "data": ["x"]}, {"seq_len": None, "epochs": 2}, {"data": ["demo"]})
     assert merged == {"seq_len": 64, "data": ["x"], "epochs": 2}
+
+
+def test_launch_this_plan_from_a_preset_uses_its_hugging_face_id(qtbot: Any) -> None:
+    dialog = LaunchDialog(HOSTS, {"model": "llama-3.1-8b", "model_config": None, "seq_len": 2048})
+    qtbot.addWidget(dialog)
+    assert dialog.model_edit.text() == "meta-llama/Llama-3.1-8B"
+    args = dialog.request().trainer_args
+    assert args[args.index("--model") + 1] == "meta-llama/Llama-3.1-8B"
+    custom = LaunchDialog(HOSTS, {"model": "my-org/my-model"}, remember=False)
+    qtbot.addWidget(custom)
+    assert custom.model_edit.text() == "my-org/my-model"
