@@ -611,6 +611,30 @@ def _pen(color: str, *, dashed: bool = False, width: float = 1.0):
     return pen
 
 
+class _TitleLabel(pg.LabelItem):
+    """A plot title that asks for no width of its own: a long title is cut at the plot's edge instead of
+    widening its column (pyqtgraph's label makes its text width the minimum width of the whole plot)."""
+
+    def updateMin(self) -> None:  # noqa: N802 (pyqtgraph naming)
+        super().updateMin()
+        height = self.itemRect().height()
+        self.setMinimumWidth(0)
+        self._sizeHint = {
+            Qt.SizeHint.MinimumSize: (0, height),
+            Qt.SizeHint.PreferredSize: (0, height),
+            Qt.SizeHint.MaximumSize: (-1, -1),
+            Qt.SizeHint.MinimumDescent: (0, 0),
+        }
+        self.updateGeometry()
+
+
+def _use_title_label(plot: pg.PlotItem) -> None:
+    plot.layout.removeItem(plot.titleLabel)
+    plot.titleLabel.setParentItem(None)
+    plot.titleLabel = _TitleLabel("", size="11pt", parent=plot)
+    plot.layout.addItem(plot.titleLabel, 0, 1)
+
+
 class LivePlots(QWidget):
     """Six linked plots fed from a :class:`RunTelemetry` by :meth:`redraw`."""
 
@@ -646,9 +670,9 @@ class LivePlots(QWidget):
         self.plots: dict[str, pg.PlotItem] = {}
         self._grids: list[_TimeGrid] = []
         for i, (key, title) in enumerate(self.PLOTS):
-            plot = self.graphics.addPlot(
-                row=i // 2, col=i % 2, title=title, axisItems={"bottom": ElapsedAxis(orientation="bottom")}
-            )
+            plot = self.graphics.addPlot(row=i // 2, col=i % 2, axisItems={"bottom": ElapsedAxis(orientation="bottom")})
+            _use_title_label(plot)
+            plot.setTitle(title)
             plot.showGrid(x=False, y=True, alpha=0.2)
             self._grids.append(_TimeGrid(plot.getViewBox()))
             plot.setMenuEnabled(False)
@@ -670,10 +694,6 @@ class LivePlots(QWidget):
             plot.getAxis("left").setWidth(LEFT_AXIS_PX)  # one width: the plots (and markers) line up
             self.plots[key] = plot
         self._text_color = "#1d1f23"
-        grid = self.graphics.ci.layout
-        for column in (0, 1):  # two equal columns
-            grid.setColumnStretchFactor(column, 1)
-            grid.setColumnPreferredWidth(column, 10)
         self.plots["util"].setYRange(0, 100)
         self.plots["util"].addLegend(
             offset=(-5, -5), labelTextSize="7pt", colCount=5, brush=(255, 255, 255, 210), horSpacing=8
@@ -796,20 +816,7 @@ class LivePlots(QWidget):
             self.apply_palette()
 
     def _set_title(self, key: str, title: str) -> None:
-        """A plot's title that does not widen its column: both columns stay the same width, so the time
-        axes of the two columns have the same length (a title wider than its plot is cut, not the plot)."""
-        plot = self.plots[key]
-        plot.setTitle(title, color=self._text_color)
-        label = plot.titleLabel
-        height = label.itemRect().height()
-        label.setMinimumWidth(0)
-        label._sizeHint = {  # pyqtgraph's LabelItem asks for its text's width: ask for none
-            Qt.SizeHint.MinimumSize: (0, height),
-            Qt.SizeHint.PreferredSize: (0, height),
-            Qt.SizeHint.MaximumSize: (-1, -1),
-            Qt.SizeHint.MinimumDescent: (0, 0),
-        }
-        label.updateGeometry()
+        self.plots[key].setTitle(title, color=self._text_color)
 
     def apply_palette(self) -> None:
         """Background, axes and titles in the palette's colours (titles in the normal text colour)."""

@@ -110,6 +110,10 @@ def test_spend_plot_says_no_price_and_plots_line_up(qtbot: Any) -> None:
     lefts = {key: plot.getViewBox().sceneBoundingRect().left() for key, plot in plots.plots.items()}
     assert lefts["util"] == lefts["power"] == lefts["loss"] and lefts["mem"] == lefts["tokens"] == lefts["spend"]
     assert all(plot.getAxis("left").width() == LEFT_AXIS_PX for plot in plots.plots.values())
+    plots._set_title("util", "a title much longer than the memory plot's title, which pyqtgraph would widen")
+    plots.resize(1001, 700)
+    qtbot.waitUntil(lambda: plots.plots["util"].geometry().width() == plots.plots["mem"].geometry().width())
+    assert plots.plots["util"].geometry().width() > 400  # the two columns share the width equally
     tel.price_per_gpu_hour = 2.0
     tel.add_records(
         [{"seq": 2, "t": 12.0, "kind": "step", "step": 2, "loss": 1.9, "tokens_per_s": 1.0, "spend_usd": 0.5}]
