@@ -167,11 +167,12 @@ class CostChart(pg.PlotWidget):
             item.addItem(line, ignoreBounds=True)
         self._legend_names: tuple[str, ...] | None = None
         self.point_labels: list[pg.TextItem] = []
-        self.clipped_note = pg.TextItem(anchor=(0, 0), color="#7a7f87")
+        self.clipped_note = pg.TextItem(anchor=(0, 0), color="#7a7f87")  # the best options' key, what is cut
         self.clipped_note.setParentItem(item.getViewBox())  # in the view's pixels: top left
         self.clipped_note.setPos(4, 2)
         self.clipped_note.setVisible(False)
         self.y_top: float | None = None
+        self.best_key = ""
         self.apply_palette()
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
@@ -223,11 +224,13 @@ class CostChart(pg.PlotWidget):
                 self.legend.addItem(self.series[name], name)
             self._legend_names = names
         self._label_best(inside)
-        self.clipped_note.setVisible(bool(above))
+        lines = [self.best_key] if self.best_key else []
         if above and top is not None:
-            self.clipped_note.setText(
+            lines.append(
                 f"▲ {len(above)} option{'s' if len(above) > 1 else ''} above {human_money(top)} (not to scale)"
             )
+        self.clipped_note.setText("\n".join(lines))
+        self.clipped_note.setVisible(bool(lines))
         self.deadline_line.setVisible(bool(deadline_hours))
         if deadline_hours:
             self.deadline_line.setValue(math.log10(deadline_hours))
@@ -264,19 +267,30 @@ class CostChart(pg.PlotWidget):
         return highest * 1.08 if highest <= clipped * 1.15 else clipped
 
     def _label_best(self, inside: Sequence[CompareRow]) -> None:
-        """Labels next to the best few usable options ("1. 1 x H100 PCIe spot")."""
+        """The best few usable options: their rank next to the point, and what each is in the key at the
+        top left ("1: 1 x H100 PCIe spot"), so close points never get overlapping sentences."""
         item = self.getPlotItem()
         for label in self.point_labels:
             item.removeItem(label)
         self.point_labels = []
         best = sorted((r for r in inside if r.usable and r.rank is not None), key=lambda r: r.rank or 0)[:LABELLED]
         fg = QGuiApplication.palette().color(QPalette.ColorRole.Text)
-        for row in best:
-            text = f"{row.rank}. {row.gpus} x {row.gpu} {row.pricing}"
-            label = pg.TextItem(text, color=fg, anchor=(0, 1.1))
+        # around its point: rank 1 below right, 2 above left, 3 above right (close points stay apart)
+        anchors = ((-0.3, -0.1), (1.3, 1.1), (-0.3, 1.1))
+        for row, anchor in zip(best, anchors):
+            label = pg.TextItem(str(row.rank), color=fg, anchor=anchor)
+            font = label.textItem.font()
+            font.setBold(True)
+            label.setFont(font)
+            label.setToolTip(self.describe(row))
             label.setPos(math.log10(row.hours), row.cost_usd or 0.0)
             item.addItem(label, ignoreBounds=True)
             self.point_labels.append(label)
+        self.best_key = "   ".join(f"{r.rank}: {self.describe(r)}" for r in best)
+
+    @staticmethod
+    def describe(row: CompareRow) -> str:
+        return f"{row.gpus} x {row.gpu} {row.pricing}"
 
     def _update_ticks(self) -> None:
         x_range = getattr(self, "_x_range", None)
