@@ -137,8 +137,28 @@ def generated_runs(db_path: Path) -> list[int]:
                         bytes=int(2e9),
                         seconds=6.0,
                     )
-            add("run_end", span, status=status, totals={})
+            if status == "failed":  # out of memory at a long batch, as the trainer and torch report it
+                error = "OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB"
+                add("run_end", span, status=status, totals={}, error=error, exit_code=1)
+            else:
+                add("run_end", span, status=status, totals={})
             ingest_records(db, run_id, records)
+            if status == "failed":
+                from gpuplanner.ui.run_failure import record_failure
+
+                tail = "\n".join(
+                    [
+                        "Traceback (most recent call last):",
+                        '  File "trainer/loop.py", line 612, in _train_step',
+                        "    loss.backward()",
+                        '  File "torch/_tensor.py", line 648, in backward',
+                        "    torch.autograd.backward(",
+                        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total"
+                        " capacity of 22.03 GiB of which 1.21 GiB is free.",
+                        "trainer: training failed: OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB",
+                    ]
+                )
+                record_failure(db, run_id, {"error": error, "exit_code": 1, "stderr_tail": tail, "host": host})
             ids.append(run_id)
     finally:
         db.close()
