@@ -795,7 +795,7 @@ class LivePlots(QWidget):
     def _set_titles(self, tel: RunTelemetry) -> None:
         sim = " (sim.)" if tel.simulated else ""  # the pane's badge says SIMULATED in full
         titles = {key: title for key, title in self.PLOTS}
-        titles["util"] = "GPU utilisation (% of time busy)" + ("; dashed: SM active" if tel.sm_reported else "") + sim
+        titles["util"] = "GPU utilisation (%)" + ("; dashed: SM active" if tel.sm_reported else "") + sim
         titles["mem"] = "GPU memory used vs capacity (GiB)" + sim
         titles["power"] = "Power (W)" + sim
         no_price = not tel.price_per_gpu_hour and not tel.budget_usd and not (tel.spend_usd() or 0)
