@@ -167,6 +167,7 @@ class CostChart(pg.PlotWidget):
             item.addItem(line, ignoreBounds=True)
         self._legend_names: tuple[str, ...] | None = None
         self.point_labels: list[pg.TextItem] = []
+        self._make_point_labels()
         self.clipped_note = pg.TextItem(anchor=(0, 0), color="#7a7f87")  # the best options' key, what is cut
         self.clipped_note.setParentItem(item.getViewBox())  # in the view's pixels: top left
         self.clipped_note.setPos(4, 2)
@@ -182,6 +183,8 @@ class CostChart(pg.PlotWidget):
 
     def apply_palette(self) -> None:
         palette = QGuiApplication.palette()
+        for label in self.point_labels:
+            label.setColor(palette.color(QPalette.ColorRole.Text))
         self.setBackground(palette.color(QPalette.ColorRole.Base))
         fg = palette.color(QPalette.ColorRole.Text)
         self.legend.setLabelTextColor(fg)
@@ -229,7 +232,9 @@ class CostChart(pg.PlotWidget):
             lines.append(
                 f"▲ {len(above)} option{'s' if len(above) > 1 else ''} above {human_money(top)} (not to scale)"
             )
-        self.clipped_note.setText("\n".join(lines))
+        note = "\n".join(lines)
+        if note != self.clipped_note.textItem.toPlainText():
+            self.clipped_note.setText(note)
         self.clipped_note.setVisible(bool(lines))
         self.deadline_line.setVisible(bool(deadline_hours))
         if deadline_hours:
@@ -268,25 +273,30 @@ class CostChart(pg.PlotWidget):
 
     def _label_best(self, inside: Sequence[CompareRow]) -> None:
         """The best few usable options: their rank next to the point, and what each is in the key at the
-        top left ("1: 1 x H100 PCIe spot"), so close points never get overlapping sentences."""
-        item = self.getPlotItem()
-        for label in self.point_labels:
-            item.removeItem(label)
-        self.point_labels = []
+        top left ("1: 1 x H100 PCIe spot"), so close points never get overlapping sentences. The labels
+        are made once and moved (making text items at every recalculation cost more than the rest)."""
         best = sorted((r for r in inside if r.usable and r.rank is not None), key=lambda r: r.rank or 0)[:LABELLED]
-        fg = QGuiApplication.palette().color(QPalette.ColorRole.Text)
+        for index, label in enumerate(self.point_labels):
+            if index < len(best):
+                row = best[index]
+                if label.textItem.toPlainText() != str(row.rank):
+                    label.setText(str(row.rank))
+                label.setToolTip(self.describe(row))
+                label.setPos(math.log10(row.hours), row.cost_usd or 0.0)
+            label.setVisible(index < len(best))
+        self.best_key = "   ".join(f"{r.rank}: {self.describe(r)}" for r in best)
+
+    def _make_point_labels(self) -> None:
         # around its point: rank 1 below right, 2 above left, 3 above right (close points stay apart)
-        anchors = ((-0.3, -0.1), (1.3, 1.1), (-0.3, 1.1))
-        for row, anchor in zip(best, anchors):
-            label = pg.TextItem(str(row.rank), color=fg, anchor=anchor)
+        item = self.getPlotItem()
+        for anchor in ((-0.3, -0.1), (1.3, 1.1), (-0.3, 1.1))[:LABELLED]:
+            label = pg.TextItem("", anchor=anchor)
             font = label.textItem.font()
             font.setBold(True)
             label.setFont(font)
-            label.setToolTip(self.describe(row))
-            label.setPos(math.log10(row.hours), row.cost_usd or 0.0)
+            label.setVisible(False)
             item.addItem(label, ignoreBounds=True)
             self.point_labels.append(label)
-        self.best_key = "   ".join(f"{r.rank}: {self.describe(r)}" for r in best)
 
     @staticmethod
     def describe(row: CompareRow) -> str:
