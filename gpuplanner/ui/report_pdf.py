@@ -19,6 +19,7 @@ from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
     QColor,
     QFont,
+    QFontMetricsF,
     QImage,
     QPageLayout,
     QPageSize,
@@ -348,12 +349,11 @@ def write_pdf(report: Report, path: str) -> int:
             painter.setPen(QColor(DIM))
             bottom = QRectF(writer.pageLayout().paintRectPixels(RESOLUTION)).height()
             band = QRectF(0, page.height(), page.width(), bottom - page.height())
-            painter.drawText(band, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom), report.title)
-            painter.drawText(
-                band,
-                int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom),
-                f"GPU Planner · page {number + 1} of {pages}",
-            )
+            folio = f"GPU Planner · page {number + 1} of {pages}"
+            metrics = QFontMetricsF(footer_font, writer)
+            if metrics.horizontalAdvance(report.title) + metrics.horizontalAdvance(folio) + 40 < band.width():
+                painter.drawText(band, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom), report.title)
+            painter.drawText(band, int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom), folio)
     finally:
         painter.end()
     return pages

@@ -109,3 +109,14 @@ def test_a_table_too_wide_for_portrait_turns_the_page(qtbot, tmp_path: Path) -> 
     assert width > height  # landscape
     assert overlaps(pages) == []
     assert not missing_words(pages, [c for r in rows for c in r])
+
+
+def test_a_long_title_leaves_the_footer_readable(qtbot, tmp_path: Path) -> None:
+    title = "A very long report title " * 8
+    report = Report(title.strip())
+    report.text("Body.")
+    path = tmp_path / "footer.pdf"
+    write_pdf(report, str(path))
+    pages = read_words(path)
+    assert overlaps(pages) == []
+    assert "page" in pages.texts() and not missing_words(pages, [title])
