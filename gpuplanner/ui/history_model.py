@@ -19,7 +19,7 @@ from PySide6.QtGui import QBrush, QColor
 from sqlite_utils import Database
 
 from gpuplanner.history.analytics import RunSummary
-from gpuplanner.ui.human import human_number
+from gpuplanner.ui.human import human_hours, human_number
 from gpuplanner.ui.run_failure import load_failure
 from gpuplanner.ui.table_view import ColumnsTableModel
 
@@ -158,6 +158,8 @@ def _display(column: int, value: Any) -> str:
         return str(value)
     if name == "avg_util_pct" and value is not None:
         return f"{value:.0f}"
+    if name == "hours" and value is not None:
+        return human_hours(value)  # "1 h 15 min" (sorting uses the number)
     return format_value(value)
 
 

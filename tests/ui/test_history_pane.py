@@ -112,7 +112,7 @@ def test_runs_show_the_history_numbers(pane: HistoryPane, services: Any, runs: d
     assert not pane.empty_label.isVisibleTo(pane)
     eight = runs["eight"]
     # the example: 8 GPUs for 1.25 h at $8 = $80, 60% utilisation, $13.33 per effective GPU-hour
-    assert cell(pane, eight, "hours") == "1.25"
+    assert cell(pane, eight, "hours") == "1 h 15 min"
     assert cell(pane, eight, "cost_usd") == "80.00"
     assert cell(pane, eight, "avg_util_pct") == "60"
     assert cell(pane, eight, "cost_per_effective_gpu_hour_usd") == "13.33"
