@@ -387,6 +387,21 @@ def _plan_gpu(db: Database, run_id: int) -> str | None:
     return f"{count} x {gpu}" if isinstance(count, int) else str(gpu)
 
 
+def with_gaps(t: Any, *ys: Any) -> tuple[Any, ...]:
+    """Break lines across gaps (a preemption, a pause): a NaN after every step more than 5x the median
+    step, so ``connect="finite"`` draws no straight line over the time nothing was measured."""
+    if len(t) < 3:
+        return (t, *ys)
+    dt = np.diff(t)
+    gaps = np.nonzero(dt > 5 * max(float(np.median(dt)), 1e-9))[0] + 1
+    if not len(gaps):
+        return (t, *ys)
+    # x stays finite (the middle of the gap): a NaN x breaks pyqtgraph's clip-to-view and range fitting,
+    # which then saw only the first segment (the memory plot lost what came after a resume)
+    middles = (np.asarray(t, dtype=float)[gaps - 1] + np.asarray(t, dtype=float)[gaps]) / 2.0
+    return (np.insert(t, gaps, middles), *(np.insert(np.asarray(y, dtype=float), gaps, np.nan) for y in ys))
+
+
 # ------------------------------------------------------------------------------ runs overlaid
 
 
@@ -432,6 +447,10 @@ def overlay_series(db: Database, run_id: int, label: str, points: int = 600) -> 
         [run_id, t0, bucket],
     ).fetchall()
     uarr = np.array([[v if v is not None else math.nan for v in row] for row in util], dtype=float).reshape(-1, 2)
-    return OverlaySeries(
-        run_id, label, minutes, arr[:, 1], arr[:, 2], arr[:, 3], spend, (uarr[:, 0] - t0) / 60.0, uarr[:, 1]
-    )
+    minutes, step, loss, tokens, spend = with_gaps(minutes, arr[:, 1], arr[:, 2], arr[:, 3], spend)
+    step = np.asarray(step, dtype=float).copy()
+    at = np.flatnonzero(np.isnan(step))  # a gap's row: x must stay finite on the step axis too
+    at = at[(at > 0) & (at < len(step) - 1)]
+    step[at] = (step[at - 1] + step[at + 1]) / 2.0
+    util_minutes, util_pct = with_gaps((uarr[:, 0] - t0) / 60.0, uarr[:, 1])
+    return OverlaySeries(run_id, label, minutes, step, loss, tokens, spend, util_minutes, util_pct)

@@ -64,6 +64,7 @@ from gpuplanner.ui.history_model import (
     metric_value,
     overlay_series,
     run_series,
+    with_gaps,
 )
 from gpuplanner.ui.human import human_bytes, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
@@ -80,23 +81,6 @@ EVENT_PENS = {
     "run_start": "#8a8f98",
     "run_end": "#8a8f98",
 }
-
-
-def with_gaps(t: Any, *ys: Any) -> tuple[Any, ...]:
-    """Break lines across gaps (a preemption, a pause): a NaN after every step more than 5x the median
-    step, so ``connect="finite"`` draws no straight line over the time nothing was measured."""
-    import numpy as np
-
-    if len(t) < 3:
-        return (t, *ys)
-    dt = np.diff(t)
-    gaps = np.nonzero(dt > 5 * max(float(np.median(dt)), 1e-9))[0] + 1
-    if not len(gaps):
-        return (t, *ys)
-    # x stays finite (the middle of the gap): a NaN x breaks pyqtgraph's clip-to-view and range fitting,
-    # which then saw only the first segment (the memory plot lost what came after a resume)
-    middles = (np.asarray(t, dtype=float)[gaps - 1] + np.asarray(t, dtype=float)[gaps]) / 2.0
-    return (np.insert(t, gaps, middles), *(np.insert(np.asarray(y, dtype=float), gaps, np.nan) for y in ys))
 
 
 GPU_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
