@@ -143,3 +143,29 @@ def test_a_user_stop_is_not_called_a_preemption(tmp_path: Any) -> None:
         db.close()
     [summary] = load_summaries(path)
     assert summary.status == "stopped"
+
+
+def test_history_gaps_keep_x_finite_and_break_y(tmp_path: Any) -> None:
+    from gpuplanner.history.db import open_db
+    from gpuplanner.history.ingest import ingest_records
+    from gpuplanner.history.runs import create_run
+    from gpuplanner.ui.history_model import overlay_series, with_gaps
+
+    t = np.array([0.0, 1.0, 2.0, 3.0, 60.0, 61.0, 62.0])
+    gx, gy = with_gaps(t, t * 10)
+    assert np.isfinite(gx).all() and list(gx[:5]) == [0.0, 1.0, 2.0, 3.0, 31.5]
+    assert np.isnan(gy[4]) and np.isfinite(np.delete(gy, 4)).all()
+
+    db = open_db(tmp_path / "h.sqlite")
+    try:
+        run_id = create_run(db, name="gap", host="h", gpu_count=1, price_usd_per_gpu_hour=1.0)
+        records = [{"v": 1, "seq": 0, "t": 0.0, "kind": "run_start", "config": {}}]
+        times = [*range(1, 40), *range(3000, 3040)]  # 50 minutes without a process in between
+        for i, at in enumerate(times):
+            records.append({"v": 1, "seq": i + 1, "t": float(at), "kind": "step", "step": i, "loss": 2.0 - i / 100})
+        ingest_records(db, run_id, records)
+        series = overlay_series(db, run_id, "gap")
+    finally:
+        db.close()
+    assert np.isnan(series.loss).sum() == 1  # one break, at the gap
+    assert np.isfinite(series.minutes).all() and np.isfinite(series.step).all()
