@@ -84,7 +84,34 @@ def run_records(gpus: int = 8, seconds: int = 7200) -> list[dict]:
     return out
 
 
-def main(out_dir: str = "docs/screenshots") -> None:
+def failed_run_records() -> tuple[list[dict], str]:
+    """A real failure: the demo model (64 positions) trained with sequences of 512 tokens. Runs the trainer
+    on this machine and returns its telemetry records and its stderr."""
+    import json
+    import subprocess
+
+    from gpuplanner.trainer_python import trainer_env
+    from gpuplanner.ui.launch_dialog import demo_dir
+
+    run_dir = Path(tempfile.mkdtemp()) / "run"
+    demo = demo_dir()
+    command = [sys.executable, "-m", "trainer", "train", "--model-config", str(demo / "tiny-gpt2.json")]
+    command += ["--data", str(demo / "corpus"), "--seq-len", "512", "--max-steps", "5", "--device", "cpu"]
+    command += ["--run-dir", str(run_dir), "--no-events-stdout"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=trainer_env(), timeout=300)
+    records = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    return records, proc.stderr
+
+
+def main(
+    out_dir: str = "docs/screenshots",
+    size: tuple[int, int] = (1280, 800),
+    suffix: str = "",
+    places: set[str] | None = None,
+    extras: bool = True,
+) -> None:
+    """runs{suffix}.png and hosts{suffix}.png at ``size``; with ``extras`` also runs-failed.png (a real
+    failed run) and launch-dialog.png."""
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
@@ -99,8 +126,9 @@ def main(out_dir: str = "docs/screenshots") -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
+    places = places or {"runs", "hosts", "dialogs"}
     pane = RunsPane(services)
-    pane.resize(1280, 800)
+    pane.resize(*size)
     pane.show()
     request = LaunchRequest(
         host_name="h100-a",
@@ -124,8 +152,54 @@ def main(out_dir: str = "docs/screenshots") -> None:
     pane._update_text()
     for _ in range(5):
         app.processEvents()
-    pane.grab().save(str(out / "runs.png"))
+    if "runs" in places:
+        pane.grab().save(str(out / f"runs{suffix}.png"))
+        print(f"wrote {out / f'runs{suffix}.png'}")
+    if extras and "runs" in places:
+        from gpuplanner.ui.run_failure import error_line, tail_text
+
+        records, stderr = failed_run_records()
+        failed = pane._add_entry(42, "tiny GPT-2, sequences of 512", "local")
+        failed.telemetry.add_records(records)
+        tail = tail_text(stderr.encode())
+        failed.failure = {"error": failed.telemetry.end_error or error_line(tail), "exit_code": 1, "stderr_tail": tail}
+        failed.failure_requested = True
+        pane._apply_status(
+            failed,
+            SimpleNamespace(
+                run_id=42, state="failed", run_dir=str(Path(tempfile.gettempdir()) / "run"), exit_code=1, host="local"
+            ),
+        )
+        pane._update_item(failed)
+        pane.run_list.setCurrentItem(failed.item)
+        pane._update_text()
+        for _ in range(5):
+            app.processEvents()
+        pane.grab().save(str(out / "runs-failed.png"))
+        print(f"wrote {out / 'runs-failed.png'}")
+    if extras and "dialogs" in places:
+        from gpuplanner.ui.launch_dialog import LaunchDialog
+
+        dialog = LaunchDialog(
+            [("local", "This machine", None), ("h100-a", "h100-a", 2.49)],
+            {
+                "model": "llama-3.2-3b",
+                "method": "lora",
+                "seq_len": 2048,
+                "micro_batch": 4,
+                "data": ["~/data/chat.jsonl"],
+            },
+            remember=False,
+        )
+        dialog.show()
+        for _ in range(5):
+            app.processEvents()
+        dialog.grab().save(str(out / "launch-dialog.png"))
+        print(f"wrote {out / 'launch-dialog.png'} ({dialog.width()}x{dialog.height()})")
+        dialog.close()
     pane.shutdown(stop_runs=False)
+    if "hosts" not in places:
+        return
 
     db = services.db_path
     update_host(
@@ -180,14 +254,15 @@ def main(out_dir: str = "docs/screenshots") -> None:
     )
     add_host(db, Host(name="lab-4090", kind="ssh", hostname="lab-4090.internal", port=2222, user="ml"))
     hosts = HostsPane(services)
-    hosts.resize(1280, 800)
+    hosts.resize(*size)
     hosts.show()
     hosts.model.set_error("lab-4090", "REFUSED: host key changed")
     hosts.select("h100-a")
     hosts._say("h100-a: 8 GPU(s), torch 2.5.1+cu124.")
     for _ in range(5):
         app.processEvents()
-    hosts.grab().save(str(out / "hosts.png"))
+    hosts.grab().save(str(out / f"hosts{suffix}.png"))
+    print(f"wrote {out / f'hosts{suffix}.png'}")
     hosts.shutdown()
 
 

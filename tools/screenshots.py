@@ -1,6 +1,11 @@
-"""Render each pane of the window at 1280x800 with realistic data into docs/screenshots/*.png.
+"""Render each pane and dialog of the window at 1280x800 and 1920x1080 (light and dark) into docs/screenshots/.
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python tools/screenshots.py [--out docs/screenshots] [--only plan,history]
+    xvfb-run -s "-screen 0 1920x1080x24" .venv/bin/python tools/screenshots.py [--out DIR] [--only plan,history]
+    (or QT_QPA_PLATFORM=offscreen .venv/bin/python tools/screenshots.py)
+
+Names: ``<place>.png`` at 1280x800, ``<place>-1920.png`` at 1920x1080, ``<place>-dark.png`` on the dark
+palette (1280x800); ``launch-dialog.png``, ``runs-failed.png``, ``history-failed.png`` and the PDF reports'
+first pages ``report-plan.png`` and ``report-history.png`` (rendered with poppler's pdftoppm).
 
 Everything happens in a temporary data and settings directory (the user's history is never touched):
 - plan.png: the planner with the example LoRA workload, a deadline and a budget;
@@ -132,8 +137,28 @@ def generated_runs(db_path: Path) -> list[int]:
                         bytes=int(2e9),
                         seconds=6.0,
                     )
-            add("run_end", span, status=status, totals={})
+            if status == "failed":  # out of memory at a long batch, as the trainer and torch report it
+                error = "OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB"
+                add("run_end", span, status=status, totals={}, error=error, exit_code=1)
+            else:
+                add("run_end", span, status=status, totals={})
             ingest_records(db, run_id, records)
+            if status == "failed":
+                from gpuplanner.ui.run_failure import record_failure
+
+                tail = "\n".join(
+                    [
+                        "Traceback (most recent call last):",
+                        '  File "trainer/loop.py", line 612, in _train_step',
+                        "    loss.backward()",
+                        '  File "torch/_tensor.py", line 648, in backward',
+                        "    torch.autograd.backward(",
+                        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total"
+                        " capacity of 22.03 GiB of which 1.21 GiB is free.",
+                        "trainer: training failed: OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB",
+                    ]
+                )
+                record_failure(db, run_id, {"error": error, "exit_code": 1, "stderr_tail": tail, "host": host})
             ids.append(run_id)
     finally:
         db.close()
@@ -163,11 +188,24 @@ def wait(seconds: float, until: object = None) -> None:
         time.sleep(0.01)
 
 
+SIZES = (("", (1280, 800)), ("-1920", (1920, 1080)))  # file-name suffix, window size
+
+
+def render_pdf_page(pdf: Path, png: Path) -> None:
+    """Page 1 of a PDF as a PNG (poppler's pdftoppm), as a reader sees it."""
+    import subprocess
+
+    subprocess.run(["pdftoppm", "-r", "80", "-png", "-singlefile", str(pdf), str(png.with_suffix(""))], check=True)
+    print(f"wrote {png}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "docs" / "screenshots"))
     parser.add_argument(
-        "--only", default="plan,hosts,runs,history", help="comma-separated places to write (default: all)"
+        "--only",
+        default="plan,hosts,runs,history,dialogs,reports",
+        help="comma-separated places to write (default: all)",
     )
     args = parser.parse_args(argv)
     only = {name.strip() for name in args.only.split(",")}
@@ -194,47 +232,75 @@ def main(argv: list[str] | None = None) -> int:
     window = create_window()
     window.resize(*SIZE)
     window.show()
+    dark_plan = {"method": "full", "gpu": "L40S", "grad-checkpointing": "none", "deadline-hours": "", "budget-usd": ""}
     try:
-        plan = window.plan_pane
+        plan, history = window.plan_pane, window.history_pane
         wait(20, lambda: window.is_built("Runs"))  # the chart and the Runs pane come after the first frame
-        plan.form.set_values({"deadline-hours": "12", "budget-usd": "40"})
-        plan.recalculate()
-        wait(10, lambda: not plan.is_busy() and plan.result is not None)
-        window.show_place("Plan")
-        if "plan" in only:
-            grab(window, out / "plan.png")
-
-        history = window.history_pane
-        window.show_place("History")
-        wait(20, lambda: not history.is_loading())
-        history.select_runs([run_ids[1]])
-        history.detail_tabs.setCurrentWidget(history.plots)
-        wait(20, lambda: not history.is_loading())
-        if "history" in only:
-            grab(window, out / "history.png")
-            history.select_runs([run_ids[0], run_ids[1], run_ids[2]])
-            grab(window, out / "history-compare.png")
-
-        apply_scheme(app, dark=True)
-        for pane in (plan.chart, history.plots):
-            pane.apply_palette()
-        plan.form.set_values(
-            {"method": "full", "gpu": "L40S", "grad-checkpointing": "none", "deadline-hours": "", "budget-usd": ""}
-        )
-        plan.recalculate()
-        wait(10, lambda: not plan.is_busy() and plan.result is not None)
-        window.show_place("Plan")
-        if "plan" in only:
-            grab(window, out / "plan-dark.png")
+        start = plan.form.values()
+        light_plan = {**{k: start[k] for k in dark_plan}, "deadline-hours": "12", "budget-usd": "40"}
+        for dark in (False, True):
+            apply_scheme(app, dark=dark)
+            theme = "-dark" if dark else ""
+            plan.form.set_values(dark_plan if dark else light_plan)
+            plan.recalculate()
+            wait(10, lambda: not plan.is_busy() and plan.result is not None)
+            for suffix, size in SIZES:
+                if dark and suffix:
+                    continue  # dark at 1280x800 only
+                window.resize(*size)
+                wait(0.3)
+                window.show_place("Plan")
+                if "plan" in only:
+                    grab(window, out / f"plan{suffix}{theme}.png")
+                window.show_place("History")
+                wait(20, lambda: not history.is_loading())
+                history.select_runs([run_ids[4] if dark else run_ids[1]])
+                history.detail_tabs.setCurrentWidget(history.plots_page)
+                wait(20, lambda: not history.is_loading())
+                if "history" in only:
+                    grab(window, out / f"history{suffix}{theme}.png")
+                    if not dark:
+                        history.select_runs([run_ids[0], run_ids[1], run_ids[2]])
+                        wait(20, lambda: not history.is_loading())
+                        history.detail_tabs.setCurrentWidget(history.plots_page)  # the runs overlaid
+                        wait(0.3)
+                        grab(window, out / f"history-compare{suffix}.png")
+                        if not suffix:
+                            history.select_runs([run_ids[4]])
+                            wait(20, lambda: not history.is_loading())
+                            history.detail_tabs.setCurrentWidget(history.summary_view)
+                            grab(window, out / "history-failed.png")
+        apply_scheme(app, dark=False)
+        window.resize(*SIZE)
+        if "reports" in only:
+            plan.form.set_values(light_plan)
+            plan.recalculate()
+            wait(10, lambda: not plan.is_busy() and plan.result is not None)
+            window.show_place("Plan")
+            wait(0.3)
+            plan.export_pdf(tmp / "plan.pdf")
+            render_pdf_page(tmp / "plan.pdf", out / "report-plan.png")
+            window.show_place("History")
+            history.select_runs([run_ids[1]])
+            wait(20, lambda: not history.is_loading())
+            history.export_pdf(tmp / "history.pdf")
+            render_pdf_page(tmp / "history.pdf", out / "report-history.png")
     finally:
         window.shutdown(stop_runs=True)
         window._closing_done = True
         window.close()
-    if only & {"runs", "hosts"}:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import runs_screenshots
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import runs_screenshots
 
-        runs_screenshots.main(str(out))
+    for suffix, size in SIZES:
+        for dark in (False, True):
+            if dark and suffix:
+                continue
+            apply_scheme(app, dark=dark)
+            runs_screenshots.main(
+                str(out), size=size, suffix=suffix + ("-dark" if dark else ""), places=only, extras=not (suffix or dark)
+            )
+    apply_scheme(app, dark=False)
     return 0
 
 

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QWidget
 
 from gpuplanner.plan.compare import CompareRow
+from gpuplanner.ui.human import human_hours, human_money, significant
 
 ON_DEMAND = "#4e79a7"
 SPOT = "#f28e2b"
@@ -26,10 +27,75 @@ GROUPS = (
     ("spot (expected)", "t", SPOT),
     ("misses deadline/budget", "x", "#9a9a9a"),
     ("recommended", "star", WINNER),
+    ("above the scale", "t1", "#9a9a9a"),
 )
+LABELLED = 3  # the best options get a label next to their point
+HEADROOM = 1.35  # the y axis reaches this far above the dearest usable option (or the budget)
 
 
-_NICE_HOURS = tuple(m * 10.0**e for e in range(-2, 5) for m in (1, 2, 5))
+TICK_PX = 64  # at least this many pixels between labelled ticks of the hours axis
+
+
+def hour_ticks(lo: float, hi: float, width_px: float) -> list[tuple[float, str]]:
+    """Labelled ticks (log10 hours, text) for the x range ``[lo, hi]`` (log10 hours) over ``width_px``:
+    1-2-5 steps when there is room, else powers of ten, else every other or third power, so labels never
+    collide however many decades the options span."""
+    decades = max(hi - lo, 1e-9)
+    px_per_decade = width_px / decades
+    options = (
+        ((1, 2, 3, 4, 5, 6, 7, 8, 9), 1),
+        ((1, 2, 5), 1),
+        ((1, 3), 1),
+        ((1,), 1),
+        ((1,), 2),
+        ((1,), 3),
+        ((1,), 5),
+    )
+    for mantissas, every in options:
+        # the closest two labels of this set, in decades (1-9: 8 to 9; 1-2-5: 1 to 2; 1-3: 3 to 10)
+        gap = {9: math.log10(9 / 8), 3: math.log10(2), 2: math.log10(10 / 3)}.get(len(mantissas), float(every))
+        if gap * px_per_decade >= TICK_PX or every == 5:
+            break
+    values = [m * 10.0**e for e in range(math.floor(lo) - 1, math.ceil(hi) + 1) if e % every == 0 for m in mantissas]
+    ticks = [(math.log10(v), _hours_label(v)) for v in values if lo <= math.log10(v) <= hi]
+    if len(ticks) < 3:  # a narrow range: evenly spaced hours with a round step
+        lo_h, hi_h = 10.0**lo, 10.0**hi
+        raw = (hi_h - lo_h) / 4
+        step = min(
+            m * 10.0 ** math.floor(math.log10(raw))
+            for m in (1, 2, 5, 10)
+            if m * 10.0 ** math.floor(math.log10(raw)) >= raw
+        )
+        first = math.ceil(lo_h / step) * step
+        count = int((hi_h - first) / step) + 1
+        ticks = [(math.log10(first + i * step), _hours_label(first + i * step, step)) for i in range(count)]
+    return ticks
+
+
+def _hours_label(hours: float, step: float = 1.0) -> str:
+    if step < 1:
+        places = min(4, math.ceil(-math.log10(step) - 1e-9))
+        return f"{hours:,.{places}f}"
+    if hours >= 1:
+        return f"{hours:,.0f}"
+    return significant(hours, 1 if _is_round(hours) else 2).rstrip("0").rstrip(".")  # "0.00001", never "1e-05"
+
+
+def _is_round(value: float) -> bool:
+    mantissa = value / 10.0 ** math.floor(math.log10(value))
+    return abs(mantissa - round(mantissa)) < 1e-6
+
+
+class MoneyAxis(pg.AxisItem):
+    """Dollars written out ("$1,200", "$0.50"): no "x1e+3" offset however large or small the costs."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.enableAutoSIPrefix(False)
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph naming)
+        places = 0 if spacing >= 1 else min(6, max(2, math.ceil(-math.log10(spacing))))
+        return [f"${v:,.{places}f}" for v in values]
 
 
 def _tip(x: float, y: float, data: object) -> str:
@@ -56,8 +122,9 @@ class CostChart(pg.PlotWidget):
     """Scatter of the comparison's options: x hours (log), y cost in dollars."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent, axisItems={"left": MoneyAxis(orientation="left")})
         self.setAccessibleName("Cost against time")
+        self.setMinimumHeight(220)  # a chart, not a strip, whatever room the table wants
         item = self.getPlotItem()
         item.setDownsampling(auto=True, mode="peak")
         item.setClipToView(True)
@@ -86,7 +153,8 @@ class CostChart(pg.PlotWidget):
             angle=90,
             pen=pg.mkPen(BAD, style=Qt.PenStyle.DashLine),
             label="deadline",
-            labelOpts={"position": 0.5, "color": BAD, "rotateAxis": (1, 0)},
+            # the label lies along the line, on its left (inside the plot even at the right edge)
+            labelOpts={"position": 0.5, "color": BAD, "rotateAxis": (1, 0), "anchors": [(0.5, 1), (0.5, 1)]},
         )
         self.budget_line = pg.InfiniteLine(
             angle=0,
@@ -98,10 +166,25 @@ class CostChart(pg.PlotWidget):
             line.setVisible(False)
             item.addItem(line, ignoreBounds=True)
         self._legend_names: tuple[str, ...] | None = None
+        self.point_labels: list[pg.TextItem] = []
+        self._make_point_labels()
+        self.clipped_note = pg.TextItem(anchor=(0, 0), color="#7a7f87")  # the best options' key, what is cut
+        self.clipped_note.setParentItem(item.getViewBox())  # in the view's pixels: top left
+        self.clipped_note.setPos(4, 2)
+        self.clipped_note.setVisible(False)
+        self.y_top: float | None = None
+        self.best_key = ""
         self.apply_palette()
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "budget_line"):  # light/dark switched
+            self.apply_palette()
 
     def apply_palette(self) -> None:
         palette = QGuiApplication.palette()
+        for label in self.point_labels:
+            label.setColor(palette.color(QPalette.ColorRole.Text))
         self.setBackground(palette.color(QPalette.ColorRole.Base))
         fg = palette.color(QPalette.ColorRole.Text)
         self.legend.setLabelTextColor(fg)
@@ -115,17 +198,25 @@ class CostChart(pg.PlotWidget):
         item = self.getPlotItem()
         shown = _points(rows)
         self.rows_shown = shown
+        top = self._y_top(shown, budget_usd)
+        self.y_top = top
+        above = [r for r in shown if top is not None and (r.cost_usd or 0) > top]
+        inside = [r for r in shown if r not in above]
         groups = {
-            "on-demand": [r for r in shown if r.usable and r.pricing == "on-demand" and r.rank != 1],
-            "spot (expected)": [r for r in shown if r.usable and r.pricing == "spot" and r.rank != 1],
-            "misses deadline/budget": [r for r in shown if not r.usable],
-            "recommended": [r for r in shown if r.rank == 1],
+            "on-demand": [r for r in inside if r.usable and r.pricing == "on-demand" and r.rank != 1],
+            "spot (expected)": [r for r in inside if r.usable and r.pricing == "spot" and r.rank != 1],
+            "misses deadline/budget": [r for r in inside if not r.usable],
+            "recommended": [r for r in inside if r.rank == 1],
+            "above the scale": above,
         }
         for name, group in groups.items():
             xs = np.log10(np.array([r.hours for r in group], dtype=float))
             ys = np.array([r.cost_usd for r in group], dtype=float)
+            if name == "above the scale" and top is not None:
+                ys = np.full(len(group), top * 0.985)  # pinned to the top edge, pointing up
             tips = [
-                f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {r.hours:,.1f} h, ${r.cost_usd:,.2f}"
+                f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {human_hours(r.hours)}, "
+                f"{human_money(r.cost_usd)}" + ("" if r.usable else f" ({r.reason})")
                 for r in group
             ]
             self.series[name].setData(xs, ys, data=tips)
@@ -135,6 +226,16 @@ class CostChart(pg.PlotWidget):
             for name in names:
                 self.legend.addItem(self.series[name], name)
             self._legend_names = names
+        self._label_best(inside)
+        lines = [self.best_key] if self.best_key else []
+        if above and top is not None:
+            lines.append(
+                f"▲ {len(above)} option{'s' if len(above) > 1 else ''} above {human_money(top)} (not to scale)"
+            )
+        note = "\n".join(lines)
+        if note != self.clipped_note.textItem.toPlainText():
+            self.clipped_note.setText(note)
+        self.clipped_note.setVisible(bool(lines))
         self.deadline_line.setVisible(bool(deadline_hours))
         if deadline_hours:
             self.deadline_line.setValue(math.log10(deadline_hours))
@@ -145,12 +246,72 @@ class CostChart(pg.PlotWidget):
             item.setTitle("no option fits in memory: nothing to chart")
             return
         item.setTitle(None)
-        costs = [r.cost_usd for r in shown if r.cost_usd is not None]
+        item.setYRange(0, top if top is not None else 1.0, padding=0)
         hours = [r.hours for r in shown]
-        top = max(costs + ([budget_usd] if budget_usd else []))
-        item.setYRange(0, top * 1.08, padding=0)
         lo = math.log10(min(hours + ([deadline_hours] if deadline_hours else [])))
         hi = math.log10(max(hours + ([deadline_hours] if deadline_hours else [])))
-        item.setXRange(lo - 0.1, hi + 0.1, padding=0)
-        ticks = [v for v in _NICE_HOURS if lo - 0.1 <= math.log10(v) <= hi + 0.1]
-        item.getAxis("bottom").setTicks([[(math.log10(v), f"{v:g}") for v in ticks], []])
+        pad = 0.08 * max(hi - lo, 0.5)  # room for the end points and the deadline's label
+        self._x_range = (lo - pad, hi + pad)
+        item.setXRange(*self._x_range, padding=0)
+        self._update_ticks()
+
+    @staticmethod
+    def _y_top(shown: Sequence[CompareRow], budget_usd: float | None) -> float | None:
+        """The top of the cost axis: the whole range when the costs are alike, else a bit above the dearest
+        usable option (or the budget), so the options worth reading are not squashed at the bottom by a
+        few very dear ones (those are pinned to the top edge and counted)."""
+        costs = [r.cost_usd for r in shown if r.cost_usd is not None]
+        if not costs:
+            return None
+        highest = max(costs)
+        usable = [r.cost_usd for r in shown if r.usable and r.cost_usd is not None]
+        reference = max(usable + ([budget_usd] if budget_usd else [])) if (usable or budget_usd) else None
+        if reference is None:
+            reference = sorted(costs)[len(costs) // 2] * 2
+        clipped = reference * HEADROOM
+        return highest * 1.08 if highest <= clipped * 1.15 else clipped
+
+    def _label_best(self, inside: Sequence[CompareRow]) -> None:
+        """The best few usable options: their rank next to the point, and what each is in the key at the
+        top left ("1: 1 x H100 PCIe spot"), so close points never get overlapping sentences. The labels
+        are made once and moved (making text items at every recalculation cost more than the rest)."""
+        best = sorted((r for r in inside if r.usable and r.rank is not None), key=lambda r: r.rank or 0)[:LABELLED]
+        for index, label in enumerate(self.point_labels):
+            if index < len(best):
+                row = best[index]
+                if label.textItem.toPlainText() != str(row.rank):
+                    label.setText(str(row.rank))
+                label.setToolTip(self.describe(row))
+                label.setPos(math.log10(row.hours), row.cost_usd or 0.0)
+            label.setVisible(index < len(best))
+        self.best_key = "   ".join(f"{r.rank}: {self.describe(r)}" for r in best)
+
+    def _make_point_labels(self) -> None:
+        # around its point: rank 1 below right, 2 above left, 3 above right (close points stay apart)
+        item = self.getPlotItem()
+        for anchor in ((-0.3, -0.1), (1.3, 1.1), (-0.3, 1.1))[:LABELLED]:
+            label = pg.TextItem("", anchor=anchor)
+            font = label.textItem.font()
+            font.setBold(True)
+            label.setFont(font)
+            label.setVisible(False)
+            item.addItem(label, ignoreBounds=True)
+            self.point_labels.append(label)
+
+    @staticmethod
+    def describe(row: CompareRow) -> str:
+        return f"{row.gpus} x {row.gpu} {row.pricing}"
+
+    def _update_ticks(self) -> None:
+        x_range = getattr(self, "_x_range", None)
+        if x_range is None:
+            return
+        item = self.getPlotItem()
+        if item is None:  # the widget is going away
+            return
+        width = max(item.getViewBox().width(), 200.0)
+        item.getAxis("bottom").setTicks([hour_ticks(*x_range, width), []])
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        super().resizeEvent(event)
+        self._update_ticks()

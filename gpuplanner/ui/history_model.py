@@ -7,6 +7,7 @@ figures as ``gpuplanner runs show``). :data:`SORT_ROLE` holds one comparable typ
 from __future__ import annotations
 
 import datetime
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from PySide6.QtGui import QBrush, QColor
 from sqlite_utils import Database
 
 from gpuplanner.history.analytics import RunSummary
+from gpuplanner.ui.human import human_hours, human_number
+from gpuplanner.ui.run_failure import load_failure
 from gpuplanner.ui.table_view import ColumnsTableModel
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -31,7 +34,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("Host", "host", "Where it ran"),
     ("GPU", "gpu", "GPU type x count"),
     ("Model", "model_name", "Model trained"),
-    ("Status", "status", "running, finished, preempted, budget_stop, early_stop, failed"),
+    ("Status", "status", "running, finished, preempted, stopped (by you), budget_stop, early_stop, failed"),
     ("Hours", "hours", "Hours the GPUs were held (interruption gaps excluded)"),
     ("Cost $", "cost_usd", "Price x GPUs x hours"),
     ("Util %", "avg_util_pct", "Average NVML GPU utilisation: share of time any kernel ran, not SM occupancy"),
@@ -43,6 +46,7 @@ STATUS_COLORS = {
     "finished": "#2e9d4f",
     "failed": "#d64545",
     "preempted": "#d98a00",
+    "stopped": "#8a8f98",
     "running": "#2f6fde",
     "budget_stop": "#d98a00",
     "early_stop": "#2e9d4f",
@@ -138,7 +142,7 @@ def format_value(value: Any) -> str:
             return f"{value:,.0f}"
         if abs(value) >= 1:
             return f"{value:,.2f}"
-        return f"{value:.4g}"
+        return human_number(value)
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
@@ -154,6 +158,8 @@ def _display(column: int, value: Any) -> str:
         return str(value)
     if name == "avg_util_pct" and value is not None:
         return f"{value:.0f}"
+    if name == "hours" and value is not None:
+        return human_hours(value)  # "1 h 15 min" (sorting uses the number)
     return format_value(value)
 
 
@@ -264,7 +270,37 @@ class RunSeries:
     t0: float
     gpu: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # label -> (t, util, mem GiB, power)
     steps: tuple[np.ndarray, np.ndarray, np.ndarray]  # t, loss, tokens/s
-    events: list[tuple[float, str, int | None]]
+    events: list[tuple[float, str, int | None, str]]  # t, kind, step, what happened in words
+    failure: dict[str, Any] | None = None  # a failed run's error and stderr tail (run_failure)
+    plan_gpu: str | None = None  # the saved plan's GPUs ("1 x H100 SXM") when the run came from one
+
+
+def describe_event(kind: str, detail: dict[str, Any]) -> str:
+    """One event's details in words (the Events tab's last column)."""
+    if kind == "run_end":
+        text = str(detail.get("status") or "")
+        if detail.get("error"):
+            text += f": {detail['error']}"
+        if isinstance(detail.get("exit_code"), int):
+            text += f" (exit {detail['exit_code']})"
+        return text
+    if kind == "failure":
+        tail = str(detail.get("stderr_tail") or "").strip().splitlines()
+        text = str(detail.get("error") or "failed")
+        return text + (f" · stderr: {tail[-1]}" if tail and tail[-1] not in text else "")
+    if kind == "restart":
+        return f"{detail.get('reason', '')}: {detail.get('from_host', '?')} -> {detail.get('to_host', '?')}"
+    if kind == "checkpoint":
+        size = detail.get("bytes")
+        return str(detail.get("path") or "") + (f" ({size / 1024**3:,.2f} GiB)" if isinstance(size, int) else "")
+    if kind == "user_stop":
+        return "Stop pressed in the window"
+    if kind == "stopped":
+        return "the trainer checkpointed and exited after Stop"
+    if kind == "run_start":
+        host = detail.get("host")
+        return f"on {host}" if isinstance(host, str) else ""
+    return ""
 
 
 def run_series(db: Database, run_id: int, points: int = 1500) -> RunSeries:
@@ -314,10 +350,107 @@ def run_series(db: Database, run_id: int, points: int = 1500) -> RunSeries:
     else:
         empty = np.zeros(0)
         step_series = (empty, empty, empty)
-    events = [
-        (t - t0, kind, step)
-        for t, kind, step in db.execute(
-            "SELECT t, kind, step FROM events WHERE run_id = ? ORDER BY seq", [run_id]
-        ).fetchall()
-    ]
-    return RunSeries(t0, gpu, step_series, events)
+    events = []
+    stop_asked = False  # the user pressed Stop: the trainer's next "preempted" is that stop
+    for t, kind, step, raw in db.execute(
+        "SELECT t, kind, step, detail_json FROM events WHERE run_id = ? ORDER BY t, seq", [run_id]
+    ).fetchall():
+        try:
+            detail = json.loads(raw) if raw else {}
+        except ValueError:
+            detail = {}
+        if kind == "user_stop":
+            stop_asked = True
+        elif kind == "run_start":
+            stop_asked = False
+        elif kind == "preempted" and stop_asked:
+            kind, stop_asked = "stopped", False
+        events.append((t - t0, kind, step, describe_event(kind, detail if isinstance(detail, dict) else {})))
+    return RunSeries(t0, gpu, step_series, events, load_failure(db, run_id), _plan_gpu(db, run_id))
+
+
+def _plan_gpu(db: Database, run_id: int) -> str | None:
+    """The GPUs of the plan a run was launched from ("2 x A100 80GB"), or None."""
+    from gpuplanner.history.db import HistoryError
+    from gpuplanner.history.plans import get_plan
+
+    row = db.execute("SELECT plan_id FROM runs WHERE id = ?", [run_id]).fetchone()
+    if not row or row[0] is None:
+        return None
+    try:
+        inputs = get_plan(db, int(row[0])).inputs
+    except HistoryError:
+        return None
+    gpu, count = inputs.get("gpu"), inputs.get("gpus")
+    if not gpu:
+        return None
+    return f"{count} x {gpu}" if isinstance(count, int) else str(gpu)
+
+
+def with_gaps(t: Any, *ys: Any) -> tuple[Any, ...]:
+    """Break lines across gaps (a preemption, a pause): a NaN after every step more than 5x the median
+    step, so ``connect="finite"`` draws no straight line over the time nothing was measured."""
+    if len(t) < 3:
+        return (t, *ys)
+    dt = np.diff(t)
+    gaps = np.nonzero(dt > 5 * max(float(np.median(dt)), 1e-9))[0] + 1
+    if not len(gaps):
+        return (t, *ys)
+    # x stays finite (the middle of the gap): a NaN x breaks pyqtgraph's clip-to-view and range fitting,
+    # which then saw only the first segment (the memory plot lost what came after a resume)
+    middles = (np.asarray(t, dtype=float)[gaps - 1] + np.asarray(t, dtype=float)[gaps]) / 2.0
+    return (np.insert(t, gaps, middles), *(np.insert(np.asarray(y, dtype=float), gaps, np.nan) for y in ys))
+
+
+# ------------------------------------------------------------------------------ runs overlaid
+
+
+@dataclass
+class OverlaySeries:
+    """One run's curves for the overlay of several runs: against minutes since its start, or its step."""
+
+    run_id: int
+    label: str
+    minutes: np.ndarray  # of the step rows
+    step: np.ndarray
+    loss: np.ndarray
+    tokens_per_s: np.ndarray
+    spend_usd: np.ndarray  # cumulative: the trainer's, else the run's price x GPUs x time
+    util_minutes: np.ndarray
+    util_pct: np.ndarray  # mean over the run's GPUs
+
+
+def overlay_series(db: Database, run_id: int, label: str, points: int = 600) -> OverlaySeries:
+    """A run's step metrics and mean GPU utilisation, bucketed to at most ``points`` each."""
+    run = db.execute("SELECT price_usd_per_gpu_hour, gpu_count FROM runs WHERE id = ?", [run_id]).fetchone()
+    price, gpus = (run[0] or 0.0, run[1] or 1) if run else (0.0, 1)
+    lo_hi = db.execute(
+        "SELECT MIN(t), MAX(t) FROM (SELECT t FROM steps WHERE run_id = ? UNION ALL"
+        " SELECT t FROM gpu_samples WHERE run_id = ?)",
+        [run_id, run_id],
+    ).fetchone()
+    t0 = lo_hi[0] if lo_hi and lo_hi[0] is not None else 0.0
+    span = (lo_hi[1] - t0) if lo_hi and lo_hi[1] is not None else 0.0
+    bucket = max(span / points, 1e-6)
+    steps = db.execute(
+        "SELECT AVG(t), MAX(step), AVG(loss), AVG(tokens_per_s), MAX(spend_usd) FROM steps WHERE run_id = ?"
+        " GROUP BY CAST((t - ?) / ? AS INTEGER) ORDER BY 1",
+        [run_id, t0, bucket],
+    ).fetchall()
+    arr = np.array([[v if v is not None else math.nan for v in row] for row in steps], dtype=float).reshape(-1, 5)
+    minutes = (arr[:, 0] - t0) / 60.0
+    spend = arr[:, 4]
+    if price and not (np.nan_to_num(spend) > 0).any():  # the trainer knew no price: the run's price x GPUs x time
+        spend = price * gpus * minutes / 60.0
+    util = db.execute(
+        "SELECT AVG(t), AVG(util_pct) FROM gpu_samples WHERE run_id = ? GROUP BY CAST((t - ?) / ? AS INTEGER) ORDER BY 1",
+        [run_id, t0, bucket],
+    ).fetchall()
+    uarr = np.array([[v if v is not None else math.nan for v in row] for row in util], dtype=float).reshape(-1, 2)
+    minutes, step, loss, tokens, spend = with_gaps(minutes, arr[:, 1], arr[:, 2], arr[:, 3], spend)
+    step = np.asarray(step, dtype=float).copy()
+    at = np.flatnonzero(np.isnan(step))  # a gap's row: x must stay finite on the step axis too
+    at = at[(at > 0) & (at < len(step) - 1)]
+    step[at] = (step[at - 1] + step[at + 1]) / 2.0
+    util_minutes, util_pct = with_gaps((uarr[:, 0] - t0) / 60.0, uarr[:, 1])
+    return OverlaySeries(run_id, label, minutes, step, loss, tokens, spend, util_minutes, util_pct)

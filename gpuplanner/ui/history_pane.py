@@ -9,18 +9,21 @@ cheap for long runs). Jobs hand plain data back by a queued signal; each kind of
 Signals:
     runsChanged(): the list was reloaded (after refresh or delete).
     seriesShown(int): the plots and events of one run are on screen.
+    overlayShown(int): several runs' curves are overlaid in the Plots tab (their number).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import html as html_lib
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, QRunnable, QSize, Qt, QThreadPool, Signal, Slot
-from PySide6.QtGui import QImage, QPalette
+from PySide6.QtCore import QEvent, QObject, QRunnable, QSize, Qt, QThreadPool, Signal, Slot
+from PySide6.QtGui import QBrush, QColor, QImage, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -32,6 +35,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QPushButton,
     QSplitter,
+    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
@@ -44,11 +48,13 @@ from gpuplanner.history.analytics import RunSummary, summarize
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.export import write_table
 from gpuplanner.history.runs import delete_run, list_runs
+from gpuplanner.ui.compare_plots import ComparePlots
 from gpuplanner.ui.history_model import (
     COLUMNS,
     COMPARE_METRICS,
     EXPORT_COLUMNS,
     RUN_ID_ROLE,
+    OverlaySeries,
     RunSeries,
     RunsFilterProxy,
     RunsTableModel,
@@ -56,34 +62,25 @@ from gpuplanner.ui.history_model import (
     format_time,
     format_value,
     metric_value,
+    overlay_series,
     run_series,
+    with_gaps,
 )
+from gpuplanner.ui.human import human_bytes, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
+from gpuplanner.ui.run_failure import stopped_by_user
 from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.table_view import export_menu_button, sortable_table
 
-STATUSES = ("", "running", "finished", "preempted", "budget_stop", "early_stop", "failed")
+STATUSES = ("", "running", "finished", "preempted", "stopped", "budget_stop", "early_stop", "failed")
 EVENT_PENS = {
     "checkpoint": "#59a14f",
     "preempted": "#d64545",
     "resumed": "#2f6fde",
+    "stopped": "#8a8f98",
     "run_start": "#8a8f98",
     "run_end": "#8a8f98",
 }
-
-
-def with_gaps(t: Any, *ys: Any) -> tuple[Any, ...]:
-    """Break lines across gaps (a preemption, a pause): a NaN after every step more than 5x the median
-    step, so ``connect="finite"`` draws no straight line over the time nothing was measured."""
-    import numpy as np
-
-    if len(t) < 3:
-        return (t, *ys)
-    dt = np.diff(t)
-    gaps = np.nonzero(dt > 5 * max(float(np.median(dt)), 1e-9))[0] + 1
-    if not len(gaps):
-        return (t, *ys)
-    return (np.insert(t, gaps, np.nan), *(np.insert(np.asarray(y, dtype=float), gaps, np.nan) for y in ys))
 
 
 GPU_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
@@ -104,11 +101,19 @@ class RunPlots(pg.GraphicsLayoutWidget):
             plot.showGrid(x=True, y=True, alpha=0.2)
             plot.setLabel("bottom", "minutes")
             plot.setMenuEnabled(False)
+            for axis in ("left", "bottom"):
+                plot.getAxis(axis).enableAutoSIPrefix(False)  # no "x1e+1" offsets
+            plot.getAxis("left").setWidth(56)  # one width: the columns' plots and markers line up
             if self.plots:
                 plot.setXLink(next(iter(self.plots.values())))
             self.plots[key] = plot
         self.util_legend = self.plots["util"].addLegend(offset=(5, 5), labelTextSize="7pt", colCount=4)
         self.apply_palette()
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "util_legend"):  # light/dark switched
+            self.apply_palette()
 
     def apply_palette(self) -> None:
         palette = self.palette()
@@ -137,7 +142,7 @@ class RunPlots(pg.GraphicsLayoutWidget):
         if len(t):
             self.plots["loss"].plot(t / 60.0, loss, pen=pg.mkPen("#e15759", width=1), connect="finite")
             self.plots["tokens"].plot(t / 60.0, tokens, pen=pg.mkPen("#4e79a7", width=1), connect="finite")
-        for at, kind, _step in series.events:
+        for at, kind, _step, _detail in series.events:
             color = EVENT_PENS.get(kind)
             if color is None or kind in ("run_start", "run_end"):
                 continue
@@ -156,9 +161,12 @@ def load_summaries(path: Path) -> list[RunSummary]:
         summaries = []
         for run in list_runs(db):
             try:
-                summaries.append(summarize(db, run.id))
+                summary = summarize(db, run.id)
             except HistoryError:
                 continue
+            if summary.status == "preempted" and stopped_by_user(db, run.id):
+                summary = dataclasses.replace(summary, status="stopped")  # the user's Stop, not a preemption
+            summaries.append(summary)
         return summaries
     finally:
         db.close()
@@ -168,6 +176,15 @@ def load_series(path: Path, run_id: int) -> RunSeries:
     db = open_db(path)
     try:
         return run_series(db, run_id)
+    finally:
+        db.close()
+
+
+def load_overlay(path: Path, runs: Sequence[tuple[int, str]]) -> list[OverlaySeries]:
+    """The curves of several runs for the overlay (a worker's job)."""
+    db = open_db(path)
+    try:
+        return [overlay_series(db, run_id, label) for run_id, label in runs]
     finally:
         db.close()
 
@@ -209,11 +226,13 @@ class _HistoryJob(QRunnable):
 class HistoryPane(QWidget):
     runsChanged = Signal()
     seriesShown = Signal(int)
+    overlayShown = Signal(int)  # the number of runs overlaid in the Plots tab
 
     def __init__(self, services: AppServices, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.services = services
-        self._generation = {"runs": 0, "series": 0}
+        self._generation = {"runs": 0, "series": 0, "overlay": 0}
+        self._overlay_runs: list[int] | None = None
         self._pending: set[tuple[str, int]] = set()
         self._select_after_load: list[int] = []
         self._series_run: int | None = None
@@ -275,8 +294,9 @@ class HistoryPane(QWidget):
         self.summary_view = QTextBrowser()
         self.summary_view.setOpenLinks(False)
         self.plots = RunPlots()
-        self.events_table = QTableWidget(0, 4)
-        self.events_table.setHorizontalHeaderLabels(["Time", "Minute", "Event", "Step"])
+        self.events_table = QTableWidget(0, 5)
+        self.events_table.setHorizontalHeaderLabels(["Time", "Minute", "Event", "Step", "Details"])
+        self.events_table.setWordWrap(False)
         self.events_table.verticalHeader().setVisible(False)
         self.events_table.horizontalHeader().setStretchLastSection(True)
         self.events_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -286,7 +306,11 @@ class HistoryPane(QWidget):
         self.compare_table.verticalHeader().setDefaultSectionSize(22)
         self.detail_tabs = QTabWidget()
         self.detail_tabs.addTab(self.summary_view, "Summary")
-        self.detail_tabs.addTab(self.plots, "Plots")
+        self.overlay = ComparePlots()  # several runs selected: their curves overlaid
+        self.plots_page = QStackedWidget()
+        self.plots_page.addWidget(self.plots)
+        self.plots_page.addWidget(self.overlay)
+        self.detail_tabs.addTab(self.plots_page, "Plots")
         self.detail_tabs.addTab(self.events_table, "Events")
         self.detail_tabs.addTab(self.compare_table, "Compare")
 
@@ -346,6 +370,10 @@ class HistoryPane(QWidget):
             self.runsChanged.emit()
         elif kind == "series" and self._series_run is not None:
             self._show_series(self._series_run, payload)
+        elif kind == "overlay" and self._overlay_runs is not None:
+            self.overlay.show_runs(payload)
+            self.plots_page.setCurrentWidget(self.overlay)
+            self.overlayShown.emit(len(payload))
 
     @Slot(str, int, str)
     def _on_job_failed(self, kind: str, generation: int, message: str) -> None:
@@ -416,72 +444,132 @@ class HistoryPane(QWidget):
         if self.detail_tabs.currentWidget() is self.compare_table:
             self.detail_tabs.setCurrentWidget(self.summary_view)
         self._series_run = run_id
+        self._overlay_runs = None
+        self.plots_page.setCurrentWidget(self.plots)
         path = self.services.db_path
         self._start("series", lambda: load_series(path, run_id))
 
     def _show_series(self, run_id: int, series: RunSeries) -> None:
         self.plots.show_series(series)
         self.events_table.setRowCount(0)
-        for at, kind, step in series.events:
+        for at, kind, step, detail in series.events:
             row = self.events_table.rowCount()
             self.events_table.insertRow(row)
             for col, text in enumerate(
-                (format_time(series.t0 + at), f"{at / 60.0:,.1f}", kind, "" if step is None else str(step))
+                (format_time(series.t0 + at), f"{at / 60.0:,.1f}", kind, "" if step is None else str(step), detail)
             ):
-                self.events_table.setItem(row, col, QTableWidgetItem(text))
+                item = QTableWidgetItem(text)
+                if col == 4 and detail:
+                    item.setToolTip(detail)
+                if kind in ("failure", "run_end") and series.failure and col == 2:
+                    item.setForeground(QBrush(QColor("#d64545")))
+                self.events_table.setItem(row, col, item)
+        self.events_table.resizeColumnsToContents()
+        summary = self._summary(run_id)
+        if summary is not None:
+            self.summary_view.setHtml(self.summary_html(summary, series.failure, series.plan_gpu))
         self.seriesShown.emit(run_id)
 
     @staticmethod
-    def summary_html(s: RunSummary) -> str:
+    def failure_html(failure: dict[str, Any] | None) -> str:
+        """Why a run failed: the error and the tail of the trainer's stderr (kept in the history)."""
+        if not failure:
+            return ""
+        code = failure.get("exit_code")
+        head = "Why it failed" + (f" (exit {code})" if code is not None else "")
+        parts = [f"<h4 style='color:#d64545'>{html_lib.escape(head)}</h4>"]
+        if failure.get("error"):
+            parts.append(f"<p><b>{html_lib.escape(str(failure['error']))}</b></p>")
+        tail = str(failure.get("stderr_tail") or "").strip()
+        if tail:
+            parts.append(
+                f"<p style='color:gray'>Last lines of stderr on {html_lib.escape(str(failure.get('host') or '?'))}:</p>"
+            )
+            parts.append(f"<pre style='font-size:small'>{html_lib.escape(tail)}</pre>")
+        elif failure.get("stderr_problem"):
+            parts.append(f"<p style='color:gray'>{html_lib.escape(str(failure['stderr_problem']))}</p>")
+        return "".join(parts)
+
+    @classmethod
+    def summary_html(cls, s: RunSummary, failure: dict[str, Any] | None = None, plan_gpu: str | None = None) -> str:
         def row(label: str, value: Any) -> str:
             return f"<tr><td style='padding-right:14px;color:gray'>{label}</td><td>{value}</td></tr>"
 
-        title = f"Run {s.run_id}" + (f": {s.name}" if s.name else "")
+        esc = html_lib.escape
+        title = esc(f"Run {s.run_id}" + (f": {s.name}" if s.name else ""))
         sim = " <i>(simulated GPU telemetry)</i>" if s.simulated else ""
+        run_gpu = f"{s.gpu_count} x {s.gpu_type or '?'}"
         left = [
-            ("Status", s.status),
-            ("Host", s.host or "–"),
-            ("GPU", f"{s.gpu_count} x {s.gpu_type or '?'}"),
-            ("Model", s.model_name or "–"),
+            ("Status", esc(s.status)),
+            ("Host", esc(s.host or "–")),
+            ("GPU", esc(run_gpu)),
+            ("Model", esc(s.model_name or "–")),
             ("Started", format_time(s.started_at)),
-            ("Hours (held)", format_value(s.hours)),
+            ("Time held", human_hours(s.hours)),
             ("GPU-hours", format_value(s.gpu_hours)),
-            ("Interruptions", f"{s.interruptions} ({format_value(s.interruption_hours)} h lost)"),
+            ("Interruptions", f"{s.interruptions} ({human_hours(s.interruption_hours)} lost)"),
         ]
         right = [
-            ("Cost", f"${format_value(s.cost_usd)}"),
+            ("Cost", human_money(s.cost_usd)),
             ("Avg utilisation", f"{format_value(s.avg_util_pct)} %"),
-            ("$ per effective GPU-hour", format_value(s.cost_per_effective_gpu_hour_usd)),
-            ("$ per sample", format_value(s.cost_per_sample_usd)),
-            ("$ per 1M tokens", format_value(s.cost_per_million_tokens_usd)),
+            ("Cost per effective GPU-hour", human_money(s.cost_per_effective_gpu_hour_usd)),
+            ("Cost per sample", human_money(s.cost_per_sample_usd)),
+            ("Cost per 1M tokens", human_money(s.cost_per_million_tokens_usd)),
             ("Tokens/s (median)", format_value(s.tokens_per_s)),
             ("Data wait", f"{format_value(s.data_wait_pct)} %"),
             ("Final loss", format_value(s.final_loss)),
         ]
         html = [
-            f"<h3>{title}{sim}</h3><table><tr><td valign='top'><table>",
+            f"<h3>{title}{sim}</h3>",
+            cls.failure_html(failure) if s.status == "failed" else "",
+            "<table><tr><td valign='top'><table>",
             *(row(k, v) for k, v in left),
             "</table></td><td valign='top' style='padding-left:30px'><table>",
             *(row(k, v) for k, v in right),
             "</table></td></tr></table>",
         ]
         if s.planned:
-            html.append(
-                "<h4>Planned against actual</h4><table><tr><th align='left'>metric</th>"
-                "<th align='right'>planned</th><th align='right'>actual</th><th align='right'>diff</th></tr>"
-            )
-            for key, cell in s.planned.items():
-                if isinstance(cell, dict):
-                    diff = cell.get("diff_pct")
-                    html.append(
-                        f"<tr><td>{key}</td><td align='right'>{format_value(cell.get('planned'))}</td>"
-                        f"<td align='right'>{format_value(cell.get('actual'))}</td>"
-                        f"<td align='right'>{'' if diff is None else f'{diff:+.1f}%'}</td></tr>"
-                    )
-            html.append("</table>")
+            html.append(cls.planned_html(s.planned, plan_gpu, run_gpu))
         if s.alerts:
-            html.append("<h4>Alerts</h4><ul>" + "".join(f"<li>{a.get('message', a)}</li>" for a in s.alerts) + "</ul>")
+            html.append(
+                "<h4>Alerts</h4><ul>" + "".join(f"<li>{esc(str(a.get('message', a)))}</li>" for a in s.alerts) + "</ul>"
+            )
         return "".join(html)
+
+    @staticmethod
+    def planned_html(planned: dict[str, Any], plan_gpu: str | None, run_gpu: str) -> str:
+        """Planned against actual as a small table in people's units, the GPUs of both, flagged if they differ."""
+        shown = {
+            "hours": ("Duration", human_hours),
+            "cost_usd": ("Cost", human_money),
+            "peak_mem_bytes": ("Peak memory per GPU", human_bytes),
+            "tokens_per_s": ("Tokens/s", format_value),
+            "samples_per_min": ("Samples/min", format_value),
+        }
+        out = [
+            "<h4>Planned against actual</h4><table cellspacing='0' cellpadding='3'>"
+            "<tr><th align='left'></th><th align='right'>planned</th><th align='right'>actual</th>"
+            "<th align='right'>difference</th></tr>"
+        ]
+        if plan_gpu:
+            differs = plan_gpu.replace(" ", "").lower() != run_gpu.replace(" ", "").lower()
+            flag = "<span style='color:#d64545'>different GPU: the numbers below compare unlike runs</span>"
+            out.append(
+                f"<tr><td>GPU</td><td align='right'>{html_lib.escape(plan_gpu)}</td>"
+                f"<td align='right'>{html_lib.escape(run_gpu)}</td><td align='right'>{flag if differs else 'same'}</td></tr>"
+            )
+        for key, cell in planned.items():
+            if not isinstance(cell, dict) or (cell.get("planned") is None and cell.get("actual") is None):
+                continue
+            label, fmt = shown.get(key, (key.replace("_", " "), format_value))
+            diff = cell.get("diff_pct")
+            out.append(
+                f"<tr><td>{label}</td><td align='right'>{fmt(cell.get('planned'))}</td>"
+                f"<td align='right'>{fmt(cell.get('actual'))}</td>"
+                f"<td align='right'>{'' if diff is None else f'{diff:+.1f} %'}</td></tr>"
+            )
+        out.append("</table>")
+        return "".join(out)
 
     # ------------------------------------------------------------------ compare
 
@@ -502,6 +590,11 @@ class HistoryPane(QWidget):
 
     def show_compare(self, run_ids: Sequence[int]) -> None:
         self._series_run = None  # a series still loading is not shown over the comparison
+        self._overlay_runs = list(run_ids)
+        labels = {s.run_id: f"#{s.run_id} {s.name or ''}".strip() for s in self.model.summaries()}
+        wanted = [(i, labels.get(i, f"#{i}")) for i in run_ids]
+        path = self.services.db_path
+        self._start("overlay", lambda: load_overlay(path, wanted))
         headers, rows = self.compare_rows(run_ids)
         self.compare_table.clear()
         self.compare_table.setColumnCount(len(headers))
@@ -580,19 +673,22 @@ class HistoryPane(QWidget):
         runs = [s for s in self.visible_summaries() if s.run_id in {r[0] for r in rows}]
         total = sum(s.cost_usd or 0.0 for s in runs)
         hours = sum(s.gpu_hours or 0.0 for s in runs)
-        report.text(f"{len(runs)} run(s), {hours:,.1f} GPU-hours, ${total:,.2f} in total.", bold=True)
-        report.table([c[0] for c in COLUMNS], rows, max_rows=25)
+        report.text(f"{len(runs)} run(s), {hours:,.1f} GPU-hours, {human_money(total)} in total.", bold=True)
+        report.table([c[0] for c in COLUMNS], rows)
         ids = self.selected_run_ids()
         if len(ids) >= 2:
             headers, compare = self.compare_rows(ids)
             report.text("Compared side by side", bold=True)
             report.table(["metric", *headers], [[r[0], *(format_value(v) for v in r[1:])] for r in compare])
+            if self.overlay.series and {s.run_id for s in self.overlay.series} == set(ids):
+                report.text("The runs overlaid (" + self.overlay.x_combo.currentText() + ")", bold=True)
+                report.image(self.overlay.grab().toImage(), 110)
         elif len(ids) == 1:
             summary = self._summary(ids[0])
             if summary is not None:
                 report.text(
-                    f"Run {summary.run_id}: {summary.status}, {format_value(summary.hours)} h, "
-                    f"${format_value(summary.cost_usd)}, {format_value(summary.avg_util_pct)} % average "
+                    f"Run {summary.run_id}: {summary.status}, {human_hours(summary.hours)}, "
+                    f"{human_money(summary.cost_usd)}, {format_value(summary.avg_util_pct)} % average "
                     "utilisation",
                     bold=True,
                 )

@@ -6,13 +6,15 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSettings, QSize, Qt
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -21,6 +23,7 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
@@ -28,12 +31,14 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
 from gpuplanner.resources import resources_dir
+from gpuplanner.ui.preflight import hf_id_for
 
 GRAD_CHECKPOINTING = {"none": "off", "off": "off", "full": "every", "every": "every", "every-other": "every-other"}
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
@@ -119,6 +124,48 @@ def _money(value: float, tip: str, special: str | None = None) -> QDoubleSpinBox
     return box
 
 
+REMEMBERED_KEY = "launch_dialog/values"
+NOT_REMEMBERED = ("name", "price_per_gpu_hour", "host_checked")  # per run, or the host's (not the user's)
+MODEL_KEYS = ("model", "model_config")
+
+
+def _settings_store() -> QSettings:
+    from gpuplanner.ui.main_window import app_settings  # the window's one settings file
+
+    return app_settings()
+
+
+def remembered_values() -> dict[str, Any]:
+    """The values typed in the last launch dialog that was accepted or measured (empty when none)."""
+    raw = _settings_store().value(REMEMBERED_KEY)
+    if not raw:
+        return {}
+    try:
+        values = json.loads(str(raw))
+    except ValueError:
+        return {}
+    return values if isinstance(values, dict) else {}
+
+
+def remember_values(values: dict[str, Any]) -> None:
+    store = _settings_store()
+    store.setValue(REMEMBERED_KEY, json.dumps({k: v for k, v in values.items() if k not in NOT_REMEMBERED}))
+    store.sync()
+
+
+def merged_settings(remembered: dict[str, Any], given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """What the dialog opens with: ``defaults`` < what was typed last time < the values it was given (a plan).
+
+    A given value of None or "" does not hide a remembered one; a given model (id or config) replaces both
+    remembered model fields, so a plan's model never mixes with the last run's."""
+    merged = {**defaults, **remembered}
+    if any(given.get(k) for k in MODEL_KEYS):
+        for key in MODEL_KEYS:
+            merged.pop(key, None)
+    merged.update({k: v for k, v in given.items() if v is not None and v != "" and v != []})
+    return merged
+
+
 class LaunchDialog(QDialog):
     """Form for one launch. ``hosts`` are ``(name, label, price per GPU-hour or None)``; ``settings`` the
     Plan pane's dict. Ends with ``Accepted`` (launch) or ``Rejected``. "Measure speed" (a short
@@ -134,13 +181,21 @@ class LaunchDialog(QDialog):
         settings: dict[str, Any] | None = None,
         parent: QWidget | None = None,
         on_measure: Callable[[LaunchRequest, LaunchDialog], None] | None = None,
+        defaults: dict[str, Any] | None = None,
+        remember: bool = True,
+        on_check: Callable[[dict[str, Any], LaunchDialog], None] | None = None,
     ) -> None:
         super().__init__(parent)
         self._on_measure = on_measure
-        settings = dict(settings or {})
-        self.settings = settings
+        self._on_check = on_check
+        self._checked_values: dict[str, Any] | None = None  # values whose check answered (launch anyway)
+        self._remember = remember
+        self.settings = dict(settings or {})
+        if self.settings.get("model"):  # a plan's preset short name: the trainer loads by Hugging Face id
+            self.settings["model"] = hf_id_for(str(self.settings["model"]))
+        settings = merged_settings(remembered_values() if remember else {}, self.settings, defaults or {})
         self.setWindowTitle("Launch a training run")
-        self.setMinimumWidth(560)
+        self._fitted = False
         outer = QVBoxLayout(self)
 
         where = QGroupBox("Where")
@@ -165,7 +220,6 @@ class LaunchDialog(QDialog):
         form.addRow("Host:", self.host_combo)
         form.addRow("GPUs:", self.gpus_spin)
         form.addRow("Device:", self.device_combo)
-        outer.addWidget(where)
 
         model_box = QGroupBox("Model and data")
         form = QFormLayout(model_box)
@@ -189,12 +243,14 @@ class LaunchDialog(QDialog):
             "(QLoRA runs as LoRA here: the trainer loads weights in 16 bits)"
         )
         self.lora_spin = _spin(0, 1024, int(settings.get("lora_rank") or 16), "LoRA adapter rank")
+        wide = self.fontMetrics().horizontalAdvance("x") * 44  # room for a path or a Hugging Face id
+        for edit in (self.model_edit, self.model_config_edit):
+            edit.setMinimumWidth(wide)
         form.addRow("Model:", self.model_edit)
         form.addRow("Model config:", self.model_config_edit)
         form.addRow("Data:", data_row)
         form.addRow("Method:", self.method_combo)
         form.addRow("LoRA rank:", self.lora_spin)
-        outer.addWidget(model_box)
 
         train_box = QGroupBox("Training")
         form = QFormLayout(train_box)
@@ -235,7 +291,6 @@ class LaunchDialog(QDialog):
         self.extra_edit = QLineEdit(str(settings.get("extra") or ""))
         self.extra_edit.setPlaceholderText("more trainer flags, e.g. --lr 1e-4 --eval-every-steps 100")
         form.addRow("Extra flags:", self.extra_edit)
-        outer.addWidget(train_box)
 
         money_box = QGroupBox("Budget and spot")
         form = QFormLayout(money_box)
@@ -248,7 +303,8 @@ class LaunchDialog(QDialog):
             "no budget",
         )
         self.auto_resume_check = QCheckBox("Resume automatically after a preemption")
-        self.auto_resume_check.setChecked(bool(settings.get("spot")))
+        spot = self.settings.get("spot")  # a plan's spot pricing: resume after preemptions
+        self.auto_resume_check.setChecked(bool(spot if spot is not None else settings.get("auto_resume")))
         self.max_restarts_spin = _spin(0, 100, int(settings.get("max_restarts") or 3), "restarts before giving up")
         self.fallback_list = QListWidget()
         self.fallback_list.setMaximumHeight(80)
@@ -266,9 +322,26 @@ class LaunchDialog(QDialog):
         form.addRow("", self.auto_resume_check)
         form.addRow("Max restarts:", self.max_restarts_spin)
         form.addRow("Fallback hosts:", self.fallback_list)
-        outer.addWidget(money_box)
+
+        # two columns in a scroll area: the buttons stay on screen whatever the screen's size
+        content = QWidget()
+        columns = QHBoxLayout(content)
+        columns.setContentsMargins(0, 0, 0, 0)
+        for boxes in ((where, model_box), (train_box, money_box)):
+            column = QVBoxLayout()
+            for box in boxes:
+                column.addWidget(box)
+            column.addStretch(1)
+            columns.addLayout(column, 1)
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setWidget(content)
+        self.content = content
+        outer.addWidget(self.scroll, 1)
 
         self.error_label = QLabel()
+        self.error_label.setWordWrap(True)
         self.error_label.setStyleSheet("color: #b00020")
         self.error_label.setVisible(False)
         outer.addWidget(self.error_label)
@@ -347,11 +420,11 @@ class LaunchDialog(QDialog):
         """A message for the first problem in the form, or ``None``."""
         v = self.values()
         if v["host"] is None:
-            return "Choose a host (add one in the Hosts pane)."
+            return "Host: choose one (add SSH hosts in the Hosts pane)."
         if not v["model"] and not v["model_config"]:
-            return "Give a model (Hugging Face id or directory) or a model config.json."
+            return "Model: needs a Hugging Face id or a model folder, or fill in Model config (a config.json)."
         if not v["data"]:
-            return "Give the training data (.txt or .jsonl files or folders)."
+            return "Data: needs the training data (.txt or .jsonl files or folders)."
         try:
             shlex.split(v["extra"])
         except ValueError as exc:
@@ -361,18 +434,78 @@ class LaunchDialog(QDialog):
     def accept(self) -> None:
         problem = self.validate()
         if problem:
-            self.error_label.setText(problem)
-            self.error_label.setVisible(True)
+            self._show_error(problem)
+            return
+        if self._remember:
+            remember_values(self.values())
+        values = self.values()
+        if self._on_check is not None and values != self._checked_values:
+            self.launch_button.setEnabled(False)
+            self._show_error(f"Checking the settings on {self.host_combo.currentText()}…", error=False)
+            self._on_check(values, self)
             return
         super().accept()
+
+    def _show_error(self, text: str, error: bool = True) -> None:
+        self.error_label.setStyleSheet("color: #b00020" if error else "")
+        self.error_label.setText(text)
+        self.error_label.setVisible(bool(text))
+
+    def check_finished(self, problems: list[str], note: str | None = None) -> None:
+        """The pre-launch check's answer: launch when it found nothing, else list the problems (pressing
+        Launch again with the same values launches anyway: a check can be wrong, say about a folder)."""
+        self.launch_button.setEnabled(True)
+        self._checked_values = self.values()
+        if not problems and note is None:
+            self._show_error("", error=False)
+            super().accept()
+            return
+        lines = list(problems) + ([note] if note else [])
+        self._show_error("\n".join(lines) + "\nFix this, or press Launch again to launch anyway.")
+
+    # -- size ------------------------------------------------------------------------------------
+    def preferred_size(self) -> QSize:
+        """The size that shows every field without scrolling (the two columns and the buttons)."""
+        margins = self.layout().contentsMargins()
+        spacing = max(0, self.layout().spacing())
+        content = self.content.sizeHint()
+        width = content.width() + margins.left() + margins.right() + 4
+        height = content.height() + margins.top() + margins.bottom() + 4
+        for widget in (self.error_label, self.measure_label, self.buttons):
+            if not widget.isHidden():
+                width = max(width, widget.sizeHint().width() + margins.left() + margins.right())
+                height += widget.sizeHint().height() + spacing
+        return QSize(width, height)
+
+    def fit_to_screen(self) -> None:
+        """Open at the preferred size, or the screen's available area (less a margin) when it is smaller:
+        the fields scroll then, the buttons stay visible."""
+        screen = self.screen() if self.parentWidget() is None else self.parentWidget().screen()
+        wanted = self.preferred_size()
+        if screen is None:
+            self.resize(wanted)
+            return
+        room = screen.availableGeometry()
+        size = QSize(min(wanted.width(), int(room.width() * 0.95)), min(wanted.height(), int(room.height() * 0.92)))
+        self.resize(size)
+        frame = self.frameGeometry()
+        frame.moveCenter(room.center())
+        self.move(max(room.left(), frame.left()), max(room.top(), frame.top()))
+
+    def showEvent(self, event: QShowEvent) -> None:
+        if not self._fitted:
+            self._fitted = True
+            self.fit_to_screen()
+        super().showEvent(event)
 
     def measure(self) -> None:
         problem = self.validate()
         if problem:
-            self.error_label.setText(problem)
-            self.error_label.setVisible(True)
+            self._show_error(problem)
             return
         self.error_label.setVisible(False)
+        if self._remember:
+            remember_values(self.values())
         if self._on_measure is None:
             self.done(self.MEASURE)
             return

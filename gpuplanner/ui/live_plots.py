@@ -16,16 +16,18 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF
+from PySide6.QtCore import QEvent, QLineF, QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPalette, QPen, QPolygonF
 from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
 from gpuplanner.ui.ring_buffer import Curves, PeakDecimator, RingBuffer
 from gpuplanner.ui.run_telemetry import Marker, RunTelemetry
 
 GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
-MARKER_COLORS = {"checkpoint": "#2ca02c", "preempted": "#d62728", "resumed": "#1f77b4"}
+MARKER_COLORS = {"checkpoint": "#2ca02c", "preempted": "#d62728", "resumed": "#1f77b4", "stopped": "#7f7f7f"}
 DEFAULT_WINDOW_S = 600.0
+LEFT_AXIS_PX = 62
+NO_PRICE = "no price set for this host\n(set one in the Hosts pane to see the spend)"
 
 
 class ElapsedAxis(pg.AxisItem):
@@ -391,6 +393,24 @@ def _polylines(x: np.ndarray, y: np.ndarray) -> tuple[list[QPolygonF], tuple[flo
     return polys, (float(fx.min()), float(fx.max()), float(fy.min()), float(fy.max()))
 
 
+def break_at_gaps(x: np.ndarray, y: np.ndarray, gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x``, ``y`` with a NaN point in the middle of each gap (``(k, 2)`` x spans) that two consecutive
+    points straddle, so no line is drawn across the time a run was not running."""
+    if not len(gaps) or len(x) < 2:
+        return x, y
+    middles = (gaps[:, 0] + gaps[:, 1]) / 2.0
+    at = np.searchsorted(x, middles)
+    inside = (at > 0) & (at < len(x))
+    at, middles, gaps = at[inside], middles[inside], gaps[inside]
+    if not len(at):
+        return x, y
+    straddle = (x[at - 1] <= gaps[:, 0] + 1e-9) & (x[at] >= gaps[:, 1] - 1e-9)
+    at, middles = at[straddle], middles[straddle]
+    if not len(at):
+        return x, y
+    return np.insert(x, at, middles), np.insert(np.asarray(y, dtype=float), at, np.nan)
+
+
 class _PlotLines(pg.GraphicsObject):
     """Some lines of one plot, drawn by one item, each line a few polylines with its pen (a plot has one
     for the settled bodies of its lines and one for their live ends, see :class:`_Line`). One item per
@@ -407,9 +427,10 @@ class _PlotLines(pg.GraphicsObject):
         self._bounds: tuple[float, float, float, float] | None = None
         self._bounds_valid = True
         self._changing = False
+        self.gaps = np.empty((0, 2))  # spans without a process: lines break there (set by LivePlots)
 
     def set_points(self, owner: int, pen: QPen, x: np.ndarray, y: np.ndarray) -> None:
-        polys, bounds = _polylines(x, y)
+        polys, bounds = _polylines(*break_at_gaps(x, y, self.gaps))
         if not polys and owner not in self._lines:
             return
         self._about_to_change()
@@ -524,6 +545,10 @@ class _Line:
             ly = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
         self.live.set_points(owner, self.pen, lx, ly)
 
+    def forget(self) -> None:
+        """Draw the settled body again at the next :meth:`set` (the gaps changed)."""
+        self._key = None
+
     def clear(self) -> None:
         for lines in (self.body, self.live):
             lines.set_points(id(self), self.pen, np.empty(0), np.empty(0))
@@ -586,6 +611,30 @@ def _pen(color: str, *, dashed: bool = False, width: float = 1.0):
     return pen
 
 
+class _TitleLabel(pg.LabelItem):
+    """A plot title that asks for no width of its own: a long title is cut at the plot's edge instead of
+    widening its column (pyqtgraph's label makes its text width the minimum width of the whole plot)."""
+
+    def updateMin(self) -> None:  # noqa: N802 (pyqtgraph naming)
+        super().updateMin()
+        height = self.itemRect().height()
+        self.setMinimumWidth(0)
+        self._sizeHint = {
+            Qt.SizeHint.MinimumSize: (0, height),
+            Qt.SizeHint.PreferredSize: (0, height),
+            Qt.SizeHint.MaximumSize: (-1, -1),
+            Qt.SizeHint.MinimumDescent: (0, 0),
+        }
+        self.updateGeometry()
+
+
+def _use_title_label(plot: pg.PlotItem) -> None:
+    plot.layout.removeItem(plot.titleLabel)
+    plot.titleLabel.setParentItem(None)
+    plot.titleLabel = _TitleLabel("", size="11pt", parent=plot)
+    plot.layout.addItem(plot.titleLabel, 0, 1)
+
+
 class LivePlots(QWidget):
     """Six linked plots fed from a :class:`RunTelemetry` by :meth:`redraw`."""
 
@@ -606,6 +655,7 @@ class LivePlots(QWidget):
         self._drawn_version = -1
         self._drawn_mode: tuple[bool, float] | None = None
         self._markers_drawn = 0
+        self._gaps_drawn: tuple = ()
         self._capacity = 0.0
         self._x_range: tuple[float, float] | None = None
         self._y_ranges: dict[str, tuple[float, float]] = {}  # set here (no pyqtgraph auto-range)
@@ -620,9 +670,9 @@ class LivePlots(QWidget):
         self.plots: dict[str, pg.PlotItem] = {}
         self._grids: list[_TimeGrid] = []
         for i, (key, title) in enumerate(self.PLOTS):
-            plot = self.graphics.addPlot(
-                row=i // 2, col=i % 2, title=title, axisItems={"bottom": ElapsedAxis(orientation="bottom")}
-            )
+            plot = self.graphics.addPlot(row=i // 2, col=i % 2, axisItems={"bottom": ElapsedAxis(orientation="bottom")})
+            _use_title_label(plot)
+            plot.setTitle(title)
             plot.showGrid(x=False, y=True, alpha=0.2)
             self._grids.append(_TimeGrid(plot.getViewBox()))
             plot.setMenuEnabled(False)
@@ -640,7 +690,10 @@ class LivePlots(QWidget):
                 plot.getAxis(name).unlinkFromView()
             for axis in ("left", "bottom"):  # repaint axes from a pixmap unless their range changed
                 plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+                plot.getAxis(axis).enableAutoSIPrefix(False)  # no "x1e+3" offsets: the values as they are
+            plot.getAxis("left").setWidth(LEFT_AXIS_PX)  # one width: the plots (and markers) line up
             self.plots[key] = plot
+        self._text_color = "#1d1f23"
         self.plots["util"].setYRange(0, 100)
         self.plots["util"].addLegend(
             offset=(-5, -5), labelTextSize="7pt", colCount=5, brush=(255, 255, 255, 210), horSpacing=8
@@ -682,6 +735,13 @@ class LivePlots(QWidget):
         for line in (self.budget_line, self.plan_line):
             line.setVisible(False)
             self.plots["spend"].addItem(line, ignoreBounds=True)
+        # an empty spend axis says why it is empty (in the view's own pixels, centred at each redraw)
+        self.no_price_label = pg.TextItem(NO_PRICE, anchor=(0.5, 0.5))
+        self.no_price_label.setParentItem(self.plots["spend"].getViewBox())
+        self.no_price_label.setVisible(False)
+        spend_view = self.plots["spend"].getViewBox()
+        spend_view.sigResized.connect(lambda view: self.no_price_label.setPos(view.rect().center()))
+        self.apply_palette()
 
     # -- configuration -------------------------------------------------------------------------
     def set_follow(self, follow: bool, window_s: float | None = None) -> None:
@@ -703,6 +763,10 @@ class LivePlots(QWidget):
         for lines in self.marker_lines.values():
             lines.set_markers([])
         self._markers_drawn = 0
+        self._gaps_drawn = ()
+        for plot in self.plots.values():
+            for plot_lines in plot._line_items:
+                plot_lines.gaps = np.empty((0, 2))
         self.event_labels.clear()
         for line in (self.tokens_curve, self.loss_curve, self.spend_curve):
             line.clear()
@@ -711,9 +775,13 @@ class LivePlots(QWidget):
         self._capacity = 0.0
         self._x_range = None
         self._y_ranges = {"util": self._y_ranges.get("util", (0.0, 100.0))}
+        for key, plot in self.plots.items():  # no range left over from the run shown before
+            if key != "util":
+                plot.setYRange(0.0, 1.0, padding=0)
         self._extents.clear()
         self.budget_line.setVisible(False)
         self.plan_line.setVisible(False)
+        self.no_price_label.setVisible(False)
         self._drawn_version = -1
         self._drawn_mode = None
         self._decimators.clear()
@@ -727,19 +795,44 @@ class LivePlots(QWidget):
     def _set_titles(self, tel: RunTelemetry) -> None:
         sim = " (sim.)" if tel.simulated else ""  # the pane's badge says SIMULATED in full
         titles = {key: title for key, title in self.PLOTS}
-        titles["util"] = (
-            "GPU utilisation (% time a kernel ran)" + ("; dashed: SM active" if tel.sm_reported else "") + sim
-        )
+        titles["util"] = "GPU utilisation (%)" + ("; dashed: SM active" if tel.sm_reported else "") + sim
         titles["mem"] = "GPU memory used vs capacity (GiB)" + sim
         titles["power"] = "Power (W)" + sim
-        if not tel.price_per_gpu_hour and not tel.budget_usd and not (tel.spend_usd() or 0):
+        no_price = not tel.price_per_gpu_hour and not tel.budget_usd and not (tel.spend_usd() or 0)
+        self.no_price_label.setVisible(no_price)
+        if no_price:
             titles["spend"] = "Spend (USD): no price set for this host"
+            self.no_price_label.setPos(self.plots["spend"].getViewBox().rect().center())
         elif tel.budget_usd:
             titles["spend"] = "Spend (USD) against budget"
         for key, title in titles.items():
             if self._titles.get(key) != title:
                 self._titles[key] = title
-                self.plots[key].setTitle(title)
+                self._set_title(key, title)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "no_price_label"):  # light/dark switched
+            self.apply_palette()
+
+    def _set_title(self, key: str, title: str) -> None:
+        self.plots[key].setTitle(title, color=self._text_color)
+
+    def apply_palette(self) -> None:
+        """Background, axes and titles in the palette's colours (titles in the normal text colour)."""
+        palette = self.palette()
+        self._text_color = palette.color(QPalette.ColorRole.Text).name()
+        self.graphics.setBackground(palette.color(QPalette.ColorRole.Base))
+        for key, plot in self.plots.items():
+            for name in ("left", "bottom"):
+                plot.getAxis(name).setTextPen(pg.mkPen(self._text_color))
+            self._set_title(key, self._titles.get(key, dict(self.PLOTS)[key]))
+        self.no_price_label.setColor(self._text_color)
+        legend = self.plots["util"].legend
+        legend.setLabelTextColor(self._text_color)
+        base = QColor(palette.color(QPalette.ColorRole.Base))
+        base.setAlpha(210)
+        legend.setBrush(pg.mkBrush(base))
 
     def _curves_for(self, key: tuple[str, int]) -> dict[str, _Line]:
         curves = self.gpu_curves.get(key)
@@ -864,6 +957,15 @@ class LivePlots(QWidget):
             return False
         if mode != self._drawn_mode:
             self._apply_mode()
+        if tuple(tel.gaps) != self._gaps_drawn:  # a new gap: every line is drawn again, broken there
+            self._gaps_drawn = tuple(tel.gaps)
+            gaps = np.asarray(tel.gaps, dtype=float).reshape(-1, 2)
+            for plot in self.plots.values():
+                for lines in plot._line_items:
+                    lines.gaps = gaps
+            for line in self._all_lines():
+                line.forget()
+            self._signatures.clear()
         x_lo, x_hi, bucket = self._window(tel)
         max_raw = 2 * self._pixel_width()
         window = (x_lo, x_hi, bucket, max_raw)
@@ -911,6 +1013,12 @@ class LivePlots(QWidget):
         self._drawn_version = tel.version
         self._drawn_mode = mode
         return True
+
+    def _all_lines(self) -> list[_Line]:
+        lines = [self.tokens_curve, self.loss_curve, self.spend_curve]
+        for curves in self.gpu_curves.values():
+            lines += list(curves.values())
+        return lines
 
     def _add_markers(self, tel: RunTelemetry) -> None:
         """The new markers: dashed lines on every plot (:class:`_MarkerLines`), and the labels of

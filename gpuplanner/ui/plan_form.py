@@ -51,6 +51,8 @@ class PlanForm(QWidget):
             box = QGroupBox(group)
             form = QFormLayout(box)
             form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+            # a long label puts its field on the next line rather than push the form wider than its column
+            form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
             form.setVerticalSpacing(3)
             form.setContentsMargins(8, 6, 8, 6)
             for spec in (f for f in FIELDS if f.group == group):
@@ -68,6 +70,7 @@ class PlanForm(QWidget):
                     row.addWidget(editor, 1)
                     self.browse_button = QPushButton("Browse…")
                     self.browse_button.setToolTip("Choose a Hugging Face config.json")
+                    self.browse_button.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
                     self.browse_button.clicked.connect(self._on_browse_clicked)
                     row.addWidget(self.browse_button)
                 form.addRow(label, field_widget)
@@ -105,10 +108,15 @@ class PlanForm(QWidget):
         if kind == "choice":
             combo = QComboBox()
             combo.addItems(list(choices))
+            # as wide as the column allows, not as wide as the longest choice (the popup shows them whole)
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(8)
+            combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
             combo.setObjectName(key)
             combo.currentTextChanged.connect(self._on_changed)
             return combo
         line = QLineEdit()
+        line.setMinimumWidth(60)
         line.setObjectName(key)
         line.setPlaceholderText(placeholder)
         line.setClearButtonEnabled(False)

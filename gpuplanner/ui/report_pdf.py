@@ -1,17 +1,22 @@
-"""One-page PDF reports (QPdfWriter): a title, key-value inputs, pictures and a table, fitted to A4.
+"""PDF reports (QPdfWriter): a title, key-value inputs, pictures and tables, on as many A4 pages as needed.
 
-Blocks are laid out top to bottom; a table takes the room that is left and says how many rows did
-not fit (the CSV export has them all), so the report is always exactly one page.
+The report is built as one HTML document (``QTextDocument``) laid out with the PDF writer as its paint
+device, so text is measured in the metrics it is painted in: nothing is clipped or elided, cells wrap
+at word boundaries, and long tables continue on the next page with their header row repeated. Pictures
+(the memory bar) and charts are rendered to images first and placed in the flow at the page's width.
+When a table's words cannot fit across a portrait page the report turns to landscape.
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from PySide6.QtCore import QMarginsF, QRectF, Qt
+from PySide6.QtCore import QMarginsF, QPointF, QRectF, QSizeF, Qt, QUrl
 from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
     QColor,
     QFont,
     QFontMetricsF,
@@ -21,12 +26,24 @@ from PySide6.QtGui import (
     QPainter,
     QPalette,
     QPdfWriter,
-    QPen,
+    QTextDocument,
+    QTextFrame,
+    QTextOption,
+    QTextTable,
 )
 
+from gpuplanner.ui.human import human_number
 from gpuplanner.ui.palette import light_palette
 
-RESOLUTION = 144  # dots per inch of the PDF's painter
+RESOLUTION = 300  # dots per inch of the PDF's painter (layout happens in these units)
+MARGIN_MM = 12.0
+FOOTER_MM = 7.0
+IMAGE_DPI = 192  # pictures painted for the report are rendered at this density
+TEXT = "#1d1f23"
+MUTED = "#555a63"
+DIM = "#8a8f98"
+STRIPE = "#f1f3f6"
+RULE = "#c4c8cf"
 
 
 @dataclass
@@ -38,14 +55,18 @@ class Report:
     def text(self, text: str, bold: bool = False) -> None:
         self.blocks.append(("text", (text, bold)))
 
+    def heading(self, text: str) -> None:
+        self.blocks.append(("heading", text))
+
     def key_values(self, pairs: Sequence[tuple[str, str]], columns: int = 3) -> None:
         self.blocks.append(("kv", (list(pairs), columns)))
 
     def picture(self, paint: Callable[[QPainter, QRectF, QPalette], None], height_mm: float) -> None:
-        """Something painted into the given rectangle (the memory bar)."""
+        """Something painted into the given rectangle (the memory bar), as wide as the page."""
         self.blocks.append(("paint", (paint, height_mm)))
 
     def image(self, image: QImage, height_mm: float) -> None:
+        """An image (a chart) scaled to the page width, at most ``height_mm`` high."""
         self.blocks.append(("image", (image, height_mm)))
 
     def table(
@@ -55,184 +76,284 @@ class Report:
         max_rows: int | None = None,
         dim: Sequence[bool] | None = None,
     ) -> None:
+        """A table; rows beyond ``max_rows`` are summarised in one line (None: every row, over pages)."""
         self.blocks.append(("table", (list(columns), [list(r) for r in rows], max_rows, list(dim or []))))
 
 
-def _cell(value: Any) -> str:
+def cell_text(value: Any) -> str:
+    """A value as the report prints it in a table cell."""
     if value is None:
         return "–"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:,.2f}"
+        return human_number(value)
     return str(value)
 
 
-def write_pdf(report: Report, path: str) -> None:
-    writer = QPdfWriter(path)
-    writer.setResolution(RESOLUTION)
-    writer.setTitle(report.title)
-    writer.setCreator("GPU Planner")
-    writer.setPageLayout(
-        QPageLayout(
-            QPageSize(QPageSize.PageSizeId.A4),
-            QPageLayout.Orientation.Portrait,
-            QMarginsF(12, 12, 12, 12),
-            QPageLayout.Unit.Millimeter,
-        )
-    )
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+class _Builder:
+    """Turns a :class:`Report` into HTML plus the image resources it refers to."""
+
+    def __init__(self, content_width_css: float, breaks: set[tuple[int, int]] | None = None) -> None:
+        self.width = content_width_css  # the page's content width in CSS pixels (1/96 inch)
+        self.breaks = breaks or set()  # (table number, row): start a new page (and header) before the row
+        self.images: list[tuple[str, QImage]] = []
+        self.parts: list[str] = []
+        # one entry per table in the document, in order: (report table number, first row) or None (key-values)
+        self.tables: list[tuple[int, int] | None] = []
+        self._table_number = 0
+
+    def add_image(self, image: QImage, width: float, height: float) -> None:
+        name = f"report-image:{len(self.images)}"
+        self.images.append((name, image))
+        self.parts.append(f'<p class="pic"><img src="{name}" width="{int(width)}" height="{int(height)}"></p>')
+
+    def build(self, report: Report) -> str:
+        self.parts.append(f'<p class="title">{_esc(report.title)}</p>')
+        if report.subtitle:
+            self.parts.append(f'<p class="subtitle">{_esc(report.subtitle)}</p>')
+        for kind, payload in report.blocks:
+            getattr(self, f"_{kind}")(payload)
+        return "".join(self.parts)
+
+    def _text(self, payload: tuple[str, bool]) -> None:
+        text, bold = payload
+        self.parts.append(f'<p class="{"strong" if bold else "body"}">{_esc(text)}</p>')
+
+    def _heading(self, text: str) -> None:
+        self.parts.append(f'<p class="heading">{_esc(text)}</p>')
+
+    def _kv(self, payload: tuple[list[tuple[str, str]], int]) -> None:
+        pairs, columns = payload
+        rows = (len(pairs) + columns - 1) // columns
+        self.tables.append(None)
+        out = ['<table class="kv" width="100%" cellspacing="0" cellpadding="1">']
+        for r in range(rows):
+            out.append("<tr>")
+            for c in range(columns):
+                i = c * rows + r
+                if i < len(pairs):
+                    key, value = pairs[i]
+                    out.append(f'<td class="key">{_esc(key)}</td><td class="value">{_esc(value)}</td>')
+                else:
+                    out.append("<td></td><td></td>")
+            out.append("</tr>")
+        out.append("</table>")
+        self.parts.append("".join(out))
+
+    def _paint(self, payload: tuple[Callable[[QPainter, QRectF, QPalette], None], float]) -> None:
+        paint, height_mm = payload
+        scale = IMAGE_DPI / 96.0
+        width_css, height_css = self.width, height_mm / 25.4 * 96.0
+        image = QImage(int(width_css * scale), int(height_css * scale), QImage.Format.Format_ARGB32)
+        image.fill(QColor("white"))
+        dpm = round(96 / 0.0254)  # fonts in points measure as on a 96-dpi screen; the painter scales up
+        image.setDotsPerMeterX(dpm)
+        image.setDotsPerMeterY(dpm)
+        painter = QPainter(image)
+        try:
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+            painter.scale(scale, scale)
+            paint(painter, QRectF(0, 0, width_css, height_css), light_palette())
+        finally:
+            painter.end()
+        self.add_image(image, width_css, height_css)
+
+    def _image(self, payload: tuple[QImage, float]) -> None:
+        image, height_mm = payload
+        if image.isNull() or image.width() < 2 or image.height() < 2:
+            return
+        max_h = height_mm / 25.4 * 96.0
+        scale = min(self.width / image.width(), max_h / image.height())
+        self.add_image(image, image.width() * scale, image.height() * scale)
+
+    def _table(self, payload: tuple[list[str], list[list[Any]], int | None, list[bool]]) -> None:
+        columns, rows, max_rows, dim = payload
+        number = self._table_number
+        self._table_number += 1
+        shown = rows if max_rows is None else rows[:max_rows]
+        starts = [0] + sorted(row for table, row in self.breaks if table == number and 0 < row < len(shown))
+        header = "<thead><tr>" + "".join(f"<th>{_esc(name)}</th>" for name in columns) + "</tr></thead>"
+        out = []
+        for part, start in enumerate(starts):
+            end = starts[part + 1] if part + 1 < len(starts) else len(shown)
+            self.tables.append((number, start))
+            style = ' style="page-break-before: always"' if part else ""
+            out.append(f'<table class="grid" width="100%" cellspacing="0" cellpadding="2"{style}>{header}')
+            for index in range(start, end):
+                styles = []
+                if index % 2:
+                    styles.append(f"background-color:{STRIPE}")
+                if index < len(dim) and dim[index]:
+                    styles.append(f"color:{DIM}")
+                row_style = f' style="{";".join(styles)}"' if styles else ""
+                cells = "".join(f"<td>{_esc(cell_text(v))}</td>" for v in shown[index])
+                out.append(f"<tr{row_style}>{cells}</tr>")
+            out.append("</table>")
+        self.parts.append("".join(out))
+        if len(shown) < len(rows):
+            self.parts.append(f'<p class="note">{len(rows) - len(shown)} more rows in the CSV export.</p>')
+
+
+_STYLE = """
+p { margin-top: 0px; margin-bottom: 4px; color: {TEXT}; }
+p.title { font-size: 16pt; font-weight: bold; margin-bottom: 2px; }
+p.subtitle { color: {MUTED}; margin-bottom: 8px; }
+p.heading { font-size: 11pt; font-weight: bold; margin-top: 8px; }
+p.strong { font-weight: bold; }
+p.note { color: {MUTED}; font-size: 7.5pt; }
+p.pic { margin-top: 2px; margin-bottom: 6px; }
+table.kv { margin-bottom: 6px; }
+td.key { color: {MUTED}; padding-right: 4px; }
+td.value { color: {TEXT}; padding-right: 10px; }
+table.grid { font-size: {table_pt}pt; margin-bottom: 8px; border-collapse: collapse; }
+table.grid th { text-align: left; padding-right: 6px; font-weight: bold; border-bottom: 1px solid {RULE}; background-color: #e6e9ee; }
+table.grid td { vertical-align: top; padding-right: 6px; }
+"""
+TABLE_POINT_SIZES = (7.5, 6.5, 5.5)  # a table too wide for the page is set smaller, down to 5.5 pt
+
+
+def _style(table_pt: float) -> str:
+    colors = {"{TEXT}": TEXT, "{MUTED}": MUTED, "{RULE}": RULE, "{table_pt}": f"{table_pt:g}"}
+    style = _STYLE
+    for key, value in colors.items():
+        style = style.replace(key, value)
+    return style
+
+
+def _page_layout(landscape: bool) -> QPageLayout:
+    orientation = QPageLayout.Orientation.Landscape if landscape else QPageLayout.Orientation.Portrait
+    margins = QMarginsF(MARGIN_MM, MARGIN_MM, MARGIN_MM, MARGIN_MM)
+    return QPageLayout(QPageSize(QPageSize.PageSizeId.A4), orientation, margins, QPageLayout.Unit.Millimeter)
+
+
+def _document(
+    report: Report, writer: QPdfWriter, table_pt: float, breaks: set[tuple[int, int]] | None = None
+) -> tuple[QTextDocument, _Builder]:
+    paint_rect = QRectF(writer.pageLayout().paintRectPixels(RESOLUTION))
+    footer = FOOTER_MM / 25.4 * RESOLUTION
+    builder = _Builder(paint_rect.width() * 96.0 / RESOLUTION, breaks)
+    body = builder.build(report)
+    doc = QTextDocument()
+    doc.documentLayout().setPaintDevice(writer)
+    font = QFont("DejaVu Sans")
+    font.setStyleHint(QFont.StyleHint.SansSerif)
+    font.setPointSizeF(9.0)
+    doc.setDefaultFont(font)
+    option = QTextOption()
+    option.setWrapMode(QTextOption.WrapMode.WordWrap)  # never break inside a word
+    doc.setDefaultTextOption(option)
+    doc.setDocumentMargin(0)
+    doc.setDefaultStyleSheet(_style(table_pt))
+    for name, image in builder.images:
+        doc.addResource(QTextDocument.ResourceType.ImageResource, QUrl(name), image)
+    doc.setPageSize(QSizeF(paint_rect.width(), paint_rect.height() - footer))
+    doc.setHtml(f"<html><body>{body}</body></html>")
+    return doc, builder
+
+
+def _tables(doc: QTextDocument) -> list[QTextTable]:
+    """The document's tables in document order."""
+    found: list[QTextTable] = []
+
+    def walk(frame: QTextFrame) -> None:
+        for child in frame.childFrames():
+            if isinstance(child, QTextTable):
+                found.append(child)
+            walk(child)
+
+    walk(doc.rootFrame())
+    found.sort(key=lambda table: table.firstPosition())
+    return found
+
+
+def _split_rows(doc: QTextDocument, builder: _Builder) -> set[tuple[int, int]]:
+    """Rows of report tables whose lines Qt spread over two pages, as (table number, row)."""
+    layout = doc.documentLayout()
+    page_height = doc.pageSize().height()
+    split: set[tuple[int, int]] = set()
+    for table, origin in zip(_tables(doc), builder.tables):
+        if origin is None:
+            continue
+        header_rows = table.format().headerRowCount()
+        for row in range(header_rows, table.rows()):
+            tops, bottoms = [], []
+            for column in range(table.columns()):
+                cell = table.cellAt(row, column)
+                block = cell.firstCursorPosition().block()
+                while block.isValid() and block.position() <= cell.lastPosition():
+                    rect = layout.blockBoundingRect(block)
+                    text_layout = block.layout()
+                    for i in range(text_layout.lineCount()):
+                        line = text_layout.lineAt(i)
+                        tops.append(rect.top() + line.y())
+                        bottoms.append(rect.top() + line.y() + line.height())
+                    block = block.next()
+            if tops and int(min(tops) // page_height) != int((max(bottoms) - 0.01) // page_height):
+                split.add((origin[0], origin[1] + row - header_rows))
+    return split
+
+
+def layout_document(report: Report, path: str) -> tuple[QPdfWriter, QTextDocument]:
+    """The writer and the laid-out document: portrait, else landscape, else landscape with smaller tables.
+
+    ``idealWidth`` is the width the content needs with every line wrapped as far as words allow; the
+    first set-up in which it fits the page is used (the last one otherwise).
+    """
+    attempts = [(False, pt) for pt in TABLE_POINT_SIZES[:2]] + [(True, pt) for pt in TABLE_POINT_SIZES]
+    for number, (landscape, table_pt) in enumerate(attempts):
+        writer = QPdfWriter(path)
+        writer.setResolution(RESOLUTION)
+        writer.setTitle(report.title)
+        writer.setCreator("GPU Planner")
+        writer.setPageLayout(_page_layout(landscape))
+        doc, builder = _document(report, writer, table_pt)
+        if doc.idealWidth() <= doc.pageSize().width() + 0.5 or number == len(attempts) - 1:
+            break
+    # a table row never straddles two pages: start a new page (with the header) before each such row
+    breaks: set[tuple[int, int]] = set()
+    for _ in range(doc.pageCount() + 2):
+        split = _split_rows(doc, builder) - breaks
+        if not split:
+            break
+        breaks |= {min(split)}  # the first one; later rows move once it does
+        doc, builder = _document(report, writer, table_pt, breaks)
+    return writer, doc
+
+
+def write_pdf(report: Report, path: str) -> int:
+    """Write the report to ``path``; returns the number of pages."""
+    writer, doc = layout_document(report, path)
+    page = doc.pageSize()
+    pages = doc.pageCount()
     painter = QPainter(writer)
     try:
-        _paint(
-            painter,
-            report,
-            QRectF(writer.pageLayout().paintRectPixels(RESOLUTION)).translated(
-                -writer.pageLayout().paintRectPixels(RESOLUTION).topLeft()
-            ),
-        )
+        footer_font = QFont(doc.defaultFont())
+        footer_font.setPointSizeF(7.5)
+        for number in range(pages):
+            if number:
+                writer.newPage()
+            painter.save()
+            painter.setClipRect(QRectF(0, 0, page.width(), page.height()))
+            painter.translate(QPointF(0, -number * page.height()))
+            context = QAbstractTextDocumentLayout.PaintContext()
+            context.clip = QRectF(0, number * page.height(), page.width(), page.height())
+            context.palette.setColor(QPalette.ColorRole.Text, QColor(TEXT))
+            doc.documentLayout().draw(painter, context)
+            painter.restore()
+            painter.setFont(footer_font)
+            painter.setPen(QColor(DIM))
+            bottom = QRectF(writer.pageLayout().paintRectPixels(RESOLUTION)).height()
+            band = QRectF(0, page.height(), page.width(), bottom - page.height())
+            folio = f"GPU Planner · page {number + 1} of {pages}"
+            metrics = QFontMetricsF(footer_font, writer)
+            if metrics.horizontalAdvance(report.title) + metrics.horizontalAdvance(folio) + 40 < band.width():
+                painter.drawText(band, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom), report.title)
+            painter.drawText(band, int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom), folio)
     finally:
         painter.end()
-
-
-def _mm(value: float) -> float:
-    return value / 25.4 * RESOLUTION
-
-
-def _paint(painter: QPainter, report: Report, page: QRectF) -> None:
-    palette = light_palette()
-    base = QFont("Sans Serif")
-    base.setPointSizeF(8.0)
-    painter.setFont(base)
-    painter.setPen(QColor("#1d1f23"))
-    y = page.top()
-    title = QFont(base)
-    title.setPointSizeF(15)
-    title.setBold(True)
-    painter.setFont(title)
-    h = QFontMetricsF(title).height()
-    painter.drawText(QRectF(page.left(), y, page.width(), h), Qt.AlignmentFlag.AlignLeft, report.title)
-    y += h
-    painter.setFont(base)
-    fm = QFontMetricsF(base)
-    line = fm.height()
-    if report.subtitle:
-        painter.setPen(QColor("#555a63"))
-        painter.drawText(QRectF(page.left(), y, page.width(), line), Qt.AlignmentFlag.AlignLeft, report.subtitle)
-        painter.setPen(QColor("#1d1f23"))
-        y += line
-    y += line * 0.6
-    for kind, payload in report.blocks:
-        if kind == "text":
-            text, bold = payload
-            font = QFont(base)
-            font.setBold(bold)
-            painter.setFont(font)
-            rect = QFontMetricsF(font).boundingRect(
-                QRectF(page.left(), y, page.width(), page.height()), int(Qt.TextFlag.TextWordWrap), text
-            )
-            painter.drawText(QRectF(page.left(), y, page.width(), rect.height()), int(Qt.TextFlag.TextWordWrap), text)
-            painter.setFont(base)
-            y += rect.height() + line * 0.4
-        elif kind == "kv":
-            pairs, columns = payload
-            col_w = page.width() / columns
-            rows = (len(pairs) + columns - 1) // columns
-            for i, (key, value) in enumerate(pairs):
-                col, row = divmod(i, rows)
-                x, yy = page.left() + col * col_w, y + row * line
-                painter.setPen(QColor("#555a63"))
-                painter.drawText(QRectF(x, yy, col_w * 0.48, line), Qt.AlignmentFlag.AlignLeft, key)
-                painter.setPen(QColor("#1d1f23"))
-                painter.drawText(
-                    QRectF(x + col_w * 0.48, yy, col_w * 0.5, line),
-                    Qt.AlignmentFlag.AlignLeft,
-                    fm.elidedText(value, Qt.TextElideMode.ElideRight, col_w * 0.5),
-                )
-            y += rows * line + line * 0.6
-        elif kind == "paint":
-            paint, height_mm = payload
-            rect = QRectF(page.left(), y, page.width(), _mm(height_mm))
-            paint(painter, rect, palette)
-            painter.setFont(base)
-            y += rect.height() + line * 0.5
-        elif kind == "image":
-            image, height_mm = payload
-            target_h = _mm(height_mm)
-            scale = min(page.width() / max(1, image.width()), target_h / max(1, image.height()))
-            w, hh = image.width() * scale, image.height() * scale
-            painter.drawImage(QRectF(page.left(), y, w, hh), image)
-            y += hh + line * 0.5
-        elif kind == "table":
-            y = _table(painter, page, y, base, *payload)
-    painter.setPen(QPen(QColor("#8a8f98")))
-    painter.drawText(
-        QRectF(page.left(), page.bottom() - line, page.width(), line), Qt.AlignmentFlag.AlignRight, "GPU Planner"
-    )
-
-
-def _table(
-    painter: QPainter,
-    page: QRectF,
-    y: float,
-    base: QFont,
-    columns: list[str],
-    rows: list[list[Any]],
-    max_rows: int | None,
-    dim: list[bool],
-) -> float:
-    font = QFont(base)
-    font.setPointSizeF(7.0)
-    fm = QFontMetricsF(font)
-    line = fm.height() * 1.25
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [
-        max([fm.horizontalAdvance(c)] + [fm.horizontalAdvance(r[i]) for r in cells[:60]]) + 8
-        for i, c in enumerate(columns)
-    ]
-    total = sum(widths)
-    if total > page.width():  # shrink the widest columns (elided) to fit the page
-        over = total - page.width()
-        widest = sorted(range(len(widths)), key=lambda i: -widths[i])
-        for i in widest:
-            cut = min(over, widths[i] * 0.6)
-            widths[i] -= cut
-            over -= cut
-            if over <= 0:
-                break
-    room = int((page.bottom() - fm.height() * 2 - y) // line) - 1
-    limit = min(len(cells), room, max_rows if max_rows is not None else len(cells))
-    painter.setFont(font)
-    bold = QFont(font)
-    bold.setBold(True)
-    painter.setFont(bold)
-    x = page.left()
-    for name, w in zip(columns, widths):
-        painter.drawText(QRectF(x + 2, y, w - 4, line), int(Qt.AlignmentFlag.AlignVCenter), name)
-        x += w
-    y += line
-    painter.setPen(QPen(QColor("#8a8f98")))
-    painter.drawLine(int(page.left()), int(y), int(page.left() + sum(widths)), int(y))
-    painter.setFont(font)
-    for index, row in enumerate(cells[:limit]):
-        if index % 2:
-            painter.fillRect(QRectF(page.left(), y, sum(widths), line), QColor("#f1f3f6"))
-        painter.setPen(QColor("#9a9ea6") if index < len(dim) and dim[index] else QColor("#1d1f23"))
-        x = page.left()
-        for value, w in zip(row, widths):
-            painter.drawText(
-                QRectF(x + 2, y, w - 4, line),
-                int(Qt.AlignmentFlag.AlignVCenter),
-                fm.elidedText(value, Qt.TextElideMode.ElideRight, w - 4),
-            )
-            x += w
-        y += line
-    painter.setPen(QColor("#555a63"))
-    if limit < len(cells):
-        painter.drawText(
-            QRectF(page.left(), y, page.width(), line),
-            int(Qt.AlignmentFlag.AlignVCenter),
-            f"… {len(cells) - limit} more rows in the CSV export",
-        )
-        y += line
-    painter.setPen(QColor("#1d1f23"))
-    return y + line * 0.5
+    return pages

@@ -29,7 +29,7 @@ GIB = float(1 << 30)
 @dataclass(frozen=True)
 class Marker:
     x: float
-    kind: str  # checkpoint | preempted | resumed
+    kind: str  # checkpoint | preempted | resumed | stopped (a preemption the user asked for with Stop)
     label: str
 
 
@@ -69,6 +69,10 @@ class RunTelemetry:
         self.sm_reported = False
         self.device: str | None = None
         self.end_status: str | None = None
+        self.end_error: str | None = None  # the trainer's run_end "error" (a failed run)
+        self.checkpoints = 0  # checkpoint events seen: 0 means there is nothing to resume from
+        self.gaps: list[tuple[float, float]] = []  # (x, x) spans without a process (preemption to resume)
+        self.user_stopped = False  # the user pressed Stop: the trainer's next "preempted" is that stop
         self.started = False
         self.version = 0
 
@@ -78,6 +82,16 @@ class RunTelemetry:
             self.t0 = t
         self.last_t = t if self.last_t is None else max(self.last_t, t)
         return t - self.t0
+
+    def _add_gap(self, t: float) -> None:
+        """No data from the last record until ``t`` (a process ended and another started): lines break there."""
+        if self.t0 is None or self.last_t is None or t <= self.last_t:
+            return
+        start, end = self.last_t - self.t0, t - self.t0
+        if self.gaps and self.gaps[-1][1] == start:  # "resumed" right after the new process's run_start
+            self.gaps[-1] = (self.gaps[-1][0], end)
+        else:
+            self.gaps.append((start, end))
 
     def add_records(self, records: Iterable[dict[str, Any]]) -> int:
         """Take telemetry records (any order within a batch; duplicates by ``seq`` are dropped).
@@ -136,10 +150,16 @@ class RunTelemetry:
                 )
             elif kind == "eval":
                 eval_rows.append([self._x(t), _num(rec.get("step")), _num(rec.get("eval_loss"))])
+            elif kind == "user_stop":  # recorded by the window when the user pressed Stop (history backfill)
+                self.user_stopped = True
             elif kind == "run_start":
+                if self.started:  # a restart: no process between the last record and this one
+                    self._add_gap(t)
+                    self.user_stopped = False
                 self._x(t)
                 self.started = True
                 self.end_status = None
+                self.end_error = None
                 total = rec.get("steps_total")
                 if isinstance(total, int) and total > 0:
                     self.steps_total = total
@@ -156,14 +176,28 @@ class RunTelemetry:
                 if isinstance(rec.get("device"), str):
                     self.device = rec["device"]
             elif kind in MARKER_KINDS:
+                if kind == "resumed":
+                    self._add_gap(t)
                 step = rec.get("step")
-                label = {"checkpoint": "checkpoint", "preempted": "preempted", "resumed": "resumed"}[kind]
+                if kind == "preempted" and self.user_stopped:  # the trainer cannot tell a stop from a notice
+                    kind = "stopped"
+                label = {
+                    "checkpoint": "checkpoint",
+                    "preempted": "preempted",
+                    "resumed": "resumed",
+                    "stopped": "stopped",
+                }[kind]
                 if isinstance(step, int):
                     label += f" @ step {step}"
+                if kind == "checkpoint":
+                    self.checkpoints += 1
                 self.markers.append(Marker(self._x(t), kind, label))
             elif kind == "run_end":
                 self._x(t)
                 self.end_status = str(rec.get("status") or "finished")
+                if self.end_status == "preempted" and self.user_stopped:
+                    self.end_status = "stopped"
+                self.end_error = str(rec["error"]) if rec.get("error") else None
         for key, rows in gpu_rows.items():
             buf = self.gpus.get(key)
             if buf is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal, Slot
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtGui import QDesktopServices, QFontDatabase
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QPlainTextEdit,
     QProgressBar,
     QPushButton,
     QSplitter,
@@ -34,6 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner.ui.alert_banner import AlertBanner
+from gpuplanner.ui.human import human_duration, human_money
 from gpuplanner.ui.launch_dialog import LaunchDialog, LaunchRequest, demo_dir
 from gpuplanner.ui.live_plots import LivePlots
 from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
@@ -42,14 +44,34 @@ from gpuplanner.ui.run_telemetry import RunTelemetry
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
 FINAL_STATES = ("finished", "failed", "stopped", "killed")
+ENDED_STATES = {"budget_stop": "finished", "early_stop": "finished"}  # history status -> the pane's state
 ACTIVE_STATES = ("starting", "running", "stopping", "resuming", "unreachable")
 REDRAW_HZ = 15
 ALERT_EVERY_S = 5.0
 WINDOWS = (("Last 10 minutes", 600.0), ("Last hour", 3600.0), ("Full history", 0.0))
 
 
-def demo_request(max_steps: int = 400) -> LaunchRequest:
-    """The demo run: the shipped tiny GPT-2 config and corpus on this machine, fast telemetry."""
+DEMO_STEPS_KEY = "demo/steps"
+DEMO_STEPS = 3000  # about a minute and a half on one CPU core: time to try Stop and Simulate preemption
+
+
+def demo_steps() -> int:
+    """How many steps the demo run trains (the settings' ``demo/steps``, else :data:`DEMO_STEPS`)."""
+    from gpuplanner.ui.launch_dialog import _settings_store
+
+    try:
+        steps = int(_settings_store().value(DEMO_STEPS_KEY, DEMO_STEPS))
+    except (TypeError, ValueError):
+        return DEMO_STEPS
+    return max(10, steps)
+
+
+def demo_request(max_steps: int | None = None) -> LaunchRequest:
+    """The demo run: the shipped tiny GPT-2 config and corpus on this machine, fast telemetry; it trains
+    ``max_steps`` (default :func:`demo_steps`), checkpointing every 250 steps so Resume has one to use."""
+    if max_steps is None:
+        max_steps = demo_steps()
+    every = str(max(10, min(250, max_steps // 4)))
     demo = demo_dir()
     args = [
         "--model-config",
@@ -67,11 +89,11 @@ def demo_request(max_steps: int = 400) -> LaunchRequest:
         "--warmup-steps",
         "20",
         "--eval-every-steps",
-        "50",
+        every,
         "--eval-batches",
         "2",
         "--checkpoint-every-steps",
-        "100",
+        every,
         "--checkpoint-every-minutes",
         "0",
         "--log-interval-s",
@@ -83,16 +105,11 @@ def demo_request(max_steps: int = 400) -> LaunchRequest:
 
 
 def _money(value: float | None) -> str:
-    return "—" if value is None else f"${value:,.2f}"
+    return "—" if value is None else human_money(value)
 
 
 def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    seconds = int(round(seconds))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+    return "—" if seconds is None else human_duration(seconds)
 
 
 @dataclass
@@ -112,6 +129,8 @@ class RunEntry:
     finished_emitted: bool = False
     alerts: list[tuple[str, str]] = field(default_factory=list)
     alerts_checked: float = 0.0
+    failure: dict[str, Any] | None = None  # error and stderr tail of a failed run (run_failure)
+    failure_requested: bool = False
 
 
 class RunsPane(QWidget):
@@ -213,6 +232,23 @@ class RunsPane(QWidget):
         rlay.addLayout(prog)
         self.alert_banner = AlertBanner()
         rlay.addWidget(self.alert_banner)
+        self.failure_panel = QWidget()
+        flay = QVBoxLayout(self.failure_panel)
+        flay.setContentsMargins(0, 0, 0, 0)
+        self.failure_label = QLabel()
+        self.failure_label.setWordWrap(True)
+        self.failure_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.failure_label.setStyleSheet("color: #b00020; font-weight: bold")
+        self.failure_text = QPlainTextEdit()
+        self.failure_text.setReadOnly(True)
+        self.failure_text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.failure_text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.failure_text.setMaximumHeight(150)
+        self.failure_text.setToolTip("The last lines the trainer wrote to stderr on the host (kept in the history)")
+        flay.addWidget(self.failure_label)
+        flay.addWidget(self.failure_text)
+        self.failure_panel.setVisible(False)
+        rlay.addWidget(self.failure_panel)
         self.plots = LivePlots()
         rlay.addWidget(self.plots, 1)
         buttons = QHBoxLayout()
@@ -246,10 +282,32 @@ class RunsPane(QWidget):
         return [(h.name, h.display_name, h.price_usd_per_gpu_hour) for h in list_hosts(self.services.db_path)]
 
     def make_launch_dialog(self, settings: dict[str, Any]) -> LaunchDialog:
-        settings = dict(settings or {})
-        if not settings.get("data"):
-            settings["data"] = [str(demo_dir() / "corpus")]
-        return LaunchDialog(self.hosts_for_dialog(), settings, self, on_measure=self.measure)
+        return LaunchDialog(
+            self.hosts_for_dialog(),
+            settings,
+            self,
+            on_measure=self.measure,
+            defaults={"data": [str(demo_dir() / "corpus")]},
+            on_check=self.check_launch,
+        )
+
+    def check_launch(self, values: dict[str, Any], dialog: LaunchDialog) -> None:
+        """The pre-launch checks (:mod:`preflight`) on the worker thread; the answer goes to ``dialog``."""
+        db_path, host = self.services.db_path, values.get("host")
+
+        def job(manager: Any) -> list[str]:
+            from gpuplanner.ui.preflight import check_on_host
+
+            return check_on_host(manager, db_path, str(host), values)
+
+        def answer(problems: list[str], note: str | None = None) -> None:
+            try:
+                if dialog.isVisible():
+                    dialog.check_finished(problems, note)
+            except RuntimeError:  # the dialog is gone
+                pass
+
+        self.controller.submit(job, answer, lambda exc: answer([], f"Could not check the settings on {host}: {exc}"))
 
     def open_launch_dialog(self, settings: dict[str, Any]) -> None:
         """The launch dialog prefilled from the Plan pane's settings; launches on OK."""
@@ -416,12 +474,27 @@ class RunsPane(QWidget):
             return
         db_path = self.services.db_path
 
-        def job(manager: Any) -> list[tuple[int, str, str, RunTelemetry]]:
+        def job(manager: Any) -> tuple[list[tuple[int, str, str, RunTelemetry]], Any]:
             from gpuplanner.history.db import connect
             from gpuplanner.history.runs import list_runs
+            from gpuplanner.ui.run_failure import load_failure, stopped_by_user
 
             db = connect(db_path)
             try:
+                last = None  # the newest run launched from here that ended: shown (selected) when none runs
+                for run in list_runs(db):
+                    if run.status == "running" or not (run.config or {}).get("launch"):
+                        continue
+                    tel = RunTelemetry(run.id)
+                    tel.planned_cost_usd = run.planned_cost_usd
+                    tel.price_per_gpu_hour = run.price_usd_per_gpu_hour
+                    tel.backfill_from_history(db, run.id)
+                    state = ENDED_STATES.get(run.status, run.status)
+                    if run.status == "preempted" and stopped_by_user(db, run.id):
+                        state = "stopped"
+                    failure = load_failure(db, run.id) if run.status == "failed" else None
+                    last = (run.id, run.name or f"Run {run.id}", run.host or "?", tel, state, failure)
+                    break
                 found = []
                 for run in list_runs(db, status="running"):
                     if not (run.config or {}).get("launch"):
@@ -437,7 +510,7 @@ class RunsPane(QWidget):
                     except Exception:
                         continue
                     found.append((run.id, run.name or f"Run {run.id}", run.host or "?", tel))
-                return found
+                return found, last
             finally:
                 db.close()
 
@@ -445,8 +518,18 @@ class RunsPane(QWidget):
             job, self._on_reattached, lambda exc: self._say(f"Could not reattach to running runs: {exc}")
         )
 
-    def _on_reattached(self, found: list[tuple[int, str, str, RunTelemetry]]) -> None:
-        for run_id, name, host, tel in found:
+    def _on_reattached(self, answer: tuple[list[tuple[int, str, str, RunTelemetry]], Any]) -> None:
+        found, last = answer
+        if last is not None and last[0] not in self.runs:
+            run_id, name, host, tel, state, failure = last
+            entry = self._add_entry(run_id, name, host, telemetry=tel)
+            entry.state, entry.finished_emitted = state, True
+            entry.failure, entry.failure_requested = failure, failure is not None
+            if failure and isinstance(failure.get("exit_code"), int):
+                entry.exit_code = failure["exit_code"]
+            self._update_item(entry)
+            self._update_text()
+        for run_id, name, host, tel in found:  # a running run is what the pane shows first
             self._add_entry(run_id, name, host, telemetry=tel)
 
     # -- producers (slots for the controller's queued signals) ----------------------------------
@@ -479,9 +562,62 @@ class RunsPane(QWidget):
             if not entry.finished_emitted:
                 entry.finished_emitted = True
                 entry.alerts_checked = 0.0
-                self.runFinished.emit(entry.run_id)
+                if status.state == "failed" and not entry.failure_requested:
+                    entry.failure_requested = True
+                    self._collect_failure(entry, status)  # runFinished once the failure is stored
+                else:
+                    self.runFinished.emit(entry.run_id)
         elif status.state in ACTIVE_STATES:
             entry.finished_emitted = False
+            entry.failure_requested, entry.failure = False, None
+
+    def _collect_failure(self, entry: RunEntry, status: Any) -> None:
+        """Read the failed run's stderr tail from its host and keep it in the history (worker thread)."""
+        db_path = self.services.db_path
+        run_id, host, run_dir, code = entry.run_id, status.host, status.run_dir or entry.run_dir, status.exit_code
+
+        def job(manager: Any) -> dict[str, Any]:
+            from gpuplanner.ui.run_failure import collect_failure
+
+            return collect_failure(manager, db_path, run_id, host, run_dir or "", code)
+
+        def done(detail: dict[str, Any]) -> None:
+            entry.failure = detail
+            if entry is self.current():
+                self._update_text()
+            self.runFinished.emit(entry.run_id)  # the History pane reloads, the failure stored
+
+        def failed(exc: Exception) -> None:
+            entry.failure = {"error": entry.telemetry.end_error, "stderr_tail": "", "stderr_problem": str(exc)}
+            if entry is self.current():
+                self._update_text()
+            self.runFinished.emit(entry.run_id)
+
+        if not self._shut_down:
+            self.controller.submit(job, done, failed)
+
+    def _update_failure(self, entry: RunEntry | None) -> None:
+        """The failure panel: why the run failed (the error) and the last lines of the trainer's stderr."""
+        if entry is None or entry.state != "failed":
+            self.failure_panel.setVisible(False)
+            return
+        failure = entry.failure or {}
+        error = failure.get("error") or entry.telemetry.end_error
+        code = entry.exit_code if entry.exit_code is not None else failure.get("exit_code")
+        head = "Failed" + (f" (exit {code})" if code is not None else "")
+        if error:
+            head += f": {error}"
+        elif entry.failure is None:
+            head += ": reading the error from the host…"
+        tail = failure.get("stderr_tail") or ""
+        if entry.failure is not None and not tail:
+            tail = failure.get("stderr_problem") or "(the trainer wrote nothing to stderr)"
+        self.failure_label.setText(head)
+        if self.failure_text.toPlainText() != tail:
+            self.failure_text.setPlainText(tail)
+            self.failure_text.verticalScrollBar().setValue(self.failure_text.verticalScrollBar().maximum())
+        self.failure_text.setVisible(bool(tail))
+        self.failure_panel.setVisible(True)
 
     # -- timers ---------------------------------------------------------------------------------
     @Slot()
@@ -539,6 +675,7 @@ class RunsPane(QWidget):
         entry = self.current()
         for button in (self.stop_button, self.kill_button, self.preempt_button, self.resume_button, self.folder_button):
             button.setEnabled(False)
+        self._update_failure(entry)
         if entry is None:
             self.simulated_badge.setVisible(False)
             self.alert_banner.set_alerts([])
@@ -576,7 +713,13 @@ class RunsPane(QWidget):
         self.stop_button.setEnabled(active or entry.state in ("preempted",))
         self.kill_button.setEnabled(active or entry.state in ("preempted", "stopping"))
         self.preempt_button.setEnabled(entry.state == "running")
-        self.resume_button.setEnabled(entry.state in ("stopped", "preempted", "failed", "killed"))
+        resumable = entry.state in ("stopped", "preempted", "failed", "killed")
+        self.resume_button.setEnabled(resumable and tel.checkpoints > 0)
+        self.resume_button.setToolTip(
+            "Restart from the newest checkpoint in the run directory"
+            if tel.checkpoints or not resumable
+            else "No checkpoint was written: there is nothing to resume from (launch the run again)"
+        )
         self.folder_button.setEnabled(bool(entry.run_dir))
         self._update_alerts(entry)
 
@@ -613,6 +756,22 @@ class RunsPane(QWidget):
         self._say("")
         if action == "resume":
             entry.finished_emitted = False
+        if action == "stop":  # the trainer reports a stop like a preemption: the window knows better
+            entry.telemetry.user_stopped = True
+            db_path, stop = self.services.db_path, calls["stop"]
+
+            def stop_and_record(manager: Any) -> None:
+                from gpuplanner.history.db import connect
+                from gpuplanner.ui.run_failure import record_event
+
+                stop(manager)
+                db = connect(db_path)
+                try:
+                    record_event(db, run_id, "user_stop", {"by": "window"})
+                finally:
+                    db.close()
+
+            calls["stop"] = stop_and_record
         self.controller.submit(calls[action], None, lambda exc: self._say(f"{action.capitalize()} failed: {exc}"))
 
     @Slot()

@@ -47,6 +47,7 @@ def sortable_table(
     table.setAlternatingRowColors(True)
     table.verticalHeader().setVisible(False)
     table.verticalHeader().setDefaultSectionSize(22)
+    table.setTabKeyNavigation(False)  # Tab moves on to the next control; arrow keys move between cells
     return table
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,10 @@ from gpuplanner.history.ingest import ingest_records
 from gpuplanner.history.runs import create_run, list_runs
 from gpuplanner.ui.history_model import EXPORT_COLUMNS, SORT_ROLE
 from gpuplanner.ui.history_pane import HistoryPane
+from gpuplanner.ui.report_pdf import MARGIN_MM, cell_text
 from tests.history.streams import StreamBuilder, hand_computed_run
 from tests.ui.helpers import wait_for_history
+from tests.ui.pdf_check import missing_words, outside, overlaps, read_words
 
 
 def preempted_run() -> StreamBuilder:
@@ -109,7 +110,7 @@ def test_runs_show_the_history_numbers(pane: HistoryPane, services: Any, runs: d
     assert not pane.empty_label.isVisibleTo(pane)
     eight = runs["eight"]
     # the example: 8 GPUs for 1.25 h at $8 = $80, 60% utilisation, $13.33 per effective GPU-hour
-    assert cell(pane, eight, "hours") == "1.25"
+    assert cell(pane, eight, "hours") == "1 h 15 min"
     assert cell(pane, eight, "cost_usd") == "80.00"
     assert cell(pane, eight, "avg_util_pct") == "60"
     assert cell(pane, eight, "cost_per_effective_gpu_hour_usd") == "13.33"
@@ -198,9 +199,13 @@ def test_export_csv_markdown_pdf(
     pane.select_runs([runs["eight"]])
     path = pane.export_dialog("pdf")
     assert path == str(tmp_path / "report.pdf")
-    data = Path(path).read_bytes()
-    assert data.startswith(b"%PDF")
-    assert len(re.findall(rb"/Type\s*/Page(?!s)", data)) == 1
+    pages = read_words(Path(path))
+    assert len(pages.sizes) == 1
+    assert overlaps(pages) == []
+    assert outside(pages, MARGIN_MM / 25.4 * 72) == []
+    _, table_rows = pane.export_rows()
+    assert not missing_words(pages, [cell_text(v) for row in table_rows for v in row])
+    assert not any("…" in word for word in pages.texts())
 
 
 def test_delete_asks_first(

@@ -43,7 +43,7 @@ def test_measure_button_validates_then_ends_a_standalone_dialog_with_measure(qtb
 @pytest.mark.slow
 def test_measure_runs_trainer_bench_on_the_host_and_reports_it(
     qtbot: Any,
-    runs_pane: Any,  # noqa: F811
+    runs_pane: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     dialogs: list[LaunchDialog] = []
@@ -75,7 +75,7 @@ def test_measure_runs_trainer_bench_on_the_host_and_reports_it(
 
 
 @pytest.mark.slow
-def test_a_failed_measurement_says_why(qtbot: Any, runs_pane: Any, tmp_path: Any) -> None:  # noqa: F811
+def test_a_failed_measurement_says_why(qtbot: Any, runs_pane: Any, tmp_path: Any) -> None:
     from gpuplanner.ui.launch_dialog import LaunchRequest
 
     runs_pane.measure(
@@ -88,7 +88,7 @@ def test_a_failed_measurement_says_why(qtbot: Any, runs_pane: Any, tmp_path: Any
     assert "data not found" in runs_pane.message_label.text() and "b00020" in runs_pane.message_label.styleSheet()
 
 
-def test_the_message_says_when_the_planner_cannot_use_a_measurement(runs_pane: Any) -> None:  # noqa: F811
+def test_the_message_says_when_the_planner_cannot_use_a_measurement(runs_pane: Any) -> None:
     from gpuplanner.ui.launch_dialog import LaunchRequest
 
     request = LaunchRequest("box", [])

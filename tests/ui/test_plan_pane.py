@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,9 @@ from gpuplanner.planning import comparison_request
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE
 from gpuplanner.ui.plan_inputs import default_values, request_from_values
 from gpuplanner.ui.plan_pane import PlanPane
+from gpuplanner.ui.report_pdf import MARGIN_MM, cell_text
 from tests.ui.helpers import wait_for_result
+from tests.ui.pdf_check import missing_words, outside, overlaps, read_words
 
 
 @pytest.fixture
@@ -235,9 +236,13 @@ def test_exports_write_checked_files(pane: PlanPane, tmp_path: Path) -> None:
     assert not image.isNull() and image.width() > 100 and image.height() > 100
 
     pane.export_pdf(tmp_path / "report.pdf")
-    data = (tmp_path / "report.pdf").read_bytes()
-    assert data.startswith(b"%PDF")
-    assert len(re.findall(rb"/Type\s*/Page(?!s)", data)) == 1
+    pages = read_words(tmp_path / "report.pdf")
+    assert overlaps(pages) == []
+    assert outside(pages, MARGIN_MM / 25.4 * 72) == []
+    _, table_rows = pane.export_table()
+    assert not missing_words(pages, [cell_text(v) for row in table_rows for v in row])
+    assert not missing_words(pages, [pane.result.recommendation])
+    assert not any("…" in word for word in pages.texts())
 
 
 def test_export_through_the_file_dialog(pane: PlanPane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

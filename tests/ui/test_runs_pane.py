@@ -139,7 +139,7 @@ def test_launch_dialog_maps_plan_settings(qtbot) -> None:
     assert "1.50" in dialog.price_label.text()
     dialog.data_edit.setText("")
     dialog.accept()
-    assert dialog.error_label.text().startswith("Give the training data")
+    assert dialog.error_label.text().startswith("Data: needs the training data")
 
 
 def test_peak_decimator_matches_a_fresh_reduction_as_rows_arrive_and_drop() -> None:

@@ -20,8 +20,6 @@ from gpuplanner.ui import main_window
 from gpuplanner.ui.main_window import MainWindow
 from tests.conftest import REPO_ROOT
 
-pytestmark = [pytest.mark.qt_log_level_fail("WARNING"), pytest.mark.qt_log_ignore("propagateSizeHints")]
-
 
 class UrlCatcher(QObject):
     def __init__(self) -> None:

@@ -1,0 +1,88 @@
+"""The launch dialog fits small screens (the buttons stay visible), opens at a size that fits its screen,
+and remembers the values typed last time (private QSettings per test, tests/ui/conftest.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QRect
+from PySide6.QtWidgets import QApplication, QWidget
+
+from gpuplanner.ui.launch_dialog import LaunchDialog, merged_settings
+
+HOSTS = [("local", "This machine", None), ("box", "box (SSH)", 2.0)]
+
+
+def _inside(widget: QWidget, area: QRect) -> bool:
+    top_left = widget.mapToGlobal(widget.rect().topLeft())
+    return area.contains(QRect(top_left, widget.size()))
+
+
+def test_fits_1280x800_with_buttons_visible(qtbot: Any) -> None:
+    screen = QApplication.primaryScreen()
+    dialog = LaunchDialog(HOSTS, {"data": ["/data/a.txt"]})
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    wanted = dialog.preferred_size()
+    assert wanted.width() <= 1280 - 40 and wanted.height() <= 800 - 60, wanted  # two columns: no scrolling
+    room = screen.availableGeometry()
+    assert dialog.width() <= room.width() and dialog.height() <= room.height()
+    area = dialog.frameGeometry()
+    for button in (dialog.launch_button, dialog.measure_button):
+        assert button.isVisible() and _inside(button, area)
+
+
+def test_opens_smaller_than_its_screen_and_scrolls(qtbot: Any) -> None:
+    screen = QApplication.primaryScreen()
+    room = screen.availableGeometry()
+    dialog = LaunchDialog(HOSTS, {})
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    assert dialog.width() <= room.width() and dialog.height() <= room.height()
+    dialog.resize(700, 420)  # a tiny screen: the fields scroll, the buttons stay
+    qtbot.waitUntil(lambda: dialog.scroll.verticalScrollBar().maximum() > 0)
+    assert dialog.launch_button.isVisible() and dialog.launch_button.geometry().bottom() < dialog.height()
+
+
+def test_remembers_the_values_typed(qtbot: Any) -> None:
+    first = LaunchDialog(HOSTS, {})
+    qtbot.addWidget(first)
+    first.model_config_edit.setText("/models/tiny.json")
+    first.data_edit.setText("/data/a.txt; /data/b.jsonl")
+    first.seq_spin.setValue(128)
+    first.micro_spin.setValue(3)
+    first.host_combo.setCurrentIndex(1)
+    first.extra_edit.setText("--lr 1e-4")
+    first.name_edit.setText("only-this-run")
+    first.accept()
+
+    again = LaunchDialog(HOSTS, {}, defaults={"data": ["/demo/corpus"]})
+    qtbot.addWidget(again)
+    v = again.values()
+    assert v["model_config"] == "/models/tiny.json" and v["data"] == ["/data/a.txt", "/data/b.jsonl"]
+    assert v["seq_len"] == 128 and v["micro_batch"] == 3 and v["host"] == "box" and v["extra"] == "--lr 1e-4"
+    assert v["name"] is None  # a run name is per run
+
+    from_plan = LaunchDialog(HOSTS, {"model": "gpt2", "model_config": None, "seq_len": 256, "spot": False})
+    qtbot.addWidget(from_plan)
+    v = from_plan.values()
+    assert v["model"] == "gpt2" and v["model_config"] is None  # the plan's model, not last run's config
+    assert v["seq_len"] == 256 and v["data"] == ["/data/a.txt", "/data/b.jsonl"]
+
+
+def test_merge_order() -> None:
+    merged = merged_settings({"seq_len": 64, "data": ["x"]}, {"seq_len": None, "epochs": 2}, {"data": ["demo"]})
+    assert merged == {"seq_len": 64, "data": ["x"], "epochs": 2}
+
+
+def test_launch_this_plan_from_a_preset_uses_its_hugging_face_id(qtbot: Any) -> None:
+    dialog = LaunchDialog(HOSTS, {"model": "llama-3.1-8b", "model_config": None, "seq_len": 2048})
+    qtbot.addWidget(dialog)
+    assert dialog.model_edit.text() == "meta-llama/Llama-3.1-8B"
+    args = dialog.request().trainer_args
+    assert args[args.index("--model") + 1] == "meta-llama/Llama-3.1-8B"
+    custom = LaunchDialog(HOSTS, {"model": "my-org/my-model"}, remember=False)
+    qtbot.addWidget(custom)
+    assert custom.model_edit.text() == "my-org/my-model"
