@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuplanner.launch.budget import budget_problem
 from gpuplanner.resources import resources_dir
 from gpuplanner.ui.preflight import hf_id_for
 
@@ -429,6 +430,11 @@ class LaunchDialog(QDialog):
             shlex.split(v["extra"])
         except ValueError as exc:
             return f"Extra flags: {exc}"
+        if budget_problem(v["budget_usd"], v["price_per_gpu_hour"]):  # the one rule the CLI and RunManager apply
+            return (
+                f"Budget: {self.host_combo.currentText()} has no price per GPU-hour, so the spend could never reach "
+                "the budget; set the host's price in the Hosts pane, or clear the budget."
+            )
         return None
 
     def accept(self) -> None:

@@ -88,6 +88,15 @@ def changed_key_box(exc: Any, parent: QWidget | None = None) -> QMessageBox:
         "in known_hosts. Someone may be intercepting the connection, or the host was reinstalled. "
         f"If the change is expected, remove the old entry (<code>ssh-keygen -R '{name}'</code>) and try again."
     )
+    if getattr(exc, "revoked", False):
+        box.setWindowTitle("Host key revoked: connection refused")
+        box.setText(f"<b>The key {name} offers is marked revoked. GPU Planner refuses to connect.</b>")
+        box.setInformativeText(
+            f"The host offers a {getattr(exc, 'key_type', '?')} key with fingerprint "
+            f"<code>{getattr(exc, 'fingerprint_sha256', '?')}</code>, which a <code>@revoked</code> line in "
+            "known_hosts lists: its owner withdrew it, so it may be stolen. Ask the host's administrator for "
+            "the host's new key."
+        )
     box.setStandardButtons(QMessageBox.StandardButton.Close)
     return box
 

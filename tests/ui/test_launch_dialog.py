@@ -86,3 +86,18 @@ def test_launch_this_plan_from_a_preset_uses_its_hugging_face_id(qtbot: Any) -> 
     custom = LaunchDialog(HOSTS, {"model": "my-org/my-model"}, remember=False)
     qtbot.addWidget(custom)
     assert custom.model_edit.text() == "my-org/my-model"
+
+
+def test_a_budget_on_a_host_without_a_price_is_refused_at_the_field(qtbot: Any) -> None:
+    dialog = LaunchDialog(HOSTS, {"model_config": "/models/tiny.json", "data": ["/data/a.txt"]})
+    qtbot.addWidget(dialog)
+    dialog.host_combo.setCurrentIndex(0)  # this machine: no price
+    dialog.budget_spin.setValue(5.0)
+    problem = dialog.validate()
+    assert problem is not None and problem.startswith("Budget: This machine has no price per GPU-hour")
+    assert "Hosts pane" in problem and "--" not in problem  # the window's words, not CLI flags
+    dialog.host_combo.setCurrentIndex(1)  # $2.00 per GPU-hour: the budget can be reached
+    assert dialog.validate() is None
+    dialog.host_combo.setCurrentIndex(0)
+    dialog.budget_spin.setValue(0.0)  # no budget: fine without a price
+    assert dialog.validate() is None

@@ -103,6 +103,14 @@ def test_trust_dialog_accepts_and_refuses(qtbot) -> None:
     assert "refuses to connect" in box.text()
     assert exc.fingerprint_sha256 in box.informativeText()
     assert len(box.buttons()) == 1  # Close only: no way to connect anyway
+    assert "revoked" not in box.windowTitle()
+
+    exc.revoked = True  # a key listed under @revoked in known_hosts (launch.known_hosts.RevokedHostKey)
+    revoked = changed_key_box(exc)
+    qtbot.addWidget(revoked)
+    assert revoked.windowTitle() == "Host key revoked: connection refused"
+    assert "marked revoked" in revoked.text() and exc.fingerprint_sha256 in revoked.informativeText()
+    assert len(revoked.buttons()) == 1
 
 
 def test_launch_dialog_maps_plan_settings(qtbot) -> None:
