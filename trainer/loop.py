@@ -7,6 +7,7 @@ a stop signal or preemption notice, 1 failed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import socket
@@ -20,13 +21,13 @@ from typing import Any, TextIO
 import torch
 import torch.nn.functional as F
 
-from . import checkpoint, dist, protocol
+from . import checkpoint, dist, losses, protocol
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .config import TrainConfig, to_dict, write_resolved
 from .flops import peak_flops
 from .mirror import Mirror, fetch_newest
-from .model import build_model, count_params, flops_per_token, pick_device, pick_precision, save_final
+from .model import build_model, count_params, pick_device, resolve_precision, save_final, training_flops
 from .nvml_sampler import Activity, GpuSampler, open_source
 from .preemption import (
     BUDGET_STOP,
@@ -40,8 +41,10 @@ from .preemption import (
 )
 from .telemetry import StepRateLimiter, Telemetry, warn
 
+causal_loss_sum = losses.causal_loss_sum  # the plain path (full logits), also what callers import from here
+IGNORE_INDEX = losses.IGNORE_INDEX
+
 EXIT_OK, EXIT_FAILED, EXIT_RESUME = 0, 1, 75
-IGNORE_INDEX = -100  # cross-entropy target that contributes nothing
 
 
 @dataclass
@@ -79,6 +82,7 @@ class BenchStats:
     peak_allocated: int = 0
     peak_reserved: int = 0
     flops_per_token: float = 0.0
+    hardware_flops_per_token: float = 0.0
     peak_flops: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -102,22 +106,6 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig, device: torch.de
         return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95), fused=True)
     except (RuntimeError, TypeError, ValueError):
         return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95), foreach=True)
-
-
-def causal_loss_sum(
-    model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device, autocast: Any
-) -> torch.Tensor:
-    """Summed next-token cross-entropy over a micro-batch (fp32 logits for the loss)."""
-    ids = batch["input_ids"].to(device, non_blocking=True)
-    kwargs = {}
-    if "position_ids" in batch:
-        kwargs["position_ids"] = batch["position_ids"].to(device, non_blocking=True)
-    with autocast():
-        logits = model(input_ids=ids, **kwargs).logits
-    # Shift the targets, not the logits: slicing ``logits[:, :-1]`` would copy the whole logits tensor
-    # (and its gradient) every step. The last position has no next token and is ignored.
-    targets = F.pad(ids[:, 1:], (0, 1), value=IGNORE_INDEX)
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
 
 
 def target_count(batch: dict[str, torch.Tensor]) -> int:
@@ -283,16 +271,23 @@ class _Trainer:
     def _model(self) -> None:
         c = self.config
         self.cls = c.task == "seq-cls"
-        self.loss_fn = classification_loss_sum if self.cls else causal_loss_sum
         labels = self.data.labels if self.cls else None
+        self.precision = resolve_precision(c.precision, self.device)
+        self.dtype = self.precision.compute
         self.model = build_model(
             c,
             self.tokenizer.vocab_size,
             self.tokenizer.eos_token_id,
             labels=labels,
             pad_id=getattr(self.tokenizer, "pad_token_id", None),
+            precision=self.precision,
         ).to(self.device)
         self.model.train()
+        self.loss_fn: Any = classification_loss_sum
+        self.loss_impl = "classification"
+        if not self.cls:  # the output head computes the loss in chunks (or Liger's kernel): no full logits
+            head_loss, self.loss_impl = losses.install(self.model, c.loss_impl, self.device)
+            self.loss_fn = functools.partial(causal_loss_sum, head_loss=head_loss)
         self.trainable = [n for n, p in self.model.named_parameters() if p.requires_grad]
         self.full_state = len(self.trainable) == sum(1 for _ in self.model.parameters())
         self.fsdp = bool(c.fsdp and self.info.distributed)
@@ -308,7 +303,6 @@ class _Trainer:
             )
         if self.fsdp:
             fsdp_mod.shard(self.model)  # before the optimizer: it must see the sharded parameters
-        self.dtype = pick_precision(c.precision, self.device)
         self.optimizer = make_optimizer(self.model, c, self.device)
         self.scaler = (
             torch.amp.GradScaler("cuda") if self.dtype == torch.float16 and self.device.type == "cuda" else None
@@ -363,6 +357,15 @@ class _Trainer:
         self.state = RunState(**{k: v for k, v in st.items() if k in known})
         self.state.world = self.info.world
         return path
+
+    def param_dtypes(self) -> dict[str, int]:
+        """Parameter count per dtype: trained parameters (and so their gradients and optimizer states)
+        and frozen ones separately, as the precision promises them."""
+        out: dict[str, int] = {}
+        for p in self._raw_model().parameters():
+            key = ("trained_" if p.requires_grad else "frozen_") + str(p.dtype).replace("torch.", "")
+            out[key] = out.get(key, 0) + p.numel()
+        return out
 
     def multi_storage_ok(self) -> bool:
         """False when some node writes its own copy of the checkpoints (run dirs on separate disks)."""
@@ -473,7 +476,7 @@ class _Trainer:
             else:
                 if self.config.reset_position_ids:
                     b["position_ids"] = data_mod.position_ids(b["input_ids"], self.data.eos_id)
-                total[0] += causal_loss_sum(self._raw_model(), b, self.device, self.autocast).double()
+                total[0] += self.loss_fn(self._raw_model(), b, self.device, self.autocast).double()
             total[1] += target_count(b)
         self.model.train()
         dist.all_sum(total, self.info)
@@ -513,11 +516,12 @@ class _Trainer:
         fwd_model = torch.compile(self.model) if c.compile else self.model
         self.autocast = (
             (lambda: torch.autocast(self.device.type, dtype=self.dtype))
-            if self.dtype != torch.float32
+            if self.precision.autocast
             else contextlib.nullcontext
         )
         n_params, n_trainable = count_params(raw)
-        fpt = flops_per_token(raw, c.seq_len, c.grad_checkpointing, c.lora_rank > 0)
+        self.flops = training_flops(raw, c.seq_len, c.grad_checkpointing)
+        fpt = self.flops.model
         dev_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
         peak = c.peak_tflops * 1e12 if c.peak_tflops else peak_flops(dev_name, self.dtype)
         gb = c.micro_batch * c.grad_accum * info.world
@@ -528,13 +532,16 @@ class _Trainer:
             **_host_info(self.device),
             world_size=info.world,
             device=dev_name,
-            precision=str(self.dtype).replace("torch.", ""),
+            precision=self.precision.name,
+            param_dtypes=self.param_dtypes(),
+            loss_impl=self.loss_impl,
             params=n_params,
             trainable_params=n_trainable,
             train_sequences=self.data.n_train,
             eval_sequences=self.data.n_eval,
             steps_total=self.total_steps,
             flops_per_token=fpt,
+            hardware_flops_per_token=self.flops.hardware,
             peak_flops=peak,
             resumed_from_step=start_step if resumed else None,
             pid=os.getpid(),
@@ -546,10 +553,13 @@ class _Trainer:
             self.tele.emit("resumed", step=start_step, checkpoint=str(resumed), spend_usd=self.state.spend_usd)
         if self.bench is not None:
             self.bench.flops_per_token, self.bench.peak_flops = fpt, peak
+            self.bench.hardware_flops_per_token = self.flops.hardware
             self.bench.tokens_per_step, self.bench.samples_per_step = gb * c.seq_len, gb
             self.bench.info = {
                 "device": dev_name,
-                "precision": str(self.dtype).replace("torch.", ""),
+                "precision": self.precision.name,
+                "param_dtypes": self.param_dtypes(),
+                "loss_impl": self.loss_impl,
                 "params": n_params,
                 "trainable_params": n_trainable,
                 "world_size": info.world,
@@ -723,6 +733,7 @@ class _Trainer:
             data_wait_s=win["wait"] / win["steps"],
             peak_mem_bytes=_peak_mem(self.device),
             mfu=(fpt * tokens_per_s / (peak * self.info.world)) if peak else None,
+            hfu=(self.flops.hardware * tokens_per_s / (peak * self.info.world)) if peak else None,
             spend_usd=s.spend_usd,
             gpu_hours=s.gpu_hours,
             elapsed_s=s.elapsed_s,
