@@ -108,20 +108,27 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
                 if grad_h is not None:
                     grad_h[start : start + chunk] = gc @ w
                 if grad_w is not None:
-                    grad_w += gc.t() @ h
+                    if gc.dtype == grad_w.dtype:
+                        grad_w.addmm_(gc.t(), h)  # no weight-sized temporary
+                    else:
+                        grad_w += gc.t() @ h  # a 16-bit temporary, accumulated in fp32
         ctx.save_for_backward(
             *(x if x is not None else torch.empty(0, device=device) for x in (grad_h, grad_w, grad_b))
         )
+        ctx.done = False
         ctx.present = (grad_h is not None, grad_w is not None, grad_b is not None)
         ctx.dtypes = (hidden.dtype, weight.dtype, bias.dtype if bias is not None else None)
         return loss
 
     @staticmethod
     def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
-        saved = ctx.saved_tensors
+        if ctx.done:
+            raise RuntimeError("the chunked cross-entropy's backward runs once (its gradients are scaled in place)")
+        ctx.done = True
         out: list[Any] = []
-        for tensor, present, dtype in zip(saved, ctx.present, ctx.dtypes, strict=True):
-            out.append((tensor * grad_loss).to(dtype) if present else None)
+        for tensor, present, dtype in zip(ctx.saved_tensors, ctx.present, ctx.dtypes, strict=True):
+            # In place: the gradients were computed for this backward only; no second copy of the weight's.
+            out.append(tensor.mul_(grad_loss.to(tensor.dtype)).to(dtype) if present else None)
         return out[0], out[1], out[2], None, None, None
 
 
