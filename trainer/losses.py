@@ -19,7 +19,6 @@ On CUDA with ``liger-kernel`` installed, Liger's fused linear cross-entropy (Tri
 from __future__ import annotations
 
 import contextlib
-import math
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -284,15 +283,19 @@ def causal_loss_sum(
     return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
 
 
-def expected_logits_bytes(tokens: int, vocab: int, compute_bytes: int, chunk: int | None = None) -> dict[str, int]:
-    """Memory of the loss's logits at its peak (bytes): ``plain`` holds the compute-dtype logits, their
-    fp32 copy and the fp32 log-softmax kept for backward, then the fp32 gradient (the planner's 10-12
-    bytes per element); ``chunked`` one chunk's fp32 logits and the gradient of the head's weight (which
-    the plain path holds too, only later)."""
-    chunk = chunk or chunk_tokens(tokens, 1, vocab)
-    upcast = 4 if compute_bytes != 4 else 0
-    return {
-        "plain": tokens * vocab * (compute_bytes + upcast + 4),
-        "chunked": chunk * vocab * (4 + compute_bytes),
-        "chunks": math.ceil(tokens / chunk),
-    }
+def loss_memory_bytes(tokens: int, vocab: int, hidden: int, compute_bytes: int, impl: str) -> int:
+    """Peak bytes the next-token loss itself adds to a step (what a planner's logits term should count).
+
+    ``plain``: tokens x vocabulary x 12 B: in backward the fp32 log-softmax kept from the forward, the
+    fp32 gradient arriving at it and the one it returns live together (in the forward, 16-bit logits, their
+    fp32 copy and the log-softmax: 10 B under autocast, 12 B in fp32 where the copy is the logits).
+    ``chunked``: one chunk's logits, fp32 plus their 16-bit matmul output (or the 16-bit copy of their
+    gradient), and the gradient of the head's input computed in the forward (tokens x hidden). The head
+    weight's fp32 gradient, also computed in the forward, is not counted: every path holds it by the
+    end of backward.
+    """
+    if impl == "plain":
+        return tokens * vocab * 12
+    chunk = chunk_tokens(tokens, hidden, vocab)
+    extra = compute_bytes if compute_bytes != 4 else 0
+    return chunk * vocab * (4 + extra) + tokens * hidden * compute_bytes
