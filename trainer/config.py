@@ -67,6 +67,7 @@ class TrainConfig:
     keep_checkpoints: int = 3
     mirror_url: str | None = None
     resume: bool = True
+    schedule_change: str = "warn"
     # Budget
     price_per_gpu_hour: float = 0.0
     budget_usd: float | None = None
@@ -92,6 +93,7 @@ CHOICES = {
     "preemption_provider": ("auto", "aws", "gcp", "azure"),
     "attn_implementation": ("sdpa", "eager", "flash_attention_2"),
     "loss_impl": ("auto", "chunked", "liger", "plain"),
+    "schedule_change": ("warn", "refuse"),
 }
 HELP = {
     "run_dir": "run directory: checkpoints, events.jsonl, final model (resumed from by default)",
@@ -122,6 +124,9 @@ HELP = {
     "warmup_steps": "linear warm-up steps before cosine decay (-1: 5%% of the run, at most 100)",
     "checkpoint_every_minutes": "time-based checkpoint interval (0: off); the main safety net on spot",
     "keep_checkpoints": "complete checkpoints kept (at least 2)",
+    "schedule_change": "when a resume would change the learning-rate schedule saved in the checkpoint (max steps, "
+    "epochs, lr, warm-up, batch shape, or world size in an epoch-based run): warn with the difference and continue "
+    "on the new schedule, or refuse (exit 2); a world-size change that keeps the schedule only warns",
     "mirror_url": "copy each checkpoint to a local path or sftp://[user@]host[:port]/path",
     "preemption_url": "instance metadata URL to poll for a preemption notice",
     "log_interval_s": "minimum seconds between step records",

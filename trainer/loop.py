@@ -44,7 +44,7 @@ from .telemetry import StepRateLimiter, Telemetry, warn
 causal_loss_sum = losses.causal_loss_sum  # the plain path (full logits), also what callers import from here
 IGNORE_INDEX = losses.IGNORE_INDEX
 
-EXIT_OK, EXIT_FAILED, EXIT_RESUME = 0, 1, 75
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_RESUME = 0, 1, 2, 75
 
 
 @dataclass
@@ -205,6 +205,10 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
     tele = Telemetry(events, stdout=stdout if config.events_stdout else None, enabled=info.is_main)
     try:
         return _Trainer(config, info, device, run_dir, tele, bench, writer).run()
+    except checkpoint.ResumeConflict as exc:
+        warn(str(exc))
+        tele.emit("run_end", status="failed", error=str(exc), exit_code=EXIT_CONFIG)
+        return EXIT_CONFIG
     except Exception as exc:
         warn(f"training failed: {exc}")
         traceback.print_exc(file=sys.stderr)
@@ -313,6 +317,10 @@ class _Trainer:
         c = self.config
         if not c.resume or self.bench is not None:
             return None
+        if self.writer:  # a crash mid-checkpoint leaves a temporary folder, possibly a whole checkpoint
+            names, size = checkpoint.prune_temporaries(self.run_dir)
+            if names:
+                warn(f"removed {len(names)} unfinished checkpoint folder(s) ({size / 1e6:.1f} MB): {', '.join(names)}")
         path = checkpoint.newest_valid(self.run_dir, log=warn if self.writer else None)
         if c.mirror_url and dist.all_max([int(path is None)], self.info, self.device)[0]:
             if self.writer and path is None:
@@ -353,6 +361,7 @@ class _Trainer:
             self.scaler.load_state_dict(ck["scaler"])
         if ck["rng"] is not None:
             checkpoint.set_rng_state(ck["rng"])
+        self.saved_state = st
         known = set(RunState.__dataclass_fields__)
         self.state = RunState(**{k: v for k, v in st.items() if k in known})
         self.state.world = self.info.world
@@ -395,6 +404,52 @@ class _Trainer:
             )
         return candidate
 
+    def _schedule(self) -> dict[str, Any]:
+        """The learning-rate schedule and the settings that decide it, as checkpoints record it."""
+        c = self.config
+        return {
+            "kind": "warmup-cosine",
+            "warmup": self.warmup,
+            "total": self.total_steps,
+            "lr": c.lr,
+            "min_lr_ratio": c.min_lr_ratio,
+            "max_steps": c.max_steps,
+            "epochs": c.epochs,
+            "micro_batch": c.micro_batch,
+            "grad_accum": c.grad_accum,
+            "world": self.info.world,
+        }
+
+    def _check_schedule(self, path: Path) -> list[tuple[str, Any, Any]]:
+        """Compare the checkpoint's schedule with this run's: refuse (``--schedule-change refuse``) or warn.
+
+        A change of world size alone (a failover to another machine) only warns: the schedule is
+        the same, the global batch is not. Anything that moves the learning rate refuses under ``refuse``."""
+        saved = dict(self.saved_state.get("scheduler") or {})
+        saved.setdefault("world", self.saved_state.get("world"))
+        changes = checkpoint.schedule_changes(saved, self._schedule())
+        if not changes:
+            return []
+        c, step = self.config, self.state.step
+        before = lr_at(
+            step,
+            saved.get("lr", c.lr),
+            saved.get("warmup", self.warmup),
+            saved.get("total", self.total_steps),
+            saved.get("min_lr_ratio", c.min_lr_ratio),
+        )
+        after = lr_at(step, c.lr, self.warmup, self.total_steps, c.min_lr_ratio)
+        what = (
+            f"resuming {path.name} with a different schedule: {checkpoint.describe_changes(changes)} "
+            f"(learning rate at step {step}: {before:.3g} saved, {after:.3g} now)"
+        )
+        if c.schedule_change == "refuse" and any(k != "world" for k, _, _ in changes):
+            raise checkpoint.ResumeConflict(
+                f"{what}; restore the saved settings, or pass --schedule-change warn to continue on the new schedule"
+            )
+        warn(what + "; continuing on the new schedule")
+        return changes
+
     def _remaining_steps(self) -> int:
         c, s, n = self.config, self.state, self.data.n_train
         gb = c.micro_batch * c.grad_accum * self.info.world
@@ -435,12 +490,7 @@ class _Trainer:
             st["fsdp"] = self.fsdp
             st["global_batch"] = self.config.micro_batch * self.config.grad_accum * self.info.world
             st["seed"] = self.config.seed
-            st["scheduler"] = {
-                "kind": "warmup-cosine",
-                "warmup": self.warmup,
-                "total": self.total_steps,
-                "min_lr_ratio": self.config.min_lr_ratio,
-            }
+            st["scheduler"] = self._schedule()
             checkpoint.write_main(
                 tmp, model_state, optim_state, self.scaler.state_dict() if self.scaler is not None else None, st
             )
@@ -550,7 +600,18 @@ class _Trainer:
             **({"labels": self.data.labels} if self.cls else {}),
         )
         if resumed is not None:
-            self.tele.emit("resumed", step=start_step, checkpoint=str(resumed), spend_usd=self.state.spend_usd)
+            changes = self._check_schedule(resumed)
+            self.tele.emit(
+                "resumed",
+                step=start_step,
+                checkpoint=str(resumed),
+                spend_usd=self.state.spend_usd,
+                **(
+                    {"schedule_changes": [{"setting": k, "saved": a, "now": b} for k, a, b in changes]}
+                    if changes
+                    else {}
+                ),
+            )
         if self.bench is not None:
             self.bench.flops_per_token, self.bench.peak_flops = fpt, peak
             self.bench.hardware_flops_per_token = self.flops.hardware
