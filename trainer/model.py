@@ -1,5 +1,6 @@
 """Model construction: Hugging Face id/dir or a config.json (random init), SDPA attention, gradient
-checkpointing (every or every other layer), optional LoRA via peft, precision choice."""
+checkpointing (every or every other layer), optional LoRA via peft, parameter dtypes per precision, and
+the FLOPs per token behind MFU and HFU."""
 
 from __future__ import annotations
 
@@ -20,11 +21,6 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
     if name == "cuda":
         return torch.device(f"cuda:{local_rank}")
     return torch.device(name)
-
-
-def pick_precision(name: str, device: torch.device) -> torch.dtype:
-    """The compute dtype of a precision (autocast's dtype under ``*-mixed``, the weights' under ``bf16``)."""
-    return resolve_precision(name, device).compute
 
 
 @dataclass(frozen=True)
