@@ -205,7 +205,7 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
     tele = Telemetry(events, stdout=stdout if config.events_stdout else None, enabled=info.is_main)
     try:
         return _Trainer(config, info, device, run_dir, tele, bench, writer).run()
-    except checkpoint.ResumeConflict as exc:
+    except (checkpoint.ResumeConflict, losses.UnsupportedLoss) as exc:  # bad configuration: no traceback
         warn(str(exc))
         tele.emit("run_end", status="failed", error=str(exc), exit_code=EXIT_CONFIG)
         return EXIT_CONFIG

@@ -159,6 +159,10 @@ def chunked_linear_cross_entropy(
     return _ChunkedLinearCrossEntropy.apply(hidden, weight, bias, targets, int(chunk), compute_dtype)
 
 
+class UnsupportedLoss(ValueError):
+    """``--loss-impl`` asks for a loss this model or device cannot run; the message says why."""
+
+
 def _liger_loss() -> Callable[..., torch.Tensor] | None:
     """Liger's fused linear cross-entropy (summed), or None when ``liger-kernel`` is not installed."""
     try:
@@ -234,23 +238,23 @@ def install(model: torch.nn.Module, impl: str, device: torch.device) -> tuple[He
 
     Returns (the HeadLoss or None for the plain path, a short description for telemetry). ``auto``:
     Liger on CUDA when installed, else chunked where the model allows it, else plain. Asking for
-    ``chunked`` or ``liger`` where it cannot run raises ValueError naming the reason.
+    ``chunked`` or ``liger`` where it cannot run raises UnsupportedLoss naming the reason.
     """
     if impl == "plain":
         return None, "plain"
     head, why = head_loss_support(model)
     if head is None:
         if impl != "auto":
-            raise ValueError(f"--loss-impl {impl}: {why}")
+            raise UnsupportedLoss(f"--loss-impl {impl}: {why}")
         return None, "plain"
     if impl in ("auto", "liger") and device.type == "cuda":
         liger = _liger_loss()
         if liger is not None:
             return HeadLoss(head, "liger", liger), "liger"
         if impl == "liger":
-            raise ValueError("--loss-impl liger needs liger-kernel: pip install liger-kernel")
+            raise UnsupportedLoss("--loss-impl liger needs liger-kernel: pip install liger-kernel")
     elif impl == "liger":
-        raise ValueError("--loss-impl liger runs on CUDA only")
+        raise UnsupportedLoss("--loss-impl liger runs on CUDA only")
     return HeadLoss(head, "chunked", chunked_linear_cross_entropy), "chunked"
 
 

@@ -140,3 +140,10 @@ def test_a_run_with_the_chunked_loss_trains_like_the_plain_one(tmp_path: Path, m
     a, b = final_weights(tmp_path / "plain"), final_weights(tmp_path / "chunked")
     for name in a:
         torch.testing.assert_close(b[name], a[name], rtol=1e-4, atol=1e-5)
+
+
+def test_an_impossible_loss_choice_exits_2_with_the_reason(tmp_path: Path, model_config: Path) -> None:
+    run = tmp_path / "run"
+    assert train(make_config(run, model_config, max_steps=1, loss_impl="liger")) == 2
+    end = read_events(run)[-1]
+    assert end["kind"] == "run_end" and end["exit_code"] == 2 and end["error"] == "--loss-impl liger runs on CUDA only"
