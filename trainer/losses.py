@@ -126,8 +126,10 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         ctx.done = True
         out: list[Any] = []
         for tensor, present, dtype in zip(ctx.saved_tensors, ctx.present, ctx.dtypes, strict=True):
-            # In place: the gradients were computed for this backward only; no second copy of the weight's.
-            out.append(tensor.mul_(grad_loss.to(tensor.dtype)).to(dtype) if present else None)
+            # Cast first (a 16-bit input gradient to the input's fp32): the scale (a GradScaler's 65536 is
+            # beyond fp16) then multiplies in the returned dtype, in place: the gradients were computed for
+            # this backward only, so no second copy of the weight's gradient is made.
+            out.append(tensor.to(dtype).mul_(grad_loss) if present else None)
         return out[0], out[1], out[2], None, None, None
 
 
