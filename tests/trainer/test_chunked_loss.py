@@ -147,3 +147,18 @@ def test_an_impossible_loss_choice_exits_2_with_the_reason(tmp_path: Path, model
     assert train(make_config(run, model_config, max_steps=1, loss_impl="liger")) == 2
     end = read_events(run)[-1]
     assert end["kind"] == "run_end" and end["exit_code"] == 2 and end["error"] == "--loss-impl liger runs on CUDA only"
+
+
+def test_a_gradient_scaler_scale_beyond_fp16_stays_finite() -> None:
+    gen = torch.Generator().manual_seed(3)
+    h = torch.randn(64, 16, generator=gen, requires_grad=True)
+    w = torch.randn(100, 16, generator=gen, requires_grad=True)
+    t = torch.randint(0, 100, (64,), generator=gen)
+    grads = []
+    for scale in (1.0, 65536.0):  # GradScaler's first scale; fp16's largest finite value is 65504
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = losses.chunked_linear_cross_entropy(h, w, None, t, chunk=16)
+        grads.append(torch.autograd.grad(loss * scale, (h, w)))
+    for unscaled, scaled in zip(*grads, strict=True):
+        assert scaled.dtype == torch.float32 and torch.isfinite(scaled).all()
+        torch.testing.assert_close(scaled / 65536.0, unscaled)
