@@ -447,7 +447,8 @@ class _Trainer:
             raise checkpoint.ResumeConflict(
                 f"{what}; restore the saved settings, or pass --schedule-change warn to continue on the new schedule"
             )
-        warn(what + "; continuing on the new schedule")
+        if self.info.is_main:
+            warn(what + "; continuing on the new schedule")
         return changes
 
     def _remaining_steps(self) -> int:
