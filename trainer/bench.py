@@ -61,8 +61,18 @@ def bench(config: TrainConfig, warmup_steps: int = 5, steps: int = 30) -> dict[s
         "peak_mem_allocated_bytes": stats.peak_allocated or None,
         "peak_mem_reserved_bytes": stats.peak_reserved or None,
         "flops_per_token": stats.flops_per_token,
+        "hardware_flops_per_token": stats.hardware_flops_per_token,
         "peak_flops": stats.peak_flops,
-        "mfu": (stats.flops_per_token * tokens_per_s / (stats.peak_flops * stats.info.get("world_size", 1)))
-        if stats.peak_flops
-        else None,
+        # MFU as the field reports it (model FLOPs: no recompute, no embedding lookup); HFU with recompute.
+        "mfu": utilisation(stats.flops_per_token, tokens_per_s, stats.peak_flops, stats.info.get("world_size", 1)),
+        "hfu": utilisation(
+            stats.hardware_flops_per_token, tokens_per_s, stats.peak_flops, stats.info.get("world_size", 1)
+        ),
     }
+
+
+def utilisation(flops_per_token: float, tokens_per_s: float, peak_flops: float | None, world: int) -> float | None:
+    """Achieved FLOP/s over the peak of ``world`` devices (None when the peak is unknown, e.g. a CPU)."""
+    if not peak_flops:
+        return None
+    return flops_per_token * tokens_per_s / (peak_flops * world)

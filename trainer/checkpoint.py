@@ -22,6 +22,11 @@ import torch
 
 MARKER = "COMPLETE.json"
 PREFIX = "step-"
+TMP_PREFIX = ".tmp-" + PREFIX
+
+# What the saved schedule records (trainer_state.json's "scheduler"), in the order differences are listed.
+# The first four shape the learning rate; the settings after them decide the first four.
+SCHEDULE_KEYS = ("total", "warmup", "lr", "min_lr_ratio", "max_steps", "epochs", "micro_batch", "grad_accum", "world")
 
 
 def checkpoints_dir(run_dir: Path) -> Path:
@@ -182,6 +187,44 @@ def prune(run_dir: Path, keep: int) -> None:
         for p in candidates(run_dir):
             if not (p / MARKER).exists() and p.name < done[0].name:
                 shutil.rmtree(p, ignore_errors=True)
+        # Temporary folders of steps up to the newest complete one can only be a crash's leftovers.
+        for p in checkpoints_dir(run_dir).iterdir():
+            if p.name.startswith(TMP_PREFIX) and p.name[len(".tmp-") :] <= done[0].name:
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def prune_temporaries(run_dir: Path) -> tuple[list[str], int]:
+    """Remove the ``.tmp-step-*`` folders a crash left behind (each can be a whole checkpoint). Call it
+    only while no checkpoint is being written (at start-up). Returns (names removed, bytes freed)."""
+    root = checkpoints_dir(run_dir)
+    if not root.is_dir():
+        return [], 0
+    names, size = [], 0
+    for p in sorted(root.iterdir()):
+        if p.name.startswith(TMP_PREFIX) and p.is_dir():
+            size += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+            shutil.rmtree(p, ignore_errors=True)
+            names.append(p.name)
+    return names, size
+
+
+class ResumeConflict(ValueError):
+    """Resuming would silently change the run (its learning-rate schedule); the message says how."""
+
+
+def schedule_changes(saved: dict[str, Any], now: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, saved value, current value) for each schedule key that both record and that differ.
+
+    Checkpoints written before a key was recorded are compared on the keys they have."""
+    out = []
+    for key in SCHEDULE_KEYS:
+        if key in saved and key in now and saved[key] != now[key]:
+            out.append((key, saved[key], now[key]))
+    return out
+
+
+def describe_changes(changes: list[tuple[str, Any, Any]]) -> str:
+    return ", ".join(f"{key} {old} -> {new}" for key, old, new in changes)
 
 
 def load(path: Path, rank: int) -> dict[str, Any]:

@@ -45,6 +45,7 @@ class TrainConfig:
     compile: bool = False
     attn_implementation: str = "sdpa"
     fused_kernels: bool = True
+    loss_impl: str = "auto"
     reset_position_ids: bool = False
     num_workers: int = -1
     device: str = "auto"
@@ -66,6 +67,7 @@ class TrainConfig:
     keep_checkpoints: int = 3
     mirror_url: str | None = None
     resume: bool = True
+    schedule_change: str = "warn"
     # Budget
     price_per_gpu_hour: float = 0.0
     budget_usd: float | None = None
@@ -85,11 +87,13 @@ class TrainConfig:
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 CHOICES = {
-    "precision": ("auto", "bf16", "fp16", "fp32"),
+    "precision": ("auto", "bf16-mixed", "fp16-mixed", "bf16", "fp16", "fp32"),
     "grad_checkpointing": ("off", "every", "every-other"),
     "task": ("causal-lm", "seq-cls"),
     "preemption_provider": ("auto", "aws", "gcp", "azure"),
     "attn_implementation": ("sdpa", "eager", "flash_attention_2"),
+    "loss_impl": ("auto", "chunked", "liger", "plain"),
+    "schedule_change": ("warn", "refuse"),
 }
 HELP = {
     "run_dir": "run directory: checkpoints, events.jsonl, final model (resumed from by default)",
@@ -104,17 +108,25 @@ HELP = {
     "fsdp": "shard parameters, gradients and optimizer state with PyTorch FSDP2 (fully_shard per transformer "
     "block) across torchrun ranks instead of DDP; full-state checkpoints; one process: unsharded",
     "cache_dir": "token cache folder (default RUN_DIR/token-cache)",
-    "precision": "auto = bf16 where supported, else fp16 on CUDA, fp32 on CPU",
+    "precision": "fp32; bf16-mixed or fp16-mixed (fp16 is the same): fp32 master weights and optimizer states, "
+    "16-bit compute under autocast, a LoRA base in 16 bit; bf16: pure bf16 weights and optimizer states (small "
+    "updates can vanish); auto = bf16-mixed where supported, else fp16-mixed on CUDA, fp32 on CPU",
     "grad_checkpointing": "recompute activations of every layer or every other layer",
     "compile": "torch.compile the model",
     "fused_kernels": "swap activations written as chains of small ops (GPT-2's gelu_new, gelu_fast, "
     "gelu_accurate) for PyTorch's one-kernel tanh GELU: the same function, faster, and less "
     "activation memory; the saved model is unchanged",
+    "loss_impl": "next-token loss: chunked (the output head and cross-entropy over chunks of tokens, never the "
+    "full fp32 logits), liger (Liger's fused linear cross-entropy, CUDA, pip install liger-kernel), plain (full "
+    "logits); auto = liger where installed on CUDA, else chunked where the model allows it, else plain",
     "num_workers": "DataLoader workers (-1: 0 on CPU, up to 4 per GPU on CUDA)",
     "device": "auto, cpu, cuda or cuda:N",
     "warmup_steps": "linear warm-up steps before cosine decay (-1: 5%% of the run, at most 100)",
     "checkpoint_every_minutes": "time-based checkpoint interval (0: off); the main safety net on spot",
     "keep_checkpoints": "complete checkpoints kept (at least 2)",
+    "schedule_change": "when a resume would change the learning-rate schedule saved in the checkpoint (max steps, "
+    "epochs, lr, warm-up, batch shape, or world size in an epoch-based run): warn with the difference and continue "
+    "on the new schedule, or refuse (exit 2); a world-size change that keeps the schedule only warns",
     "mirror_url": "copy each checkpoint to a local path or sftp://[user@]host[:port]/path",
     "preemption_url": "instance metadata URL to poll for a preemption notice",
     "log_interval_s": "minimum seconds between step records",

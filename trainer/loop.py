@@ -7,6 +7,7 @@ a stop signal or preemption notice, 1 failed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import socket
@@ -20,13 +21,13 @@ from typing import Any, TextIO
 import torch
 import torch.nn.functional as F
 
-from . import checkpoint, clock, dist, protocol
+from . import checkpoint, clock, dist, losses, protocol
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .config import TrainConfig, to_dict, write_resolved
 from .flops import peak_flops
 from .mirror import Mirror, fetch_newest
-from .model import build_model, count_params, flops_per_token, pick_device, pick_precision, save_final
+from .model import build_model, count_params, pick_device, resolve_precision, save_final, training_flops
 from .nvml_sampler import Activity, GpuSampler, open_source
 from .preemption import (
     BUDGET_STOP,
@@ -40,8 +41,10 @@ from .preemption import (
 )
 from .telemetry import StepRateLimiter, Telemetry, warn
 
-EXIT_OK, EXIT_FAILED, EXIT_RESUME = 0, 1, 75
-IGNORE_INDEX = -100  # cross-entropy target that contributes nothing
+causal_loss_sum = losses.causal_loss_sum  # the plain path (full logits), also what callers import from here
+IGNORE_INDEX = losses.IGNORE_INDEX
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_RESUME = 0, 1, 2, 75
 
 
 @dataclass
@@ -79,6 +82,7 @@ class BenchStats:
     peak_allocated: int = 0
     peak_reserved: int = 0
     flops_per_token: float = 0.0
+    hardware_flops_per_token: float = 0.0
     peak_flops: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -102,22 +106,6 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig, device: torch.de
         return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95), fused=True)
     except (RuntimeError, TypeError, ValueError):
         return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95), foreach=True)
-
-
-def causal_loss_sum(
-    model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device, autocast: Any
-) -> torch.Tensor:
-    """Summed next-token cross-entropy over a micro-batch (fp32 logits for the loss)."""
-    ids = batch["input_ids"].to(device, non_blocking=True)
-    kwargs = {}
-    if "position_ids" in batch:
-        kwargs["position_ids"] = batch["position_ids"].to(device, non_blocking=True)
-    with autocast():
-        logits = model(input_ids=ids, **kwargs).logits
-    # Shift the targets, not the logits: slicing ``logits[:, :-1]`` would copy the whole logits tensor
-    # (and its gradient) every step. The last position has no next token and is ignored.
-    targets = F.pad(ids[:, 1:], (0, 1), value=IGNORE_INDEX)
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
 
 
 def target_count(batch: dict[str, torch.Tensor]) -> int:
@@ -218,6 +206,10 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
     tele = Telemetry(events, stdout=stdout if config.events_stdout else None, enabled=info.is_main)
     try:
         return _Trainer(config, info, device, run_dir, tele, bench, writer, started).run()
+    except (checkpoint.ResumeConflict, losses.UnsupportedLoss) as exc:  # bad configuration: no traceback
+        warn(str(exc))
+        tele.emit("run_end", status="failed", error=str(exc), exit_code=EXIT_CONFIG)
+        return EXIT_CONFIG
     except Exception as exc:
         warn(f"training failed: {exc}")
         traceback.print_exc(file=sys.stderr)
@@ -289,16 +281,23 @@ class _Trainer:
     def _model(self) -> None:
         c = self.config
         self.cls = c.task == "seq-cls"
-        self.loss_fn = classification_loss_sum if self.cls else causal_loss_sum
         labels = self.data.labels if self.cls else None
+        self.precision = resolve_precision(c.precision, self.device)
+        self.dtype = self.precision.compute
         self.model = build_model(
             c,
             self.tokenizer.vocab_size,
             self.tokenizer.eos_token_id,
             labels=labels,
             pad_id=getattr(self.tokenizer, "pad_token_id", None),
+            precision=self.precision,
         ).to(self.device)
         self.model.train()
+        self.loss_fn: Any = classification_loss_sum
+        self.loss_impl = "classification"
+        if not self.cls:  # the output head computes the loss in chunks (or Liger's kernel): no full logits
+            head_loss, self.loss_impl = losses.install(self.model, c.loss_impl, self.device)
+            self.loss_fn = functools.partial(causal_loss_sum, head_loss=head_loss)
         self.trainable = [n for n, p in self.model.named_parameters() if p.requires_grad]
         self.full_state = len(self.trainable) == sum(1 for _ in self.model.parameters())
         self.fsdp = bool(c.fsdp and self.info.distributed)
@@ -314,7 +313,6 @@ class _Trainer:
             )
         if self.fsdp:
             fsdp_mod.shard(self.model)  # before the optimizer: it must see the sharded parameters
-        self.dtype = pick_precision(c.precision, self.device)
         self.optimizer = make_optimizer(self.model, c, self.device)
         self.scaler = (
             torch.amp.GradScaler("cuda") if self.dtype == torch.float16 and self.device.type == "cuda" else None
@@ -325,6 +323,10 @@ class _Trainer:
         c = self.config
         if not c.resume or self.bench is not None:
             return None
+        if self.writer:  # a crash mid-checkpoint leaves a temporary folder, possibly a whole checkpoint
+            names, size = checkpoint.prune_temporaries(self.run_dir)
+            if names:
+                warn(f"removed {len(names)} unfinished checkpoint folder(s) ({size / 1e6:.1f} MB): {', '.join(names)}")
         path = checkpoint.newest_valid(self.run_dir, log=warn if self.writer else None)
         if c.mirror_url and dist.all_max([int(path is None)], self.info, self.device)[0]:
             if self.writer and path is None:
@@ -365,10 +367,20 @@ class _Trainer:
             self.scaler.load_state_dict(ck["scaler"])
         if ck["rng"] is not None:
             checkpoint.set_rng_state(ck["rng"])
+        self.saved_state = st
         known = set(RunState.__dataclass_fields__)
         self.state = RunState(**{k: v for k, v in st.items() if k in known})
         self.state.world = self.info.world
         return path
+
+    def param_dtypes(self) -> dict[str, int]:
+        """Parameter count per dtype: trained parameters (and so their gradients and optimizer states)
+        and frozen ones separately, as the precision promises them."""
+        out: dict[str, int] = {}
+        for p in self._raw_model().parameters():
+            key = ("trained_" if p.requires_grad else "frozen_") + str(p.dtype).replace("torch.", "")
+            out[key] = out.get(key, 0) + p.numel()
+        return out
 
     def multi_storage_ok(self) -> bool:
         """False when some node writes its own copy of the checkpoints (run dirs on separate disks)."""
@@ -397,6 +409,53 @@ class _Trainer:
                 "every node's run directory, or resume from a --mirror-url"
             )
         return candidate
+
+    def _schedule(self) -> dict[str, Any]:
+        """The learning-rate schedule and the settings that decide it, as checkpoints record it."""
+        c = self.config
+        return {
+            "kind": "warmup-cosine",
+            "warmup": self.warmup,
+            "total": self.total_steps,
+            "lr": c.lr,
+            "min_lr_ratio": c.min_lr_ratio,
+            "max_steps": c.max_steps,
+            "epochs": c.epochs,
+            "micro_batch": c.micro_batch,
+            "grad_accum": c.grad_accum,
+            "world": self.info.world,
+        }
+
+    def _check_schedule(self, path: Path) -> list[tuple[str, Any, Any]]:
+        """Compare the checkpoint's schedule with this run's: refuse (``--schedule-change refuse``) or warn.
+
+        A change of world size alone (a failover to another machine) only warns: the schedule is
+        the same, the global batch is not. Anything that moves the learning rate refuses under ``refuse``."""
+        saved = dict(self.saved_state.get("scheduler") or {})
+        saved.setdefault("world", self.saved_state.get("world"))
+        changes = checkpoint.schedule_changes(saved, self._schedule())
+        if not changes:
+            return []
+        c, step = self.config, self.state.step
+        before = lr_at(
+            step,
+            saved.get("lr", c.lr),
+            saved.get("warmup", self.warmup),
+            saved.get("total", self.total_steps),
+            saved.get("min_lr_ratio", c.min_lr_ratio),
+        )
+        after = lr_at(step, c.lr, self.warmup, self.total_steps, c.min_lr_ratio)
+        what = (
+            f"resuming {path.name} with a different schedule: {checkpoint.describe_changes(changes)} "
+            f"(learning rate at step {step}: {before:.3g} saved, {after:.3g} now)"
+        )
+        if c.schedule_change == "refuse" and any(k != "world" for k, _, _ in changes):
+            raise checkpoint.ResumeConflict(
+                f"{what}; restore the saved settings, or pass --schedule-change warn to continue on the new schedule"
+            )
+        if self.info.is_main:
+            warn(what + "; continuing on the new schedule")
+        return changes
 
     def _remaining_steps(self) -> int:
         c, s, n = self.config, self.state, self.data.n_train
@@ -438,12 +497,7 @@ class _Trainer:
             st["fsdp"] = self.fsdp
             st["global_batch"] = self.config.micro_batch * self.config.grad_accum * self.info.world
             st["seed"] = self.config.seed
-            st["scheduler"] = {
-                "kind": "warmup-cosine",
-                "warmup": self.warmup,
-                "total": self.total_steps,
-                "min_lr_ratio": self.config.min_lr_ratio,
-            }
+            st["scheduler"] = self._schedule()
             checkpoint.write_main(
                 tmp, model_state, optim_state, self.scaler.state_dict() if self.scaler is not None else None, st
             )
@@ -479,7 +533,7 @@ class _Trainer:
             else:
                 if self.config.reset_position_ids:
                     b["position_ids"] = data_mod.position_ids(b["input_ids"], self.data.eos_id)
-                total[0] += causal_loss_sum(self._raw_model(), b, self.device, self.autocast).double()
+                total[0] += self.loss_fn(self._raw_model(), b, self.device, self.autocast).double()
             total[1] += target_count(b)
         self.model.train()
         dist.all_sum(total, self.info)
@@ -520,11 +574,12 @@ class _Trainer:
         fwd_model = torch.compile(self.model) if c.compile else self.model
         self.autocast = (
             (lambda: torch.autocast(self.device.type, dtype=self.dtype))
-            if self.dtype != torch.float32
+            if self.precision.autocast
             else contextlib.nullcontext
         )
         n_params, n_trainable = count_params(raw)
-        fpt = flops_per_token(raw, c.seq_len, c.grad_checkpointing, c.lora_rank > 0)
+        self.flops = training_flops(raw, c.seq_len, c.grad_checkpointing)
+        fpt = self.flops.model
         dev_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
         peak = c.peak_tflops * 1e12 if c.peak_tflops else peak_flops(dev_name, self.dtype)
         gb = c.micro_batch * c.grad_accum * info.world
@@ -536,13 +591,16 @@ class _Trainer:
             **_host_info(self.device),
             world_size=info.world,
             device=dev_name,
-            precision=str(self.dtype).replace("torch.", ""),
+            precision=self.precision.name,
+            param_dtypes=self.param_dtypes(),
+            loss_impl=self.loss_impl,
             params=n_params,
             trainable_params=n_trainable,
             train_sequences=self.data.n_train,
             eval_sequences=self.data.n_eval,
             steps_total=self.total_steps,
             flops_per_token=fpt,
+            hardware_flops_per_token=self.flops.hardware,
             peak_flops=peak,
             resumed_from_step=start_step if resumed else None,
             pid=os.getpid(),
@@ -551,13 +609,27 @@ class _Trainer:
             **({"labels": self.data.labels} if self.cls else {}),
         )
         if resumed is not None:
-            self.tele.emit("resumed", step=start_step, checkpoint=str(resumed), spend_usd=self.state.spend_usd)
+            changes = self._check_schedule(resumed)
+            self.tele.emit(
+                "resumed",
+                step=start_step,
+                checkpoint=str(resumed),
+                spend_usd=self.state.spend_usd,
+                **(
+                    {"schedule_changes": [{"setting": k, "saved": a, "now": b} for k, a, b in changes]}
+                    if changes
+                    else {}
+                ),
+            )
         if self.bench is not None:
             self.bench.flops_per_token, self.bench.peak_flops = fpt, peak
+            self.bench.hardware_flops_per_token = self.flops.hardware
             self.bench.tokens_per_step, self.bench.samples_per_step = gb * c.seq_len, gb
             self.bench.info = {
                 "device": dev_name,
-                "precision": str(self.dtype).replace("torch.", ""),
+                "precision": self.precision.name,
+                "param_dtypes": self.param_dtypes(),
+                "loss_impl": self.loss_impl,
                 "params": n_params,
                 "trainable_params": n_trainable,
                 "world_size": info.world,
@@ -742,6 +814,7 @@ class _Trainer:
             data_wait_s=win["wait"] / win["steps"],
             peak_mem_bytes=_peak_mem(self.device),
             mfu=(fpt * tokens_per_s / (peak * self.info.world)) if peak else None,
+            hfu=(self.flops.hardware * tokens_per_s / (peak * self.info.world)) if peak else None,
             spend_usd=s.spend_usd,
             gpu_hours=s.gpu_hours,
             elapsed_s=s.elapsed_s,

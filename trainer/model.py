@@ -1,9 +1,12 @@
 """Model construction: Hugging Face id/dir or a config.json (random init), SDPA attention, gradient
-checkpointing (every or every other layer), optional LoRA via peft, precision choice."""
+checkpointing (every or every other layer), optional LoRA via peft, parameter dtypes per precision, and
+the FLOPs per token behind MFU and HFU."""
 
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +23,62 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
     return torch.device(name)
 
 
-def pick_precision(name: str, device: torch.device) -> torch.dtype:
-    if name == "fp32":
-        return torch.float32
-    if name == "bf16":
-        return torch.bfloat16
+@dataclass(frozen=True)
+class Precision:
+    """What a precision promises, parameter by parameter.
+
+    ``name``: the resolved precision (``fp32``, ``bf16-mixed``, ``fp16-mixed`` or ``bf16``).
+    ``compute``: the matmul dtype (autocast's under ``*-mixed``). ``trained``: the dtype of trained
+    parameters, hence of their gradients and optimizer states (fp32 master weights except pure ``bf16``).
+    ``frozen``: the dtype of frozen parameters (a LoRA base: 16-bit except under ``fp32``).
+    ``autocast``: whether the forward runs under ``torch.autocast(compute)``.
+    """
+
+    name: str
+    compute: torch.dtype
+    trained: torch.dtype
+    frozen: torch.dtype
+    autocast: bool
+
+
+def resolve_precision(name: str, device: torch.device) -> Precision:
+    """``auto``: bf16-mixed on GPUs with bf16, else fp16-mixed; fp32 on CPU. ``fp16`` means ``fp16-mixed``
+    (pure fp16 training diverges). Only ``bf16`` trains pure 16-bit weights and optimizer states."""
+    if name == "auto":
+        if device.type == "cuda":
+            name = "bf16-mixed" if torch.cuda.is_bf16_supported() else "fp16-mixed"
+        else:
+            name = "fp32"
     if name == "fp16":
-        return torch.float16
-    if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.float32
+        name = "fp16-mixed"
+    if name == "fp32":
+        return Precision(name, torch.float32, torch.float32, torch.float32, False)
+    if name == "bf16":
+        return Precision(name, torch.bfloat16, torch.bfloat16, torch.bfloat16, False)
+    if name in ("bf16-mixed", "fp16-mixed"):
+        half = torch.bfloat16 if name == "bf16-mixed" else torch.float16
+        return Precision(name, half, torch.float32, half, True)
+    raise ValueError(f"--precision must be one of auto, fp32, bf16-mixed, fp16-mixed, fp16, bf16 (not {name!r})")
+
+
+def _dtype_kwarg(transformers: Any, dtype: torch.dtype) -> dict[str, Any]:
+    """The load dtype keyword: ``dtype`` since transformers 4.56, ``torch_dtype`` before."""
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
+
+
+def apply_precision(model: torch.nn.Module, precision: Precision) -> dict[str, int]:
+    """Cast every parameter to what ``precision`` promises for it: trained ones to ``precision.trained``,
+    frozen ones to ``precision.frozen``. Buffers (rotary frequencies, masks) keep their dtype. Tied
+    parameters stay tied (the same ``Parameter`` is cast once). Returns parameter counts per dtype."""
+    counts: dict[str, int] = {}
+    for p in model.parameters():
+        want = precision.trained if p.requires_grad else precision.frozen
+        if p.is_floating_point() and p.dtype != want:
+            p.data = p.data.to(want)
+        key = str(p.dtype).replace("torch.", "")
+        counts[key] = counts.get(key, 0) + p.numel()
+    return counts
 
 
 def build_model(
@@ -38,11 +87,21 @@ def build_model(
     eos_id: int | None = None,
     labels: list[str] | None = None,
     pad_id: int | None = None,
+    precision: Precision | None = None,
 ) -> torch.nn.Module:
     """Causal LM, or (``task == "seq-cls"``) a sequence classifier with ``labels`` as its classes
     (``id2label``/``label2id`` in its config) and ``pad_id`` as pad token (GPT-2 style models pool the
-    last non-pad token, so they need one)."""
+    last non-pad token, so they need one).
+
+    Parameter dtypes are set here, whatever dtype the checkpoint was saved in and whatever the
+    transformers version's loading default (``precision``, default from ``config.precision`` and
+    ``config.device``): see :func:`model_precision`.
+    """
     import transformers
+
+    if precision is None:
+        precision = resolve_precision(config.precision, pick_device(config.device))
+    precision = model_precision(precision, lora=config.lora_rank > 0)
 
     cls = config.task == "seq-cls"
     auto = transformers.AutoModelForSequenceClassification if cls else transformers.AutoModelForCausalLM
@@ -73,7 +132,9 @@ def build_model(
     else:
         if cls:  # a new head when the checkpoint's classes differ
             kwargs.update(label_kwargs, ignore_mismatched_sizes=True)
-        model = auto.from_pretrained(config.model, **kwargs)
+        # Load straight into the dtype the base will have (a LoRA base in 16 bit never exists in fp32).
+        load_dtype = precision.frozen if config.lora_rank > 0 else precision.trained
+        model = auto.from_pretrained(config.model, **kwargs, **_dtype_kwarg(transformers, load_dtype))
     if cls and getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = pad_id if pad_id is not None else eos_id
     if config.grad_checkpointing != "off":
@@ -102,8 +163,25 @@ def build_model(
     if config.fused_kernels:
         fuse_activations(model)
     if config.lora_rank > 0:
+        for p in model.parameters():  # the base: frozen dtype before peft adds the adapters
+            if p.is_floating_point() and p.dtype != precision.frozen:
+                p.data = p.data.to(precision.frozen)
         model = apply_lora(model, config)
+    apply_precision(model, precision)
     return model
+
+
+def model_precision(precision: Precision, lora: bool) -> Precision:
+    """The dtypes of one model's parameters under ``precision``.
+
+    Full fine-tuning: every parameter is trained, in ``precision.trained`` (fp32 master weights under
+    ``fp32`` and ``*-mixed``, bf16 under pure ``bf16``). LoRA: the frozen base in 16 bit (fp32 under
+    ``fp32``) and the adapters (and a classifier head) in fp32 under every precision, as peft keeps them
+    and the planner counts them: they are a tiny share of memory, and fp32 keeps their small updates.
+    """
+    if lora:
+        return replace(precision, trained=torch.float32)
+    return precision
 
 
 # Transformers activation classes that compute the tanh GELU, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
@@ -158,19 +236,83 @@ def count_params(model: torch.nn.Module) -> tuple[int, int]:
     return total, trainable
 
 
-def flops_per_token(model: torch.nn.Module, seq_len: int, recompute: str, lora: bool) -> float:
-    """Training FLOPs per token: 6N (2N fwd + 4N bwd) + attention, +2N with full recompute, ~4N for LoRA."""
+@dataclass(frozen=True)
+class TrainingFlops:
+    """FLOPs per trained token, as the field counts them (PaLM appendix B, nanoGPT, torchtitan).
+
+    ``model``: the work the model needs, the numerator of MFU: 6 per parameter that takes part in a
+    matmul (2 forward, 4 backward: activation and weight gradients), 4 for frozen ones (no weight
+    gradient: LoRA's base), plus attention's 12 x layers x seq_len x (heads x head_dim) (scores and their
+    use, forward 4, backward 8, the full square as the field counts it). Embedding lookups are no
+    matmul: their tables count only where the output head uses them (tied weights).
+    ``hardware``: what the hardware computes, the numerator of HFU: ``model`` plus the recomputed
+    forward of checkpointed blocks (2 per block parameter and attention's 4 x seq_len x width per layer).
+    """
+
+    model: float
+    hardware: float
+    matmul_params: int
+    attention: float
+
+
+def _matmul_parameters(model: torch.nn.Module) -> tuple[list[torch.nn.Parameter], set[int]]:
+    """(parameters that take part in a matmul, ids of the embedding tables that are lookups only)."""
+    head = None
+    try:
+        head = model.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        head = None
+    head_weight = getattr(head, "weight", None)
+    lookups = {
+        id(m.weight)
+        for m in model.modules()
+        if isinstance(m, torch.nn.Embedding) and m.weight is not head_weight  # a tied head is a matmul
+    }
+    return [p for p in model.parameters() if id(p) not in lookups], lookups
+
+
+def _block_params(model: torch.nn.Module, lookups: set[int]) -> tuple[int, int]:
+    """(parameters inside the transformer blocks, number of blocks), blocks as ``_no_split_modules`` names them."""
+    names: set[str] = set()
+    for m in model.modules():
+        names.update(getattr(m, "_no_split_modules", None) or [])
+    blocks = [m for m in model.modules() if type(m).__name__ in names]
+    seen: set[int] = set()
+    total = 0
+    for block in blocks:
+        for p in block.parameters():
+            if id(p) not in seen and id(p) not in lookups:
+                seen.add(id(p))
+                total += p.numel()
+    return total, len(blocks)
+
+
+def training_flops(model: torch.nn.Module, seq_len: int, recompute: str) -> TrainingFlops:
+    """Model FLOPs (MFU) and hardware FLOPs (HFU) per token for ``model`` trained at ``seq_len`` with
+    activation checkpointing ``recompute`` (``off``, ``every``, ``every-other``). Frozen parameters
+    (``requires_grad`` false) cost 4 per token instead of 6."""
     cfg = getattr(model, "config", None)
-    n_params, _ = count_params(model)
+    params, lookups = _matmul_parameters(model)
+    trained = sum(p.numel() for p in params if p.requires_grad)
+    frozen = sum(p.numel() for p in params if not p.requires_grad)
     n_layer = getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layer", 0)) or 0
     hidden = getattr(cfg, "hidden_size", getattr(cfg, "n_embd", 0)) or 0
-    factor = 4.0 if lora else 6.0
+    heads = getattr(cfg, "num_attention_heads", getattr(cfg, "n_head", 0)) or 0
+    head_dim = getattr(cfg, "head_dim", None) or (hidden // heads if heads else 0)
+    width = heads * head_dim if heads and head_dim else hidden  # query heads x head dim (GQA included)
+    attention_forward = 4.0 * n_layer * seq_len * width
+    model_flops = 6.0 * trained + 4.0 * frozen + 3.0 * attention_forward
+    block_params, n_blocks = _block_params(model, lookups)
+    if not n_blocks:
+        block_params, n_blocks = sum(p.numel() for p in params), max(1, n_layer)
     if recompute == "every":
-        factor += 2.0
+        share = 1.0
     elif recompute == "every-other":
-        factor += 1.0
-    attention = (factor * 2) * n_layer * hidden * seq_len  # 12 * L * H * T for the plain 6N case
-    return factor * n_params + attention
+        share = math.ceil(n_blocks / 2) / n_blocks  # blocks 0, 2, 4, ... are checkpointed
+    else:
+        share = 0.0
+    hardware = model_flops + share * (2.0 * block_params + attention_forward)
+    return TrainingFlops(model_flops, hardware, trained + frozen, 3.0 * attention_forward)
 
 
 def save_final(

@@ -47,6 +47,7 @@ STEP_FIELDS = (
     "data_wait_s",
     "peak_mem_bytes",
     "mfu",
+    "hfu",
     "spend_usd",
 )
 GPU_FIELDS = (

@@ -181,7 +181,7 @@ def _bench(args: argparse.Namespace) -> int:
     if not flags:
         raise UsageError(
             "TRAINER FLAGS: give the configuration after --, e.g. -- --model gpt2 --data d "
-            "--seq-len 1024 --micro-batch 8 --precision bf16"
+            "--seq-len 1024 --micro-batch 8 --precision bf16-mixed"
         )
     if args.steps < 1 or args.warmup_steps < 0:
         raise UsageError("--steps: at least 1 measured step (and --warmup-steps not negative)")

@@ -42,7 +42,7 @@ from gpuplanner.resources import resources_dir
 from gpuplanner.ui.preflight import hf_id_for
 
 GRAD_CHECKPOINTING = {"none": "off", "off": "off", "full": "every", "every": "every", "every-other": "every-other"}
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+PRECISIONS = ("auto", "bf16-mixed", "fp16-mixed", "fp32", "bf16")
 METHODS = ("full", "lora", "qlora")
 DEVICES = ("auto", "cpu", "cuda")
 

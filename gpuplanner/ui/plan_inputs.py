@@ -487,7 +487,7 @@ def values_from_inputs(inputs: Mapping[str, Any]) -> dict[str, str]:
     return values
 
 
-TRAINER_PRECISION = {"bf16-mixed": "bf16", "bf16": "bf16", "fp16-mixed": "fp16", "fp32": "fp32"}
+TRAINER_PRECISION = {"bf16-mixed": "bf16-mixed", "bf16": "bf16", "fp16-mixed": "fp16-mixed", "fp32": "fp32"}
 
 
 def trainer_settings(

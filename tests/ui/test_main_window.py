@@ -81,7 +81,7 @@ def test_demo_and_launch_go_to_the_runs_pane(window: MainWindow, monkeypatch: py
     window.launch_action.trigger()
     assert window.current_place() == "Runs"
     settings = calls[1]
-    assert settings["model"] == "llama-3.1-8b" and settings["precision"] == "bf16" and settings["plan_id"] >= 1
+    assert settings["model"] == "llama-3.1-8b" and settings["precision"] == "bf16-mixed" and settings["plan_id"] >= 1
 
 
 def test_run_finished_refreshes_the_history(qtbot: Any, window: MainWindow, services: Any) -> None:

@@ -304,7 +304,7 @@ def test_launch_carries_the_trainer_settings(qtbot: Any, pane: PlanPane, service
     settings = launched.args[0]
     assert settings["model"] == "llama-3.1-8b" and settings["model_config"] is None
     assert settings["method"] == "lora" and settings["lora_rank"] == 16
-    assert settings["precision"] == "bf16"
+    assert settings["precision"] == "bf16-mixed"  # fp32 master weights, as planned
     assert (settings["micro_batch"], settings["grad_accum"], settings["seq_len"]) == (4, 4, 2048)
     assert settings["grad_checkpointing"] == "full"
     assert settings["epochs"] == 2 and settings["gpus"] == 1 and settings["gpu"] == "H100 SXM"

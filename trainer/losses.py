@@ -1,0 +1,307 @@
+"""Next-token cross-entropy without the full logits: chunked over tokens, fused with the output head.
+
+The plain path computes ``logits = hidden @ W.T`` for every token (tokens x vocabulary, in the compute
+dtype), upcasts them to fp32 for the loss, and keeps the softmax for backward and then the logits'
+gradient: about 10-12 bytes x tokens x vocabulary (10 GB per 8k tokens for a 128k vocabulary).
+
+:func:`chunked_linear_cross_entropy` takes the head's input instead and walks the tokens in chunks:
+per chunk it computes the chunk's logits (fp32 for the softmax), its summed loss, and at once the
+gradients of the head's input and weight (softmax minus one-hot), then drops the chunk. Only a chunk's
+logits ever exist, and backward only scales the gradients computed in forward by the incoming
+gradient, so the matmul count is the plain path's (one forward, two backward). The head keeps its
+parameters and state-dict names: the model's own forward calls it (DDP, FSDP, peft and
+``torch.compile`` see the model they wrap), and it returns the loss in place of the logits while a
+loss is pending (:class:`HeadLoss`), plain logits otherwise (evaluation with logits, generation).
+
+On CUDA with ``liger-kernel`` installed, Liger's fused linear cross-entropy (Triton) does the same job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+IGNORE_INDEX = -100  # cross-entropy target that contributes nothing
+LOSS_IMPLS = ("auto", "chunked", "liger", "plain")
+
+# Model types whose causal-LM forward applies the output head to the final hidden states and nothing
+# after it (no logit soft-capping or scaling), so the head may return the loss in place of the logits.
+HEAD_ONLY_MODEL_TYPES = frozenset(
+    {
+        "gpt2",
+        "gpt_neox",
+        "gptj",
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "phi3",
+        "olmo",
+        "olmo2",
+        "starcoder2",
+        "smollm3",
+    }
+)
+# Config settings that change the logits after the head: a model that sets any of them takes the plain path.
+LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
+# A chunk's logits hold about this many elements at least (16 MiB in fp32), and about as many as the
+# head's input (tokens x hidden) on large models, as Liger sizes its chunks.
+MIN_CHUNK_ELEMS = 1 << 22
+
+
+def chunk_tokens(n_tokens: int, hidden: int, vocab: int) -> int:
+    """Tokens per chunk: the chunk's logits about the size of the head's input, at least MIN_CHUNK_ELEMS."""
+    target = max(n_tokens * hidden, MIN_CHUNK_ELEMS)
+    return max(1, min(n_tokens, target // max(1, vocab)))
+
+
+class _ChunkedLinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        hidden: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        targets: torch.Tensor,
+        chunk: int,
+        compute_dtype: torch.dtype,
+    ) -> torch.Tensor:
+        need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        need_b = bias is not None and ctx.needs_input_grad[2]
+        grads = need_h or need_w or need_b
+        n = hidden.shape[0]
+        device = hidden.device
+        loss = torch.zeros((), dtype=torch.float32, device=device)
+        grad_h = torch.empty(hidden.shape, dtype=compute_dtype, device=device) if need_h else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=device) if need_w else None
+        grad_b = torch.zeros(weight.shape[0], dtype=torch.float32, device=device) if need_b else None
+        w = weight.to(compute_dtype)
+        with torch.autocast(device.type, enabled=False):
+            for start in range(0, n, chunk):
+                h = hidden[start : start + chunk].to(compute_dtype)
+                t = targets[start : start + chunk]
+                logits = (h @ w.t()).float()
+                if bias is not None:
+                    logits += bias.float()
+                valid = t != IGNORE_INDEX
+                safe = torch.where(valid, t, torch.zeros_like(t)).unsqueeze(1)
+                lse = torch.logsumexp(logits, dim=1)
+                picked = logits.gather(1, safe).squeeze(1)
+                loss += torch.where(valid, lse - picked, torch.zeros_like(lse)).sum()
+                if not grads:
+                    continue
+                # d(sum of losses)/d(logits) = softmax - one_hot(target), zero for ignored targets
+                g = logits.sub_(lse.unsqueeze(1)).exp_()
+                del logits
+                g.scatter_add_(1, safe, -valid.to(g.dtype).unsqueeze(1))
+                g.mul_(valid.to(g.dtype).unsqueeze(1))
+                if grad_b is not None:
+                    grad_b += g.sum(0)
+                gc = g.to(compute_dtype)
+                del g
+                if grad_h is not None:
+                    grad_h[start : start + chunk] = gc @ w
+                if grad_w is not None:
+                    if gc.dtype == grad_w.dtype:
+                        grad_w.addmm_(gc.t(), h)  # no weight-sized temporary
+                    else:
+                        grad_w += gc.t() @ h  # a 16-bit temporary, accumulated in fp32
+        ctx.save_for_backward(
+            *(x if x is not None else torch.empty(0, device=device) for x in (grad_h, grad_w, grad_b))
+        )
+        ctx.done = False
+        ctx.present = (grad_h is not None, grad_w is not None, grad_b is not None)
+        ctx.dtypes = (hidden.dtype, weight.dtype, bias.dtype if bias is not None else None)
+        return loss
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        if ctx.done:
+            raise RuntimeError("the chunked cross-entropy's backward runs once (its gradients are scaled in place)")
+        ctx.done = True
+        out: list[Any] = []
+        for tensor, present, dtype in zip(ctx.saved_tensors, ctx.present, ctx.dtypes, strict=True):
+            # Cast first (a 16-bit input gradient to the input's fp32): the scale (a GradScaler's 65536 is
+            # beyond fp16) then multiplies in the returned dtype, in place: the gradients were computed for
+            # this backward only, so no second copy of the weight's gradient is made.
+            out.append(tensor.to(dtype).mul_(grad_loss) if present else None)
+        return out[0], out[1], out[2], None, None, None
+
+
+def chunked_linear_cross_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    chunk: int | None = None,
+    compute_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Summed cross-entropy of ``hidden @ weight.T (+ bias)`` against ``targets`` (IGNORE_INDEX skipped),
+    never holding more than one chunk of logits. ``hidden``: (tokens, width); ``targets``: (tokens,).
+    ``compute_dtype``: the matmul dtype (default: autocast's when it is on, else ``hidden``'s); the softmax
+    is fp32. Gradients flow to ``hidden``, ``weight`` and ``bias``."""
+    hidden = hidden.reshape(-1, hidden.shape[-1])
+    targets = targets.reshape(-1)
+    if compute_dtype is None:
+        device_type = hidden.device.type
+        if torch.is_autocast_enabled(device_type):
+            compute_dtype = torch.get_autocast_dtype(device_type)
+        else:
+            compute_dtype = hidden.dtype
+    if chunk is None:
+        chunk = chunk_tokens(hidden.shape[0], hidden.shape[1], weight.shape[0])
+    if not torch.is_grad_enabled():  # evaluation: no gradients to compute along the way
+        hidden, weight = hidden.detach(), weight.detach()
+        bias = bias.detach() if bias is not None else None
+    return _ChunkedLinearCrossEntropy.apply(hidden, weight, bias, targets, int(chunk), compute_dtype)
+
+
+class UnsupportedLoss(ValueError):
+    """``--loss-impl`` asks for a loss this model or device cannot run; the message says why."""
+
+
+def _liger_loss() -> Callable[..., torch.Tensor] | None:
+    """Liger's fused linear cross-entropy (summed), or None when ``liger-kernel`` is not installed."""
+    try:
+        from liger_kernel.transformers.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyLoss
+    except Exception:  # not installed, or no Triton for this device
+        return None
+    fn = LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="sum")
+
+    def liger(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor) -> Any:
+        device_type = hidden.device.type
+        dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else hidden.dtype
+        h = hidden.reshape(-1, hidden.shape[-1]).to(dtype)
+        out = fn(weight.to(dtype), h, targets.reshape(-1), bias.to(dtype) if bias is not None else None)
+        return (out[0] if isinstance(out, tuple) else out).float()
+
+    return liger
+
+
+class HeadLoss:
+    """The output head of one model, taught to return the summed loss instead of the logits while
+    :meth:`pending` holds targets. The head module, its parameters and names are unchanged; only its
+    ``forward`` (an instance attribute) is replaced."""
+
+    def __init__(self, head: torch.nn.Linear, kind: str, fn: Callable[..., torch.Tensor]) -> None:
+        self.head, self.kind, self.fn = head, kind, fn
+        self.targets: torch.Tensor | None = None
+        self.loss: torch.Tensor | None = None
+        plain = head.forward
+
+        def forward(module: torch.nn.Linear, hidden: torch.Tensor) -> torch.Tensor:
+            if self.targets is None:
+                return plain(hidden)
+            self.loss = self.fn(hidden, module.weight, module.bias, self.targets)
+            return self.loss
+
+        head.forward = types.MethodType(forward, head)
+
+    @contextlib.contextmanager
+    def pending(self, targets: torch.Tensor) -> Iterator[HeadLoss]:
+        self.targets, self.loss = targets, None
+        try:
+            yield self
+        finally:
+            self.targets = None
+
+    def take(self) -> torch.Tensor:
+        loss, self.loss = self.loss, None
+        if loss is None:
+            raise RuntimeError("the model's forward did not call its output head; use --loss-impl plain")
+        return loss
+
+
+def head_loss_support(model: torch.nn.Module) -> tuple[torch.nn.Linear | None, str]:
+    """(the output head, "") when the head may compute the loss itself, else (None, why not)."""
+    cfg = getattr(model, "config", None)
+    model_type = getattr(cfg, "model_type", None)
+    if model_type not in HEAD_ONLY_MODEL_TYPES:
+        return None, f"model type {model_type!r} is not known to apply its head last"
+    for name in LOGIT_TRANSFORMS:
+        if getattr(cfg, name, None) not in (None, 0, 1, 1.0):
+            return None, f"the model transforms its logits ({name})"
+    try:
+        head = model.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        head = None
+    if type(head) is not torch.nn.Linear:  # a LoRA-wrapped or quantised head computes differently
+        return None, f"the output head is a {type(head).__name__}, not a plain Linear"
+    return head, ""
+
+
+def install(model: torch.nn.Module, impl: str, device: torch.device) -> tuple[HeadLoss | None, str]:
+    """Make ``model``'s head compute the loss (``impl``: auto, chunked, liger, plain).
+
+    Returns (the HeadLoss or None for the plain path, a short description for telemetry). ``auto``:
+    Liger on CUDA when installed, else chunked where the model allows it, else plain. Asking for
+    ``chunked`` or ``liger`` where it cannot run raises UnsupportedLoss naming the reason.
+    """
+    if impl == "plain":
+        return None, "plain"
+    head, why = head_loss_support(model)
+    if head is None:
+        if impl != "auto":
+            raise UnsupportedLoss(f"--loss-impl {impl}: {why}")
+        return None, "plain"
+    if impl in ("auto", "liger") and device.type == "cuda":
+        liger = _liger_loss()
+        if liger is not None:
+            return HeadLoss(head, "liger", liger), "liger"
+        if impl == "liger":
+            raise UnsupportedLoss("--loss-impl liger needs liger-kernel: pip install liger-kernel")
+    elif impl == "liger":
+        raise UnsupportedLoss("--loss-impl liger runs on CUDA only")
+    return HeadLoss(head, "chunked", chunked_linear_cross_entropy), "chunked"
+
+
+def shifted_targets(ids: torch.Tensor) -> torch.Tensor:
+    """Next-token targets: the inputs shifted left, the last position ignored (no next token). Shifting
+    the targets, not the logits, avoids copying the logits (``logits[:, :-1]``) every step."""
+    return F.pad(ids[:, 1:], (0, 1), value=IGNORE_INDEX)
+
+
+def causal_loss_sum(
+    model: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    device: torch.device,
+    autocast: Any,
+    head_loss: HeadLoss | None = None,
+) -> torch.Tensor:
+    """Summed next-token cross-entropy over a micro-batch: through ``head_loss`` when given (no full
+    logits), else from the model's logits upcast to fp32."""
+    ids = batch["input_ids"].to(device, non_blocking=True)
+    kwargs = {}
+    if "position_ids" in batch:
+        kwargs["position_ids"] = batch["position_ids"].to(device, non_blocking=True)
+    targets = shifted_targets(ids)
+    if head_loss is not None:
+        with head_loss.pending(targets), autocast():
+            model(input_ids=ids, **kwargs)
+        return head_loss.take()
+    with autocast():
+        logits = model(input_ids=ids, **kwargs).logits
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
+
+
+def loss_memory_bytes(tokens: int, vocab: int, hidden: int, compute_bytes: int, impl: str) -> int:
+    """Peak bytes the next-token loss itself adds to a step (what a planner's logits term should count).
+
+    ``plain``: tokens x vocabulary x 12 B: in backward the fp32 log-softmax kept from the forward, the
+    fp32 gradient arriving at it and the one it returns live together (in the forward, 16-bit logits, their
+    fp32 copy and the log-softmax: 10 B under autocast, 12 B in fp32 where the copy is the logits).
+    ``chunked``: one chunk's logits, fp32 plus their 16-bit matmul output (or the 16-bit copy of their
+    gradient), and the gradient of the head's input computed in the forward (tokens x hidden). The head
+    weight's fp32 gradient, also computed in the forward, is not counted: every path holds it by the
+    end of backward.
+    """
+    if impl == "plain":
+        return tokens * vocab * 12
+    chunk = chunk_tokens(tokens, hidden, vocab)
+    extra = compute_bytes if compute_bytes != 4 else 0
+    return chunk * vocab * (4 + extra) + tokens * hidden * compute_bytes
