@@ -35,6 +35,7 @@ from gpuplanner.launch.backend import Backend
 from gpuplanner.launch.hosts import Host, HostError, get_host, update_host
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 from gpuplanner.launch.local_backend import LocalBackend, TrainerPythonMissing
+from gpuplanner.launch.slurm_backend import SlurmBackend
 from gpuplanner.launch.ssh_backend import SSHBackend
 from gpuplanner.launch.ssh_connection import AuthenticationFailed, PassphraseCallback, SSHError
 from gpuplanner.launch.streaming import NodeStream
@@ -184,7 +185,7 @@ class RunManager:
     def _make_backend(self, host: Host) -> Backend:
         if host.kind == "local":
             return LocalBackend(host, self.local_runs_root)
-        return SSHBackend(
+        return (SlurmBackend if host.kind == "slurm" else SSHBackend)(
             host,
             known_hosts_path=self.known_hosts_path,
             passphrase_callback=self.passphrase_callback,
@@ -731,6 +732,8 @@ class RunManager:
                 node.done = True
                 continue
             state = backends[node.host].state(node.run_dir, node.tag, node.pgid)
+            if getattr(state, "event", None):  # a Slurm job's state changed (pending, requeued, ended + spend)
+                self._record_event(run, "slurm_job", state.event)
             if not state.alive:
                 node.done, node.exit_code = True, state.exit_code
         failed = [n for n in run.nodes if n.done and n.exit_code not in (0, supervisor.EXIT_RESUME)]

@@ -1,0 +1,201 @@
+"""The Slurm engine against a real single-node Slurm reached through a real sshd on loopback.
+
+The bundled trainer (a tiny GPT-2 on the CPU) goes through ``sbatch`` to completion and into the
+history; a requeue (``scontrol requeue``) resumes from the checkpoint to the same final weights as an
+uninterrupted run; the time limit's signal (``--signal=B:TERM@LEAD``) makes it checkpoint and exit 75;
+a stop (``scancel --signal=TERM --batch``) and a kill (``scancel``) end it as the user asked.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from gpuplanner.launch.manager import RunManager
+from tests.launch.conftest import (
+    TRAINER_ENV,
+    add_slurm_host,
+    all_seqs,
+    events_file_seqs,
+    final_weights,
+    rows,
+    train_flags,
+)
+from tests.launch.test_runs import Watch
+from trainer import checkpoint
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
+
+
+def slurm_events(db_path: Path, run_id: int) -> list[dict[str, Any]]:
+    """The run's ``slurm_job`` events, oldest first (launcher events count down from seq -1)."""
+    found = rows(
+        db_path, "SELECT detail_json FROM events WHERE run_id = ? AND kind = 'slurm_job' ORDER BY seq DESC", run_id
+    )
+    return [json.loads(r[0]) for r in found]
+
+
+def assert_exactly_once(db_path: Path, run_id: int, run_dir: Path) -> None:
+    stored = all_seqs(db_path, run_id)
+    assert stored == list(range(len(stored)))
+    assert stored == sorted(set(events_file_seqs(run_dir)))
+
+
+def test_sbatch_run_to_completion_into_history(
+    db_path: Path, model_config: Path, slurm_cluster: Any, slurm_login: Any, known_hosts: Path
+) -> None:
+    add_slurm_host(
+        db_path,
+        "cluster",
+        slurm_login,
+        trust=known_hosts,
+        price=2.0,
+        partition="debug",
+        gpus_per_node=1,
+        time_limit="10",
+    )
+    watch = Watch()
+    manager = RunManager(db_path)
+    run_id = manager.launch(
+        "cluster",
+        train_flags(model_config, steps=6),
+        env=TRAINER_ENV,
+        on_records=watch.on_records,
+        on_status=watch.on_status,
+    )
+    watch.until(lambda: len(watch.steps()) >= 1)
+    first_step_s = watch.first_step_s
+    status = manager.wait(run_id, 180)
+    assert (status.state, status.exit_code) == ("finished", 0), status
+    job_id = status.pid
+    run_dir = Path(status.run_dir)
+    assert_exactly_once(db_path, run_id, run_dir)
+    assert watch.steps()[-1] == 6
+    assert rows(db_path, "SELECT status, host FROM runs WHERE id = ?", run_id) == [("finished", "cluster")]
+    # the job asked for the GPU and had the time limit and the checkpoint signal
+    job = slurm_cluster.run("scontrol", "show", "job", "-o", str(job_id)).stdout
+    assert "TresPerNode=gres:gpu:1" in job and "TimeLimit=00:10:00" in job and "JobState=COMPLETED" in job
+    script = (run_dir / "node0.sbatch").read_text()
+    assert "--signal=B:TERM@120" in script and "--gpus-per-node=1" in script
+    events = slurm_events(db_path, run_id)
+    assert events[0]["state"] in ("PENDING", "CONFIGURING", "RUNNING")
+    final = events[-1]
+    assert final["state"] == "COMPLETED" and final["exit_code"] == 0 and final["job_id"] == job_id
+    assert final["spend_source"] == "scontrol"  # the test cluster has no accounting storage
+    assert final["billed_s"] >= 1 and final["gpus"] == 1
+    assert final["spend_usd"] == pytest.approx(final["billed_s"] * 2.0 / 3600)
+    print(f"\nFIGURES slurm_launch_to_first_step_s={first_step_s:.1f}")
+    manager.close()
+
+
+def test_requeue_resumes_from_checkpoint_to_identical_weights(
+    db_path: Path, model_config: Path, slurm_cluster: Any, slurm_login: Any, known_hosts: Path, tmp_path: Path
+) -> None:
+    add_slurm_host(db_path, "cluster", slurm_login, trust=known_hosts, price=1.0, requeue=True)
+    manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
+    flags = train_flags(model_config, steps=60)
+    reference = manager.launch("local", flags)  # uninterrupted, alongside
+    watch = Watch()
+    run_id = manager.launch("cluster", flags, env=TRAINER_ENV, on_records=watch.on_records, on_status=watch.on_status)
+    watch.until(lambda: len(watch.steps()) >= 1)
+    job_id = manager.status(run_id).pid
+    slurm_cluster.run("scontrol", "requeue", str(job_id))
+    requeued_at = watch.steps()[-1]
+    watch.until(lambda: any(r["kind"] == "preempted" for r in watch.records), 60)
+    # Slurm holds a requeued job back for two minutes (pending, reason BeginTime); once the history
+    # shows that, an admin releases it
+    deadline = time.monotonic() + 60
+    while not any(e["state"] == "PENDING" and e["reason"] == "BeginTime" for e in slurm_events(db_path, run_id)):
+        assert time.monotonic() < deadline, slurm_events(db_path, run_id)
+        time.sleep(0.5)
+    slurm_cluster.run("scontrol", "update", f"jobid={job_id}", "StartTime=now")
+    status = manager.wait(run_id, 240)
+    assert requeued_at < 60
+    assert (status.state, status.exit_code, status.restarts) == ("finished", 0, 0), status
+    assert status.pid == job_id  # the same job ran again: Slurm restarted it, not the launcher
+    kinds = [r["kind"] for r in watch.records]
+    assert kinds.count("run_start") == 2
+    resumed = [r for r in watch.records if r["kind"] == "run_start"][-1]
+    assert resumed["resumed_from_step"] >= requeued_at
+    assert_exactly_once(db_path, run_id, Path(status.run_dir))
+    states = [(e["state"], e["restarts"]) for e in slurm_events(db_path, run_id)]
+    assert ("PENDING", 1) in states and ("RUNNING", 1) in states and states[-1] == ("COMPLETED", 1)
+    attempts = [json.loads(line) for line in (Path(status.run_dir) / "node0.attempts").read_text().splitlines()]
+    assert [(a["restart"], a["exit_code"]) for a in attempts] == [(0, 75), (1, 0)]
+    final = slurm_events(db_path, run_id)[-1]
+    # no accounting: the first attempt's time from the script's log, the last from scontrol
+    assert final["billed_s"] >= attempts[0]["end"] - attempts[0]["start"]
+    assert manager.wait(reference, 240).state == "finished"
+    a, b = final_weights(Path(status.run_dir)), final_weights(Path(manager.status(reference).run_dir))
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    manager.close()
+
+
+def test_time_limit_signal_checkpoints_and_exits_75(
+    db_path: Path, model_config: Path, slurm_cluster: Any, slurm_login: Any, known_hosts: Path
+) -> None:
+    # one minute with the signal 45 s before its end: Slurm sends it 15 s to ~45 s into the job (its
+    # timer checks run every 30 s or so), after the first steps and long before the limit
+    add_slurm_host(db_path, "cluster", slurm_login, trust=known_hosts, time_limit="1", signal_lead_s=45)
+    watch = Watch()
+    manager = RunManager(db_path)
+    run_id = manager.launch(
+        "cluster",
+        train_flags(model_config, steps=100000),
+        env=TRAINER_ENV,
+        on_records=watch.on_records,
+        on_status=watch.on_status,
+    )
+    status = manager.wait(run_id, 120)
+    assert status.exit_code == 75 and status.state == "preempted", status
+    preempted = [r for r in watch.records if r["kind"] == "preempted"]
+    assert preempted and "SIGTERM" in json.dumps(preempted[-1])
+    assert watch.steps(), "the signal came before the first step"
+    (newest,) = checkpoint.complete(Path(status.run_dir))[:1]
+    assert newest.name == checkpoint.step_dir_name(watch.steps()[-1])
+    job = slurm_cluster.run("scontrol", "show", "job", "-o", str(status.pid)).stdout
+    assert "JobState=FAILED" in job and "ExitCode=75:0" in job  # ended by the trainer, before the limit
+    assert slurm_events(db_path, run_id)[-1]["exit_code"] == 75
+    manager.close()
+
+
+def test_stop_resume_and_kill(
+    db_path: Path, model_config: Path, slurm_cluster: Any, slurm_login: Any, known_hosts: Path
+) -> None:
+    add_slurm_host(db_path, "cluster", slurm_login, trust=known_hosts)
+    watch = Watch()
+    manager = RunManager(db_path)
+    run_id = manager.launch(
+        "cluster",
+        train_flags(model_config, steps=100000),
+        env=TRAINER_ENV,
+        on_records=watch.on_records,
+        on_status=watch.on_status,
+    )
+    watch.until(lambda: len(watch.steps()) >= 1)
+    first_job = manager.status(run_id).pid
+    manager.stop(run_id)  # scancel --signal=TERM --batch: the trainer checkpoints
+    status = manager.wait(run_id, 120)
+    assert (status.state, status.exit_code) == ("stopped", 75), status
+    stopped_at = watch.steps()[-1]
+    manager.resume(run_id)  # a new job on the same run directory
+    watch.until(lambda: watch.steps()[-1] > stopped_at, 120)
+    second_job = manager.status(run_id).pid
+    assert second_job != first_job
+    resumed = [r for r in watch.records if r["kind"] == "run_start"][-1]
+    assert resumed["resumed_from_step"] == stopped_at
+    manager.kill(run_id)  # scancel
+    status = manager.wait(run_id, 120)
+    assert status.state == "killed", status
+    job = slurm_cluster.run("scontrol", "show", "job", "-o", str(second_job)).stdout
+    assert "JobState=CANCELLED" in job
+    assert slurm_events(db_path, run_id)[-1]["state"] == "CANCELLED"
+    assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("killed",)]
+    manager.close()
