@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import paramiko
-
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.hosts import delete_host_row, get_host_row, insert_host_row, list_host_rows, upsert_host_row
+from gpuplanner.launch import ssh_config
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 from gpuplanner.launch.slurm_settings import SlurmSettings, SlurmSettingsError, parse_settings
 
@@ -194,38 +193,44 @@ def remove_host(db_path: str | os.PathLike[str] | None, name: str) -> None:
 
 def default_ssh_config_path() -> Path:
     """``$GPUPLANNER_SSH_CONFIG`` (tests) or ``~/.ssh/config``."""
-    return Path(os.environ.get("GPUPLANNER_SSH_CONFIG") or Path.home() / ".ssh" / "config")
+    return ssh_config.default_path()
 
 
-def _config_host(config: paramiko.SSHConfig, alias: str) -> Host:
-    entry = config.lookup(alias)
-    identity = entry.get("identityfile")
+def _config_host(resolved: ssh_config.Resolved) -> Host:
     return Host(
-        name=alias,
+        name=resolved.alias,
         kind="ssh",
-        hostname=entry.get("hostname", alias),
-        port=int(entry.get("port", 22)),
-        user=entry.get("user"),
-        identity_file=os.path.expanduser(identity[0]) if identity else None,
-        proxy_jump=entry.get("proxyjump"),
+        hostname=resolved.hostname,
+        port=resolved.port,
+        user=resolved.user,
+        identity_file=resolved.identity_file,
+        proxy_jump=resolved.proxy_jump,
     )
 
 
+def _config_file(path: str | os.PathLike[str] | None) -> Path:
+    if not path or str(path) == "~/.ssh/config":
+        return default_ssh_config_path()
+    return Path(os.path.expanduser(str(path)))
+
+
 def ssh_config_hosts(path: str | os.PathLike[str] | None = "~/.ssh/config") -> list[Host]:
-    """The concrete ``Host`` aliases of an OpenSSH config (no patterns), resolved with paramiko."""
-    file = Path(os.path.expanduser(str(path))) if path else default_ssh_config_path()
-    if str(path) == "~/.ssh/config":
-        file = default_ssh_config_path()
-    if not file.is_file():
-        return []
-    config = paramiko.SSHConfig.from_path(str(file))
-    aliases = sorted(a for a in config.get_hostnames() if not any(c in a for c in "*?!"))
-    return [_config_host(config, alias) for alias in aliases]
+    """The concrete ``Host`` aliases of an OpenSSH config and its ``Include`` files (no patterns), each
+    resolved as ``ssh -G`` resolves it (paramiko's parser without OpenSSH's client). An alias that cannot
+    be resolved raises HostError naming the file."""
+    file = _config_file(path)
+    try:
+        return [_config_host(ssh_config.resolve(alias, file)) for alias in ssh_config.aliases(file)]
+    except ssh_config.SSHConfigError as exc:
+        raise HostError(f"SSH config: {exc}") from None
 
 
 def ssh_config_host(alias: str, path: str | os.PathLike[str] | None = None) -> Host | None:
-    """One alias of the SSH config, or None."""
-    for host in ssh_config_hosts(path or default_ssh_config_path()):
-        if host.name == alias:
-            return host
-    return None
+    """One alias of the SSH config (``Host`` lines of the file and its includes), resolved; or None."""
+    file = _config_file(path)
+    try:
+        if alias not in ssh_config.aliases(file):
+            return None
+        return _config_host(ssh_config.resolve(alias, file))
+    except ssh_config.SSHConfigError as exc:
+        raise HostError(f"SSH config: {exc}") from None
