@@ -199,3 +199,22 @@ def test_stop_resume_and_kill(
     assert slurm_events(db_path, run_id)[-1]["state"] == "CANCELLED"
     assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("killed",)]
     manager.close()
+
+
+def test_probe_runs_on_a_compute_node(
+    db_path: Path, slurm_cluster: Any, slurm_login: Any, known_hosts: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpuplanner.cli import main
+    from gpuplanner.launch.hosts import get_host
+
+    add_slurm_host(db_path, "cluster", slurm_login, trust=known_hosts, partition="debug", gpus_per_node=1)
+    assert main(["hosts", "probe", "cluster", "--db", str(db_path), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["ok"] is True and result["missing"] == []
+    assert result["slurm"]["partition"] == "debug" and result["payload_uploaded"] is True
+    assert result["gpus"] == []  # the test cluster's GPU has /dev/null as its device
+    assert get_host(db_path, "cluster").gpu_count == 0
+    # the probe ran as a job step on the compute node (srun), not on the login node
+    jobs = slurm_cluster.run("scontrol", "show", "job", "-o").stdout.splitlines()
+    interactive = [j for j in jobs if "BatchFlag=0" in j and "JobState=COMPLETED" in j]
+    assert len(interactive) >= 2 and all("TresPerNode=gres:gpu:1" in j for j in interactive[-2:])
