@@ -1,7 +1,7 @@
 """The Slurm engine against a real single-node Slurm reached through a real sshd on loopback.
 
 The bundled trainer (a tiny GPT-2 on the CPU) goes through ``sbatch`` to completion and into the
-history; a requeue (``scontrol requeue``) resumes from the checkpoint to the same final weights as an
+history, with nothing lost when the login node cuts the connection mid-run; a requeue (``scontrol requeue``) resumes from the checkpoint to the same final weights as an
 uninterrupted run; the time limit's signal (``--signal=B:TERM@LEAD``) makes it checkpoint and exit 75;
 a stop (``scancel --signal=TERM --batch``) and a kill (``scancel``) end it as the user asked.
 """
@@ -63,19 +63,24 @@ def test_sbatch_run_to_completion_into_history(
     manager = RunManager(db_path)
     run_id = manager.launch(
         "cluster",
-        train_flags(model_config, steps=6),
+        train_flags(model_config, steps=40),
         env=TRAINER_ENV,
         on_records=watch.on_records,
         on_status=watch.on_status,
     )
     watch.until(lambda: len(watch.steps()) >= 1)
     first_step_s = watch.first_step_s
+    assert slurm_login.cut_connections() >= 1  # the login node drops us mid-run
+    cut_at = watch.steps()[-1]
     status = manager.wait(run_id, 180)
     assert (status.state, status.exit_code) == ("finished", 0), status
+    assert cut_at < 40 and status.reconnects >= 1
     job_id = status.pid
     run_dir = Path(status.run_dir)
     assert_exactly_once(db_path, run_id, run_dir)
-    assert watch.steps()[-1] == 6
+    lost = len(events_file_seqs(run_dir)) - len(all_seqs(db_path, run_id))
+    assert lost == 0
+    assert watch.steps()[-1] == 40
     assert rows(db_path, "SELECT status, host FROM runs WHERE id = ?", run_id) == [("finished", "cluster")]
     # the job asked for the GPU and had the time limit and the checkpoint signal
     job = slurm_cluster.run("scontrol", "show", "job", "-o", str(job_id)).stdout
@@ -89,7 +94,7 @@ def test_sbatch_run_to_completion_into_history(
     assert final["spend_source"] == "scontrol"  # the test cluster has no accounting storage
     assert final["billed_s"] >= 1 and final["gpus"] == 1
     assert final["spend_usd"] == pytest.approx(final["billed_s"] * 2.0 / 3600)
-    print(f"\nFIGURES slurm_launch_to_first_step_s={first_step_s:.1f}")
+    print(f"\nFIGURES slurm_launch_to_first_step_s={first_step_s:.1f} records_lost_across_cut={lost}")
     manager.close()
 
 
