@@ -308,7 +308,7 @@ class RunManager:
                 name=name,
                 host=host_name,
                 gpu_type=host.gpu_type,
-                gpu_count=gpus * len(hosts),
+                gpu_count=gpus * len(hosts) if host.kind != "slurm" else host.slurm_settings.gpus_in_job,
                 price_usd_per_gpu_hour=host.price_usd_per_gpu_hour,
                 pricing=host.db_pricing,
                 model_name=_model_name(args),

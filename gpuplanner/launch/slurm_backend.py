@@ -220,7 +220,7 @@ class SlurmBackend(SSHBackend):
         if job is None:
             return {"spend_source": None}
         seconds = billed_seconds(job, attempts, rows)
-        gpus = self.settings.processes_per_node * self.settings.nodes
+        gpus = self.settings.gpus_in_job
         price = self.host.price_usd_per_gpu_hour
         return {
             "billed_s": seconds,

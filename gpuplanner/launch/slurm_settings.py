@@ -63,6 +63,11 @@ class SlurmSettings:
     def processes_per_node(self) -> int:
         return max(1, self.gpus_per_node)
 
+    @property
+    def gpus_in_job(self) -> int:
+        """Trainer processes (GPUs; one for a CPU job) of the whole job: what spend is counted for."""
+        return self.processes_per_node * self.nodes
+
     def sbatch_options(self) -> list[str]:
         """The resource options of ``sbatch`` (not the output files or the job name)."""
         out: list[str] = []

@@ -81,7 +81,9 @@ def test_sbatch_run_to_completion_into_history(
     lost = len(events_file_seqs(run_dir)) - len(all_seqs(db_path, run_id))
     assert lost == 0
     assert watch.steps()[-1] == 40
-    assert rows(db_path, "SELECT status, host FROM runs WHERE id = ?", run_id) == [("finished", "cluster")]
+    assert rows(db_path, "SELECT status, host, gpu_count FROM runs WHERE id = ?", run_id) == [
+        ("finished", "cluster", 1)
+    ]
     # the job asked for the GPU and had the time limit and the checkpoint signal
     job = slurm_cluster.run("scontrol", "show", "job", "-o", str(job_id)).stdout
     assert "TresPerNode=gres:gpu:1" in job and "TimeLimit=00:10:00" in job and "JobState=COMPLETED" in job

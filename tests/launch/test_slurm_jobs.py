@@ -65,6 +65,7 @@ def test_settings_are_checked_by_field() -> None:
         assert caught.value.field == field
     s = parse_settings({"gpus_per_node": "8", "nodes": 4, "gpu_flag": "gres", "signal_lead_s": 0})
     assert s.sbatch_options() == ["--nodes=4", "--ntasks-per-node=1", "--gres=gpu:8", "--no-requeue"]
+    assert (s.processes_per_node, s.gpus_in_job, parse_settings({"nodes": 3}).gpus_in_job) == (8, 32, 3)
 
 
 def test_scontrol_line_with_spaces_in_values() -> None:
