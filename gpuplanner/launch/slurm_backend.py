@@ -15,7 +15,8 @@ write. The "process group id" the run manager keeps for a node is the Slurm job 
   directory and the trainer resumes from its newest checkpoint, so nothing needs restarting. Once the
   job ended, the exit status is what the batch script recorded for the job's last attempt.
 - stop: ``scancel --signal=TERM --batch`` (the batch shell forwards it to the trainer, which checkpoints
-  and exits 75); a pending job is cancelled. kill: ``scancel``.
+  and exits 75); a job that has not started is cancelled and ends as 75 too (resumable as it was).
+  kill: ``scancel``.
 - Each change of the job's state (pending with its reason, running, requeued, ended) is offered to the
   run manager as ``SlurmState.event``, which it records in the history as a ``slurm_job`` event. The
   final one carries the billed time and spend: ``sacct``'s elapsed time of every attempt times the
@@ -52,12 +53,14 @@ from gpuplanner.launch.slurm_jobs import (
 )
 from gpuplanner.launch.ssh_backend import SSHBackend, env_assignments
 from gpuplanner.launch.ssh_connection import PassphraseCallback, SSHError
+from gpuplanner.launch.supervisor import EXIT_RESUME
 
 log = logging.getLogger(__name__)
 q = shlex.quote
 SACCT_FIELDS = "JobID,State,ExitCode,ElapsedRaw,Submit,Start,End,Reason"
 SLURM_COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "srun")
 _MARK = "@@gpuplanner@@"
+NOT_STARTED = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT"})
 
 
 class SlurmError(HostError):
@@ -87,6 +90,7 @@ class SlurmBackend(SSHBackend):
         self.settings = host.slurm_settings
         self._seen: dict[int, tuple[Any, ...]] = {}  # job id -> (state, reason, restarts) last reported
         self._seen_lock = threading.Lock()
+        self._cancelled_pending: set[int] = set()  # stopped before they started (exit as 75: resume me)
 
     # -- submitting ------------------------------------------------------------------------------
     def script(self, run_dir: str, tag: str, args: list[str], env: dict[str, str]) -> str:
@@ -143,15 +147,23 @@ class SlurmBackend(SSHBackend):
     # -- controlling -------------------------------------------------------------------------------
     def signal(self, pgid: int, signame: str) -> None:
         """``KILL``: ``scancel``; any other signal goes to the batch shell (which forwards it), and a job
-        that has not started yet is cancelled."""
+        that has not started yet is cancelled (its end then counts as exit 75: resumable as it was)."""
         if not signame.isalnum():
             raise ValueError(f"bad signal name {signame!r}")
         job = int(pgid)
         if signame == "KILL":
-            command = f"scancel {job}"
-        else:
-            command = f"scancel --signal={signame} --batch {job} 2>/dev/null || scancel {job}"
-        self._conn().run(f"{command}; true", timeout_s=30)
+            self._conn().run(f"scancel {job}; true", timeout_s=30)
+            return
+        # scancel --signal waits as long as the job has not started, so a job that has not is cancelled
+        waiting = "|".join(sorted(NOT_STARTED))
+        _, out, _ = self._conn().run(
+            f'case "$(squeue -h -j {job} -o %T 2>/dev/null)" in {waiting}) scancel {job} && echo cancelled;;'
+            f" *) timeout 20 scancel --signal={signame} --batch {job} && echo signalled;; esac; true",
+            timeout_s=40,
+        )
+        if out.strip().endswith("cancelled"):  # it had not started: nothing to checkpoint, resumable as it was
+            with self._seen_lock:
+                self._cancelled_pending.add(job)
 
     def _query(self, run_dir: str, tag: str, job_id: int, with_sacct: bool) -> tuple[JobInfo | None, list, list]:
         """(the job as scontrol or sacct sees it, or None when neither knows it; the attempts the batch
@@ -189,6 +201,9 @@ class SlurmBackend(SSHBackend):
         if job.active:
             return SlurmState(True, None, job, self._event(job, run_dir, tag, attempts))
         code = final_exit_code(job, attempts)
+        with self._seen_lock:
+            if code is None and job.state == "CANCELLED" and job_id in self._cancelled_pending:
+                code = EXIT_RESUME
         return SlurmState(False, code, job, self._event(job, run_dir, tag, attempts, code))
 
     def _event(

@@ -225,3 +225,36 @@ def test_probe_runs_on_a_compute_node(
     jobs = slurm_cluster.run("scontrol", "show", "job", "-o").stdout.splitlines()
     interactive = [j for j in jobs if "BatchFlag=0" in j and "JobState=COMPLETED" in j]
     assert len(interactive) >= 2 and all("TresPerNode=gres:gpu:1" in j for j in interactive[-2:])
+
+
+def test_pending_job_shows_its_reason_and_a_stop_cancels_it(
+    db_path: Path, model_config: Path, slurm_cluster: Any, slurm_login: Any, known_hosts: Path
+) -> None:
+    # another job holds the cluster's only GPU, so ours waits in the queue
+    blocker = slurm_cluster.run(
+        "sbatch", "--parsable", "--gpus-per-node=1", "-o", "/dev/null", "--wrap", "sleep 300"
+    ).stdout.strip()
+    try:
+        deadline = time.monotonic() + 30
+        while "JobState=RUNNING" not in slurm_cluster.run("scontrol", "show", "job", "-o", blocker).stdout:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        add_slurm_host(db_path, "cluster", slurm_login, trust=known_hosts, gpus_per_node=1)
+        manager = RunManager(db_path)
+        run_id = manager.launch("cluster", train_flags(model_config, steps=5), env=TRAINER_ENV)
+        deadline = time.monotonic() + 30
+        while not any(e["state"] == "PENDING" and e["reason"] for e in slurm_events(db_path, run_id)):
+            assert time.monotonic() < deadline, slurm_events(db_path, run_id)
+            time.sleep(0.2)
+        pending = slurm_events(db_path, run_id)[-1]
+        assert pending["reason"] in ("Resources", "Priority") and "queue_wait_s" not in pending
+        manager.stop(run_id)  # nothing to checkpoint: the job is cancelled, and the run can resume later
+        status = manager.wait(run_id, 60)
+        assert (status.state, status.exit_code) == ("stopped", 75), status
+        final = slurm_events(db_path, run_id)[-1]
+        assert final["state"] == "CANCELLED" and final["exit_code"] == 75 and final["billed_s"] == 0
+        assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("preempted",)]
+        assert all_seqs(db_path, run_id) == []  # the trainer never ran
+        manager.close()
+    finally:
+        slurm_cluster.run("scancel", blocker)
