@@ -10,7 +10,7 @@ the trainer's process group, which checkpoints and exits 75.
 
 One node: the wrapper runs the trainer (``torchrun --standalone`` for several GPUs) in the batch
 shell's allocation. Several nodes, or a container image: ``srun`` starts one task per node; each runs
-``torchrun`` with a c10d rendezvous on the first node of ``SLURM_JOB_NODELIST``, the node rank from
+``torchrun`` with a c10d rendezvous on the first node of ``SLURM_JOB_NODELIST`` (at its ``NodeAddr``), the node rank from
 ``SLURM_NODEID`` and the node count from ``SLURM_JOB_NUM_NODES``.
 """
 
@@ -125,7 +125,11 @@ def batch_script(
     ]
     if settings.nodes > 1:
         lines += [
-            'GPUPLANNER_RDZV_HOST=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            'GPUPLANNER_RDZV_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            # the node's address as Slurm knows it (a node name need not resolve)
+            'GPUPLANNER_RDZV_HOST=$(scontrol show node -o "$GPUPLANNER_RDZV_NODE" | tr " " "\\n"'
+            " | sed -n 's/^NodeAddr=//p')",
+            "GPUPLANNER_RDZV_HOST=${GPUPLANNER_RDZV_HOST:-$GPUPLANNER_RDZV_NODE}",
             f"GPUPLANNER_RDZV_PORT=$(( {RDZV_PORT_BASE} + SLURM_JOB_ID % 1000 ))",
             "export GPUPLANNER_RDZV_HOST GPUPLANNER_RDZV_PORT",
         ]

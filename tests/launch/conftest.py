@@ -178,14 +178,14 @@ def events_file_seqs(run_dir: Path) -> list[int]:
 # -- Slurm: one real single-node cluster per test session, reached through a real sshd ----------------
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A real Slurm (see ``tests/launch/slurm_cluster.py``), started once; tests using it go in the
-    ``slurm`` xdist group, so one worker owns it."""
+    """A real two-node Slurm on this host (see ``tests/launch/slurm_cluster.py``), started once; tests
+    using it go in the ``slurm`` xdist group, so one worker owns it."""
     from tests.launch.slurm_cluster import SlurmCluster
     from tests.launch.slurm_cluster import available as slurm_available
 
     if not slurm_available():
         pytest.fail("the Slurm tests need root and the slurmctld, slurmd, slurm-client and munge packages")
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"), nodes=2).start()
     yield cluster
     cluster.stop()
 

@@ -1,16 +1,19 @@
-"""A real single-node Slurm for tests: ``munged``, ``slurmctld`` and ``slurmd`` as root, no systemd.
+"""A real Slurm for tests: ``munged``, ``slurmctld`` and ``slurmd`` as root, no systemd.
 
 Debian's ``slurmctld``, ``slurmd``, ``slurm-client`` and ``munge`` packages provide the programs.
-Everything lives in one folder: the munge key and socket, a generated ``slurm.conf`` (this host by
-``hostname -s`` with the CPU count and memory ``slurmd -C`` reports, its own free ports, state and
-spool folders, ``proctrack/linuxproc``, ``task/none``, no accounting storage, so ``sacct`` says it is
-disabled), a ``gres.conf`` declaring one GPU whose device file is ``/dev/null`` (so ``--gpus-per-node``
-is scheduled for real and ``CUDA_VISIBLE_DEVICES`` set, while the jobs train on the CPU), and the
-daemons' logs. Clients find it through
-``SLURM_CONF`` (:attr:`SlurmCluster.env`). The daemons run in the foreground as children of the test
-process, so :meth:`stop` ends exactly what :meth:`start` started::
+Everything lives in one folder: the munge key and socket, a generated ``slurm.conf`` (this host's CPU
+count and memory as ``slurmd -C`` reports them, its own free ports, state and spool folders,
+``proctrack/linuxproc``, ``task/none``, no accounting storage, so ``sacct`` says it is disabled), a
+``gres.conf`` declaring one GPU per node whose device file is ``/dev/null`` (so ``--gpus-per-node`` is
+scheduled for real and ``CUDA_VISIBLE_DEVICES`` set, while the jobs train on the CPU), and the daemons'
+logs. With one node it is this host (``hostname -s``). With several, each node is one more ``slurmd``
+on this host (``slurmd -N gpN``, Debian's Slurm supports several per host) with its own port and
+spool folder, all at 127.0.0.1: a multi-node job runs for real, its nodes sharing this filesystem as
+cluster nodes share theirs. Clients find the cluster through ``SLURM_CONF`` (:attr:`SlurmCluster.env`).
+The daemons run in the foreground as children of the test process, so :meth:`stop` ends exactly what
+:meth:`start` started::
 
-    cluster = SlurmCluster(tmp / "slurm").start()   # srun hostname works once this returns
+    cluster = SlurmCluster(tmp / "slurm", nodes=2).start()   # srun hostname works once this returns
     cluster.run("sbatch", "--wrap", "true")
     cluster.stop()
 """
@@ -52,8 +55,10 @@ def node_facts() -> dict[str, str]:
 
 
 class SlurmCluster:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, nodes: int = 1) -> None:
         self.dir = Path(folder)
+        self.nodes = nodes
+        self.node_names: list[str] = []
         self.conf = self.dir / "slurm.conf"
         self.munge_socket = self.dir / "munge" / "munge.socket"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -87,11 +92,11 @@ class SlurmCluster:
             "CredType=cred/munge",
             f"AuthInfo=socket={self.munge_socket}",
             f"StateSaveLocation={d / 'state'}",
-            f"SlurmdSpoolDir={d / 'spool'}",
+            f"SlurmdSpoolDir={d / 'spool' / '%n'}",
             f"SlurmctldPidFile={d / 'slurmctld.pid'}",
-            f"SlurmdPidFile={d / 'slurmd.pid'}",
+            f"SlurmdPidFile={d / 'slurmd-%n.pid'}",
             f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}",
-            f"SlurmdLogFile={d / 'log' / 'slurmd.log'}",
+            f"SlurmdLogFile={d / 'log' / 'slurmd-%n.log'}",
             "MailProg=/bin/true",
             "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none",
@@ -108,12 +113,24 @@ class SlurmCluster:
             "KillWait=30",
             "SlurmctldTimeout=30",
             "SlurmdTimeout=30",
-            f"NodeName={self.node} NodeAddr=127.0.0.1 {hardware} Gres=gpu:{GPUS} State=UNKNOWN",
-            f"PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=UP",
-            "",
         ]
+        if self.nodes == 1:
+            self.node_names = [self.node]
+            lines.append(f"NodeName={self.node} NodeAddr=127.0.0.1 {hardware} Gres=gpu:{GPUS} State=UNKNOWN")
+        else:
+            self.node_names = [f"gp{i + 1}" for i in range(self.nodes)]
+            for name in self.node_names:
+                lines.append(
+                    f"NodeName={name} NodeHostname={self.node} NodeAddr=127.0.0.1 Port={_free_port()} {hardware}"
+                    f" Gres=gpu:{GPUS} State=UNKNOWN"
+                )
+        nodes = ",".join(self.node_names)
+        lines += [f"PartitionName={PARTITION} Nodes={nodes} Default=YES MaxTime=INFINITE State=UP", ""]
         self.conf.write_text("\n".join(lines))
-        (d / "gres.conf").write_text(f"AutoDetect=off\nNodeName={self.node} Name=gpu File=/dev/null Count={GPUS}\n")
+        (d / "gres.conf").write_text(
+            "AutoDetect=off\n"
+            + "".join(f"NodeName={n} Name=gpu File=/dev/null Count={GPUS}\n" for n in self.node_names)
+        )
 
     # -- daemons -----------------------------------------------------------------------------------
     def _spawn(self, name: str, argv: list[str]) -> None:
@@ -150,7 +167,8 @@ class SlurmCluster:
             self.stop()
             raise
         self._spawn("slurmctld", [_program("slurmctld"), "-D", "-i", "-f", str(self.conf)])
-        self._spawn("slurmd", [_program("slurmd"), "-D", "-f", str(self.conf)])
+        for name in self.node_names:
+            self._spawn(f"slurmd-{name}", [_program("slurmd"), "-D", "-f", str(self.conf), "-N", name])
         try:
             self._wait(self._node_idle, timeout_s, "the Slurm node did not become idle")
         except BaseException:
@@ -160,7 +178,8 @@ class SlurmCluster:
 
     def _node_idle(self) -> bool:
         out = self.run("sinfo", "-h", "-N", "-o", "%t", check=False)
-        return out.returncode == 0 and out.stdout.strip().startswith("idle")
+        states = out.stdout.split()
+        return out.returncode == 0 and len(states) == len(self.node_names) and set(states) == {"idle"}
 
     def _wait(self, ready, timeout_s: float, message: str) -> None:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + timeout_s
@@ -203,7 +222,7 @@ class SlurmCluster:
             deadline = time.monotonic() + timeout_s
             while self.jobs() and time.monotonic() < deadline:
                 time.sleep(0.5)
-        for name in ("slurmd", "slurmctld", "munged"):
+        for name in [n for n in self.procs if n.startswith("slurmd")] + ["slurmctld", "munged"]:
             proc = self.procs.pop(name, None)
             if proc is None or proc.poll() is not None:
                 continue
