@@ -152,11 +152,11 @@ class SlurmBackend(SSHBackend):
             raise ValueError(f"bad signal name {signame!r}")
         job = int(pgid)
         if signame == "KILL":
-            self._conn().run(f"scancel {job}; true", timeout_s=30)
+            self._run_once_more(f"scancel {job}; true", timeout_s=30)
             return
         # scancel --signal waits as long as the job has not started, so a job that has not is cancelled
         waiting = "|".join(sorted(NOT_STARTED))
-        _, out, _ = self._conn().run(
+        _, out, _ = self._run_once_more(
             f'case "$(squeue -h -j {job} -o %T 2>/dev/null)" in {waiting}) scancel {job} && echo cancelled;;'
             f" *) timeout 20 scancel --signal={signame} --batch {job} && echo signalled;; esac; true",
             timeout_s=40,
@@ -164,6 +164,17 @@ class SlurmBackend(SSHBackend):
         if out.strip().endswith("cancelled"):  # it had not started: nothing to checkpoint, resumable as it was
             with self._seen_lock:
                 self._cancelled_pending.add(job)
+
+    def _run_once_more(self, command: str, timeout_s: float) -> tuple[int, str, str]:
+        """Run a control command; if the connection turns out dead (cut while idle, not noticed yet),
+        reconnect and run it once more: a stop or kill must not fail on a connection that can be remade."""
+        try:
+            return self._conn().run(command, timeout_s=timeout_s)
+        except SSHError as exc:
+            log.info("%s: %s; reconnecting to run %r again", self.name, exc, command.split()[0])
+            self.close()
+            self.connect()
+            return self._conn().run(command, timeout_s=timeout_s)
 
     def _query(self, run_dir: str, tag: str, job_id: int, with_sacct: bool) -> tuple[JobInfo | None, list, list]:
         """(the job as scontrol or sacct sees it, or None when neither knows it; the attempts the batch
