@@ -50,6 +50,21 @@ def assert_exactly_once(db_path: Path, run_id: int, run_dir: Path) -> None:
     assert stored == sorted(set(events_file_seqs(run_dir)))
 
 
+def test_the_cluster_answers_within_seconds(slurm_cluster: Any, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    hosts = slurm_cluster.run("srun", "--nodes=2", "hostname").stdout.split()
+    assert len(hosts) == 2
+    out = tmp_path / "wrap.out"
+    job = slurm_cluster.run("sbatch", "--parsable", "-o", str(out), "--wrap", "echo wrapped").stdout.strip()
+    while "JobState=COMPLETED" not in slurm_cluster.run("scontrol", "show", "job", "-o", job).stdout:
+        assert time.monotonic() - t0 < 20
+        time.sleep(0.1)
+    assert out.read_text() == "wrapped\n"
+    assert time.monotonic() - t0 < 20
+    # no accounting storage: sacct says so, and spend falls back to scontrol
+    assert "accounting storage is disabled" in slurm_cluster.run("sacct", "-j", job, check=False).stderr
+
+
 def test_sbatch_run_cut_stopped_resumed_to_completion_into_history(
     db_path: Path, model_config: Path, slurm_cluster: Any, slurm_login: Any, known_hosts: Path
 ) -> None:
