@@ -180,9 +180,10 @@ def test_requeue_resumes_from_checkpoint_to_identical_weights(
 def test_time_limit_signal_checkpoints_exits_75_then_a_kill_cancels(
     db_path: Path, model_config: Path, slurm_cluster: Any, slurm_login: Any, known_hosts: Path
 ) -> None:
-    # one minute with the signal 45 s before its end: Slurm sends it 15 s to ~45 s into the job (its
-    # timer checks run every 30 s or so), after the first steps and long before the limit
-    add_slurm_host(db_path, "cluster", slurm_login, trust=known_hosts, time_limit="1", signal_lead_s=45)
+    # One minute with the signal 10 s before its end. slurmctld checks its timers every 30 s and sends
+    # the signal at the first check that finds less than lead + 30 s left: 20 to 50 s into the job,
+    # after the first steps and before the limit.
+    add_slurm_host(db_path, "cluster", slurm_login, trust=known_hosts, time_limit="1", signal_lead_s=10)
     watch = Watch()
     manager = RunManager(db_path)
     run_id = manager.launch(
@@ -232,8 +233,8 @@ def test_probe_runs_on_a_compute_node(
     assert get_host(db_path, "cluster").gpu_count == 0
     # the probe ran as a job step on the compute node (srun), not on the login node
     jobs = slurm_cluster.run("scontrol", "show", "job", "-o").stdout.splitlines()
-    interactive = [j for j in jobs if "BatchFlag=0" in j]  # srun's own jobs: the module check, then the probe
-    assert len(interactive) == 2 and all("TresPerNode=gres:gpu:1" in j for j in interactive)
+    interactive = [j for j in jobs if "BatchFlag=0" in j][-2:]  # srun's own jobs: the module check, the probe
+    assert all("TresPerNode=gres:gpu:1" in j for j in interactive)
     assert "Command=" + sys.executable in interactive[0] and "JobName=env" in interactive[1]
 
 
