@@ -110,7 +110,7 @@ class SlurmCluster:
             "GresTypes=gpu",
             "ReturnToService=2",
             "MinJobAge=900",  # finished jobs stay visible to scontrol for the whole session
-            "KillWait=30",
+            "KillWait=10",  # SIGTERM, then SIGKILL 10 s later: time enough to checkpoint a tiny model
             "SlurmctldTimeout=30",
             "SlurmdTimeout=30",
         ]
