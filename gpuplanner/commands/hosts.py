@@ -281,6 +281,9 @@ def _list(args: argparse.Namespace) -> int:
         where = "this machine" if h.kind == "local" else f"{h.user + '@' if h.user else ''}{h.hostname}:{h.port}"
         if h.kind == "slurm":
             where = f"slurm {where}"
+            if h.gpu_type is None:  # not probed: what its jobs ask for
+                settings = h.slurm_settings
+                h = dataclasses.replace(h, gpu_count=settings.gpus_per_node * settings.nodes)
         price = (
             f"${h.price_usd_per_gpu_hour:g}/GPU-h {h.pricing}" if h.price_usd_per_gpu_hour is not None else "no price"
         )

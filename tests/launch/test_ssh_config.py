@@ -137,7 +137,8 @@ def test_cli_adds_a_slurm_login_node(db_path: Path, capsys: pytest.CaptureFixtur
     ]
     capsys.readouterr()
     assert main(["hosts", "list", *db]) == 0
-    assert "slurm me@login.hpc.example.org:22" in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert "slurm me@login.hpc.example.org:22" in listed and "8 GPUs" in listed  # 2 nodes x 4, not probed yet
     assert main(["hosts", "add", "x", *db, "--hostname", "h", "--partition", "gpu"]) == 2
     assert "--partition: a Slurm setting; add --slurm" in capsys.readouterr().err
     assert main(["hosts", "add", "y", *db, "--slurm", "--hostname", "h", "--time-limit", "soon"]) == 2
