@@ -82,7 +82,7 @@ def test_sbatch_run_cut_stopped_resumed_to_completion_into_history(
     manager = RunManager(db_path)
     run_id = manager.launch(
         "cluster",
-        train_flags(model_config, steps=150),
+        train_flags(model_config, steps=300),
         env=TRAINER_ENV,
         on_records=watch.on_records,
         on_status=watch.on_status,
@@ -90,16 +90,18 @@ def test_sbatch_run_cut_stopped_resumed_to_completion_into_history(
     watch.until(lambda: len(watch.steps()) >= 1)
     first_step_s = watch.first_step_s
     first_job = manager.status(run_id).pid
-    assert slurm_login.cut_connections() >= 1  # the login node drops us mid-run
     manager.stop(run_id)  # scancel --signal=TERM --batch: the batch shell forwards it, the trainer checkpoints
     status = manager.wait(run_id, 120)
     assert (status.state, status.exit_code) == ("stopped", 75), status
-    assert status.reconnects >= 1
     stopped_at = watch.steps()[-1]
-    assert stopped_at < 150
+    assert stopped_at < 300
     manager.resume(run_id)  # a new job on the same run directory
+    watch.until(lambda: watch.steps()[-1] > stopped_at, 120)
+    assert slurm_login.cut_connections() >= 1  # the login node drops us mid-run
+    cut_at = watch.steps()[-1]
     status = manager.wait(run_id, 180)
     assert (status.state, status.exit_code, status.restarts) == ("finished", 0, 1), status
+    assert status.reconnects >= 1 and cut_at < 300
     job_id = status.pid
     assert job_id != first_job
     resumed = [r for r in watch.records if r["kind"] == "run_start"][-1]
@@ -108,7 +110,7 @@ def test_sbatch_run_cut_stopped_resumed_to_completion_into_history(
     assert_exactly_once(db_path, run_id, run_dir)
     lost = len(events_file_seqs(run_dir)) - len(all_seqs(db_path, run_id))
     assert lost == 0
-    assert watch.steps()[-1] == 150
+    assert watch.steps()[-1] == 300
     assert rows(db_path, "SELECT status, host, gpu_count FROM runs WHERE id = ?", run_id) == [
         ("finished", "cluster", 1)
     ]
@@ -137,7 +139,7 @@ def test_requeue_resumes_from_checkpoint_to_identical_weights(
 ) -> None:
     add_slurm_host(db_path, "cluster", slurm_login, trust=known_hosts, price=1.0, requeue=True)
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
-    flags = train_flags(model_config, steps=60)
+    flags = train_flags(model_config, steps=300)
     reference = manager.launch("local", flags)  # uninterrupted, alongside
     watch = Watch()
     run_id = manager.launch("cluster", flags, env=TRAINER_ENV, on_records=watch.on_records, on_status=watch.on_status)
@@ -154,7 +156,7 @@ def test_requeue_resumes_from_checkpoint_to_identical_weights(
         time.sleep(0.5)
     slurm_cluster.run("scontrol", "update", f"jobid={job_id}", "StartTime=now")
     status = manager.wait(run_id, 240)
-    assert requeued_at < 60
+    assert requeued_at < 300
     assert (status.state, status.exit_code, status.restarts) == ("finished", 0, 0), status
     assert status.pid == job_id  # the same job ran again: Slurm restarted it, not the launcher
     kinds = [r["kind"] for r in watch.records]
