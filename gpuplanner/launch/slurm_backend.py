@@ -37,7 +37,6 @@ from typing import Any
 import paramiko
 
 from gpuplanner.launch.backend import ProcessState
-from gpuplanner.launch.commands import bench_result
 from gpuplanner.launch.hosts import Host, HostError
 from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
 from gpuplanner.launch.slurm_jobs import (
@@ -51,7 +50,7 @@ from gpuplanner.launch.slurm_jobs import (
     parse_sacct,
     parse_scontrol,
 )
-from gpuplanner.launch.ssh_backend import SSHBackend, env_assignments
+from gpuplanner.launch.ssh_backend import SSHBackend, bench_result, env_assignments  # bench: as over SSH
 from gpuplanner.launch.ssh_connection import PassphraseCallback, SSHError
 from gpuplanner.launch.supervisor import EXIT_RESUME
 
