@@ -1,4 +1,4 @@
-"""`gpuplanner hosts`: the machines runs go to (list, add, remove, probe)."""
+"""`gpuplanner hosts`: the machines runs go to (list, add, set-price, remove, probe, bench)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from gpuplanner.launch.hosts import (
     Host,
     HostError,
     add_host,
+    check_price,
     get_host,
     list_hosts,
     remove_host,
+    set_price,
     ssh_config_host,
 )
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
@@ -108,22 +110,59 @@ def register(subparsers: Any) -> None:
         p.add_argument("--db", help="history database file (default: $GPUPLANNER_DB or the data directory's)")
         p.add_argument("--json", action="store_true", help="print one JSON document")
 
-    p = actions.add_parser("list", help="this machine and the SSH hosts")
+    p = actions.add_parser("list", help="this machine, the SSH hosts and the Slurm login nodes")
     common(p)
     p.set_defaults(handler=_list)
 
-    p = actions.add_parser("add", help="add an SSH host (or one from ~/.ssh/config by its alias)")
+    p = actions.add_parser(
+        "add",
+        help="add an SSH host or a Slurm cluster's login node (--slurm), or price this machine (add local --price)",
+    )
     common(p)
-    p.add_argument("name", help="a name for the host; an alias of ~/.ssh/config fills in the rest")
+    p.add_argument(
+        "name", help="a name for the host; an alias of ~/.ssh/config fills in the rest; 'local' is this machine"
+    )
     p.add_argument("--hostname", help="address or DNS name")
     p.add_argument("--port", type=int, help="SSH port (default 22)")
     p.add_argument("--user", help="login name")
     p.add_argument("--identity-file", help="private key file (passwords are never stored)")
     p.add_argument("--proxy-jump", help="[user@]jumphost[:port]")
     p.add_argument("--python", help="Python on the host with torch and transformers (default python3)")
+    p.add_argument(
+        "--remote-root", help="folder on the host for the payload and run directories (default ~/.gpuplanner)"
+    )
     p.add_argument("--price", type=float, help="price in US dollars per GPU-hour")
     p.add_argument("--spot", action="store_true", help="the price is a spot price")
+    slurm = p.add_argument_group(
+        "Slurm (with --slurm: the host is a login node; runs are batch jobs, their run directories must be on "
+        "the cluster's shared filesystem, see --remote-root)"
+    )
+    slurm.add_argument("--slurm", action="store_true", help="the host is a Slurm cluster's login node")
+    slurm.add_argument("--partition", help="sbatch --partition")
+    slurm.add_argument("--account", help="sbatch --account")
+    slurm.add_argument("--qos", help="sbatch --qos")
+    slurm.add_argument("--gpus-per-node", type=int, help="GPUs per node, one trainer process each (default 0: CPU)")
+    slurm.add_argument("--nodes", type=int, help="nodes per job (default 1; several: torchrun over srun)")
+    slurm.add_argument("--time-limit", help="sbatch --time (minutes, H:MM:SS or D-HH:MM:SS; default: the partition's)")
+    slurm.add_argument(
+        "--signal-lead", type=int, help="seconds before the time limit the trainer is told to checkpoint (default 120)"
+    )
+    slurm.add_argument("--requeue", action="store_true", help="a preemptible partition: let Slurm requeue the job")
+    slurm.add_argument("--container-image", help="run the trainer in this image (srun --container-image, pyxis)")
+    slurm.add_argument("--gres", action="store_true", help="ask for GPUs as --gres=gpu:N, not --gpus-per-node=N")
+    slurm.add_argument(
+        "--setup", help="shell lines the job runs first (e.g. 'module load cuda; source venv/bin/activate')"
+    )
     p.set_defaults(handler=_add)
+
+    p = actions.add_parser("set-price", help="set the price per GPU-hour of a host, this machine ('local') included")
+    common(p)
+    p.add_argument("name")
+    p.add_argument("usd", metavar="USD", help="US dollars per GPU-hour, 0 or more; 'none' removes the price")
+    pricing = p.add_mutually_exclusive_group()
+    pricing.add_argument("--spot", action="store_true", help="the price is a spot price")
+    pricing.add_argument("--on-demand", action="store_true", help="the price is an on-demand price")
+    p.set_defaults(handler=_set_price)
 
     p = actions.add_parser("remove", help="forget a host")
     common(p)
@@ -240,6 +279,11 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     for h in hosts:
         where = "this machine" if h.kind == "local" else f"{h.user + '@' if h.user else ''}{h.hostname}:{h.port}"
+        if h.kind == "slurm":
+            where = f"slurm {where}"
+            if h.gpu_type is None:  # not probed: what its jobs ask for
+                settings = h.slurm_settings
+                h = dataclasses.replace(h, gpu_count=settings.gpus_per_node * settings.nodes)
         price = (
             f"${h.price_usd_per_gpu_hour:g}/GPU-h {h.pricing}" if h.price_usd_per_gpu_hour is not None else "no price"
         )
@@ -252,12 +296,53 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+SLURM_FLAGS = {
+    "partition": "partition",
+    "account": "account",
+    "qos": "qos",
+    "gpus_per_node": "gpus_per_node",
+    "nodes": "nodes",
+    "time_limit": "time_limit",
+    "signal_lead": "signal_lead_s",
+    "container_image": "container_image",
+    "setup": "setup",
+}
+
+
+def _price_arg(value: float | None, flag: str) -> float | None:
+    try:
+        check_price(value)
+    except HostError as exc:
+        raise UsageError(f"{flag}: {exc}; give dollars per GPU-hour, 0 or more") from None
+    return value
+
+
+def _slurm_settings(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The Slurm settings the flags give (None without --slurm; a Slurm flag without it is refused)."""
+    given = {key: getattr(args, flag) for flag, key in SLURM_FLAGS.items() if getattr(args, flag) is not None}
+    flags = ["--" + flag.replace("_", "-") for flag in SLURM_FLAGS if getattr(args, flag) is not None]
+    if args.requeue:
+        given["requeue"] = True
+        flags.append("--requeue")
+    if args.gres:
+        given["gpu_flag"] = "gres"
+        flags.append("--gres")
+    if args.slurm:
+        return given
+    if flags:
+        raise UsageError(f"{flags[0]}: a Slurm setting; add --slurm to make {args.name!r} a Slurm login node")
+    return None
+
+
 def _add(args: argparse.Namespace) -> int:
-    if args.price is not None and not args.price >= 0:
-        raise UsageError("--price: a number of dollars per GPU-hour, 0 or more")
+    _price_arg(args.price, "--price")
     if args.name == LOCAL_HOST_NAME:
-        raise UsageError(f"NAME: {LOCAL_HOST_NAME!r} is this machine and always there")
-    base = ssh_config_host(args.name)
+        return _add_local(args)
+    slurm = _slurm_settings(args)
+    try:
+        base = ssh_config_host(args.name)
+    except HostError as exc:
+        raise UsageError(f"NAME: {exc}") from None
     if base is None and not args.hostname:
         raise UsageError(f"--hostname: needed, {args.name!r} is not a Host alias of the SSH config")
     base = base or Host(name=args.name, kind="ssh", hostname=args.hostname)
@@ -268,16 +353,78 @@ def _add(args: argparse.Namespace) -> int:
         "identity_file": args.identity_file,
         "proxy_jump": args.proxy_jump,
         "python": args.python,
+        "remote_root": args.remote_root,
         "price_usd_per_gpu_hour": args.price,
     }
     host = dataclasses.replace(
-        base, **{k: v for k, v in changes.items() if v is not None}, pricing="spot" if args.spot else "on-demand"
+        base,
+        **{k: v for k, v in changes.items() if v is not None},
+        pricing="spot" if args.spot else "on-demand",
+        kind="slurm" if slurm is not None else "ssh",
+        slurm=slurm,
     )
+    if host.kind == "slurm":
+        try:
+            host = dataclasses.replace(host, slurm=host.slurm_settings.to_dict())
+        except HostError as exc:
+            raise UsageError(_slurm_flag_message(str(exc))) from None
     try:
         add_host(args.db, host)
     except HostError as exc:
         raise UsageError(f"NAME: {exc}") from None
-    print(json.dumps(_host_doc(host)) if args.json else f"added host {host.name} ({host.hostname}:{host.port})")
+    what = "Slurm login node" if host.kind == "slurm" else "host"
+    print(json.dumps(_host_doc(host)) if args.json else f"added {what} {host.name} ({host.hostname}:{host.port})")
+    return 0
+
+
+def _slurm_flag_message(message: str) -> str:
+    """A Slurm setting's error named by its flag (``time_limit: ...`` -> ``--time-limit: ...``)."""
+    for flag, key in SLURM_FLAGS.items():
+        marker = f"{key}: "
+        if marker in message:
+            return "--" + flag.replace("_", "-") + ": " + message.split(marker, 1)[1]
+    return message
+
+
+def _add_local(args: argparse.Namespace) -> int:
+    """``hosts add local --price X [--spot]``: this machine is always there; only its price can be set."""
+    others = [f for f in ("hostname", "port", "user", "identity_file", "proxy_jump", "remote_root") if getattr(args, f)]
+    if others or args.slurm:
+        flag = "--slurm" if args.slurm else "--" + others[0].replace("_", "-")
+        raise UsageError(f"{flag}: {LOCAL_HOST_NAME!r} is this machine; only --price, --spot and --python apply")
+    if args.price is None:
+        raise UsageError(f"--price: {LOCAL_HOST_NAME!r} is this machine and always there; give its price to set it")
+    host = set_price(args.db, LOCAL_HOST_NAME, args.price, "spot" if args.spot else "on-demand")
+    if args.python:
+        from gpuplanner.launch.hosts import update_host
+
+        host = dataclasses.replace(host, python=args.python)
+        update_host(args.db, host)
+    print(json.dumps(_host_doc(host)) if args.json else f"this machine: ${args.price:g}/GPU-h {host.pricing}")
+    return 0
+
+
+def _set_price(args: argparse.Namespace) -> int:
+    text = args.usd.strip().lower()
+    if text in ("none", "-"):
+        price = None
+    else:
+        try:
+            price = float(text.removeprefix("$"))
+        except ValueError:
+            raise UsageError(f"USD: {args.usd!r} is not a number of dollars per GPU-hour") from None
+        _price_arg(price, "USD")
+    pricing = "spot" if args.spot else ("on-demand" if args.on_demand else None)
+    try:
+        host = set_price(args.db, args.name, price, pricing)
+    except HostError as exc:
+        raise UsageError(f"NAME: {exc}") from None
+    if args.json:
+        print(json.dumps(_host_doc(host)))
+    elif price is None:
+        print(f"{host.name}: no price")
+    else:
+        print(f"{host.name}: ${price:g}/GPU-h {host.pricing}")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Hosts a run can go to: "This machine" plus SSH hosts (added by the user or from ``~/.ssh/config``).
+"""Hosts a run can go to: "This machine", SSH hosts (added by the user or from ``~/.ssh/config``) and
+Slurm clusters (an SSH login node plus the job settings of :mod:`gpuplanner.launch.slurm_settings`).
 
 Hosts are stored in the history database (see :mod:`gpuplanner.history.hosts`) with their price per
 GPU-hour (on-demand or spot) and what the last probe found. Every function opens its own short-lived
@@ -8,16 +9,17 @@ connection, so they are safe to call from any thread.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import paramiko
-
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.hosts import delete_host_row, get_host_row, insert_host_row, list_host_rows, upsert_host_row
+from gpuplanner.launch import ssh_config
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
+from gpuplanner.launch.slurm_settings import SlurmSettings, SlurmSettingsError, parse_settings
 
 __all__ = [
     "Host",
@@ -33,10 +35,12 @@ __all__ = [
     "ssh_config_hosts",
     "default_ssh_config_path",
     "PRICING_NAMES",
+    "check_price",
+    "set_price",
 ]
 
 LOCAL_HOST_NAME = "local"
-KINDS = ("local", "ssh")
+KINDS = ("local", "ssh", "slurm")
 PRICING_NAMES = ("on-demand", "spot")
 _DB_PRICING = {"on-demand": "on_demand", "spot": "spot"}
 
@@ -48,7 +52,7 @@ class HostError(ValueError):
 @dataclass(frozen=True)
 class Host:
     name: str
-    kind: str  # "local" | "ssh"
+    kind: str  # "local" | "ssh" | "slurm" (an SSH login node that submits jobs with sbatch)
     hostname: str | None = None
     port: int = 22
     user: str | None = None
@@ -61,6 +65,7 @@ class Host:
     probe: dict[str, Any] | None = None  # last probe JSON
     python: str | None = None  # interpreter (default: python3 over SSH; locally the one trainer_python finds)
     remote_root: str | None = None  # SSH: folder for the payload and run dirs (default ~/.gpuplanner)
+    slurm: dict[str, Any] | None = None  # Slurm: the job settings (SlurmSettings as a dict)
 
     @property
     def db_pricing(self) -> str:
@@ -70,6 +75,14 @@ class Host:
     @property
     def display_name(self) -> str:
         return "This machine" if self.kind == "local" else self.name
+
+    @property
+    def slurm_settings(self) -> SlurmSettings:
+        """The checked Slurm settings (HostError naming the field if they are unusable)."""
+        try:
+            return parse_settings(self.slurm)
+        except SlurmSettingsError as exc:
+            raise HostError(f"Slurm host {self.name!r}: {exc}") from None
 
 
 def local_host() -> Host:
@@ -83,14 +96,29 @@ def validate_host(host: Host) -> None:
         raise HostError(f"host kind must be one of {KINDS}, not {host.kind!r}")
     if (host.kind == "local") != (host.name == LOCAL_HOST_NAME):
         raise HostError(f"only the host named {LOCAL_HOST_NAME!r} is local (this machine)")
-    if host.kind == "ssh" and not host.hostname:
-        raise HostError(f"SSH host {host.name!r} needs a hostname")
+    if host.kind in ("ssh", "slurm") and not host.hostname:
+        raise HostError(f"{'SSH' if host.kind == 'ssh' else 'Slurm'} host {host.name!r} needs a hostname")
+    if host.kind == "slurm":
+        host.slurm_settings  # noqa: B018 (raises HostError naming the bad setting)
+    elif host.slurm is not None:
+        raise HostError(f"only a Slurm host has Slurm settings ({host.name!r} is {host.kind})")
     if not 0 < int(host.port) < 65536:
         raise HostError(f"port must be 1-65535, not {host.port}")
     if host.pricing not in PRICING_NAMES:
         raise HostError(f"pricing must be one of {PRICING_NAMES}, not {host.pricing!r}")
-    if host.price_usd_per_gpu_hour is not None and host.price_usd_per_gpu_hour < 0:
-        raise HostError("price per GPU-hour must not be negative")
+    check_price(host.price_usd_per_gpu_hour)
+
+
+def check_price(price: float | None) -> None:
+    """HostError unless ``price`` is None or a finite number of dollars per GPU-hour, 0 or more."""
+    if price is None:
+        return
+    if isinstance(price, bool) or not isinstance(price, (int, float)):
+        raise HostError(f"price per GPU-hour must be a number, not {price!r}")
+    if not math.isfinite(price):
+        raise HostError(f"price per GPU-hour must be a finite number of dollars, not {price}")
+    if price < 0:
+        raise HostError(f"price per GPU-hour must not be negative ({price})")
 
 
 def _to_row(host: Host) -> dict[str, Any]:
@@ -104,8 +132,19 @@ def _from_row(row: dict[str, Any]) -> Host:
     return Host(**values)
 
 
+def set_price(
+    db_path: str | os.PathLike[str] | None, name: str, price: float | None, pricing: str | None = None
+) -> Host:
+    """Set a host's price per GPU-hour (None: no price) and, if given, its pricing; this machine included."""
+    check_price(price)
+    host = get_host(db_path, name)
+    host = dataclasses.replace(host, price_usd_per_gpu_hour=price, pricing=pricing or host.pricing)
+    update_host(db_path, host)
+    return host
+
+
 def list_hosts(db_path: str | os.PathLike[str] | None) -> list[Host]:
-    """This machine first, then the stored SSH hosts by name."""
+    """This machine first, then the stored SSH and Slurm hosts by name."""
     with open_db(db_path) as db:
         rows = list_host_rows(db)
     hosts = [_from_row(r) for r in rows]
@@ -154,38 +193,44 @@ def remove_host(db_path: str | os.PathLike[str] | None, name: str) -> None:
 
 def default_ssh_config_path() -> Path:
     """``$GPUPLANNER_SSH_CONFIG`` (tests) or ``~/.ssh/config``."""
-    return Path(os.environ.get("GPUPLANNER_SSH_CONFIG") or Path.home() / ".ssh" / "config")
+    return ssh_config.default_path()
 
 
-def _config_host(config: paramiko.SSHConfig, alias: str) -> Host:
-    entry = config.lookup(alias)
-    identity = entry.get("identityfile")
+def _config_host(resolved: ssh_config.Resolved) -> Host:
     return Host(
-        name=alias,
+        name=resolved.alias,
         kind="ssh",
-        hostname=entry.get("hostname", alias),
-        port=int(entry.get("port", 22)),
-        user=entry.get("user"),
-        identity_file=os.path.expanduser(identity[0]) if identity else None,
-        proxy_jump=entry.get("proxyjump"),
+        hostname=resolved.hostname,
+        port=resolved.port,
+        user=resolved.user,
+        identity_file=resolved.identity_file,
+        proxy_jump=resolved.proxy_jump,
     )
 
 
+def _config_file(path: str | os.PathLike[str] | None) -> Path:
+    if not path or str(path) == "~/.ssh/config":
+        return default_ssh_config_path()
+    return Path(os.path.expanduser(str(path)))
+
+
 def ssh_config_hosts(path: str | os.PathLike[str] | None = "~/.ssh/config") -> list[Host]:
-    """The concrete ``Host`` aliases of an OpenSSH config (no patterns), resolved with paramiko."""
-    file = Path(os.path.expanduser(str(path))) if path else default_ssh_config_path()
-    if str(path) == "~/.ssh/config":
-        file = default_ssh_config_path()
-    if not file.is_file():
-        return []
-    config = paramiko.SSHConfig.from_path(str(file))
-    aliases = sorted(a for a in config.get_hostnames() if not any(c in a for c in "*?!"))
-    return [_config_host(config, alias) for alias in aliases]
+    """The concrete ``Host`` aliases of an OpenSSH config and its ``Include`` files (no patterns), each
+    resolved as ``ssh -G`` resolves it (paramiko's parser without OpenSSH's client). An alias that cannot
+    be resolved raises HostError naming the file."""
+    file = _config_file(path)
+    try:
+        return [_config_host(ssh_config.resolve(alias, file)) for alias in ssh_config.aliases(file)]
+    except ssh_config.SSHConfigError as exc:
+        raise HostError(f"SSH config: {exc}") from None
 
 
 def ssh_config_host(alias: str, path: str | os.PathLike[str] | None = None) -> Host | None:
-    """One alias of the SSH config, or None."""
-    for host in ssh_config_hosts(path or default_ssh_config_path()):
-        if host.name == alias:
-            return host
-    return None
+    """One alias of the SSH config (``Host`` lines of the file and its includes), resolved; or None."""
+    file = _config_file(path)
+    try:
+        if alias not in ssh_config.aliases(file):
+            return None
+        return _config_host(ssh_config.resolve(alias, file))
+    except ssh_config.SSHConfigError as exc:
+        raise HostError(f"SSH config: {exc}") from None

@@ -37,6 +37,7 @@ from gpuplanner.launch.budget import BudgetError, check_budget
 from gpuplanner.launch.hosts import Host, HostError, get_host, update_host
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 from gpuplanner.launch.local_backend import LocalBackend, TrainerPythonMissing
+from gpuplanner.launch.slurm_backend import SlurmBackend
 from gpuplanner.launch.ssh_backend import SSHBackend
 from gpuplanner.launch.ssh_connection import AuthenticationFailed, PassphraseCallback, SSHError
 from gpuplanner.launch.streaming import NodeStream
@@ -190,7 +191,7 @@ class RunManager:
     def _make_backend(self, host: Host) -> Backend:
         if host.kind == "local":
             return LocalBackend(host, self.local_runs_root)
-        return SSHBackend(
+        return (SlurmBackend if host.kind == "slurm" else SSHBackend)(
             host,
             known_hosts_path=self.known_hosts_path,
             passphrase_callback=self.passphrase_callback,
@@ -326,7 +327,7 @@ class RunManager:
                 name=name,
                 host=host_name,
                 gpu_type=host.gpu_type,
-                gpu_count=gpus * len(hosts),
+                gpu_count=gpus * len(hosts) if host.kind != "slurm" else host.slurm_settings.gpus_in_job,
                 price_usd_per_gpu_hour=(
                     price_usd_per_gpu_hour if price_usd_per_gpu_hour is not None else host.price_usd_per_gpu_hour
                 ),
@@ -758,6 +759,8 @@ class RunManager:
                 node.done = True
                 continue
             state = backends[node.host].state(node.run_dir, node.tag, node.pgid)
+            if getattr(state, "event", None):  # a Slurm job's state changed (pending, requeued, ended + spend)
+                self._record_event(run, "slurm_job", state.event)
             if not state.alive:
                 node.done, node.exit_code = True, state.exit_code
         failed = [n for n in run.nodes if n.done and n.exit_code not in (0, supervisor.EXIT_RESUME)]

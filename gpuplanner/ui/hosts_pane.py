@@ -1,4 +1,6 @@
-"""The Hosts pane: this machine and SSH hosts, probed for GPUs, driver, CUDA and torch; prices per host.
+"""The Hosts pane: this machine, SSH hosts and Slurm login nodes, probed for GPUs, driver, CUDA and
+torch; prices per host. The add/edit dialog has the Slurm settings (partition, account, QoS, GPUs per
+node, nodes, time limit, container image, requeue, shared run folder) for a Slurm login node.
 
 Probes run on a worker thread (a :class:`RunController`, created on the first probe); an unknown host key
 opens the trust-on-first-use dialog and the probe is retried once trusted; a changed key is refused.
@@ -13,6 +15,7 @@ from PySide6.QtCore import Slot
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -35,9 +38,12 @@ from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
 from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
+KIND_LABELS = {"ssh": "SSH host", "slurm": "Slurm cluster (login node)"}
+
 
 class HostDialog(QDialog):
-    """Add or edit a host. This machine only has a price and pricing."""
+    """Add or edit a host. This machine only has a price and pricing; a Slurm login node also has its
+    job settings."""
 
     def __init__(self, host: Any = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -66,15 +72,26 @@ class HostDialog(QDialog):
         self.pricing_combo = QComboBox()
         self.pricing_combo.addItems(["on-demand", "spot"])
         self.pricing_combo.setCurrentText(host.pricing if host else "on-demand")
+        self.kind_combo = QComboBox()
+        for kind, label in KIND_LABELS.items():
+            self.kind_combo.addItem(label, kind)
+        self.kind_combo.setCurrentIndex(1 if host is not None and host.kind == "slurm" else 0)
+        self._slurm_fields(host)
         form.addRow("Name:", self.name_edit)
         if not local:
+            form.addRow("Kind:", self.kind_combo)
             form.addRow("Hostname:", self.hostname_edit)
             form.addRow("Port:", self.port_spin)
             form.addRow("User:", self.user_edit)
             form.addRow("Identity file:", self.identity_edit)
             form.addRow("Proxy jump:", self.jump_edit)
+            for label, widget in self.slurm_rows:
+                form.addRow(label, widget)
         form.addRow("Price per GPU-hour:", self.price_spin)
         form.addRow("Pricing:", self.pricing_combo)
+        self._form = form
+        self.kind_combo.currentIndexChanged.connect(self._show_kind)
+        self._show_kind()
         self.error_label = QLabel()
         self.error_label.setStyleSheet("color: #b00020")
         form.addRow(self.error_label)
@@ -83,6 +100,67 @@ class HostDialog(QDialog):
         buttons.rejected.connect(self.reject)
         form.addRow(buttons)
 
+    def _slurm_fields(self, host: Any) -> None:
+        settings = dict((host.slurm or {}) if host is not None else {})
+        self.partition_edit = QLineEdit(settings.get("partition") or "")
+        self.account_edit = QLineEdit(settings.get("account") or "")
+        self.qos_edit = QLineEdit(settings.get("qos") or "")
+        self.gpus_spin = QSpinBox()
+        self.gpus_spin.setRange(0, 64)
+        self.gpus_spin.setValue(int(settings.get("gpus_per_node") or 0))
+        self.gpus_spin.setSpecialValueText("none (CPU job)")
+        self.nodes_spin = QSpinBox()
+        self.nodes_spin.setRange(1, 4096)
+        self.nodes_spin.setValue(int(settings.get("nodes") or 1))
+        self.time_edit = QLineEdit(settings.get("time_limit") or "")
+        self.time_edit.setPlaceholderText("e.g. 12:00:00 or 2-00:00:00 (empty: the partition's default)")
+        self.image_edit = QLineEdit(settings.get("container_image") or "")
+        self.image_edit.setPlaceholderText("optional: srun --container-image (pyxis)")
+        self.requeue_check = QCheckBox("Preemptible partition: Slurm may requeue the job (it resumes)")
+        self.requeue_check.setChecked(bool(settings.get("requeue")))
+        self.root_edit = QLineEdit((host.remote_root or "") if host is not None else "")
+        self.root_edit.setPlaceholderText("~/.gpuplanner (must be on the shared filesystem)")
+        self.slurm_rows = [
+            ("Partition:", self.partition_edit),
+            ("Account:", self.account_edit),
+            ("QoS:", self.qos_edit),
+            ("GPUs per node:", self.gpus_spin),
+            ("Nodes:", self.nodes_spin),
+            ("Time limit:", self.time_edit),
+            ("Container image:", self.image_edit),
+            ("Requeue:", self.requeue_check),
+            ("Run folder:", self.root_edit),
+        ]
+
+    @property
+    def kind(self) -> str:
+        if self.host is not None and self.host.kind == "local":
+            return "local"
+        return str(self.kind_combo.currentData())
+
+    @Slot()
+    def _show_kind(self, *args: Any) -> None:
+        slurm = self.kind == "slurm"
+        for _, widget in self.slurm_rows:
+            if self._form.indexOf(widget) >= 0:
+                self._form.setRowVisible(widget, slurm)
+        if self.host is None:
+            self.setWindowTitle("Add Slurm cluster" if slurm else "Add SSH host")
+
+    def slurm_settings(self) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "partition": self.partition_edit.text().strip() or None,
+            "account": self.account_edit.text().strip() or None,
+            "qos": self.qos_edit.text().strip() or None,
+            "gpus_per_node": self.gpus_spin.value(),
+            "nodes": self.nodes_spin.value(),
+            "time_limit": self.time_edit.text().strip() or None,
+            "container_image": self.image_edit.text().strip() or None,
+            "requeue": self.requeue_check.isChecked(),
+        }
+        kept = dict((self.host.slurm or {}) if self.host is not None else {})  # settings the dialog does not show
+        return {**kept, **values}
+
     def result_host(self) -> Any:
         from gpuplanner.launch.hosts import Host
 
@@ -90,8 +168,12 @@ class HostDialog(QDialog):
         if self.host is not None and self.host.kind == "local":
             return replace(self.host, price_usd_per_gpu_hour=price, pricing=self.pricing_combo.currentText())
         base = self.host or Host(name=self.name_edit.text().strip(), kind="ssh")
+        slurm = self.kind == "slurm"
         return replace(
             base,
+            kind=self.kind,
+            slurm=self.slurm_settings() if slurm else None,
+            remote_root=(self.root_edit.text().strip() or None) if slurm else base.remote_root,
             hostname=self.hostname_edit.text().strip() or None,
             port=self.port_spin.value(),
             user=self.user_edit.text().strip() or None,
@@ -105,9 +187,17 @@ class HostDialog(QDialog):
         if not self.name_edit.text().strip():
             self.error_label.setText("Give the host a name.")
             return
-        if (self.host is None or self.host.kind == "ssh") and not self.hostname_edit.text().strip():
+        if self.kind != "local" and not self.hostname_edit.text().strip():
             self.error_label.setText("Give the hostname or address.")
             return
+        if self.kind == "slurm":
+            from gpuplanner.launch.slurm_settings import SlurmSettingsError, parse_settings
+
+            try:
+                parse_settings(self.slurm_settings())
+            except SlurmSettingsError as exc:
+                self.error_label.setText(f"Slurm setting {exc}")
+                return
         super().accept()
 
 
@@ -261,7 +351,12 @@ class HostsPane(QWidget):
 
         known = {self.model.host(r).name for r in range(self.model.rowCount())}
         added = []
-        for host in ssh_config_hosts():
+        try:
+            hosts = ssh_config_hosts()
+        except HostError as exc:
+            self._say(str(exc), error=True)
+            return
+        for host in hosts:
             if host.name in known:
                 continue
             try:

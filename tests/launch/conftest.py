@@ -173,3 +173,52 @@ def events_file_seqs(run_dir: Path) -> list[int]:
     from trainer.protocol import StreamParser
 
     return [r["seq"] for r in StreamParser().feed((Path(run_dir) / "events.jsonl").read_bytes())]
+
+
+# -- Slurm: one real single-node cluster per test session, reached through a real sshd ----------------
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real two-node Slurm on this host (see ``tests/launch/slurm_cluster.py``), started once; tests
+    using it go in the ``slurm`` xdist group, so one worker owns it."""
+    from tests.launch.slurm_cluster import SlurmCluster
+    from tests.launch.slurm_cluster import available as slurm_available
+
+    if not slurm_available():
+        pytest.fail("the Slurm tests need root and the slurmctld, slurmd, slurm-client and munge packages")
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"), nodes=2).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def slurm_login(tmp_path: Path, slurm_cluster: Any) -> Iterator[SSHServer]:
+    """The cluster's login node: an sshd whose sessions find the cluster (``SLURM_CONF``)."""
+    if not available():
+        pytest.fail("the SSH tests need /usr/sbin/sshd and root: install openssh-server (.ci/run does)")
+    server = SSHServer(tmp_path / "sshd-slurm", "127.0.0.1", options=[f"SetEnv SLURM_CONF={slurm_cluster.conf}"])
+    server.start()
+    yield server
+    server.stop()
+
+
+def add_slurm_host(
+    db_path: Path, name: str, server: SSHServer, *, trust: Path, price: float | None = None, **slurm: Any
+) -> Any:
+    """Store the login node ``server`` as Slurm host ``name`` (Python = this interpreter) and trust its key."""
+    from gpuplanner.launch.hosts import Host, add_host
+
+    host = Host(
+        name=name,
+        kind="slurm",
+        hostname=server.address,
+        port=server.port,
+        user="root",
+        identity_file=str(server.client_key),
+        python=sys.executable,
+        price_usd_per_gpu_hour=price,
+        slurm=slurm,
+    )
+    add_host(db_path, host)
+    with open(trust, "a") as handle:
+        handle.write(server.known_hosts_line)
+    return host
