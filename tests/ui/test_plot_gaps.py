@@ -162,7 +162,10 @@ def test_history_gaps_keep_x_finite_and_break_y(tmp_path: Any) -> None:
         records = [{"v": 1, "seq": 0, "t": 0.0, "kind": "run_start", "config": {}}]
         times = [*range(1, 40), *range(3000, 3040)]  # 50 minutes without a process in between
         for i, at in enumerate(times):
-            records.append({"v": 1, "seq": i + 1, "t": float(at), "kind": "step", "step": i, "loss": 2.0 - i / 100})
+            records.append(
+                {"v": 1, "seq": i + 1, "t": float(at), "kind": "step", "step": i, "loss": 2.0 - i / 100}
+                | {"tokens_total": 64 * (i + 1), "samples_total": i + 1, "step_time_s": 1.0}
+            )
         ingest_records(db, run_id, records)
         series = overlay_series(db, run_id, "gap")
     finally:
