@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "gpuplanner.commands.catalog",
     "gpuplanner.commands.hosts",
     "gpuplanner.commands.run",
+    "gpuplanner.commands.sweep",
 )
 
 

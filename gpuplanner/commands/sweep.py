@@ -1,0 +1,218 @@
+"""`gpuplanner sweep plan|run|size`: budgeted hyperparameter searches with pruning (on Optuna).
+
+    gpuplanner sweep plan [plan flags] --trials N [--pruner P ...] [--parallel P] [--budget-usd X] [--max-gpu-hours Y]
+    gpuplanner sweep run --host NAME[,NAME...] --space SPACE.toml --trials N --budget-usd X [...] -- TRAINER FLAGS
+    gpuplanner sweep size --budget-usd X [--gpu NAME] [--price USD] [--mfu SHARE]
+
+Exit codes: 0 done (a search stopped by its cap included), 1 a search that could not go on (all hosts
+failing), 2 bad input (one line naming the flag or file; nothing started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import replace
+from typing import Any
+
+from gpuplanner.commands.plan import (
+    _add_workload_arguments,
+    inputs_document,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    request_from_args,
+    with_calibration,
+)
+from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
+from gpuplanner.plan import example
+from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
+from gpuplanner.plan.documents import plan_document
+from gpuplanner.plan.planner import make_plan
+from gpuplanner.plan.setup import PlanInputError
+from gpuplanner.sweep.estimate import SearchEstimate, SearchInputs, estimate_search, search_document
+from gpuplanner.sweep.schedule import PRUNERS, Schedule
+
+
+def register(subparsers: Any) -> None:
+    sweep = subparsers.add_parser(
+        "sweep",
+        help="plan, run or size a budgeted hyperparameter search",
+        description=__doc__.splitlines()[0],
+    )
+    actions = sweep.add_subparsers(dest="sweep_action", metavar="ACTION", parser_class=type(sweep))
+    actions.required = True
+    plan = actions.add_parser(
+        "plan",
+        help="expected GPU-hours, cost and wall time of a search, with and without pruning",
+        description="Estimate a hyperparameter search of identical trials (each one the plan of the flags) "
+        "under a pruning schedule, against a $ and GPU-hour cap.",
+    )
+    _add_workload_arguments(plan)
+    _add_schedule_arguments(plan, unit="epochs")
+    plan.set_defaults(handler=run_sweep_plan)
+
+
+def _add_schedule_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
+    word, one = ("epochs", "epoch") if unit == "epochs" else ("steps", "step")
+    search = parser.add_argument_group("search")
+    search.add_argument("--trials", type=positive_int, required=True, metavar="N", help="trials in the search")
+    search.add_argument(
+        "--pruner",
+        choices=PRUNERS,
+        default="successive-halving",
+        help="successive-halving (ASHA, default), hyperband, percentile (prune the bottom X%% at one point) or none",
+    )
+    search.add_argument(
+        f"--min-{word}",
+        dest="min_resource",
+        type=positive_float,
+        metavar=word.upper(),
+        help=f"first milestone of successive halving / hyperband, in {word} (default: the trial / reduction factor^2)",
+    )
+    search.add_argument(
+        "--reduction-factor",
+        type=positive_int,
+        default=3,
+        metavar="ETA",
+        help="successive halving keeps the best 1/ETA at each milestone (default 3)",
+    )
+    search.add_argument(
+        "--prune-percent", type=positive_float, metavar="PCT", help="percentile: prune the bottom PCT%%"
+    )
+    search.add_argument(
+        f"--prune-at-{one}",
+        dest="prune_at",
+        type=positive_float,
+        metavar=one.upper(),
+        help=f"percentile: the {one} to judge at",
+    )
+    search.add_argument(
+        "--startup-trials",
+        type=int,
+        default=1,
+        metavar="N",
+        help="percentile: trials that must finish before any is pruned (default 1)",
+    )
+    search.add_argument("--parallel", type=positive_int, default=1, metavar="P", help="trials at once (GPUs or hosts)")
+    search.add_argument(
+        "--max-gpu-hours", type=positive_float, metavar="H", help="cap on the GPU-hours of the whole search"
+    )
+    if unit == "epochs":
+        search.add_argument(
+            "--trial-overhead-minutes",
+            type=non_negative_float,
+            default=0.0,
+            metavar="MIN",
+            help="billed minutes each trial spends starting (boot, load, first evaluation); default 0",
+        )
+
+
+def schedule_from_args(args: argparse.Namespace, max_resource: float, unit: str) -> Schedule:
+    """The pruning schedule of the flags; ``--min-epochs``/``--min-steps`` defaults to max / eta^2."""
+    min_resource = args.min_resource
+    if min_resource is None and args.pruner in ("successive-halving", "hyperband") and args.reduction_factor >= 2:
+        min_resource = max_resource / args.reduction_factor**2
+        if unit == "steps":
+            min_resource = max(1, math.floor(min_resource))
+    return Schedule(
+        pruner=args.pruner,
+        max_resource=max_resource,
+        min_resource=min_resource,
+        reduction_factor=args.reduction_factor,
+        prune_percent=args.prune_percent,
+        prune_at=args.prune_at,
+        startup_trials=args.startup_trials,
+        unit=unit,
+    )
+
+
+def _catalog() -> Catalog:
+    try:
+        return load_catalog()
+    except CatalogError as exc:
+        raise PlanInputError("gpu", str(exc)) from None
+
+
+def run_sweep_plan(args: argparse.Namespace) -> int:
+    catalog = _catalog()
+    # --budget-usd is the cap of the whole search, not of one trial.
+    request = replace(request_from_args(args, args.gpus or 1, default_gpu=example.GPU), budget_usd=None)
+    request = with_calibration(request, args, catalog)
+    plan = make_plan(request, catalog)
+    schedule = schedule_from_args(args, float(args.epochs), unit="epochs")
+    inputs = SearchInputs(
+        trials=args.trials,
+        parallel=args.parallel,
+        budget_usd=args.budget_usd,
+        max_gpu_hours=args.max_gpu_hours,
+        trial_overhead_minutes=args.trial_overhead_minutes,
+    )
+    estimate = estimate_search(plan, schedule, inputs)
+    document = search_document(estimate, plan_document(plan, inputs_document(request)))
+    if args.format == "json":
+        print(to_json(document), end="")
+    elif args.format in ("csv", "markdown"):
+        render = to_csv if args.format == "csv" else to_markdown
+        print(render(MILESTONE_COLUMNS, milestone_rows(estimate)), end="")
+    else:
+        print(describe_search(estimate, document), end="")
+    return 0
+
+
+MILESTONE_COLUMNS = ("resource", "unit", "trials_reaching", "trials_continuing")
+
+
+def milestone_rows(estimate: SearchEstimate) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = [
+        (round(s.resource, 4), estimate.schedule.unit, round(s.reaching, 3), round(s.continuing, 3))
+        for s in estimate.milestones
+    ]
+    rows.append(
+        (
+            round(estimate.schedule.max_resource, 4),
+            estimate.schedule.unit,
+            round(estimate.pruned.trials_finishing, 3),
+            None,
+        )
+    )
+    return rows
+
+
+def describe_search(estimate: SearchEstimate, document: dict[str, Any]) -> str:
+    """The readable report of a search estimate."""
+    search, trial = document["search"], document["trial"]
+    lines = [
+        f"{search['trials']} trials, {search['parallel']} at a time, pruner {search['pruner']}; "
+        f"one full trial: {trial['hours']:,.3f} h, {trial['gpu_hours']:,.3f} GPU-hours, ${trial['cost_usd']:,.2f} "
+        f"({trial['pricing']})",
+        "",
+    ]
+    rows = milestone_rows(estimate)
+    lines.append(to_text(MILESTONE_COLUMNS, rows).rstrip("\n"))
+    lines.append("")
+    table = [
+        (name, part["gpu_hours"], part["cost_usd"], part["wall_hours"], part["trials_finishing"])
+        for name, part in (("with pruning", document["pruned"]), ("without pruning", document["unpruned"]))
+    ]
+    lines.append(to_text(("search", "gpu_hours", "cost_usd", "wall_hours", "trials_finishing"), table).rstrip("\n"))
+    saving = document["saving"]
+    if saving["pct"] is not None:
+        lines.append(
+            f"pruning saves ${saving['cost_usd']:,.2f} ({saving['pct']:.1f}%) and {saving['gpu_hours']:,.2f} GPU-hours"
+        )
+    caps = document["caps"]
+    if caps["binding"] is not None:
+        verdict = "finishes under the cap" if caps["finishes_under_cap"] else "DOES NOT finish under the cap"
+        shares = ", ".join(
+            f"{name} {caps[name + '_share']:.0%} used"
+            for name in ("budget_usd", "max_gpu_hours")
+            if caps[name + "_share"] is not None
+        )
+        lines.append(
+            f"caps: {shares}; {caps['binding']} binds first; the search {verdict} "
+            f"({caps['trials_within_cap']} of {search['trials']} trials fit)"
+        )
+    for warning in document["warnings"] + document["trial_plan"]["warnings"]:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines) + "\n"
