@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from gpuplanner.commands.hosts import terminal_prompter
 from gpuplanner.commands.plan import (
     _add_workload_arguments,
     inputs_document,
@@ -25,13 +28,20 @@ from gpuplanner.commands.plan import (
     with_calibration,
 )
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
+from gpuplanner.history.db import resolve_db_path
+from gpuplanner.launch.hosts import HostError, get_host
+from gpuplanner.launch.manager import RunManager
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
 from gpuplanner.plan.documents import plan_document
 from gpuplanner.plan.planner import make_plan
 from gpuplanner.plan.setup import PlanInputError
+from gpuplanner.sweep.budget import Caps
 from gpuplanner.sweep.estimate import SearchEstimate, SearchInputs, estimate_search, search_document
+from gpuplanner.sweep.runner import SweepResult, SweepRunner, SweepSettings
 from gpuplanner.sweep.schedule import PRUNERS, Schedule
+from gpuplanner.sweep.space import RESERVED_FLAGS, SweepInputError, load_space
+from gpuplanner.sweep.study import SAMPLERS
 
 
 def register(subparsers: Any) -> None:
@@ -51,6 +61,17 @@ def register(subparsers: Any) -> None:
     _add_workload_arguments(plan)
     _add_schedule_arguments(plan, unit="epochs")
     plan.set_defaults(handler=run_sweep_plan)
+    run = actions.add_parser(
+        "run",
+        help="run a search of the bundled trainer on hosts under a hard $ / GPU-hour cap",
+        description="Run an Optuna study whose trials are runs of the bundled trainer, pruned at milestones and "
+        "stopped at the cap; run it again with the same --study to continue after a crash.",
+        usage="gpuplanner sweep run --host NAME[,NAME...] --space SPACE.toml --trials N --max-steps N "
+        "(--budget-usd X | --max-gpu-hours Y) [options] -- TRAINER FLAGS...",
+    )
+    _add_run_arguments(run)
+    _add_schedule_arguments(run, unit="steps")
+    run.set_defaults(handler=run_sweep_run)
 
 
 def _add_schedule_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
@@ -66,7 +87,7 @@ def _add_schedule_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
     search.add_argument(
         f"--min-{word}",
         dest="min_resource",
-        type=positive_float,
+        type=positive_float if unit == "epochs" else positive_int,
         metavar=word.upper(),
         help=f"first milestone of successive halving / hyperband, in {word} (default: the trial / reduction factor^2)",
     )
@@ -94,11 +115,13 @@ def _add_schedule_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
         metavar="N",
         help="percentile: trials that must finish before any is pruned (default 1)",
     )
-    search.add_argument("--parallel", type=positive_int, default=1, metavar="P", help="trials at once (GPUs or hosts)")
     search.add_argument(
         "--max-gpu-hours", type=positive_float, metavar="H", help="cap on the GPU-hours of the whole search"
     )
     if unit == "epochs":
+        search.add_argument(
+            "--parallel", type=positive_int, default=1, metavar="P", help="trials at once (GPUs or hosts)"
+        )
         search.add_argument(
             "--trial-overhead-minutes",
             type=non_negative_float,
@@ -215,4 +238,147 @@ def describe_search(estimate: SearchEstimate, document: dict[str, Any]) -> str:
         )
     for warning in document["warnings"] + document["trial_plan"]["warnings"]:
         lines.append(f"warning: {warning}")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------- run
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host",
+        required=True,
+        metavar="NAME[,NAME...]",
+        help="hosts to run trials on, one trial at a time per name (repeat a name for more: local,local)",
+    )
+    parser.add_argument("--space", required=True, metavar="SPACE.toml", help="the search space (see docs/sweeps.md)")
+    parser.add_argument(
+        "--max-steps", type=positive_int, required=True, metavar="N", help="optimizer steps of a full trial"
+    )
+    parser.add_argument("--budget-usd", type=positive_float, metavar="USD", help="cap on the spend of the whole search")
+    parser.add_argument(
+        "--study", metavar="NAME", help="study name (default: the space file's name); the same name continues it"
+    )
+    parser.add_argument("--sampler", choices=SAMPLERS, default="tpe", help="Optuna sampler (default tpe)")
+    parser.add_argument("--seed", type=int, metavar="N", help="sampler seed (repeatable searches)")
+    parser.add_argument(
+        "--step-seconds",
+        type=positive_float,
+        metavar="S",
+        help="expected seconds per optimizer step of a trial, to check the cap before anything starts and to "
+        "run trials side by side from the start (default: measured by the first trial)",
+    )
+    parser.add_argument(
+        "--db", metavar="FILE", help="history database (default: $GPUPLANNER_DB or the data directory's)"
+    )
+    parser.add_argument("--json", action="store_true", help="no progress lines; print one JSON document at the end")
+    parser.add_argument("words", nargs="*", metavar="-- TRAINER FLAGS", help="the trainer's flags for every trial")
+
+
+def settings_from_args(args: argparse.Namespace, db_path: Path) -> SweepSettings:
+    """The search of the flags, checked; every problem is one line naming the flag or file."""
+    flags = [*args.words, *getattr(args, "passthrough", [])]
+    if not flags:
+        raise SweepInputError(
+            "TRAINER FLAGS", "give the trainer's flags after --, e.g. -- --model-config cfg.json --data d"
+        )
+    for flag in flags:
+        name = flag.split("=", 1)[0]
+        if name in RESERVED_FLAGS:
+            raise SweepInputError("TRAINER FLAGS", f"{name} is set by the search for every trial; leave it out")
+    if args.budget_usd is None and args.max_gpu_hours is None:
+        raise SweepInputError("--budget-usd", "a search needs a cap: give --budget-usd and/or --max-gpu-hours")
+    hosts = tuple(h.strip() for h in args.host.split(",") if h.strip())
+    if not hosts:
+        raise SweepInputError("--host", "name at least one host")
+    for name in dict.fromkeys(hosts):
+        try:
+            get_host(db_path, name)
+        except HostError as exc:
+            raise SweepInputError("--host", str(exc)) from None
+    space = load_space(args.space)
+    schedule = schedule_from_args(args, float(args.max_steps), unit="steps")
+    if args.trials < 1:
+        raise SweepInputError("--trials", "at least 1")
+    return SweepSettings(
+        study=args.study or Path(args.space).stem,
+        hosts=hosts,
+        space=space,
+        trials=args.trials,
+        schedule=schedule,
+        caps=Caps(args.budget_usd, args.max_gpu_hours),
+        trainer_flags=tuple(flags),
+        step_seconds=args.step_seconds,
+        sampler=args.sampler,
+        seed=args.seed,
+    )
+
+
+def run_sweep_run(args: argparse.Namespace) -> int:
+    db_path = resolve_db_path(args.db)
+    settings = settings_from_args(args, db_path)
+
+    def say(line: str) -> None:
+        if not args.json:
+            print(line, file=sys.stderr, flush=True)
+
+    manager = RunManager(db_path, passphrase_callback=terminal_prompter())
+    try:
+        runner = SweepRunner(db_path, settings, manager, say)
+        runner.check_first_trial_fits()
+        result = runner.run()
+    finally:
+        manager.close()
+    document = result_document(result, settings)
+    if args.json:
+        print(to_json(document), end="")
+    else:
+        print(describe_result(document), end="")
+    return 1 if result.stop_reason.startswith("failed") else 0
+
+
+TRIAL_COLUMNS = ("trial", "state", "end", "run", "host", "last_step", "eval_loss", "spend_usd", "params")
+
+
+def result_document(result: SweepResult, settings: SweepSettings) -> dict[str, Any]:
+    """The JSON document of `gpuplanner sweep run --json` (names in docs/sweeps.md)."""
+    return {
+        "study": result.study,
+        "stop_reason": result.stop_reason,
+        "spent_usd": round(result.spent_usd, 6),
+        "spent_gpu_hours": round(result.spent_gpu_hours, 9),
+        "budget_usd": settings.caps.usd,
+        "max_gpu_hours": settings.caps.gpu_hours,
+        "trials_asked": settings.trials,
+        "best": result.best,
+        "trials": result.trials,
+    }
+
+
+def describe_result(document: dict[str, Any]) -> str:
+    rows = [
+        (
+            t["number"],
+            t["state"],
+            t["end"],
+            t["run_id"],
+            t["host"],
+            t["last_step"],
+            None if t["value"] is None else round(t["value"], 4),
+            round(t["spend_usd"], 4),
+            ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t["params"].items()),
+        )
+        for t in document["trials"]
+    ]
+    lines = [to_text(TRIAL_COLUMNS, rows).rstrip("\n"), ""]
+    caps = []
+    if document["budget_usd"] is not None:
+        caps.append(f"${document['spent_usd']:,.4f} of ${document['budget_usd']:,.2f}")
+    if document["max_gpu_hours"] is not None:
+        caps.append(f"{document['spent_gpu_hours']:,.6f} of {document['max_gpu_hours']:,g} GPU-hours")
+    lines.append(f"study {document['study']}: {document['stop_reason']}; spent {', '.join(caps)}")
+    best = document["best"]
+    if best:
+        params = " ".join(f"{k}={v}" for k, v in best["params"].items())
+        lines.append(f"best: trial {best['number']} (run {best['run_id']}), eval_loss {best['value']:.4f}: {params}")
     return "\n".join(lines) + "\n"

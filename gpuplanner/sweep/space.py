@@ -44,13 +44,20 @@ RESERVED_FLAGS = (
 )
 
 
-class SpaceError(PlanInputError):
+class SweepInputError(PlanInputError):
+    """Bad input of a search, reported as one line that starts with what it is about (``label: message``)."""
+
+    def __init__(self, label: str, message: str) -> None:
+        ValueError.__init__(self, f"{label}: {message}")
+        self.field = label.lstrip("-")
+        self.message = message
+
+
+class SpaceError(SweepInputError):
     """A search space that cannot be used; the message names the file and the parameter."""
 
     def __init__(self, path: str, message: str) -> None:
-        ValueError.__init__(self, f"--space: {path}: {message}")
-        self.field = "space"
-        self.message = message
+        super().__init__(f"--space: {path}", message)
 
 
 @dataclass(frozen=True)
