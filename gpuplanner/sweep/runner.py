@@ -238,29 +238,28 @@ class SweepRunner:
             [item.run_id],
         ).fetchall()
         last = self.settings.max_steps
+        judged = list(item.trial.user_attrs.get("judged") or [])
+        if any(j["pruned"] for j in judged):  # decided by a process that died before telling the study
+            self._stop(study, item, "pruned", f"pruned at step {judged[-1]['step']} (decided before a restart)")
+            return
+        done = {j["step"] for j in judged}
         for step, loss in rows:
             step = int(step)
-            if step in item.reported:
-                continue
-            item.trial.report(float(loss), step)
-            item.reported.add(step)
+            if step not in item.reported:
+                item.trial.report(float(loss), step)
+                item.reported.add(step)
             if step >= last:
                 continue
-            if step in self._judged_steps():
+            if step in self._judged_steps() and step not in done:
                 pruned = item.trial.should_prune()
-                judged = list(item.trial.user_attrs.get("judged") or [])
                 judged.append({"step": step, "value": float(loss), "pruned": bool(pruned), "t": time.time()})
+                done.add(step)
                 item.trial.set_user_attr("judged", judged)
                 if pruned:
                     self._stop(study, item, "pruned", f"pruned at step {step} (eval_loss {loss:.4f})")
                     return
             if item.reach_step is not None and step >= item.reach_step:
-                self._stop(
-                    study,
-                    item,
-                    "budget",
-                    f"stopped at step {step}: the next milestone would cross the cap",
-                )
+                self._stop(study, item, "budget", f"stopped at step {step}: the next milestone would cross the cap")
                 return
 
     def _judged_steps(self) -> set[int]:
