@@ -3,7 +3,8 @@
 Two caps (dollars and GPU-hours) are handled alike as a pair. Every trial runs with an *allowance*:
 the trainer's own ``--budget-usd`` and ``--max-gpu-hours``, so it checkpoints and stops by itself at
 that spend even when nothing watches it (the search process was killed). A new trial's allowance is
-the cost of the furthest point of its schedule (a milestone or the end) that fits in what the cap has
+the cost of the furthest point of its schedule (a milestone or the end), with a safety factor for step
+times that wander, that fits in what the cap has
 left after the ended trials' spend and the running trials' reservations; a trial that cannot reach its
 first milestone is not started. A running trial reserves its allowance, or, once the cost of a step is
 measured, no more than its spend plus the rest of a full trial (with a safety factor): a trial never
@@ -129,12 +130,12 @@ def new_trial_allowance(
         return Allowance(room, None, None)
     best: tuple[Amount, int] | None = None
     for step in sorted(set([*stops, max_steps])):
-        need = step_cost.scaled(step + STEP_SLACK)
+        need = step_cost.scaled((step + STEP_SLACK) * SAFETY)
         if need.fits_in(room, caps):
             best = (need, step)
     if best is None:
         first = min([*stops, max_steps])
-        need = step_cost.scaled(first + STEP_SLACK)
+        need = step_cost.scaled((first + STEP_SLACK) * SAFETY)
         which = "budget_usd" if caps.usd is not None and need.usd > room.usd else "max_gpu_hours"
         left = f"${max(0.0, room.usd):,.4f}" if which == "budget_usd" else f"{max(0.0, room.gpu_hours):,.6f} GPU-hours"
         cost = f"${need.usd:,.4f}" if which == "budget_usd" else f"{need.gpu_hours:,.6f} GPU-hours"
