@@ -35,11 +35,12 @@ from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
 from gpuplanner.plan.documents import plan_document
 from gpuplanner.plan.planner import make_plan
-from gpuplanner.plan.setup import PlanInputError
+from gpuplanner.plan.setup import PRECISIONS, PlanInputError
 from gpuplanner.sweep.budget import Caps
 from gpuplanner.sweep.estimate import SearchEstimate, SearchInputs, estimate_search, search_document
 from gpuplanner.sweep.runner import SweepResult, SweepRunner, SweepSettings
 from gpuplanner.sweep.schedule import PRUNERS, Schedule
+from gpuplanner.sweep.sizing import FORMULA_SOURCE, Sizing, SizingRequest, size_for_budget
 from gpuplanner.sweep.space import RESERVED_FLAGS, SweepInputError, load_space
 from gpuplanner.sweep.study import SAMPLERS
 
@@ -72,6 +73,14 @@ def register(subparsers: Any) -> None:
     _add_run_arguments(run)
     _add_schedule_arguments(run, unit="steps")
     run.set_defaults(handler=run_sweep_run)
+    size = actions.add_parser(
+        "size",
+        help="the compute-optimal model (parameters, tokens) a budget buys on one GPU option",
+        description="Size a model for a budget: the compute a $ or GPU-hour cap buys on a GPU and the "
+        "Chinchilla-optimal parameters and tokens for it, with the source of each figure.",
+    )
+    _add_size_arguments(size)
+    size.set_defaults(handler=run_sweep_size)
 
 
 def _add_schedule_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
@@ -381,4 +390,113 @@ def describe_result(document: dict[str, Any]) -> str:
     if best:
         params = " ".join(f"{k}={v}" for k, v in best["params"].items())
         lines.append(f"best: trial {best['number']} (run {best['run_id']}), eval_loss {best['value']:.4f}: {params}")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------- size
+
+
+def _add_size_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--budget-usd", type=positive_float, metavar="USD", help="the money to spend")
+    parser.add_argument("--max-gpu-hours", type=positive_float, metavar="H", help="the GPU-hours to spend")
+    parser.add_argument("--gpu", metavar="NAME", help=f"a catalog GPU (default {example.GPU})")
+    parser.add_argument("--gpus", type=positive_int, default=1, metavar="N", help="GPUs training together (default 1)")
+    parser.add_argument("--precision", choices=PRECISIONS, default=example.PRECISION, help="which peak rate applies")
+    parser.add_argument("--pricing", choices=("on-demand", "spot"), default="on-demand")
+    parser.add_argument("--price", type=positive_float, metavar="USD", help="$ per GPU-hour (default: the catalog's)")
+    parser.add_argument("--peak-tflops", type=positive_float, metavar="T", help="peak TFLOP/s (default: the catalog's)")
+    parser.add_argument(
+        "--mfu", type=positive_float, metavar="SHARE", help="model-FLOPs utilisation (default: the GPU's)"
+    )
+    parser.add_argument("--json", action="store_const", const="json", dest="format", help="print only JSON")
+
+
+def run_sweep_size(args: argparse.Namespace) -> int:
+    gpu = args.gpu or (None if args.peak_tflops is not None and args.price is not None else example.GPU)
+    request = SizingRequest(
+        budget_usd=args.budget_usd,
+        max_gpu_hours=args.max_gpu_hours,
+        gpu=gpu,
+        gpus=args.gpus,
+        precision=args.precision,
+        pricing=args.pricing,
+        price=args.price,
+        peak_tflops=args.peak_tflops,
+        mfu=args.mfu,
+    )
+    sizing = size_for_budget(request, _catalog() if gpu is not None else None)
+    document = sizing_document(sizing)
+    if args.format == "json":
+        print(to_json(document), end="")
+    else:
+        print(describe_sizing(document), end="")
+    return 0
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(float(value), digits)
+
+
+def sizing_document(sizing: Sizing) -> dict[str, Any]:
+    """The JSON document of `gpuplanner sweep size --json` (names in docs/sweeps.md)."""
+    request = sizing.request
+    return {
+        "inputs": {
+            "budget_usd": request.budget_usd,
+            "max_gpu_hours": request.max_gpu_hours,
+            "gpu": sizing.gpu,
+            "gpus": request.gpus,
+            "precision": request.precision,
+            "pricing": request.pricing,
+        },
+        "compute": {
+            "gpu_hours": _round(sizing.gpu_hours),
+            "binding_cap": sizing.binding_cap,
+            "flops": float(f"{sizing.flops:.6e}"),
+            "usd_per_gpu_hour": _round(sizing.usd_per_gpu_hour),
+            "peak_tflops": _round(sizing.peak_tflops, 2),
+            "mfu": _round(sizing.mfu),
+        },
+        "model": {
+            "params": round(sizing.params),
+            "tokens": round(sizing.tokens),
+            "tokens_per_param": _round(sizing.tokens_per_param, 2),
+        },
+        "run": {
+            "hours": _round(sizing.hours),
+            "gpu_hours": _round(sizing.gpu_hours),
+            "cost_usd": _round(sizing.cost_usd, 2),
+        },
+        "sources": {
+            "price": sizing.price_source,
+            "peak_tflops": sizing.peak_source,
+            "mfu": sizing.mfu_source,
+            "formula": FORMULA_SOURCE,
+        },
+    }
+
+
+def _si(value: float) -> str:
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:,.2f}{suffix}"
+    return f"{value:,.0f}"
+
+
+def describe_sizing(document: dict[str, Any]) -> str:
+    inputs, compute, model, run, sources = (document[k] for k in ("inputs", "compute", "model", "run", "sources"))
+    price = "-" if compute["usd_per_gpu_hour"] is None else f"${compute['usd_per_gpu_hour']:,.2f}/GPU-h"
+    cost = "-" if run["cost_usd"] is None else f"${run['cost_usd']:,.2f}"
+    lines = [
+        f"{inputs['gpus']} x {inputs['gpu'] or 'your GPU'} ({inputs['precision']}, {inputs['pricing']}): "
+        f"{compute['gpu_hours']:,.2f} GPU-hours ({compute['binding_cap']} binds) = {compute['flops']:.3e} FLOPs",
+        f"  compute-optimal model  {_si(model['params'])} parameters on {_si(model['tokens'])} tokens "
+        f"({model['tokens_per_param']:.1f} tokens per parameter)",
+        f"  training               {run['hours']:,.2f} h on {inputs['gpus']} GPU(s), {cost} at {price}",
+        "sources",
+        f"  price                  {sources['price']}",
+        f"  peak                   {compute['peak_tflops']:,.1f} TFLOP/s: {sources['peak_tflops']}",
+        f"  MFU                    {compute['mfu']:.2f}: {sources['mfu']}",
+        f"  sizes                  {sources['formula']}",
+    ]
     return "\n".join(lines) + "\n"
