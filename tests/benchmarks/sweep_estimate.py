@@ -63,7 +63,8 @@ def main() -> None:
         )  # fmt: skip
         conn = connect(db)
         try:
-            steps = sum(r[0] for r in conn.execute("SELECT MAX(step) FROM steps GROUP BY run_id").fetchall())
+            run_steps = dict(conn.execute("SELECT run_id, MAX(step) FROM steps GROUP BY run_id").fetchall())
+            steps = sum(run_steps.values())
         finally:
             conn.close()
         seconds = real["spent_usd"] / PRICE * 3600.0  # the trainers' own clocks: spend = price x time
@@ -80,7 +81,7 @@ def main() -> None:
     judged = [t for t in trials if t["last_step"] is not None and t["last_step"] >= MIN_STEPS]
     going_on = [t for t in judged if t["end"] == "complete"]
     stone = estimate["milestones"][0]
-    stopped = [t["last_step"] for t in trials if t["end"] == "pruned" and t["last_step"] is not None]
+    stopped = [run_steps.get(t["run_id"], 0) for t in trials if t["end"] == "pruned"]
     rows = [
         ("cost (USD)", estimate["pruned"]["cost_usd"], real["spent_usd"]),
         ("GPU-hours", estimate["pruned"]["gpu_hours"], real["spent_gpu_hours"]),
