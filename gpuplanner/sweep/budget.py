@@ -5,8 +5,9 @@ the trainer's own ``--budget-usd`` and ``--max-gpu-hours``, so it checkpoints an
 that spend even when nothing watches it (the search process was killed). A new trial's allowance is
 the cost of the furthest point of its schedule (a milestone or the end), with a safety factor for step
 times that wander, that fits in what the cap has
-left after the ended trials' spend and the running trials' reservations; a trial that cannot reach its
-first milestone is not started. A running trial reserves its allowance, or, once the cost of a step is
+left after the ended trials' spend and the running trials' reservations (a trial whose whole run fits
+gets 1.5 times that, as far as the caps allow, so an underestimated step cost does not cut it short); a
+trial that cannot reach its first milestone is not started. A running trial reserves its allowance, or, once the cost of a step is
 measured, no more than its spend plus the rest of a full trial (with a safety factor): a trial never
 needs more than that. The sum of spend and reservations therefore never passes the cap, up to the one
 optimizer step a trainer finishes after crossing its allowance, which ``step_slack`` reserves.
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 
 # Reservations of measured trials are inflated by this factor (step times wander with load and evals).
 SAFETY = 1.25
+# A trial whose full run fits gets this many times its estimated cost (as far as the caps allow).
+FULL_TRIAL_HEADROOM = 1.5
 # Optimizer steps reserved on top of each allowance: a trainer stops after the step that crosses it.
 STEP_SLACK = 2
 
@@ -141,7 +144,12 @@ def new_trial_allowance(
         cost = f"${need.usd:,.4f}" if which == "budget_usd" else f"{need.gpu_hours:,.6f} GPU-hours"
         return Allowance(None, None, f"{which}: a trial's first milestone (step {first}) costs {cost}, {left} left")
     amount, step = best
-    # below the cap: hand out whole milestones only (the trainer stops right after the last one it can pay)
+    if step >= max_steps:
+        # a whole trial fits: leave room for a step cost that was underestimated (--step-seconds, or a busy
+        # host); the reservation drops to spend + the rest of the trial once the cost is measured
+        generous = amount.scaled(FULL_TRIAL_HEADROOM)
+        amount = Amount(min(generous.usd, room.usd), min(generous.gpu_hours, room.gpu_hours))
+    # otherwise whole milestones only: the search stops the trial at the last one it can pay for
     return Allowance(amount, step, None)
 
 

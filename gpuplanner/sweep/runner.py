@@ -314,26 +314,33 @@ class SweepRunner:
 
     # -- budget and new trials -------------------------------------------------------------------------------
     def _budgets(self, study: Any, db: Any) -> tuple[list[TrialBudget], Amount | None]:
-        budgets, total_spend, total_steps = [], Amount(), 0
+        """Every launched trial's spend and allowance, and the cost of a step: the dearest rate of the trials
+        that passed a milestone's worth of steps (step times differ between trials on a busy host), else
+        the pooled rate of those that started, else ``--step-seconds``."""
+        budgets, pooled, pooled_steps, rates = [], Amount(), 0, []
         for frozen in study.get_trials(deepcopy=False):
             run_id = frozen.user_attrs.get("run_id")
             if run_id is None:
                 continue
             spend, steps = self._spend(db, run_id)
             attrs = frozen.user_attrs
-            active = frozen.number in self.active
             budgets.append(
                 TrialBudget(
                     spend,
                     Amount(attrs.get("allowance_usd") or 0.0, attrs.get("allowance_gpu_hours") or 0.0),
-                    active,
+                    frozen.number in self.active,
                     steps,
                 )
             )
             if steps > 0:
-                total_spend, total_steps = total_spend + spend, total_steps + steps
-        measured = total_spend.scaled(1.0 / total_steps) if total_steps else None
-        return budgets, measured or self.estimated_step_cost()
+                pooled, pooled_steps = pooled + spend, pooled_steps + steps
+            if steps >= self.every:
+                rates.append(spend.scaled(1.0 / steps))
+        if rates:
+            return budgets, Amount(max(r.usd for r in rates), max(r.gpu_hours for r in rates))
+        if pooled_steps:
+            return budgets, pooled.scaled(1.0 / pooled_steps)
+        return budgets, self.estimated_step_cost()
 
     def _spend(self, db: Any, run_id: int) -> tuple[Amount, int]:
         row = db.execute(

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from gpuplanner.sweep.budget import SAFETY, STEP_SLACK, Amount, Caps, TrialBudget, new_trial_allowance, reservation
+from gpuplanner.sweep.budget import (
+    FULL_TRIAL_HEADROOM,
+    SAFETY,
+    STEP_SLACK,
+    Amount,
+    Caps,
+    TrialBudget,
+    new_trial_allowance,
+    reservation,
+)
 from gpuplanner.sweep.space import SpaceError, load_space, parse_space
 
 STEP = Amount(usd=0.10, gpu_hours=0.001)  # one optimizer step of a trial
@@ -19,6 +28,16 @@ def test_first_trial_gets_the_furthest_stop_it_can_pay_for() -> None:
     assert allowance.reach_step == 30
     assert allowance.amount is not None
     assert allowance.amount.usd == pytest.approx((30 + STEP_SLACK) * SAFETY * 0.10)
+
+
+def test_a_trial_whose_whole_run_fits_gets_headroom() -> None:
+    allowance = new_trial_allowance(Caps(usd=100.0), [], STEP, [30], 90)
+    assert allowance.reach_step == 90 and allowance.amount is not None
+    full = (90 + STEP_SLACK) * SAFETY * 0.10  # $11.50
+    assert allowance.amount.usd == pytest.approx(full * FULL_TRIAL_HEADROOM)
+    # near the cap the headroom shrinks to what is left
+    tight = new_trial_allowance(Caps(usd=12.0), [], STEP, [30], 90)
+    assert tight.reach_step == 90 and tight.amount is not None and tight.amount.usd == pytest.approx(12.0)
 
 
 def test_running_trials_reserve_and_ended_ones_count_their_spend() -> None:
