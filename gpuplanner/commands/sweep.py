@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -305,6 +306,12 @@ def settings_from_args(args: argparse.Namespace, db_path: Path) -> SweepSettings
             get_host(db_path, name)
         except HostError as exc:
             raise SweepInputError("--host", str(exc)) from None
+    env = []
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise SweepInputError("--env", f"expected KEY=VALUE with a variable name as KEY, got {item!r}")
+        env.append((key, value))
     space = load_space(args.space)
     schedule = schedule_from_args(args, float(args.max_steps), unit="steps")
     if args.trials < 1:
@@ -320,6 +327,7 @@ def settings_from_args(args: argparse.Namespace, db_path: Path) -> SweepSettings
         step_seconds=args.step_seconds,
         sampler=args.sampler,
         seed=args.seed,
+        env=tuple(env),
     )
 
 

@@ -6,7 +6,7 @@ that spend even when nothing watches it (the search process was killed). A new t
 the cost of the furthest point of its schedule (a milestone or the end), with a safety factor for step
 times that wander, that fits in what the cap has
 left after the ended trials' spend and the running trials' reservations (a trial whose whole run fits
-gets 1.5 times that, as far as the caps allow, so an underestimated step cost does not cut it short); a
+gets 3 times that, as far as the caps allow, so an underestimated step cost does not cut it short); a
 trial that cannot reach its first milestone is not started. A running trial reserves its allowance, or, once the cost of a step is
 measured, no more than its spend plus the rest of a full trial (with a safety factor): a trial never
 needs more than that. The sum of spend and reservations therefore never passes the cap, up to the one
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 # Reservations of measured trials are inflated by this factor (step times wander with load and evals).
 SAFETY = 1.25
 # A trial whose full run fits gets this many times its estimated cost (as far as the caps allow).
-FULL_TRIAL_HEADROOM = 1.5
+FULL_TRIAL_HEADROOM = 3.0
 # Optimizer steps reserved on top of each allowance: a trainer stops after the step that crosses it.
 STEP_SLACK = 2
 

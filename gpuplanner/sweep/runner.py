@@ -57,6 +57,7 @@ class SweepSettings:
     sampler: str = "tpe"
     seed: int | None = None
     poll_s: float = 0.25
+    env: tuple[tuple[str, str], ...] = ()  # extra environment variables of every trial
 
     @property
     def max_steps(self) -> int:
@@ -410,6 +411,7 @@ class SweepRunner:
                 host,
                 flags,
                 name=run_name(self.settings.study, trial.number),
+                env=dict(self.settings.env),
                 budget_usd=allowance.amount.usd if caps.usd is not None else None,
             )
         except (RunError, OSError, ValueError) as exc:

@@ -48,6 +48,7 @@ def base(db: Path, space: Path, *extra: str) -> list[str]:
         ),
         (None, ["--budget-usd", "5", "--pruner", "percentile", "--prune-percent", "50"], "--prune-at-step: must be"),
         (None, [], "--budget-usd: a search needs a cap"),
+        (None, ["--budget-usd", "5", "--env", "1BAD=x"], "--env: expected KEY=VALUE"),
         (None, ["--budget-usd", "5", "--host", "nowhere"], "--host: no host named 'nowhere'"),
     ],
 )
