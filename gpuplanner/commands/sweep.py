@@ -281,6 +281,13 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db", metavar="FILE", help="history database (default: $GPUPLANNER_DB or the data directory's)"
     )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an environment variable for every trial (repeat), e.g. OMP_NUM_THREADS=1",
+    )
     parser.add_argument("--json", action="store_true", help="no progress lines; print one JSON document at the end")
     parser.add_argument("words", nargs="*", metavar="-- TRAINER FLAGS", help="the trainer's flags for every trial")
 
