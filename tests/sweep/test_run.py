@@ -25,14 +25,25 @@ from tests.conftest import REPO_ROOT
 from tests.sweep.conftest import trainer_flags
 
 TRIALS = 6
-CAP_USD = 4.0  # a full trial costs about $2 and a pruned one about $1 here: the cap stops the search half-way
 
 
-def sweep_argv(db: Path, space: Path, model_config: Path, cache: Path, *extra: str) -> list[str]:
+def full_trial(model_config: Path, cache: Path, run_dir: Path) -> float:
+    """Seconds of one full trial (90 steps, evaluated every 30) on this machine now: the trainer's own clock,
+    as its spend at $3,600 per hour. The cap is set from it, so the search stops half-way on any machine."""
+    flags = [*trainer_flags(model_config, cache), "--max-steps", "90", "--eval-every-steps", "30"]
+    subprocess.run(
+        [sys.executable, "-m", "trainer", "train", *flags, "--run-dir", str(run_dir), "--price-per-gpu-hour", "3600"],
+        cwd=REPO_ROOT, check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    end = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if '"run_end"' in line]
+    return float(end[-1]["totals"]["spend_usd"])
+
+
+def sweep_argv(db: Path, space: Path, model_config: Path, cache: Path, cap: float, step_s: float) -> list[str]:
     return [
         "sweep", "run", "--db", str(db), "--host", "local,local", "--space", str(space), "--study", "lr-search",
         "--trials", str(TRIALS), "--max-steps", "90", "--min-steps", "30", "--reduction-factor", "3",
-        "--budget-usd", str(CAP_USD), "--step-seconds", "0.03", "--seed", "3", *extra,
+        "--budget-usd", f"{cap:.4f}", "--step-seconds", f"{step_s:.5f}", "--seed", "3",
         "--", *trainer_flags(model_config, cache),
     ]  # fmt: skip
 
@@ -48,7 +59,12 @@ def rows(db: Path, sql: str, *params: object) -> list[tuple]:
 def test_search_prunes_stays_under_the_cap_and_survives_a_kill(
     db_path: Path, space_file: Path, model_config: Path, tmp_path: Path
 ) -> None:
-    argv = [sys.executable, "-m", "gpuplanner", *sweep_argv(db_path, space_file, model_config, tmp_path / "cache")]
+    trial_usd = full_trial(model_config, tmp_path / "cache", tmp_path / "calibration")
+    # Six trials cost at least one full trial and five pruned at a third: 2.67 full trials. The cap of 2.5
+    # stops the search before its end, and leaves room for more than two trials' first milestones.
+    cap = 2.5 * trial_usd
+    command = sweep_argv(db_path, space_file, model_config, tmp_path / "cache", cap, trial_usd / 90)
+    argv = [sys.executable, "-m", "gpuplanner", *command]
     env = dict(os.environ)
     first = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -60,12 +76,8 @@ def test_search_prunes_stays_under_the_cap_and_survives_a_kill(
     finally:
         first.kill()  # the search process dies; its trials go on by themselves
         first.wait(30)
-    again = [
-        sys.executable,
-        "-m",
-        "gpuplanner",
-        *sweep_argv(db_path, space_file, model_config, tmp_path / "cache", "--json"),
-    ]
+    cut = command.index("--")
+    again = [sys.executable, "-m", "gpuplanner", *command[:cut], "--json", *command[cut:]]
     done = subprocess.run(again, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
@@ -83,7 +95,7 @@ def test_search_prunes_stays_under_the_cap_and_survives_a_kill(
 
     # the cap: the spend every run recorded adds up to no more than the cap, and the study says why it stopped
     spend = sum(r[0] or 0.0 for r in rows(db_path, "SELECT MAX(spend_usd) FROM steps GROUP BY run_id"))
-    assert 0 < spend <= CAP_USD
+    assert 0 < spend <= cap
     assert document["spent_usd"] == pytest.approx(spend, abs=1e-6)
     assert study.user_attrs["stop_reason"].startswith("cap reached: budget_usd")
     assert document["stop_reason"] == study.user_attrs["stop_reason"]
