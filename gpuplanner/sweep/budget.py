@@ -1,16 +1,19 @@
 """The live budget of a search: what is spent, what running trials may still spend, what a new trial gets.
 
-Two caps (dollars and GPU-hours) are handled alike as a pair. Every trial runs with an *allowance*:
-the trainer's own ``--budget-usd`` and ``--max-gpu-hours``, so it checkpoints and stops by itself at
-that spend even when nothing watches it (the search process was killed). A new trial's allowance is
-the cost of the furthest point of its schedule (a milestone or the end), with a safety factor for step
-times that wander, that fits in what the cap has
-left after the ended trials' spend and the running trials' reservations (a trial whose whole run fits
-gets 3 times that, as far as the caps allow, so an underestimated step cost does not cut it short); a
-trial that cannot reach its first milestone is not started. A running trial reserves its allowance, or, once the cost of a step is
-measured, no more than its spend plus the rest of a full trial (with a safety factor): a trial never
-needs more than that. The sum of spend and reservations therefore never passes the cap, up to the one
-optimizer step a trainer finishes after crossing its allowance, which ``step_slack`` reserves.
+Two caps (dollars and GPU-hours) are handled alike as a pair. Every trial runs with an *allowance*
+that the trainer enforces itself (its ``--budget-usd`` and ``--max-gpu-hours``), so it checkpoints and
+stops at that spend even when nothing watches it (the search process was killed). A running trial
+reserves its whole allowance and an ended one its spend; a new trial's allowance must fit in what the
+cap has left after those, so the sum can never pass the cap. The trainer is given 90% of the
+allowance: it stops after the step that crosses its budget, and the rest covers that step.
+
+A new trial's allowance is the cost of the furthest point of its schedule (a milestone, or the end)
+that fits, from the cost of a step (measured, or ``--step-seconds`` before anything is measured) with a
+safety factor for step times that wander; a trial whose whole run fits gets up to 1.5 times that (as
+far as the room goes once the other free slots keep a first milestone each), so an underestimated step
+cost does not cut it short. A trial that cannot pay for its
+first milestone is not started. Before any step cost is known, a trial gets the room left divided by
+the free slots.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# Reservations of measured trials are inflated by this factor (step times wander with load and evals).
+# Step costs are inflated by this factor (step times wander with load, evaluations and warm-up).
 SAFETY = 1.25
 # A trial whose full run fits gets this many times its estimated cost (as far as the caps allow).
-FULL_TRIAL_HEADROOM = 3.0
-# Optimizer steps reserved on top of each allowance: a trainer stops after the step that crosses it.
+FULL_TRIAL_HEADROOM = 1.5
+# Optimizer steps added to each stop (the evaluation and checkpoint at a milestone take time too).
 STEP_SLACK = 2
+# Share of an allowance given to the trainer as its budget; the rest pays for the step that crosses it.
+TRAINER_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -79,22 +84,15 @@ class TrialBudget:
     steps_done: int = 0
 
 
-def reservation(trial: TrialBudget, step_cost: Amount | None, max_steps: int) -> Amount:
-    """What a trial may still come to in total: its spend when it ended, else its allowance, lowered to
-    spend + the rest of a full trial once a step's cost is known."""
-    if not trial.active:
-        return trial.spent
-    if step_cost is None:
-        return trial.allowance
-    rest = step_cost.scaled((max(0, max_steps - trial.steps_done) + STEP_SLACK) * SAFETY)
-    capped = trial.spent + rest
-    return Amount(min(trial.allowance.usd, capped.usd), min(trial.allowance.gpu_hours, capped.gpu_hours))
+def reservation(trial: TrialBudget) -> Amount:
+    """What a trial may come to in total: its spend once it ended, else its whole allowance."""
+    return trial.allowance if trial.active else trial.spent
 
 
-def committed(trials: Sequence[TrialBudget], step_cost: Amount | None, max_steps: int) -> Amount:
+def committed(trials: Sequence[TrialBudget]) -> Amount:
     total = Amount()
     for trial in trials:
-        total = total + reservation(trial, step_cost, max_steps)
+        total = total + reservation(trial)
     return total
 
 
@@ -114,46 +112,53 @@ class Allowance:
     reason: str | None
 
 
+def stop_cost(step_cost: Amount, step: int) -> Amount:
+    """The allowance that pays for ``step`` optimizer steps (with slack, safety and the trainer's share)."""
+    return step_cost.scaled((step + STEP_SLACK) * SAFETY / TRAINER_SHARE)
+
+
 def new_trial_allowance(
     caps: Caps,
     trials: Sequence[TrialBudget],
     step_cost: Amount | None,
     stops: Sequence[int],
     max_steps: int,
+    free_slots: int = 1,
 ) -> Allowance:
     """The allowance of a trial started now: the cost of the furthest of ``stops`` (milestones, then
-    ``max_steps``) that fits in the room left. Without a measured step cost the whole room is given
-    (only when no other trial is running: the first trial measures the cost for the rest)."""
-    room = caps.room(committed(trials, step_cost, max_steps))
+    ``max_steps``) that fits in the room left; without a step cost, the room divided by ``free_slots``."""
+    room = caps.room(committed(trials))
+    if room.usd <= 0 or room.gpu_hours <= 0:
+        return Allowance(None, None, _no_room(caps, room))
     if step_cost is None:
-        if any(t.active for t in trials):
-            return Allowance(None, None, "waiting for the first trial to measure the cost of a step")
-        if room.usd <= 0 or room.gpu_hours <= 0:
-            return Allowance(None, None, _no_room(caps, room))
-        return Allowance(room, None, None)
+        return Allowance(room.scaled(1.0 / max(1, free_slots)), None, None)
     best: tuple[Amount, int] | None = None
     for step in sorted(set([*stops, max_steps])):
-        need = step_cost.scaled((step + STEP_SLACK) * SAFETY)
+        need = stop_cost(step_cost, step)
         if need.fits_in(room, caps):
             best = (need, step)
     if best is None:
         first = min([*stops, max_steps])
-        need = step_cost.scaled((first + STEP_SLACK) * SAFETY)
+        need = stop_cost(step_cost, first)
         which = "budget_usd" if caps.usd is not None and need.usd > room.usd else "max_gpu_hours"
         left = f"${max(0.0, room.usd):,.4f}" if which == "budget_usd" else f"{max(0.0, room.gpu_hours):,.6f} GPU-hours"
         cost = f"${need.usd:,.4f}" if which == "budget_usd" else f"{need.gpu_hours:,.6f} GPU-hours"
         return Allowance(None, None, f"{which}: a trial's first milestone (step {first}) costs {cost}, {left} left")
     amount, step = best
     if step >= max_steps:
-        # a whole trial fits: leave room for a step cost that was underestimated (--step-seconds, or a busy
-        # host); the reservation drops to spend + the rest of the trial once the cost is measured
+        # a whole trial fits: headroom for a step cost that was underestimated, as far as the room goes once
+        # the other free slots keep a first milestone each
         generous = amount.scaled(FULL_TRIAL_HEADROOM)
-        amount = Amount(min(generous.usd, room.usd), min(generous.gpu_hours, room.gpu_hours))
+        spare = room - stop_cost(step_cost, min([*stops, max_steps])).scaled(max(0, free_slots - 1))
+        amount = Amount(
+            max(amount.usd, min(generous.usd, spare.usd)),
+            max(amount.gpu_hours, min(generous.gpu_hours, spare.gpu_hours)),
+        )
     # otherwise whole milestones only: the search stops the trial at the last one it can pay for
     return Allowance(amount, step, None)
 
 
 def _no_room(caps: Caps, room: Amount) -> str:
     if caps.usd is not None and room.usd <= 0:
-        return "budget_usd: nothing left"
-    return "max_gpu_hours: nothing left"
+        return "budget_usd: nothing left to start a trial with"
+    return "max_gpu_hours: nothing left to start a trial with"

@@ -28,10 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.history.db import connect
+from gpuplanner.history.runs import update_run
 from gpuplanner.launch.hosts import get_host
 from gpuplanner.launch.manager import FINAL_STATES, RunError, RunManager
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.sweep.budget import Allowance, Amount, Caps, TrialBudget, new_trial_allowance, spent
+from gpuplanner.sweep.budget import (
+    TRAINER_SHARE,
+    Allowance,
+    Amount,
+    Caps,
+    TrialBudget,
+    new_trial_allowance,
+    spent,
+)
 from gpuplanner.sweep.schedule import Schedule
 from gpuplanner.sweep.space import Space
 from gpuplanner.sweep.study import eval_every, open_study
@@ -196,7 +205,8 @@ class SweepRunner:
                 run_id = frozen.user_attrs.get("run_id")
                 if run_id is None:
                     row = db.execute(
-                        "SELECT id FROM runs WHERE name = ? ORDER BY id", [run_name(self.settings.study, frozen.number)]
+                        "SELECT id FROM runs WHERE name = ? AND status != 'failed' ORDER BY id DESC",
+                        [run_name(self.settings.study, frozen.number)],
                     ).fetchone()
                     run_id = row[0] if row else None
                 if run_id is None:
@@ -206,10 +216,23 @@ class SweepRunner:
                 status = db.execute("SELECT status FROM runs WHERE id = ?", [run_id]).fetchone()
                 if frozen.state != running and (status is None or status[0] != "running"):
                     continue
+                try:
+                    self.manager.attach(run_id)
+                except RunError:
+                    # the earlier process died between creating the run and recording its launch: the run is
+                    # marked failed and the trial launched again (a process started in that instant is not
+                    # known to the history, so it cannot be followed or stopped from here)
+                    update_run(db, run_id, status="failed", ended_at=time.time())
+                    if frozen.state == running:
+                        trial = optuna.trial.Trial(study, frozen._trial_id)
+                        trial.set_user_attr("abandoned_run_id", run_id)
+                        trial.set_user_attr("run_id", None)
+                        self.pending.append(trial)
+                        self.say(f"trial {frozen.number}: run {run_id} was never recorded as launched; starting again")
+                    continue
                 slot = self._free_slot(frozen.user_attrs.get("host"))
                 if slot is None:
                     slot = len(self.settings.hosts) + len(self.active)  # over the slots: it ends soon
-                self.manager.attach(run_id)
                 item = _Active(
                     optuna.trial.Trial(study, frozen._trial_id),
                     run_id,
@@ -374,12 +397,12 @@ class SweepRunner:
             if self.launch_failures >= MAX_LAUNCH_FAILURES:
                 return f"failed: {self.launch_failures} trials in a row could not be launched"
             budgets, step_cost = self._budgets(study, db)
+            taken = {item.slot for item in self.active.values()}
+            free = sum(1 for i in range(len(self.settings.hosts)) if i not in taken)
             allowance = new_trial_allowance(
-                self.settings.caps, budgets, step_cost, self._stops(), self.settings.max_steps
+                self.settings.caps, budgets, step_cost, self._stops(), self.settings.max_steps, free
             )
             if allowance.amount is None:
-                if allowance.reason and allowance.reason.startswith("waiting"):
-                    return None
                 return f"cap reached: {allowance.reason}"
             trial = self.pending.pop(0) if self.pending else study.ask()
             self._launch(study, trial, slot, allowance)
@@ -401,7 +424,7 @@ class SweepRunner:
         caps = self.settings.caps
         assert allowance.amount is not None
         if caps.gpu_hours is not None:
-            flags += ["--max-gpu-hours", repr(float(allowance.amount.gpu_hours))]
+            flags += ["--max-gpu-hours", repr(float(allowance.amount.gpu_hours * TRAINER_SHARE))]
         trial.set_user_attr("host", host)
         trial.set_user_attr("allowance_usd", allowance.amount.usd if caps.usd is not None else None)
         trial.set_user_attr("allowance_gpu_hours", allowance.amount.gpu_hours if caps.gpu_hours is not None else None)
@@ -412,7 +435,7 @@ class SweepRunner:
                 flags,
                 name=run_name(self.settings.study, trial.number),
                 env=dict(self.settings.env),
-                budget_usd=allowance.amount.usd if caps.usd is not None else None,
+                budget_usd=allowance.amount.usd * TRAINER_SHARE if caps.usd is not None else None,
             )
         except (RunError, OSError, ValueError) as exc:
             self.launch_failures += 1

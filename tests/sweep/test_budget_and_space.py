@@ -10,64 +10,77 @@ from gpuplanner.sweep.budget import (
     FULL_TRIAL_HEADROOM,
     SAFETY,
     STEP_SLACK,
+    TRAINER_SHARE,
     Amount,
     Caps,
     TrialBudget,
     new_trial_allowance,
     reservation,
+    stop_cost,
 )
 from gpuplanner.sweep.space import SpaceError, load_space, parse_space
 
 STEP = Amount(usd=0.10, gpu_hours=0.001)  # one optimizer step of a trial
+PER_STEP = SAFETY / TRAINER_SHARE  # an allowance pays 1.25 x the step cost, and the trainer gets 90% of it
 
 
 def test_first_trial_gets_the_furthest_stop_it_can_pay_for() -> None:
     caps = Caps(usd=10.0)
-    # full trial: (90 + slack) x 1.25 x $0.10 = $11.5 > $10; milestone 30: (30 + 2) x 1.25 x 0.1 = $4
+    # full trial: (90 + 2) x 1.25 / 0.9 x $0.10 = $12.78 > $10; milestone 30: 32 x 1.25 / 0.9 x $0.10 = $4.44
     allowance = new_trial_allowance(caps, [], STEP, [30], 90)
     assert allowance.reach_step == 30
     assert allowance.amount is not None
-    assert allowance.amount.usd == pytest.approx((30 + STEP_SLACK) * SAFETY * 0.10)
+    assert allowance.amount.usd == pytest.approx((30 + STEP_SLACK) * PER_STEP * 0.10)
+    assert stop_cost(STEP, 30) == allowance.amount
 
 
 def test_a_trial_whose_whole_run_fits_gets_headroom() -> None:
     allowance = new_trial_allowance(Caps(usd=100.0), [], STEP, [30], 90)
     assert allowance.reach_step == 90 and allowance.amount is not None
-    full = (90 + STEP_SLACK) * SAFETY * 0.10  # $11.50
+    full = (90 + STEP_SLACK) * PER_STEP * 0.10
     assert allowance.amount.usd == pytest.approx(full * FULL_TRIAL_HEADROOM)
-    # near the cap the headroom shrinks to what is left
-    tight = new_trial_allowance(Caps(usd=12.0), [], STEP, [30], 90)
-    assert tight.reach_step == 90 and tight.amount is not None and tight.amount.usd == pytest.approx(12.0)
+    # near the cap the headroom shrinks to what is left, less a first milestone for each other free slot
+    tight = new_trial_allowance(Caps(usd=14.0), [], STEP, [30], 90)
+    assert tight.reach_step == 90 and tight.amount is not None and tight.amount.usd == pytest.approx(14.0)
+    shared = new_trial_allowance(Caps(usd=18.0), [], STEP, [30], 90, free_slots=2)
+    assert shared.amount is not None and shared.amount.usd == pytest.approx(18.0 - stop_cost(STEP, 30).usd)
+    # never below the cost of the full run itself
+    squeezed = new_trial_allowance(Caps(usd=14.0), [], STEP, [30], 90, free_slots=3)
+    assert squeezed.amount is not None and squeezed.amount.usd == pytest.approx(stop_cost(STEP, 90).usd)
 
 
-def test_running_trials_reserve_and_ended_ones_count_their_spend() -> None:
+def test_running_trials_reserve_their_allowance_and_ended_ones_their_spend() -> None:
     caps = Caps(usd=10.0)
     running = TrialBudget(spent=Amount(1.0, 0.01), allowance=Amount(4.0, 0.04), active=True, steps_done=10)
-    ended = TrialBudget(spent=Amount(3.0, 0.03), allowance=Amount(4.0, 0.04), active=False, steps_done=30)
-    # the running one may still come to its allowance ($4): $3 + $4 = $7 committed, $3 left < $4 for step 30
+    ended = TrialBudget(spent=Amount(2.0, 0.02), allowance=Amount(4.0, 0.04), active=False, steps_done=30)
+    assert reservation(running) == running.allowance and reservation(ended) == ended.spent
+    # $4 + $2 committed, $4 left < $4.44 for the first milestone
     allowance = new_trial_allowance(caps, [running, ended], STEP, [30], 90)
     assert allowance.amount is None
-    assert allowance.reason == "budget_usd: a trial's first milestone (step 30) costs $4.0000, $3.0000 left"
-    # a reservation never exceeds spend + the rest of a full trial once the step cost is known
-    short = TrialBudget(spent=Amount(1.0, 0.01), allowance=Amount(100.0, 1.0), active=True, steps_done=85)
-    assert reservation(short, STEP, 90).usd == pytest.approx(1.0 + (5 + STEP_SLACK) * SAFETY * 0.10)
-    assert reservation(ended, STEP, 90) == ended.spent
+    assert allowance.reason == "budget_usd: a trial's first milestone (step 30) costs $4.4444, $4.0000 left"
+    # the sum of allowances and spend never passes the cap, whatever the trials are measured to cost
+    trials = [ended]
+    while (new := new_trial_allowance(caps, trials, Amount(0.01, 0.0001), [30], 90)).amount is not None:
+        trials.append(TrialBudget(Amount(), new.amount, active=True))
+    assert sum(reservation(t).usd for t in trials) <= caps.usd + 1e-9 and len(trials) > 2
 
 
 def test_the_gpu_hour_cap_is_enforced_like_the_dollar_cap() -> None:
     caps = Caps(gpu_hours=0.02)
     allowance = new_trial_allowance(caps, [], STEP, [30], 90)
     assert allowance.amount is None and allowance.reason is not None
-    assert allowance.reason.startswith("max_gpu_hours: a trial's first milestone (step 30) costs 0.040000 GPU-hours")
+    assert allowance.reason.startswith("max_gpu_hours: a trial's first milestone (step 30) costs 0.044444 GPU-hours")
 
 
-def test_without_a_measured_step_the_first_trial_runs_alone() -> None:
+def test_without_a_step_cost_the_room_is_shared_by_the_free_slots() -> None:
     caps = Caps(usd=10.0)
-    first = new_trial_allowance(caps, [], None, [30], 90)
-    assert first.amount == Amount(10.0, float("inf")) and first.reach_step is None
+    first = new_trial_allowance(caps, [], None, [30], 90, free_slots=2)
+    assert first.amount is not None and first.amount.usd == pytest.approx(5.0) and first.reach_step is None
     running = TrialBudget(Amount(), first.amount, active=True)
-    second = new_trial_allowance(caps, [running], None, [30], 90)
-    assert second.amount is None and second.reason is not None and second.reason.startswith("waiting")
+    second = new_trial_allowance(caps, [running], None, [30], 90, free_slots=1)
+    assert second.amount is not None and second.amount.usd == pytest.approx(5.0)
+    full = new_trial_allowance(caps, [running, TrialBudget(Amount(), second.amount, active=True)], None, [30], 90)
+    assert full.amount is None and full.reason == "budget_usd: nothing left to start a trial with"
 
 
 def test_a_space_maps_parameters_to_trainer_flags(tmp_path: Path) -> None:

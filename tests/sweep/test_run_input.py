@@ -37,9 +37,9 @@ def base(db: Path, space: Path, *extra: str) -> list[str]:
         (
             None,
             ["--budget-usd", "0.5", "--step-seconds", "0.05"],
-            # 30 steps (+2) x 1.25 x 0.05 s x $1/s = $2.00 > $0.50
+            # 30 steps (+2) x 1.25 / 0.9 x 0.05 s x $1/s = $2.22 > $0.50
             "--budget-usd: the cap is smaller than one trial's first milestone: budget_usd: a trial's first "
-            "milestone (step 30) costs $2.0000, $0.5000 left",
+            "milestone (step 30) costs $2.2222, $0.5000 left",
         ),
         (
             None,

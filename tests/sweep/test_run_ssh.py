@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuplanner.commands.sweep import describe_result, result_document
 from gpuplanner.history.db import connect
 from gpuplanner.launch.hosts import Host, add_host
 from gpuplanner.launch.manager import RunManager
@@ -90,3 +91,17 @@ def test_trials_run_on_both_hosts_each_in_its_own_run_root(
     assert complete, result.trials
     assert result.best == min(complete, key=lambda t: t["value"])
     assert result.spent_usd <= 100.0
+    text = describe_result(result_document(result, settings))
+    assert text.splitlines()[0].split() == [
+        "trial",
+        "state",
+        "end",
+        "run",
+        "host",
+        "last_step",
+        "eval_loss",
+        "spend_usd",
+        "params",
+    ]
+    assert f"study ssh-search: done: all 2 trials ran; spent ${result.spent_usd:,.4f} of $100.00" in text
+    assert f"best: trial {result.best['number']} (run {result.best['run_id']})" in text
