@@ -27,23 +27,34 @@ from tests.sweep.conftest import trainer_flags
 TRIALS = 6
 
 
-def full_trial(model_config: Path, cache: Path, run_dir: Path) -> float:
-    """Seconds of one full trial (90 steps, evaluated every 30) on this machine now: the trainer's own clock,
-    as its spend at $3,600 per hour. The cap is set from it, so the search stops half-way on any machine."""
+def full_trial(model_config: Path, cache: Path, folder: Path) -> float:
+    """Dollars of one full trial (90 steps, evaluated every 30) on this machine now, two running side by side
+    as the search runs them: the trainer's own clock, as its spend at $3,600 per hour. The cap is set from
+    it, so the search stops half-way on a fast or a slow machine."""
     flags = [*trainer_flags(model_config, cache), "--max-steps", "90", "--eval-every-steps", "30"]
-    subprocess.run(
-        [sys.executable, "-m", "trainer", "train", *flags, "--run-dir", str(run_dir), "--price-per-gpu-hour", "3600"],
-        cwd=REPO_ROOT, check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
-    end = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if '"run_end"' in line]
-    return float(end[-1]["totals"]["spend_usd"])
+    runs = [folder / "a", folder / "b"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "trainer", "train", *flags, "--run-dir", str(run), "--price-per-gpu-hour", "3600"],
+            cwd=REPO_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        for run in runs
+    ]
+    assert [p.wait(300) for p in procs] == [0, 0]
+    spend = []
+    for run in runs:
+        end = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if '"run_end"' in line]
+        spend.append(float(end[-1]["totals"]["spend_usd"]))
+    return sum(spend) / len(spend)
 
 
-def sweep_argv(db: Path, space: Path, model_config: Path, cache: Path, cap: float, step_s: float) -> list[str]:
+def sweep_argv(db: Path, space: Path, model_config: Path, cache: Path, cap: float) -> list[str]:
     return [
         "sweep", "run", "--db", str(db), "--host", "local,local", "--space", str(space), "--study", "lr-search",
         "--trials", str(TRIALS), "--max-steps", "90", "--min-steps", "30", "--reduction-factor", "3",
-        "--budget-usd", f"{cap:.4f}", "--step-seconds", f"{step_s:.5f}", "--seed", "3",
+        "--budget-usd", f"{cap:.4f}", "--seed", "3",
         "--", *trainer_flags(model_config, cache),
     ]  # fmt: skip
 
@@ -61,9 +72,10 @@ def test_search_prunes_stays_under_the_cap_and_survives_a_kill(
 ) -> None:
     trial_usd = full_trial(model_config, tmp_path / "cache", tmp_path / "calibration")
     # Six trials cost at least one full trial and five pruned at a third: 2.67 full trials. The cap of 2.5
-    # stops the search before its end, and leaves room for more than two trials' first milestones.
+    # stops the search before its end; the two trials that start at once share it (no step cost is known
+    # yet: 1.25 full trials each), enough for both to reach their first milestone.
     cap = 2.5 * trial_usd
-    command = sweep_argv(db_path, space_file, model_config, tmp_path / "cache", cap, trial_usd / 90)
+    command = sweep_argv(db_path, space_file, model_config, tmp_path / "cache", cap)
     argv = [sys.executable, "-m", "gpuplanner", *command]
     env = dict(os.environ)
     first = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
