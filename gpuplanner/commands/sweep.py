@@ -19,15 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.commands.hosts import terminal_prompter
-from gpuplanner.commands.plan import (
-    _add_workload_arguments,
-    inputs_document,
-    non_negative_float,
-    positive_float,
-    positive_int,
-    request_from_args,
-    with_calibration,
-)
+
+# The one place this command depends on `gpuplanner plan`'s flags: the per-trial workload is exactly a plan.
+from gpuplanner.commands.plan import _add_workload_arguments, inputs_document, request_from_args, with_calibration
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import resolve_db_path
 from gpuplanner.launch.hosts import HostError, get_host
@@ -44,6 +38,43 @@ from gpuplanner.sweep.schedule import PRUNERS, Schedule
 from gpuplanner.sweep.sizing import FORMULA_SOURCE, Sizing, SizingRequest, size_for_budget
 from gpuplanner.sweep.space import RESERVED_FLAGS, SweepInputError, load_space
 from gpuplanner.sweep.study import SAMPLERS
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text.strip().replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or a positive number, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _number(text)
+    if value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return int(value)
+
+
+def _trial_request(args: argparse.Namespace) -> Any:
+    """One trial's plan request from `gpuplanner plan`'s flags; ``--budget-usd`` is the search's cap, not the
+    trial's. (Where `commands/plan.py`'s ``request_from_args`` takes no GPU count, drop ``args.gpus or 1``.)"""
+    return replace(request_from_args(args, args.gpus or 1, default_gpu=example.GPU), budget_usd=None)
 
 
 def register(subparsers: Any) -> None:
@@ -114,7 +145,7 @@ def _add_schedule_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
     search.add_argument(
         f"--prune-at-{one}",
         dest="prune_at",
-        type=positive_float,
+        type=positive_float if unit == "epochs" else positive_int,
         metavar=one.upper(),
         help=f"percentile: the {one} to judge at",
     )
@@ -169,9 +200,7 @@ def _catalog() -> Catalog:
 
 def run_sweep_plan(args: argparse.Namespace) -> int:
     catalog = _catalog()
-    # --budget-usd is the cap of the whole search, not of one trial.
-    request = replace(request_from_args(args, args.gpus or 1, default_gpu=example.GPU), budget_usd=None)
-    request = with_calibration(request, args, catalog)
+    request = with_calibration(_trial_request(args), args, catalog)
     plan = make_plan(request, catalog)
     schedule = schedule_from_args(args, float(args.epochs), unit="epochs")
     inputs = SearchInputs(
