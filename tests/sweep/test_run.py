@@ -88,6 +88,8 @@ def test_search_prunes_stays_under_the_cap_and_survives_a_kill(
     finally:
         first.kill()  # the search process dies; its trials go on by themselves
         first.wait(30)
+        if first.stderr is not None:
+            first.stderr.close()
     cut = command.index("--")
     again = [sys.executable, "-m", "gpuplanner", *command[:cut], "--json", *command[cut:]]
     done = subprocess.run(again, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=240)
