@@ -1,6 +1,6 @@
 """`gpuplanner sweep run` on this machine with the tiny model: pruning, the $ cap, a crash and bad input.
 
-Two trial slots on this machine (``--host local,local``), successive halving at step 30 of 90 with
+Eight trials, two slots on this machine (``--host local,local``), successive halving at step 30 of 90 with
 reduction factor 3, one float parameter (the learning rate). The search process is killed while its
 first trials run and started again with the same study name; it must end with every trial run exactly
 once, the pruner's decisions matching the eval losses the trials reported, and the recorded spend
@@ -24,7 +24,7 @@ from gpuplanner.sweep.study import storage_url
 from tests.conftest import REPO_ROOT
 from tests.sweep.conftest import trainer_flags
 
-TRIALS = 6
+TRIALS = 8
 
 
 def full_trial(model_config: Path, cache: Path, folder: Path) -> float:
@@ -71,7 +71,7 @@ def test_search_prunes_stays_under_the_cap_and_survives_a_kill(
     db_path: Path, space_file: Path, model_config: Path, tmp_path: Path
 ) -> None:
     trial_usd = full_trial(model_config, tmp_path / "cache", tmp_path / "calibration")
-    # Six trials cost at least one full trial and five pruned at a third: 2.67 full trials. The cap of 2.5
+    # Eight trials cost at least one full trial and seven pruned at a third: 3.33 full trials. The cap of 2.5
     # stops the search before its end; the two trials that start at once share it (no step cost is known
     # yet: 1.25 full trials each), enough for both to reach their first milestone.
     cap = 2.5 * trial_usd
