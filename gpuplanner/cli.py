@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "gpuplanner.commands.catalog",
     "gpuplanner.commands.hosts",
     "gpuplanner.commands.run",
+    "gpuplanner.commands.sweep",
 )
 
 
@@ -50,11 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    # `run` and `hosts bench` hand everything after the first "--" to the trainer untouched (argparse
+    # `run`, `hosts bench` and `sweep run` hand everything after the first "--" to the trainer untouched (argparse
     # alone mishandles "--" after an option inside a nested subcommand); other commands keep argparse's
     # own meaning of "--".
     passthrough: list[str] = []
-    takes_trainer_flags = argv[:1] == ["run"] or argv[:2] == ["hosts", "bench"]
+    takes_trainer_flags = argv[:1] == ["run"] or argv[:2] in (["hosts", "bench"], ["sweep", "run"])
     if takes_trainer_flags and "--" in argv:
         cut = argv.index("--")
         argv, passthrough = argv[:cut], argv[cut + 1 :]

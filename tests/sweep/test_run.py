@@ -1,0 +1,145 @@
+"""`gpuplanner sweep run` on this machine with the tiny model: pruning, the $ cap, a crash and bad input.
+
+Eight trials, two slots on this machine (``--host local,local``), successive halving at step 30 of 90 with
+reduction factor 3, one float parameter (the learning rate). The search process is killed while its
+first trials run and started again with the same study name; it must end with every trial run exactly
+once, the pruner's decisions matching the eval losses the trials reported, and the recorded spend
+within the cap set to stop it half-way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuplanner.history.db import connect
+from gpuplanner.sweep.runner import run_name
+from gpuplanner.sweep.study import storage_url
+from tests.conftest import REPO_ROOT
+from tests.sweep.conftest import trainer_flags
+
+TRIALS = 8
+
+
+def full_trial(model_config: Path, cache: Path, folder: Path) -> float:
+    """Dollars of one full trial (90 steps, evaluated every 30) on this machine now, two running side by side
+    as the search runs them: the trainer's own clock, as its spend at $3,600 per hour. The cap is set from
+    it, so the search stops half-way on a fast or a slow machine."""
+    flags = [*trainer_flags(model_config, cache), "--max-steps", "90", "--eval-every-steps", "30"]
+    runs = [folder / "a", folder / "b"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "trainer", "train", *flags, "--run-dir", str(run), "--price-per-gpu-hour", "3600"],
+            cwd=REPO_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        for run in runs
+    ]
+    assert [p.wait(300) for p in procs] == [0, 0]
+    spend = []
+    for run in runs:
+        end = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if '"run_end"' in line]
+        spend.append(float(end[-1]["totals"]["spend_usd"]))
+    return sum(spend) / len(spend)
+
+
+def sweep_argv(db: Path, space: Path, model_config: Path, cache: Path, cap: float) -> list[str]:
+    return [
+        "sweep", "run", "--db", str(db), "--host", "local,local", "--space", str(space), "--study", "lr-search",
+        "--trials", str(TRIALS), "--max-steps", "90", "--min-steps", "30", "--reduction-factor", "3",
+        "--budget-usd", f"{cap:.4f}", "--seed", "3",
+        "--", *trainer_flags(model_config, cache),
+    ]  # fmt: skip
+
+
+def rows(db: Path, sql: str, *params: object) -> list[tuple]:
+    conn = connect(db)
+    try:
+        return conn.execute(sql, list(params)).fetchall()
+    finally:
+        conn.close()
+
+
+def test_search_prunes_stays_under_the_cap_and_survives_a_kill(
+    db_path: Path, space_file: Path, model_config: Path, tmp_path: Path
+) -> None:
+    trial_usd = full_trial(model_config, tmp_path / "cache", tmp_path / "calibration")
+    # Eight trials cost at least one full trial and seven pruned at a third: 3.33 full trials. The cap of 2.5
+    # stops the search before its end; the two trials that start at once share it (no step cost is known
+    # yet: 1.25 full trials each), enough for both to reach their first milestone.
+    cap = 2.5 * trial_usd
+    command = sweep_argv(db_path, space_file, model_config, tmp_path / "cache", cap)
+    argv = [sys.executable, "-m", "gpuplanner", *command]
+    env = dict(os.environ)
+    first = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(rows(db_path, "SELECT id FROM runs")) < 2 and time.monotonic() < deadline:
+            assert first.poll() is None, first.stderr.read() if first.stderr else ""
+            time.sleep(0.2)
+        assert len(rows(db_path, "SELECT id FROM runs")) == 2, "both slots should have started a trial"
+    finally:
+        first.kill()  # the search process dies; its trials go on by themselves
+        first.wait(30)
+        if first.stderr is not None:
+            first.stderr.close()
+    cut = command.index("--")
+    again = [sys.executable, "-m", "gpuplanner", *command[:cut], "--json", *command[cut:]]
+    done = subprocess.run(again, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+
+    import optuna
+
+    study = optuna.load_study(study_name="lr-search", storage=storage_url(db_path))
+    trials = study.get_trials(deepcopy=False)
+    # no trial lost, none run twice: each trial has exactly one run, named after it. (A kill between the
+    # run's row and its launch record leaves a row that the next process marks failed and names in the
+    # trial's abandoned_run_id before it launches the trial again.)
+    abandoned = {t.user_attrs["abandoned_run_id"] for t in trials if "abandoned_run_id" in t.user_attrs}
+    runs = [
+        (rid, name) for rid, name, status in rows(db_path, "SELECT id, name, status FROM runs") if rid not in abandoned
+    ]
+    assert all(
+        status == "failed"
+        for (status,) in [rows(db_path, "SELECT status FROM runs WHERE id = ?", a)[0] for a in abandoned]
+    )
+    assert sorted(name for _, name in runs) == sorted(run_name("lr-search", t.number) for t in trials)
+    assert sorted(t.user_attrs["run_id"] for t in trials) == sorted(rid for rid, _ in runs)
+    assert {t.state.name for t in trials} <= {"COMPLETE", "PRUNED"}
+    assert rows(db_path, "SELECT COUNT(*) FROM runs WHERE status = 'running'") == [(0,)]
+
+    # the cap: the spend every run recorded adds up to no more than the cap, and the study says why it stopped
+    spend = sum(r[0] or 0.0 for r in rows(db_path, "SELECT MAX(spend_usd) FROM steps GROUP BY run_id"))
+    assert 0 < spend <= cap
+    assert document["spent_usd"] == pytest.approx(spend, abs=1e-6)
+    assert study.user_attrs["stop_reason"].startswith("cap reached: budget_usd")
+    assert document["stop_reason"] == study.user_attrs["stop_reason"]
+    assert len(trials) < TRIALS, "a cap of about half the search stops it before all trials ran"
+
+    # pruning: replay Optuna's asynchronous successive halving over the decisions in the order they were
+    # made, with the eval losses the trials reported into the history at step 30
+    judged = sorted(
+        ((j["t"], t, j) for t in trials for j in t.user_attrs.get("judged", []) if j["step"] == 30),
+        key=lambda item: item[0],
+    )
+    assert len(judged) >= 2
+    seen: list[float] = []
+    for _, trial, decision in judged:
+        (reported,) = rows(
+            db_path, "SELECT eval_loss FROM evals WHERE run_id = ? AND step = 30", trial.user_attrs["run_id"]
+        )[0:1]
+        assert decision["value"] == pytest.approx(reported[0])
+        assert trial.intermediate_values[30] == pytest.approx(reported[0])
+        seen.append(decision["value"])
+        keep = sorted(seen)[max(0, len(seen) // 3 - 1)]
+        assert decision["pruned"] == (decision["value"] > keep), (decision, seen)
+        if decision["pruned"]:
+            assert trial.state.name == "PRUNED" and trial.user_attrs["end"] == "pruned"
