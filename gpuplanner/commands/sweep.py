@@ -21,7 +21,7 @@ from typing import Any
 from gpuplanner.commands.hosts import terminal_prompter
 
 # The one place this command depends on `gpuplanner plan`'s flags: the per-trial workload is exactly a plan.
-from gpuplanner.commands.plan import _add_workload_arguments, inputs_document, request_from_args, with_calibration
+from gpuplanner.commands.plan import _add_workload_arguments, request_from_args, with_calibration
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import resolve_db_path
 from gpuplanner.launch.hosts import HostError, get_host
@@ -29,6 +29,7 @@ from gpuplanner.launch.manager import RunManager
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
 from gpuplanner.plan.documents import plan_document
+from gpuplanner.plan.inputs import inputs_document
 from gpuplanner.plan.planner import make_plan
 from gpuplanner.plan.setup import PRECISIONS, PlanInputError
 from gpuplanner.sweep.budget import Caps
@@ -73,8 +74,8 @@ def positive_int(text: str) -> int:
 
 def _trial_request(args: argparse.Namespace) -> Any:
     """One trial's plan request from `gpuplanner plan`'s flags; ``--budget-usd`` is the search's cap, not the
-    trial's. (Where `commands/plan.py`'s ``request_from_args`` takes no GPU count, drop ``args.gpus or 1``.)"""
-    return replace(request_from_args(args, args.gpus or 1, default_gpu=example.GPU), budget_usd=None)
+    trial's."""
+    return replace(request_from_args(args, default_gpu=example.GPU), budget_usd=None)
 
 
 def register(subparsers: Any) -> None:
