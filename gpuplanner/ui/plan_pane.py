@@ -47,7 +47,7 @@ from gpuplanner.export.tables import to_csv, to_markdown
 from gpuplanner.history.db import open_db
 from gpuplanner.history.plans import get_plan, list_plans, save_plan
 from gpuplanner.plan.catalog import Catalog
-from gpuplanner.plan.documents import plan_document
+from gpuplanner.plan.documents import plan_document, prices_note, range_basis
 from gpuplanner.plan.planner import GIB, PlanRequest
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.planning import MeasuredCache, PlanResult, compute
@@ -447,6 +447,13 @@ class PlanPane(QWidget):
             parts.append(f"Deadline {request.deadline_hours:g} h: {'met' if plan.deadline_ok else 'MISSED'}.")
         if plan.budget_ok is not None:
             parts.append(f"Budget ${request.budget_usd:,.2f}: {'within' if plan.budget_ok else 'OVER'}.")
+        low, high = plan.hours_range
+        likely = f"Likely {low:,.2f} h to {high:,.2f} h"
+        if plan.cost_range is not None:
+            likely += f", {_money(plan.cost_range[0])} to {_money(plan.cost_range[1])}"
+        parts.append(f"{likely} ({range_basis(plan)}).")
+        if plan.on_demand is not None or plan.spot is not None:
+            parts.append(prices_note(plan).rstrip(".") + ".")
         return " ".join(parts)
 
     # ------------------------------------------------------------------ table

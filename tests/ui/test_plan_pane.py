@@ -582,3 +582,13 @@ def test_speeds_measured_in_the_history_calibrate_the_plan(
     qtbot.waitUntil(lambda: not pane.is_busy() and pane.result.request.setup.seq_len == 1024, timeout=10_000)
     assert pane.result.throughput_source.startswith("calibrated from speeds measured on A10G (sequence 512)")
     assert pane.form.note_text("calibration").startswith("Speed calibrated from speeds measured on A10G")
+
+
+def test_the_details_give_the_likely_range_and_the_prices_date(pane: Any) -> None:
+    plan = pane.result.plan
+    text = pane.summary_label.text()
+    low, high = plan.hours_range
+    assert low < plan.runtime.hours < high  # the estimate sits inside its own range
+    assert f"Likely {low:,.2f} h to {high:,.2f} h" in text and "P10-P90" in text
+    assert "Prices as of 2025-06-15" in text and "days old" in text
+    assert plan.on_demand is not None and plan.on_demand.source in text  # where the price comes from
