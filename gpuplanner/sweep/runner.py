@@ -364,7 +364,10 @@ class SweepRunner:
             return budgets, Amount(max(r.usd for r in rates), max(r.gpu_hours for r in rates))
         if pooled_steps:
             return budgets, pooled.scaled(1.0 / pooled_steps)
-        return budgets, self.estimated_step_cost()
+        # Nothing measured yet: the room is shared by the free slots. ``--step-seconds`` cannot stand in for a
+        # measurement here, because a trial's spend includes its start-up (the trainer's budget clock starts
+        # with the process), which no step time says; it still decides whether the cap can pay a first milestone.
+        return budgets, None
 
     def _spend(self, db: Any, run_id: int) -> tuple[Amount, int]:
         row = db.execute(
