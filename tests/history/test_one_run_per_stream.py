@@ -34,10 +34,14 @@ for i in range(rounds):
         argv = ["runs", "import", events, "--db", db, "--json"]
     elif role == "list":
         argv = ["runs", "list", "--db", db, "--json"]
-    else:
-        conn = sqlite3.connect(db, timeout=30)
-        ids = [r[0] for r in conn.execute("SELECT id FROM runs")]
-        conn.close()
+    else:  # delete a run the imports made (waiting for one, so a loaded machine cannot leave nothing to delete)
+        deadline, ids = time.monotonic() + 60, []
+        while not ids and time.monotonic() < deadline:
+            conn = sqlite3.connect(db, timeout=30)
+            ids = [r[0] for r in conn.execute("SELECT id FROM runs")]
+            conn.close()
+            if not ids:
+                time.sleep(0.01)
         argv = ["runs", "delete", str(ids[0] if ids else 1), "--db", db]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
