@@ -133,7 +133,8 @@ class CostChart(pg.PlotWidget):
         item.setLabel("bottom", "wall-clock hours (log)")
         item.setLabel("left", "cost ($)")
         item.setMenuEnabled(False)
-        self.legend = item.addLegend(offset=(-10, 10), labelTextSize="8pt")
+        # two columns keep the legend short, so it hides fewer points of a low chart (and it is translucent)
+        self.legend = item.addLegend(offset=(-10, 10), labelTextSize="8pt", colCount=2)
         self.rows_shown: list[CompareRow] = []
         # Persistent items, updated in place (re-creating them costs more than the engine's answer).
         self.series: dict[str, pg.ScatterPlotItem] = {}
@@ -188,7 +189,9 @@ class CostChart(pg.PlotWidget):
         self.setBackground(palette.color(QPalette.ColorRole.Base))
         fg = palette.color(QPalette.ColorRole.Text)
         self.legend.setLabelTextColor(fg)
-        self.legend.setBrush(pg.mkBrush(palette.color(QPalette.ColorRole.Base)))
+        base = palette.color(QPalette.ColorRole.Base)
+        base.setAlpha(170)
+        self.legend.setBrush(pg.mkBrush(base))
         for name in ("left", "bottom"):
             axis = self.getPlotItem().getAxis(name)
             axis.setPen(pg.mkPen(fg))

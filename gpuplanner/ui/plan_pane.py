@@ -451,7 +451,7 @@ class PlanPane(QWidget):
         likely = f"Likely {low:,.2f} h to {high:,.2f} h"
         if plan.cost_range is not None:
             likely += f", {_money(plan.cost_range[0])} to {_money(plan.cost_range[1])}"
-        parts.append(f"{likely} ({range_basis(plan)}).")
+        parts.append(f"{likely} (P10-P90; {range_basis(plan).removesuffix(' (P10-P90)')}).")
         if plan.on_demand is not None or plan.spot is not None:
             parts.append(prices_note(plan).rstrip(".") + ".")
         return " ".join(parts)
