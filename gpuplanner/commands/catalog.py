@@ -365,7 +365,7 @@ def _toml_value(value: Any) -> str:
 def _save_machine(name: str, fields: dict[str, Any], catalog: Catalog) -> Path:
     """Append a [[machine]] table to the user's machines.toml, checked by parsing the result first."""
     from gpuplanner.plan.catalog import parse_machines
-    from gpuplanner.plan.skypilot import _atomic_write
+    from gpuplanner.plan.skypilot import atomic_write
 
     path = user_files()["machines"]
     existing = path.read_text(encoding="utf-8") if path.exists() else ""
@@ -387,7 +387,7 @@ def _save_machine(name: str, fields: dict[str, Any], catalog: Catalog) -> Path:
         raise _usage_error(f"--save: {exc.message}") from None
     finally:
         probe.unlink(missing_ok=True)
-    _atomic_write(path, text)
+    atomic_write(path, text)
     return path
 
 

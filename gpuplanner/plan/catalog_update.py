@@ -26,7 +26,6 @@ import datetime as _dt
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,7 +42,7 @@ from gpuplanner.plan.catalog import (
     parse_prices,
 )
 from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, age_days
-from gpuplanner.plan.skypilot import parse_vms_text
+from gpuplanner.plan.skypilot import atomic_write, parse_vms_text
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs/v7"
 BASE_URL_ENV = "GPUPLANNER_CATALOG_URL"
@@ -185,23 +184,6 @@ def read_cached_offers(catalog: Catalog, cache_dir: Path | None = None) -> tuple
         return parse_prices(path, catalog)
     except CatalogError:
         return ()
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 # ------------------------------------------------------------------------------------------ parsing
@@ -416,7 +398,7 @@ def apply_update(
     after = merge_newer(shipped, new_cache)
     report.new_offers, report.changes = diff_offers(before, after)
     folder = cache_folder(cache_dir)
-    _atomic_write(report.cache_path, offers_to_csv(new_cache))
-    _atomic_write(folder / STATE_FILE, json.dumps({"version": 1, "clouds": state}, indent=2, sort_keys=True) + "\n")
+    atomic_write(report.cache_path, offers_to_csv(new_cache))
+    atomic_write(folder / STATE_FILE, json.dumps({"version": 1, "clouds": state}, indent=2, sort_keys=True) + "\n")
     report.written = True
     return report

@@ -334,7 +334,8 @@ def parse_vms_text(
     return SkyPilotImport(tuple(offers), report)
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file, fsync, rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -371,5 +372,5 @@ def merge_into_user_prices(
         else:
             added += 1
         rows[offer.key] = offer
-    _atomic_write(path, offers_to_csv(rows.values()))
+    atomic_write(path, offers_to_csv(rows.values()))
     return MergeResult(path=path, added=added, replaced=replaced, total=len(rows))
