@@ -26,6 +26,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from .model import output_head
+
 IGNORE_INDEX = -100  # cross-entropy target that contributes nothing
 LOSS_IMPLS = ("auto", "chunked", "liger", "plain")
 
@@ -226,10 +228,7 @@ def head_loss_support(model: torch.nn.Module) -> tuple[torch.nn.Linear | None, s
     for name in LOGIT_TRANSFORMS:
         if getattr(cfg, name, None) not in (None, 0, 1, 1.0):
             return None, f"the model transforms its logits ({name})"
-    try:
-        head = model.get_output_embeddings()
-    except (AttributeError, NotImplementedError):
-        head = None
+    head = output_head(model)
     if type(head) is not torch.nn.Linear:  # a LoRA-wrapped or quantised head computes differently
         return None, f"the output head is a {type(head).__name__}, not a plain Linear"
     return head, ""

@@ -255,13 +255,18 @@ class TrainingFlops:
     attention: float
 
 
+def output_head(model: torch.nn.Module) -> torch.nn.Module | None:
+    """The model's output projection, or None for a model without one (not a Hugging Face model, or one
+    whose class does not define it: transformers raises NotImplementedError there)."""
+    try:
+        return model.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None
+
+
 def _matmul_parameters(model: torch.nn.Module) -> tuple[list[torch.nn.Parameter], set[int]]:
     """(parameters that take part in a matmul, ids of the embedding tables that are lookups only)."""
-    head = None
-    try:
-        head = model.get_output_embeddings()
-    except (AttributeError, NotImplementedError):
-        head = None
+    head = output_head(model)
     head_weight = getattr(head, "weight", None)
     lookups = {
         id(m.weight)
