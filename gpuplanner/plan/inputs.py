@@ -309,6 +309,9 @@ def inputs_document(request: PlanRequest) -> dict[str, Any]:
     return {
         "model": request.model.name,
         "params": request.model.n_params,
+        "active_params": request.model.active_params,
+        "experts": request.model.num_experts or None,
+        "experts_per_token": request.model.experts_per_token or None,
         "model_source": request.model.source,
         "method": setup.method,
         "lora_rank": setup.lora_rank if setup.uses_adapters else None,

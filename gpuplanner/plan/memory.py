@@ -179,8 +179,16 @@ def _llama_ledger(spec: ModelSpec, regime: str) -> list:
     if spec.norms_per_layer == 4:  # Gemma 2: post-attention norm before the residual add
         items += _rmsnorm(h, res, c, regime, "norm3", ())
     items += _rmsnorm(h, res, c, regime, "norm2", ("mlp.gate_proj", "mlp.up_proj"))
-    # gated MLP: act(gate) saves gate; act*up saves both; down_proj saves the product.
+    # gated MLP: act(gate) saves gate; act*up saves both; down_proj saves the product. For a mixture
+    # of experts ``inter`` is the width a token passes through (its experts_per_token experts and any
+    # shared expert).
     items += [(inter, c, None), (inter, c, None), (inter, c, None), (inter, c, ("mlp.down_proj",))]
+    if spec.experts_per_token:
+        # transformers' expert loop gathers each token's hidden state for every expert it is routed
+        # to (saved by the expert's first linears) and saves each expert's output for the multiply
+        # by its routing weight; the router's logits and softmax are fp32 per expert
+        k = spec.experts_per_token
+        items += [(k * h, c, None), (k * h, c, None), (2 * spec.num_experts, FP32, None)]
     if spec.norms_per_layer == 4:
         items += _rmsnorm(h, res, c, regime, "norm4", ())
     return items

@@ -166,13 +166,16 @@ def has_lm_head(model: object) -> bool:
 
 
 def matmul_params(model: ModelShape) -> float:
-    """Parameters that take part in a matmul per token: all but the input embedding lookup.
+    """Parameters that take part in a matmul per token: all but the input embedding lookup, and of a
+    mixture of experts only the experts a token is routed to (``active_params``).
 
     With tied embeddings the shared matrix still costs a matmul in the output head, if there is one.
     """
     embedding = model.vocab_size * model.hidden_size
     head = embedding if model.tied_embeddings and has_lm_head(model) else 0
-    return max(float(model.n_params - embedding + head), 1.0)
+    # a mixture of experts sends each token through experts_per_token experts: only those count
+    used = int(getattr(model, "active_params", model.n_params))
+    return max(float(used - embedding + head), 1.0)
 
 
 RECOMPUTE_SHARE = {"none": 0.0, "full": 1.0, "every-other": 0.5}
