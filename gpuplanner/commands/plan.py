@@ -112,6 +112,11 @@ def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
         help="ddp replicates, zero2 shards grads+optimizer, fsdp shards everything",
     )
     hardware.add_argument(
+        "--tf32",
+        action="store_true",
+        help="with --precision fp32: matmuls on TF32 tensor cores (Ampere and newer; PyTorch's default is off)",
+    )
+    hardware.add_argument(
         "--mfu", type=flag_type("mfu"), metavar="SHARE", help="model-FLOPs utilisation to assume (default: the GPU's)"
     )
     hardware.add_argument(
