@@ -127,6 +127,10 @@ class MeasuredCache:
         return found
 
 
+# settings the Plan pane's comparison keeps as given when it fits options (see compute)
+WINDOW_PINNED = ("optimizer",)
+
+
 def launch_setup(request: PlanRequest, plan: Plan, rows: list[CompareRow]) -> tuple[TrainSetup, tuple[str, ...]]:
     """The settings "Launch this plan" runs with, and what compare changed to get them.
 
@@ -203,8 +207,9 @@ def compute(
         if measured:
             request = replace(request, measured=measured)
     plan = make_plan(request, catalog)
-    # each option that the given settings do not fit gets the fastest settings that do (Launch uses them)
-    rows = compare(comparison_request(request), catalog, fit_settings=True)
+    # each option that the given settings do not fit gets the fastest settings that do (Launch uses them);
+    # the optimizer stays as given: the bundled trainer has no 8-bit optimizer to launch
+    rows = compare(comparison_request(request), catalog, fit_settings=True, pinned=WINDOW_PINNED)
     if db_path is not None and not note:
         if plan.throughput.source.startswith("calibrated"):
             note = f"Speed {plan.throughput.source}."

@@ -19,7 +19,7 @@ from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.planner import GIB, PlanRequest, PricingInputs, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
-from gpuplanner.planning import comparison_request
+from gpuplanner.planning import WINDOW_PINNED, comparison_request
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE
 from gpuplanner.ui.plan_inputs import default_values, request_from_values
 from gpuplanner.ui.plan_pane import PlanPane
@@ -67,7 +67,7 @@ def shown_rows(pane: PlanPane) -> list[list[str]]:
 
 def test_first_state_is_the_example_and_matches_the_engine(pane: PlanPane, services: Any) -> None:
     request = request_from_values(default_values())
-    rows = compare(comparison_request(request), services.catalog, fit_settings=True)
+    rows = compare(comparison_request(request), services.catalog, fit_settings=True, pinned=WINDOW_PINNED)
     assert pane.recommendation_label.text() == recommendation(rows)
     assert pane.proxy.rowCount() == len(rows)
     assert pane.form.values()["model"] == "llama-3.1-8b"
@@ -116,7 +116,9 @@ def test_filled_form_shows_the_engines_numbers(qtbot: Any, pane: PlanPane, servi
     assert f"{plan.memory.total / GIB:.1f} GiB per GPU" in summary
     assert f"{plan.runtime.hours:,.2f} h" in summary
     assert f"${plan.on_demand_cost_usd:,.2f}" in summary
-    rows = compare(PlanRequest(**{**request.__dict__, "gpu": None}), services.catalog, fit_settings=True)
+    rows = compare(
+        PlanRequest(**{**request.__dict__, "gpu": None}), services.catalog, fit_settings=True, pinned=WINDOW_PINNED
+    )
     assert pane.recommendation_label.text() == recommendation(rows)
     table = shown_rows(pane)
     assert len(table) == len(rows)
