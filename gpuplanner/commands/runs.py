@@ -266,7 +266,7 @@ def _print_summary(summary: RunSummary, fmt: str | None) -> None:
         export_mod.write_table(sys.stdout, fmt, ("metric", "value"), list(data.items()))
         return
     for key, value in data.items():
-        if key in ("planned", "alerts", "util_histogram"):
+        if key in ("planned", "alerts", "util_histogram", "time_breakdown"):
             continue
         print(f"{key:34} {_time(value) if key.endswith('_at') else _fmt(value)}")
     print(f"{'util_histogram (0-10%..90-100%)':34} {' '.join(str(n) for n in summary.util_histogram)}")
@@ -279,8 +279,26 @@ def _print_summary(summary: RunSummary, fmt: str | None) -> None:
                     f"  {key:16} planned {_fmt(cell['planned']):>12}  actual {_fmt(cell['actual']):>12}  "
                     f"{'' if diff is None else f'{diff:+.1f}%'}"
                 )
+    for line in _breakdown_lines(summary.time_breakdown):
+        print(line)
     for alert in summary.alerts:
         print(f"alert [{alert['kind']}] {alert['message']}")
+
+
+def _breakdown_lines(data: dict[str, Any] | None) -> list[str]:
+    """``runs show``'s "where the billed time went" lines (phases that took no time are left out)."""
+    if not data:
+        return []
+    if not data["recorded"]:
+        return [f"{'time breakdown':34} {data['note']}"]
+    lines = ["time breakdown (where the billed time went):"]
+    for phase in data["phases"]:
+        if phase["seconds"] <= 0:
+            continue
+        cost = phase["cost_usd"]
+        money = "" if cost is None else (f"  ${cost:,.2f}" if cost >= 0.01 or cost == 0 else f"  ${cost:.3g}")
+        lines.append(f"  {phase['label']:26} {phase['seconds']:>10,.1f} s  {phase['share'] * 100:5.1f}%{money}")
+    return lines
 
 
 @_guard
