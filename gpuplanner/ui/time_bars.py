@@ -8,14 +8,19 @@ dollars; the legend speaks for the bar marked as the focus (the sum when one is 
 
 from __future__ import annotations
 
-from html import escape
+from html import escape as _escape
 
 from PySide6.QtCore import QEvent, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QHelpEvent, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import QGridLayout, QLabel, QToolTip, QVBoxLayout, QWidget
 
-from gpuplanner.history.time_breakdown import TimeBreakdown, label
+from gpuplanner.history.time_breakdown import PHASES, TimeBreakdown, label
 from gpuplanner.ui.human import human_duration, human_money
+
+
+def escape(text: str) -> str:
+    return _escape(text, quote=False)
+
 
 COLORS = {
     "startup": "#e15759",
@@ -139,8 +144,11 @@ class TimeBars(QWidget):
     def set_bars(self, bars: list[tuple[str, TimeBreakdown]], focus: int = -1) -> None:
         while self._grid.count():
             item = self._grid.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            widget = item.widget()
+            if widget is not None:
+                widget.hide()
+                widget.setParent(None)
+                widget.deleteLater()
         self.bars = []
         for row, (title, breakdown) in enumerate(bars):
             name = QLabel(escape(title))
@@ -152,7 +160,10 @@ class TimeBars(QWidget):
             self.bars.append(bar)
         focused = bars[focus][1] if bars else None
         self.legend_texts = self._legend(focused)
-        self.legend.setText(self._legend_html(focused, bars[focus][0] if bars else ""))
+        columns = [bars[focus]] if bars else []
+        if bars and focus not in (-1, len(bars) - 1):
+            columns.append(bars[-1])  # the sum beside the run in focus
+        self.legend.setText(self._legend_html(columns))
 
     @staticmethod
     def _legend(breakdown: TimeBreakdown | None) -> list[str]:
@@ -160,17 +171,32 @@ class TimeBars(QWidget):
             return []
         return [phase_text(breakdown, p.phase) for p in breakdown.phases if p.seconds > 0]
 
-    def _legend_html(self, breakdown: TimeBreakdown | None, title: str) -> str:
-        if breakdown is None:
+    def _legend_html(self, columns: list[tuple[str, TimeBreakdown]]) -> str:
+        """A table: one row per phase that took time, one column per breakdown (the focus, the sum)."""
+        if not columns:
             return escape(self.empty_text)
-        if not breakdown.recorded:
-            return escape(f"{title}: {breakdown.note}")
-        items = [
-            f"<span style='color:{COLORS.get(p.phase, OTHER_COLOR)}'>&#9632;</span>&nbsp;"
-            f"{escape(phase_text(breakdown, p.phase))}"
-            for p in breakdown.phases
-            if p.seconds > 0
-        ]
-        head = f"<b>{escape(title)}</b>: {human_money(breakdown.cost_usd)} " if breakdown.cost_usd is not None else ""
-        note = f" <i>({escape(breakdown.note)})</i>" if breakdown.note else ""
-        return head + " &nbsp; ".join(items) + note
+        recorded = [(title, b) for title, b in columns if b.recorded]
+        notes = [f"{title}: {b.note}" for title, b in columns if b.note]
+        if not recorded:
+            return "<br>".join(escape(n) for n in notes)
+        phases = [phase for phase in PHASES if any((p := b.phase(phase)) and p.seconds > 0 for _, b in recorded)]
+        for _, b in recorded:  # phases this version does not know, after the known ones
+            phases += [p.phase for p in b.phases if p.seconds > 0 and p.phase not in phases]
+        head = "".join(
+            f"<th align='left' style='padding-right:18px'>{escape(title)}"
+            f"{': ' + human_money(b.cost_usd) if b.cost_usd is not None else ''}</th>"
+            for title, b in recorded
+        )
+        rows = [f"<tr><th></th>{head}</tr>"]
+        for phase in phases:
+            cells = []
+            for _, b in recorded:
+                p = b.phase(phase)
+                text = "–" if p is None or p.seconds <= 0 else phase_text(b, phase)[len(p.label) + 1 :]
+                cells.append(f"<td style='padding-right:18px'>{escape(text)}</td>")
+            swatch = f"<span style='color:{COLORS.get(phase, OTHER_COLOR)}'>&#9632;</span>"
+            rows.append(
+                f"<tr><td style='padding-right:10px'>{swatch}&nbsp;{escape(label(phase))}</td>{''.join(cells)}</tr>"
+            )
+        note = "".join(f"<br><i>{escape(n)}</i>" for n in notes)
+        return f"<table cellspacing='0' cellpadding='1'>{''.join(rows)}</table>{note}"

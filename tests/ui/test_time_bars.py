@@ -50,7 +50,7 @@ def test_the_bar_shows_each_phase_in_proportion_with_its_numbers(qtbot: Any, tmp
     widths = {phase: rect.width() / bar.width() for phase, rect in segments}
     assert widths["startup"] == pytest.approx(132 / 660) and widths["train"] == pytest.approx(358 / 660)
     assert widget.legend_texts[0] == "start-up and model load 20% of spend, $0.22 (2 min)"
-    assert "idle after the job 9% of spend, $0.10 (60 s)" in widget.legend_texts
+    assert "idle after the job 9% of spend, $0.100 (1 min)" in widget.legend_texts
     # what is on screen: the start-up segment is painted in its colour
     image = bar.grab().toImage()
     x = int(segments[0][1].center().x() / 2)
@@ -71,15 +71,20 @@ def test_history_shows_a_bar_per_run_and_the_sum(qtbot: Any, services: Any) -> N
     titles = lambda: [title for title, _ in pane.time_bar_rows()[0]]  # noqa: E731
     assert titles() == ["All 2 runs"]
     assert len(pane.time_bars.bars) == 1
+    assert pane.time_bars.legend_texts[0] == "start-up and model load 20% of spend, $0.22 (2 min)"
     legend = pane.time_bars.legend.text()
-    assert "start-up and model load 20% of spend, $0.22" in legend and "1 of 2 runs not recorded" in legend
+    assert "20% of spend, $0.22 (2 min)" in legend and "1 of 2 runs not recorded" in legend
     pane.select_runs([ids["new"]])
     assert titles() == ["#1 resumed", "All 2 runs"]
+    legend = pane.time_bars.legend.text()  # a column for the run and one for the sum
+    assert "#1 resumed: $1.10" in legend and "All 2 runs: $1.10" in legend
     assert "Where the billed time went" in pane.summary_view.toHtml()
     assert "start-up and model load 20% of spend, $0.22" in pane.summary_view.toPlainText()
     pane.select_runs([ids["new"], ids["old"]])
-    assert titles() == ["#1 resumed", "#2 old", "Selected 2 runs"]
-    assert [len(bar.segments()) > 0 for bar in pane.time_bars.bars] == [True, False, True]
+    rows = pane.time_bar_rows()[0]
+    assert sorted(title for title, _ in rows[:2]) == ["#1 resumed", "#2 old"] and rows[2][0] == "Selected 2 runs"
+    drawn = {title: len(bar.segments()) > 0 for (title, _), bar in zip(rows, pane.time_bars.bars)}
+    assert drawn == {"#1 resumed": True, "#2 old": False, "Selected 2 runs": True}
     pane.select_runs([ids["old"]])
     assert NOT_RECORDED in pane.summary_view.toPlainText()
     pane.select_runs([])
