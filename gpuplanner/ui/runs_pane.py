@@ -234,7 +234,7 @@ class RunsPane(QWidget):
         rlay.addLayout(prog)
         self.alert_banner = AlertBanner()
         rlay.addWidget(self.alert_banner)
-        self.time_bars = TimeBars()
+        self.time_bars = TimeBars(compact=True)
         self.time_bars.setToolTip("Where this run's billed time went so far (from the history)")
         self.time_bars.setVisible(False)
         rlay.addWidget(self.time_bars)

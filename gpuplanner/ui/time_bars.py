@@ -118,11 +118,15 @@ class StackedBar(QWidget):
 
 
 class TimeBars(QWidget):
-    """Titled bars and one legend. ``set_bars([(title, breakdown), ...], focus=index)``."""
+    """Titled bars and one legend. ``set_bars([(title, breakdown), ...], focus=index)``.
 
-    def __init__(self, parent: QWidget | None = None, *, empty_text: str = "") -> None:
+    The legend is a table (a row per phase, a column for the bar in focus and one for the sum), or
+    with ``compact`` one wrapped line of the focus bar's phases (the Runs pane, where height is short)."""
+
+    def __init__(self, parent: QWidget | None = None, *, empty_text: str = "", compact: bool = False) -> None:
         super().__init__(parent)
         self.empty_text = empty_text
+        self.compact = compact
         self.bars: list[StackedBar] = []
         self.legend_texts: list[str] = []
         self._layout = QVBoxLayout(self)
@@ -179,6 +183,14 @@ class TimeBars(QWidget):
         notes = [f"{title}: {b.note}" for title, b in columns if b.note]
         if not recorded:
             return "<br>".join(escape(n) for n in notes)
+        if self.compact:
+            focus = recorded[0][1]
+            return " &nbsp; ".join(
+                f"<span style='color:{COLORS.get(p.phase, OTHER_COLOR)}'>&#9632;</span>&nbsp;"
+                f"{escape(phase_text(focus, p.phase)).replace(' ', '&nbsp;')}"  # wrap between phases only
+                for p in focus.phases
+                if p.seconds > 0
+            )
         phases = [phase for phase in PHASES if any((p := b.phase(phase)) and p.seconds > 0 for _, b in recorded)]
         for _, b in recorded:  # phases this version does not know, after the known ones
             phases += [p.phase for p in b.phases if p.seconds > 0 and p.phase not in phases]
