@@ -213,3 +213,10 @@ def test_ingest_from_bytes_keeps_phases(db: Database) -> None:
         ingestor.feed_bytes(data[i : i + 97])
     ingestor.flush()
     assert db.execute("SELECT COUNT(*) FROM run_phases WHERE run_id = ?", [run]).fetchone()[0] == 2
+
+
+def test_deleting_a_run_deletes_its_phases(db: Database, runs: dict[str, int]) -> None:
+    from gpuplanner.history.runs import delete_run
+
+    delete_run(db, runs["new"])
+    assert db.execute("SELECT COUNT(*) FROM run_phases").fetchone()[0] == 0

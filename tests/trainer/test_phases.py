@@ -63,3 +63,37 @@ def test_a_real_run_records_startup_training_checkpoint_and_eval(tmp_path: Path,
     assert sum(seconds.values()) == pytest.approx(billed, rel=0.01, abs=0.05)
     assert seconds["unaccounted"] + seconds["idle_after"] < 0.05
     assert sum(p["cost_usd"] for p in breakdown["phases"]) == pytest.approx(summary.cost_usd)
+
+
+def test_with_compile_the_first_step_s_excess_is_compilation() -> None:
+    """--compile: the first step runs in the compile phase; once the second step shows what a step
+    costs, that much moves to training (a real CPU compile takes minutes: the arithmetic is checked
+    on the trainer's own method)."""
+    from types import SimpleNamespace
+
+    from trainer.loop import _Trainer
+    from trainer.phases import PhaseClock
+
+    now = [0.0]
+    clock = PhaseClock(0.0, now=lambda: now[0])
+    trainer = SimpleNamespace(config=SimpleNamespace(compile=True), phases=clock, _first_compute=None, steps_done=0)
+    clock.switch("compile")
+    now[0] = 30.0  # first step: 29.5 s of compiling and 0.5 s of training
+    trainer.steps_done = 1
+    _Trainer._count_compile(trainer, 30.0)
+    clock.switch("train")
+    now[0] = 30.5
+    trainer.steps_done = 2
+    _Trainer._count_compile(trainer, 0.5)
+    assert clock.totals() == {
+        "startup": 0.0,
+        "compile": 29.5,
+        "data": 0.0,
+        "train": 1.0,
+        "checkpoint": 0.0,
+        "eval": 0.0,
+    }
+    trainer.config.compile = False  # without --compile nothing moves
+    trainer.steps_done = 2
+    _Trainer._count_compile(trainer, 0.1)
+    assert clock.totals()["compile"] == 29.5
