@@ -68,7 +68,7 @@ from gpuplanner.ui.history_model import (
     run_series,
     with_gaps,
 )
-from gpuplanner.ui.human import human_bytes, human_hours, human_money
+from gpuplanner.ui.human import human_bytes, human_duration, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.run_failure import stopped_by_user
 from gpuplanner.ui.services import AppServices
@@ -746,6 +746,18 @@ class HistoryPane(QWidget):
         hours = sum(s.gpu_hours or 0.0 for s in runs)
         report.text(f"{len(runs)} run(s), {hours:,.1f} GPU-hours, {human_money(total)} in total.", bold=True)
         report.table([c[0] for c in COLUMNS], rows)
+        spent = sum_breakdowns(_breakdown(s) for s in runs)
+        if spent.recorded:
+            note = f" ({spent.note})" if spent.note else ""
+            report.text(f"Where the billed time went{note}", bold=True)
+            report.table(
+                ["phase", "share", "cost", "time"],
+                [
+                    [p.label, f"{p.share:.0%}", human_money(p.cost_usd), human_duration(p.seconds)]
+                    for p in spent.phases
+                    if p.seconds > 0
+                ],
+            )
         ids = self.selected_run_ids()
         if len(ids) >= 2:
             headers, compare = self.compare_rows(ids)

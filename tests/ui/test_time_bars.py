@@ -106,3 +106,20 @@ def test_the_runs_pane_shows_the_run_s_bar(runs_pane: Any, tmp_path: Path) -> No
     runs_pane._update_time_bars(entry)
     assert runs_pane.time_bars.isVisible()
     assert runs_pane.time_bars.legend_texts[0] == "start-up and model load 20% of spend, $0.22 (2 min)"
+
+
+def test_the_history_report_says_where_the_money_went(qtbot: Any, services: Any, tmp_path: Path) -> None:
+    from gpuplanner.ui.report_pdf import MARGIN_MM
+    from tests.ui.pdf_check import missing_words, outside, overlaps, read_words
+
+    make_runs(services.db_path)
+    pane = HistoryPane(services)
+    qtbot.addWidget(pane)
+    pane.resize(1280, 800)
+    pane.show()
+    wait_for_history(qtbot, pane)
+    pane.export_pdf(tmp_path / "report.pdf")
+    pages = read_words(tmp_path / "report.pdf")
+    assert overlaps(pages) == [] and outside(pages, MARGIN_MM / 25.4 * 72) == []
+    assert not missing_words(pages, ["Where", "billed", "start-up", "model", "load", "20%", "$0.22", "idle"])
+    pane.shutdown()
