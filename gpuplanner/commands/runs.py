@@ -20,6 +20,7 @@ from gpuplanner.history.maintenance import downsample, optimize
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import delete_run, list_runs, run_for_stream, update_run
 from gpuplanner.history.tail import events_file, ingest_file
+from gpuplanner.history.time_breakdown import SHOWN_MIN_S
 
 LIST_COLUMNS = (
     "run_id",
@@ -285,6 +286,13 @@ def _print_summary(summary: RunSummary, fmt: str | None) -> None:
         print(f"alert [{alert['kind']}] {alert['message']}")
 
 
+def _dollars(usd: float) -> str:
+    """Dollars to the cent, or to 3 significant figures below a cent ("$0.0000567"), never in exponent form."""
+    if usd >= 0.01 or usd <= 0:
+        return f"${usd:,.2f}"
+    return f"${usd:.{2 - math.floor(math.log10(usd))}f}"
+
+
 def _breakdown_lines(data: dict[str, Any] | None) -> list[str]:
     """``runs show``'s "where the billed time went" lines (phases that took no time are left out)."""
     if not data:
@@ -293,10 +301,10 @@ def _breakdown_lines(data: dict[str, Any] | None) -> list[str]:
         return [f"{'time breakdown':34} {data['note']}"]
     lines = ["time breakdown (where the billed time went):"]
     for phase in data["phases"]:
-        if phase["seconds"] <= 0:
+        if phase["seconds"] < SHOWN_MIN_S:
             continue
         cost = phase["cost_usd"]
-        money = "" if cost is None else (f"  ${cost:,.2f}" if cost >= 0.01 or cost == 0 else f"  ${cost:.3g}")
+        money = "" if cost is None else f"  {_dollars(cost)}"
         lines.append(f"  {phase['label']:26} {phase['seconds']:>10,.1f} s  {phase['share'] * 100:5.1f}%{money}")
     return lines
 

@@ -41,6 +41,8 @@ LABELS = {
     IDLE_AFTER: "idle after the job",
     UNACCOUNTED: "not accounted for",
 }
+# Phases shorter than this are left out of legends and text (never out of the figures or the JSON).
+SHOWN_MIN_S = 0.05
 NOT_RECORDED = "not recorded: the run's trainer did not report where its time went"
 
 
@@ -60,6 +62,11 @@ class PhaseTime:
     @property
     def label(self) -> str:
         return label(self.phase)
+
+    @property
+    def shown(self) -> bool:
+        """Worth a line in a legend (:data:`SHOWN_MIN_S` or more)."""
+        return self.seconds >= SHOWN_MIN_S
 
     def as_dict(self) -> dict[str, Any]:
         return {

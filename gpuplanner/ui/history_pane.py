@@ -591,7 +591,7 @@ class HistoryPane(QWidget):
             return (
                 f"<p><span style='color:gray'>Where the time went:</span> {html_lib.escape(breakdown.note or '')}</p>"
             )
-        shown = [p for p in breakdown.phases if p.share >= 0.0005]
+        shown = [p for p in breakdown.phases if p.shown]
         cells = "".join(
             f"<td width='{max(1, round(p.share * 100))}%' bgcolor='{COLORS.get(p.phase, OTHER_COLOR)}'>&nbsp;</td>"
             for p in shown
@@ -755,7 +755,7 @@ class HistoryPane(QWidget):
                 [
                     [p.label, f"{p.share:.0%}", human_money(p.cost_usd), human_duration(p.seconds)]
                     for p in spent.phases
-                    if p.seconds > 0
+                    if p.shown
                 ],
             )
         ids = self.selected_run_ids()

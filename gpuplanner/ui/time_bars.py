@@ -173,7 +173,7 @@ class TimeBars(QWidget):
     def _legend(breakdown: TimeBreakdown | None) -> list[str]:
         if breakdown is None or not breakdown.recorded:
             return []
-        return [phase_text(breakdown, p.phase) for p in breakdown.phases if p.seconds > 0]
+        return [phase_text(breakdown, p.phase) for p in breakdown.phases if p.shown]
 
     def _legend_html(self, columns: list[tuple[str, TimeBreakdown]]) -> str:
         """A table: one row per phase that took time, one column per breakdown (the focus, the sum)."""
@@ -189,11 +189,11 @@ class TimeBars(QWidget):
                 f"<span style='color:{COLORS.get(p.phase, OTHER_COLOR)}'>&#9632;</span>&nbsp;"
                 f"{escape(phase_text(focus, p.phase)).replace(' ', '&nbsp;')}"  # wrap between phases only
                 for p in focus.phases
-                if p.seconds > 0
+                if p.shown
             )
-        phases = [phase for phase in PHASES if any((p := b.phase(phase)) and p.seconds > 0 for _, b in recorded)]
+        phases = [phase for phase in PHASES if any((p := b.phase(phase)) and p.shown for _, b in recorded)]
         for _, b in recorded:  # phases this version does not know, after the known ones
-            phases += [p.phase for p in b.phases if p.seconds > 0 and p.phase not in phases]
+            phases += [p.phase for p in b.phases if p.shown and p.phase not in phases]
         head = "".join(
             f"<th align='left' style='padding-right:18px'>{escape(title)}"
             f"{': ' + human_money(b.cost_usd) if b.cost_usd is not None else ''}</th>"
@@ -204,7 +204,7 @@ class TimeBars(QWidget):
             cells = []
             for _, b in recorded:
                 p = b.phase(phase)
-                text = "–" if p is None or p.seconds <= 0 else phase_text(b, phase)[len(p.label) + 1 :]
+                text = "–" if p is None or not p.shown else phase_text(b, phase)[len(p.label) + 1 :]
                 cells.append(f"<td style='padding-right:18px'>{escape(text)}</td>")
             swatch = f"<span style='color:{COLORS.get(phase, OTHER_COLOR)}'>&#9632;</span>"
             rows.append(

@@ -220,3 +220,16 @@ def test_deleting_a_run_deletes_its_phases(db: Database, runs: dict[str, int]) -
 
     delete_run(db, runs["new"])
     assert db.execute("SELECT COUNT(*) FROM run_phases").fetchone()[0] == 0
+
+
+def test_tiny_dollars_read_without_an_exponent() -> None:
+    from gpuplanner.commands.runs import _dollars
+
+    assert [_dollars(v) for v in (0.22, 0.0137, 5.67e-05, 8.52e-08, 0.0, 1234.5)] == [
+        "$0.22",
+        "$0.01",
+        "$0.0000567",
+        "$0.0000000852",
+        "$0.00",
+        "$1,234.50",
+    ]
