@@ -65,6 +65,46 @@ def test_a_real_run_records_startup_training_checkpoint_and_eval(tmp_path: Path,
     assert sum(p["cost_usd"] for p in breakdown["phases"]) == pytest.approx(summary.cost_usd)
 
 
+def test_a_stopped_and_resumed_run_adds_both_processes(tmp_path: Path, model_config: Path) -> None:
+    """SIGTERM after a few steps (checkpoint, exit 75), then a resume to the end: each process reports
+    its own totals from its own start, and the history adds them up to the billed time."""
+    import signal
+
+    from tests.trainer.conftest import spawn_train, stderr_of
+    from tests.trainer.test_resume import _wait_for_step
+
+    run_dir = tmp_path / "run"
+    args = base_args(run_dir, model_config, max_steps=100000, price_per_gpu_hour=2.0)
+    proc = spawn_train(args)
+    _wait_for_step(run_dir, proc, 3, timeout=180)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 75, stderr_of(run_dir)
+    stopped_at = read_events(run_dir)[-1]["totals"]["steps"]
+    assert spawn_train({**args, "max_steps": stopped_at + 2}).wait(timeout=240) == 0, stderr_of(run_dir)
+    records = read_events(run_dir)
+    starts = [r for r in records if r["kind"] == "run_start"]
+    ends = [r for r in records if r["kind"] == "run_end"]
+    assert len(starts) == len(ends) == 2
+    for start, end in zip(starts, ends):  # each process: its own start, its whole wall time
+        assert end["phases_start"] == start["t"]
+        assert sum(end["phases"].values()) == pytest.approx(end["t"] - start["t"], abs=0.05)
+        assert end["phases"]["startup"] > 0 and end["phases"]["checkpoint"] > 0
+
+    with open_db(tmp_path / "history.sqlite") as db:
+        run = create_run(db, name="resumed", gpu_count=1, price_usd_per_gpu_hour=2.0)
+        ingest_file(db, run, run_dir / "events.jsonl")
+        summary = summarize(db, run)
+        assert db.execute("SELECT COUNT(*) FROM run_phases WHERE run_id = ?", [run]).fetchone()[0] == 2
+    seconds = {p["phase"]: p["seconds"] for p in summary.time_breakdown["phases"]}  # type: ignore[index]
+    both = [sum(end["phases"][name] for end in ends) for name in PHASES]
+    assert [seconds[name] for name in PHASES] == pytest.approx(both)
+    # the billed time leaves out the gap from the stop to the restart; the first process's last
+    # checkpoint write falls in that gap, so the phases may exceed it by that much
+    billed = summary.hours * 3600
+    overlap = ends[0]["t"] - next(r for r in records if r["kind"] == "preempted")["t"]
+    assert billed - 0.05 <= sum(seconds.values()) <= billed + overlap + 0.05
+
+
 def test_with_compile_the_first_step_s_excess_is_compilation() -> None:
     """--compile: the first step runs in the compile phase; once the second step shows what a step
     costs, that much moves to training (a real CPU compile takes minutes: the arithmetic is checked
