@@ -259,9 +259,8 @@ def check_values(record: dict[str, Any]) -> dict[str, Any]:
             ok = False
         if not ok:
             raise _bad(name, value, _ALLOWED[rule])
-    phases = get("phases")
-    if phases is not None or get("phases_start") is not None:
-        check_phases(phases, get("phases_start"))
+    if "phases" in record or "phases_start" in record:  # (``in``: the cheapest test for the many records without)
+        check_phases(get("phases"), get("phases_start"))
     if record["kind"] == "run_start":
         gpus = get("gpus")
         if gpus is not None and not isinstance(gpus, list) and not (type(gpus) is int and 0 <= gpus <= INT64_MAX):
