@@ -41,10 +41,10 @@ def color(phase: str) -> QColor:
 
 
 def basis_word(breakdown: TimeBreakdown) -> str:
-    """What a share is a share of: spend where there is a price, else GPU-hours or time."""
+    """What a share is a share of: spend where there is a price (not zero), else GPU-hours or time."""
     if breakdown.share_basis == "gpu_hours":
         return "of GPU-hours"
-    return "of spend" if breakdown.cost_usd is not None else "of the time"
+    return "of spend" if breakdown.cost_usd else "of the time"
 
 
 def phase_text(breakdown: TimeBreakdown, phase: str) -> str:
@@ -52,7 +52,7 @@ def phase_text(breakdown: TimeBreakdown, phase: str) -> str:
     p = breakdown.phase(phase)
     if p is None:
         return f"{label(phase)}: not recorded"
-    money = f", {human_money(p.cost_usd)}" if p.cost_usd is not None else ""
+    money = f", {human_money(p.cost_usd)}" if breakdown.cost_usd else ""  # none without a price
     return f"{p.label} {p.share:.0%} {basis_word(breakdown)}{money} ({human_duration(p.seconds)})"
 
 

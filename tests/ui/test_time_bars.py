@@ -123,3 +123,15 @@ def test_the_history_report_says_where_the_money_went(qtbot: Any, services: Any,
     assert overlaps(pages) == [] and outside(pages, MARGIN_MM / 25.4 * 72) == []
     assert not missing_words(pages, ["Where", "billed", "start-up", "model", "load", "20%", "$0.22", "idle"])
     pane.shutdown()
+
+
+def test_without_a_price_the_shares_are_of_the_time(qtbot: Any) -> None:
+    from gpuplanner.history.time_breakdown import breakdown_from_phases
+
+    free = breakdown_from_phases(
+        {"startup": 30.0, "train": 90.0}, billed_s=120.0, idle_after_s=0.0, gpus=1, price_usd_per_gpu_hour=0.0
+    )
+    widget = TimeBars(compact=True)
+    qtbot.addWidget(widget)
+    widget.set_bars([("demo", free)])
+    assert widget.legend_texts == ["start-up and model load 25% of the time (30 s)", "training 75% of the time (2 min)"]
