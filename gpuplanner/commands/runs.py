@@ -20,6 +20,7 @@ from gpuplanner.history.maintenance import downsample, optimize
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import delete_run, list_runs, run_for_stream, update_run
 from gpuplanner.history.tail import events_file, ingest_file
+from gpuplanner.history.time_breakdown import SHOWN_MIN_S
 
 LIST_COLUMNS = (
     "run_id",
@@ -266,7 +267,7 @@ def _print_summary(summary: RunSummary, fmt: str | None) -> None:
         export_mod.write_table(sys.stdout, fmt, ("metric", "value"), list(data.items()))
         return
     for key, value in data.items():
-        if key in ("planned", "alerts", "util_histogram"):
+        if key in ("planned", "alerts", "util_histogram", "time_breakdown"):
             continue
         print(f"{key:34} {_time(value) if key.endswith('_at') else _fmt(value)}")
     print(f"{'util_histogram (0-10%..90-100%)':34} {' '.join(str(n) for n in summary.util_histogram)}")
@@ -279,8 +280,33 @@ def _print_summary(summary: RunSummary, fmt: str | None) -> None:
                     f"  {key:16} planned {_fmt(cell['planned']):>12}  actual {_fmt(cell['actual']):>12}  "
                     f"{'' if diff is None else f'{diff:+.1f}%'}"
                 )
+    for line in _breakdown_lines(summary.time_breakdown):
+        print(line)
     for alert in summary.alerts:
         print(f"alert [{alert['kind']}] {alert['message']}")
+
+
+def _dollars(usd: float) -> str:
+    """Dollars to the cent, or to 3 significant figures below a cent ("$0.0000567"), never in exponent form."""
+    if usd >= 0.01 or usd <= 0:
+        return f"${usd:,.2f}"
+    return f"${usd:.{2 - math.floor(math.log10(usd))}f}"
+
+
+def _breakdown_lines(data: dict[str, Any] | None) -> list[str]:
+    """``runs show``'s "where the billed time went" lines (phases that took no time are left out)."""
+    if not data:
+        return []
+    if not data["recorded"]:
+        return [f"{'time breakdown':34} {data['note']}"]
+    lines = ["time breakdown (where the billed time went):"]
+    for phase in data["phases"]:
+        if phase["seconds"] < SHOWN_MIN_S:
+            continue
+        cost = phase["cost_usd"]
+        money = "" if cost is None else f"  {_dollars(cost)}"
+        lines.append(f"  {phase['label']:26} {phase['seconds']:>10,.1f} s  {phase['share'] * 100:5.1f}%{money}")
+    return lines
 
 
 @_guard

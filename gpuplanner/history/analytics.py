@@ -9,6 +9,7 @@ samples), so a summary costs the same for a run of one thousand or ten million s
   from to the interruption).
 - ``idle_gpu_hours``: GPU-hours x the share of samples under ``IDLE_UTIL_PCT`` utilisation.
 - ``data_wait_pct``: sum of the steps' data-wait time over the sum of their step time.
+- ``time_breakdown``: where the billed time went, per phase (``time_breakdown.py``).
 - Utilisation is NVML's "GPU utilisation": the share of time any kernel ran, not SM occupancy.
 """
 
@@ -23,6 +24,7 @@ from sqlite_utils import Database
 from gpuplanner.history.alerts import DEFAULT_LOW_UTIL_MINUTES, run_alerts
 from gpuplanner.history.rollup import IDLE_UTIL_PCT
 from gpuplanner.history.runs import Run, get_run
+from gpuplanner.history.time_breakdown import run_breakdown
 from gpuplanner.plan.economics import diff_pct, ratio, unit_economics
 
 
@@ -74,6 +76,7 @@ class RunSummary:
     malformed_lines: int
     planned: dict[str, Any] | None = None
     alerts: list[dict[str, Any]] = field(default_factory=list)
+    time_breakdown: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -233,6 +236,15 @@ def summarize(
         simulated=bool(n) and simulated_n == n,
         malformed_lines=malformed,
     )
+    summary.time_breakdown = run_breakdown(
+        db,
+        run_id,
+        billed_s=active_s,
+        last_t=last_t,
+        ended=run.ended_at is not None,
+        gpus=gpus,
+        price_usd_per_gpu_hour=run.price_usd_per_gpu_hour,
+    ).as_dict()
     summary.planned = _planned_block(
         run,
         {

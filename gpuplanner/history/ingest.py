@@ -23,6 +23,7 @@ from gpuplanner.history.db import HistoryError, write_transaction
 from gpuplanner.history.rollup import Rollups
 from trainer.protocol import (
     INT64_MAX,
+    PHASE_KINDS,
     RUN_END_STATUSES,
     RecordError,
     StreamParser,
@@ -33,6 +34,8 @@ from trainer.protocol import (
 
 DEFAULT_BATCH = 5000
 ENVELOPE = ("v", "seq", "t", "kind")
+# Kept in ``run_phases`` (the time breakdown), not in the eval's extras or the event's detail.
+_PHASE_FIELDS = ("phases", "phases_start")
 _SEQ_TABLES = ("gpu_samples", "steps", "evals", "events")
 
 
@@ -233,6 +236,7 @@ class Ingestor:
         eval_rows: list[tuple[Any, ...]] = []
         event_rows: list[tuple[Any, ...]] = []
         events: list[dict[str, Any]] = []
+        phases: dict[float, tuple[Any, ...]] = {}  # process start -> its newest totals in this batch
         rollups: Rollups | None = None
         duplicates = 0
         for record in records:
@@ -301,7 +305,11 @@ class Ingestor:
                     )
                 )
             elif kind == "eval":
-                extra = {k: v for k, v in record.items() if k not in ENVELOPE and k not in ("step", "eval_loss")}
+                extra = {
+                    k: v
+                    for k, v in record.items()
+                    if k not in ENVELOPE and k not in ("step", "eval_loss") and k not in _PHASE_FIELDS
+                }
                 eval_rows.append(
                     (
                         run_id,
@@ -313,10 +321,14 @@ class Ingestor:
                     )
                 )
             else:
-                detail = {k: v for k, v in record.items() if k not in ENVELOPE}
+                detail = {k: v for k, v in record.items() if k not in ENVELOPE and k not in _PHASE_FIELDS}
                 step = _int(record.get("step", record.get("resumed_from_step")))
                 event_rows.append((run_id, seq, t, kind, step, _json(detail)))
                 events.append(record)
+            if kind in PHASE_KINDS and record.get("phases") is not None:
+                process_t = _num(record.get("phases_start"))
+                if process_t is not None:
+                    phases[process_t] = (run_id, process_t, seq, t, _json(record["phases"]))
             first_t = t if first_t is None or t < first_t else first_t
             last_t = t if last_t is None or t > last_t else last_t
         conn = db.conn
@@ -328,6 +340,13 @@ class Ingestor:
             conn.executemany("INSERT OR IGNORE INTO evals VALUES (?,?,?,?,?,?)", eval_rows)
         if event_rows:
             conn.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?)", event_rows)
+        if phases:  # cumulative totals: the newest record of each process wins, whatever order they came in
+            conn.executemany(
+                "INSERT INTO run_phases VALUES (?,?,?,?,?) ON CONFLICT (run_id, process_t) DO UPDATE SET"
+                " seq = excluded.seq, t = excluded.t, phases_json = excluded.phases_json"
+                " WHERE excluded.seq > run_phases.seq",
+                list(phases.values()),
+            )
         if rollups is not None:
             rollups.save()
         db.execute("UPDATE runs SET first_t = ?, last_t = ? WHERE id = ?", [first_t, last_t, run_id])

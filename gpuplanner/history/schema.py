@@ -8,6 +8,9 @@ Version 3 adds ``run_streams``: which run owns an events file (its resolved path
 that two processes importing one file can never create two runs (the lookup and the insert happen in
 one ``BEGIN IMMEDIATE`` transaction). Runs imported before it claim their ``source``; where earlier
 concurrent imports left two runs with one source, the oldest keeps it (no row is changed or lost).
+Version 4 adds ``run_phases``: where each trainer process of a run spent its time (seconds per
+phase as its newest record reports them, keyed by the process start), for the time breakdown
+(``time_breakdown.py``). Runs recorded before it have no rows and say "not recorded".
 ``PRAGMA user_version`` mirrors the number of applied migrations.
 """
 
@@ -211,6 +214,17 @@ INSERT OR IGNORE INTO run_streams (source, run_id)
     SELECT source, MIN(id) FROM runs WHERE source IS NOT NULL AND source NOT LIKE 'launch:%' GROUP BY source
 """
 
+V4 = """
+CREATE TABLE run_phases (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    process_t REAL NOT NULL,
+    seq INTEGER NOT NULL,
+    t REAL NOT NULL,
+    phases_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, process_t)
+) WITHOUT ROWID
+"""
+
 
 def _run_script(db: Database, script: str) -> None:
     # executescript() would COMMIT the migration's transaction; run statements one by one.
@@ -238,4 +252,9 @@ def m003_run_streams(db: Database) -> None:
     _run_script(db, V3)
 
 
-SCHEMA_VERSION = 3
+@MIGRATIONS(name="m006_time_breakdown")
+def m006_time_breakdown(db: Database) -> None:
+    _run_script(db, V4)
+
+
+SCHEMA_VERSION = 4

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QMessageBox,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QStackedWidget,
     QTableWidget,
@@ -48,6 +49,7 @@ from gpuplanner.history.analytics import RunSummary, summarize
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.export import write_table
 from gpuplanner.history.runs import delete_run, list_runs
+from gpuplanner.history.time_breakdown import TimeBreakdown, from_dict, sum_breakdowns
 from gpuplanner.ui.compare_plots import ComparePlots
 from gpuplanner.ui.history_model import (
     COLUMNS,
@@ -66,11 +68,12 @@ from gpuplanner.ui.history_model import (
     run_series,
     with_gaps,
 )
-from gpuplanner.ui.human import human_bytes, human_hours, human_money
+from gpuplanner.ui.human import human_bytes, human_duration, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.run_failure import stopped_by_user
 from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.table_view import export_menu_button, sortable_table
+from gpuplanner.ui.time_bars import COLORS, OTHER_COLOR, TimeBars, phase_text
 
 STATUSES = ("", "running", "finished", "preempted", "stopped", "budget_stop", "early_stop", "failed")
 EVENT_PENS = {
@@ -150,6 +153,16 @@ class RunPlots(pg.GraphicsLayoutWidget):
                 plot.addItem(pg.InfiniteLine(at / 60.0, angle=90, pen=pg.mkPen(color, style=Qt.PenStyle.DashLine)))
         for plot in self.plots.values():
             plot.enableAutoRange()
+
+
+def _breakdown(summary: RunSummary) -> TimeBreakdown:
+    return from_dict(summary.time_breakdown) or TimeBreakdown(False, 0.0, 0.0, None)
+
+
+def _run_title(summary: RunSummary) -> str:
+    name = summary.name or summary.model_name or ""
+    text = f"#{summary.run_id} {name}".strip()
+    return text if len(text) <= 32 else text[:31] + "…"
 
 
 def load_summaries(path: Path) -> list[RunSummary]:
@@ -312,6 +325,12 @@ class HistoryPane(QWidget):
         self.plots_page.addWidget(self.overlay)
         self.detail_tabs.addTab(self.plots_page, "Plots")
         self.detail_tabs.addTab(self.events_table, "Events")
+        self.time_bars = TimeBars(empty_text="No runs yet.")
+        self.time_scroll = QScrollArea()
+        self.time_scroll.setWidgetResizable(True)
+        self.time_scroll.setWidget(self.time_bars)
+        self.time_scroll.setToolTip("Where the billed time went: one bar per run and the sum over the runs")
+        self.detail_tabs.addTab(self.time_scroll, "Time")
         self.detail_tabs.addTab(self.compare_table, "Compare")
 
         top = QWidget()
@@ -367,6 +386,7 @@ class HistoryPane(QWidget):
             self.empty_label.setText("No runs yet. Launch one from the Plan pane, or try a demo run (Run menu).")
             self.empty_label.setVisible(not payload)
             self.select_runs(self._select_after_load)
+            self.update_time_bars()
             self.runsChanged.emit()
         elif kind == "series" and self._series_run is not None:
             self._show_series(self._series_run, payload)
@@ -422,14 +442,40 @@ class HistoryPane(QWidget):
 
     def _apply_filter(self) -> None:
         self.proxy.set_filter(self.filter_edit.text(), STATUSES[self.status_combo.currentIndex()])
+        self.update_time_bars()
 
     def set_filter(self, text: str, status: str = "") -> None:
         self.filter_edit.setText(text)
         self.status_combo.setCurrentIndex(STATUSES.index(status))
         self._apply_filter()
 
+    def time_bar_rows(self) -> tuple[list[tuple[str, TimeBreakdown]], int]:
+        """The Time tab's bars and the one the legend speaks for: the selected runs and their sum
+        (two or more selected), else the selected run and the sum over the runs the filter shows."""
+        ids = self.selected_run_ids()
+        rows: list[tuple[str, TimeBreakdown]] = []
+        if len(ids) >= 2:
+            chosen = [s for s in (self._summary(i) for i in ids) if s is not None]
+            rows = [(_run_title(s), _breakdown(s)) for s in chosen]
+            rows.append((f"Selected {len(chosen)} runs", sum_breakdowns(b for _, b in rows)))
+            return rows, len(rows) - 1
+        visible = self.visible_summaries()
+        if not visible:
+            return [], -1
+        if len(ids) == 1 and (one := self._summary(ids[0])) is not None:
+            rows.append((_run_title(one), _breakdown(one)))
+        shown = "shown" if len(visible) < len(self.model.summaries()) else ""
+        title = f"All {len(visible)} runs {shown}".strip() if len(visible) != 1 else f"The run {shown}".strip()
+        rows.append((title, sum_breakdowns(_breakdown(s) for s in visible)))
+        return rows, 0
+
+    def update_time_bars(self) -> None:
+        rows, focus = self.time_bar_rows()
+        self.time_bars.set_bars(rows, focus)
+
     @Slot()
     def _on_selection_changed(self, *_args: Any) -> None:
+        self.update_time_bars()
         ids = self.selected_run_ids()
         if len(ids) == 1:
             self.show_run(ids[0])
@@ -528,6 +574,7 @@ class HistoryPane(QWidget):
             *(row(k, v) for k, v in right),
             "</table></td></tr></table>",
         ]
+        html.append(cls.time_html(s))
         if s.planned:
             html.append(cls.planned_html(s.planned, plan_gpu, run_gpu))
         if s.alerts:
@@ -535,6 +582,30 @@ class HistoryPane(QWidget):
                 "<h4>Alerts</h4><ul>" + "".join(f"<li>{esc(str(a.get('message', a)))}</li>" for a in s.alerts) + "</ul>"
             )
         return "".join(html)
+
+    @staticmethod
+    def time_html(s: RunSummary) -> str:
+        """Where the run's billed time went: a stacked bar (table cells) and a legend with the numbers."""
+        breakdown = _breakdown(s)
+        if not breakdown.recorded:
+            return (
+                f"<p><span style='color:gray'>Where the time went:</span> {html_lib.escape(breakdown.note or '')}</p>"
+            )
+        shown = [p for p in breakdown.phases if p.shown]
+        cells = "".join(
+            f"<td width='{max(1, round(p.share * 100))}%' bgcolor='{COLORS.get(p.phase, OTHER_COLOR)}'>&nbsp;</td>"
+            for p in shown
+        )
+        legend = "<br>".join(
+            f"<span style='color:{COLORS.get(p.phase, OTHER_COLOR)}'>&#9632;</span> "
+            f"{html_lib.escape(phase_text(breakdown, p.phase))}"
+            for p in shown
+        )
+        return (
+            "<h4>Where the billed time went</h4>"
+            f"<table width='100%' cellspacing='0' cellpadding='2'><tr>{cells}</tr></table>"
+            f"<p>{legend}</p>"
+        )
 
     @staticmethod
     def planned_html(planned: dict[str, Any], plan_gpu: str | None, run_gpu: str) -> str:
@@ -675,6 +746,18 @@ class HistoryPane(QWidget):
         hours = sum(s.gpu_hours or 0.0 for s in runs)
         report.text(f"{len(runs)} run(s), {hours:,.1f} GPU-hours, {human_money(total)} in total.", bold=True)
         report.table([c[0] for c in COLUMNS], rows)
+        spent = sum_breakdowns(_breakdown(s) for s in runs)
+        if spent.recorded:
+            note = f" ({spent.note})" if spent.note else ""
+            report.text(f"Where the billed time went{note}", bold=True)
+            report.table(
+                ["phase", "share", "cost", "time"],
+                [
+                    [p.label, f"{p.share:.0%}", human_money(p.cost_usd), human_duration(p.seconds)]
+                    for p in spent.phases
+                    if p.shown
+                ],
+            )
         ids = self.selected_run_ids()
         if len(ids) >= 2:
             headers, compare = self.compare_rows(ids)

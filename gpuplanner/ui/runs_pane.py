@@ -41,6 +41,7 @@ from gpuplanner.ui.live_plots import LivePlots
 from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
 from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.time_bars import TimeBars
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
 FINAL_STATES = ("finished", "failed", "stopped", "killed")
@@ -130,6 +131,7 @@ class RunEntry:
     alerts: list[tuple[str, str]] = field(default_factory=list)
     alerts_checked: float = 0.0
     failure: dict[str, Any] | None = None  # error and stderr tail of a failed run (run_failure)
+    time_breakdown: Any = None  # where the billed time went (history/time_breakdown.py), from the history
     failure_requested: bool = False
 
 
@@ -232,6 +234,10 @@ class RunsPane(QWidget):
         rlay.addLayout(prog)
         self.alert_banner = AlertBanner()
         rlay.addWidget(self.alert_banner)
+        self.time_bars = TimeBars(compact=True)
+        self.time_bars.setToolTip("Where this run's billed time went so far (from the history)")
+        self.time_bars.setVisible(False)
+        rlay.addWidget(self.time_bars)
         self.failure_panel = QWidget()
         flay = QVBoxLayout(self.failure_panel)
         flay.setContentsMargins(0, 0, 0, 0)
@@ -637,26 +643,31 @@ class RunsPane(QWidget):
         entry.alerts_checked = time.monotonic()
         db_path, run_id = self.services.db_path, entry.run_id
 
-        def job(manager: Any) -> tuple[list[tuple[str, str]], float | None]:
+        def job(manager: Any) -> tuple[list[tuple[str, str]], float | None, Any]:
             from gpuplanner.history.alerts import run_alerts
+            from gpuplanner.history.analytics import summarize
             from gpuplanner.history.db import connect
             from gpuplanner.history.runs import get_run
+            from gpuplanner.history.time_breakdown import from_dict
 
             db = connect(db_path)
             try:
                 alerts = [(a.kind, a.message) for a in run_alerts(db, run_id)]
                 planned = get_run(db, run_id).planned_cost_usd
+                breakdown = from_dict(summarize(db, run_id, with_alerts=False).time_breakdown)
             finally:
                 db.close()
-            return alerts, planned
+            return alerts, planned, breakdown
 
-        def done(result: tuple[list[tuple[str, str]], float | None]) -> None:
-            alerts, planned = result
+        def done(result: tuple[list[tuple[str, str]], float | None, Any]) -> None:
+            alerts, planned, breakdown = result
             if planned and not entry.telemetry.planned_cost_usd:
                 entry.telemetry.planned_cost_usd = planned
             entry.alerts = alerts
+            entry.time_breakdown = breakdown
             if entry is self.current():
                 self._update_alerts(entry)
+                self._update_time_bars(entry)
 
         if not self._shut_down:
             self.controller.submit(job, done, lambda exc: None)
@@ -667,6 +678,14 @@ class RunsPane(QWidget):
         if over:
             alerts.append(("over_plan", over))
         self.alert_banner.set_alerts(alerts)
+
+    def _update_time_bars(self, entry: RunEntry | None) -> None:
+        """The run's time breakdown bar: once the trainer reported phases, or the run has ended."""
+        breakdown = entry.time_breakdown if entry is not None else None
+        show = breakdown is not None and (breakdown.recorded or entry.state in FINAL_STATES)  # type: ignore[union-attr]
+        if show:
+            self.time_bars.set_bars([("Where the time went", breakdown)])
+        self.time_bars.setVisible(bool(show))
 
     def _update_item(self, entry: RunEntry) -> None:
         entry.item.setText(f"#{entry.run_id} {entry.name}\n{entry.host} · {entry.state}")
@@ -738,6 +757,7 @@ class RunsPane(QWidget):
     def _on_current_changed(self, current: QListWidgetItem | None, previous: QListWidgetItem | None) -> None:
         entry = self.current()
         self.plots.set_telemetry(entry.telemetry if entry else None)
+        self._update_time_bars(entry)
         self._update_text()
         if entry is not None:
             self._check_alerts(entry)
