@@ -260,6 +260,7 @@ class Ingestor:
                     _num(get("power_w")),
                 )
                 simulated = bool(get("simulated"))
+                clock, throttle = _num(get("sm_clock_mhz")), _int(get("throttle_reasons"))
                 gpu_rows.append(
                     (
                         run_id,
@@ -272,12 +273,12 @@ class Ingestor:
                         total,
                         power,
                         _num(get("temp_c")),
-                        _num(get("sm_clock_mhz")),
-                        _int(get("throttle_reasons")),
+                        clock,
+                        throttle,
                         int(simulated),
                     )
                 )
-                rollups.add(t, node, index, util, used, total, power, simulated)
+                rollups.add(t, node, index, util, used, total, power, simulated, throttle, clock)
             elif kind == "step":
                 get = record.get
                 step_rows.append(
