@@ -102,6 +102,7 @@ class PlannerModel:
                 sharding="fsdp" if config.get("fsdp") else "ddp",
                 price=ctx.price,
             )
+            self.base.model_spec()  # a model the planner knows (a preset)
         except (PlanInputError, ValueError, TypeError) as exc:
             self.base = None
             self.why_not = f"the planner cannot take the run's settings ({exc})"
