@@ -100,7 +100,7 @@ class PlannerModel:
                 gpu=self.gpu.name,
                 gpus=ctx.gpu_count,
                 sharding="fsdp" if config.get("fsdp") else "ddp",
-                price=ctx.price,
+                price=ctx.price if ctx.price and ctx.price > 0 else None,
             )
             self.base.model_spec()  # a model the planner knows (a preset)
         except (PlanInputError, ValueError, TypeError) as exc:
@@ -163,7 +163,7 @@ def _saving(ctx: RunContext, seconds_per_step: float | None, gpus: float | None 
 
 def _money(usd: float | None) -> str:
     if usd is None:
-        return "(no price recorded)"
+        return "no dollar figure (no price recorded)"
     return f"${abs(usd):,.2f}" if abs(usd) < 100 else f"${abs(usd):,.0f}"
 
 
@@ -171,8 +171,10 @@ def _saving_text(hours: float | None, usd: float | None, basis: str) -> str:
     if hours is None:
         return f"Saving not estimated: {basis}."
     if hours < 0 or (usd is not None and usd < 0):
-        return f"Expected cost: {abs(hours):.2f} h more, {_money(usd)} more, over {basis}."
-    return f"Expected saving: {hours:.2f} h, {_money(usd)}, over {basis}."
+        money = f", {_money(usd)} more" if usd is not None else " (no price recorded)"
+        return f"Expected cost: {abs(hours):.2f} h more{money}, over {basis}."
+    money = f", {_money(usd)}" if usd is not None else " (no price recorded)"
+    return f"Expected saving: {hours:.2f} h{money}, over {basis}."
 
 
 def _diagnosis(
@@ -324,7 +326,7 @@ def memory(ctx: RunContext, planner: PlannerModel, alert: Alert) -> dict[str, An
         text = (
             f"Peak memory {peak:.0%} of capacity leaves little room for fragmentation: an out-of-memory stop "
             f"is close. Halve the micro-batch{f' ({mb})' if mb else ''} and double accumulation, or turn on "
-            f"gradient checkpointing ({planner.why_not}, so no estimate)."
+            "gradient checkpointing."
         )
         return _diagnosis(ctx, "memory", text, None, None, planner.why_not or "no planner estimate")
     if base.micro_batch >= 2:
