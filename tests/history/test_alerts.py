@@ -328,3 +328,34 @@ def test_alerts_are_stored_with_the_run_and_rewritten_only_on_change(db: Databas
     delete_run(db, run_id)
     assert db.execute("SELECT COUNT(*) FROM run_alerts").fetchone()[0] == 0
     assert db.execute("SELECT COUNT(*) FROM gpu_minutes").fetchone()[0] == 0
+
+
+def test_a_gpu_without_throttle_reasons_or_clocks_is_not_counted_as_unthrottled(db: Database) -> None:
+    """An older GPU/driver reports no throttle reasons: no throttle shares at all (None, never 0)."""
+    from gpuplanner.history.alerts import gpu_minutes
+
+    s = StreamBuilder()
+    _start(s)
+    for i in range(20):
+        s.add("gpu", i * 60.0, node="n0", index=0, util_pct=95.0, mem_used_bytes=GIB, mem_total_bytes=80 * GIB)
+    run_id = _run(db, s)
+    minutes = gpu_minutes(db, run_id)[("n0", 0)]
+    assert len(minutes) == 20
+    assert {(m.power_share, m.thermal_share, m.clock_mhz) for m in minutes} == {(None, None, None)}
+    assert run_alerts(db, run_id) == []
+
+
+def test_further_metrics_reach_the_rules_as_per_minute_means(db: Database) -> None:
+    """The documented way in for a new metric: ``Rollups.add(..., extra=...)`` -> ``GpuMinute.metrics``."""
+    from gpuplanner.history.alerts import gpu_minutes
+    from gpuplanner.history.rollup import Rollups
+
+    run_id = create_run(db)
+    rollups = Rollups(db, run_id)
+    for k in range(4):  # two minutes, two samples each; the second minute lacks the metric once
+        t = 1_763_800_020.0 + k * 30.0  # 1_763_800_020 starts a minute
+        rollups.add(t, "n0", 0, 50.0, None, None, None, False, extra={"sm_active_pct": None if k == 3 else 10.0 * k})
+    rollups.save()
+    db.conn.commit()
+    minutes = gpu_minutes(db, run_id)[("n0", 0)]
+    assert [m.metrics for m in minutes] == [{"sm_active_pct": 5.0}, {"sm_active_pct": 20.0}]
