@@ -3,8 +3,11 @@
 The rules are in ``alert_rules.py`` (pure), the diagnoses in ``diagnosis.py``; this module reads their
 inputs (``gpu_minutes`` and ``gpu_minute_metrics``: a few rows per GPU and minute, never the raw
 samples; the steps; the run's settings from ``run_start``) and keeps the outcome in ``run_alerts``
-together with the settings it was evaluated under. :func:`refresh_alerts` evaluates and stores (a
-write only when something changed); :func:`stored_alerts` reads what was stored.
+together with the settings it was evaluated under, and in ``run_alert_state`` a stamp of the run's
+data at that moment. :func:`current_alerts` reads the stored alerts back while the settings and the
+stamp still match (a run that did not change is not evaluated again) and evaluates otherwise;
+:func:`refresh_alerts` is the same, storing what it evaluated (a write only when something changed).
+The ingest evaluates a run once when its ``run_end`` arrives.
 """
 
 from __future__ import annotations
@@ -162,7 +165,7 @@ _COLUMNS = "kind, node, gpu_index, start_t, end_t, minutes, value, message, diag
 
 
 def _rows(alerts: list[Alert], settings: AlertSettings) -> list[tuple[Any, ...]]:
-    settings_json = json.dumps(settings.as_dict(), sort_keys=True)
+    settings_json = _settings_json(settings)
     return [
         (a.kind, a.node, a.gpu_index, a.start_t, a.end_t, a.minutes, a.value, a.message)
         + (json.dumps({"detail": a.detail, "diagnosis": a.diagnosis}, sort_keys=True), settings_json)
@@ -170,14 +173,36 @@ def _rows(alerts: list[Alert], settings: AlertSettings) -> list[tuple[Any, ...]]
     ]
 
 
-def store_alerts(db: Database, run_id: int, alerts: list[Alert], settings: AlertSettings) -> bool:
-    """Keep ``alerts`` as the run's alerts (one transaction); False when they were stored already."""
+def data_stamp(db: Database, run_id: int) -> str:
+    """What the alerts depend on, cheaply: the run's row, its GPU sample count, its last step and event."""
+    row = db.execute(
+        "SELECT status, gpu_count, gpu_type, price_usd_per_gpu_hour, last_t, LENGTH(config_json),"
+        " (SELECT COALESCE(SUM(n), 0) FROM run_gpus WHERE run_id = runs.id),"
+        " (SELECT MAX(seq) FROM steps WHERE run_id = runs.id),"
+        " (SELECT MAX(seq) FROM events WHERE run_id = runs.id) FROM runs WHERE id = ?",
+        [run_id],
+    ).fetchone()
+    return json.dumps(list(row) if row else None)
+
+
+def _settings_json(settings: AlertSettings) -> str:
+    return json.dumps(settings.as_dict(), sort_keys=True)
+
+
+def store_alerts(
+    db: Database, run_id: int, alerts: list[Alert], settings: AlertSettings, stamp: str | None = None
+) -> bool:
+    """Keep ``alerts`` as the run's alerts, evaluated under ``settings`` on the data of ``stamp`` (default:
+    the data now), in one transaction; False when those alerts were stored already."""
     rows = _rows(alerts, settings)
     with write_transaction(db):
+        stamp = stamp if stamp is not None else data_stamp(db, run_id)
+        db.execute(
+            "INSERT OR REPLACE INTO run_alert_state (run_id, settings_json, stamp, evaluated_at) VALUES (?,?,?,?)",
+            [run_id, _settings_json(settings), stamp, time.time()],
+        )
         stored = db.execute(f"SELECT {_COLUMNS} FROM run_alerts WHERE run_id = ? ORDER BY id", [run_id]).fetchall()
-        if [tuple(r) for r in stored] == rows and rows:
-            return False
-        if not rows and not stored:
+        if [tuple(r) for r in stored] == rows:
             return False
         db.execute("DELETE FROM run_alerts WHERE run_id = ?", [run_id])
         now = time.time()
@@ -189,25 +214,49 @@ def store_alerts(db: Database, run_id: int, alerts: list[Alert], settings: Alert
 
 
 def stored_alerts(db: Database, run_id: int) -> list[Alert]:
-    """The alerts last stored for a run (their settings in each ``detail['settings']``)."""
+    """The alerts last stored for a run (:func:`stored_settings`: the settings they were evaluated under)."""
     out = []
-    for kind, node, index, start, end, minutes, value, message, diagnosis_json, settings_json in db.execute(
+    for kind, node, index, start, end, minutes, value, message, diagnosis_json, _settings in db.execute(
         f"SELECT {_COLUMNS} FROM run_alerts WHERE run_id = ? ORDER BY id", [run_id]
     ).fetchall():
         stored = _json_object(diagnosis_json)
         detail = stored.get("detail") if isinstance(stored.get("detail"), dict) else {}
-        detail = {**detail, "settings": _json_object(settings_json)}
         diagnosis = stored.get("diagnosis") if isinstance(stored.get("diagnosis"), dict) else None
         out.append(Alert(kind, message, start, end, minutes or 0.0, value or 0.0, node, index, detail, diagnosis))
     return out
 
 
-def refresh_alerts(db: Database, run_id: int, settings: AlertSettings | None = None) -> list[Alert]:
-    """Evaluate a run's alerts and store them with the run (written only when they changed)."""
+def stored_settings(db: Database, run_id: int) -> AlertSettings | None:
+    """The settings of the run's last stored evaluation (None: never evaluated and stored)."""
+    row = db.execute("SELECT settings_json FROM run_alert_state WHERE run_id = ?", [run_id]).fetchone()
+    if row is None:
+        return None
+    try:
+        return AlertSettings.from_dict(_json_object(row[0]))
+    except SettingsError:
+        return None
+
+
+def current_alerts(
+    db: Database, run_id: int, settings: AlertSettings | None = None, *, store: bool = False
+) -> list[Alert]:
+    """The run's alerts under ``settings``: read back when stored under them for the run's current data,
+    evaluated otherwise (and then stored when ``store``)."""
     settings = settings or DEFAULT_SETTINGS
+    stamp = data_stamp(db, run_id)
+    state = db.execute("SELECT settings_json, stamp FROM run_alert_state WHERE run_id = ?", [run_id]).fetchone()
+    if state is not None and tuple(state) == (_settings_json(settings), stamp):
+        return stored_alerts(db, run_id)
     alerts = run_alerts(db, run_id, settings)
-    store_alerts(db, run_id, alerts, settings)
+    if store:
+        store_alerts(db, run_id, alerts, settings, stamp)
     return alerts
+
+
+def refresh_alerts(db: Database, run_id: int, settings: AlertSettings | None = None) -> list[Alert]:
+    """The run's alerts under ``settings``, stored with the run (evaluated only when the data or the
+    settings changed since the last time)."""
+    return current_alerts(db, run_id, settings, store=True)
 
 
 __all__ = [
@@ -217,10 +266,13 @@ __all__ = [
     "Alert",
     "AlertSettings",
     "SettingsError",
+    "current_alerts",
+    "data_stamp",
     "gpu_minutes",
     "refresh_alerts",
     "run_alerts",
     "step_stats",
     "store_alerts",
     "stored_alerts",
+    "stored_settings",
 ]

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from gpuplanner.history.alerts import AlertSettings, refresh_alerts, run_alerts
+from gpuplanner.history.alerts import AlertSettings, current_alerts
 from gpuplanner.history.rollup import IDLE_UTIL_PCT
 from gpuplanner.history.runs import Run, get_run
 from gpuplanner.plan.economics import diff_pct, ratio, unit_economics
@@ -250,8 +250,7 @@ def summarize(
         },
     )
     if with_alerts:
-        evaluate = refresh_alerts if store_alerts else run_alerts
-        summary.alerts = [a.as_dict() for a in evaluate(db, run_id, alert_settings)]
+        summary.alerts = [a.as_dict() for a in current_alerts(db, run_id, alert_settings, store=store_alerts)]
     return summary
 
 

@@ -12,7 +12,8 @@ Version 4 (``m005_alerts``) adds what the alerts need, additively: ``gpu_minutes
 GPU and minute: utilisation sum and count, the highest memory share, the share of samples throttled
 for power, thermal or hardware slowdown, the SM clock), ``gpu_minute_metrics`` (the same per-minute
 sums for any further named metric) and ``run_alerts`` (each alert of a run with its diagnosis and the
-settings it was evaluated under). It backfills ``gpu_minutes`` from the raw and downsampled samples.
+settings it was evaluated under), and ``run_alert_state`` (per run: those settings and a stamp of the
+run's data, so an unchanged run's alerts are read back instead of evaluated again). It backfills ``gpu_minutes`` from the raw and downsampled samples.
 ``PRAGMA user_version`` mirrors the number of applied migrations.
 """
 
@@ -287,6 +288,12 @@ CREATE TABLE run_alerts (
     evaluated_at REAL NOT NULL
 );
 CREATE INDEX run_alerts_run ON run_alerts(run_id);
+CREATE TABLE run_alert_state (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    settings_json TEXT NOT NULL,
+    stamp TEXT NOT NULL,
+    evaluated_at REAL NOT NULL
+);
 INSERT INTO gpu_minutes (run_id, node, gpu_index, minute_t, n, util_n, util_sum, mem_frac_max, throttle_n,
     power_throttle_n, thermal_throttle_n, hw_slowdown_n, clock_n, clock_sum)
     SELECT run_id, node, gpu_index, CAST(t / 60 AS INTEGER) * 60.0, COUNT(*), COUNT(util_pct),

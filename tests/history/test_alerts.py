@@ -11,7 +11,14 @@ from sqlite_utils import Database
 
 from gpuplanner.history import ingest_records
 from gpuplanner.history.alert_rules import AlertSettings, SettingsError
-from gpuplanner.history.alerts import refresh_alerts, run_alerts, store_alerts, stored_alerts
+from gpuplanner.history.alerts import (
+    current_alerts,
+    refresh_alerts,
+    run_alerts,
+    store_alerts,
+    stored_alerts,
+    stored_settings,
+)
 from gpuplanner.history.diagnosis import PlannerModel, RunContext
 from gpuplanner.history.runs import create_run, delete_run
 from tests.history.streams import GIB, StreamBuilder
@@ -320,7 +327,7 @@ def test_alerts_are_stored_with_the_run_and_rewritten_only_on_change(db: Databas
     stored = stored_alerts(db, run_id)
     assert _kinds(stored) == ["low_util"] and stored[0].message == alerts[0].message
     assert stored[0].diagnosis == alerts[0].diagnosis
-    assert stored[0].detail["settings"]["low_util_minutes"] == 60
+    assert stored_settings(db, run_id) == AlertSettings()
     assert store_alerts(db, run_id, alerts, AlertSettings()) is False  # nothing changed: no write
     refresh_alerts(db, run_id, AlertSettings(low_util_pct=30))
     assert stored_alerts(db, run_id) == []
@@ -359,3 +366,42 @@ def test_further_metrics_reach_the_rules_as_per_minute_means(db: Database) -> No
     db.conn.commit()
     minutes = gpu_minutes(db, run_id)[("n0", 0)]
     assert [m.metrics for m in minutes] == [{"sm_active_pct": 5.0}, {"sm_active_pct": 20.0}]
+
+
+def test_an_unchanged_run_is_read_back_and_new_data_is_evaluated(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpuplanner.history.alerts as alerts_module
+
+    s = StreamBuilder()
+    _start(s)
+    for i in range(90 * 2):
+        s.gpu(i * 30.0, 0, 40.0)
+    s.add("run_end", 90 * 60.0, status="finished")
+    run_id = _run(db, s)
+    # the ingest evaluated the ended run once and stored its alerts under the default settings
+    assert stored_settings(db, run_id) == AlertSettings() and _kinds(stored_alerts(db, run_id)) == ["low_util"]
+    evaluated: list[int] = []
+    real = alerts_module.run_alerts
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        evaluated.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(alerts_module, "run_alerts", counting)
+    fresh = current_alerts(db, run_id)
+    assert evaluated == [] and [a.as_dict() for a in fresh] == [a.as_dict() for a in real(db, run_id)]
+    assert _kinds(current_alerts(db, run_id, AlertSettings(low_util_pct=30))) == [] and evaluated == [1]
+    more = StreamBuilder()  # memory climbs after the stored evaluation: the stamp changed
+    for i in range(3):
+        more.add(
+            "gpu",
+            100 * 60.0 + i * 60,
+            node="n0",
+            index=0,
+            util_pct=40.0,
+            mem_used_bytes=79 * GIB,
+            mem_total_bytes=80 * GIB,
+        )
+    for record in more.records:
+        record["seq"] += len(s.records)
+    ingest_records(db, run_id, more.records)
+    assert "mem_pressure" in _kinds(current_alerts(db, run_id)) and evaluated == [1, 1]
