@@ -144,10 +144,10 @@ class Rollups:
     ) -> None:
         """Count one sample; samples of one GPU must come in time order. ``extra``: further named metrics
         of the sample (absent or None: not measured), kept as per-minute sums in ``gpu_minute_metrics``."""
-        minute_key = (node, gpu_index, minute_of(t))
-        minute = self._minutes.get(minute_key)
+        minute_t = int(t / 60) * 60.0  # minute_of(t), inlined: this runs for every sample
+        minute = self._minutes.get((node, gpu_index, minute_t))
         if minute is None:
-            minute = self._minutes[minute_key] = _Minute()
+            minute = self._minutes[(node, gpu_index, minute_t)] = _Minute()
         minute.n += 1
         if util is not None:
             minute.util_n += 1
@@ -158,21 +158,22 @@ class Rollups:
                 minute.mem_max = frac
         if throttle is not None:
             minute.throttle_n += 1
-            if throttle & THROTTLE_POWER_BITS:
-                minute.power += 1
-            if throttle & THROTTLE_THERMAL_BITS:
-                minute.thermal += 1
-            if throttle & THROTTLE_HW_SLOWDOWN_BITS:
-                minute.hw += 1
+            if throttle:
+                if throttle & THROTTLE_POWER_BITS:
+                    minute.power += 1
+                if throttle & THROTTLE_THERMAL_BITS:
+                    minute.thermal += 1
+                if throttle & THROTTLE_HW_SLOWDOWN_BITS:
+                    minute.hw += 1
         if sm_clock is not None:
             minute.clock_n += 1
             minute.clock_sum += sm_clock
         if extra:
             for name, value in extra.items():
                 if value is not None:
-                    sums = self._extra.get((*minute_key, name))
+                    sums = self._extra.get((node, gpu_index, minute_t, name))
                     if sums is None:
-                        self._extra[(*minute_key, name)] = [1.0, float(value)]
+                        self._extra[(node, gpu_index, minute_t, name)] = [1.0, float(value)]
                     else:
                         sums[0] += 1.0
                         sums[1] += float(value)
