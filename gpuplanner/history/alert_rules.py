@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 THROTTLED_MINUTE_SHARE = 0.5  # a minute counts as throttled when at least half its samples were
@@ -37,6 +38,9 @@ KIND_TITLES = {
     "precision": "Slow precision",
     "over_plan": "Over plan",
 }
+
+
+NO_METRICS: Mapping[str, float] = MappingProxyType({})
 
 
 class SettingsError(ValueError):
@@ -113,7 +117,7 @@ class AlertSettings:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class GpuMinute:
     minute_t: float
     util_pct: float | None
@@ -123,7 +127,7 @@ class GpuMinute:
     thermal_share: float | None = None
     hw_share: float | None = None
     clock_mhz: float | None = None
-    metrics: Mapping[str, float] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=lambda: NO_METRICS)
 
     def busy(self) -> float | None:
         """The utilisation the rules average: NVML's share of time any kernel ran."""
@@ -178,18 +182,19 @@ def low_util(gpus: Mapping[GpuKey, Sequence[GpuMinute]], s: AlertSettings) -> li
     out: list[Alert] = []
     window = s.low_util_minutes * 60.0
     for (node, index), minutes in sorted(gpus.items()):
-        rows = [m for m in minutes if m.busy() is not None]
+        rows = [(m.minute_t, b, max(1, m.util_n)) for m in minutes if (b := m.busy()) is not None]
         stretches: list[list[float]] = []  # [start, end, lowest average]
         lo, total, weight = 0, 0.0, 0
-        for hi, m in enumerate(rows):
-            total += (m.busy() or 0.0) * _weight(m)
-            weight += _weight(m)
-            start, end = m.minute_t + 60.0 - window, m.minute_t + 60.0
-            while rows[lo].minute_t < start - 1e-9 and lo < hi:
-                total -= (rows[lo].busy() or 0.0) * _weight(rows[lo])
-                weight -= _weight(rows[lo])
+        first = rows[0][0] if rows else 0.0
+        for hi, (minute_t, busy, w) in enumerate(rows):
+            total += busy * w
+            weight += w
+            start, end = minute_t + 60.0 - window, minute_t + 60.0
+            while rows[lo][0] < start - 1e-9 and lo < hi:
+                total -= rows[lo][1] * rows[lo][2]
+                weight -= rows[lo][2]
                 lo += 1
-            if rows[0].minute_t > start + 1e-9:
+            if first > start + 1e-9:
                 continue  # the GPU has not been watched for a whole window yet
             average = total / weight
             if average >= s.low_util_pct:
@@ -200,12 +205,12 @@ def low_util(gpus: Mapping[GpuKey, Sequence[GpuMinute]], s: AlertSettings) -> li
             else:
                 stretches.append([start, end, average])
         for start, end, lowest in stretches:
-            inside = [m for m in rows if start <= m.minute_t < end]
-            low = [m for m in inside if (m.busy() or 0.0) < s.low_util_pct]
+            inside = [r for r in rows if start <= r[0] < end]
+            low = [r for r in inside if r[1] < s.low_util_pct]
             if low:  # the stretch runs from its first to its last minute under the threshold
-                start, end = low[0].minute_t, low[-1].minute_t + 60.0
-                inside = [m for m in inside if start <= m.minute_t < end]
-            mean = sum((m.busy() or 0.0) * _weight(m) for m in inside) / sum(_weight(m) for m in inside)
+                start, end = low[0][0], low[-1][0] + 60.0
+                inside = [r for r in inside if start <= r[0] < end]
+            mean = sum(r[1] * r[2] for r in inside) / sum(r[2] for r in inside)
             minutes_long = (end - start) / 60.0
             out.append(
                 Alert(
@@ -302,15 +307,21 @@ def idle_gpu(gpus: Mapping[GpuKey, Sequence[GpuMinute]], s: AlertSettings) -> li
             busy = m.busy()
             if busy is not None:
                 by_minute.setdefault(m.minute_t, {})[key] = busy
+    busy_count = {t: sum(v >= s.low_util_pct for v in values.values()) for t, values in by_minute.items()}
+    order = sorted(by_minute)
     out: list[Alert] = []
     for key in sorted(gpus):
         idle: list[float] = []
         working = 0
-        for minute_t, values in sorted(by_minute.items()):
-            if key not in values or not any(v >= s.low_util_pct for k, v in values.items() if k != key):
+        for minute_t in order:
+            value = by_minute[minute_t].get(key)
+            if value is None:
+                continue
+            others_busy = busy_count[minute_t] - (value >= s.low_util_pct)
+            if not others_busy:
                 continue
             working += 1
-            if values[key] < s.idle_util_pct:
+            if value < s.idle_util_pct:
                 idle.append(minute_t)
         if len(idle) < s.idle_minutes:
             continue

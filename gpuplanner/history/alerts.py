@@ -21,6 +21,7 @@ from sqlite_utils import Database
 from gpuplanner.history.alert_rules import (
     KIND_TITLES,
     KINDS,
+    NO_METRICS,
     Alert,
     AlertSettings,
     GpuKey,
@@ -68,7 +69,7 @@ def gpu_minutes(db: Database, run_id: int) -> dict[GpuKey, list[GpuMinute]]:
                 thermal / throttle_n if throttle_n else None,
                 hw / throttle_n if throttle_n else None,
                 clock_sum / clock_n if clock_n else None,
-                extra.get((node, index, minute_t), {}),
+                extra.get((node, index, minute_t), NO_METRICS),
             )
         )
     return out
