@@ -81,6 +81,8 @@ class GpuState:
     last_t: float | None = None
     low: Interval | None = None
     mem: Interval | None = None
+    minute_t: float = -1.0  # the minute being summed (not stored: gpu_minutes holds the sums)
+    minute: _Minute | None = None
 
 
 class Rollups:
@@ -144,10 +146,17 @@ class Rollups:
     ) -> None:
         """Count one sample; samples of one GPU must come in time order. ``extra``: further named metrics
         of the sample (absent or None: not measured), kept as per-minute sums in ``gpu_minute_metrics``."""
+        key = (node, gpu_index)
+        state = self.gpus.get(key)
+        if state is None:
+            state = self.gpus[key] = GpuState(node, gpu_index)
         minute_t = int(t / 60) * 60.0  # minute_of(t), inlined: this runs for every sample
-        minute = self._minutes.get((node, gpu_index, minute_t))
-        if minute is None:
-            minute = self._minutes[(node, gpu_index, minute_t)] = _Minute()
+        minute = state.minute
+        if minute is None or state.minute_t != minute_t:
+            minute = self._minutes.get((node, gpu_index, minute_t))
+            if minute is None:
+                minute = self._minutes[(node, gpu_index, minute_t)] = _Minute()
+            state.minute, state.minute_t = minute, minute_t
         minute.n += 1
         if util is not None:
             minute.util_n += 1
@@ -177,10 +186,6 @@ class Rollups:
                     else:
                         sums[0] += 1.0
                         sums[1] += float(value)
-        key = (node, gpu_index)
-        state = self.gpus.get(key)
-        if state is None:
-            state = self.gpus[key] = GpuState(node, gpu_index)
         state.n += 1
         if state.first_t is None:
             state.first_t = t
@@ -301,6 +306,8 @@ class Rollups:
             ],
         )
         self._minutes.clear()
+        for state in self.gpus.values():  # the next batch adds to the stored rows
+            state.minute = None
         if self._extra:
             self.db.conn.executemany(
                 "INSERT INTO gpu_minute_metrics (run_id, node, gpu_index, minute_t, name, n, total)"
