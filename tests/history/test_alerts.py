@@ -405,3 +405,39 @@ def test_an_unchanged_run_is_read_back_and_new_data_is_evaluated(db: Database, m
         record["seq"] += len(s.records)
     ingest_records(db, run_id, more.records)
     assert "mem_pressure" in _kinds(current_alerts(db, run_id)) and evaluated == [1, 1]
+
+
+def test_concurrent_evaluations_store_one_set_of_alerts(db_path: Any) -> None:
+    """Two windows (connections, threads) refreshing one run at once: no duplicate, no lost alert."""
+    import threading
+
+    from gpuplanner.history import open_db
+
+    with open_db(db_path) as first:
+        s = StreamBuilder()
+        _start(s)
+        for i in range(90 * 2):
+            s.gpu(i * 30.0, 0, 40.0, mem_used=70 * GIB)
+        run_id = _run(first, s)
+    errors: list[BaseException] = []
+
+    def evaluate(settings: AlertSettings) -> None:
+        try:
+            with open_db(db_path) as db:
+                for _ in range(5):
+                    refresh_alerts(db, run_id, settings)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=evaluate, args=(AlertSettings(mem_pct=p),)) for p in (85, 95)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    with open_db(db_path) as db:
+        kinds = _kinds(stored_alerts(db, run_id))
+        settings = stored_settings(db, run_id)
+        assert settings is not None
+        assert kinds == (["low_util", "mem_pressure"] if settings.mem_pct == 85 else ["low_util"])
+        assert db.execute("SELECT COUNT(*) FROM run_alert_state").fetchone()[0] == 1
