@@ -183,7 +183,15 @@ def main(
         SimpleNamespace(run_id=41, state="running", run_dir="~/.gpuplanner/runs/41", exit_code=None, host="h100-a"),
     )
     pane._update_item(entry)
-    entry.alerts = [("low_util", "GPU 3 on h100-a under 50% utilisation for 10.0 min (lowest 41%)")]
+    entry.alerts = [
+        (
+            "idle_gpu",
+            "GPU 3 on h100-a of 8 did nothing (under 10%) for 12 min while the others worked (40% of that time)",
+            "GPU 3 on h100-a is held but unused 40% of the time: check that the job starts one process per GPU "
+            "(torchrun --nproc-per-node 8, CUDA_VISIBLE_DEVICES, the world size), or run on 7 GPUs. Expected saving: "
+            "no time, $1.20 of the idle GPU.",
+        )
+    ]
     pane.window_combo.setCurrentIndex(2)  # full history
     pane._on_redraw_timer()
     pane._update_text()

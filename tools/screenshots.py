@@ -12,6 +12,8 @@ Everything happens in a temporary data and settings directory (the user's histor
 - plan-dark.png: the same on the dark palette, a full fine-tune that does not fit, with the advice;
 - runs.png and hosts.png: by tools/runs_screenshots.py (an 8-GPU run two hours in, fed through the
   same record path as a live run; hosts with probes and a refused host key);
+- history-alerts.png: the summary of a run whose alerts fired (low utilisation, input-bound), each
+  with its diagnosis and a "Carry to plan" link.
 - history.png / history-compare.png: five past runs generated as telemetry and ingested into the
   history (one run's plots and events; two runs side by side);
 - history-time.png: the Time tab, where the five runs' billed time went (the generated runs carry
@@ -48,7 +50,7 @@ def generated_runs(db_path: Path) -> list[int]:
         ("llama8b-lora-a", "lambda-h100", "H100 SXM", 1, 2.49, "on_demand", "llama-3.1-8b", 3.6, 88, "finished", 0.93),
         ("llama8b-lora-spot", "runpod-spot", "H100 SXM", 1, 1.75, "spot", "llama-3.1-8b", 4.1, 84, "finished", 0.9),
         ("qwen7b-full", "gcp-a100x8", "A100 80GB", 8, 3.67, "on_demand", "qwen2.5-7b", 2.2, 71, "finished", 1.1),
-        ("gpt2-sweep-3", "workstation", "RTX 4090", 1, 0.0, "on_demand", "gpt2", 0.8, 46, "early_stop", None),
+        ("gpt2-sweep-3", "workstation", "RTX 4090", 1, 0.0, "on_demand", "gpt2", 1.6, 46, "early_stop", None),
         ("mistral-qlora", "aws-l4", "L4", 1, 0.8, "spot", "mistral-7b-v0.3", 1.3, 92, "failed", None),
     ]
     # the phases of each run (seconds): start-up and model load, compilation, tokenising, one
@@ -95,7 +97,11 @@ def generated_runs(db_path: Path) -> list[int]:
                 records.append(make_record(kind, seq, t0 + at, **fields))
                 seq += 1
 
-            add("run_start", 0.0, config={"model_name": model}, host=host, gpus=n, resumed_from_step=None)
+            if model == "gpt2":  # a trainer run with its settings: its alerts get a planner-backed diagnosis
+                config = {"model_name": model, "model": model, "micro_batch": 8, "grad_accum": 4, "seq_len": 1024}
+                add("run_start", 0.0, config={**config, "num_workers": 2}, host=host, gpus=n, cpu_count=16)
+            else:
+                add("run_start", 0.0, config={"model_name": model}, host=host, gpus=n, resumed_from_step=None)
             every = max(30.0, span / 400)
             preempt_at = span * 0.55 if pricing == "spot" and status == "finished" else None
             steps = int(span / every)
@@ -134,7 +140,9 @@ def generated_runs(db_path: Path) -> list[int]:
                         node="n0",
                         index=g,
                         util_pct=u,
-                        mem_used_bytes=int((38 + rng.gauss(0, 1)) * GIB),
+                        mem_used_bytes=int(
+                            (38 if "4090" not in gpu and gpu != "L4" else 15) * GIB + rng.gauss(0, 1) * GIB
+                        ),
                         mem_total_bytes=int(80 * GIB if "4090" not in gpu and gpu != "L4" else 24 * GIB),
                         power_w=120 + 5.5 * u,
                         temp_c=55 + u / 5,
@@ -269,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "docs" / "screenshots"))
     parser.add_argument(
         "--only",
-        default="plan,hosts,runs,history,dialogs,reports",
+        default="plan,hosts,runs,history,alerts,dialogs,reports",
         help="comma-separated places to write (default: all)",
     )
     args = parser.parse_args(argv)
@@ -341,6 +349,11 @@ def main(argv: list[str] | None = None) -> int:
                             history.detail_tabs.setCurrentWidget(history.time_scroll)
                             wait(0.3)
                             grab(window, out / "history-time.png")
+                        if not suffix and "alerts" in only:  # a run under 50% on average: its alerts
+                            history.select_runs([run_ids[3]])
+                            wait(20, lambda: not history.is_loading())
+                            history.detail_tabs.setCurrentWidget(history.summary_view)
+                            grab(window, out / "history-alerts.png")
         apply_scheme(app, dark=False)
         window.resize(*SIZE)
         if "reports" in only:

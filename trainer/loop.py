@@ -177,7 +177,7 @@ def _host_info(device: torch.device) -> dict[str, Any]:
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
             gpus.append({"index": i, "name": p.name, "mem_total_bytes": p.total_memory})
-    return {"host": socket.gethostname(), "gpus": gpus}
+    return {"host": socket.gethostname(), "gpus": gpus, "cpu_count": os.cpu_count()}
 
 
 def _peak_mem(device: torch.device) -> int:

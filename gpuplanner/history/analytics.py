@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from gpuplanner.history.alerts import DEFAULT_LOW_UTIL_MINUTES, run_alerts
+from gpuplanner.history.alerts import AlertSettings, current_alerts
 from gpuplanner.history.rollup import IDLE_UTIL_PCT
 from gpuplanner.history.runs import Run, get_run
 from gpuplanner.history.time_breakdown import run_breakdown
@@ -148,9 +148,15 @@ def _planned_block(run: Run, actual: dict[str, float | None]) -> dict[str, Any] 
 
 
 def summarize(
-    db: Database, run_id: int, *, low_util_minutes: float = DEFAULT_LOW_UTIL_MINUTES, with_alerts: bool = True
+    db: Database,
+    run_id: int,
+    *,
+    alert_settings: AlertSettings | None = None,
+    with_alerts: bool = True,
+    store_alerts: bool = False,
 ) -> RunSummary:
-    """The derived metrics of one run (raises HistoryError for an unknown id)."""
+    """The derived metrics of one run (raises HistoryError for an unknown id); its alerts under
+    ``alert_settings``, stored with the run when ``store_alerts``."""
     run = get_run(db, run_id)
     first_t = run.first_t if run.first_t is not None else run.started_at
     last_t = run.last_t if run.last_t is not None else run.ended_at
@@ -256,7 +262,7 @@ def summarize(
         },
     )
     if with_alerts:
-        summary.alerts = [a.as_dict() for a in run_alerts(db, run_id, low_util_minutes=low_util_minutes)]
+        summary.alerts = [a.as_dict() for a in current_alerts(db, run_id, alert_settings, store=store_alerts)]
     return summary
 
 

@@ -142,6 +142,7 @@ class Ingestor:
         self.run_id = run_id
         self.source = source
         self.batch_size = batch_size
+        self._ended = False  # a run_end arrived in the batch being written
         self._base = stream_position(db, run_id, source) if resume else StreamPosition()
         self.parser = StreamParser(offset=self._base.offset)
         self.stats = IngestStats(
@@ -208,12 +209,24 @@ class Ingestor:
                 " unknown_kind, updated_at) VALUES (?,?,?,?,?,?,?)",
                 [self.run_id, self.source, self.parser.offset, last_seq, malformed, unknown, time.time()],
             )
+        if self._ended:  # the run is complete: its alerts are evaluated once and stored with it
+            self._ended = False
+            self._store_alerts()
         self.stats.inserted += inserted
         self.stats.duplicates += duplicates
         self.stats.malformed, self.stats.unknown_kind = malformed, unknown
         self.stats.offset, self.stats.last_seq = self.parser.offset, last_seq
         self.stats.batches += 1
         return self.stats
+
+    def _store_alerts(self) -> None:
+        from gpuplanner.history.alerts import refresh_alerts
+
+        try:
+            refresh_alerts(self.db, self.run_id)
+        except Exception:  # noqa: BLE001 - the telemetry is stored; alerts are evaluated again on reading
+            if self.db.conn.in_transaction:
+                self.db.conn.rollback()
 
     def _write(self, records: list[dict[str, Any]]) -> tuple[int, int, int | None]:
         if not records:
@@ -264,6 +277,7 @@ class Ingestor:
                     _num(get("power_w")),
                 )
                 simulated = bool(get("simulated"))
+                clock, throttle = _num(get("sm_clock_mhz")), _int(get("throttle_reasons"))
                 gpu_rows.append(
                     (
                         run_id,
@@ -276,12 +290,12 @@ class Ingestor:
                         total,
                         power,
                         _num(get("temp_c")),
-                        _num(get("sm_clock_mhz")),
-                        _int(get("throttle_reasons")),
+                        clock,
+                        throttle,
                         int(simulated),
                     )
                 )
-                rollups.add(t, node, index, util, used, total, power, simulated)
+                rollups.add(t, node, index, util, used, total, power, simulated, throttle, clock)
             elif kind == "step":
                 get = record.get
                 step_rows.append(
@@ -358,6 +372,7 @@ class Ingestor:
     def _apply_event(self, record: dict[str, Any]) -> None:
         db, run_id, kind, t = self.db, self.run_id, record["kind"], float(record["t"])
         if kind == "run_end":
+            self._ended = True
             status = record.get("status")
             status = status if status in RUN_END_STATUSES else "failed"
             db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", [status, t, run_id])

@@ -10,6 +10,11 @@ Signals:
     runsChanged(): the list was reloaded (after refresh or delete).
     seriesShown(int): the plots and events of one run are on screen.
     overlayShown(int): several runs' curves are overlaid in the Plots tab (their number).
+    carryToPlan(dict): the user chose to plan with an alert's suggested settings (``PlanInputs`` field
+        names: the diagnosis' ``plan_inputs``).
+
+Each run's alerts are evaluated under ``services.alert_settings`` when the list loads (on the worker)
+and stored with the run; the summary shows each with its diagnosis and a "Carry to plan" link.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, QRunnable, QSize, Qt, QThreadPool, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, QRunnable, QSize, Qt, QThreadPool, QUrl, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QImage, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -45,6 +50,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuplanner.history.alert_rules import KIND_TITLES, AlertSettings
 from gpuplanner.history.analytics import RunSummary, summarize
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.export import write_table
@@ -165,8 +171,9 @@ def _run_title(summary: RunSummary) -> str:
     return text if len(text) <= 32 else text[:31] + "…"
 
 
-def load_summaries(path: Path) -> list[RunSummary]:
-    """Every run's summary (a worker's job: its own connection; an absent file is an empty history)."""
+def load_summaries(path: Path, alert_settings: AlertSettings | None = None) -> list[RunSummary]:
+    """Every run's summary, its alerts evaluated under ``alert_settings`` and stored with the run (a
+    worker's job: its own connection; an absent file is an empty history)."""
     if not path.exists():
         return []
     db = open_db(path)
@@ -174,7 +181,7 @@ def load_summaries(path: Path) -> list[RunSummary]:
         summaries = []
         for run in list_runs(db):
             try:
-                summary = summarize(db, run.id)
+                summary = summarize(db, run.id, alert_settings=alert_settings, store_alerts=True)
             except HistoryError:
                 continue
             if summary.status == "preempted" and stopped_by_user(db, run.id):
@@ -240,6 +247,7 @@ class HistoryPane(QWidget):
     runsChanged = Signal()
     seriesShown = Signal(int)
     overlayShown = Signal(int)  # the number of runs overlaid in the Plots tab
+    carryToPlan = Signal(dict)  # an alert's suggested settings, as PlanInputs fields
 
     def __init__(self, services: AppServices, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -281,11 +289,21 @@ class HistoryPane(QWidget):
             (("Runs as CSV…", "csv"), ("Runs as Markdown…", "markdown"), ("PDF report…", "pdf")),
             self._on_export_triggered,
         )
+        self.carry_button = QPushButton("Carry suggestion to plan")
+        self.carry_button.setToolTip("Fill the Plan form with the first alert's suggested settings of the selected run")
+        self.carry_button.setEnabled(False)
+        self.carry_button.clicked.connect(self._on_carry_clicked)
         bar = QHBoxLayout()
         bar.addWidget(self.filter_edit, 2)
         bar.addWidget(self.status_combo)
         bar.addStretch(1)
-        for widget in (self.refresh_button, self.compare_button, self.export_button, self.delete_button):
+        for widget in (
+            self.carry_button,
+            self.refresh_button,
+            self.compare_button,
+            self.export_button,
+            self.delete_button,
+        ):
             bar.addWidget(widget)
 
         self.model = RunsTableModel(self)
@@ -306,6 +324,7 @@ class HistoryPane(QWidget):
 
         self.summary_view = QTextBrowser()
         self.summary_view.setOpenLinks(False)
+        self.summary_view.anchorClicked.connect(self._on_summary_link)
         self.plots = RunPlots()
         self.events_table = QTableWidget(0, 5)
         self.events_table.setHorizontalHeaderLabels(["Time", "Minute", "Event", "Step", "Details"])
@@ -367,8 +386,8 @@ class HistoryPane(QWidget):
     def refresh(self) -> None:
         """Reload every run's summary from the history on the worker (keeps the selection where it can)."""
         self._select_after_load = self.selected_run_ids()
-        path = self.services.db_path
-        self._start("runs", lambda: load_summaries(path))
+        path, settings = self.services.db_path, self.services.alert_settings
+        self._start("runs", lambda: load_summaries(path, settings))
 
     @Slot(int)
     def on_run_finished(self, run_id: int) -> None:
@@ -473,10 +492,40 @@ class HistoryPane(QWidget):
         rows, focus = self.time_bar_rows()
         self.time_bars.set_bars(rows, focus)
 
+    # ------------------------------------------------------------------ alerts: carry a suggestion to the plan
+
+    def suggestions(self, run_id: int) -> list[dict[str, Any]]:
+        """The suggested plan settings of a run's alerts, in the order the summary lists them."""
+        summary = self._summary(run_id)
+        if summary is None:
+            return []
+        return [a["diagnosis"]["plan_inputs"] for a in summary.alerts if (a.get("diagnosis") or {}).get("plan_inputs")]
+
+    def carry_to_plan(self, run_id: int, index: int = 0) -> bool:
+        """Hand the ``index``-th alert suggestion of a run to the Plan pane (``carryToPlan``)."""
+        suggestions = self.suggestions(run_id)
+        if not 0 <= index < len(suggestions):
+            return False
+        self.carryToPlan.emit(dict(suggestions[index]))
+        return True
+
+    @Slot()
+    def _on_carry_clicked(self) -> None:
+        ids = self.selected_run_ids()
+        if len(ids) == 1:
+            self.carry_to_plan(ids[0])
+
+    @Slot(QUrl)
+    def _on_summary_link(self, url: QUrl) -> None:
+        ids = self.selected_run_ids()
+        if url.scheme() == "carry" and len(ids) == 1 and url.path().isdigit():
+            self.carry_to_plan(ids[0], int(url.path()))
+
     @Slot()
     def _on_selection_changed(self, *_args: Any) -> None:
         self.update_time_bars()
         ids = self.selected_run_ids()
+        self.carry_button.setEnabled(len(ids) == 1 and bool(self.suggestions(ids[0])))
         if len(ids) == 1:
             self.show_run(ids[0])
         elif len(ids) >= 2:
@@ -575,12 +624,10 @@ class HistoryPane(QWidget):
             "</table></td></tr></table>",
         ]
         html.append(cls.time_html(s))
+        if s.alerts:
+            html.append(cls.alerts_html(s.alerts))
         if s.planned:
             html.append(cls.planned_html(s.planned, plan_gpu, run_gpu))
-        if s.alerts:
-            html.append(
-                "<h4>Alerts</h4><ul>" + "".join(f"<li>{esc(str(a.get('message', a)))}</li>" for a in s.alerts) + "</ul>"
-            )
         return "".join(html)
 
     @staticmethod
@@ -606,6 +653,23 @@ class HistoryPane(QWidget):
             f"<table width='100%' cellspacing='0' cellpadding='2'><tr>{cells}</tr></table>"
             f"<p>{legend}</p>"
         )
+
+    @staticmethod
+    def alerts_html(alerts: list[dict[str, Any]]) -> str:
+        """Each alert, its diagnosis (with the expected saving) and a link that carries its suggestion."""
+        esc = html_lib.escape
+        items, carried = [], 0
+        for alert in alerts:
+            title = KIND_TITLES.get(str(alert.get("kind")), str(alert.get("kind")))
+            item = f"<li><b style='color:#b26b00'>&#9888; {esc(title)}:</b> {esc(str(alert.get('message', '')))}"
+            diagnosis = alert.get("diagnosis") or {}
+            if diagnosis.get("text"):
+                item += f"<br>{esc(str(diagnosis['text']))}"
+            if diagnosis.get("plan_inputs"):
+                item += f" <a href='carry:{carried}'>Carry to plan</a>"
+                carried += 1
+            items.append(item + "</li>")
+        return "<h4>Alerts</h4><ul>" + "".join(items) + "</ul>"
 
     @staticmethod
     def planned_html(planned: dict[str, Any], plan_gpu: str | None, run_gpu: str) -> str:

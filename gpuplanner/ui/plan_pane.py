@@ -512,6 +512,12 @@ class PlanPane(QWidget):
         self.saved_plan_id = plan_id
         self.recalculate()
 
+    def carry_inputs(self, inputs: dict[str, Any]) -> None:
+        """Fill the form with settings from elsewhere (an alert's suggestion in History): a new plan."""
+        self.form.set_values(values_from_inputs(inputs))
+        self.saved_plan_id = None
+        self.recalculate()
+
     @Slot()
     def _on_save_clicked(self) -> None:
         self.save_dialog()
