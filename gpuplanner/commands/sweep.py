@@ -73,9 +73,9 @@ def positive_int(text: str) -> int:
 
 
 def _trial_request(args: argparse.Namespace) -> Any:
-    """One trial's plan request from `gpuplanner plan`'s flags; ``--budget-usd`` is the search's cap, not the
-    trial's."""
-    return replace(request_from_args(args, default_gpu=example.GPU), budget_usd=None)
+    """One trial's plan request from `gpuplanner plan`'s flags; ``--budget-usd`` and ``--max-gpu-hours`` are the
+    search's caps, not the trial's."""
+    return replace(request_from_args(args, default_gpu=example.GPU), budget_usd=None, max_gpu_hours=None)
 
 
 def register(subparsers: Any) -> None:
@@ -157,9 +157,10 @@ def _add_schedule_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
         metavar="N",
         help="percentile: trials that must finish before any is pruned (default 1)",
     )
-    search.add_argument(
-        "--max-gpu-hours", type=positive_float, metavar="H", help="cap on the GPU-hours of the whole search"
-    )
+    if unit == "steps":  # `sweep plan` has it among `plan`'s flags (there: the search's cap, not the trial's)
+        search.add_argument(
+            "--max-gpu-hours", type=positive_float, metavar="H", help="cap on the GPU-hours of the whole search"
+        )
     if unit == "epochs":
         search.add_argument(
             "--parallel", type=positive_int, default=1, metavar="P", help="trials at once (GPUs or hosts)"
