@@ -8,6 +8,8 @@ Version 3 adds ``run_streams``: which run owns an events file (its resolved path
 that two processes importing one file can never create two runs (the lookup and the insert happen in
 one ``BEGIN IMMEDIATE`` transaction). Runs imported before it claim their ``source``; where earlier
 concurrent imports left two runs with one source, the oldest keeps it (no row is changed or lost).
+Version 4 adds ``run_tags``: optional ``key=value`` tags per run (a project, an owner, a search), for
+filtering and summing spend (additive: no existing row changes).
 ``PRAGMA user_version`` mirrors the number of applied migrations.
 """
 
@@ -211,6 +213,16 @@ INSERT OR IGNORE INTO run_streams (source, run_id)
     SELECT source, MIN(id) FROM runs WHERE source IS NOT NULL AND source NOT LIKE 'launch:%' GROUP BY source
 """
 
+V4 = """
+CREATE TABLE run_tags (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+CREATE INDEX run_tags_key_value ON run_tags(key, value)
+"""
+
 
 def _run_script(db: Database, script: str) -> None:
     # executescript() would COMMIT the migration's transaction; run statements one by one.
@@ -238,4 +250,9 @@ def m003_run_streams(db: Database) -> None:
     _run_script(db, V3)
 
 
-SCHEMA_VERSION = 3
+@MIGRATIONS(name="m008_tags")
+def m008_tags(db: Database) -> None:
+    _run_script(db, V4)
+
+
+SCHEMA_VERSION = 4
