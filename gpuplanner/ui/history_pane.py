@@ -69,7 +69,9 @@ from gpuplanner.ui.history_model import (
 from gpuplanner.ui.human import human_bytes, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.run_failure import stopped_by_user
+from gpuplanner.ui.search_view import SearchesDialog
 from gpuplanner.ui.services import AppServices
+from gpuplanner.ui.spend_view import SpendDialog
 from gpuplanner.ui.table_view import export_menu_button, sortable_table
 
 STATUSES = ("", "running", "finished", "preempted", "stopped", "budget_stop", "early_stop", "failed")
@@ -268,11 +270,24 @@ class HistoryPane(QWidget):
             (("Runs as CSV…", "csv"), ("Runs as Markdown…", "markdown"), ("PDF report…", "pdf")),
             self._on_export_triggered,
         )
+        self.spend_button = QPushButton("Spend…")
+        self.spend_button.setToolTip("Spend summed by tag and by month (as `gpuplanner runs report`)")
+        self.spend_button.clicked.connect(self.open_spend)
+        self.searches_button = QPushButton("Searches…")
+        self.searches_button.setToolTip("Hyperparameter searches: trials, spend against the cap, best against spend")
+        self.searches_button.clicked.connect(self.open_searches)
         bar = QHBoxLayout()
         bar.addWidget(self.filter_edit, 2)
         bar.addWidget(self.status_combo)
         bar.addStretch(1)
-        for widget in (self.refresh_button, self.compare_button, self.export_button, self.delete_button):
+        for widget in (
+            self.refresh_button,
+            self.compare_button,
+            self.spend_button,
+            self.searches_button,
+            self.export_button,
+            self.delete_button,
+        ):
             bar.addWidget(widget)
 
         self.model = RunsTableModel(self)
@@ -703,6 +718,22 @@ class HistoryPane(QWidget):
                         110,
                     )
         return report
+
+    @Slot()
+    def open_spend(self) -> SpendDialog:
+        dialog = SpendDialog(self.services.db_path, self)
+        dialog.finished.connect(dialog.shutdown)
+        dialog.show()
+        return dialog
+
+    @Slot()
+    def open_searches(self, study: str | None = None) -> SearchesDialog:
+        dialog = SearchesDialog(self.services.db_path, self)
+        dialog.finished.connect(dialog.shutdown)
+        if study:
+            dialog.listed.connect(lambda _names: dialog.select(study))
+        dialog.show()
+        return dialog
 
     def export_pdf(self, path: str | Path) -> None:
         write_pdf(self.report(), str(path))
