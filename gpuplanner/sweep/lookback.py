@@ -117,7 +117,7 @@ OUTCOMES = ("finished", "pruned", "stopped", "failed", "running")
 def _outcome(state: str, end: str | None) -> str:
     if end == "complete" or state == "complete":
         return "finished"
-    if end == "budget":
+    if end in ("budget", "stopped"):  # by the cap, or by the user
         return "stopped"
     if end == "pruned" or state == "pruned":
         return "pruned"

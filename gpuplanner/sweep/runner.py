@@ -21,6 +21,7 @@ attribute ``stop_reason``.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,6 +131,19 @@ class SweepRunner:
         self.launch_failures = 0
         self.every = eval_every(settings.schedule)
         self.prices = {h: self._host_rate(h) for h in settings.hosts}
+        self._stop_requested = threading.Event()
+        self._detach_requested = threading.Event()
+        self._stopping = False
+
+    def request_detach(self) -> None:
+        """Leave the search (from any thread) without stopping its trials: the loop ends, the study records
+        that it was interrupted, and running the search again attaches to the trials still going."""
+        self._detach_requested.set()
+
+    def request_stop(self) -> None:
+        """Ask the search to end (from any thread): running trials are stopped at a checkpoint, none starts,
+        and the study records ``stopped by the user``. A later run with the same name continues it."""
+        self._stop_requested.set()
 
     # -- setup -----------------------------------------------------------------------------------
     def _host_rate(self, host_name: str) -> float:
@@ -172,9 +186,23 @@ class SweepRunner:
         reason = ""
         try:
             while True:
+                if self._detach_requested.is_set():
+                    reason = "interrupted: the search process was stopped; running trials go on"
+                    break
+                if self._stop_requested.is_set() and not self._stopping:
+                    self._stopping = True
+                    for item in list(self.active.values()):
+                        if item.decided is None:
+                            self._stop(study, item, "stopped", "stopped by the user")
                 for item in list(self.active.values()):
                     self._poll(study, db, item)
                 self._reap(study, db)
+                if self._stopping:
+                    if not self.active:
+                        reason = "stopped by the user"
+                        break
+                    time.sleep(self.settings.poll_s)
+                    continue
                 blocked = self._fill_slots(study, db)
                 if not self.active and not self.pending:
                     done = len(study.get_trials(deepcopy=False))
