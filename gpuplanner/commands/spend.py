@@ -70,7 +70,13 @@ def render_report(report: Any, fmt: str) -> str:
     if fmt == "markdown":
         title = f"Spend by {report.by or 'month'}" + (f", {report.month}" if report.month else "")
         return f"# {title}\n\n" + to_markdown(report.columns(), report.table())
-    text = to_text(report.columns(), report.table())
+    # text: dollars with their cents, GPU-hours to 1/100 (to_text keeps 4 significant digits)
+    rows = [[*row[:3], f"{row[3]:,.2f}", f"{row[4]:,.2f}", row[5]] for row in report.table()]
+    for column in (3, 4):  # right-aligned like the numbers
+        width = max([len(report.columns()[column])] + [len(row[column]) for row in rows])
+        for row in rows:
+            row[column] = row[column].rjust(width)
+    text = to_text(report.columns(), rows)
     if report.total.unpriced_runs:
         text += f"note: {report.total.unpriced_runs} run(s) have no price; their spend is not in cost_usd\n"
     return text

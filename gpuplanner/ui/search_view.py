@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, QRunnable, Qt, QThreadPool, Signal, Slot
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
@@ -124,9 +125,26 @@ class SearchPlots(QWidget):
         for plot in (self.best_plot, self.spend_plot):
             plot.showGrid(x=True, y=True, alpha=0.2)
             layout.addWidget(plot)
+        self.apply_palette()
         self.best_curve = self.best_plot.plot([], [], pen=pg.mkPen("#2a6fdb", width=2), symbol="o", symbolSize=7)
         self.spend_curve = self.spend_plot.plot([], [], pen=pg.mkPen("#2a6fdb", width=2))
         self.shown: dict[str, Any] = {}
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "spend_plot"):  # light/dark switched
+            self.apply_palette()
+
+    def apply_palette(self) -> None:
+        """The window's colours (the plots follow light and dark like the History plots)."""
+        palette = self.palette()
+        fg = palette.color(QPalette.ColorRole.Text)
+        for plot in (self.best_plot, self.spend_plot):
+            plot.setBackground(palette.color(QPalette.ColorRole.Base))
+            for name in ("left", "bottom"):
+                plot.getAxis(name).setTextPen(pg.mkPen(fg))
+                plot.getAxis(name).setPen(pg.mkPen(fg))
+            plot.setTitle(plot.plotItem.titleLabel.text, color=fg.name())
 
     def show_review(self, review: SearchReview) -> None:
         spend = [s for s, _, _ in review.best_curve]

@@ -20,16 +20,19 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -239,13 +242,22 @@ class SweepPane(QWidget):
         self.error_label = QLabel()
         self.error_label.setWordWrap(True)
         self.error_label.setStyleSheet("color: #c0392b;")
+        self.forms = QTabWidget()
+        for box, title in ((plan_box, "Plan"), (run_box, "Run")):
+            box.setTitle("")
+            box.setFlat(True)
+            scroll = QScrollArea()
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QFrame.Shape.NoFrame)
+            scroll.setWidget(box)
+            self.forms.addTab(scroll, title)
+        self.forms.setTabToolTip(0, "Estimate a search: GPU-hours, cost and wall time with and without pruning")
+        self.forms.setTabToolTip(1, "Start a search on your hosts under a hard cap and watch it")
         left = QWidget()
         lv = QVBoxLayout(left)
         lv.setContentsMargins(0, 0, 0, 0)
-        lv.addWidget(plan_box)
-        lv.addWidget(run_box)
+        lv.addWidget(self.forms, 1)
         lv.addWidget(self.error_label)
-        lv.addStretch(1)
 
         self.estimate_view = QPlainTextEdit()
         self.estimate_view.setReadOnly(True)

@@ -119,7 +119,7 @@ def test_runs_report_cli_prints_and_exports(history: Path, tmp_path: Path, capsy
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split() == ["project", "month", "runs", "gpu_hours", "cost_usd", "unpriced_runs"]
-    assert any(line.split()[:3] == ["search", "2026-11", "2"] and "14" in line.split() for line in lines)
+    assert any(line.split()[:3] == ["search", "2026-11", "2"] and "14.00" in line.split() for line in lines)
     assert lines[-1].startswith("note: 1 run(s) have no price")
     code, out, _ = run(capsys, *base, "--json")
     document = json.loads(out)
