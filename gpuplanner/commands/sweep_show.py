@@ -12,9 +12,16 @@ from typing import Any
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import resolve_db_path
-from gpuplanner.sweep.lookback import SearchReview, describe_time, load_review, study_names
+from gpuplanner.sweep.lookback import (
+    TRIAL_COLUMNS,
+    SearchReview,
+    describe_time,
+    load_review,
+    params_text,
+    study_names,
+    trial_table,
+)
 
-TRIAL_COLUMNS = ("trial", "outcome", "run", "host", "last_step", "eval_loss", "spend_usd", "gpu_hours", "params")
 FORMATS = ("text", "json", "csv", "markdown")
 
 
@@ -33,28 +40,6 @@ def register_show(actions: Any) -> None:
         out.add_argument(f"--{name}", dest="format", action="store_const", const=name, help=f"print {name}")
     p.add_argument("--out", metavar="FILE", help="write to this file instead of stdout")
     p.set_defaults(handler=run_sweep_show, format="text")
-
-
-def params_text(params: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
-
-
-def trial_rows(review: SearchReview) -> list[tuple[Any, ...]]:
-    return [
-        (
-            t.number,
-            t.outcome,
-            t.run_id,
-            t.host,
-            t.last_step,
-            None if (t.value if t.value is not None else t.last_value) is None
-            else round(t.value if t.value is not None else t.last_value, 6),  # type: ignore[arg-type]
-            round(t.spend_usd, 4),
-            round(t.gpu_hours, 6),
-            params_text(t.params),
-        )
-        for t in review.trials
-    ]  # fmt: skip
 
 
 def summary_lines(review: SearchReview) -> list[str]:
@@ -97,11 +82,11 @@ def render(review: SearchReview, fmt: str) -> str:
     if fmt == "json":
         return to_json(review.document())
     if fmt == "csv":
-        return to_csv(TRIAL_COLUMNS, trial_rows(review))
+        return to_csv(TRIAL_COLUMNS, trial_table(review))
     if fmt == "markdown":
         head = [f"# Search {review.study}", ""] + [f"- {line}" for line in summary_lines(review)] + [""]
-        return "\n".join(head) + "\n" + to_markdown(TRIAL_COLUMNS, trial_rows(review))
-    return to_text(TRIAL_COLUMNS, trial_rows(review)) + "\n" + "\n".join(summary_lines(review)) + "\n"
+        return "\n".join(head) + "\n" + to_markdown(TRIAL_COLUMNS, trial_table(review))
+    return to_text(TRIAL_COLUMNS, trial_table(review)) + "\n" + "\n".join(summary_lines(review)) + "\n"
 
 
 def run_sweep_show(args: argparse.Namespace) -> int:

@@ -298,6 +298,34 @@ def best_run_command(study: str, best: TrialRow, config_json: str | None, tags: 
     return shlex.join(words) + " -- " + shlex.join(kept)
 
 
+TRIAL_COLUMNS = ("trial", "outcome", "run", "host", "last_step", "eval_loss", "spend_usd", "gpu_hours", "params")
+
+
+def params_text(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+
+
+def trial_table(review: SearchReview) -> list[tuple[Any, ...]]:
+    """One row per trial in :data:`TRIAL_COLUMNS` order (eval_loss: the final one, else the last reported)."""
+    rows = []
+    for t in review.trials:
+        metric = t.value if t.value is not None else t.last_value
+        rows.append(
+            (
+                t.number,
+                t.outcome,
+                t.run_id,
+                t.host,
+                t.last_step,
+                None if metric is None else round(metric, 6),
+                round(t.spend_usd, 4),
+                round(t.gpu_hours, 6),
+                params_text(t.params),
+            )
+        )
+    return rows
+
+
 def describe_time(t: float | None) -> str:
     return "" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 

@@ -30,35 +30,17 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner.export.tables import to_csv, to_markdown
-from gpuplanner.sweep.lookback import SearchReview, load_review, study_names
+from gpuplanner.sweep.lookback import (
+    TRIAL_COLUMNS,
+    SearchReview,
+    load_review,
+    params_text,
+    study_names,
+    trial_table,
+)
 from gpuplanner.ui.report_pdf import Report, write_pdf
 
-TRIAL_COLUMNS = ("trial", "outcome", "run", "host", "last_step", "eval_loss", "spend_usd", "gpu_hours", "params")
 OUTCOME_COLOURS = {"finished": "#2a9d4b", "pruned": "#8a8f98", "stopped": "#d98a00", "failed": "#c0392b"}
-
-
-def params_text(params: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
-
-
-def trial_table(review: SearchReview) -> list[tuple[Any, ...]]:
-    rows = []
-    for t in review.trials:
-        metric = t.value if t.value is not None else t.last_value
-        rows.append(
-            (
-                t.number,
-                t.outcome,
-                t.run_id,
-                t.host,
-                t.last_step,
-                None if metric is None else round(metric, 6),
-                round(t.spend_usd, 4),
-                round(t.gpu_hours, 6),
-                params_text(t.params),
-            )
-        )
-    return rows
 
 
 def summary_text(review: SearchReview) -> str:

@@ -53,14 +53,13 @@ from gpuplanner.plan.model_spec import list_presets
 from gpuplanner.plan.planner import make_plan
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.sweep.estimate import SearchInputs, estimate_search, search_document
-from gpuplanner.sweep.lookback import SearchReview, load_review
+from gpuplanner.sweep.lookback import TRIAL_COLUMNS, SearchReview, load_review, trial_table
 from gpuplanner.sweep.runner import SweepResult, SweepRunner
 from gpuplanner.sweep.schedule import PRUNERS
-from gpuplanner.ui.search_view import SearchPlots, summary_text, trial_table
+from gpuplanner.ui.search_view import SearchPlots, summary_text
 from gpuplanner.ui.services import AppServices
 
 WATCH_MS = 1500  # how often a running search's study is read again
-TRIAL_COLUMNS = ("trial", "outcome", "run", "host", "last_step", "eval_loss", "spend_usd", "gpu_hours", "params")
 
 
 class _Signals(QObject):
