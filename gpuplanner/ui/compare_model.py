@@ -66,7 +66,7 @@ def table_row(row: CompareRow) -> tuple[Any, ...]:
         row.plan.deadline_ok,
         row.plan.budget_ok,
         row.plan.gpu_hours_ok,
-        row.reason,
+        row.reason or ("fitted: " + ", ".join(row.fitted) if row.fitted else ""),
     )
 
 
@@ -130,7 +130,12 @@ class CompareTableModel(ColumnsTableModel):
         self._cells = export_rows(self._rows)
         self._texts = [[_text(c, v) for c, v in enumerate(cells)] for cells in self._cells]
         self._keys = [[_sort_value(c, v) for c, v in enumerate(cells)] for cells in self._cells]
-        self._tips = [row.reason or f"{row.gpus} x {row.gpu} {row.pricing}: usable" for row in self._rows]
+        self._tips = [
+            row.reason
+            or f"{row.gpus} x {row.gpu} {row.pricing}: usable"
+            + (f" with fitted settings ({', '.join(row.fitted)}); Launch uses them" if row.fitted else "")
+            for row in self._rows
+        ]
         self._align = [
             [_RIGHT if isinstance(v, (int, float)) and not isinstance(v, bool) else _LEFT for v in cells]
             for cells in self._cells

@@ -50,7 +50,7 @@ from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.documents import plan_document, prices_note, range_basis
 from gpuplanner.plan.planner import GIB, PlanRequest
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.planning import MeasuredCache, PlanResult, compute
+from gpuplanner.planning import MeasuredCache, PlanResult, compute, launch_setup
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, CompareProxyModel, CompareTableModel, export_rows
 from gpuplanner.ui.memory_bar import MemoryBar, memory_view, paint_memory_bar
 from gpuplanner.ui.palette import BAD, WARN
@@ -555,7 +555,11 @@ class PlanPane(QWidget):
             price = plan.spot.price.usd_per_gpu_hour
         elif plan.on_demand is not None:
             price = plan.on_demand.usd_per_gpu_hour
-        return trainer_settings(request, self.result.values, plan_id=plan_id, price_per_gpu_hour=price)
+        setup, fitted = launch_setup(request, plan, self.result.rows)
+        settings = trainer_settings(request, self.result.values, plan_id=plan_id, price_per_gpu_hour=price, setup=setup)
+        if fitted:
+            settings["fitted"] = list(fitted)
+        return settings
 
     @Slot()
     def _on_launch_clicked(self) -> None:
