@@ -41,7 +41,7 @@ def test_estimate_matches_the_cli(qtbot: Any, pane: SweepPane, capsys: pytest.Ca
     pane.parallel_spin.setValue(3)
     pane.plan_budget_edit.setText("50")
     pane.plan_hours_edit.setText("12")
-    with qtbot.waitSignal(pane.planned, timeout=20_000) as blocker:
+    with qtbot.waitSignal(pane.planned, timeout=90_000) as blocker:
         pane.plan_button.click()
     document = blocker.args[0]
     assert main([
@@ -65,7 +65,7 @@ def test_estimate_matches_the_cli(qtbot: Any, pane: SweepPane, capsys: pytest.Ca
 )
 def test_bad_plan_input_is_shown(qtbot: Any, pane: SweepPane, field: str, text: str, needle: str) -> None:
     getattr(pane, field).setText(text)
-    with qtbot.waitSignal(pane.inputError, timeout=20_000) as blocker:
+    with qtbot.waitSignal(pane.inputError, timeout=60_000) as blocker:
         pane.plan_button.click()
     assert needle in blocker.args[0] and needle in pane.error_label.text()
 
