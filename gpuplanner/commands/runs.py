@@ -271,8 +271,9 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_summary(summary: RunSummary, fmt: str | None) -> None:
+def _print_summary(summary: RunSummary, fmt: str | None, tags: dict[str, str] | None = None) -> None:
     data = summary.as_dict()
+    data["tags"] = dict(tags or {}) if fmt == "json" else format_tags(tags or {})
     if fmt == "json":
         print(jsonsafe.dumps(data, indent=1))
         return
@@ -300,7 +301,8 @@ def _print_summary(summary: RunSummary, fmt: str | None) -> None:
 @_guard
 def _show(args: argparse.Namespace) -> int:
     with open_db(args.db, create=False) as db:
-        _print_summary(summarize(db, args.run_id, low_util_minutes=args.low_util_minutes), args.fmt)
+        summary = summarize(db, args.run_id, low_util_minutes=args.low_util_minutes)
+        _print_summary(summary, args.fmt, tags_of(db, [args.run_id]).get(args.run_id))
     return 0
 
 

@@ -135,7 +135,10 @@ def test_runs_report_cli_prints_and_exports(history: Path, tmp_path: Path, capsy
     code, out, _ = run(capsys, *base, "--markdown")
     assert out.startswith("# Spend by project, 2026-11") and "| search | 2026-11 | 2 | 4.5 | 14 | 0 |" in out
     code, out, _ = run(capsys, "runs", "list", "--db", str(history), "--tag", "owner=ana", "--json")
-    assert sorted(r["tags"]["project"] for r in json.loads(out)) == ["pretrain", "search"]
+    listed = json.loads(out)
+    assert sorted(r["tags"]["project"] for r in listed) == ["pretrain", "search"]
+    code, out, _ = run(capsys, "runs", "show", str(listed[0]["run_id"]), "--db", str(history), "--json")
+    assert json.loads(out)["tags"] == listed[0]["tags"]
 
 
 @pytest.mark.parametrize(
