@@ -188,6 +188,12 @@ def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     goals = parser.add_argument_group("deadline and budget")
     goals.add_argument("--deadline-hours", type=flag_type("deadline-hours"), metavar="H")
     goals.add_argument("--budget-usd", type=flag_type("budget-usd"), metavar="USD")
+    goals.add_argument(
+        "--max-gpu-hours",
+        type=flag_type("max-gpu-hours"),
+        metavar="H",
+        help="cap on GPU-hours (GPUs trained on x hours; spot: P90 hours); options over it are marked",
+    )
     parser.add_argument(
         "--memory",
         choices=("formula", "trace"),
@@ -460,6 +466,11 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
         lines.append(
             f"Budget   ${inputs['budget_usd']:,.2f}: {'within' if document['budget_ok'] else 'OVER'} ({inputs['pricing']})"
         )
+    if document["gpu_hours_ok"] is not None:
+        lines.append(
+            f"GPU-hours cap {inputs['max_gpu_hours']:,g}: {'within' if document['gpu_hours_ok'] else 'OVER'} "
+            f"({inputs['pricing']})"
+        )
     for warning in document["warnings"]:
         lines.append(f"warning: {warning}")
     return "\n".join(lines) + "\n"
@@ -480,6 +491,7 @@ COMPARE_COLUMNS = (
     "p90_cost_usd",
     "meets_deadline",
     "within_budget",
+    "within_gpu_hours",
     "reason",
     "rents",
     "price_per_gpu_hour",
@@ -520,6 +532,7 @@ def run_compare(args: argparse.Namespace) -> int:
             _round(row.p90_cost_usd, 2),
             row.plan.deadline_ok,
             row.plan.budget_ok,
+            row.plan.gpu_hours_ok,
             row.reason or ("fitted: " + ", ".join(row.fitted) if row.fitted else ""),
             *_row_price(row),
         )

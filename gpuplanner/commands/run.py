@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.commands.hosts import add_trust_flag, terminal_prompter, with_host_key_trust
+from gpuplanner.commands.spend import add_tag_flag, tags_from_args
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.plans import save_plan
 from gpuplanner.launch.budget import BudgetError, budget_problem
@@ -45,6 +46,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host", help="host name (see `gpuplanner hosts list`; 'local' is this machine)")
     p.add_argument("--plan", help="a plan JSON file (from `gpuplanner plan --json`) to compare the run against")
     p.add_argument("--name", help="a name for the run")
+    add_tag_flag(p, "a tag for attributing the run's spend")
     p.add_argument("--gpus", type=int, default=1, help="GPUs (processes) per host; >1 uses torchrun")
     p.add_argument(
         "--node",
@@ -98,6 +100,7 @@ def _run(args: argparse.Namespace) -> int:
 def _launch(args: argparse.Namespace, flags: list[str]) -> int:
     if not flags:
         raise UsageError("TRAINER FLAGS: give the trainer's flags after --, e.g. -- --model-config cfg.json --data d")
+    tags = tags_from_args(args.tag)
     if args.gpus < 1:
         raise UsageError("--gpus: a whole number of at least 1")
     if args.max_restarts < 0:
@@ -143,6 +146,7 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
                     on_status=progress.on_status,
                     nodes=args.node,
                     price_usd_per_gpu_hour=args.price,
+                    tags=tags,
                 ),
             )
         except BudgetError as exc:  # "budget: ..." or "price: ..."

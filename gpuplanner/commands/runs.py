@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.commands.errors import UsageError
+from gpuplanner.commands.spend import add_tag_flag, tags_from_args
+from gpuplanner.commands.spend import register_actions as register_spend_actions
 from gpuplanner.history import export as export_mod
 from gpuplanner.history import jsonsafe
 from gpuplanner.history.alert_rules import SPECS, AlertSettings, SettingsError
@@ -21,6 +23,7 @@ from gpuplanner.history.db import HistoryError, open_db, read_snapshot
 from gpuplanner.history.maintenance import downsample, optimize
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import delete_run, get_run, list_runs, run_for_stream, update_run
+from gpuplanner.history.tags import format_tags, tags_of
 from gpuplanner.history.tail import events_file, ingest_file
 from gpuplanner.history.time_breakdown import SHOWN_MIN_S
 
@@ -37,6 +40,7 @@ LIST_COLUMNS = (
     "avg_util_pct",
     "cost_usd",
     "samples",
+    "tags",
 )
 COMPARE_COLUMNS = (
     "run_id",
@@ -158,6 +162,7 @@ def register(subparsers: Any) -> None:
     _output_flags(p)
     p.add_argument("--limit", type=_count, default=None, help="show at most this many runs")
     p.add_argument("--status", help="only runs with this status (running, finished, preempted, ...)")
+    add_tag_flag(p, "only runs with this tag")
     p.set_defaults(handler=_list)
 
     p = actions.add_parser("show", help="one run's derived metrics, planned against actual, alerts")
@@ -228,10 +233,12 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(handler=_compact)
 
+    register_spend_actions(actions)  # report, tag
+
 
 def _no_action(args: argparse.Namespace) -> int:
     raise UsageError(
-        "ACTION: one of list, show, alerts, compare, delete, import, export, compact, measured, delete-bench"
+        "ACTION: one of list, show, alerts, compare, delete, import, export, compact, measured, delete-bench, report, tag"
     )
 
 
@@ -290,17 +297,23 @@ def _print_rows(fmt: str | None, columns: tuple[str, ...], rows: list[dict[str, 
 
 @_guard
 def _list(args: argparse.Namespace) -> int:
+    where = tags_from_args(args.tag)
     with open_db(args.db) as db, read_snapshot(db):  # one snapshot: a run deleted meanwhile is not half there
-        rows = [
-            summarize(db, run.id, with_alerts=False).as_dict()
-            for run in list_runs(db, limit=args.limit, status=args.status)
-        ]
+        runs = list_runs(db, status=args.status)
+        tags = tags_of(db, [run.id for run in runs])
+        runs = [run for run in runs if all(tags.get(run.id, {}).get(k) == v for k, v in where.items())]
+        rows = []
+        for run in runs[: args.limit]:
+            row = summarize(db, run.id, with_alerts=False).as_dict()
+            row["tags"] = format_tags(tags.get(run.id, {})) if args.fmt != "json" else tags.get(run.id, {})
+            rows.append(row)
     _print_rows(args.fmt, LIST_COLUMNS, rows)
     return 0
 
 
-def _print_summary(summary: RunSummary, fmt: str | None) -> None:
+def _print_summary(summary: RunSummary, fmt: str | None, tags: dict[str, str] | None = None) -> None:
     data = summary.as_dict()
+    data["tags"] = dict(tags or {}) if fmt == "json" else format_tags(tags or {})
     if fmt == "json":
         print(jsonsafe.dumps(data, indent=1))
         return
@@ -357,7 +370,8 @@ def _breakdown_lines(data: dict[str, Any] | None) -> list[str]:
 def _show(args: argparse.Namespace) -> int:
     settings = _alert_settings(args)
     with open_db(args.db, create=False) as db:
-        _print_summary(summarize(db, args.run_id, alert_settings=settings), args.fmt)
+        summary = summarize(db, args.run_id, alert_settings=settings)
+        _print_summary(summary, args.fmt, tags_of(db, [args.run_id]).get(args.run_id))
     return 0
 
 

@@ -22,8 +22,11 @@ from gpuplanner.commands.hosts import terminal_prompter
 
 # The one place this command depends on `gpuplanner plan`'s flags: the per-trial workload is exactly a plan.
 from gpuplanner.commands.plan import _add_workload_arguments, request_from_args, with_calibration
+from gpuplanner.commands.spend import add_tag_flag
+from gpuplanner.commands.sweep_show import register_show
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import resolve_db_path
+from gpuplanner.history.tags import TagError, parse_tags
 from gpuplanner.launch.hosts import HostError, get_host
 from gpuplanner.launch.manager import RunManager
 from gpuplanner.plan import example
@@ -34,7 +37,7 @@ from gpuplanner.plan.planner import make_plan
 from gpuplanner.plan.setup import PRECISIONS, PlanInputError
 from gpuplanner.sweep.budget import Caps
 from gpuplanner.sweep.estimate import SearchEstimate, SearchInputs, estimate_search, search_document
-from gpuplanner.sweep.runner import SweepResult, SweepRunner, SweepSettings
+from gpuplanner.sweep.runner import SWEEP_TAG, SweepResult, SweepRunner, SweepSettings
 from gpuplanner.sweep.schedule import PRUNERS, Schedule
 from gpuplanner.sweep.sizing import FORMULA_SOURCE, Sizing, SizingRequest, size_for_budget
 from gpuplanner.sweep.space import RESERVED_FLAGS, SweepInputError, load_space
@@ -73,9 +76,9 @@ def positive_int(text: str) -> int:
 
 
 def _trial_request(args: argparse.Namespace) -> Any:
-    """One trial's plan request from `gpuplanner plan`'s flags; ``--budget-usd`` is the search's cap, not the
-    trial's."""
-    return replace(request_from_args(args, default_gpu=example.GPU), budget_usd=None)
+    """One trial's plan request from `gpuplanner plan`'s flags; ``--budget-usd`` and ``--max-gpu-hours`` are the
+    search's caps, not the trial's."""
+    return replace(request_from_args(args, default_gpu=example.GPU), budget_usd=None, max_gpu_hours=None)
 
 
 def register(subparsers: Any) -> None:
@@ -114,6 +117,7 @@ def register(subparsers: Any) -> None:
     )
     _add_size_arguments(size)
     size.set_defaults(handler=run_sweep_size)
+    register_show(actions)
 
 
 def _add_schedule_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
@@ -157,9 +161,10 @@ def _add_schedule_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
         metavar="N",
         help="percentile: trials that must finish before any is pruned (default 1)",
     )
-    search.add_argument(
-        "--max-gpu-hours", type=positive_float, metavar="H", help="cap on the GPU-hours of the whole search"
-    )
+    if unit == "steps":  # `sweep plan` has it among `plan`'s flags (there: the search's cap, not the trial's)
+        search.add_argument(
+            "--max-gpu-hours", type=positive_float, metavar="H", help="cap on the GPU-hours of the whole search"
+        )
     if unit == "epochs":
         search.add_argument(
             "--parallel", type=positive_int, default=1, metavar="P", help="trials at once (GPUs or hosts)"
@@ -318,6 +323,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="an environment variable for every trial (repeat), e.g. OMP_NUM_THREADS=1",
     )
+    add_tag_flag(parser, "a tag on every trial's run, for attributing spend (sweep=STUDY is added)")
     parser.add_argument("--json", action="store_true", help="no progress lines; print one JSON document at the end")
     parser.add_argument("words", nargs="*", metavar="-- TRAINER FLAGS", help="the trainer's flags for every trial")
 
@@ -349,6 +355,12 @@ def settings_from_args(args: argparse.Namespace, db_path: Path) -> SweepSettings
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise SweepInputError("--env", f"expected KEY=VALUE with a variable name as KEY, got {item!r}")
         env.append((key, value))
+    try:
+        tags = parse_tags(args.tag)
+    except TagError as exc:
+        raise SweepInputError("--tag", str(exc)) from None
+    if SWEEP_TAG in tags:
+        raise SweepInputError("--tag", f"{SWEEP_TAG}= is set by the search (the study's name); use another key")
     space = load_space(args.space)
     schedule = schedule_from_args(args, float(args.max_steps), unit="steps")
     if args.trials < 1:
@@ -365,6 +377,7 @@ def settings_from_args(args: argparse.Namespace, db_path: Path) -> SweepSettings
         sampler=args.sampler,
         seed=args.seed,
         env=tuple(env),
+        tags=tuple(tags.items()),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from gpuplanner.history.db import HistoryError, write_transaction
+from gpuplanner.history.tags import check_tags, insert_tags
 
 PRICING = ("on_demand", "spot")
 RUN_COLUMNS = (
@@ -97,11 +99,14 @@ def create_run(
     source: str | None = None,
     started_at: float | None = None,
     planned: dict[str, float | None] | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> int:
     """Insert a run (status ``running``) and return its id. ``planned`` keys: hours, cost_usd,
-    peak_mem_bytes, tokens_per_s, samples_per_s."""
+    peak_mem_bytes, tokens_per_s, samples_per_s; ``tags`` (``key: value``) are stored with it, in the same
+    transaction (bad tags raise :class:`~gpuplanner.history.tags.TagError` and store nothing)."""
+    tags = check_tags(tags)
     with write_transaction(db):
-        return _insert_run(
+        run_id = _insert_run(
             db,
             name=name,
             host=host,
@@ -116,6 +121,8 @@ def create_run(
             started_at=started_at,
             planned=planned,
         )
+        insert_tags(db, run_id, tags)
+        return run_id
 
 
 def _insert_run(

@@ -17,6 +17,8 @@ run's data, so an unchanged run's alerts are read back instead of evaluated agai
 Version 5 (``m006_time_breakdown``) adds ``run_phases``: where each trainer process of a run spent its time (seconds per
 phase as its newest record reports them, keyed by the process start), for the time breakdown
 (``time_breakdown.py``). Runs recorded before it have no rows and say "not recorded".
+Version 6 (``m008_tags``) adds ``run_tags``: optional ``key=value`` tags per run (a project, an owner, a search), for
+filtering and summing spend (additive: no existing row changes).
 ``PRAGMA user_version`` mirrors the number of applied migrations.
 """
 
@@ -232,6 +234,17 @@ CREATE TABLE run_phases (
 """
 
 
+TAGS = """
+CREATE TABLE run_tags (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+CREATE INDEX run_tags_key_value ON run_tags(key, value)
+"""
+
+
 def _run_script(db: Database, script: str) -> None:
     # executescript() would COMMIT the migration's transaction; run statements one by one.
     for statement in script.split(";"):
@@ -334,4 +347,9 @@ def m006_time_breakdown(db: Database) -> None:
     _run_script(db, TIME_BREAKDOWN)
 
 
-SCHEMA_VERSION = 5
+@MIGRATIONS(name="m008_tags")
+def m008_tags(db: Database) -> None:
+    _run_script(db, TAGS)
+
+
+SCHEMA_VERSION = 6

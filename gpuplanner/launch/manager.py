@@ -20,7 +20,7 @@ import math
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +31,7 @@ from gpuplanner.history.calibration import record_bench
 from gpuplanner.history.db import connect, open_db, resolve_db_path, write_transaction
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, get_run, update_run
+from gpuplanner.history.tags import check_tags
 from gpuplanner.launch import command_lines, supervisor
 from gpuplanner.launch.backend import Backend
 from gpuplanner.launch.budget import BudgetError, check_budget
@@ -283,14 +284,17 @@ class RunManager:
         env: dict[str, str] | None = None,
         rdzv_port: int | None = None,
         price_usd_per_gpu_hour: float | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> int:
-        """Start a run and return its history id once the process started. ``nodes``: further hosts of
+        """Start a run and return its history id once the process started. ``tags``: ``key: value`` labels
+        stored with the run (checked before anything starts). ``nodes``: further hosts of
         a multi-node job (the first host hosts the rendezvous); ``env``: extra environment variables;
         ``price_usd_per_gpu_hour``: this run's price instead of the host's. A budget needs a price on
         the host and every fallback host (:class:`~gpuplanner.launch.budget.BudgetError` otherwise)."""
         if self._closed:
             raise RunError("the run manager is closed")
         args = command_lines.check_trainer_args(trainer_args)
+        tags = check_tags(tags)  # a bad tag is a ValueError (TagError) before any host is touched
         if gpus < 1:
             raise ValueError("gpus must be at least 1")
         host_names = [host_name, *nodes]
@@ -337,6 +341,7 @@ class RunManager:
                 plan_id=plan_id,
                 source=f"launch:{host_name}",
                 planned=planned,
+                tags=tags,
             )
         finally:
             db.close()

@@ -17,6 +17,7 @@ from gpuplanner.plan.planner import (
     checkpoint_write_seconds,
     choose_prices,
     deadline_budget,
+    gpu_hours_verdict,
     plan_throughput,
     spot_result,
 )
@@ -72,6 +73,8 @@ def _row_reason(plan: Plan, priced: bool) -> str:
         reasons.append("misses the deadline")
     if plan.budget_ok is False:
         reasons.append("over budget")
+    if plan.gpu_hours_ok is False:
+        reasons.append("over the GPU-hour cap")
     return "; ".join(reasons)
 
 
@@ -176,6 +179,7 @@ def _compare_rows(
     rows = []
     for mode, mode_request in mode_requests.items():
         deadline_ok, budget_ok = deadline_budget(mode_request, runtime, on_demand_cost, spot)
+        gpu_hours_ok = gpu_hours_verdict(mode_request, runtime, spot, setup.gpus)
         plan = Plan(
             mode_request,
             gpu,
@@ -191,10 +195,13 @@ def _compare_rows(
             deadline_ok,
             budget_ok,
             tuple(warnings),
+            gpu_hours_ok=gpu_hours_ok,
         )
         choice = on_demand if mode == "on-demand" else (spot.price if spot else None)
         priced = choice is not None
-        usable = bool(fits and priced and deadline_ok is not False and budget_ok is not False)
+        usable = bool(
+            fits and priced and deadline_ok is not False and budget_ok is not False and gpu_hours_ok is not False
+        )
         rows.append(
             CompareRow(
                 plan,
@@ -238,7 +245,10 @@ def recommendation(rows: Sequence[CompareRow]) -> str:
     if not usable:
         if not any(row.plan.fits for row in rows):
             return "No option fits in memory: see the suggestions of `gpuplanner plan` for what would make it fit."
-        return "No option meets every constraint: relax the deadline or the budget, or see the reasons per row."
+        return (
+            "No option meets every constraint: relax the deadline, the budget or the GPU-hour cap, "
+            "or see the reasons per row."
+        )
     best = usable[0]
     cost = best.cost_usd or 0.0
     text = f"{best.gpus} x {best.gpu} {best.pricing} at {best.provider}: ${cost:,.2f} in {best.hours:,.1f} h"
@@ -251,7 +261,11 @@ def recommendation(rows: Sequence[CompareRow]) -> str:
         )
     constraints = [
         c
-        for c, v in (("the deadline", best.plan.request.deadline_hours), ("the budget", best.plan.request.budget_usd))
+        for c, v in (
+            ("the deadline", best.plan.request.deadline_hours),
+            ("the budget", best.plan.request.budget_usd),
+            ("the GPU-hour cap", best.plan.request.max_gpu_hours),
+        )
         if v is not None
     ]
     if constraints:

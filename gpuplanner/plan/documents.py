@@ -135,6 +135,7 @@ def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
         "range_basis": range_basis(plan),
         "deadline_ok": plan.deadline_ok,
         "budget_ok": plan.budget_ok,
+        "gpu_hours_ok": plan.gpu_hours_ok,
         "warnings": list(plan.warnings),
     }
 
@@ -237,6 +238,7 @@ def compare_document(row: CompareRow, inputs: Mapping[str, Any]) -> dict[str, An
             "p90_cost_usd": _num(row.p90_cost_usd, 2),
             "meets_deadline": row.plan.deadline_ok,
             "within_budget": row.plan.budget_ok,
+            "within_gpu_hours": row.plan.gpu_hours_ok,
             "fitted_settings": list(row.fitted),
         }
     )

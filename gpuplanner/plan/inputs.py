@@ -93,6 +93,7 @@ RANGES: dict[str, Range] = {
     "checkpoint-write-s": Range(False, 0, 1e6, what="a number of seconds"),
     "deadline-hours": Range(False, 0.001, 1e7, what="a number of hours"),
     "budget-usd": Range(False, 0.01, 1e12, what="an amount of dollars"),
+    "max-gpu-hours": Range(False, 0.001, 1e9, what="a number of GPU-hours"),
 }
 
 # Inputs of which at most one may be given (the CLI's mutually exclusive flags); the error names the
@@ -205,6 +206,7 @@ class PlanInputs:
     pricing: str = "on-demand"
     deadline_hours: float | None = None
     budget_usd: float | None = None
+    max_gpu_hours: float | None = None
     memory: str = "formula"
 
     def __post_init__(self) -> None:
@@ -294,6 +296,7 @@ class PlanInputs:
             pricing_mode=self.pricing,
             deadline_hours=self.deadline_hours,
             budget_usd=self.budget_usd,
+            max_gpu_hours=self.max_gpu_hours,
             mfu=self.mfu,
             tokens_per_s=self.tokens_per_s,
             samples_per_min=self.samples_per_min,
@@ -346,5 +349,6 @@ def inputs_document(request: PlanRequest) -> dict[str, Any]:
         "pricing": request.pricing_mode,
         "deadline_hours": request.deadline_hours,
         "budget_usd": request.budget_usd,
+        "max_gpu_hours": request.max_gpu_hours,
         "headroom": request.headroom,
     }

@@ -114,6 +114,7 @@ class PlanRequest:
     pricing_mode: str = "on-demand"
     deadline_hours: float | None = None
     budget_usd: float | None = None
+    max_gpu_hours: float | None = None
     mfu: float | None = None
     tokens_per_s: float | None = None
     samples_per_min: float | None = None
@@ -130,6 +131,8 @@ class PlanRequest:
             raise PlanInputError("deadline-hours", f"must be a positive number of hours, got {self.deadline_hours!r}")
         if self.budget_usd is not None and not (math.isfinite(self.budget_usd) and self.budget_usd > 0):
             raise PlanInputError("budget-usd", f"must be a positive amount of dollars, got {self.budget_usd!r}")
+        if self.max_gpu_hours is not None and not (math.isfinite(self.max_gpu_hours) and self.max_gpu_hours > 0):
+            raise PlanInputError("max-gpu-hours", f"must be a positive number of GPU-hours, got {self.max_gpu_hours!r}")
         if not 0.0 < self.headroom <= 1.0:
             raise PlanInputError("headroom", f"must be a share between 0 and 1, got {self.headroom!r}")
         if self.tokens_per_s is not None and self.samples_per_min is not None:
@@ -181,6 +184,7 @@ class Plan:
     warnings: tuple[str, ...]
     suggestions: tuple[str, ...] = ()
     max_micro_batch: int | None = None
+    gpu_hours_ok: bool | None = None  # against the request's max_gpu_hours (None without one)
 
     @property
     def cost_usd(self) -> float | None:
@@ -475,6 +479,23 @@ def deadline_budget(
     return deadline_ok, budget_ok
 
 
+def checked_gpu_hours(request: PlanRequest, runtime: Runtime, spot: SpotResult | None, gpus: int) -> float | None:
+    """The GPU-hours the cap check uses: the GPUs the run trains on x its hours under the request's
+    pricing (spot: the P90 hours, like the budget check); None on spot without a spot estimate. Idle GPUs
+    of a larger rented instance are paid for (the budget) but not counted here."""
+    if request.pricing_mode == "spot":
+        return None if spot is None else spot.estimate.p90_hours * gpus
+    return runtime.hours * gpus
+
+
+def gpu_hours_verdict(request: PlanRequest, runtime: Runtime, spot: SpotResult | None, gpus: int) -> bool | None:
+    """Whether the run stays within ``max_gpu_hours`` (None when no cap is set; False when unknown)."""
+    if request.max_gpu_hours is None:
+        return None
+    hours = checked_gpu_hours(request, runtime, spot, gpus)
+    return hours is not None and math.isfinite(hours) and hours <= request.max_gpu_hours
+
+
 def _memory_warnings(memory: MemoryBreakdown, capacity: float | None, headroom: float, setup: TrainSetup) -> list[str]:
     warnings = []
     if capacity is not None and memory.total / GIB > capacity * headroom:
@@ -579,4 +600,5 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
         tuple(warnings),
         suggestions,
         largest_batch,
+        gpu_hours_verdict(request, runtime, spot, setup.gpus),
     )

@@ -21,6 +21,7 @@ attribute ``stop_reason``.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from gpuplanner.sweep.budget import (
     new_trial_allowance,
     spent,
 )
+from gpuplanner.sweep.lookback import SWEEP_TAG, run_spend
 from gpuplanner.sweep.schedule import Schedule
 from gpuplanner.sweep.space import Space
 from gpuplanner.sweep.study import eval_every, open_study
@@ -67,6 +69,11 @@ class SweepSettings:
     seed: int | None = None
     poll_s: float = 0.25
     env: tuple[tuple[str, str], ...] = ()  # extra environment variables of every trial
+    tags: tuple[tuple[str, str], ...] = ()  # the search's tags, stored on every trial's run (with sweep=STUDY)
+
+    def run_tags(self) -> dict[str, str]:
+        """The tags of every trial's run: the search's own and ``sweep=<study>`` (History groups by it)."""
+        return {**dict(self.tags), SWEEP_TAG: self.study}
 
     @property
     def max_steps(self) -> int:
@@ -124,6 +131,19 @@ class SweepRunner:
         self.launch_failures = 0
         self.every = eval_every(settings.schedule)
         self.prices = {h: self._host_rate(h) for h in settings.hosts}
+        self._stop_requested = threading.Event()
+        self._detach_requested = threading.Event()
+        self._stopping = False
+
+    def request_detach(self) -> None:
+        """Leave the search (from any thread) without stopping its trials: the loop ends, the study records
+        that it was interrupted, and running the search again attaches to the trials still going."""
+        self._detach_requested.set()
+
+    def request_stop(self) -> None:
+        """Ask the search to end (from any thread): running trials are stopped at a checkpoint, none starts,
+        and the study records ``stopped by the user``. A later run with the same name continues it."""
+        self._stop_requested.set()
 
     # -- setup -----------------------------------------------------------------------------------
     def _host_rate(self, host_name: str) -> float:
@@ -156,14 +176,33 @@ class SweepRunner:
         )
         self._check_same_search(study)
         study.set_user_attr("stop_reason", None)
+        # for looking back (`sweep show`): the caps and tags of the latest process running the search
+        study.set_user_attr(
+            "caps", {"budget_usd": self.settings.caps.usd, "max_gpu_hours": self.settings.caps.gpu_hours}
+        )
+        study.set_user_attr("tags", dict(self.settings.tags))
         self._recover(study)
         db = connect(self.db_path)
         reason = ""
         try:
             while True:
+                if self._detach_requested.is_set():
+                    reason = "interrupted: the search process was stopped; running trials go on"
+                    break
+                if self._stop_requested.is_set() and not self._stopping:
+                    self._stopping = True
+                    for item in list(self.active.values()):
+                        if item.decided is None:
+                            self._stop(study, item, "stopped", "stopped by the user")
                 for item in list(self.active.values()):
                     self._poll(study, db, item)
                 self._reap(study, db)
+                if self._stopping:
+                    if not self.active:
+                        reason = "stopped by the user"
+                        break
+                    time.sleep(self.settings.poll_s)
+                    continue
                 blocked = self._fill_slots(study, db)
                 if not self.active and not self.pending:
                     done = len(study.get_trials(deepcopy=False))
@@ -370,17 +409,8 @@ class SweepRunner:
         return budgets, None
 
     def _spend(self, db: Any, run_id: int) -> tuple[Amount, int]:
-        row = db.execute(
-            "SELECT MAX(s.spend_usd), MAX(s.step), MIN(s.t), MAX(s.t), r.price_usd_per_gpu_hour, r.gpu_count"
-            " FROM runs r LEFT JOIN steps s ON s.run_id = r.id WHERE r.id = ?",
-            [run_id],
-        ).fetchone()
-        if row is None or row[1] is None:
-            return Amount(), 0
-        usd, step, first_t, last_t, price, gpus = row
-        usd = float(usd or 0.0)
-        gpu_hours = usd / price if price else (last_t - first_t) / 3600.0 * (gpus or 1)
-        return Amount(usd, gpu_hours), int(step)
+        usd, gpu_hours, step = run_spend(db, run_id)
+        return Amount(usd, gpu_hours), step
 
     def _free_slot(self, host: str | None = None) -> int | None:
         taken = {item.slot for item in self.active.values()}
@@ -439,6 +469,7 @@ class SweepRunner:
                 name=run_name(self.settings.study, trial.number),
                 env=dict(self.settings.env),
                 budget_usd=allowance.amount.usd * TRAINER_SHARE if caps.usd is not None else None,
+                tags=self.settings.run_tags(),
             )
         except (RunError, OSError, ValueError) as exc:
             self.launch_failures += 1

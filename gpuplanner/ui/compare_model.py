@@ -38,6 +38,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("P90 $", "p90_cost_usd", "Cost in 90% of simulated spot runs (on-demand: the cost)"),
     ("On time", "meets_deadline", "Finishes before the deadline (spot: P90)"),
     ("In budget", "within_budget", "Within the budget (spot: P90)"),
+    ("In GPU-h", "within_gpu_hours", "Within the GPU-hour cap (GPUs x hours; spot: P90)"),
     ("Why not", "reason", "Why the option cannot be used (hover a row for the whole reason)"),
 )
 EXPORT_COLUMNS = tuple(c[1] for c in COLUMNS)
@@ -64,6 +65,7 @@ def table_row(row: CompareRow) -> tuple[Any, ...]:
         r(row.p90_cost_usd, 2),
         row.plan.deadline_ok,
         row.plan.budget_ok,
+        row.plan.gpu_hours_ok,
         row.reason or ("fitted: " + ", ".join(row.fitted) if row.fitted else ""),
     )
 

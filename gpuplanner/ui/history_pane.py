@@ -77,7 +77,9 @@ from gpuplanner.ui.history_model import (
 from gpuplanner.ui.human import human_bytes, human_duration, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.run_failure import stopped_by_user
+from gpuplanner.ui.search_view import SearchesDialog
 from gpuplanner.ui.services import AppServices
+from gpuplanner.ui.spend_view import SpendDialog
 from gpuplanner.ui.table_view import export_menu_button, sortable_table
 from gpuplanner.ui.time_bars import COLORS, OTHER_COLOR, TimeBars, phase_text
 
@@ -293,6 +295,12 @@ class HistoryPane(QWidget):
         self.carry_button.setToolTip("Fill the Plan form with the first alert's suggested settings of the selected run")
         self.carry_button.setEnabled(False)
         self.carry_button.clicked.connect(self._on_carry_clicked)
+        self.spend_button = QPushButton("Spend…")
+        self.spend_button.setToolTip("Spend summed by tag and by month (as `gpuplanner runs report`)")
+        self.spend_button.clicked.connect(self.open_spend)
+        self.searches_button = QPushButton("Searches…")
+        self.searches_button.setToolTip("Hyperparameter searches: trials, spend against the cap, best against spend")
+        self.searches_button.clicked.connect(self.open_searches)
         bar = QHBoxLayout()
         bar.addWidget(self.filter_edit, 2)
         bar.addWidget(self.status_combo)
@@ -301,6 +309,8 @@ class HistoryPane(QWidget):
             self.carry_button,
             self.refresh_button,
             self.compare_button,
+            self.spend_button,
+            self.searches_button,
             self.export_button,
             self.delete_button,
         ):
@@ -850,6 +860,22 @@ class HistoryPane(QWidget):
                         110,
                     )
         return report
+
+    @Slot()
+    def open_spend(self) -> SpendDialog:
+        dialog = SpendDialog(self.services.db_path, self)
+        dialog.finished.connect(dialog.shutdown)
+        dialog.show()
+        return dialog
+
+    @Slot()
+    def open_searches(self, study: str | None = None) -> SearchesDialog:
+        dialog = SearchesDialog(self.services.db_path, self)
+        dialog.finished.connect(dialog.shutdown)
+        if study:
+            dialog.listed.connect(lambda _names: dialog.select(study))
+        dialog.show()
+        return dialog
 
     def export_pdf(self, path: str | Path) -> None:
         write_pdf(self.report(), str(path))

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuplanner.history.tags import TagError, parse_tags
 from gpuplanner.launch.budget import budget_problem
 from gpuplanner.resources import resources_dir
 from gpuplanner.ui.preflight import hf_id_for
@@ -67,6 +69,12 @@ class LaunchRequest:
     budget_usd: float | None = None
     price_per_gpu_hour: float | None = None
     planned_cost_usd: float | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def parse_tags_text(text: str) -> dict[str, str]:
+    """The Tags field: ``key=value`` pairs separated by spaces or commas (the rules of ``--tag``)."""
+    return parse_tags(t for t in re.split(r"[\s,]+", text.strip()) if t)
 
 
 def trainer_args(values: dict[str, Any]) -> list[str]:
@@ -324,8 +332,14 @@ class LaunchDialog(QDialog):
                 Qt.CheckState.Checked if name in (settings.get("fallback_hosts") or []) else Qt.CheckState.Unchecked
             )
             self.fallback_list.addItem(item)
+        self.tags_edit = QLineEdit(str(settings.get("tags") or ""))
+        self.tags_edit.setPlaceholderText("project=search owner=ana")
+        self.tags_edit.setToolTip(
+            "Optional key=value tags, separated by spaces, for summing spend by project, owner, ... in History"
+        )
         form.addRow("Price per GPU-hour:", self.price_label)
         form.addRow("Budget:", self.budget_spin)
+        form.addRow("Tags:", self.tags_edit)
         form.addRow("", self.auto_resume_check)
         form.addRow("Max restarts:", self.max_restarts_spin)
         form.addRow("Fallback hosts:", self.fallback_list)
@@ -414,6 +428,7 @@ class LaunchDialog(QDialog):
             "extra": self.extra_edit.text().strip(),
             "price_per_gpu_hour": self._prices.get(self.host_combo.currentData()),
             "budget_usd": self.budget_spin.value() or None,
+            "tags": self.tags_edit.text().strip(),
             "auto_resume": self.auto_resume_check.isChecked(),
             "max_restarts": self.max_restarts_spin.value(),
             "fallback_hosts": [
@@ -436,6 +451,10 @@ class LaunchDialog(QDialog):
             shlex.split(v["extra"])
         except ValueError as exc:
             return f"Extra flags: {exc}"
+        try:
+            parse_tags_text(v["tags"])
+        except TagError as exc:
+            return f"Tags: {exc}"
         if budget_problem(v["budget_usd"], v["price_per_gpu_hour"]):  # the one rule the CLI and RunManager apply
             return (
                 f"Budget: {self.host_combo.currentText()} has no price per GPU-hour, so the spend could never reach "
@@ -551,4 +570,5 @@ class LaunchDialog(QDialog):
             budget_usd=v["budget_usd"],
             price_per_gpu_hour=v["price_per_gpu_hour"],
             planned_cost_usd=self.settings.get("planned_cost_usd"),
+            tags=parse_tags_text(v["tags"]),
         )

@@ -41,12 +41,13 @@ from gpuplanner.user_guide import ONLINE_USER_GUIDE, local_user_guide
 
 ORGANIZATION = "GPU Planner"
 APPLICATION = "gpuplanner"
-PLACES = ("Plan", "Hosts", "Runs", "History")
+PLACES = ("Plan", "Hosts", "Runs", "History", "Sweep")
 PLACE_ICONS = (
     QStyle.StandardPixmap.SP_FileDialogDetailedView,
     QStyle.StandardPixmap.SP_DriveNetIcon,
     QStyle.StandardPixmap.SP_MediaPlay,
     QStyle.StandardPixmap.SP_FileDialogContentsView,
+    QStyle.StandardPixmap.SP_BrowserReload,
 )
 
 
@@ -233,6 +234,11 @@ class MainWindow(QMainWindow):
             pane.runFinished.connect(self._on_run_finished)
             pane.alertSettingsChanged.connect(self._on_alert_settings_changed)
             pane.speedMeasured.connect(self._on_speed_measured)
+        elif name == "Sweep":
+            from gpuplanner.ui.sweep_pane import SweepPane
+
+            pane = SweepPane(self.services)
+            pane.finished.connect(lambda _result: self._on_refresh_history() if self.is_built("History") else None)
         else:
             from gpuplanner.ui.history_pane import HistoryPane
 
@@ -476,3 +482,5 @@ class MainWindow(QMainWindow):
             self.hosts_pane.shutdown()
         if self.is_built("History"):
             self.history_pane.shutdown()
+        if self.is_built("Sweep"):
+            self.pane("Sweep").shutdown()

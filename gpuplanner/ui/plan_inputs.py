@@ -395,6 +395,15 @@ FIELDS: tuple[Field, ...] = (
         optional=True,
         placeholder="none",
     ),
+    Field(
+        "max-gpu-hours",
+        "Max GPU-hours",
+        GROUPS[5],
+        "Most GPU-hours the run may use (GPUs trained on x hours; spot: the P90 hours), e.g. a team's weekend "
+        "cap of 12. Options over it are marked like those over budget.",
+        optional=True,
+        placeholder="none",
+    ),
 )
 
 FIELD_BY_KEY = {f.key: f for f in FIELDS}

@@ -395,6 +395,7 @@ class PlanPane(QWidget):
         names = [c[1] for c in COLUMNS]
         self.table.setColumnHidden(names.index("meets_deadline"), request.deadline_hours is None)
         self.table.setColumnHidden(names.index("within_budget"), request.budget_usd is None)
+        self.table.setColumnHidden(names.index("within_gpu_hours"), request.max_gpu_hours is None)
         if self._chart is not None:
             self._chart.set_rows(result.rows, request.deadline_hours, request.budget_usd)
         self.form.set_note(
@@ -447,6 +448,8 @@ class PlanPane(QWidget):
             parts.append(f"Deadline {request.deadline_hours:g} h: {'met' if plan.deadline_ok else 'MISSED'}.")
         if plan.budget_ok is not None:
             parts.append(f"Budget ${request.budget_usd:,.2f}: {'within' if plan.budget_ok else 'OVER'}.")
+        if plan.gpu_hours_ok is not None:
+            parts.append(f"GPU-hour cap {request.max_gpu_hours:,g}: {'within' if plan.gpu_hours_ok else 'OVER'}.")
         low, high = plan.hours_range
         likely = f"Likely {low:,.2f} h to {high:,.2f} h"
         if plan.cost_range is not None:

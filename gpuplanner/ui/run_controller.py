@@ -128,6 +128,7 @@ class RunController(QObject):
                 fallback_hosts=tuple(request.fallback_hosts),
                 max_restarts=request.max_restarts,
                 budget_usd=request.budget_usd,
+                tags=getattr(request, "tags", None) or None,
                 on_records=self.on_records,
                 on_status=self.on_status,
             )

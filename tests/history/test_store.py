@@ -30,7 +30,7 @@ def test_open_creates_file_with_wal_and_foreign_keys(tmp_path: Path, monkeypatch
     with open_db() as db:
         assert db.journal_mode == "wal"
         assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-        assert schema_version(db) == SCHEMA_VERSION == 5
+        assert schema_version(db) == SCHEMA_VERSION == 6
         assert {
             "runs",
             "gpu_samples",
@@ -128,13 +128,14 @@ def test_migration_from_v1_keeps_every_row_and_backs_up(db_path: Path) -> None:
     old.close()
 
     with open_db(db_path) as db:
-        assert schema_version(db) == 5
+        assert schema_version(db) == 6
         assert [m.name for m in MIGRATIONS.applied(db)] == [
             "m001_initial",
             "m002_rollups_pricing_downsampling",
             "m003_run_streams",
             "m005_alerts",
             "m006_time_breakdown",
+            "m008_tags",
         ]
         # the alerts' per-minute rows were backfilled from the raw samples (each counted once)
         assert db.execute("SELECT SUM(n), SUM(util_sum) / SUM(util_n) FROM gpu_minutes").fetchone() == (

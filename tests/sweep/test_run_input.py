@@ -50,6 +50,9 @@ def base(db: Path, space: Path, *extra: str) -> list[str]:
         (None, [], "--budget-usd: a search needs a cap"),
         (None, ["--budget-usd", "5", "--env", "1BAD=x"], "--env: expected KEY=VALUE"),
         (None, ["--budget-usd", "5", "--host", "nowhere"], "--host: no host named 'nowhere'"),
+        (None, ["--budget-usd", "5", "--tag", "foo"], "--tag: 'foo' is not key=value"),
+        (None, ["--budget-usd", "5", "--tag", "=x"], "--tag: '=x' has an empty key"),
+        (None, ["--budget-usd", "5", "--tag", "sweep=mine"], "--tag: sweep= is set by the search"),
     ],
 )
 def test_bad_input_is_one_line_and_starts_nothing(

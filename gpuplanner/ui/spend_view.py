@@ -1,0 +1,211 @@
+"""History > Spend: spend summed by a tag and by month, filtered by tags, with exports (CSV, Markdown, JSON).
+
+The sums are :func:`gpuplanner.history.spend.spend_report`'s (those of `gpuplanner runs report`), computed
+on a worker thread; bad input (a month that is not YYYY-MM, a tag that is not key=value) is shown under
+the fields and nothing is recomputed until it is fixed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gpuplanner.commands.spend import render_report  # the CLI's renderer: one format for both
+from gpuplanner.history.db import open_db
+from gpuplanner.history.spend import MonthError, SpendReport, parse_month, spend_report
+from gpuplanner.history.tags import TagError, parse_tags, tag_keys
+
+NO_GROUP = "(month only)"
+
+
+def _load(db_path: Path, by: str | None, month: str | None, where: dict[str, str]) -> tuple[SpendReport, list[str]]:
+    with open_db(db_path) as db:
+        return spend_report(db, by=by, month=month, where=where), tag_keys(db)
+
+
+class _Signals(QObject):
+    loaded = Signal(int, object)
+    failed = Signal(int, str)
+
+
+class _Job(QRunnable):
+    def __init__(self, generation: int, work: Any, signals: _Signals) -> None:
+        super().__init__()
+        self.generation, self.work, self.signals = generation, work, signals
+
+    def run(self) -> None:
+        try:
+            payload = self.work()
+        except Exception as exc:  # noqa: BLE001 - a worker reports, never dies silently
+            self.signals.failed.emit(self.generation, str(exc))
+        else:
+            self.signals.loaded.emit(self.generation, payload)
+
+
+class SpendDialog(QDialog):
+    """Group by a tag (or by month only), one month or all, only runs with given tags."""
+
+    updated = Signal()  # a report is shown
+
+    def __init__(self, db_path: Path, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Spend by tag and month")
+        self.db_path = Path(db_path)
+        self.report: SpendReport | None = None
+        self._generation = 0
+        self._pool = QThreadPool(self)
+        self._pool.setMaxThreadCount(1)
+        self._signals = _Signals(self)
+        self._signals.loaded.connect(self._on_loaded)
+        self._signals.failed.connect(self._on_failed)
+
+        self.by_combo = QComboBox()
+        self.by_combo.setEditable(True)
+        self.by_combo.addItem(NO_GROUP)
+        self.by_combo.setToolTip("The tag whose values the spend is summed by (e.g. project)")
+        self.month_edit = QLineEdit()
+        self.month_edit.setPlaceholderText("all months (or YYYY-MM, e.g. 2026-11)")
+        self.tags_edit = QLineEdit()
+        self.tags_edit.setPlaceholderText("only runs with these tags, e.g. owner=ana")
+        self.error_label = QLabel()
+        self.error_label.setStyleSheet("color: #c0392b;")
+        self.error_label.setWordWrap(True)
+        form = QFormLayout()
+        form.addRow("Group by tag:", self.by_combo)
+        form.addRow("Month (UTC):", self.month_edit)
+        form.addRow("Filter tags:", self.tags_edit)
+        self.table = QTableWidget(0, 6)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setAccessibleName("Spend")
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        bar = QHBoxLayout()
+        bar.addWidget(self.note, 1)
+        self.buttons: dict[str, QPushButton] = {}
+        for kind, label in (("csv", "Export CSV…"), ("markdown", "Export Markdown…"), ("json", "Export JSON…")):
+            button = QPushButton(label)
+            button.setEnabled(False)
+            button.clicked.connect(lambda _=False, k=kind: self.export_dialog(k))
+            self.buttons[kind] = button
+            bar.addWidget(button)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.error_label)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(bar)
+        self.by_combo.currentTextChanged.connect(self.recompute)
+        self.month_edit.editingFinished.connect(self.recompute)
+        self.tags_edit.editingFinished.connect(self.recompute)
+        self.resize(820, 520)
+        self.recompute()
+
+    def inputs(self) -> tuple[str | None, str | None, dict[str, str]]:
+        """The fields checked (raises ValueError with the field's name first)."""
+        by = self.by_combo.currentText().strip()
+        by = None if by in ("", NO_GROUP) else by
+        if by is not None:
+            try:
+                parse_tags([f"{by}=x"])
+            except TagError as exc:
+                raise ValueError(f"Group by tag: {exc}") from None
+        month_text = self.month_edit.text().strip()
+        try:
+            month = parse_month(month_text) if month_text else None
+        except MonthError as exc:
+            raise ValueError(f"Month: {exc}") from None
+        try:
+            where = parse_tags(t for t in re.split(r"[\s,]+", self.tags_edit.text().strip()) if t)
+        except TagError as exc:
+            raise ValueError(f"Filter tags: {exc}") from None
+        return by, month, where
+
+    @Slot()
+    def recompute(self) -> None:
+        try:
+            by, month, where = self.inputs()
+        except ValueError as exc:
+            self.error_label.setText(str(exc))
+            return
+        self.error_label.setText("")
+        self._generation += 1
+        path = self.db_path
+        self._pool.start(_Job(self._generation, lambda: _load(path, by, month, where), self._signals))
+
+    @Slot(int, object)
+    def _on_loaded(self, generation: int, payload: tuple[SpendReport, list[str]]) -> None:
+        if generation != self._generation:
+            return
+        report, keys = payload
+        self.report = report
+        known = {self.by_combo.itemText(i) for i in range(self.by_combo.count())}
+        for key in keys:
+            if key not in known:
+                self.by_combo.blockSignals(True)
+                self.by_combo.addItem(key)
+                self.by_combo.blockSignals(False)
+        columns = report.columns()
+        rows = report.table()
+        self.table.setColumnCount(len(columns))
+        self.table.setHorizontalHeaderLabels(list(columns))
+        self.table.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            for c, value in enumerate(row):
+                text = f"{value:,.2f}" if columns[c] == "cost_usd" else ("" if value is None else str(value))
+                self.table.setItem(r, c, QTableWidgetItem(text))
+        self.table.resizeColumnsToContents()
+        unpriced = report.total.unpriced_runs
+        self.note.setText(
+            f"{report.total.runs} runs, ${report.total.cost_usd:,.2f}, {report.total.gpu_hours:,.2f} GPU-hours"
+            + (f"; {unpriced} without a price (not in the $)" if unpriced else "")
+        )
+        for button in self.buttons.values():
+            button.setEnabled(True)
+        self.updated.emit()
+
+    @Slot(int, str)
+    def _on_failed(self, generation: int, message: str) -> None:
+        if generation == self._generation:
+            self.error_label.setText(f"Cannot read the history: {message}")
+
+    def export(self, path: str | Path, kind: str) -> None:
+        assert self.report is not None
+        Path(path).write_text(render_report(self.report, kind), encoding="utf-8")
+
+    def export_dialog(self, kind: str) -> str | None:
+        if self.report is None:
+            return None
+        suffix = {"csv": ".csv", "markdown": ".md", "json": ".json"}[kind]
+        path, _ = QFileDialog.getSaveFileName(self, "Export spend", f"gpu-spend{suffix}")
+        if not path:
+            return None
+        if not path.endswith(suffix):
+            path += suffix
+        try:
+            self.export(path, kind)
+        except OSError as exc:
+            QMessageBox.warning(self, "Export", f"Cannot write {path}: {exc}")
+            return None
+        return path
+
+    def shutdown(self) -> None:
+        self._generation += 1
+        self._pool.waitForDone(5000)

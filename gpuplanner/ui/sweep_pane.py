@@ -1,0 +1,489 @@
+"""The Sweep pane: plan a budgeted hyperparameter search, start one, and watch it run.
+
+Both halves build the same flags as `gpuplanner sweep plan` / `sweep run` and go through the same checks
+(:mod:`gpuplanner.commands.sweep`), so a bad input gets the CLI's message, shown under the form. The
+estimate, the search itself (:class:`gpuplanner.sweep.runner.SweepRunner`) and the periodic look at its
+study (:func:`gpuplanner.sweep.lookback.load_review`) run on worker threads; the GUI thread only lays out.
+Closing the window leaves a running search's trials going; starting it again with the same study name
+continues it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import threading
+from typing import Any
+
+from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, QTimer, Signal, Slot
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QFrame,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gpuplanner.commands import sweep as sweep_command
+from gpuplanner.commands.plan import with_calibration
+from gpuplanner.commands.sweep import (
+    _trial_request,
+    describe_search,
+    schedule_from_args,
+    settings_from_args,
+)
+from gpuplanner.launch.manager import RunManager
+from gpuplanner.plan import example
+from gpuplanner.plan.documents import plan_document
+from gpuplanner.plan.inputs import inputs_document
+from gpuplanner.plan.model_spec import list_presets
+from gpuplanner.plan.planner import make_plan
+from gpuplanner.plan.setup import PlanInputError
+from gpuplanner.sweep.estimate import SearchInputs, estimate_search, search_document
+from gpuplanner.sweep.lookback import TRIAL_COLUMNS, SearchReview, load_review, trial_table
+from gpuplanner.sweep.runner import SweepResult, SweepRunner
+from gpuplanner.sweep.schedule import PRUNERS
+from gpuplanner.ui.search_view import SearchPlots, summary_text
+from gpuplanner.ui.services import AppServices
+
+WATCH_MS = 1500  # how often a running search's study is read again
+
+
+class _Signals(QObject):
+    done = Signal(str, object)  # kind, payload
+    failed = Signal(str, str)
+    said = Signal(str)
+
+
+class _Job(QRunnable):
+    def __init__(self, kind: str, work: Any, signals: _Signals) -> None:
+        super().__init__()
+        self.kind, self.work, self.signals = kind, work, signals
+
+    def run(self) -> None:
+        try:
+            payload = self.work()
+        except PlanInputError as exc:
+            self.signals.failed.emit(self.kind, f"{exc.field}: {exc.message}")
+        except Exception as exc:  # noqa: BLE001 - a worker reports, never dies silently
+            self.signals.failed.emit(self.kind, str(exc))
+        else:
+            self.signals.done.emit(self.kind, payload)
+
+
+def _number(text: str) -> float | None:
+    text = text.strip()
+    return float(text) if text else None
+
+
+def estimate_text(args: Any, catalog: Any) -> tuple[dict[str, Any], str]:
+    """`gpuplanner sweep plan` for parsed flags: the JSON document and the readable report (with the speeds
+    measured in the history at ``args.db``, as the CLI)."""
+    request = with_calibration(_trial_request(args), args, catalog)
+    plan = make_plan(request, catalog)
+    schedule = schedule_from_args(args, float(args.epochs), unit="epochs")
+    inputs = SearchInputs(
+        trials=args.trials,
+        parallel=args.parallel,
+        budget_usd=args.budget_usd,
+        max_gpu_hours=args.max_gpu_hours,
+        trial_overhead_minutes=args.trial_overhead_minutes,
+    )
+    estimate = estimate_search(plan, schedule, inputs)
+    document = search_document(estimate, plan_document(plan, inputs_document(request)))
+    return document, describe_search(estimate, document)
+
+
+def _spin(low: int, high: int, value: int) -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(low, high)
+    box.setValue(value)
+    return box
+
+
+class SweepPane(QWidget):
+    planned = Signal(object)  # the search estimate document
+    started = Signal(str)  # study name
+    watched = Signal(object)  # a SearchReview of the running search
+    finished = Signal(object)  # the SweepResult
+    inputError = Signal(str)
+
+    def __init__(self, services: AppServices, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.services = services
+        self.runner: SweepRunner | None = None
+        self.manager: RunManager | None = None
+        self.study: str | None = None
+        self.review: SearchReview | None = None
+        self.result: SweepResult | None = None
+        self.estimate: dict[str, Any] | None = None
+        self._watching = False
+        self._pool = QThreadPool(self)
+        self._pool.setMaxThreadCount(3)  # the search, a look at it, an estimate
+        self._signals = _Signals(self)
+        self._signals.done.connect(self._on_done)
+        self._signals.failed.connect(self._on_failed)
+        self._signals.said.connect(self._on_said)
+        self._timer = QTimer(self)
+        self._timer.setInterval(WATCH_MS)
+        self._timer.timeout.connect(self._watch)
+        self._build()
+
+    # ------------------------------------------------------------------ layout
+
+    def _build(self) -> None:
+        plan_box = QGroupBox("Plan a search")
+        form = QFormLayout(plan_box)
+        self.model_combo = QComboBox()
+        self.model_combo.addItems(list_presets())
+        self.model_combo.setCurrentText(example.MODEL)
+        self.gpu_combo = QComboBox()
+        self.gpu_combo.addItems(sorted(g.name for g in self.services.catalog.gpus))
+        self.gpu_combo.setCurrentText(example.GPU)
+        self.samples_edit = QLineEdit("50k")
+        self.epochs_spin = _spin(1, 1000, 3)
+        self.pricing_combo = QComboBox()
+        self.pricing_combo.addItems(["on-demand", "spot"])
+        self.plan_trials_spin = _spin(1, 10_000, 27)
+        self.plan_pruner_combo = QComboBox()
+        self.plan_pruner_combo.addItems(PRUNERS)
+        self.min_epochs_spin = QDoubleSpinBox()
+        self.min_epochs_spin.setRange(0.0, 1000.0)
+        self.min_epochs_spin.setSpecialValueText("auto")
+        self.min_epochs_spin.setValue(1.0)
+        self.plan_eta_spin = _spin(2, 10, 3)
+        self.parallel_spin = _spin(1, 1000, 4)
+        self.plan_budget_edit = QLineEdit()
+        self.plan_budget_edit.setPlaceholderText("none")
+        self.plan_hours_edit = QLineEdit()
+        self.plan_hours_edit.setPlaceholderText("none")
+        for label, widget in (
+            ("Model:", self.model_combo),
+            ("GPU:", self.gpu_combo),
+            ("Samples per trial:", self.samples_edit),
+            ("Epochs per full trial:", self.epochs_spin),
+            ("Pricing:", self.pricing_combo),
+            ("Trials:", self.plan_trials_spin),
+            ("Pruner:", self.plan_pruner_combo),
+            ("First milestone (epochs):", self.min_epochs_spin),
+            ("Reduction factor:", self.plan_eta_spin),
+            ("Trials at once:", self.parallel_spin),
+            ("Budget ($):", self.plan_budget_edit),
+            ("Max GPU-hours:", self.plan_hours_edit),
+        ):
+            form.addRow(label, widget)
+        self.plan_button = QPushButton("Estimate")
+        self.plan_button.clicked.connect(self.plan_search)
+        form.addRow("", self.plan_button)
+
+        run_box = QGroupBox("Run a search")
+        rform = QFormLayout(run_box)
+        self.hosts_edit = QLineEdit("local")
+        self.hosts_edit.setToolTip("Hosts to run trials on, one trial at a time per name (local,local: two)")
+        self.space_edit = QLineEdit()
+        self.space_edit.setPlaceholderText("search space .toml (see the user guide)")
+        self.study_edit = QLineEdit()
+        self.study_edit.setPlaceholderText("default: the space file's name")
+        self.run_trials_spin = _spin(1, 10_000, 8)
+        self.max_steps_spin = _spin(1, 10_000_000, 90)
+        self.min_steps_spin = _spin(0, 10_000_000, 30)
+        self.min_steps_spin.setSpecialValueText("auto")
+        self.run_pruner_combo = QComboBox()
+        self.run_pruner_combo.addItems(PRUNERS)
+        self.run_eta_spin = _spin(2, 10, 3)
+        self.run_budget_edit = QLineEdit()
+        self.run_budget_edit.setPlaceholderText("$ cap of the whole search")
+        self.run_hours_edit = QLineEdit()
+        self.run_hours_edit.setPlaceholderText("GPU-hour cap (optional)")
+        self.tags_edit = QLineEdit()
+        self.tags_edit.setPlaceholderText("project=search owner=ana")
+        self.flags_edit = QLineEdit()
+        self.flags_edit.setPlaceholderText("trainer flags, e.g. --model-config cfg.json --data corpus/")
+        for label, widget in (
+            ("Hosts:", self.hosts_edit),
+            ("Search space:", self.space_edit),
+            ("Study name:", self.study_edit),
+            ("Trials:", self.run_trials_spin),
+            ("Steps per full trial:", self.max_steps_spin),
+            ("First milestone (steps):", self.min_steps_spin),
+            ("Pruner:", self.run_pruner_combo),
+            ("Reduction factor:", self.run_eta_spin),
+            ("Budget ($):", self.run_budget_edit),
+            ("Max GPU-hours:", self.run_hours_edit),
+            ("Tags:", self.tags_edit),
+            ("Trainer flags:", self.flags_edit),
+        ):
+            rform.addRow(label, widget)
+        buttons = QHBoxLayout()
+        self.start_button = QPushButton("Start search")
+        self.start_button.clicked.connect(self.start_search)
+        self.stop_button = QPushButton("Stop search")
+        self.stop_button.setEnabled(False)
+        self.stop_button.setToolTip("Stop the running trials at a checkpoint and start no new one")
+        self.stop_button.clicked.connect(self.stop_search)
+        buttons.addWidget(self.start_button)
+        buttons.addWidget(self.stop_button)
+        rform.addRow("", buttons)
+
+        self.error_label = QLabel()
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet("color: #c0392b;")
+        self.forms = QTabWidget()
+        for box, title in ((plan_box, "Plan"), (run_box, "Run")):
+            box.setTitle("")
+            box.setFlat(True)
+            scroll = QScrollArea()
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QFrame.Shape.NoFrame)
+            scroll.setWidget(box)
+            self.forms.addTab(scroll, title)
+        self.forms.setTabToolTip(0, "Estimate a search: GPU-hours, cost and wall time with and without pruning")
+        self.forms.setTabToolTip(1, "Start a search on your hosts under a hard cap and watch it")
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.addWidget(self.forms, 1)
+        lv.addWidget(self.error_label)
+
+        self.estimate_view = QPlainTextEdit()
+        self.estimate_view.setReadOnly(True)
+        self.estimate_view.setPlaceholderText("The estimate of the planned search appears here.")
+        self.estimate_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.status_label = QLabel("No search running.")
+        self.status_label.setWordWrap(True)
+        self.plots = SearchPlots()
+        self.table = QTableWidget(0, len(TRIAL_COLUMNS))
+        self.table.setHorizontalHeaderLabels(list(TRIAL_COLUMNS))
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.log_view = QPlainTextEdit()
+        self.log_view.setReadOnly(True)
+        self.log_view.setMaximumBlockCount(2000)
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.estimate_view)
+        watch = QWidget()
+        wv = QVBoxLayout(watch)
+        wv.setContentsMargins(0, 0, 0, 0)
+        wv.addWidget(self.status_label)
+        wv.addWidget(self.plots, 2)
+        wv.addWidget(self.table, 2)
+        wv.addWidget(self.log_view, 1)
+        right.addWidget(watch)
+        right.setSizes([220, 560])
+        splitter = QSplitter()
+        splitter.addWidget(left)
+        splitter.addWidget(right)
+        splitter.setStretchFactor(1, 3)
+        splitter.setSizes([400, 860])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        layout.addWidget(splitter)
+
+    # ------------------------------------------------------------------ plan
+
+    def plan_args(self) -> Any:
+        """The `sweep plan` flags of the form, parsed by the CLI's own parser."""
+        argv = [
+            "sweep", "plan", "--model", self.model_combo.currentText(), "--gpu", self.gpu_combo.currentText(),
+            "--samples", self.samples_edit.text().strip() or "0", "--epochs", str(self.epochs_spin.value()),
+            "--pricing", self.pricing_combo.currentText(), "--trials", str(self.plan_trials_spin.value()),
+            "--pruner", self.plan_pruner_combo.currentText(), "--reduction-factor", str(self.plan_eta_spin.value()),
+            "--parallel", str(self.parallel_spin.value()),
+        ]  # fmt: skip
+        if self.min_epochs_spin.value() > 0:
+            argv += ["--min-epochs", f"{self.min_epochs_spin.value():g}"]
+        for flag, edit in (("--budget-usd", self.plan_budget_edit), ("--max-gpu-hours", self.plan_hours_edit)):
+            if edit.text().strip():
+                argv += [flag, edit.text().strip()]
+        args = _parse(argv)
+        args.db = str(self.services.db_path)
+        return args
+
+    @Slot()
+    def plan_search(self) -> None:
+        try:
+            args = self.plan_args()
+        except ValueError as exc:
+            self._show_error(str(exc))
+            return
+        self._show_error("")
+        catalog = self.services.catalog
+        self._pool.start(_Job("plan", lambda: estimate_text(args, catalog), self._signals))
+
+    # ------------------------------------------------------------------ run
+
+    def run_args(self) -> Any:
+        argv = [
+            "sweep", "run", "--host", self.hosts_edit.text().strip() or ",", "--space",
+            self.space_edit.text().strip() or "(none)", "--trials", str(self.run_trials_spin.value()),
+            "--max-steps", str(self.max_steps_spin.value()), "--pruner", self.run_pruner_combo.currentText(),
+            "--reduction-factor", str(self.run_eta_spin.value()),
+        ]  # fmt: skip
+        if self.min_steps_spin.value() > 0:
+            argv += ["--min-steps", str(self.min_steps_spin.value())]
+        if self.study_edit.text().strip():
+            argv += ["--study", self.study_edit.text().strip()]
+        for flag, edit in (("--budget-usd", self.run_budget_edit), ("--max-gpu-hours", self.run_hours_edit)):
+            if edit.text().strip():
+                argv += [flag, edit.text().strip()]
+        for tag in self.tags_edit.text().replace(",", " ").split():
+            argv += ["--tag", tag]
+        try:
+            flags = shlex.split(self.flags_edit.text())
+        except ValueError as exc:
+            raise ValueError(f"Trainer flags: {exc}") from None
+        args = _parse(argv)
+        args.words, args.passthrough = flags, []
+        return args
+
+    @Slot()
+    def start_search(self) -> None:
+        if self.runner is not None:
+            return
+        try:
+            args = self.run_args()
+            # the CLI's checks (space, caps, hosts, tags, flags); reading a small TOML and the hosts table
+            settings = settings_from_args(args, self.services.db_path)
+        except (ValueError, PlanInputError) as exc:
+            self._show_error(_message(exc))
+            return
+        self._show_error("")
+        self.manager = RunManager(self.services.db_path)
+        runner = SweepRunner(self.services.db_path, settings, self.manager, self._signals.said.emit)
+        self.runner, self.study, self.result = runner, settings.study, None
+        self.start_button.setEnabled(False)
+        self.stop_button.setEnabled(True)
+        self.status_label.setText(f"Search {settings.study}: starting…")
+        self.log_view.clear()
+
+        def work() -> SweepResult:
+            runner.check_first_trial_fits()
+            return runner.run()
+
+        self._pool.start(_Job("run", work, self._signals))
+        self._timer.start()
+        self.started.emit(settings.study)
+
+    @Slot()
+    def stop_search(self) -> None:
+        if self.runner is not None:
+            self.runner.request_stop()
+            self.stop_button.setEnabled(False)
+            self.status_label.setText(f"Search {self.study}: stopping the running trials…")
+
+    @Slot()
+    def _watch(self) -> None:
+        if self.study is None or self._watching:
+            return
+        self._watching = True
+        path, study = self.services.db_path, self.study
+        self._pool.start(_Job("watch", lambda: load_review(path, study), self._signals))
+
+    # ------------------------------------------------------------------ results
+
+    @Slot(str, object)
+    def _on_done(self, kind: str, payload: Any) -> None:
+        if kind == "plan":
+            document, text = payload
+            self.estimate = document
+            self.estimate_view.setPlainText(text)
+            self.planned.emit(document)
+        elif kind == "watch":
+            self._watching = False
+            self._show_review(payload)
+        elif kind == "run":
+            self.result = payload
+            self._end_run()
+            self.status_label.setText(f"Search {payload.study}: {payload.stop_reason}; spent ${payload.spent_usd:,.4f}")
+            self._watch()
+            self.finished.emit(payload)
+
+    @Slot(str, str)
+    def _on_failed(self, kind: str, message: str) -> None:
+        if kind == "watch":
+            self._watching = False
+            return
+        if kind == "run":
+            self._end_run()
+            self.status_label.setText(f"Search {self.study} did not run.")
+        self._show_error(message)
+
+    @Slot(str)
+    def _on_said(self, line: str) -> None:
+        self.log_view.appendPlainText(line)
+
+    def _show_review(self, review: SearchReview) -> None:
+        self.review = review
+        if self.runner is not None:
+            self.status_label.setText(summary_text(review))
+        rows = trial_table(review)
+        self.table.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            for c, value in enumerate(row):
+                self.table.setItem(r, c, QTableWidgetItem("" if value is None else str(value)))
+        self.plots.show_review(review)
+        self.watched.emit(review)
+
+    def _end_run(self) -> None:
+        self._timer.stop()
+        self.runner = None
+        if self.manager is not None:
+            self.manager.close()  # detaches its watchers; the runs themselves are ended or stopped
+            self.manager = None
+        self.start_button.setEnabled(True)
+        self.stop_button.setEnabled(False)
+
+    def _show_error(self, message: str) -> None:
+        self.error_label.setText(message)
+        if message:
+            self.inputError.emit(message)
+
+    def shutdown(self) -> None:
+        """Leave a running search to its trials (running it again continues it) and wait for the workers."""
+        self._timer.stop()
+        if self.runner is not None:
+            self.runner.request_detach()
+        self._pool.waitForDone(15_000)
+        if self.manager is not None:
+            self.manager.close()
+            self.manager = None
+
+
+_PARSER_LOCK = threading.Lock()
+
+
+def _parse(argv: list[str]) -> Any:
+    """Parse with the CLI's parser; argparse's own complaint becomes a ValueError naming the flag."""
+    import contextlib
+    import io
+
+    with _PARSER_LOCK:
+        parser = argparse.ArgumentParser(prog="gpuplanner")
+        sweep_command.register(parser.add_subparsers(dest="command"))
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                return parser.parse_args(argv)
+        except SystemExit:
+            lines = [line for line in err.getvalue().splitlines() if "error:" in line]
+            raise ValueError(lines[-1].split("error:", 1)[1].strip() if lines else "invalid input") from None
+
+
+def _message(exc: Exception) -> str:
+    if isinstance(exc, PlanInputError):
+        text = str(exc)
+        return text if text.startswith(("-", exc.field)) else f"{exc.field}: {exc.message}"
+    return str(exc)

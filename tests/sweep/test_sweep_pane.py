@@ -1,0 +1,155 @@
+"""The window's Sweep pane with real widgets: the estimate matches `gpuplanner sweep plan`, bad input is
+shown under the form and starts nothing, and a real search of the tiny model runs off the GUI thread while
+the pane watches it, and can be stopped."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from gpuplanner.cli import main
+from gpuplanner.history.db import connect
+from gpuplanner.history.tags import tags_of
+from gpuplanner.ui.services import AppServices
+from gpuplanner.ui.sweep_pane import SweepPane
+from tests.sweep.conftest import trainer_flags
+
+
+@pytest.fixture
+def pane(qtbot: Any, db_path: Path, tmp_path: Path) -> Any:
+    widget = SweepPane(AppServices(db_path=db_path, config_dir=tmp_path / "config"))
+    qtbot.addWidget(widget)
+    widget.resize(1280, 800)
+    widget.show()
+    yield widget
+    widget.shutdown()
+
+
+def test_estimate_matches_the_cli(qtbot: Any, pane: SweepPane, capsys: pytest.CaptureFixture[str]) -> None:
+    pane.model_combo.setCurrentText("gpt2")
+    pane.gpu_combo.setCurrentText("A100 80GB")
+    assert pane.gpu_combo.currentText() == "A100 80GB" and pane.model_combo.currentText() == "gpt2"
+    pane.samples_edit.setText("20k")
+    pane.epochs_spin.setValue(9)
+    pane.plan_trials_spin.setValue(27)
+    pane.min_epochs_spin.setValue(1.0)
+    pane.parallel_spin.setValue(3)
+    pane.plan_budget_edit.setText("50")
+    pane.plan_hours_edit.setText("12")
+    with qtbot.waitSignal(pane.planned, timeout=90_000) as blocker:
+        pane.plan_button.click()
+    document = blocker.args[0]
+    assert main([
+        "sweep", "plan", "--model", "gpt2", "--gpu", "A100 80GB", "--samples", "20k", "--epochs", "9",
+        "--trials", "27", "--min-epochs", "1", "--parallel", "3", "--budget-usd", "50", "--max-gpu-hours", "12",
+        "--json",
+    ]) == 0  # fmt: skip
+    cli = json.loads(capsys.readouterr().out)
+    assert document["pruned"] == cli["pruned"] and document["unpruned"] == cli["unpruned"]
+    assert document["caps"] == cli["caps"]
+    text = pane.estimate_view.toPlainText()
+    assert "with pruning" in text and "without pruning" in text and "binds first" in text
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "needle"),
+    [
+        ("plan_budget_edit", "abc", "--budget-usd"),
+        ("samples_edit", "-5", "--samples"),
+    ],
+)
+def test_bad_plan_input_is_shown(qtbot: Any, pane: SweepPane, field: str, text: str, needle: str) -> None:
+    getattr(pane, field).setText(text)
+    with qtbot.waitSignal(pane.inputError, timeout=60_000) as blocker:
+        pane.plan_button.click()
+    assert needle in blocker.args[0] and needle in pane.error_label.text()
+
+
+def test_bad_run_input_starts_nothing(qtbot: Any, pane: SweepPane, db_path: Path, space_file: Path) -> None:
+    pane.space_edit.setText(str(space_file))
+    pane.flags_edit.setText("--data x")
+    pane.run_budget_edit.setText("")
+    with qtbot.waitSignal(pane.inputError, timeout=5000) as blocker:
+        pane.start_button.click()
+    assert "--budget-usd: a search needs a cap" in blocker.args[0]
+    pane.run_budget_edit.setText("5")
+    pane.tags_edit.setText("foo")
+    with qtbot.waitSignal(pane.inputError, timeout=5000) as blocker:
+        pane.start_button.click()
+    assert "--tag: 'foo' is not key=value" in blocker.args[0]
+    assert pane.runner is None and pane.start_button.isEnabled()
+    conn = connect(db_path)
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+    finally:
+        conn.close()
+
+
+def test_runs_and_watches_a_search_off_the_gui_thread(
+    qtbot: Any, pane: SweepPane, db_path: Path, space_file: Path, model_config: Path, tmp_path: Path
+) -> None:
+    pane.hosts_edit.setText("local")
+    pane.space_edit.setText(str(space_file))
+    pane.study_edit.setText("window-search")
+    pane.run_trials_spin.setValue(2)
+    pane.max_steps_spin.setValue(6)
+    pane.min_steps_spin.setValue(3)
+    pane.run_eta_spin.setValue(2)
+    pane.run_budget_edit.setText("10000")
+    pane.tags_edit.setText("project=window")
+    pane.flags_edit.setText(" ".join(trainer_flags(model_config, tmp_path / "cache")))
+    with qtbot.waitSignal(pane.started, timeout=5000):
+        pane.start_button.click()
+    assert not pane.start_button.isEnabled() and pane.stop_button.isEnabled()
+    # the GUI thread stays free while the search runs: the event loop turns many times a second
+    turns, start = 0, time.monotonic()
+    while pane.runner is not None and time.monotonic() - start < 240:
+        QApplication.processEvents()
+        qtbot.wait(50)
+        turns += 1
+    assert pane.runner is None, "the search should end"
+    assert turns > 20
+    assert pane.result is not None and pane.result.stop_reason == "done: all 2 trials ran"
+    qtbot.waitUntil(lambda: pane.review is not None and len(pane.review.trials) == 2, timeout=15_000)
+    assert pane.table.rowCount() == 2
+    assert "trial 0: run" in pane.log_view.toPlainText()
+    assert pane.review.spent_usd == pytest.approx(pane.result.spent_usd, abs=1e-6)
+    conn = connect(db_path)
+    try:
+        tags = tags_of(conn)
+    finally:
+        conn.close()
+    assert {t["run_id"]: tags[t["run_id"]] for t in pane.result.trials} == {
+        t["run_id"]: {"project": "window", "sweep": "window-search"} for t in pane.result.trials
+    }
+
+
+def test_stop_ends_the_running_trials(
+    qtbot: Any, pane: SweepPane, db_path: Path, space_file: Path, model_config: Path, tmp_path: Path
+) -> None:
+    pane.space_edit.setText(str(space_file))
+    pane.study_edit.setText("stopped-search")
+    pane.run_trials_spin.setValue(4)
+    pane.max_steps_spin.setValue(2000)
+    pane.min_steps_spin.setValue(1000)
+    pane.run_budget_edit.setText("100000")
+    pane.flags_edit.setText(" ".join(trainer_flags(model_config, tmp_path / "cache")))
+    with qtbot.waitSignal(pane.started, timeout=5000):
+        pane.start_button.click()
+    qtbot.waitUntil(lambda: "trial 0: run" in pane.log_view.toPlainText(), timeout=60_000)
+    with qtbot.waitSignal(pane.finished, timeout=120_000) as blocker:
+        pane.stop_button.click()
+    result = blocker.args[0]
+    assert result.stop_reason == "stopped by the user"
+    assert len(result.trials) == 1 and result.trials[0]["end"] == "stopped"
+    conn = connect(db_path)
+    try:
+        (status,) = conn.execute("SELECT status FROM runs WHERE id = ?", [result.trials[0]["run_id"]]).fetchone()
+    finally:
+        conn.close()
+    assert status in ("stopped", "preempted", "finished")
