@@ -104,6 +104,9 @@ class _Run:
     budget_usd: float | None = None
     price: float | None = None  # the run's own price per GPU-hour (None: each host's)
     rdzv_port: int | None = None
+    command: list[str] = field(default_factory=list)  # the user's own command (empty: the bundled trainer)
+    workdir: str | None = None  # the command's working directory on the host (None: the run dir)
+    max_gpu_hours: float | None = None  # the monitor's GPU-hour cap (user commands)
     restarts: int = 0
     state: str = "starting"
     exit_code: int | None = None
@@ -140,6 +143,9 @@ class _Run:
             "budget_usd": self.budget_usd,
             "price_usd_per_gpu_hour": self.price,
             "rdzv_port": self.rdzv_port,
+            "user_command": self.command,
+            "workdir": self.workdir,
+            "max_gpu_hours": self.max_gpu_hours,
             "restarts": self.restarts,
             "orphans": [{"host": n.host, "run_dir": n.run_dir, "tag": n.tag, "pgid": n.pgid} for n in self.orphans],
         }
@@ -283,13 +289,22 @@ class RunManager:
         env: dict[str, str] | None = None,
         rdzv_port: int | None = None,
         price_usd_per_gpu_hour: float | None = None,
+        command: Sequence[str] | None = None,
+        workdir: str | None = None,
+        max_gpu_hours: float | None = None,
     ) -> int:
         """Start a run and return its history id once the process started. ``nodes``: further hosts of
         a multi-node job (the first host hosts the rendezvous); ``env``: extra environment variables;
         ``price_usd_per_gpu_hour``: this run's price instead of the host's. A budget needs a price on
-        the host and every fallback host (:class:`~gpuplanner.launch.budget.BudgetError` otherwise)."""
+        the host and every fallback host (:class:`~gpuplanner.launch.budget.BudgetError` otherwise).
+
+        ``command``: the user's own command instead of the bundled trainer (``trainer_args`` must then
+        be empty), run under the payload's monitor (``python -m trainer exec``, see
+        :mod:`trainer.command_monitor`) in ``workdir`` (default: the run directory), which enforces the
+        budget and ``max_gpu_hours``."""
         if self._closed:
             raise RunError("the run manager is closed")
+        user_command = command_lines.check_user_command(command, trainer_args, workdir, max_gpu_hours)
         args = command_lines.check_trainer_args(trainer_args)
         if gpus < 1:
             raise ValueError("gpus must be at least 1")
@@ -319,9 +334,15 @@ class RunManager:
             rdzv_port = 29400 + secrets.randbelow(500)
         db = self._db()
         try:
-            planned = None
+            planned, planned_doc = None, None
             if plan_id is not None:
-                planned = planned_figures(get_plan(db, plan_id).document, host.db_pricing)
+                planned_doc = get_plan(db, plan_id).document
+                planned = planned_figures(planned_doc, host.db_pricing)
+            config: dict[str, Any] = {"trainer_args": args}
+            if user_command:
+                # What the planner's calibration matches a run on, taken from the plan it was launched
+                # against (a user's command says nothing about its model).
+                config = {"command": user_command, "workdir": workdir, **command_lines.plan_facts(planned_doc)}
             run_id = create_run(
                 db,
                 name=name,
@@ -332,8 +353,8 @@ class RunManager:
                     price_usd_per_gpu_hour if price_usd_per_gpu_hour is not None else host.price_usd_per_gpu_hour
                 ),
                 pricing=host.db_pricing,
-                model_name=_model_name(args),
-                config={"trainer_args": args},
+                model_name=config.get("model") if user_command else _model_name(args),
+                config=config,
                 plan_id=plan_id,
                 source=f"launch:{host_name}",
                 planned=planned,
@@ -352,6 +373,9 @@ class RunManager:
             budget_usd=budget_usd,
             price=price_usd_per_gpu_hour,
             rdzv_port=rdzv_port,
+            command=user_command,
+            workdir=workdir,
+            max_gpu_hours=max_gpu_hours,
         )
         if on_records:
             run.on_records.append(on_records)
@@ -381,6 +405,26 @@ class RunManager:
         for i, node in enumerate(run.nodes):
             backend = self._backend(node.host)
             node.run_dir = backend.run_dir(run.run_id)
+            if run.command:
+                node.command = command_lines.monitor_args(
+                    run.command,
+                    node.run_dir,
+                    price=price,
+                    gpus=run.gpus,
+                    budget_usd=run.budget_usd,
+                    max_gpu_hours=run.max_gpu_hours,
+                    workdir=run.workdir,
+                )
+                env = (
+                    {}  # a Slurm job's layout is in its SLURM_* variables
+                    if first.kind == "slurm"
+                    else command_lines.node_env(
+                        nnodes=len(run.nodes), node_rank=i, rdzv_host=rdzv_host, rdzv_port=run.rdzv_port, gpus=run.gpus
+                    )
+                )
+                node.pgid = backend.start(node.run_dir, node.tag, node.command, {**env, **run.env, **(extra_env or {})})
+                node.done, node.exit_code = False, None
+                continue
             train = command_lines.trainer_args(run.trainer_args, node.run_dir, price, run.budget_usd)
             node.command = command_lines.node_command(
                 train,
@@ -400,7 +444,8 @@ class RunManager:
         db = self._db()
         try:
             config = get_run(db, run.run_id).config
-            config["trainer_args"] = run.trainer_args
+            if not run.command:
+                config["trainer_args"] = run.trainer_args
             config["launch"] = run.launch_doc()
             update_run(db, run.run_id, config=config, host=run.nodes[0].host)
         finally:
@@ -457,6 +502,9 @@ class RunManager:
             budget_usd=doc.get("budget_usd"),
             price=doc.get("price_usd_per_gpu_hour"),
             rdzv_port=doc.get("rdzv_port"),
+            command=doc.get("user_command") or [],
+            workdir=doc.get("workdir"),
+            max_gpu_hours=doc.get("max_gpu_hours"),
             restarts=doc.get("restarts", 0),
             state=state,
             last_seq=last,
