@@ -1,7 +1,8 @@
 """The monitor of a user's own command: ``python -m trainer exec --run-dir DIR [options] -- COMMAND...``.
 
 Standard library only (plus nvidia-ml-py when installed), so it runs on any host with a Python. It
-starts COMMAND in its own process group and writes the same ``events.jsonl`` as the bundled trainer:
+starts COMMAND in its process group (the one the launcher's wrapper leads, else one of its own) and
+writes the same ``events.jsonl`` as the bundled trainer:
 
 - ``run_start`` (the command, the GPUs it uses, the price), ``resumed`` when an earlier attempt of the
   run left its totals in the file;
@@ -45,6 +46,7 @@ USER_FILE = "user_telemetry.jsonl"
 SIGNAL_EXITS = (143, 130, 138)
 USER_PATH = Path(__file__).resolve().parent / "user_path"  # holds gpuplanner_telemetry.py
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+WRAPPER_PGID_ENV = "GPUPLANNER_WRAPPER_PGID"  # set by the launcher's wrapper for its child
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -266,6 +268,7 @@ class Monitor:
         self.activity = Activity()
         self.totals = {"steps": 0, "tokens_total": 0, "samples_total": 0}
         self.child: subprocess.Popen[bytes] | None = None
+        self.shared_group = False
 
     # -- spend -----------------------------------------------------------------------------------
     def clock_totals(self) -> dict[str, float]:
@@ -297,9 +300,11 @@ class Monitor:
         name = signal.Signals(signum).name
         if self.term_sent_at is not None:  # our own SIGTERM to the group, or a stop while stopping
             return
-        # A launcher's stop went to the whole process group: the job heard it too; only the grace
-        # period starts here.
-        threading.Thread(target=self.request_stop, args=("preempted", f"signal {name}", False), daemon=True).start()
+        # A launcher's stop to the wrapper's group reached the job too: only the grace period starts
+        # here. A stop sent to this process alone is passed on.
+        threading.Thread(
+            target=self.request_stop, args=("preempted", f"signal {name}", not self.shared_group), daemon=True
+        ).start()
 
     def _check_limits(self) -> None:
         if self.term_sent_at is not None:
@@ -354,6 +359,7 @@ class Monitor:
     # -- the run ---------------------------------------------------------------------------------------
     def child_env(self) -> dict[str, str]:
         env = dict(os.environ)
+        env.pop(WRAPPER_PGID_ENV, None)
         path = env.get("PYTHONPATH", "")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(USER_PATH), path) if p)
         env.update(
@@ -370,10 +376,15 @@ class Monitor:
 
     def run(self) -> int:
         a = self.args
-        if os.getpgid(0) not in (os.getpid(), os.getppid()):
-            # Not started by the launcher's wrapper (which leads the group): a group of our own, so a
-            # stop of the job never reaches whoever started us.
-            os.setpgid(0, 0)
+        # Started by the launcher's wrapper, the job shares the wrapper's process group, which the
+        # launcher signals as a whole. Otherwise (srun on another node, a shell) a group of our own, so
+        # that stopping the job never reaches whoever started us; stop signals are passed on then.
+        self.shared_group = os.environ.get(WRAPPER_PGID_ENV) == str(os.getpgid(0))
+        if not self.shared_group and os.getpgid(0) != os.getpid():
+            try:
+                os.setpgid(0, 0)
+            except OSError as exc:  # a session leader cannot: it leads its group already
+                warn(f"cannot lead a process group of its own ({exc})")
         for sig in STOP_SIGNALS:
             signal.signal(sig, self._on_signal)
         source = open_gpu_source(a.gpus, self.activity, a.simulate_gpu)
