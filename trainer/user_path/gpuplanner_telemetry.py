@@ -22,6 +22,7 @@ Exit with :data:`EXIT_RESUME` (75) after saving a checkpoint on SIGTERM: GPU Pla
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
@@ -31,7 +32,7 @@ from typing import Any
 
 ENV_FILE = "GPUPLANNER_TELEMETRY_FILE"
 EXIT_RESUME = 75
-__all__ = ["EXIT_RESUME", "log_step", "log_eval", "enabled", "checkpoint_dir", "resumed", "run_dir"]
+__all__ = ["EXIT_RESUME", "log_step", "log_eval", "enabled", "checkpoint_dir", "resumed", "run_dir", "close"]
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"tokens": 0, "samples": 0, "prev": None, "fh": None, "path": None}
@@ -78,6 +79,17 @@ def _write(record: dict[str, Any]) -> None:
         _state["fh"], _state["path"] = open(path, "a", encoding="utf-8"), path
     _state["fh"].write(json.dumps(record, separators=(",", ":")) + "\n")
     _state["fh"].flush()
+
+
+def close() -> None:
+    """Close the records file (done at exit; writing again opens it again)."""
+    with _lock:
+        if _state["fh"] is not None:
+            _state["fh"].close()
+            _state["fh"] = None
+
+
+atexit.register(close)
 
 
 def log_step(
