@@ -62,10 +62,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--preemption-provider",
         choices=("none", "aws", "gcp", "azure", "auto"),
-        default="none",
-        help="watch this cloud's metadata service for a preemption notice",
+        default=os.environ.get("GPUPLANNER_PREEMPTION_PROVIDER", "none"),
+        help="watch this cloud's metadata service for a preemption notice ($GPUPLANNER_PREEMPTION_PROVIDER)",
     )
-    p.add_argument("--preemption-url", help="the metadata URL to watch (default: the provider's)")
+    p.add_argument(
+        "--preemption-url",
+        default=os.environ.get("GPUPLANNER_PREEMPTION_URL") or None,
+        help="the metadata URL to watch (default: the provider's; $GPUPLANNER_PREEMPTION_URL)",
+    )
     p.add_argument("--preemption-interval-s", type=float, default=5.0, help="seconds between metadata polls")
     p.add_argument("job", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
 
