@@ -566,6 +566,7 @@ class LaunchDialog(QDialog):
         """The size that shows every field without scrolling (the two columns and the buttons)."""
         margins = self.layout().contentsMargins()
         spacing = max(0, self.layout().spacing())
+        self.content.layout().activate()  # fields shown or hidden since (a command or the trainer) count now
         content = self.content.sizeHint()
         width = content.width() + margins.left() + margins.right() + 4
         height = content.height() + margins.top() + margins.bottom() + 4
