@@ -14,6 +14,7 @@ from gpuplanner.commands.errors import UsageError
 from gpuplanner.history import export as export_mod
 from gpuplanner.history import jsonsafe
 from gpuplanner.history.analytics import RunSummary, compare, summarize
+from gpuplanner.history.billing import billed_of
 from gpuplanner.history.calibration import delete_bench, measurements
 from gpuplanner.history.db import HistoryError, open_db, read_snapshot
 from gpuplanner.history.maintenance import downsample, optimize
@@ -257,8 +258,8 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_summary(summary: RunSummary, fmt: str | None) -> None:
-    data = summary.as_dict()
+def _print_summary(summary: RunSummary, fmt: str | None, extra: dict[str, Any] | None = None) -> None:
+    data = {**summary.as_dict(), **(extra or {})}
     if fmt == "json":
         print(jsonsafe.dumps(data, indent=1))
         return
@@ -266,7 +267,7 @@ def _print_summary(summary: RunSummary, fmt: str | None) -> None:
         export_mod.write_table(sys.stdout, fmt, ("metric", "value"), list(data.items()))
         return
     for key, value in data.items():
-        if key in ("planned", "alerts", "util_histogram"):
+        if key in ("planned", "alerts", "util_histogram", "after_run"):
             continue
         print(f"{key:34} {_time(value) if key.endswith('_at') else _fmt(value)}")
     print(f"{'util_histogram (0-10%..90-100%)':34} {' '.join(str(n) for n in summary.util_histogram)}")
@@ -286,7 +287,9 @@ def _print_summary(summary: RunSummary, fmt: str | None) -> None:
 @_guard
 def _show(args: argparse.Namespace) -> int:
     with open_db(args.db, create=False) as db:
-        _print_summary(summarize(db, args.run_id, low_util_minutes=args.low_util_minutes), args.fmt)
+        summary = summarize(db, args.run_id, low_util_minutes=args.low_util_minutes)
+        billed = billed_of(db, args.run_id, summary.hours)
+        _print_summary(summary, args.fmt, billed)
     return 0
 
 

@@ -27,11 +27,12 @@ from typing import Any
 import paramiko
 from sqlite_utils import Database
 
+from gpuplanner.history.billing import BILLED, billed_span
 from gpuplanner.history.calibration import record_bench
 from gpuplanner.history.db import connect, open_db, resolve_db_path, write_transaction
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, get_run, update_run
-from gpuplanner.launch import command_lines, supervisor
+from gpuplanner.launch import after_run, command_lines, supervisor
 from gpuplanner.launch.backend import Backend
 from gpuplanner.launch.budget import BudgetError, check_budget
 from gpuplanner.launch.hosts import Host, HostError, get_host, update_host
@@ -107,6 +108,7 @@ class _Run:
     command: list[str] = field(default_factory=list)  # the user's own command (empty: the bundled trainer)
     workdir: str | None = None  # the command's working directory on the host (None: the run dir)
     max_gpu_hours: float | None = None  # the monitor's GPU-hour cap (user commands)
+    launched_at: float | None = None  # start of the current billed span (launch, or a resume by hand)
     restarts: int = 0
     state: str = "starting"
     exit_code: int | None = None
@@ -146,6 +148,7 @@ class _Run:
             "user_command": self.command,
             "workdir": self.workdir,
             "max_gpu_hours": self.max_gpu_hours,
+            "launched_at": self.launched_at,
             "restarts": self.restarts,
             "orphans": [{"host": n.host, "run_dir": n.run_dir, "tag": n.tag, "pgid": n.pgid} for n in self.orphans],
         }
@@ -384,6 +387,7 @@ class RunManager:
         with self._lock:
             self._runs[run_id] = run
         self._set_state(run, "starting")
+        run.launched_at = time.time()  # the host is paid for from now (billed time)
         try:
             self._start_nodes(run)
         except BaseException as exc:
@@ -505,6 +509,7 @@ class RunManager:
             command=doc.get("user_command") or [],
             workdir=doc.get("workdir"),
             max_gpu_hours=doc.get("max_gpu_hours"),
+            launched_at=doc.get("launched_at"),
             restarts=doc.get("restarts", 0),
             state=state,
             last_seq=last,
@@ -565,6 +570,7 @@ class RunManager:
         with self._lock:
             self._runs[run_id] = run
         run.user_action, run.stop_evt = None, threading.Event()
+        run.launched_at = time.time()  # a new billed span
         self._restart(run, run.nodes[0].host, "resumed by the user", time.time())
         self._start_watcher(run)
 
@@ -881,6 +887,33 @@ class RunManager:
             status = "preempted" if state == "stopped" else state
             with write_transaction(db):
                 db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", [status, time.time(), run.run_id])
+        if not run.stop_evt.is_set():  # the end was seen here (not a watcher closing while it waits)
+            self._bill(db, run)
+
+    def _bill(self, db: Database, run: _Run) -> None:
+        """Record the billed span that ends now (see :mod:`gpuplanner.history.billing`), after running the
+        host's after-run command on this machine. Slurm jobs are billed from sacct instead."""
+        if run.launched_at is None:
+            return
+        try:
+            host = get_host(self.db_path, run.nodes[0].host)
+        except HostError:
+            return
+        if host.kind == "slurm":
+            return
+        row = db.execute(
+            "SELECT last_t, gpu_count, price_usd_per_gpu_hour FROM runs WHERE id = ?", [run.run_id]
+        ).fetchone()
+        last_t, gpus, price = row if row else (None, None, None)
+        ended = max(run.launched_at, min(time.time(), last_t if last_t is not None else time.time()))
+        after = None
+        if host.after_run_command:
+            after = after_run.run(host, run.run_id, run.nodes[0].run_dir)
+            ended = time.time()
+        detail = billed_span(run.launched_at, ended, int(gpus or 1), price, after)
+        run.launched_at = None
+        self._save_launch(run)
+        self._record_event(run, BILLED, detail)
 
     def _restart(self, run: _Run, host_name: str, reason: str, since: float) -> None:
         """Start the run again (the trainer resumes from its newest checkpoint, or the mirror on a new host)."""
