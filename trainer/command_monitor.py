@@ -47,6 +47,16 @@ SIGNAL_EXITS = (143, 130, 138)
 USER_PATH = Path(__file__).resolve().parent / "user_path"  # holds gpuplanner_telemetry.py
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 WRAPPER_PGID_ENV = "GPUPLANNER_WRAPPER_PGID"  # set by the launcher's wrapper for its child
+# The records of node N of a multi-node job start at seq N x this, so that every node's GPU samples
+# reach the history without colliding with node 0's records (which rise from 0).
+NODE_SEQ_STRIDE = 1 << 40
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -58,6 +68,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grace-s", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
     p.add_argument("--gpu-interval-s", type=float, default=2.0, help="seconds between GPU samples (0: none)")
     p.add_argument("--cwd", help="working directory of the command (default: the run dir)")
+    p.add_argument("--nodes", type=int, default=1, help="nodes of the job (spend counts GPUs x nodes)")
+    p.add_argument(
+        "--node-rank",
+        type=int,
+        default=_env_int("SLURM_NODEID", 0),
+        help="this node's rank (default: $SLURM_NODEID, else 0); nodes other than 0 only sample their GPUs",
+    )
+    p.add_argument("--node-name", help="the node's name in the GPU samples (default: the host name)")
     p.add_argument("--simulate-gpu", action="store_true", help="the simulated GPU source even if NVML works")
     p.add_argument(
         "--preemption-provider",
@@ -107,24 +125,29 @@ def visible_devices(spec: str | None, nvml: Any, gpus: int) -> list[int]:
     return out
 
 
-def open_gpu_source(gpus: int, activity: Activity, force_simulated: bool) -> NvmlSource | SimulatedSource:
+def open_gpu_source(
+    gpus: int, activity: Activity, force_simulated: bool, node: str | None = None
+) -> NvmlSource | SimulatedSource:
     if not force_simulated:
         try:
             import pynvml  # noqa: F401 (optional)
 
             nv = sys.modules["pynvml"]
-            nv.nvmlInit()
+            try:
+                nv.nvmlInit()
+            except Exception as exc:  # no driver or library (a CPU host): the simulated source, quietly
+                raise NvmlUnavailable(str(exc)) from exc
             try:
                 indices = visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), nv, gpus)
             finally:
                 nv.nvmlShutdown()
             if indices:
-                return NvmlSource(indices, nvml=nv)
+                return NvmlSource(indices, nvml=nv, node=node)
         except (ImportError, NvmlUnavailable):
             pass
         except Exception as exc:  # NVML present but failing: say so once, go on simulated
             warn(f"NVML failed ({exc}); GPU samples are simulated")
-    return SimulatedSource(activity)
+    return SimulatedSource(activity, node=node)
 
 
 # -- the job's process group ----------------------------------------------------------------------------------
@@ -252,8 +275,15 @@ class Monitor:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         marked = clock.started()
         self.started_wall, self.started_mono = marked if marked else (time.time(), time.monotonic())
-        self.events = self.run_dir / protocol.EVENTS_FILE
-        ended = previous_end(self.events)
+        self.main = args.node_rank == 0  # node 0 reports the run; the others their GPU samples
+        events = protocol.EVENTS_FILE
+        if not self.main:
+            # Its own lane of seq numbers; on Slurm the nodes share the run dir: a file of its own there.
+            os.environ["TRAINER_SEQ_START"] = str(args.node_rank * NODE_SEQ_STRIDE)
+            if "SLURM_JOB_ID" in os.environ:
+                events = f"events.node{args.node_rank}.jsonl"
+        self.events = self.run_dir / events
+        ended = previous_end(self.events) if self.main else None
         self.before = _numbers(ended["totals"]) if ended else {}
         self.tele = Telemetry(self.events)
         self.user = UserRecords(self.run_dir / USER_FILE)
@@ -277,7 +307,7 @@ class Monitor:
     # -- spend -----------------------------------------------------------------------------------
     def clock_totals(self) -> dict[str, float]:
         this = max(0.0, time.monotonic() - self.started_mono)
-        gpus = max(1, self.args.gpus)
+        gpus = max(1, self.args.gpus) * max(1, self.args.nodes)
         return {
             "elapsed_s": self.before.get("elapsed_s", 0.0) + this,
             "gpu_hours": self.before.get("gpu_hours", 0.0) + gpus * this / 3600.0,
@@ -318,6 +348,8 @@ class Monitor:
                 if self.child is not None:
                     signal_job(signal.SIGKILL, self.child.pid)
             return
+        if not self.main:  # node 0 enforces the caps of the whole job
+            return
         totals = self.clock_totals()
         budget, cap = self.args.budget_usd, self.args.max_gpu_hours
         if budget is not None and totals["spend_usd"] >= budget:
@@ -327,6 +359,8 @@ class Monitor:
 
     # -- records ---------------------------------------------------------------------------------------
     def _merge_user(self) -> None:
+        if not self.main:  # rank 0 of the job writes the step records, on node 0
+            return
         for rec in self.user.poll():
             kind = rec.pop("kind")
             for key in ("v", "seq", "t_mono"):
@@ -391,9 +425,15 @@ class Monitor:
                 warn(f"cannot lead a process group of its own ({exc})")
         for sig in STOP_SIGNALS:
             signal.signal(sig, self._on_signal)
-        source = open_gpu_source(a.gpus, self.activity, a.simulate_gpu)
+        source = open_gpu_source(a.gpus, self.activity, a.simulate_gpu, a.node_name)
         devices = [{"index": i} for i in getattr(source, "indices", [0])]
         cwd = a.cwd or str(self.run_dir)
+        if self.main:
+            self._start_records(source.simulated, devices, cwd)
+        return self._run_job(source, cwd)
+
+    def _start_records(self, simulated: bool, devices: list[dict[str, int]], cwd: str) -> None:
+        a = self.args
         self.tele.emit(
             "run_start",
             at=self.started_wall,
@@ -408,12 +448,16 @@ class Monitor:
             },
             host={"name": socket.gethostname()},
             gpus=devices,
-            gpu_source="simulated" if source.simulated else "nvml",
-            world_size=a.gpus,
+            gpu_source="simulated" if simulated else "nvml",
+            world_size=a.gpus * a.nodes,
+            nodes=a.nodes,
             pid=os.getpid(),
         )
         if self.before:
             self.tele.emit("resumed", spend_usd=self.before.get("spend_usd"), resumed_totals=self.before)
+
+    def _run_job(self, source: NvmlSource | SimulatedSource, cwd: str) -> int:
+        a = self.args
         early = early_signals.pending()
         if early is not None:  # stopped before the command started: nothing to save
             return self._end(
@@ -467,6 +511,9 @@ class Monitor:
         return self._end(code, "failed", self.stop_detail or f"the command exited {code}")
 
     def _end(self, code: int, status: str, reason: str, exit_code: int | None = None) -> int:
+        if not self.main:  # node 0 reports how the run ended
+            self.tele.close()
+            return code
         totals = {**self.totals, **{k: round(v, 6) for k, v in self.clock_totals().items()}}
         detail = {"reason": reason} if reason else {}
         if self.user.bad:
@@ -485,6 +532,8 @@ def main(args: argparse.Namespace) -> int:
         problems.append("give the command to run after --")
     if args.gpus < 1:
         problems.append("--gpus must be at least 1")
+    if args.nodes < 1 or args.node_rank < 0:
+        problems.append("--nodes must be at least 1 and --node-rank 0 or more")
     for name in ("price_per_gpu_hour", "budget_usd", "max_gpu_hours", "grace_s"):
         value = getattr(args, name)
         if value is not None and not (value >= 0 and value < float("inf")):

@@ -70,9 +70,17 @@ def monitor_args(
     budget_usd: float | None,
     max_gpu_hours: float | None,
     workdir: str | None,
+    nodes: int = 1,
+    node_rank: int | None = 0,
+    node_name: str | None = None,
 ) -> list[str]:
-    """Python arguments of the monitor that runs the user's ``command`` (:mod:`trainer.command_monitor`)."""
-    args = ["-m", "trainer", "exec", "--run-dir", run_dir, "--gpus", str(int(gpus))]
+    """Python arguments of the monitor that runs the user's ``command`` (:mod:`trainer.command_monitor`).
+    ``node_rank`` None: the monitor reads it on the node (``$SLURM_NODEID``)."""
+    args = ["-m", "trainer", "exec", "--run-dir", run_dir, "--gpus", str(int(gpus)), "--nodes", str(int(nodes))]
+    if node_rank is not None:
+        args += ["--node-rank", str(int(node_rank))]
+    if node_name:
+        args += ["--node-name", node_name]
     if price is not None:
         args += ["--price-per-gpu-hour", repr(float(price))]
     if budget_usd is not None:

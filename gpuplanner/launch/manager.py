@@ -42,6 +42,7 @@ from gpuplanner.launch.slurm_backend import SlurmBackend
 from gpuplanner.launch.ssh_backend import SSHBackend
 from gpuplanner.launch.ssh_connection import AuthenticationFailed, PassphraseCallback, SSHError
 from gpuplanner.launch.streaming import NodeStream
+from trainer.command_monitor import NODE_SEQ_STRIDE
 from trainer.protocol import config_model_name
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ class _Run:
     workdir: str | None = None  # the command's working directory on the host (None: the run dir)
     max_gpu_hours: float | None = None  # the monitor's GPU-hour cap (user commands)
     launched_at: float | None = None  # start of the current billed span (launch, or a resume by hand)
+    lane_seq: dict[int, int] = field(default_factory=dict)  # last seq delivered per node lane (nodes > 0)
     restarts: int = 0
     state: str = "starting"
     exit_code: int | None = None
@@ -410,14 +412,18 @@ class RunManager:
             backend = self._backend(node.host)
             node.run_dir = backend.run_dir(run.run_id)
             if run.command:
+                slurm = first.slurm_settings if first.kind == "slurm" else None
                 node.command = command_lines.monitor_args(
                     run.command,
                     node.run_dir,
                     price=price,
-                    gpus=run.gpus,
+                    gpus=slurm.processes_per_node if slurm else run.gpus,
                     budget_usd=run.budget_usd,
                     max_gpu_hours=run.max_gpu_hours,
                     workdir=run.workdir,
+                    nodes=slurm.nodes if slurm else len(run.nodes),
+                    node_rank=None if slurm else i,  # on Slurm each node's monitor reads $SLURM_NODEID
+                    node_name=None if slurm else node.host,
                 )
                 env = (
                     {}  # a Slurm job's layout is in its SLURM_* variables
@@ -475,7 +481,10 @@ class RunManager:
         db = self._db()
         try:
             row = get_run(db, run_id)
-            last = db.execute("SELECT MAX(last_seq) FROM stream_positions WHERE run_id = ?", [run_id]).fetchone()[0]
+            last = db.execute(
+                "SELECT MAX(last_seq) FROM stream_positions WHERE run_id = ? AND last_seq < ?",
+                [run_id, NODE_SEQ_STRIDE],
+            ).fetchone()[0]
         except Exception as exc:
             raise RunError(str(exc)) from exc
         finally:
@@ -666,12 +675,21 @@ class RunManager:
                 log.exception("on_status callback failed")
 
     def _deliver(self, run: _Run, records: list[dict[str, Any]]) -> None:
-        records = sorted(
-            (r for r in records if run.last_seq is None or r["seq"] > run.last_seq), key=lambda r: r["seq"]
-        )
+        # Each node of a user's command writes its own lane of seq numbers (node N from N x NODE_SEQ_STRIDE);
+        # node 0's lane holds the run's records and is ``last_seq``.
+        fresh = []
+        for record in sorted(records, key=lambda r: r["seq"]):
+            lane = record["seq"] // NODE_SEQ_STRIDE
+            last = run.last_seq if lane == 0 else run.lane_seq.get(lane)
+            if last is None or record["seq"] > last:
+                fresh.append(record)
+                if lane == 0:
+                    run.last_seq = record["seq"]
+                else:
+                    run.lane_seq[lane] = record["seq"]
+        records = fresh
         if not records:
             return
-        run.last_seq = records[-1]["seq"]
         for callback in list(run.on_records):
             try:
                 callback(run.run_id, records)

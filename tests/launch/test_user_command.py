@@ -220,3 +220,40 @@ assert pathlib.Path.cwd().name == "user_scripts"
 for step in range(1, int(os.environ["STEPS_FROM_ENV"]) + 1):
     gt.log_step(step, tokens=10, samples=1, loss=1.0 / step)
 """
+
+
+def test_two_node_command_has_gpu_samples_from_both_nodes(
+    db_path: Path, sshd_pair, known_hosts: Path, tmp_path: Path
+) -> None:
+    """A monitor on every node: node 0 reports the run (steps, spend for both nodes' GPUs), each node its
+    GPU samples, under its own lane of seq numbers, so none collide in the history."""
+    a, b = sshd_pair
+    add_ssh_host(
+        db_path, "node-a", a, trust=known_hosts, remote_root=str(tmp_path / "disk-a"), price_usd_per_gpu_hour=1.0
+    )
+    add_ssh_host(db_path, "node-b", b, trust=known_hosts, remote_root=str(tmp_path / "disk-b"))
+    manager = RunManager(db_path)
+    watch = Watch()
+    # each node runs the script; rank 0 of the job (node 0 here) writes the step records
+    script = f"RANK=$GPUPLANNER_NODE_RANK exec {sys.executable} {PLAIN} --steps 25 --step-sleep 0.05"
+    run_id = manager.launch(
+        "node-a", [], command=["bash", "-c", script], nodes=["node-b"], env=TRAINER_ENV, on_records=watch.on_records
+    )
+    status = manager.wait(run_id, 300)
+    manager.close()
+    assert (status.state, status.exit_code) == ("finished", 0)
+    nodes = rows(
+        db_path,
+        "SELECT node, COUNT(*), MIN(seq), MAX(simulated) FROM gpu_samples WHERE run_id = ? GROUP BY node",
+        run_id,
+    )
+    assert {n[0] for n in nodes} == {"node-a", "node-b"} and all(n[1] >= 1 and n[3] == 1 for n in nodes)
+    lanes = {n[0]: n[2] // (1 << 40) for n in nodes}
+    assert lanes == {"node-a": 0, "node-b": 1}
+    assert [r[0] for r in rows(db_path, "SELECT step FROM steps WHERE run_id = ? ORDER BY seq", run_id)] == list(
+        range(1, 26)
+    )
+    start = [r for r in watch.records if r["kind"] == "run_start"]
+    assert len(start) == 1 and start[0]["world_size"] == 2  # one GPU on each of 2 nodes is priced
+    assert {r.get("node") for r in watch.records if r["kind"] == "gpu"} == {"node-a", "node-b"}  # live too
+    assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("finished",)]
