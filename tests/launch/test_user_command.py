@@ -19,7 +19,7 @@ from gpuplanner.history.plans import save_plan
 from gpuplanner.launch.hosts import get_host, update_host
 from gpuplanner.launch.manager import RunManager
 from tests.conftest import REPO_ROOT
-from tests.launch.conftest import TRAINER_ENV, add_ssh_host, all_seqs, rows
+from tests.launch.conftest import TRAINER_ENV, add_ssh_host, all_seqs, events_file_seqs, rows
 from tests.launch.test_runs import Watch
 
 pytestmark = pytest.mark.slow
@@ -125,19 +125,25 @@ def test_ssh_plain_and_hf_trainer_scripts(db_path: Path, sshd, known_hosts: Path
     plain = manager.launch(
         "box",
         [],
-        command=[sys.executable, PLAIN, "--steps", "30"],
+        command=[sys.executable, PLAIN, "--steps", "30", "--step-sleep", "0.2"],
         env=TRAINER_ENV,
         on_records=watch.on_records,
     )
     watch.until(lambda: watch.first_step_s is not None, 180)
     FIGURES["ssh_user_command_launch_to_first_step_s"] = watch.first_step_s or 0
+    assert sshd.cut_connections() >= 1  # the host drops us mid-run: the watcher reconnects, nothing is lost
+    cut_at = watch.steps()[-1]
     hf = manager.launch("box", [], command=[sys.executable, HF, "--steps", "6"], env=TRAINER_ENV)
     statuses = {run_id: manager.wait(run_id, 300) for run_id in (plain, hf)}
     manager.close()
     for run_id, status in statuses.items():
         assert (status.state, status.exit_code) == ("finished", 0), (run_id, status)
         assert status.run_dir.startswith(str(tmp_path / "remote"))
+    assert cut_at < 30 and statuses[plain].reconnects >= 1
     assert_in_history(db_path, plain, 30)
+    in_file = events_file_seqs(Path(statuses[plain].run_dir))
+    FIGURES["ssh_user_command_records_lost_after_cut"] = len(set(in_file) - set(all_seqs(db_path, plain)))
+    assert FIGURES["ssh_user_command_records_lost_after_cut"] == 0
     assert_in_history(db_path, hf, 6)
     hf_steps = rows(db_path, "SELECT loss, tokens_total, samples_total FROM steps WHERE run_id = ? ORDER BY step", hf)
     assert all(loss > 0 for loss, _, _ in hf_steps)
