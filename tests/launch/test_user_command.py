@@ -263,3 +263,18 @@ def test_two_node_command_has_gpu_samples_from_both_nodes(
     assert len(start) == 1 and start[0]["world_size"] == 2  # one GPU on each of 2 nodes is priced
     assert {r.get("node") for r in watch.records if r["kind"] == "gpu"} == {"node-a", "node-b"}  # live too
     assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("finished",)]
+
+
+def test_local_hf_trainer_script_with_the_callback(db_path: Path, tmp_path: Path) -> None:
+    manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
+    run_id = manager.launch(
+        "local", [], command=[sys.executable, HF, "--steps", "3"], price_usd_per_gpu_hour=1.0, env=TRAINER_ENV
+    )
+    status = manager.wait(run_id, 300)
+    manager.close()
+    assert (status.state, status.exit_code) == ("finished", 0)
+    assert_in_history(db_path, run_id, 3)
+    assert rows(db_path, "SELECT tokens_total, samples_total FROM steps WHERE run_id = ? AND step = 3", run_id) == [
+        (3 * 128, 3 * 4)
+    ]
+    assert [r[0] for r in rows(db_path, "SELECT step FROM evals WHERE run_id = ?", run_id)] == [3]
