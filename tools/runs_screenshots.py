@@ -146,7 +146,7 @@ def main(
     extras: bool = True,
 ) -> None:
     """runs{suffix}.png and hosts{suffix}.png at ``size``; with ``extras`` also runs-failed.png (a real
-    failed run) and launch-dialog.png."""
+    failed run), launch-dialog.png and launch-command.png."""
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
@@ -243,6 +243,26 @@ def main(
         dialog.grab().save(str(out / "launch-dialog.png"))
         print(f"wrote {out / 'launch-dialog.png'} ({dialog.width()}x{dialog.height()})")
         dialog.close()
+        command = LaunchDialog(
+            [("local", "This machine", None), ("h100-a", "h100-a", 2.49)],
+            {
+                "host": "h100-a",
+                "mode": "command",
+                "gpus": 8,
+                "command": "torchrun --nproc-per-node 8 train.py --config configs/llama-3b.yaml",
+                "workdir": "/home/me/llm-finetune",
+                "env": "HF_HOME=/data/hf\nWANDB_MODE=offline",
+                "budget_usd": 400.0,
+                "auto_resume": True,
+            },
+            remember=False,
+        )
+        command.show()
+        for _ in range(5):
+            app.processEvents()
+        command.grab().save(str(out / "launch-command.png"))
+        print(f"wrote {out / 'launch-command.png'} ({command.width()}x{command.height()})")
+        command.close()
     pane.shutdown(stop_runs=False)
     if "hosts" not in places:
         return

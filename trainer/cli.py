@@ -1,4 +1,4 @@
-"""``python -m trainer train|probe|bench|monitor``."""
+"""``python -m trainer train|probe|bench|monitor|exec``."""
 
 from __future__ import annotations
 
@@ -31,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--interval", type=float, default=2.0, help="seconds between samples")
     m.add_argument("--count", type=int, default=0, help="stop after this many samples (0: until killed)")
     m.add_argument("--simulate", action="store_true", help="use the simulated source even if NVML works")
+    from .command_monitor import add_arguments as add_exec_arguments
+
+    e = sub.add_parser("exec", help="run any command, watched: GPU samples, spend, budget, step records")
+    add_exec_arguments(e)
     return p
 
 
@@ -112,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "monitor":
         return _monitor(args)
+    if args.command == "exec":
+        from .command_monitor import main as exec_main
+
+        return exec_main(args)
     try:
         config = resolve(args)
         _check_budget(config)

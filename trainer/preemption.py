@@ -3,6 +3,9 @@
 Signal handlers only set the flag (never save inside a handler). :class:`MetadataWatcher` polls an
 instance-metadata endpoint in a daemon thread: AWS spot ``instance-action`` (200 with a body means a
 notice), GCP ``instance/preempted`` (``TRUE``), Azure scheduled events (an event of type ``Preempt``).
+On AWS an IMDSv2 session token is fetched first (``PUT /latest/api/token``) and sent with each poll:
+instances that require IMDSv2 answer 401 to a request without one; where the token cannot be had
+(IMDSv1 only, an old proxy) the watcher polls without it.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +32,8 @@ DEFAULT_URLS = {
     "azure": "http://169.254.169.254/metadata/scheduledevents?api-version=2020-07-01",
 }
 HEADERS = {"aws": {}, "gcp": {"Metadata-Flavor": "Google"}, "azure": {"Metadata": "true"}}
+AWS_TOKEN_PATH = "/latest/api/token"
+AWS_TOKEN_TTL_S = 21600
 
 
 class StopFlag:
@@ -114,6 +121,32 @@ class MetadataWatcher:
         self._thread = threading.Thread(target=self._run, name="preemption-watcher", daemon=True)
         self.polls = 0
         self.errors = 0
+        self._token: str | None = None
+        self._token_until = 0.0
+
+    def _aws_token(self, refresh: bool = False) -> str | None:
+        """An IMDSv2 session token for the AWS metadata service (cached until shortly before it
+        expires), or None when the service gives none."""
+        now = time.monotonic()
+        if self._token is not None and not refresh and now < self._token_until:
+            return self._token
+        parts = urllib.parse.urlsplit(self.url)
+        req = urllib.request.Request(
+            urllib.parse.urlunsplit((parts.scheme, parts.netloc, AWS_TOKEN_PATH, "", "")),
+            method="PUT",
+            headers={"X-aws-ec2-metadata-token-ttl-seconds": str(AWS_TOKEN_TTL_S)},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=min(2.0, self.interval_s + 1)) as resp:
+                token = resp.read(4096).decode("ascii", "replace").strip()
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            token = ""
+        except (urllib.error.URLError, OSError, ValueError):
+            token = ""
+        self._token = token or None
+        self._token_until = now + (AWS_TOKEN_TTL_S - 60 if token else 30.0)  # no token: ask again later
+        return self._token
 
     def start(self) -> MetadataWatcher:
         self._thread.start()
@@ -124,6 +157,10 @@ class MetadataWatcher:
             **HEADERS.get(self.provider, {}),
             **({"Metadata-Flavor": "Google", "Metadata": "true"} if self.provider == "auto" else {}),
         }
+        if self.provider == "aws":
+            token = self._aws_token()
+            if token:
+                headers["X-aws-ec2-metadata-token"] = token
         req = urllib.request.Request(self.url, headers=headers)
         self.polls += 1
         try:
@@ -131,6 +168,8 @@ class MetadataWatcher:
                 return notice_in(self.provider, resp.status, resp.read(65536))
         except urllib.error.HTTPError as exc:
             exc.close()
+            if exc.code == 401 and self.provider == "aws":
+                self._token_until = 0.0  # an expired or missing token: a new one for the next poll
             return None
         except (urllib.error.URLError, OSError, ValueError):
             self.errors += 1

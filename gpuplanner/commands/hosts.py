@@ -1,4 +1,4 @@
-"""`gpuplanner hosts`: the machines runs go to (list, add, set-price, remove, probe, bench)."""
+"""`gpuplanner hosts`: the machines runs go to (list, add, set-price, set-after-run, remove, probe, bench)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from gpuplanner.launch.hosts import (
     get_host,
     list_hosts,
     remove_host,
+    set_after_run,
     set_price,
     ssh_config_host,
 )
@@ -163,6 +164,18 @@ def register(subparsers: Any) -> None:
     pricing.add_argument("--spot", action="store_true", help="the price is a spot price")
     pricing.add_argument("--on-demand", action="store_true", help="the price is an on-demand price")
     p.set_defaults(handler=_set_price)
+
+    p = actions.add_parser(
+        "set-after-run",
+        help="a shell command run on this machine after each run on the host ends (e.g. stop the instance)",
+        description="The command runs on this machine (your cloud CLI and its credentials) once a run on the host "
+        "has ended, with GPUPLANNER_HOST, GPUPLANNER_HOSTNAME, GPUPLANNER_RUN_ID and GPUPLANNER_RUN_DIR set; the "
+        "history bills the host from launch until it finished.",
+    )
+    common(p)
+    p.add_argument("name")
+    p.add_argument("after_run", metavar="COMMAND", help="the shell command line; 'none' removes it")
+    p.set_defaults(handler=_set_after_run)
 
     p = actions.add_parser("remove", help="forget a host")
     common(p)
@@ -401,6 +414,21 @@ def _add_local(args: argparse.Namespace) -> int:
         host = dataclasses.replace(host, python=args.python)
         update_host(args.db, host)
     print(json.dumps(_host_doc(host)) if args.json else f"this machine: ${args.price:g}/GPU-h {host.pricing}")
+    return 0
+
+
+def _set_after_run(args: argparse.Namespace) -> int:
+    command = None if args.after_run.strip().lower() in ("none", "-") else args.after_run
+    if command is not None and not command.strip():
+        raise UsageError("COMMAND: an empty command; give 'none' to remove the after-run command")
+    try:
+        host = set_after_run(args.db, args.name, command)
+    except HostError as exc:
+        raise UsageError(f"NAME: {exc}") from None
+    if args.json:
+        print(json.dumps(_host_doc(host)))
+    else:
+        print(f"{host.name}: after each run: {command}" if command else f"{host.name}: no after-run command")
     return 0
 
 

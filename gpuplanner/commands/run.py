@@ -1,9 +1,12 @@
-"""`gpuplanner run`: launch the bundled trainer on a host and follow it; attach, stop, kill, resume.
+"""`gpuplanner run`: launch the bundled trainer or any command on a host and follow it; attach, stop, kill, resume.
 
     gpuplanner run --host NAME [--plan FILE] [--auto-resume] [--fallback-host H ...] -- TRAINER FLAGS...
+    gpuplanner run --host NAME [--plan FILE] [--gpus N] [--price USD] [--workdir DIR] -- COMMAND ARGS...
     gpuplanner run attach|stop|kill|resume ID
 
-The run is followed with one progress line (step, loss, tokens/s, spend, ETA) until it ends; Ctrl-C
+After ``--``, words starting with ``-`` (or ``train``) are the bundled trainer's flags; anything else
+is a command of your own, run under the payload's monitor (GPU samples, spend, budget, step records
+from ``gpuplanner_telemetry``; see docs/your-own-script.md). The run is followed with one progress line (step, loss, tokens/s, spend, ETA) until it ends; Ctrl-C
 detaches (the run goes on; ``gpuplanner run attach ID`` catches up). Exit codes: 0 finished, 75
 stopped or preempted (resumable), 1 failed, killed or unreachable, 2 bad input.
 """
@@ -39,6 +42,7 @@ def register(subparsers: Any) -> None:
         help="launch the trainer on a host and follow it; attach|stop|kill|resume ID",
         description=__doc__.splitlines()[0],
         usage="gpuplanner run --host NAME [options] -- TRAINER FLAGS...\n"
+        "       gpuplanner run --host NAME [options] -- COMMAND ARGS...\n"
         "       gpuplanner run {attach,stop,kill,resume} ID [--db FILE] [--json]",
     )
     p.add_argument("--db", help="history database file (default: $GPUPLANNER_DB or the data directory's)")
@@ -73,6 +77,19 @@ def register(subparsers: Any) -> None:
         metavar="USD",
         help="price per GPU-hour for this run (default: the host's; spend and --budget-usd are measured in it)",
     )
+    p.add_argument(
+        "--workdir", metavar="DIR", help="a command's working directory on the host (default: the run directory)"
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the command or trainer (repeat)",
+    )
+    p.add_argument(
+        "--max-gpu-hours", type=float, help="a command's cap: stop it (SIGTERM, then SIGKILL) at this many GPU-hours"
+    )
     p.add_argument("--no-follow", action="store_true", help="print the run id and return once it started")
     add_trust_flag(p)
     p.add_argument(
@@ -97,9 +114,35 @@ def _run(args: argparse.Namespace) -> int:
     return _launch(args, words)
 
 
+def is_user_command(words: list[str]) -> bool:
+    """A command of the user's own (not the bundled trainer's flags): its first word is no flag."""
+    return bool(words) and not words[0].startswith("-") and words[0] != "train"
+
+
+def parse_env(items: list[str]) -> dict[str, str]:
+    env = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.replace("_", "a").isalnum() or name[0].isdigit():
+            raise UsageError(f"--env: NAME=VALUE with a variable name of letters, digits and _, not {item!r}")
+        env[name] = value
+    return env
+
+
 def _launch(args: argparse.Namespace, flags: list[str]) -> int:
     if not flags:
-        raise UsageError("TRAINER FLAGS: give the trainer's flags after --, e.g. -- --model-config cfg.json --data d")
+        raise UsageError(
+            "TRAINER FLAGS: give the trainer's flags after --, e.g. -- --model-config cfg.json --data d,"
+            " or a command, e.g. -- python train.py"
+        )
+    command = flags if is_user_command(flags) else []
+    if args.workdir is not None and not command:
+        raise UsageError("--workdir: only for a command of your own (the bundled trainer runs in its run dir)")
+    if args.max_gpu_hours is not None and not command:
+        raise UsageError("--max-gpu-hours: for the bundled trainer give it among the trainer flags")
+    if args.max_gpu_hours is not None and not (math.isfinite(args.max_gpu_hours) and args.max_gpu_hours > 0):
+        raise UsageError("--max-gpu-hours: a positive number of GPU-hours")
+    env = parse_env(args.env)
     tags = tags_from_args(args.tag)
     if args.gpus < 1:
         raise UsageError("--gpus: a whole number of at least 1")
@@ -127,14 +170,14 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
         with open_db(args.db) as db:
             plan_id = save_plan(db, args.name or Path(args.plan).stem, document)
     manager = RunManager(args.db, passphrase_callback=terminal_prompter())
-    progress = _Progress(flags, quiet=args.json)
+    progress = _Progress([] if command else flags, quiet=args.json)
     try:
         try:
             run_id = with_host_key_trust(
                 args,
                 lambda: manager.launch(
                     args.host,
-                    flags,
+                    [] if command else flags,
                     name=args.name,
                     plan_id=plan_id,
                     gpus=args.gpus,
@@ -147,13 +190,17 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
                     nodes=args.node,
                     price_usd_per_gpu_hour=args.price,
                     tags=tags,
+                    env=env,
+                    command=command or None,
+                    workdir=args.workdir,
+                    max_gpu_hours=args.max_gpu_hours,
                 ),
             )
         except BudgetError as exc:  # "budget: ..." or "price: ..."
             field, _, why = str(exc).partition(": ")
             raise UsageError(f"--{'price' if field == 'price' else 'budget-usd'}: {why}") from None
         except ValueError as exc:
-            raise UsageError(f"TRAINER FLAGS: {exc}") from None
+            raise UsageError(f"{'COMMAND' if command else 'TRAINER FLAGS'}: {exc}") from None
         except (SSHError, HistoryError, RunError) as exc:
             print(f"gpuplanner run: {exc}", file=sys.stderr)
             return 1

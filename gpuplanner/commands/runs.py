@@ -18,6 +18,7 @@ from gpuplanner.history import jsonsafe
 from gpuplanner.history.alert_rules import SPECS, AlertSettings, SettingsError
 from gpuplanner.history.alerts import refresh_alerts
 from gpuplanner.history.analytics import RunSummary, compare, summarize
+from gpuplanner.history.billing import billed_of
 from gpuplanner.history.calibration import delete_bench, measurements
 from gpuplanner.history.db import HistoryError, open_db, read_snapshot
 from gpuplanner.history.maintenance import downsample, optimize
@@ -311,8 +312,10 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_summary(summary: RunSummary, fmt: str | None, tags: dict[str, str] | None = None) -> None:
-    data = summary.as_dict()
+def _print_summary(
+    summary: RunSummary, fmt: str | None, tags: dict[str, str] | None = None, extra: dict[str, Any] | None = None
+) -> None:
+    data = {**summary.as_dict(), **(extra or {})}
     data["tags"] = dict(tags or {}) if fmt == "json" else format_tags(tags or {})
     if fmt == "json":
         print(jsonsafe.dumps(data, indent=1))
@@ -321,7 +324,7 @@ def _print_summary(summary: RunSummary, fmt: str | None, tags: dict[str, str] | 
         export_mod.write_table(sys.stdout, fmt, ("metric", "value"), list(data.items()))
         return
     for key, value in data.items():
-        if key in ("planned", "alerts", "util_histogram", "time_breakdown"):
+        if key in ("planned", "alerts", "util_histogram", "time_breakdown", "after_run"):
             continue
         print(f"{key:34} {_time(value) if key.endswith('_at') else _fmt(value)}")
     print(f"{'util_histogram (0-10%..90-100%)':34} {' '.join(str(n) for n in summary.util_histogram)}")
@@ -371,7 +374,8 @@ def _show(args: argparse.Namespace) -> int:
     settings = _alert_settings(args)
     with open_db(args.db, create=False) as db:
         summary = summarize(db, args.run_id, alert_settings=settings)
-        _print_summary(summary, args.fmt, tags_of(db, [args.run_id]).get(args.run_id))
+        billed = billed_of(db, args.run_id, summary.hours)
+        _print_summary(summary, args.fmt, tags_of(db, [args.run_id]).get(args.run_id), billed)
     return 0
 
 

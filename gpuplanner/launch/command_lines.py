@@ -10,7 +10,9 @@ budget; the user's flags must not set them.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
+from typing import Any
 
 MANAGED_FLAGS = ("--run-dir", "--price-per-gpu-hour", "--budget-usd")
 
@@ -25,6 +27,83 @@ def check_trainer_args(args: Sequence[str]) -> list[str]:
     if out[:1] == ["train"]:  # tolerate "train" given as the first word
         out = out[1:]
     return out
+
+
+def check_user_command(
+    command: Sequence[str] | None, trainer_flags: Sequence[str], workdir: str | None, max_gpu_hours: float | None
+) -> list[str]:
+    """The user's own command (empty: the bundled trainer runs); ValueError naming what is wrong."""
+    out = [str(a) for a in command or ()]
+    if not out:
+        if workdir is not None:
+            raise ValueError(
+                "a working directory is for a command of your own; the bundled trainer runs in its run dir"
+            )
+        if max_gpu_hours is not None:
+            raise ValueError("for the bundled trainer give --max-gpu-hours among the trainer flags")
+        return out
+    if list(trainer_flags):
+        raise ValueError("give either the bundled trainer's flags or a command of your own, not both")
+    if not out[0].strip():
+        raise ValueError("the command is empty")
+    if max_gpu_hours is not None and not (math.isfinite(max_gpu_hours) and max_gpu_hours > 0):
+        raise ValueError(f"max GPU-hours: a positive number, not {max_gpu_hours!r}")
+    return out
+
+
+def plan_facts(document: dict[str, Any] | None) -> dict[str, Any]:
+    """What a run of the user's own command is calibrated under, from the plan it was launched against:
+    the model, method, precision, sequence length and micro-batch (``inputs`` of ``plan --json``)."""
+    inputs = document.get("inputs") if isinstance(document, dict) else None
+    if not isinstance(inputs, dict):
+        return {}
+    keys = ("model", "method", "precision", "seq_len", "micro_batch", "grad_accum")
+    return {k: inputs[k] for k in keys if inputs.get(k) is not None}
+
+
+def monitor_args(
+    command: Sequence[str],
+    run_dir: str,
+    *,
+    price: float | None,
+    gpus: int,
+    budget_usd: float | None,
+    max_gpu_hours: float | None,
+    workdir: str | None,
+    nodes: int = 1,
+    node_rank: int | None = 0,
+    node_name: str | None = None,
+) -> list[str]:
+    """Python arguments of the monitor that runs the user's ``command`` (:mod:`trainer.command_monitor`).
+    ``node_rank`` None: the monitor reads it on the node (``$SLURM_NODEID``)."""
+    args = ["-m", "trainer", "exec", "--run-dir", run_dir, "--gpus", str(int(gpus)), "--nodes", str(int(nodes))]
+    if node_rank is not None:
+        args += ["--node-rank", str(int(node_rank))]
+    if node_name:
+        args += ["--node-name", node_name]
+    if price is not None:
+        args += ["--price-per-gpu-hour", repr(float(price))]
+    if budget_usd is not None:
+        args += ["--budget-usd", repr(float(budget_usd))]
+    if max_gpu_hours is not None:
+        args += ["--max-gpu-hours", repr(float(max_gpu_hours))]
+    if workdir:
+        args += ["--cwd", workdir]
+    return [*args, "--", *command]
+
+
+def node_env(*, nnodes: int, node_rank: int, rdzv_host: str | None, rdzv_port: int | None, gpus: int) -> dict[str, str]:
+    """Variables a user's command gets on each node of the job, to start ``torchrun`` or ``accelerate``
+    with (``GPUPLANNER_NNODES``, ``GPUPLANNER_NODE_RANK``, ``GPUPLANNER_GPUS_PER_NODE``, and on several
+    nodes ``GPUPLANNER_RDZV_HOST``/``GPUPLANNER_RDZV_PORT``, the first node's address and a free port)."""
+    env = {
+        "GPUPLANNER_NNODES": str(nnodes),
+        "GPUPLANNER_NODE_RANK": str(node_rank),
+        "GPUPLANNER_GPUS_PER_NODE": str(gpus),
+    }
+    if nnodes > 1 and rdzv_host and rdzv_port:
+        env.update({"GPUPLANNER_RDZV_HOST": rdzv_host, "GPUPLANNER_RDZV_PORT": str(rdzv_port)})
+    return env
 
 
 def trainer_args(user_args: Sequence[str], run_dir: str, price: float | None, budget_usd: float | None) -> list[str]:

@@ -37,6 +37,7 @@ __all__ = [
     "PRICING_NAMES",
     "check_price",
     "set_price",
+    "set_after_run",
 ]
 
 LOCAL_HOST_NAME = "local"
@@ -66,6 +67,9 @@ class Host:
     python: str | None = None  # interpreter (default: python3 over SSH; locally the one trainer_python finds)
     remote_root: str | None = None  # SSH: folder for the payload and run dirs (default ~/.gpuplanner)
     slurm: dict[str, Any] | None = None  # Slurm: the job settings (SlurmSettings as a dict)
+    # A shell command run on this machine once a run on the host has ended (e.g. a cloud CLI that stops
+    # the instance); the history bills the host from launch until it has finished.
+    after_run_command: str | None = None
 
     @property
     def db_pricing(self) -> str:
@@ -107,6 +111,15 @@ def validate_host(host: Host) -> None:
     if host.pricing not in PRICING_NAMES:
         raise HostError(f"pricing must be one of {PRICING_NAMES}, not {host.pricing!r}")
     check_price(host.price_usd_per_gpu_hour)
+    check_after_run(host.after_run_command)
+
+
+def check_after_run(command: str | None) -> None:
+    """HostError unless ``command`` is None or a non-empty shell command line without NUL characters."""
+    if command is None:
+        return
+    if not isinstance(command, str) or not command.strip() or "\0" in command:
+        raise HostError(f"after-run command must be a non-empty shell command, not {command!r}")
 
 
 def check_price(price: float | None) -> None:
@@ -139,6 +152,14 @@ def set_price(
     check_price(price)
     host = get_host(db_path, name)
     host = dataclasses.replace(host, price_usd_per_gpu_hour=price, pricing=pricing or host.pricing)
+    update_host(db_path, host)
+    return host
+
+
+def set_after_run(db_path: str | os.PathLike[str] | None, name: str, command: str | None) -> Host:
+    """Set (or with None remove) the command run on this machine after each run on host ``name`` ends."""
+    check_after_run(command)
+    host = dataclasses.replace(get_host(db_path, name), after_run_command=command)
     update_host(db_path, host)
     return host
 

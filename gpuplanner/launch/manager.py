@@ -27,12 +27,13 @@ from typing import Any
 import paramiko
 from sqlite_utils import Database
 
+from gpuplanner.history.billing import BILLED, billed_span
 from gpuplanner.history.calibration import record_bench
 from gpuplanner.history.db import connect, open_db, resolve_db_path, write_transaction
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, get_run, update_run
 from gpuplanner.history.tags import check_tags
-from gpuplanner.launch import command_lines, supervisor
+from gpuplanner.launch import after_run, command_lines, supervisor
 from gpuplanner.launch.backend import Backend
 from gpuplanner.launch.budget import BudgetError, check_budget
 from gpuplanner.launch.hosts import Host, HostError, get_host, update_host
@@ -42,6 +43,7 @@ from gpuplanner.launch.slurm_backend import SlurmBackend
 from gpuplanner.launch.ssh_backend import SSHBackend
 from gpuplanner.launch.ssh_connection import AuthenticationFailed, PassphraseCallback, SSHError
 from gpuplanner.launch.streaming import NodeStream
+from trainer.command_monitor import NODE_SEQ_STRIDE
 from trainer.protocol import config_model_name
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,11 @@ class _Run:
     budget_usd: float | None = None
     price: float | None = None  # the run's own price per GPU-hour (None: each host's)
     rdzv_port: int | None = None
+    command: list[str] = field(default_factory=list)  # the user's own command (empty: the bundled trainer)
+    workdir: str | None = None  # the command's working directory on the host (None: the run dir)
+    max_gpu_hours: float | None = None  # the monitor's GPU-hour cap (user commands)
+    launched_at: float | None = None  # start of the current billed span (launch, or a resume by hand)
+    lane_seq: dict[int, int] = field(default_factory=dict)  # last seq delivered per node lane (nodes > 0)
     restarts: int = 0
     state: str = "starting"
     exit_code: int | None = None
@@ -141,6 +148,10 @@ class _Run:
             "budget_usd": self.budget_usd,
             "price_usd_per_gpu_hour": self.price,
             "rdzv_port": self.rdzv_port,
+            "user_command": self.command,
+            "workdir": self.workdir,
+            "max_gpu_hours": self.max_gpu_hours,
+            "launched_at": self.launched_at,
             "restarts": self.restarts,
             "orphans": [{"host": n.host, "run_dir": n.run_dir, "tag": n.tag, "pgid": n.pgid} for n in self.orphans],
         }
@@ -285,14 +296,23 @@ class RunManager:
         rdzv_port: int | None = None,
         price_usd_per_gpu_hour: float | None = None,
         tags: Mapping[str, str] | None = None,
+        command: Sequence[str] | None = None,
+        workdir: str | None = None,
+        max_gpu_hours: float | None = None,
     ) -> int:
         """Start a run and return its history id once the process started. ``tags``: ``key: value`` labels
         stored with the run (checked before anything starts). ``nodes``: further hosts of
         a multi-node job (the first host hosts the rendezvous); ``env``: extra environment variables;
         ``price_usd_per_gpu_hour``: this run's price instead of the host's. A budget needs a price on
-        the host and every fallback host (:class:`~gpuplanner.launch.budget.BudgetError` otherwise)."""
+        the host and every fallback host (:class:`~gpuplanner.launch.budget.BudgetError` otherwise).
+
+        ``command``: the user's own command instead of the bundled trainer (``trainer_args`` must then
+        be empty), run under the payload's monitor (``python -m trainer exec``, see
+        :mod:`trainer.command_monitor`) in ``workdir`` (default: the run directory), which enforces the
+        budget and ``max_gpu_hours``."""
         if self._closed:
             raise RunError("the run manager is closed")
+        user_command = command_lines.check_user_command(command, trainer_args, workdir, max_gpu_hours)
         args = command_lines.check_trainer_args(trainer_args)
         tags = check_tags(tags)  # a bad tag is a ValueError (TagError) before any host is touched
         if gpus < 1:
@@ -323,9 +343,15 @@ class RunManager:
             rdzv_port = 29400 + secrets.randbelow(500)
         db = self._db()
         try:
-            planned = None
+            planned, planned_doc = None, None
             if plan_id is not None:
-                planned = planned_figures(get_plan(db, plan_id).document, host.db_pricing)
+                planned_doc = get_plan(db, plan_id).document
+                planned = planned_figures(planned_doc, host.db_pricing)
+            config: dict[str, Any] = {"trainer_args": args}
+            if user_command:
+                # What the planner's calibration matches a run on, taken from the plan it was launched
+                # against (a user's command says nothing about its model).
+                config = {"command": user_command, "workdir": workdir, **command_lines.plan_facts(planned_doc)}
             run_id = create_run(
                 db,
                 name=name,
@@ -336,8 +362,8 @@ class RunManager:
                     price_usd_per_gpu_hour if price_usd_per_gpu_hour is not None else host.price_usd_per_gpu_hour
                 ),
                 pricing=host.db_pricing,
-                model_name=_model_name(args),
-                config={"trainer_args": args},
+                model_name=config.get("model") if user_command else _model_name(args),
+                config=config,
                 plan_id=plan_id,
                 source=f"launch:{host_name}",
                 planned=planned,
@@ -357,6 +383,9 @@ class RunManager:
             budget_usd=budget_usd,
             price=price_usd_per_gpu_hour,
             rdzv_port=rdzv_port,
+            command=user_command,
+            workdir=workdir,
+            max_gpu_hours=max_gpu_hours,
         )
         if on_records:
             run.on_records.append(on_records)
@@ -365,6 +394,7 @@ class RunManager:
         with self._lock:
             self._runs[run_id] = run
         self._set_state(run, "starting")
+        run.launched_at = time.time()  # the host is paid for from now (billed time)
         try:
             self._start_nodes(run)
         except BaseException as exc:
@@ -386,6 +416,30 @@ class RunManager:
         for i, node in enumerate(run.nodes):
             backend = self._backend(node.host)
             node.run_dir = backend.run_dir(run.run_id)
+            if run.command:
+                slurm = first.slurm_settings if first.kind == "slurm" else None
+                node.command = command_lines.monitor_args(
+                    run.command,
+                    node.run_dir,
+                    price=price,
+                    gpus=slurm.processes_per_node if slurm else run.gpus,
+                    budget_usd=run.budget_usd,
+                    max_gpu_hours=run.max_gpu_hours,
+                    workdir=run.workdir,
+                    nodes=slurm.nodes if slurm else len(run.nodes),
+                    node_rank=None if slurm else i,  # on Slurm each node's monitor reads $SLURM_NODEID
+                    node_name=None if slurm else node.host,
+                )
+                env = (
+                    {}  # a Slurm job's layout is in its SLURM_* variables
+                    if first.kind == "slurm"
+                    else command_lines.node_env(
+                        nnodes=len(run.nodes), node_rank=i, rdzv_host=rdzv_host, rdzv_port=run.rdzv_port, gpus=run.gpus
+                    )
+                )
+                node.pgid = backend.start(node.run_dir, node.tag, node.command, {**env, **run.env, **(extra_env or {})})
+                node.done, node.exit_code = False, None
+                continue
             train = command_lines.trainer_args(run.trainer_args, node.run_dir, price, run.budget_usd)
             node.command = command_lines.node_command(
                 train,
@@ -405,7 +459,8 @@ class RunManager:
         db = self._db()
         try:
             config = get_run(db, run.run_id).config
-            config["trainer_args"] = run.trainer_args
+            if not run.command:
+                config["trainer_args"] = run.trainer_args
             config["launch"] = run.launch_doc()
             update_run(db, run.run_id, config=config, host=run.nodes[0].host)
         finally:
@@ -431,7 +486,10 @@ class RunManager:
         db = self._db()
         try:
             row = get_run(db, run_id)
-            last = db.execute("SELECT MAX(last_seq) FROM stream_positions WHERE run_id = ?", [run_id]).fetchone()[0]
+            last = db.execute(
+                "SELECT MAX(last_seq) FROM stream_positions WHERE run_id = ? AND last_seq < ?",
+                [run_id, NODE_SEQ_STRIDE],
+            ).fetchone()[0]
         except Exception as exc:
             raise RunError(str(exc)) from exc
         finally:
@@ -462,6 +520,10 @@ class RunManager:
             budget_usd=doc.get("budget_usd"),
             price=doc.get("price_usd_per_gpu_hour"),
             rdzv_port=doc.get("rdzv_port"),
+            command=doc.get("user_command") or [],
+            workdir=doc.get("workdir"),
+            max_gpu_hours=doc.get("max_gpu_hours"),
+            launched_at=doc.get("launched_at"),
             restarts=doc.get("restarts", 0),
             state=state,
             last_seq=last,
@@ -522,6 +584,7 @@ class RunManager:
         with self._lock:
             self._runs[run_id] = run
         run.user_action, run.stop_evt = None, threading.Event()
+        run.launched_at = time.time()  # a new billed span
         self._restart(run, run.nodes[0].host, "resumed by the user", time.time())
         self._start_watcher(run)
 
@@ -617,12 +680,21 @@ class RunManager:
                 log.exception("on_status callback failed")
 
     def _deliver(self, run: _Run, records: list[dict[str, Any]]) -> None:
-        records = sorted(
-            (r for r in records if run.last_seq is None or r["seq"] > run.last_seq), key=lambda r: r["seq"]
-        )
+        # Each node of a user's command writes its own lane of seq numbers (node N from N x NODE_SEQ_STRIDE);
+        # node 0's lane holds the run's records and is ``last_seq``.
+        fresh = []
+        for record in sorted(records, key=lambda r: r["seq"]):
+            lane = record["seq"] // NODE_SEQ_STRIDE
+            last = run.last_seq if lane == 0 else run.lane_seq.get(lane)
+            if last is None or record["seq"] > last:
+                fresh.append(record)
+                if lane == 0:
+                    run.last_seq = record["seq"]
+                else:
+                    run.lane_seq[lane] = record["seq"]
+        records = fresh
         if not records:
             return
-        run.last_seq = records[-1]["seq"]
         for callback in list(run.on_records):
             try:
                 callback(run.run_id, records)
@@ -838,6 +910,33 @@ class RunManager:
             status = "preempted" if state == "stopped" else state
             with write_transaction(db):
                 db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", [status, time.time(), run.run_id])
+        if not run.stop_evt.is_set():  # the end was seen here (not a watcher closing while it waits)
+            self._bill(db, run)
+
+    def _bill(self, db: Database, run: _Run) -> None:
+        """Record the billed span that ends now (see :mod:`gpuplanner.history.billing`), after running the
+        host's after-run command on this machine. Slurm jobs are billed from sacct instead."""
+        if run.launched_at is None:
+            return
+        try:
+            host = get_host(self.db_path, run.nodes[0].host)
+        except HostError:
+            return
+        if host.kind == "slurm":
+            return
+        row = db.execute(
+            "SELECT last_t, gpu_count, price_usd_per_gpu_hour FROM runs WHERE id = ?", [run.run_id]
+        ).fetchone()
+        last_t, gpus, price = row if row else (None, None, None)
+        ended = max(run.launched_at, min(time.time(), last_t if last_t is not None else time.time()))
+        after = None
+        if host.after_run_command:
+            after = after_run.run(host, run.run_id, run.nodes[0].run_dir)
+            ended = time.time()
+        detail = billed_span(run.launched_at, ended, int(gpus or 1), price, after)
+        run.launched_at = None
+        self._save_launch(run)
+        self._record_event(run, BILLED, detail)
 
     def _restart(self, run: _Run, host_name: str, reason: str, since: float) -> None:
         """Start the run again (the trainer resumes from its newest checkpoint, or the mirror on a new host)."""

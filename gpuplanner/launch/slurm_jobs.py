@@ -66,13 +66,16 @@ RDZV_PORT_BASE = 29400
 def trainer_args_of(command: list[str]) -> list[str]:
     """The ``-m trainer train ...`` part of a node command (which may start with torchrun's flags)."""
     for i in range(len(command) - 2):
-        if command[i : i + 3] == ["-m", "trainer", "train"]:
+        if command[i : i + 3] in (["-m", "trainer", "train"], ["-m", "trainer", "exec"]):
             return command[i:]
     return list(command)
 
 
 def _node_command(python: str, train: list[str], settings: SlurmSettings) -> str:
     """The shell command one node runs (variables of the job expanded on the node)."""
+    if train[:3] == ["-m", "trainer", "exec"]:
+        # The user's own command under the monitor (one per node): the command lays out its processes.
+        return shlex.join([python, *train])
     procs = settings.processes_per_node
     if settings.nodes > 1:
         head = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(procs), "--rdzv-backend", "c10d"]

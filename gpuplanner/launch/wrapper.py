@@ -66,7 +66,9 @@ def main(argv):
     # A trainer child inherits the blocked mask across exec and unblocks once it can catch them;
     # any other child (torchrun) gets the usual unblocked mask.
     preexec = None if catches_stop_signals(command) else _unblock_stop_signals
-    child = subprocess.Popen(command, restore_signals=True, preexec_fn=preexec)
+    # The monitor of a user's command (``-m trainer exec``) learns from this that it shares our group.
+    env = dict(os.environ, GPUPLANNER_WRAPPER_PGID=str(os.getpgid(0)))
+    child = subprocess.Popen(command, restore_signals=True, preexec_fn=preexec, env=env)
     _write(
         os.path.join(run_dir, tag + ".pid"),
         {

@@ -1,7 +1,9 @@
-"""The launch dialog: host, trainer settings (prefilled from a plan), budget and spot behaviour.
+"""The launch dialog: host, what runs (the bundled trainer with its settings, prefilled from a plan, or a
+command of the user's own with its working directory and environment), budget and spot behaviour.
 
 :func:`trainer_args` turns the form's values into ``python -m trainer train`` flags (docs/trainer.md);
-:class:`LaunchDialog` collects the values and hands back a :class:`LaunchRequest`.
+:func:`parse_env` reads the environment box; :class:`LaunchDialog` collects the values and hands back a
+:class:`LaunchRequest`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QPlainTextEdit,
     QPushButton,
+    QRadioButton,
     QScrollArea,
     QSpinBox,
     QVBoxLayout,
@@ -70,11 +74,29 @@ class LaunchRequest:
     price_per_gpu_hour: float | None = None
     planned_cost_usd: float | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)  # a command of the user's own (empty: the bundled trainer)
+    workdir: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def parse_tags_text(text: str) -> dict[str, str]:
     """The Tags field: ``key=value`` pairs separated by spaces or commas (the rules of ``--tag``)."""
     return parse_tags(t for t in re.split(r"[\s,]+", text.strip()) if t)
+
+
+def parse_env(text: str) -> dict[str, str]:
+    """``NAME=VALUE`` lines (blank lines and ``#`` comments skipped); ValueError naming the bad line."""
+    env: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        name = name.strip()
+        if not sep or not name or not name.replace("_", "a").isalnum() or name[0].isdigit() or not name.isascii():
+            raise ValueError(f"line {number}: NAME=VALUE with a name of letters, digits and _, not {line!r}")
+        env[name] = value
+    return env
 
 
 def trainer_args(values: dict[str, Any]) -> list[str]:
@@ -230,6 +252,35 @@ class LaunchDialog(QDialog):
         form.addRow("GPUs:", self.gpus_spin)
         form.addRow("Device:", self.device_combo)
 
+        what_box = QGroupBox("What runs")
+        what = QVBoxLayout(what_box)
+        self.trainer_radio = QRadioButton("The bundled trainer (settings below)")
+        self.command_radio = QRadioButton("A command of my own (a training script, torchrun, accelerate…)")
+        self.command_radio.setToolTip(
+            "Runs watched like the bundled trainer: GPU samples, spend, budget; step records from "
+            "gpuplanner_telemetry or its HF/Lightning callbacks (see 'Your own training script' in the guide)"
+        )
+        (self.command_radio if settings.get("mode") == "command" else self.trainer_radio).setChecked(True)
+        what.addWidget(self.trainer_radio)
+        what.addWidget(self.command_radio)
+
+        self.command_box = QGroupBox("Command")
+        form = QFormLayout(self.command_box)
+        self.command_edit = QLineEdit(str(settings.get("command") or ""))
+        self.command_edit.setPlaceholderText("e.g. torchrun --nproc-per-node 8 train.py --config big.yaml")
+        self.command_edit.setToolTip("The command line as a shell would split it (quotes work; no pipes or &&)")
+        self.workdir_edit = QLineEdit(str(settings.get("workdir") or ""))
+        self.workdir_edit.setPlaceholderText("folder on the host (default: the run directory)")
+        self.env_edit = QPlainTextEdit(str(settings.get("env") or ""))
+        self.env_edit.setPlaceholderText("NAME=VALUE, one a line, e.g.\nHF_HOME=/data/hf\nWANDB_MODE=offline")
+        self.env_edit.setToolTip("Environment variables for the command (GPU Planner adds its own GPUPLANNER_*)")
+        self.env_edit.setFixedHeight(self.fontMetrics().lineSpacing() * 5)
+        for edit in (self.command_edit, self.workdir_edit):
+            edit.setMinimumWidth(self.fontMetrics().horizontalAdvance("x") * 44)
+        form.addRow("Command:", self.command_edit)
+        form.addRow("Working directory:", self.workdir_edit)
+        form.addRow("Environment:", self.env_edit)
+
         model_box = QGroupBox("Model and data")
         form = QFormLayout(model_box)
         self.model_edit = QLineEdit(str(settings.get("model") or ""))
@@ -348,7 +399,8 @@ class LaunchDialog(QDialog):
         content = QWidget()
         columns = QHBoxLayout(content)
         columns.setContentsMargins(0, 0, 0, 0)
-        for boxes in ((where, model_box), (train_box, money_box)):
+        self.model_box, self.train_box = model_box, train_box
+        for boxes in ((what_box, where, self.command_box, model_box), (train_box, money_box)):
             column = QVBoxLayout()
             for box in boxes:
                 column.addWidget(box)
@@ -387,6 +439,26 @@ class LaunchDialog(QDialog):
         self._on_method_changed(self.method_combo.currentText())
         self.host_combo.currentIndexChanged.connect(self._on_host_changed)
         self._on_host_changed()
+        self.command_radio.toggled.connect(self._on_mode_changed)
+        self._on_mode_changed()
+
+    @property
+    def command_mode(self) -> bool:
+        return self.command_radio.isChecked()
+
+    def _on_mode_changed(self, _checked: bool = False) -> None:
+        """A command needs no trainer settings (and cannot be benchmarked): only the fields that apply show."""
+        command = self.command_mode
+        self.command_box.setVisible(command)
+        for widget in (self.model_box, self.train_box, self.device_combo):
+            widget.setVisible(not command)
+        device_label = self.device_combo.parentWidget().layout().labelForField(self.device_combo)
+        if device_label is not None:
+            device_label.setVisible(not command)
+        self.measure_button.setVisible(not command)
+        self.setWindowTitle("Launch a command" if command else "Launch a training run")
+        if self._fitted:
+            self.fit_to_screen()
 
     def _on_host_changed(self, _index: int = 0) -> None:
         price = self._prices.get(self.host_combo.currentData())
@@ -408,6 +480,10 @@ class LaunchDialog(QDialog):
     def values(self) -> dict[str, Any]:
         """The form as a settings dict (the Plan pane's keys plus the dialog's own)."""
         return {
+            "mode": "command" if self.command_mode else "trainer",
+            "command": self.command_edit.text().strip(),
+            "workdir": self.workdir_edit.text().strip() or None,
+            "env": self.env_edit.toPlainText().strip(),
             "name": self.name_edit.text().strip() or None,
             "host": self.host_combo.currentData(),
             "gpus": self.gpus_spin.value(),
@@ -443,6 +519,18 @@ class LaunchDialog(QDialog):
         v = self.values()
         if v["host"] is None:
             return "Host: choose one (add SSH hosts in the Hosts pane)."
+        if v["mode"] == "command":
+            try:
+                words = shlex.split(v["command"])
+            except ValueError as exc:
+                return f"Command: {exc}"
+            if not words:
+                return "Command: what to run, e.g. python train.py (or choose the bundled trainer)."
+            try:
+                parse_env(v["env"])
+            except ValueError as exc:
+                return f"Environment: {exc}"
+            return self._common_problem(v)
         if not v["model"] and not v["model_config"]:
             return "Model: needs a Hugging Face id or a model folder, or fill in Model config (a config.json)."
         if not v["data"]:
@@ -451,6 +539,10 @@ class LaunchDialog(QDialog):
             shlex.split(v["extra"])
         except ValueError as exc:
             return f"Extra flags: {exc}"
+        return self._common_problem(v)
+
+    def _common_problem(self, v: dict[str, Any]) -> str | None:
+        """What applies to a command and to the bundled trainer alike: the tags and the budget."""
         try:
             parse_tags_text(v["tags"])
         except TagError as exc:
@@ -470,7 +562,8 @@ class LaunchDialog(QDialog):
         if self._remember:
             remember_values(self.values())
         values = self.values()
-        if self._on_check is not None and values != self._checked_values:
+        # The pre-launch check reads the trainer's settings (model, data); a command is the user's own.
+        if self._on_check is not None and values != self._checked_values and not self.command_mode:
             self.launch_button.setEnabled(False)
             self._show_error(f"Checking the settings on {self.host_combo.currentText()}…", error=False)
             self._on_check(values, self)
@@ -499,6 +592,7 @@ class LaunchDialog(QDialog):
         """The size that shows every field without scrolling (the two columns and the buttons)."""
         margins = self.layout().contentsMargins()
         spacing = max(0, self.layout().spacing())
+        self.content.layout().activate()  # fields shown or hidden since (a command or the trainer) count now
         content = self.content.sizeHint()
         width = content.width() + margins.left() + margins.right() + 4
         height = content.height() + margins.top() + margins.bottom() + 4
@@ -558,9 +652,13 @@ class LaunchDialog(QDialog):
 
     def request(self) -> LaunchRequest:
         v = self.values()
+        command = shlex.split(v["command"]) if v["mode"] == "command" else []
         return LaunchRequest(
             host_name=v["host"],
-            trainer_args=trainer_args(v),
+            trainer_args=[] if command else trainer_args(v),
+            command=command,
+            workdir=v["workdir"] if command else None,
+            env=parse_env(v["env"]) if command else {},
             name=v["name"],
             plan_id=self.settings.get("plan_id"),
             gpus=v["gpus"],

@@ -131,6 +131,9 @@ class RunController(QObject):
                 tags=getattr(request, "tags", None) or None,
                 on_records=self.on_records,
                 on_status=self.on_status,
+                command=getattr(request, "command", None) or None,
+                workdir=getattr(request, "workdir", None),
+                env=dict(getattr(request, "env", None) or {}),
             )
 
         return self.submit(job, callback, errback)

@@ -137,3 +137,23 @@ def test_batch_scripts_are_valid_bash_for_every_layout() -> None:
     assert '--node-rank "$SLURM_NODEID"' in multi and 'scontrol show hostnames "$SLURM_JOB_NODELIST"' in multi
     for script in (one, gpus, multi):
         assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+
+
+def test_batch_script_of_a_user_command_runs_the_monitor_on_every_node() -> None:
+    """A user's command under the monitor (``-m trainer exec``): the command lays out its own processes,
+    so no torchrun is added; on several nodes srun starts one monitor per node."""
+    monitor = ["-m", "trainer", "exec", "--run-dir", "/shared/runs/5", "--gpus", "4", "--", "torchrun", "train.py"]
+    for settings in ({"gpus_per_node": 4}, {"gpus_per_node": 4, "nodes": 2}):
+        script = batch_script(
+            run_dir="/shared/runs/5",
+            tag="node0",
+            python="python3",
+            wrapper="/shared/payload/w.py",
+            command=monitor,
+            env={"PYTHONPATH": "/shared/payload"},
+            settings=parse_settings(settings),
+        )
+        node = "python3 -m trainer exec --run-dir /shared/runs/5 --gpus 4 -- torchrun train.py"
+        assert node in script and "torch.distributed.run" not in script
+        assert ("srun --nodes 2" in script) == (settings.get("nodes") == 2)
+        assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0

@@ -129,3 +129,38 @@ def test_settings_fitted_by_the_comparison_are_shown_and_launched(qtbot: Any) ->
     plain = LaunchDialog(HOSTS, {"model": "gpt2"})
     qtbot.addWidget(plain)
     assert plain.findChild(QLabel, "fittedNote") is None
+
+
+def test_a_command_of_ones_own_with_workdir_and_environment(qtbot: Any) -> None:
+    checked: list[Any] = []
+    dialog = LaunchDialog(HOSTS, {}, on_check=lambda values, d: checked.append(values))
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    assert not dialog.command_box.isVisible() and dialog.model_box.isVisible()
+    dialog.command_radio.setChecked(True)
+    # only what applies to a command shows: no trainer settings, no benchmark of them
+    assert dialog.command_box.isVisible() and not dialog.model_box.isVisible() and not dialog.train_box.isVisible()
+    assert not dialog.measure_button.isVisible() and dialog.launch_button.isVisible()
+    assert dialog.windowTitle() == "Launch a command"
+    assert dialog.validate() == "Command: what to run, e.g. python train.py (or choose the bundled trainer)."
+    dialog.command_edit.setText('torchrun --nproc-per-node 2 "my train.py" --lr 1e-4')
+    dialog.workdir_edit.setText("/home/me/proj")
+    dialog.env_edit.setPlainText("HF_HOME=/data/hf\n# a comment\n\nWANDB_MODE=offline\n1BAD=x")
+    assert dialog.validate() == "Environment: line 5: NAME=VALUE with a name of letters, digits and _, not '1BAD=x'"
+    dialog.env_edit.setPlainText("HF_HOME=/data/hf\nWANDB_MODE=offline")
+    dialog.command_edit.setText('python "unclosed')
+    assert dialog.validate() is not None and dialog.validate().startswith("Command: ")
+    dialog.command_edit.setText('torchrun --nproc-per-node 2 "my train.py" --lr 1e-4')
+    dialog.gpus_spin.setValue(2)
+    request = dialog.request()
+    assert request.command == ["torchrun", "--nproc-per-node", "2", "my train.py", "--lr", "1e-4"]
+    assert request.trainer_args == [] and request.workdir == "/home/me/proj" and request.gpus == 2
+    assert request.env == {"HF_HOME": "/data/hf", "WANDB_MODE": "offline"}
+    dialog.accept()
+    assert dialog.result() == LaunchDialog.DialogCode.Accepted and checked == []  # no trainer checks for a command
+    again = LaunchDialog(HOSTS, {})
+    qtbot.addWidget(again)
+    assert again.command_mode and again.request().command == request.command  # remembered
+    again.trainer_radio.setChecked(True)
+    assert again.request().command == [] and again.request().env == {}

@@ -362,3 +362,41 @@ def test_launch_from_dialog_then_stop_resume_from_buttons(qtbot, runs_pane, monk
     runs_pane.kill_button.click()
     qtbot.waitUntil(lambda: entry.state == "killed", timeout=30_000)
     assert finished == [entry.run_id, entry.run_id]
+
+
+@pytest.mark.slow
+def test_launch_a_command_from_the_dialog_shows_its_steps_and_ends_in_history(qtbot, runs_pane, monkeypatch) -> None:
+    """The dialog's "a command of my own": a real script under the monitor, its log_step records plotted
+    live, the run finished in the history with its steps."""
+    import sys
+
+    from gpuplanner.history.db import connect
+    from gpuplanner.ui.launch_dialog import LaunchDialog
+    from tests.conftest import REPO_ROOT
+
+    scripts = REPO_ROOT / "tests" / "data" / "user_scripts"
+
+    def accept(dialog: LaunchDialog) -> int:
+        dialog.command_radio.setChecked(True)
+        dialog.command_edit.setText(f"{sys.executable} plain_loop.py --steps 25")
+        dialog.workdir_edit.setText(str(scripts))
+        dialog.env_edit.setPlainText("OMP_NUM_THREADS=1")
+        dialog.accept()
+        return QDialog.DialogCode.Accepted
+
+    monkeypatch.setattr(LaunchDialog, "exec", accept)
+    finished: list[int] = []
+    runs_pane.runFinished.connect(finished.append)
+    runs_pane.open_launch_dialog({})
+    qtbot.waitUntil(lambda: runs_pane.current() is not None, timeout=30_000)
+    entry = runs_pane.current()
+    qtbot.waitUntil(lambda: finished == [entry.run_id], timeout=120_000)
+    assert entry.state == "finished" and entry.telemetry.end_status == "finished"
+    assert len(entry.telemetry.steps) == 25 and entry.telemetry.current_step() == 25
+    db = connect(runs_pane.services.db_path)
+    try:
+        steps = db.execute("SELECT COUNT(*) FROM steps WHERE run_id = ?", [entry.run_id]).fetchone()[0]
+        config = db.execute("SELECT config_json FROM runs WHERE id = ?", [entry.run_id]).fetchone()[0]
+    finally:
+        db.close()
+    assert steps == 25 and '"plain_loop.py"' in config

@@ -1,0 +1,66 @@
+"""Billed time: what the host of a launched run costs from launch until the run ended and, where the
+host has one, its after-run command (a cloud CLI that stops the instance) finished. Idle time before the
+first record (connecting, uploading, starting) and after the last one (until the instance stops) is
+paid for too, so it shows as cost here next to the time the run's records span.
+
+The launcher writes one ``billed`` event per launch-to-end span (a resume by hand starts a new one;
+automatic restarts stay in one span): ``launched_at``, ``ended_at``, ``billed_s``, ``gpus``,
+``price_usd_per_gpu_hour``, ``billed_usd`` and, with an after-run command, ``after_run`` (its command,
+exit status, seconds and the end of its output). Slurm runs are billed from ``sacct`` instead
+(``slurm_job`` events).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlite_utils import Database
+
+BILLED = "billed"
+
+
+def billed_span(
+    launched_at: float, ended_at: float, gpus: int, price: float | None, after_run: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``billed`` event's detail for one span (``ended_at`` includes the after-run command)."""
+    billed_s = max(0.0, ended_at - launched_at)
+    detail: dict[str, Any] = {
+        "launched_at": launched_at,
+        "ended_at": ended_at,
+        "billed_s": round(billed_s, 3),
+        "gpus": gpus,
+        "price_usd_per_gpu_hour": price,
+        "billed_usd": round(billed_s / 3600.0 * gpus * price, 6) if price is not None else None,
+    }
+    if after_run is not None:
+        detail["after_run"] = after_run
+    return detail
+
+
+def billed_of(db: Database, run_id: int, record_hours: float | None = None) -> dict[str, Any] | None:
+    """The run's billed hours and cost over all its spans, and ``idle_billed_hours``: billed hours not
+    covered by the run's records (``record_hours``, the summary's ``hours``); None when never billed."""
+    spans = []
+    for (text,) in db.execute(
+        "SELECT detail_json FROM events WHERE run_id = ? AND kind = ? ORDER BY t", [run_id, BILLED]
+    ).fetchall():
+        try:
+            detail = json.loads(text) if text else None
+        except ValueError:
+            continue
+        if isinstance(detail, dict) and isinstance(detail.get("billed_s"), (int, float)):
+            spans.append(detail)
+    if not spans:
+        return None
+    hours = sum(float(s["billed_s"]) for s in spans) / 3600.0
+    costs = [s.get("billed_usd") for s in spans]
+    return {
+        "billed_hours": hours,
+        "billed_cost_usd": sum(c for c in costs if isinstance(c, (int, float)))
+        if any(c is not None for c in costs)
+        else None,
+        "idle_billed_hours": max(0.0, hours - record_hours) if record_hours is not None else None,
+        "billed_spans": len(spans),
+        "after_run": next((s["after_run"] for s in reversed(spans) if "after_run" in s), None),
+    }
