@@ -360,7 +360,8 @@ class MainWindow(QMainWindow):
         settings.setValue("window/geometry", self.saveGeometry())
         settings.setValue("window/state", self.saveState())
         settings.setValue("window/place", self.current_place())
-        settings.setValue("plan/splitter", self.plan_pane.splitter.saveState())
+        if self.plan_pane.user_sized_splitter:  # details, table, chart (the old two-part layout had another key)
+            settings.setValue("plan/details-splitter", self.plan_pane.splitter.saveState())
         if self.is_built("History"):
             settings.setValue("history/splitter", self.history_pane.splitter.saveState())
         settings.setValue("plan/inputs", json.dumps(self.plan_pane.form.values()))
@@ -374,9 +375,9 @@ class MainWindow(QMainWindow):
         state = settings.value("window/state")
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.restoreState(state)
-        value = settings.value("plan/splitter")
+        value = settings.value("plan/details-splitter")
         if isinstance(value, QByteArray) and not value.isEmpty():
-            self.plan_pane.splitter.restoreState(value)
+            self.plan_pane.restore_splitter(value)
         place = settings.value("window/place")
         if place in PLACES:
             self.show_place(str(place))

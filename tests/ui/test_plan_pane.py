@@ -109,6 +109,8 @@ def test_filled_form_shows_the_engines_numbers(qtbot: Any, pane: PlanPane, servi
     plan = make_plan(request, services.catalog)
     assert pane.result is not None
     assert pane.result.request.setup == request.setup
+    # the details describe the form's option once its row is selected (the recommended one before)
+    assert pane.select_option("A100 80GB", 2, "on-demand")
     assert pane.memory_bar.view is not None
     assert pane.memory_bar.view.total_gib == pytest.approx(plan.memory.total / GIB)
     assert pane.memory_bar.view.capacity_gib == pytest.approx(plan.capacity_gib)
@@ -117,6 +119,7 @@ def test_filled_form_shows_the_engines_numbers(qtbot: Any, pane: PlanPane, servi
     assert f"{plan.runtime.hours:,.2f} h" in summary
     assert f"${plan.on_demand_cost_usd:,.2f}" in summary
     rows = compare(PlanRequest(**{**request.__dict__, "gpu": None}), services.catalog)
+    pane.table.clearSelection()
     assert pane.recommendation_label.text() == recommendation(rows)
     table = shown_rows(pane)
     assert len(table) == len(rows)
@@ -445,6 +448,7 @@ def test_spot_and_speed_inputs_give_the_clis_numbers(
     assert plan.spot.cost_usd == near(cli["spot"]["cost_usd"])
     assert plan.spot.p90_cost_usd == near(cli["spot"]["p90_cost_usd"])
     assert plan.spot.estimate.expected_interruptions == near(cli["spot"]["expected_interruptions"])
+    assert pane.select_option("H100 SXM", 1, "spot")
     assert f"${cli['spot']['cost_usd']:,.2f}" in pane.summary_label.text()
     # the flat overhead instead of the interruption model
     type_into(qtbot, pane, "mean-hours-between-interruptions", "")
@@ -585,10 +589,11 @@ def test_speeds_measured_in_the_history_calibrate_the_plan(
 
 
 def test_the_details_give_the_likely_range_and_the_prices_date(pane: Any) -> None:
-    plan = pane.result.plan
-    text = pane.summary_label.text()
+    plan = pane.focus.plan
+    text = pane.summary_label.text() + " " + pane.rent_label.text()
     low, high = plan.hours_range
     assert low < plan.runtime.hours < high  # the estimate sits inside its own range
     assert f"Likely {low:,.2f} h to {high:,.2f} h" in text and "P10-P90" in text
-    assert "Prices as of 2025-06-15" in text and "days old" in text
-    assert plan.on_demand is not None and plan.on_demand.source in text  # where the price comes from
+    assert "prices as of 2025-06-15" in text and "days old" in text
+    choice = plan.on_demand if pane.focus.row.pricing == "on-demand" else plan.spot.price
+    assert choice.source in text  # where the price comes from

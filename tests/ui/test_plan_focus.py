@@ -1,0 +1,114 @@
+"""The Plan pane's details follow the table's selected option (the recommended one when none is selected),
+say which option they describe, and say exactly what to rent."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QItemSelectionModel, Qt
+
+from gpuplanner.plan.compare import CompareRow
+from gpuplanner.plan.planner import GIB
+from gpuplanner.ui.plan_details import option_key
+from gpuplanner.ui.plan_pane import PlanPane
+from tests.ui.helpers import wait_for_result
+
+
+@pytest.fixture
+def pane(qtbot: Any, services: Any) -> Any:
+    widget = PlanPane(services)
+    qtbot.addWidget(widget)
+    widget.resize(1160, 760)
+    widget.show()
+    wait_for_result(qtbot, widget)
+    yield widget
+    widget.shutdown()
+
+
+def click_row(pane: PlanPane, row: CompareRow) -> None:
+    """Select the table row of ``row`` through the selection model, as a click does."""
+    source = pane.model.rows().index(row)
+    index = pane.proxy.mapFromSource(pane.model.index(source, 0))
+    pane.table.selectionModel().select(
+        index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
+    )
+
+
+def usable_other(pane: PlanPane) -> CompareRow:
+    """A usable option on another GPU than the recommended one."""
+    rows = pane.result.rows
+    best = next(r for r in rows if r.rank == 1)
+    return next(r for r in rows if r.usable and r.gpu != best.gpu)
+
+
+def test_details_describe_the_recommendation_until_a_row_is_selected(pane: PlanPane) -> None:
+    rows = pane.result.rows
+    best = next(r for r in rows if r.rank == 1)
+    assert pane.focus.row == best and pane.focus.why == "recommended"
+    assert pane.recommendation_label.text() == pane.result.recommendation
+    assert "recommended option" in pane.focus_label.text()
+    assert f"{best.gpus} x {best.gpu}" in pane.focus_label.text()
+    assert pane.memory_bar.view.total_gib == pytest.approx(best.plan.memory.total / GIB)
+    assert pane.memory_bar.view.gpu == best.gpu
+    assert pane.summary_label.text().startswith(f"{best.gpus} x {best.gpu}: ")
+    x, y = pane.chart.focus_point()
+    assert x == pytest.approx(math.log10(best.hours)) and y == pytest.approx(best.cost_usd)
+
+
+def test_selecting_another_row_moves_the_details_bar_and_chart_to_it(qtbot: Any, pane: PlanPane) -> None:
+    other = usable_other(pane)
+    before = (pane.memory_bar.view.total_gib, pane.summary_label.text())
+    click_row(pane, other)
+    assert pane.focus.why == "selected" and pane.focus.row == other
+    bar = pane.memory_bar.view
+    assert bar.gpu == other.gpu
+    assert bar.total_gib == pytest.approx(other.plan.memory.total / GIB)
+    assert bar.capacity_gib == pytest.approx(other.plan.capacity_gib)
+    summary = pane.summary_label.text()
+    assert (bar.total_gib, summary) != before
+    assert summary.startswith(f"{other.gpus} x {other.gpu}: {other.plan.memory.total / GIB:.1f} GiB per GPU")
+    assert f"{other.plan.runtime.hours:,.2f} h" in summary
+    headline = pane.recommendation_label.text()
+    assert headline.startswith(f"Selected: #{other.rank} {other.gpus} x {other.gpu}, {other.pricing}")
+    assert "selected option" in pane.focus_label.text()
+    x, y = pane.chart.focus_point()
+    assert x == pytest.approx(math.log10(other.hours))
+    # the selection survives a recalculation (the ranks move rows around) and follows its option
+    pane.form.set_values({"epochs": "3"})
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pane.recalculate()
+    wait_for_result(qtbot, pane)
+    assert pane.focus.why == "selected" and option_key(pane.focus.row) == option_key(other)
+    selected = pane.table.selectionModel().selectedRows()
+    assert len(selected) == 1
+    assert option_key(pane.model.rows()[pane.proxy.mapToSource(selected[0]).row()]) == option_key(other)
+    # Esc in the table goes back to the recommendation
+    pane.table.setFocus()
+    qtbot.keyClick(pane.table, Qt.Key.Key_Escape)
+    assert pane.focus.why == "recommended"
+    assert pane.recommendation_label.text() == pane.result.recommendation
+
+
+def test_the_details_say_exactly_what_to_rent(pane: PlanPane, services: Any) -> None:
+    rows = pane.result.rows
+    # an option run on fewer GPUs than its cheapest instance holds says the whole instance is billed
+    partial = next(
+        (r for r in rows if r.pricing == "on-demand" and r.plan.on_demand and r.plan.on_demand.billed_gpus > r.gpus),
+        None,
+    )
+    for row in [r for r in rows if r.usable][:3] + ([partial] if partial else []):
+        click_row(pane, row)
+        choice = row.plan.on_demand if row.pricing == "on-demand" else row.plan.spot.price
+        text = pane.rent_label.text()
+        assert text.startswith(f"Rent at {choice.provider}: ")
+        assert choice.instance_type in text
+        assert f"region {choice.region or 'any'}" in text
+        assert f"${choice.usd_per_gpu_hour:,.2f}/GPU-h" in text
+        assert f"${choice.usd_per_gpu_hour * choice.billed_gpus:,.2f}/h per instance" in text
+        assert f"prices as of {choice.as_of}" in text and choice.source in text
+        counts = sorted({o.gpu_count for o in services.catalog.offers_for(row.gpu) if o.provider == choice.provider})
+        assert f"{choice.provider} rents {row.gpu} in instances of {', '.join(map(str, counts))} GPU" in text
+        idle = choice.billed_gpus - row.gpus
+        assert (f"billed as a whole instance: {idle} GPU" in text) == (idle > 0)
