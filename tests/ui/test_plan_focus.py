@@ -112,3 +112,61 @@ def test_the_details_say_exactly_what_to_rent(pane: PlanPane, services: Any) -> 
         assert f"{choice.provider} rents {row.gpu} in instances of {', '.join(map(str, counts))} GPU" in text
         idle = choice.billed_gpus - row.gpus
         assert (f"billed as a whole instance: {idle} GPU" in text) == (idle > 0)
+
+
+def wait_new_result(qtbot: Any, pane: PlanPane, values: dict[str, str]) -> None:
+    pane.form.set_values(values)
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        pane.recalculate()
+    wait_for_result(qtbot, pane)
+
+
+def test_new_results_do_not_move_the_splitter(qtbot: Any, pane: PlanPane) -> None:
+    qtbot.wait(50)
+    before = pane.splitter.sizes()
+    summary, advice = pane.summary_label.text(), pane.advice_label.isVisible()
+    # a full fine-tune on a small card: nothing fits, advice appears, every text changes length
+    wait_new_result(qtbot, pane, {"method": "full", "gpu": "RTX 4090", "grad-checkpointing": "none"})
+    qtbot.wait(50)
+    assert pane.summary_label.text() != summary and pane.advice_label.isVisible() != advice
+    assert pane.splitter.sizes() == before
+    # a handle the user dragged stays where it was put, whatever the pane's size
+    pane.splitter.moveSplitter(before[0] + 40, 1)
+    pane.splitter.splitterMoved.emit(before[0] + 40, 1)
+    dragged = pane.splitter.sizes()
+    wait_new_result(qtbot, pane, {"method": "lora", "gpu": "H100 SXM", "grad-checkpointing": "full"})
+    assert pane.splitter.sizes() == dragged
+
+
+def test_the_chart_gets_a_real_height_at_1920x1080(qtbot: Any, pane: PlanPane) -> None:
+    pane.resize(1920 - 120, 1080 - 60)  # the Plan pane of a 1920x1080 window (sidebar, menu and status bar)
+    qtbot.waitUntil(lambda: pane.chart.height() > 0 and pane.splitter.height() > 900, timeout=5_000)
+    qtbot.wait(50)
+    assert pane.chart.height() >= 0.3 * pane.splitter.height()
+    details, table, chart = pane.splitter.sizes()
+    assert chart >= 300 and table >= 200
+    # the details get the height their text needs: no scroll bar where there is room for them
+    assert not pane.details_scroll.verticalScrollBar().isVisible()
+
+
+def test_why_not_wraps_instead_of_cutting_the_reason(qtbot: Any, pane: PlanPane) -> None:
+    pane.resize(1000, 760)  # a narrow "Why not" column
+    wait_new_result(
+        qtbot, pane, {"method": "full", "grad-checkpointing": "none", "deadline-hours": "2", "budget-usd": "5"}
+    )
+    qtbot.wait(50)
+    table = pane.table
+    column = len(pane.model.COLUMNS) - 1
+    style = table.style()
+    margin = style.pixelMetric(style.PixelMetric.PM_FocusFrameHMargin, None, table) + 1
+    width = table.columnWidth(column) - 2 * margin
+    metrics = table.fontMetrics()
+    wrapped = 0
+    for r in range(pane.proxy.rowCount()):
+        text = pane.proxy.index(r, column).data()
+        if not text or text == "–":
+            continue
+        needed = metrics.boundingRect(0, 0, width, 10_000, int(Qt.TextFlag.TextWordWrap), text).height()
+        assert table.rowHeight(r) >= needed, (text, table.rowHeight(r), needed)
+        wrapped += metrics.horizontalAdvance(text) > width
+    assert wrapped > 0, "the test needs reasons longer than the column"
