@@ -143,6 +143,13 @@ class MainWindow(QMainWindow):
         for action in self.export_actions.values():
             export.addAction(action)
         file_menu.addSeparator()
+        self.own_hardware_action = self._action(
+            "Own &hardware price…",
+            self._on_own_hardware,
+            tip="The amortised price per GPU-hour of a machine you own, for the comparison or a host",
+        )
+        file_menu.addAction(self.own_hardware_action)
+        file_menu.addSeparator()
         self.quit_action = self._action("&Quit", self.close, QKeySequence.StandardKey.Quit)
         self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
         file_menu.addAction(self.quit_action)
@@ -339,6 +346,34 @@ class MainWindow(QMainWindow):
         return QUrl.fromLocalFile(str(local)) if local is not None else QUrl(ONLINE_USER_GUIDE)
 
     @Slot()
+    def _on_own_hardware(self) -> None:
+        self.open_own_hardware()
+
+    def open_own_hardware(self) -> Any:
+        """Show the Own hardware dialog (one at a time, not modal) and return it."""
+        from gpuplanner.ui.ownership_dialog import OwnHardwareDialog
+
+        dialog = getattr(self, "own_hardware_dialog", None)
+        if dialog is None:
+            dialog = OwnHardwareDialog(self.services, self)
+            dialog.machineSaved.connect(self._on_machine_saved)
+            dialog.hostPriceSet.connect(self._on_host_price_set)
+            self.own_hardware_dialog = dialog
+        if dialog.isVisible():
+            dialog.raise_()  # already open: bring it to the front
+        else:
+            dialog.show()
+        return dialog
+
+    @Slot(str)
+    def _on_machine_saved(self, _name: str) -> None:
+        self.plan_pane.reload_catalog()
+
+    @Slot(str, float)
+    def _on_host_price_set(self, _name: str, _price: float) -> None:
+        if self.is_built("Hosts"):
+            self.hosts_pane.reload()
+
     def _on_user_guide(self) -> None:
         url = self.user_guide_url()
         if not QDesktopServices.openUrl(url):
@@ -429,6 +464,9 @@ class MainWindow(QMainWindow):
     def shutdown(self, stop_runs: bool = False) -> None:
         """Stop every pane's background work (the Runs pane detaches or stops its runs)."""
         self._closing_done = True  # nothing more gets built after this
+        dialog = getattr(self, "own_hardware_dialog", None)
+        if dialog is not None:
+            dialog.shutdown()
         self.plan_pane.shutdown()
         if self.is_built("Runs"):
             self.runs_pane.shutdown(stop_runs)

@@ -438,6 +438,12 @@ class PlanPane(QWidget):
         )
         return True
 
+    def reload_catalog(self) -> None:
+        """Read the catalog again (an own machine or a price file changed) and recalculate."""
+        self.catalog = self.services.reload_catalog()
+        self._measured_cache = MeasuredCache()
+        self.recalculate()
+
     def is_busy(self) -> bool:
         return bool(self._in_flight) or self._debounce.isActive()
 
