@@ -89,14 +89,16 @@ def headline(focus: Focus, recommendation: str) -> str:
     )
 
 
-def focus_line(focus: Focus, form_plan: Plan) -> str:
-    """Which option the details describe, and how to see another."""
+def focus_line(focus: Focus, form_plan: Plan, *, hints: bool = True) -> str:
+    """Which option the details describe; with ``hints`` (the window, not a report), how to see another."""
     gpu = form_plan.gpu.name if form_plan.gpu else "your GPU"
     form = f"{form_plan.setup.gpus} x {gpu}, {form_plan.request.pricing_mode}"
     if focus.row is None:
         return f"Details of the form's option ({form}): no option in the table can be used."
     rank = f"#{focus.row.rank} " if focus.row.rank else ""
     what = f"{rank}{option_name(focus.row)}"
+    if not hints:
+        return f"Details of the {focus.why} option, {what}."
     if focus.why == "selected":
         text = f"Details of the selected option, {what} (Esc in the table: the recommended one)."
     else:

@@ -783,7 +783,8 @@ class PlanPane(QWidget):
             if v is not None
         ]
         report.text("Recommendation: " + result.recommendation, bold=True)
-        report.text(self.focus_label.text())
+        if self.focus is not None:
+            report.text(focus_line(self.focus, result.plan, hints=False))
         report.text(self.summary_label.text() + " " + self.sources_label.text())
         report.text(self.rent_label.text())
         report.key_values(pairs, columns=3)
