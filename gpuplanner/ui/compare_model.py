@@ -147,6 +147,10 @@ class CompareTableModel(ColumnsTableModel):
     def rows(self) -> list[CompareRow]:
         return list(self._rows)
 
+    def column_texts(self, column: int) -> list[str]:
+        """The shown text of one column, row by row (source order)."""
+        return [texts[column] for texts in self._texts]
+
     def is_usable(self, row: int) -> bool:
         return self._rows[row].usable
 

@@ -287,6 +287,7 @@ class PlanPane(QWidget):
         self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.table.setWordWrap(True)
         self._row_heights: dict[tuple[str, int], int] = {}
+        self._tall_rows: set[int] = set()  # the view's rows made taller than one line
         self._fit_timer = QTimer(self)
         self._fit_timer.setSingleShot(True)
         self._fit_timer.setInterval(0)
@@ -605,7 +606,8 @@ class PlanPane(QWidget):
     @Slot()
     def _fit_row_heights(self) -> None:
         """Each row as tall as its "Why not" text wrapped in that column's width (the other cells hold one
-        line), so no reason is cut off. Heights are cached per text and width."""
+        line), so no reason is cut off. Only rows whose reason needs more than one line are looked up in
+        the sorted view; heights are cached per text and width."""
         column = len(COLUMNS) - 1
         width = self.table.columnWidth(column) - 10  # the cell's text margins
         if width < 40:
@@ -613,20 +615,30 @@ class PlanPane(QWidget):
         metrics = self.table.fontMetrics()
         header = self.table.verticalHeader()
         line = header.defaultSectionSize()
-        proxy = self.proxy
-        for r in range(proxy.rowCount()):
-            text = proxy.index(r, column).data() or ""
-            height = line
-            if text and text != "–" and metrics.horizontalAdvance(text) > width:
-                key = (text, width)
-                cached = self._row_heights.get(key)
-                if cached is None:
+        cache = self._row_heights
+        tall: dict[int, int] = {}
+        for source_row, text in enumerate(self.model.column_texts(column)):
+            if not text or text == "–":
+                continue
+            height = cache.get((text, width))
+            if height is None:
+                height = line
+                if metrics.horizontalAdvance(text) > width:
                     flags = int(Qt.TextFlag.TextWordWrap)
-                    cached = max(line, metrics.boundingRect(0, 0, width, 10_000, flags, text).height() + 6)
-                    self._row_heights[key] = cached
-                height = cached
-            if header.sectionSize(r) != height:
-                header.resizeSection(r, height)
+                    height = max(line, metrics.boundingRect(0, 0, width, 10_000, flags, text).height() + 6)
+                cache[(text, width)] = height
+            if height > line:
+                row = self.proxy.mapFromSource(self.model.index(source_row, column)).row()
+                if row >= 0:
+                    tall[row] = height
+        count = self.proxy.rowCount()
+        for row in self._tall_rows - tall.keys():
+            if row < count and header.sectionSize(row) != line:
+                header.resizeSection(row, line)
+        for row, height in tall.items():
+            if header.sectionSize(row) != height:
+                header.resizeSection(row, height)
+        self._tall_rows = set(tall)
 
     @Slot("QModelIndex")
     def _on_row_double_clicked(self, index: Any) -> None:
