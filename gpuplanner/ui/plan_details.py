@@ -118,7 +118,7 @@ def summary_text(plan: Plan) -> str:
         return f"{head}; cannot run: {reason}."
     parts = [
         f"{head}, {plan.throughput.tokens_per_s:,.0f} tokens/s, "
-        f"{plan.runtime.hours:,.2f} h, {plan.runtime.gpu_hours:,.2f} GPU-hours."
+        f"{human_hours(plan.runtime.hours)}, {plan.runtime.gpu_hours:,.2f} GPU-hours."
     ]
     if plan.on_demand is not None:
         parts.append(
@@ -128,8 +128,8 @@ def summary_text(plan: Plan) -> str:
     if plan.spot is not None:
         est = plan.spot.estimate
         parts.append(
-            f"Spot {human_money(plan.spot.cost_usd)} expected in {est.hours:,.2f} h "
-            f"(+{est.overhead_hours:,.2f} h overhead), P50 {human_money(plan.spot.p50_cost_usd)}, "
+            f"Spot {human_money(plan.spot.cost_usd)} expected in {human_hours(est.hours)} "
+            f"(+{human_hours(est.overhead_hours)} overhead), P50 {human_money(plan.spot.p50_cost_usd)}, "
             f"P90 {human_money(plan.spot.p90_cost_usd)}."
         )
     if plan.deadline_ok is not None and request.deadline_hours is not None:
@@ -137,7 +137,7 @@ def summary_text(plan: Plan) -> str:
     if plan.budget_ok is not None and request.budget_usd is not None:
         parts.append(f"Budget ${request.budget_usd:,.2f}: {'within' if plan.budget_ok else 'OVER'}.")
     low, high = plan.hours_range
-    likely = f"Likely {low:,.2f} h to {high:,.2f} h"
+    likely = f"Likely {human_hours(low)} to {human_hours(high)}"
     if plan.cost_range is not None:
         likely += f", {human_money(plan.cost_range[0])} to {human_money(plan.cost_range[1])}"
     parts.append(f"{likely} (P10-P90; {range_basis(plan).removesuffix(' (P10-P90)')}).")

@@ -11,6 +11,7 @@ from PySide6.QtCore import QItemSelectionModel, Qt
 
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import GIB
+from gpuplanner.ui.human import human_hours
 from gpuplanner.ui.plan_details import option_key
 from gpuplanner.ui.plan_pane import PlanPane
 from tests.ui.helpers import wait_for_result
@@ -69,7 +70,7 @@ def test_selecting_another_row_moves_the_details_bar_and_chart_to_it(qtbot: Any,
     summary = pane.summary_label.text()
     assert (bar.total_gib, summary) != before
     assert summary.startswith(f"{other.gpus} x {other.gpu}: {other.plan.memory.total / GIB:.1f} GiB per GPU")
-    assert f"{other.plan.runtime.hours:,.2f} h" in summary
+    assert f"{human_hours(other.plan.runtime.hours)}, " in summary  # "10 h 11 min", never "10.18 h"
     headline = pane.recommendation_label.text()
     assert headline.startswith(f"Selected: #{other.rank} {other.gpus} x {other.gpu}, {other.pricing}")
     assert "selected option" in pane.focus_label.text()

@@ -21,6 +21,7 @@ from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
 from gpuplanner.planning import comparison_request
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE
+from gpuplanner.ui.human import human_hours
 from gpuplanner.ui.plan_inputs import default_values, request_from_values
 from gpuplanner.ui.plan_pane import PlanPane
 from gpuplanner.ui.report_pdf import MARGIN_MM, cell_text
@@ -116,7 +117,7 @@ def test_filled_form_shows_the_engines_numbers(qtbot: Any, pane: PlanPane, servi
     assert pane.memory_bar.view.capacity_gib == pytest.approx(plan.capacity_gib)
     summary = pane.summary_label.text()
     assert f"{plan.memory.total / GIB:.1f} GiB per GPU" in summary
-    assert f"{plan.runtime.hours:,.2f} h" in summary
+    assert f"{human_hours(plan.runtime.hours)}, " in summary
     assert f"${plan.on_demand_cost_usd:,.2f}" in summary
     rows = compare(PlanRequest(**{**request.__dict__, "gpu": None}), services.catalog)
     pane.table.clearSelection()
@@ -593,7 +594,7 @@ def test_the_details_give_the_likely_range_and_the_prices_date(pane: Any) -> Non
     text = pane.summary_label.text() + " " + pane.rent_label.text()
     low, high = plan.hours_range
     assert low < plan.runtime.hours < high  # the estimate sits inside its own range
-    assert f"Likely {low:,.2f} h to {high:,.2f} h" in text and "P10-P90" in text
+    assert f"Likely {human_hours(low)} to {human_hours(high)}" in text and "P10-P90" in text
     assert "prices as of 2025-06-15" in text and "days old" in text
     choice = plan.on_demand if pane.focus.row.pricing == "on-demand" else plan.spot.price
     assert choice.source in text  # where the price comes from
