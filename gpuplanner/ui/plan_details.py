@@ -19,6 +19,7 @@ from gpuplanner.plan.planner import GIB, Plan, PriceChoice
 from gpuplanner.plan.price_dates import describe_age
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.ui.human import human_hours, human_money
+from gpuplanner.ui.plan_inputs import FIELD_BY_KEY
 
 OptionKey = tuple[str, int, str]  # (GPU, GPU count, pricing)
 
@@ -191,3 +192,20 @@ def rental_text(focus: Focus, catalog: Catalog) -> str:
         f"Rent at {choice.provider}: {_what(choice, gpus)}, region {choice.region or 'any'}, "
         f"{per_gpu}/GPU-h ({instance}/h per instance), {describe_age(choice.as_of)}, source: {choice.source}." + offered
     )
+
+
+def field_label(key: str) -> str:
+    """The form's label of a field key (``epochs`` -> ``Epochs``)."""
+    spec = FIELD_BY_KEY.get(key)
+    return spec.label if spec is not None else key.replace("-", " ").capitalize()
+
+
+def in_window_words(message: str) -> str:
+    """An engine message with the CLI's flags replaced by the form's labels: "give either --spot-discount or
+    --spot-price" -> "give either "Spot discount (share)" or "Spot price ($/GPU-hour)"."""
+
+    def label(match: re.Match[str]) -> str:
+        key = match.group(1)
+        return f'"{field_label(key)}"' if key in FIELD_BY_KEY else match.group(0)
+
+    return re.sub(r"--([a-z0-9][a-z0-9-]*)", label, message)

@@ -58,6 +58,8 @@ from gpuplanner.ui.plan_details import (
     Focus,
     OptionKey,
     choose_focus,
+    field_label,
+    in_window_words,
     focus_line,
     headline,
     option_key,
@@ -473,10 +475,11 @@ class PlanPane(QWidget):
             self._show_input_error(field, message)
 
     def _show_input_error(self, field: str, message: str) -> None:
+        message = in_window_words(message)  # the form's labels, not the CLI's flags
         key = self.form.show_error(field, message)
         self.last_error = (key, message)
         keep = " Showing the last valid result." if self.result is not None else ""
-        self.status_label.setText(f"Cannot plan: {message}.{keep}")
+        self.status_label.setText(f"Cannot plan: {field_label(key)}: {message}.{keep}")
         self.status_label.show()
         self._edit_started = None
         self.inputError.emit(key, message)

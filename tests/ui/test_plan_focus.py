@@ -171,3 +171,16 @@ def test_why_not_wraps_instead_of_cutting_the_reason(qtbot: Any, pane: PlanPane)
         assert table.rowHeight(r) >= needed, (text, table.rowHeight(r), needed)
         wrapped += metrics.horizontalAdvance(text) > width
     assert wrapped > 0, "the test needs reasons longer than the column"
+
+
+def test_input_messages_name_the_field_in_the_windows_words(qtbot: Any, pane: PlanPane) -> None:
+    pane.form.set_values({"epochs": ""})
+    with qtbot.waitSignal(pane.inputError, timeout=5000):
+        pane.recalculate()
+    assert pane.status_label.text().startswith("Cannot plan: Epochs: needs a value.")
+    pane.form.set_values({"epochs": "1", "spot-price": "1", "spot-discount": "0.5"})
+    with qtbot.waitSignal(pane.inputError, timeout=5000) as blocker:
+        pane.recalculate()
+    key, message = blocker.args
+    assert "--" not in message and '"Spot discount (share)"' in message  # the form's labels, not CLI flags
+    assert "--" not in pane.form.error_text(key) and "--" not in pane.status_label.text()
