@@ -72,6 +72,18 @@ def export_rows(rows: Sequence[CompareRow]) -> list[tuple[Any, ...]]:
     return [table_row(row) for row in rows]
 
 
+def _compact(value: float, places: int, whole_from: float, thousands_from: float) -> str:
+    """A number that fits its column at any size: ``places`` decimals below ``whole_from``, whole numbers
+    below ``thousands_from``, then thousands ("19k") and millions ("2.3M")."""
+    if value < whole_from:
+        return f"{value:,.{places}f}"
+    if value < thousands_from:
+        return f"{value:,.0f}"
+    if round(value / 1000) < 1000:  # 999,999 is "1.0M", not "1,000k"
+        return f"{value / 1000:,.0f}k"
+    return f"{value / 1_000_000:,.1f}M"
+
+
 def _text(column: int, value: Any) -> str:
     if value is None:
         return "–"
@@ -79,9 +91,9 @@ def _text(column: int, value: Any) -> str:
         return "yes" if value else "no"
     name = EXPORT_COLUMNS[column]
     if name in ("cost_usd", "p90_cost_usd"):
-        return f"{value:,.2f}"
+        return _compact(value, 2, 10_000, 1_000_000)
     if name == "hours":
-        return f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
+        return _compact(value, 1, 1000, 10_000)
     if name == "mem_gib":
         return f"{value:.1f}"
     return str(value)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, QRectF, QRunnable, QSize, Qt, QThreadPool, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, QRect, QRectF, QRunnable, QSize, Qt, QThreadPool, QTimer, Signal, Slot
 from PySide6.QtGui import QImage, QKeySequence, QPainter, QPalette, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSplitter,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
@@ -609,31 +610,43 @@ class PlanPane(QWidget):
     @Slot()
     def _fit_row_heights(self) -> None:
         """Each row as tall as its "Why not" text wrapped in that column's width (the other cells hold one
-        line), so no reason is cut off. Only rows whose reason needs more than one line are looked up in
-        the sorted view; heights are cached per text and width."""
+        line), so no reason is cut off. A reason that may wrap is measured by the table's own delegate for
+        that width (as ``sizeHintForRow`` does, without visiting every cell); only those rows are looked
+        up in the sorted view, and heights are cached per text and width."""
         column = len(COLUMNS) - 1
-        width = self.table.columnWidth(column) - 10  # the cell's text margins
+        width = self.table.columnWidth(column)
         if width < 40:
             return
         metrics = self.table.fontMetrics()
         header = self.table.verticalHeader()
         line = header.defaultSectionSize()
         cache = self._row_heights
+        option = QStyleOptionViewItem()
+        option.initFrom(self.table)
+        option.font = self.table.font()
+        option.features |= QStyleOptionViewItem.ViewItemFeature.WrapText
+        option.textElideMode = self.table.textElideMode()
+        option.rect = QRect(0, 0, width, line)
+        delegate = self.table.itemDelegate()
         tall: dict[int, int] = {}
         for source_row, text in enumerate(self.model.column_texts(column)):
             if not text or text == "–":
                 continue
             height = cache.get((text, width))
+            if height == line:
+                continue
+            may_wrap = height is not None or metrics.horizontalAdvance(text) > width - 24
+            if not may_wrap:
+                cache[(text, width)] = line
+                continue
+            row = self.proxy.mapFromSource(self.model.index(source_row, column)).row()
+            if row < 0:
+                continue
             if height is None:
-                height = line
-                if metrics.horizontalAdvance(text) > width:
-                    flags = int(Qt.TextFlag.TextWordWrap)
-                    height = max(line, metrics.boundingRect(0, 0, width, 10_000, flags, text).height() + 6)
+                height = max(line, delegate.sizeHint(option, self.proxy.index(row, column)).height() + 4)
                 cache[(text, width)] = height
             if height > line:
-                row = self.proxy.mapFromSource(self.model.index(source_row, column)).row()
-                if row >= 0:
-                    tall[row] = height
+                tall[row] = height
         count = self.proxy.rowCount()
         for row in self._tall_rows - tall.keys():
             if row < count and header.sectionSize(row) != line:

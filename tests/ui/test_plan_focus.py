@@ -184,3 +184,23 @@ def test_input_messages_name_the_field_in_the_windows_words(qtbot: Any, pane: Pl
     key, message = blocker.args
     assert "--" not in message and '"Spot discount (share)"' in message  # the form's labels, not CLI flags
     assert "--" not in pane.form.error_text(key) and "--" not in pane.status_label.text()
+
+
+def test_huge_hours_and_costs_keep_to_their_columns(pane: PlanPane) -> None:
+    """5,000 epochs of a small model take years: the cells say "19k" hours and "2.5M" dollars instead of
+    being cut ("19,..."), in the widths the table gives those columns."""
+    from gpuplanner.ui.compare_model import EXPORT_COLUMNS, _text
+
+    hours, cost = EXPORT_COLUMNS.index("hours"), EXPORT_COLUMNS.index("cost_usd")
+    assert [_text(hours, v) for v in (10.64, 999.9, 9047.2, 19_197.0, 2_000_000.0)] == [
+        "10.6",
+        "999.9",
+        "9,047",
+        "19k",
+        "2.0M",
+    ]
+    assert [_text(cost, v) for v in (5.62, 9_999.99, 12_345.6, 2_500_000.0)] == ["5.62", "9,999.99", "12,346", "2.5M"]
+    metrics = pane.table.fontMetrics()
+    for column, values in ((hours, (9_999.0, 999_999.0, 99_000_000.0)), (cost, (9_999.99, 999_999.0, 99e6))):
+        for value in values:
+            assert metrics.horizontalAdvance(_text(column, value)) + 8 <= pane.table.columnWidth(column), value
