@@ -17,6 +17,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette
 
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import GIB
+from gpuplanner.ui.human import significant
 from gpuplanner.ui.table_view import ColumnsTableModel
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -91,9 +92,11 @@ def _text(column: int, value: Any) -> str:
         return "yes" if value else "no"
     name = EXPORT_COLUMNS[column]
     if name in ("cost_usd", "p90_cost_usd"):
+        if 0 < value < 0.01:  # tiny amounts to 2 significant figures ("0.000022"), not "0.00"
+            return significant(value, 2)
         return _compact(value, 2, 10_000, 1_000_000)
     if name == "hours":
-        return _compact(value, 1, 1000, 10_000)
+        return "<0.1" if 0 < value < 0.05 else _compact(value, 1, 1000, 10_000)
     if name == "mem_gib":
         return f"{value:.1f}"
     return str(value)

@@ -275,8 +275,8 @@ class PlanPane(QWidget):
             "yes",
             "999.9",
             "999.9",
-            "9,999.99",
-            "9,999.99",
+            "0.000099",  # widest of "9,999.99" and a tiny cost
+            "0.000099",  # widest of "9,999.99" and a tiny cost
             "yes",
             "yes",
             "",

@@ -200,7 +200,9 @@ def test_huge_hours_and_costs_keep_to_their_columns(pane: PlanPane) -> None:
         "2.0M",
     ]
     assert [_text(cost, v) for v in (5.62, 9_999.99, 12_345.6, 2_500_000.0)] == ["5.62", "9,999.99", "12,346", "2.5M"]
+    # and tiny ones (a 1M-parameter model on 100 samples) never read as zero
+    assert _text(cost, 0.0000219) == "0.000022" and _text(hours, 0.00006) == "<0.1" and _text(hours, 0.06) == "0.1"
     metrics = pane.table.fontMetrics()
-    for column, values in ((hours, (9_999.0, 999_999.0, 99_000_000.0)), (cost, (9_999.99, 999_999.0, 99e6))):
+    for column, values in ((hours, (0.001, 9_999.0, 999_999.0, 99e6)), (cost, (0.0000219, 9_999.99, 999_999.0, 99e6))):
         for value in values:
             assert metrics.horizontalAdvance(_text(column, value)) + 8 <= pane.table.columnWidth(column), value
