@@ -102,6 +102,18 @@ def _text(column: int, value: Any) -> str:
     return str(value)
 
 
+_UNROUNDED = {EXPORT_COLUMNS.index(name): name for name in ("hours", "cost_usd", "p90_cost_usd")}
+
+
+def _shown_cells(row: CompareRow, cells: tuple[Any, ...]) -> list[Any]:
+    """The cells the table writes: the export's, with hours and costs unrounded (a tiny cost reads
+    "0.000022", not the export's 0.0)."""
+    shown = list(cells)
+    for index, name in _UNROUNDED.items():
+        shown[index] = _finite(getattr(row, name))
+    return shown
+
+
 def _sort_value(column: int, value: Any) -> Any:
     """One type per column, so the proxy's native (C++) comparison sorts: text or float."""
     if EXPORT_COLUMNS[column] in TEXT_COLUMNS:
@@ -141,7 +153,9 @@ class CompareTableModel(ColumnsTableModel):
             self.beginResetModel()
         self._rows = rows
         self._cells = export_rows(self._rows)
-        self._texts = [[_text(c, v) for c, v in enumerate(cells)] for cells in self._cells]
+        self._texts = [
+            [_text(c, v) for c, v in enumerate(_shown_cells(row, cells))] for row, cells in zip(self._rows, self._cells)
+        ]
         self._keys = [[_sort_value(c, v) for c, v in enumerate(cells)] for cells in self._cells]
         self._tips = [row.reason or f"{row.gpus} x {row.gpu} {row.pricing}: usable" for row in self._rows]
         self._align = [
