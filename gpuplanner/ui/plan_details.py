@@ -18,7 +18,7 @@ from gpuplanner.plan.documents import range_basis
 from gpuplanner.plan.planner import GIB, Plan, PriceChoice
 from gpuplanner.plan.price_dates import describe_age
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.ui.human import human_hours, human_money
+from gpuplanner.ui.human import human_hours, human_money, human_number
 from gpuplanner.ui.plan_inputs import FIELD_BY_KEY
 
 OptionKey = tuple[str, int, str]  # (GPU, GPU count, pricing)
@@ -119,7 +119,7 @@ def summary_text(plan: Plan) -> str:
         return f"{head}; cannot run: {reason}."
     parts = [
         f"{head}, {plan.throughput.tokens_per_s:,.0f} tokens/s, "
-        f"{human_hours(plan.runtime.hours)}, {plan.runtime.gpu_hours:,.2f} GPU-hours."
+        f"{human_hours(plan.runtime.hours)}, {human_number(plan.runtime.gpu_hours)} GPU-hours."
     ]
     if plan.on_demand is not None:
         parts.append(

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, QRect, QRectF, QRunnable, QSize, Qt, QThreadPool, QTimer, Signal, Slot
-from PySide6.QtGui import QImage, QKeySequence, QPainter, QPalette, QShortcut
+from PySide6.QtGui import QFont, QFontMetrics, QImage, QKeySequence, QPainter, QPalette, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -266,6 +266,9 @@ class PlanPane(QWidget):
         # enough that every column fits at 1280x800; "Why not" takes what is left and wraps (each row as
         # tall as its reason, see _fit_row_heights), and every cell's tooltip holds the full reason.
         metrics = self.table.fontMetrics()
+        bold = QFont(self.table.font())
+        bold.setBold(True)
+        bold_metrics = QFontMetrics(bold)  # the costs of the recommended (bold) row may be tiny: "0.000012"
         samples = (
             "99",
             "A100 80GB PCIe",
@@ -283,7 +286,8 @@ class PlanPane(QWidget):
         )
         header.setMinimumSectionSize(24)
         for index, text in enumerate(samples):
-            width = max(metrics.horizontalAdvance(text), metrics.horizontalAdvance(COLUMNS[index][0])) + 10
+            measure = bold_metrics if COLUMNS[index][1] in ("cost_usd", "p90_cost_usd") else metrics
+            width = max(measure.horizontalAdvance(text), metrics.horizontalAdvance(COLUMNS[index][0])) + 10
             self.table.setColumnWidth(index, width)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)

@@ -206,3 +206,16 @@ def test_huge_hours_and_costs_keep_to_their_columns(pane: PlanPane) -> None:
     for column, values in ((hours, (0.001, 9_999.0, 999_999.0, 99e6)), (cost, (0.0000219, 9_999.99, 999_999.0, 99e6))):
         for value in values:
             assert metrics.horizontalAdvance(_text(column, value)) + 8 <= pane.table.columnWidth(column), value
+
+
+def test_a_longer_note_under_a_field_gets_its_height(qtbot: Any, pane: PlanPane) -> None:
+    """The history's note grows from four lines to more (a parameter count names a longer model): its row
+    grows with it instead of cutting the text at the top and the bottom."""
+    label = pane.form.note_labels["calibration"]
+    pane.resize(1280 - 120, 800 - 60)
+    qtbot.wait(50)
+    before = label.text()
+    wait_new_result(qtbot, pane, {"model-source": "parameter count", "params": "1M", "samples": "100"})
+    qtbot.wait(50)
+    assert label.text() != before and len(label.text()) > len(before)
+    assert label.height() >= label.heightForWidth(label.width())
