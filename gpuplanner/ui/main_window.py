@@ -190,6 +190,10 @@ class MainWindow(QMainWindow):
             "Open the user guide: the copy on this machine if there is one, else the pages online",
         )
         help_menu.addAction(self.user_guide_action)
+        self.welcome_action = self._action(
+            "&Welcome", self.show_welcome, tip="What the four places do, a demo run, where your data lives"
+        )
+        help_menu.addAction(self.welcome_action)
         self.about_action = self._action("&About GPU Planner", self._on_about)
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
         help_menu.addAction(self.about_action)
@@ -265,6 +269,8 @@ class MainWindow(QMainWindow):
             return
         self.plan_pane.ensure_chart()
         self.pane("Runs")  # reattaches runs left going by the last session
+        if not app_settings().value("welcome/dismissed", False, type=bool):
+            self.show_welcome()  # the first start (until "Don't show this again")
 
     @Slot(int)
     def _on_place_changed(self, row: int) -> None:
@@ -374,6 +380,29 @@ class MainWindow(QMainWindow):
         if self.is_built("Hosts"):
             self.hosts_pane.reload()
 
+    @Slot()
+    def show_welcome(self) -> Any:
+        """Show the welcome (not modal) and return it."""
+        from gpuplanner.ui.welcome_dialog import WelcomeDialog
+
+        dialog = getattr(self, "welcome_dialog", None)
+        if dialog is None:
+            dialog = WelcomeDialog(self.services.db_path, self.services.config_dir, self)
+            dialog.demoRequested.connect(self._on_demo_run)
+            dialog.guideRequested.connect(self._on_user_guide)
+            dialog.finished.connect(self._on_welcome_finished)
+            self.welcome_dialog = dialog
+        dialog.dont_show.setChecked(app_settings().value("welcome/dismissed", False, type=bool))
+        dialog.show()
+        return dialog
+
+    @Slot(int)
+    def _on_welcome_finished(self, _result: int) -> None:
+        settings = app_settings()
+        settings.setValue("welcome/dismissed", self.welcome_dialog.dont_show.isChecked())
+        settings.sync()
+
+    @Slot()
     def _on_user_guide(self) -> None:
         url = self.user_guide_url()
         if not QDesktopServices.openUrl(url):
