@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QWidget
 
@@ -104,6 +104,17 @@ def _tip(x: float, y: float, data: object) -> str:
     return str(data)
 
 
+class _Point(str):
+    """A point's tooltip text that also carries its option's key (GPU, GPU count, pricing)."""
+
+    key: tuple[str, int, str]
+
+    def __new__(cls, text: str, key: tuple[str, int, str]) -> _Point:
+        point = super().__new__(cls, text)
+        point.key = key
+        return point
+
+
 def _points(rows: Sequence[CompareRow]) -> list[CompareRow]:
     out = []
     for row in rows:
@@ -121,7 +132,13 @@ def _points(rows: Sequence[CompareRow]) -> list[CompareRow]:
 
 
 class CostChart(pg.PlotWidget):
-    """Scatter of the comparison's options: x hours (log), y cost in dollars."""
+    """Scatter of the comparison's options: x hours (log), y cost in dollars.
+
+    Signals:
+        optionClicked(object): a point was clicked, with its option's key (GPU, GPU count, pricing).
+    """
+
+    optionClicked = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent, axisItems={"left": MoneyAxis(orientation="left")})
@@ -151,6 +168,7 @@ class CostChart(pg.PlotWidget):
                 tip=_tip,
                 name=name,
             )
+            self.series[name].sigClicked.connect(self._on_points_clicked)
             item.addItem(self.series[name])
         self.focus_ring = pg.ScatterPlotItem(
             symbol="o", size=24, pen=pg.mkPen("#8e44ad", width=2.5), brush=pg.mkBrush(0, 0, 0, 0), name=FOCUS
@@ -226,8 +244,11 @@ class CostChart(pg.PlotWidget):
             if name == "above the scale" and top is not None:
                 ys = np.full(len(group), top * 0.985)  # pinned to the top edge, pointing up
             tips = [
-                f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {human_hours(r.hours)}, "
-                f"{human_money(r.cost_usd)}" + ("" if r.usable else f" ({r.reason})")
+                _Point(
+                    f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {human_hours(r.hours)}, "
+                    f"{human_money(r.cost_usd)}" + ("" if r.usable else f" ({r.reason})") + " (click: details)",
+                    (r.gpu, r.gpus, r.pricing),
+                )
                 for r in group
             ]
             self.series[name].setData(xs, ys, data=tips)
@@ -261,6 +282,13 @@ class CostChart(pg.PlotWidget):
         self._x_range = (lo - pad, hi + pad)
         item.setXRange(*self._x_range, padding=0)
         self._update_ticks()
+
+    def _on_points_clicked(self, _item: object, points: Sequence[object], _event: object) -> None:
+        for point in points:
+            data = point.data()  # type: ignore[attr-defined]
+            if isinstance(data, _Point):
+                self.optionClicked.emit(data.key)
+                return
 
     def set_focus(self, row: CompareRow | None) -> None:
         """Ring the point of ``row`` (the option the details describe); None or an option not drawn: no ring."""

@@ -410,6 +410,7 @@ class PlanPane(QWidget):
             self._chart_placeholder.deleteLater()
             self.splitter.setSizes(sizes)
             self._chart = chart
+            chart.optionClicked.connect(self._on_chart_option_clicked)
             if self.result is not None:
                 chart.set_rows(self.result.rows, self.result.request.deadline_hours, self.result.request.budget_usd)
                 chart.set_focus(self.focus.row if self.focus else None)
@@ -589,6 +590,11 @@ class PlanPane(QWidget):
             self.selected_key = None
         self._show_focus()
 
+    @Slot(object)
+    def _on_chart_option_clicked(self, key: Any) -> None:
+        gpu, gpus, pricing = key
+        self.select_option(gpu, gpus, pricing)
+
     def select_option(self, gpu: str, gpus: int, pricing: str) -> bool:
         """Select the table's row of one option (as a click does); False when the table has no such row."""
         for source_row, row in enumerate(self.model.rows()):
@@ -596,6 +602,7 @@ class PlanPane(QWidget):
                 index = self.proxy.mapFromSource(self.model.index(source_row, 0))
                 if index.isValid():
                     self.table.selectRow(index.row())
+                    self.table.scrollTo(index)
                     return True
         return False
 

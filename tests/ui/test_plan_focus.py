@@ -219,3 +219,15 @@ def test_a_longer_note_under_a_field_gets_its_height(qtbot: Any, pane: PlanPane)
     qtbot.wait(50)
     assert label.text() != before and len(label.text()) > len(before)
     assert label.height() >= label.heightForWidth(label.width())
+
+
+def test_clicking_a_point_of_the_chart_selects_its_option(pane: PlanPane) -> None:
+    series = pane.chart.series["on-demand"]
+    point = series.points()[-1]
+    series.sigClicked.emit(series, [point], None)  # what a click on the point sends
+    key = point.data().key
+    assert pane.focus.why == "selected" and option_key(pane.focus.row) == key
+    selected = pane.table.selectionModel().selectedRows()
+    assert option_key(pane.model.rows()[pane.proxy.mapToSource(selected[0]).row()]) == key
+    x, y = pane.chart.focus_point()
+    assert x == pytest.approx(point.pos().x()) and y == pytest.approx(point.pos().y())
