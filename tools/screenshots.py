@@ -4,7 +4,7 @@
     (or QT_QPA_PLATFORM=offscreen .venv/bin/python tools/screenshots.py)
 
 Names: ``<place>.png`` at 1280x800, ``<place>-1920.png`` at 1920x1080, ``<place>-dark.png`` on the dark
-palette (1280x800); ``launch-dialog.png``, ``own-hardware-dialog.png``, ``runs-failed.png``, ``history-failed.png`` and the PDF reports'
+palette (1280x800); ``launch-dialog.png``, ``own-hardware-dialog.png``, ``welcome-dialog.png``, ``runs-failed.png``, ``history-failed.png`` and the PDF reports'
 first pages ``report-plan.png`` and ``report-history.png`` (rendered with poppler's pdftoppm).
 
 Everything happens in a temporary data and settings directory (the user's history is never touched):
@@ -296,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
             dialog.utilisation_spin.setValue(60)
             grab(dialog, out / "own-hardware-dialog.png")
             dialog.close()
+            welcome = window.show_welcome()  # what a first start shows
+            grab(welcome, out / "welcome-dialog.png")
+            welcome.close()
     finally:
         window.shutdown(stop_runs=True)
         window._closing_done = True

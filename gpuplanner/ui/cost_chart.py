@@ -180,8 +180,9 @@ class CostChart(pg.PlotWidget):
             angle=90,
             pen=pg.mkPen(BAD, style=Qt.PenStyle.DashLine),
             label="deadline",
-            # the label lies along the line, on its left (inside the plot even at the right edge)
-            labelOpts={"position": 0.5, "color": BAD, "rotateAxis": (1, 0), "anchors": [(0.5, 1), (0.5, 1)]},
+            # the label lies along the line, on its left (inside the plot even at the right edge), low
+            # enough that the legend at the top right does not cover it
+            labelOpts={"position": 0.3, "color": BAD, "rotateAxis": (1, 0), "anchors": [(0.5, 1), (0.5, 1)]},
         )
         self.budget_line = pg.InfiniteLine(
             angle=0,

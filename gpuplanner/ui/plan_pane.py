@@ -387,6 +387,7 @@ class PlanPane(QWidget):
         self._sized_for = (width, total)
         layout = self.details.layout()
         need = layout.totalHeightForWidth(width) if layout.hasHeightForWidth() else self.details.sizeHint().height()
+        need += 2 * layout.spacing() + 8  # the wrapped labels' estimate runs a few pixels short
         details = max(self.details_scroll.minimumHeight(), min(need, int(total * self.DETAILS_SHARE)))
         rest = total - details
         chart = max(self.CHART_MIN_PX, int(rest * self.CHART_SHARE))
