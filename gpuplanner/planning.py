@@ -22,6 +22,7 @@ from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.compare import CompareRow, compare, recommendation
 from gpuplanner.plan.planner import MeasuredSpeed, Plan, PlanRequest, make_plan
+from gpuplanner.plan.setup import TrainSetup
 
 MAX_CACHED = 64  # measured-speed answers kept before the cache starts afresh
 
@@ -126,6 +127,23 @@ class MeasuredCache:
         return found
 
 
+# settings the Plan pane's comparison keeps as given when it fits options (see compute)
+WINDOW_PINNED = ("optimizer",)
+
+
+def launch_setup(request: PlanRequest, plan: Plan, rows: list[CompareRow]) -> tuple[TrainSetup, tuple[str, ...]]:
+    """The settings "Launch this plan" runs with, and what compare changed to get them.
+
+    When the plan's option (its GPU, count and pricing) appears in the comparison with fitted settings
+    (the requested ones do not fit that GPU), those; otherwise the plan's own settings.
+    """
+    gpu = plan.gpu.name if plan.gpu is not None else request.gpu
+    for row in rows:
+        if row.fitted and row.gpu == gpu and row.gpus == plan.setup.gpus and row.pricing == request.pricing_mode:
+            return row.plan.setup, row.fitted
+    return plan.setup, ()
+
+
 def comparison_request(request: PlanRequest) -> PlanRequest:
     """What the Plan pane's table ranks: every catalog GPU (as `gpuplanner compare`), or only the chosen GPU
     when the user gave their own price (a price belongs to one GPU)."""
@@ -189,7 +207,9 @@ def compute(
         if measured:
             request = replace(request, measured=measured)
     plan = make_plan(request, catalog)
-    rows = compare(comparison_request(request), catalog)
+    # each option that the given settings do not fit gets the fastest settings that do (Launch uses them);
+    # the optimizer stays as given: the bundled trainer has no 8-bit optimizer to launch
+    rows = compare(comparison_request(request), catalog, fit_settings=True, pinned=WINDOW_PINNED)
     if db_path is not None and not note:
         if plan.throughput.source.startswith("calibrated"):
             note = f"Speed {plan.throughput.source}."

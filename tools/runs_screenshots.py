@@ -5,7 +5,9 @@
 `tools/screenshots.py` calls it for runs.png and hosts.png.
 
 The Runs pane shows an 8-GPU run two hours in, fed through the same record path as a live run
-(checkpoints, a preemption and the resume, budget and plan lines, an over-plan alert).
+(checkpoints, a preemption and the resume, budget and plan lines, an over-plan alert), with the bar of
+where its billed time went so far (the records carry the trainer's phase totals: 4 minutes of start-up
+per process, 14 s per checkpoint, 40 s per evaluation; generated, not measured).
 """
 
 from __future__ import annotations
@@ -39,14 +41,30 @@ def run_records(gpus: int = 8, seconds: int = 7200) -> list[dict]:
         device="NVIDIA H100 80GB HBM3",
     )
     step, down = 0, (4210, 4290)
+    startup_s, ckpt_s, eval_s = 240.0, 14.0, 40.0
+    process = {"start": 0.0, "checkpoints": 0, "evals": 0}
+
+    def phases(at: float) -> dict[str, object]:
+        left = at - process["start"]
+        startup = min(left, startup_s)
+        ckpt, evals = process["checkpoints"] * ckpt_s, process["evals"] * eval_s
+        rest = max(0.0, left - startup - ckpt - evals)
+        totals = {"startup": startup, "checkpoint": ckpt, "eval": evals, "data": rest * 0.015, "train": rest * 0.985}
+        return {"phases": {k: round(v, 3) for k, v in totals.items()}, "phases_start": t0 + process["start"]}
+
     for s in range(0, seconds, 2):
         if down[0] <= s < down[1]:
             continue
+        if s == down[1]:
+            rec("run_start", s, config={"budget_usd": 160.0, "price_per_gpu_hour": 2.49}, resumed_from_step=step)
+            process.update(start=float(s), checkpoints=0, evals=0)
+        loading = s - process["start"] < startup_s
         for i in range(gpus):
             util = min(
                 100.0,
                 max(0.0, 88 + 8 * math.sin(s / 700 + i) + rnd.gauss(0, 3) - (35 if 2500 < s < 3100 and i == 3 else 0)),
             )
+            util = rnd.uniform(0.0, 3.0) if loading else util
             rec(
                 "gpu",
                 s,
@@ -59,7 +77,7 @@ def run_records(gpus: int = 8, seconds: int = 7200) -> list[dict]:
                 sm_active_pct=util * 0.82,
                 simulated=False,
             )
-        if s % 4 == 0:
+        if s % 4 == 0 and not loading:
             step += 3
             rec(
                 "step",
@@ -72,16 +90,33 @@ def run_records(gpus: int = 8, seconds: int = 7200) -> list[dict]:
                 step_time_s=1.33,
                 data_wait_s=0.02,
                 spend_usd=2.49 * gpus * s / 3600,
+                **phases(s),
             )
-        if s % 600 == 0 and s:
-            rec("checkpoint", s, step=step, path=f"checkpoints/step-{step:08d}", bytes=2**34, seconds=14.0)
-        if s % 900 == 0 and s:
-            rec("eval", s, step=step, eval_loss=2.2 + 1.5 * math.exp(-s / 1800))
+        if s % 600 == 0 and s and not loading:
+            process["checkpoints"] += 1
+            rec("checkpoint", s, step=step, path=f"checkpoints/step-{step:08d}", bytes=2**34, seconds=14.0, **phases(s))
+        if s % 900 == 0 and s and not loading:
+            process["evals"] += 1
+            rec("eval", s, step=step, eval_loss=2.2 + 1.5 * math.exp(-s / 1800), **phases(s))
         if s == down[0] - 2:
             rec("preempted", s, step=step)
         if s == down[1]:
             rec("resumed", s, step=step)
     return out
+
+
+def breakdown_of(db_path: Path, records: list[dict]) -> object:
+    """Where the run's billed time went so far, as the pane reads it from the history."""
+    from gpuplanner.history.analytics import summarize
+    from gpuplanner.history.db import open_db
+    from gpuplanner.history.ingest import ingest_records
+    from gpuplanner.history.runs import create_run
+    from gpuplanner.history.time_breakdown import from_dict
+
+    with open_db(db_path) as db:
+        run_id = create_run(db, name="screenshot", gpu_count=8, price_usd_per_gpu_hour=2.49)
+        ingest_records(db, run_id, records)
+        return from_dict(summarize(db, run_id, with_alerts=False).time_breakdown)
 
 
 def failed_run_records() -> tuple[list[dict], str]:
@@ -140,16 +175,27 @@ def main(
         planned_cost_usd=36.0,
     )
     entry = pane._add_entry(41, request.name, "h100-a", request=request)
-    entry.telemetry.add_records(run_records())
+    records = run_records()
+    entry.telemetry.add_records(records)
+    entry.time_breakdown = breakdown_of(services.db_path, records)
     pane._apply_status(
         entry,
         SimpleNamespace(run_id=41, state="running", run_dir="~/.gpuplanner/runs/41", exit_code=None, host="h100-a"),
     )
     pane._update_item(entry)
-    entry.alerts = [("low_util", "GPU 3 on h100-a under 50% utilisation for 10.0 min (lowest 41%)")]
+    entry.alerts = [
+        (
+            "idle_gpu",
+            "GPU 3 on h100-a of 8 did nothing (under 10%) for 12 min while the others worked (40% of that time)",
+            "GPU 3 on h100-a is held but unused 40% of the time: check that the job starts one process per GPU "
+            "(torchrun --nproc-per-node 8, CUDA_VISIBLE_DEVICES, the world size), or run on 7 GPUs. Expected saving: "
+            "no time, $1.20 of the idle GPU.",
+        )
+    ]
     pane.window_combo.setCurrentIndex(2)  # full history
     pane._on_redraw_timer()
     pane._update_text()
+    pane._update_time_bars(entry)
     for _ in range(5):
         app.processEvents()
     if "runs" in places:

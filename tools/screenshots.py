@@ -12,8 +12,13 @@ Everything happens in a temporary data and settings directory (the user's histor
 - plan-dark.png: the same on the dark palette, a full fine-tune that does not fit, with the advice;
 - runs.png and hosts.png: by tools/runs_screenshots.py (an 8-GPU run two hours in, fed through the
   same record path as a live run; hosts with probes and a refused host key);
+- history-alerts.png: the summary of a run whose alerts fired (low utilisation, input-bound), each
+  with its diagnosis and a "Carry to plan" link.
 - history.png / history-compare.png: five past runs generated as telemetry and ingested into the
-  history (one run's plots and events; two runs side by side).
+  history (one run's plots and events; two runs side by side);
+- history-time.png: the Time tab, where the five runs' billed time went (the generated runs carry
+  the trainer's phase totals: start-up, compilation, tokenising, checkpoints, evaluations and, for
+  two of them, GPUs left idle after the job).
 """
 
 from __future__ import annotations
@@ -45,9 +50,18 @@ def generated_runs(db_path: Path) -> list[int]:
         ("llama8b-lora-a", "lambda-h100", "H100 SXM", 1, 2.49, "on_demand", "llama-3.1-8b", 3.6, 88, "finished", 0.93),
         ("llama8b-lora-spot", "runpod-spot", "H100 SXM", 1, 1.75, "spot", "llama-3.1-8b", 4.1, 84, "finished", 0.9),
         ("qwen7b-full", "gcp-a100x8", "A100 80GB", 8, 3.67, "on_demand", "qwen2.5-7b", 2.2, 71, "finished", 1.1),
-        ("gpt2-sweep-3", "workstation", "RTX 4090", 1, 0.0, "on_demand", "gpt2", 0.8, 46, "early_stop", None),
+        ("gpt2-sweep-3", "workstation", "RTX 4090", 1, 0.0, "on_demand", "gpt2", 1.6, 46, "early_stop", None),
         ("mistral-qlora", "aws-l4", "L4", 1, 0.8, "spot", "mistral-7b-v0.3", 1.3, 92, "failed", None),
     ]
+    # the phases of each run (seconds): start-up and model load, compilation, tokenising, one
+    # checkpoint write, one evaluation, GPUs held after the job (generated, not measured)
+    phase_specs = {
+        "llama8b-lora-a": (540.0, 0.0, 150.0, 40.0, 35.0, 1500.0),
+        "llama8b-lora-spot": (600.0, 0.0, 150.0, 40.0, 35.0, 0.0),
+        "qwen7b-full": (780.0, 300.0, 240.0, 170.0, 60.0, 0.0),
+        "gpt2-sweep-3": (95.0, 0.0, 40.0, 3.0, 8.0, 600.0),
+        "mistral-qlora": (480.0, 0.0, 120.0, 30.0, 30.0, 0.0),
+    }
     rng = random.Random(7)
     db = open_db(db_path)
     ids = []
@@ -83,26 +97,52 @@ def generated_runs(db_path: Path) -> list[int]:
                 records.append(make_record(kind, seq, t0 + at, **fields))
                 seq += 1
 
-            add("run_start", 0.0, config={"model_name": model}, host=host, gpus=n, resumed_from_step=None)
+            if model == "gpt2":  # a trainer run with its settings: its alerts get a planner-backed diagnosis
+                config = {"model_name": model, "model": model, "micro_batch": 8, "grad_accum": 4, "seq_len": 1024}
+                add("run_start", 0.0, config={**config, "num_workers": 2}, host=host, gpus=n, cpu_count=16)
+            else:
+                add("run_start", 0.0, config={"model_name": model}, host=host, gpus=n, resumed_from_step=None)
             every = max(30.0, span / 400)
             preempt_at = span * 0.55 if pricing == "spot" and status == "finished" else None
             steps = int(span / every)
+            startup_s, compile_s, tokenise_s, ckpt_s, eval_s, idle_s = phase_specs[name]
+            job_end = span - idle_s
+            wait_share = (0.02 if util > 60 else 0.4) / (every / 10)
+            process = {"start": 0.0, "checkpoints": 0, "evals": 0, "t0": t0, "wait": wait_share}
+            process.update(zip(("startup", "compile", "data", "checkpoint", "eval"), phase_specs[name]))
+
+            def phases(at: float, process: dict = process) -> dict[str, object]:
+                return phase_totals(process, at)
+
             for i in range(steps):
                 at = i * every + 1
+                if at > job_end:
+                    for g in range(n):  # the job is over; nobody released the GPUs
+                        add("gpu", at, node="n0", index=g, util_pct=0.0, mem_used_bytes=0,
+                            mem_total_bytes=int(80 * GIB), power_w=62.0, temp_c=38.0, sm_clock_mhz=210,
+                            throttle_reasons=0, simulated=False)  # fmt: skip
+                    continue
                 if preempt_at and preempt_at <= at < preempt_at + 600:
                     if not any(r["kind"] == "preempted" for r in records):
                         add("preempted", preempt_at, step=i * 10)
+                        add("run_start", preempt_at + 600, config={"model_name": model}, host=host, gpus=n,
+                            resumed_from_step=(i // 60) * 600)  # fmt: skip
                         add("resumed", preempt_at + 600, step=(i // 60) * 600)
+                        process.update(start=preempt_at + 600, checkpoints=0, evals=0)
                     continue
+                loading = at - process["start"] < startup_s + compile_s + tokenise_s
                 for g in range(n):
                     u = max(0.0, min(100.0, util + rng.gauss(0, 6) - (35 if i % 97 == 5 else 0)))
+                    u = rng.uniform(0.0, 4.0) if loading else u
                     add(
                         "gpu",
                         at,
                         node="n0",
                         index=g,
                         util_pct=u,
-                        mem_used_bytes=int((38 + rng.gauss(0, 1)) * GIB),
+                        mem_used_bytes=int(
+                            (38 if "4090" not in gpu and gpu != "L4" else 15) * GIB + rng.gauss(0, 1) * GIB
+                        ),
                         mem_total_bytes=int(80 * GIB if "4090" not in gpu and gpu != "L4" else 24 * GIB),
                         power_w=120 + 5.5 * u,
                         temp_c=55 + u / 5,
@@ -110,6 +150,8 @@ def generated_runs(db_path: Path) -> list[int]:
                         throttle_reasons=0,
                         simulated=False,
                     )
+                if loading:
+                    continue
                 loss = 2.6 * math.exp(-i / (steps / 3)) + 0.9 + rng.gauss(0, 0.03)
                 add(
                     "step",
@@ -127,6 +169,7 @@ def generated_runs(db_path: Path) -> list[int]:
                     peak_mem_bytes=int(39 * GIB),
                     mfu=0.38,
                     spend_usd=price * n * at / 3600,
+                    **phases(at + 0.5),
                 )
                 if i and i % 60 == 0:
                     add(
@@ -135,13 +178,22 @@ def generated_runs(db_path: Path) -> list[int]:
                         step=i * 10,
                         path=f"/runs/{name}/ckpt-{i * 10}",
                         bytes=int(2e9),
-                        seconds=6.0,
+                        seconds=ckpt_s,
+                        **phases(at + 0.7),
                     )
+                    process["checkpoints"] += 1
+                if i % 100 == 50:
+                    process["evals"] += 1
+                    add("eval", at + 0.8, step=i * 10, eval_loss=loss + 0.05, **phases(at + 0.8))
+            end_at = min(span, job_end + 1.0)
             if status == "failed":  # out of memory at a long batch, as the trainer and torch report it
                 error = "OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB"
-                add("run_end", span, status=status, totals={}, error=error, exit_code=1)
+                add("run_end", end_at, status=status, totals={}, error=error, exit_code=1, **phases(end_at))
             else:
-                add("run_end", span, status=status, totals={})
+                add("run_end", end_at, status=status, totals={}, **phases(end_at))
+            if idle_s:  # the last sample of the GPUs still held
+                add("gpu", span, node="n0", index=0, util_pct=0.0, mem_used_bytes=0, mem_total_bytes=int(80 * GIB),
+                    power_w=62.0, temp_c=38.0, sm_clock_mhz=210, throttle_reasons=0, simulated=False)  # fmt: skip
             ingest_records(db, run_id, records)
             if status == "failed":
                 from gpuplanner.ui.run_failure import record_failure
@@ -163,6 +215,27 @@ def generated_runs(db_path: Path) -> list[int]:
     finally:
         db.close()
     return ids
+
+
+def phase_totals(process: dict, at: float) -> dict[str, object]:
+    """The trainer's phase totals at ``at`` (seconds since the run's start) of the running process:
+    start-up, compilation and tokenising first, then each checkpoint and evaluation so far, and the
+    rest training and waiting for data."""
+    left = at - process["start"]
+    out = {}
+    for phase, seconds in (
+        ("startup", process["startup"]),
+        ("compile", process["compile"]),
+        ("data", process["data"]),
+        ("checkpoint", process["checkpoints"] * process["checkpoint"]),
+        ("eval", process["evals"] * process["eval"]),
+    ):
+        out[phase] = max(0.0, min(left, seconds))
+        left -= out[phase]
+    left = max(0.0, left)
+    out["data"] += left * process["wait"]
+    out["train"] = left * (1 - process["wait"])
+    return {"phases": {k: round(v, 3) for k, v in out.items()}, "phases_start": process["t0"] + process["start"]}
 
 
 def grab(window: object, path: Path) -> None:
@@ -204,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "docs" / "screenshots"))
     parser.add_argument(
         "--only",
-        default="plan,hosts,runs,history,dialogs,reports",
+        default="plan,hosts,runs,history,alerts,dialogs,reports",
         help="comma-separated places to write (default: all)",
     )
     args = parser.parse_args(argv)
@@ -270,6 +343,17 @@ def main(argv: list[str] | None = None) -> int:
                             wait(20, lambda: not history.is_loading())
                             history.detail_tabs.setCurrentWidget(history.summary_view)
                             grab(window, out / "history-failed.png")
+                            history.select_runs([])  # the sum over all runs, and the first run's bar
+                            history.select_runs([run_ids[0]])
+                            wait(20, lambda: not history.is_loading())
+                            history.detail_tabs.setCurrentWidget(history.time_scroll)
+                            wait(0.3)
+                            grab(window, out / "history-time.png")
+                        if not suffix and "alerts" in only:  # a run under 50% on average: its alerts
+                            history.select_runs([run_ids[3]])
+                            wait(20, lambda: not history.is_loading())
+                            history.detail_tabs.setCurrentWidget(history.summary_view)
+                            grab(window, out / "history-alerts.png")
         apply_scheme(app, dark=False)
         window.resize(*SIZE)
         if "reports" in only:

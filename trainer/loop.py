@@ -29,6 +29,7 @@ from .flops import peak_flops
 from .mirror import Mirror, fetch_newest
 from .model import build_model, count_params, pick_device, resolve_precision, save_final, training_flops
 from .nvml_sampler import Activity, GpuSampler, open_source
+from .phases import PhaseClock
 from .preemption import (
     BUDGET_STOP,
     EARLY_STOP,
@@ -176,7 +177,7 @@ def _host_info(device: torch.device) -> dict[str, Any]:
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
             gpus.append({"index": i, "name": p.name, "mem_total_bytes": p.total_memory})
-    return {"host": socket.gethostname(), "gpus": gpus}
+    return {"host": socket.gethostname(), "gpus": gpus, "cpu_count": os.cpu_count()}
 
 
 def _peak_mem(device: torch.device) -> int:
@@ -204,16 +205,20 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
         write_resolved(config, run_dir)
     events = None if bench is not None else run_dir / protocol.EVENTS_FILE
     tele = Telemetry(events, stdout=stdout if config.events_stdout else None, enabled=info.is_main)
+    trainer = None
     try:
-        return _Trainer(config, info, device, run_dir, tele, bench, writer, started).run()
+        trainer = _Trainer(config, info, device, run_dir, tele, bench, writer, started)
+        return trainer.run()
     except (checkpoint.ResumeConflict, losses.UnsupportedLoss) as exc:  # bad configuration: no traceback
         warn(str(exc))
-        tele.emit("run_end", status="failed", error=str(exc), exit_code=EXIT_CONFIG)
+        phases = trainer.phase_fields() if trainer is not None else {}
+        tele.emit("run_end", status="failed", error=str(exc), exit_code=EXIT_CONFIG, **phases)
         return EXIT_CONFIG
     except Exception as exc:
         warn(f"training failed: {exc}")
         traceback.print_exc(file=sys.stderr)
-        tele.emit("run_end", status="failed", error=f"{type(exc).__name__}: {exc}", exit_code=EXIT_FAILED)
+        phases = trainer.phase_fields() if trainer is not None else {}
+        tele.emit("run_end", status="failed", error=f"{type(exc).__name__}: {exc}", exit_code=EXIT_FAILED, **phases)
         return EXIT_FAILED
     finally:
         tele.close()
@@ -248,11 +253,26 @@ class _Trainer:
         # The budget clock: paid time runs from the process start (loading and resuming included);
         # ``run_start`` carries the same moment, so the history prices the same span.
         self.started_wall, self.started_mono = started or (time.time(), time.monotonic())
+        # Where this process's time goes, from its start (trainer/phases.py); records carry the totals.
+        self.phases = PhaseClock(self.started_mono)
+        self._first_compute: float | None = None  # --compile: the first step's compute time
         self.clock_base = (0.0, 0.0, 0.0)  # elapsed, spend and GPU-hours carried over from the checkpoint
         self.mirror = Mirror(config.mirror_url, config.keep_checkpoints) if config.mirror_url and info.is_main else None
 
+    def phase_fields(self) -> dict[str, Any]:
+        """The ``phases`` and ``phases_start`` fields a record carries (trainer/protocol.py)."""
+        return {"phases": self.phases.totals(), "phases_start": self.started_wall}
+
     # -- setup ------------------------------------------------------------------------------------
     def _data(self) -> None:
+        """Read and tokenise the data set (the ``data`` phase)."""
+        previous = self.phases.switch("data")
+        try:
+            self._load_data()
+        finally:
+            self.phases.switch(previous)
+
+    def _load_data(self) -> None:
         c = self.config
         self.tokenizer = data_mod.load_tokenizer(c.model if c.model else None)
         files = data_mod.data_files(c.data)
@@ -472,6 +492,13 @@ class _Trainer:
         return getattr(self.model, "module", self.model)
 
     def save_checkpoint(self) -> None:
+        previous = self.phases.switch("checkpoint")
+        try:
+            self._save_checkpoint()
+        finally:
+            self.phases.switch(previous)
+
+    def _save_checkpoint(self) -> None:
         t0 = time.perf_counter()
         step = self.state.step
         # Each node's writer creates the temporary folder in its own run directory; every rank writes
@@ -505,7 +532,14 @@ class _Trainer:
             path, size = checkpoint.finish(self.run_dir, tmp, step, self.config.keep_checkpoints)
             seconds = time.perf_counter() - t0
             if self.info.is_main:
-                self.tele.emit("checkpoint", step=step, path=str(path), bytes=size, seconds=round(seconds, 4))
+                self.tele.emit(
+                    "checkpoint",
+                    step=step,
+                    path=str(path),
+                    bytes=size,
+                    seconds=round(seconds, 4),
+                    **self.phase_fields(),
+                )
             if self.mirror is not None:
                 self.mirror.submit(path)
         dist.barrier(self.info)
@@ -545,7 +579,12 @@ class _Trainer:
     def _after_eval(self, loss: float, extra: dict[str, Any] | None = None) -> None:
         c, s = self.config, self.state
         self.tele.emit(
-            "eval", step=s.step, eval_loss=loss, best_eval_loss=min(loss, s.best_eval or loss), **(extra or {})
+            "eval",
+            step=s.step,
+            eval_loss=loss,
+            best_eval_loss=min(loss, s.best_eval or loss),
+            **(extra or {}),
+            **self.phase_fields(),
         )
         if c.target_eval_loss is not None and loss <= c.target_eval_loss:
             self.flag.request(EARLY_STOP, f"eval loss {loss:.4f} reached target {c.target_eval_loss}")
@@ -701,10 +740,13 @@ class _Trainer:
             t0 = time.perf_counter()
             micro = []
             wait = 0.0
+            self.phases.switch("data")
             for _ in range(c.grad_accum):
                 tw = time.perf_counter()
                 micro.append(next(batches))
                 wait += time.perf_counter() - tw
+            # --compile traces and compiles in the first step of the process: its excess is compilation
+            self.phases.switch("compile" if c.compile and self.steps_done == 0 else "train")
             if c.record_sample_ids:
                 sample_ids = [int(x) for b in micro for x in b["sample_ids"]]
             lr = lr_at(s.step, c.lr, self.warmup, self.total_steps, c.min_lr_ratio)
@@ -735,6 +777,7 @@ class _Trainer:
                 torch.cuda.synchronize(self.device)
             step_time = time.perf_counter() - t0
             self.activity.add_busy(step_time - wait)
+            self._count_compile(step_time - wait)
             # bookkeeping (cumulative across resumes)
             pos = plan.position_after(i)
             s.step, s.epoch, s.offset = s.step + 1, pos.epoch, pos.offset
@@ -751,9 +794,11 @@ class _Trainer:
                     self.bench.data_waits.append(wait)
             last = i == remaining - 1
             if c.eval_every_steps and (s.step % c.eval_every_steps == 0 or last):
+                previous = self.phases.switch("eval")
                 result = self.evaluate()
                 if result is not None:
                     self._after_eval(*result)
+                self.phases.switch(previous)
             now = time.monotonic()
             ckpt_due = int(
                 bool(
@@ -774,6 +819,16 @@ class _Trainer:
             if ckpt_due and not last:
                 self.save_checkpoint()
         return reason
+
+    def _count_compile(self, compute_s: float) -> None:
+        """``--compile``: the first step ran in the ``compile`` phase; once a second step shows what a
+        normal step costs, that much of the first step is training, not compilation."""
+        if not self.config.compile:
+            return
+        if self.steps_done == 1:
+            self._first_compute = compute_s
+        elif self.steps_done == 2 and self._first_compute is not None:
+            self.phases.move("compile", "train", min(self._first_compute, compute_s))
 
     def _tick(self) -> None:
         """Bring elapsed time, GPU-hours and spend up to now (cumulative across resumes)."""
@@ -819,6 +874,7 @@ class _Trainer:
             gpu_hours=s.gpu_hours,
             elapsed_s=s.elapsed_s,
             steps_in_record=win["steps"],
+            **self.phase_fields(),
         )
         if sample_ids is not None:
             rec["sample_ids"] = sample_ids
@@ -839,11 +895,12 @@ class _Trainer:
 
     def _finish(self, reason: int) -> int:
         status = REASON_STATUS.get(reason, "finished")
+        self.phases.switch("checkpoint")  # what is left: the last checkpoint, the final model, the mirror
         self._tick()  # the last checkpoint carries the spend up to the stop
         if reason == PREEMPTED:
             self.tele.emit("preempted", step=self.state.step, reason=self.flag.detail or "stop requested")
         if self.bench is not None:
-            self.tele.emit("run_end", status=status, totals=self._totals(), exit_code=EXIT_OK)
+            self.tele.emit("run_end", status=status, totals=self._totals(), exit_code=EXIT_OK, **self.phase_fields())
             return EXIT_OK
         if not (reason == PREEMPTED and self.steps_done == 0):  # stopped before any step: nothing to save
             self.save_checkpoint()
@@ -860,5 +917,5 @@ class _Trainer:
         code = EXIT_RESUME if reason == PREEMPTED else EXIT_OK
         detail = {"reason": self.flag.detail} if self.flag.detail else {}
         self._tick()  # saving is paid time too: the totals price the run up to this, its last record
-        self.tele.emit("run_end", status=status, totals=self._totals(), exit_code=code, **detail)
+        self.tele.emit("run_end", status=status, totals=self._totals(), exit_code=code, **detail, **self.phase_fields())
         return code

@@ -4,6 +4,13 @@ Every record has ``v`` (protocol version), ``seq`` (rises by one per record over
 run, across resumes), ``t`` (Unix time, seconds) and ``kind``. Fields beyond the required ones are
 allowed. This module imports only the standard library so the desktop side can use it without torch.
 
+Where the time goes (optional, on ``step``, ``eval``, ``checkpoint`` and ``run_end`` records of
+trainers that record it): ``phases`` is an object of seconds per phase of the writing process since
+its start (``startup``, ``compile``, ``data``, ``train``, ``checkpoint``, ``eval``: see
+``trainer/phases.py``), cumulative, so the newest record of a process holds its totals;
+``phases_start`` is that process's start (Unix seconds, the ``t`` of its ``run_start``), which tells
+the processes of a resumed run apart. Records without them (older trainers) stay valid.
+
 Readers must survive half-written last lines, garbage and unknown kinds: :class:`StreamParser` skips
 and counts them and tracks the byte offset up to which input was consumed, so a reader can resume a
 stream exactly where it stopped.
@@ -62,6 +69,9 @@ GPU_FIELDS = (
     "throttle_reasons",
     "simulated",
 )
+# The phases a trainer reports in ``phases`` (other names are allowed and kept by readers).
+PHASE_NAMES = ("startup", "compile", "data", "train", "checkpoint", "eval")
+PHASE_KINDS = frozenset({"step", "eval", "checkpoint", "run_end"})
 
 
 # What a reader accepts in a field's value (checked by :func:`check_values` when parsing; writers never
@@ -249,11 +259,25 @@ def check_values(record: dict[str, Any]) -> dict[str, Any]:
             ok = False
         if not ok:
             raise _bad(name, value, _ALLOWED[rule])
+    if "phases" in record or "phases_start" in record:  # (``in``: the cheapest test for the many records without)
+        check_phases(get("phases"), get("phases_start"))
     if record["kind"] == "run_start":
         gpus = get("gpus")
         if gpus is not None and not isinstance(gpus, list) and not (type(gpus) is int and 0 <= gpus <= INT64_MAX):
             raise _bad("gpus", gpus, "a list of GPUs or a whole number")
     return record
+
+
+def check_phases(phases: Any, start: Any) -> None:
+    """Raise :class:`RecordError` unless ``phases`` is an object of names to seconds (finite, 0 or
+    more) and ``phases_start`` a time (Unix seconds from 0 to :data:`MAX_TIME`); both or neither."""
+    if not isinstance(phases, dict):
+        raise _bad("phases", phases, "an object of phase names to seconds, with phases_start")
+    if not _is_number(start) or not 0 <= start <= MAX_TIME:
+        raise _bad("phases_start", start, f"Unix seconds from 0 to {MAX_TIME:.0f}, with phases")
+    for name, seconds in phases.items():
+        if not _is_number(seconds) or not 0 <= seconds < math.inf or len(name) > 40:
+            raise _bad(f"phases.{name[:40]}", seconds, "a finite number of seconds, 0 or more")
 
 
 def parse_line(line: str | bytes) -> dict[str, Any]:

@@ -112,6 +112,11 @@ def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
         help="ddp replicates, zero2 shards grads+optimizer, fsdp shards everything",
     )
     hardware.add_argument(
+        "--tf32",
+        action="store_true",
+        help="with --precision fp32: matmuls on TF32 tensor cores (Ampere and newer; PyTorch's default is off)",
+    )
+    hardware.add_argument(
         "--mfu", type=flag_type("mfu"), metavar="SHARE", help="model-FLOPs utilisation to assume (default: the GPU's)"
     )
     hardware.add_argument(
@@ -365,12 +370,23 @@ def _range_line(document: dict[str, Any]) -> str:
     return text + f" ({document['range_basis']})"
 
 
+def _params_text(inputs: dict[str, Any]) -> str:
+    """ "8.03B params", or for a mixture of experts "46.70B params, 12.88B active: 2 of 8 experts per token"."""
+    text = f"{inputs['params'] / 1e9:.2f}B params"
+    if inputs.get("experts"):
+        text += (
+            f", {inputs['active_params'] / 1e9:.2f}B active: "
+            f"{inputs['experts_per_token']} of {inputs['experts']} experts per token"
+        )
+    return text
+
+
 def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
     """The readable report of one plan."""
     inputs, memory, runtime = document["inputs"], document["memory"], document["runtime"]
     gpu = plan.gpu.name if plan.gpu else "your GPU"
     lines = [
-        f"{inputs['model']} ({inputs['params'] / 1e9:.2f}B params), {inputs['method']}, {plan.setup.precision}, "
+        f"{inputs['model']} ({_params_text(inputs)}), {inputs['method']}, {plan.setup.precision}, "
         f"{inputs['gpus']} x {gpu}, micro-batch {inputs['micro_batch']} x accumulation {inputs['grad_accum']} "
         f"x {inputs['gpus']} GPU(s) = effective batch {runtime['effective_batch']}, sequence {inputs['seq_len']}",
         "",

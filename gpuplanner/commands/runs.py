@@ -1,4 +1,4 @@
-"""`gpuplanner runs`: the run history (list, show, compare, delete, import, export, compact)."""
+"""`gpuplanner runs`: the run history (list, show, alerts, compare, delete, import, export, compact)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,16 @@ from typing import Any
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.history import export as export_mod
 from gpuplanner.history import jsonsafe
+from gpuplanner.history.alert_rules import SPECS, AlertSettings, SettingsError
+from gpuplanner.history.alerts import refresh_alerts
 from gpuplanner.history.analytics import RunSummary, compare, summarize
 from gpuplanner.history.calibration import delete_bench, measurements
 from gpuplanner.history.db import HistoryError, open_db, read_snapshot
 from gpuplanner.history.maintenance import downsample, optimize
 from gpuplanner.history.plans import get_plan, planned_figures
-from gpuplanner.history.runs import delete_run, list_runs, run_for_stream, update_run
+from gpuplanner.history.runs import delete_run, get_run, list_runs, run_for_stream, update_run
 from gpuplanner.history.tail import events_file, ingest_file
+from gpuplanner.history.time_breakdown import SHOWN_MIN_S
 
 LIST_COLUMNS = (
     "run_id",
@@ -108,6 +111,40 @@ def _finite_nonnegative(text: str) -> float:
     return value
 
 
+ALERT_FLAGS = {
+    "low_util_pct": "--low-util-pct",
+    "low_util_minutes": "--low-util-minutes",
+    "mem_pct": "--mem-pct",
+    "data_wait_pct": "--data-wait-pct",
+    "throttle_minutes": "--throttle-minutes",
+    "idle_util_pct": "--idle-util-pct",
+    "idle_minutes": "--idle-minutes",
+    "comm_factor": "--comm-factor",
+}
+
+
+def _alert_flags(parser: argparse.ArgumentParser) -> None:
+    defaults = AlertSettings()
+    group = parser.add_argument_group("alert settings (the window's Alert settings hold the same)")
+    for name, flag in ALERT_FLAGS.items():
+        spec = SPECS[name]
+        group.add_argument(
+            flag,
+            dest=f"alert_{name}",
+            type=_finite_nonnegative,
+            default=getattr(defaults, name),
+            metavar=spec.unit.split()[0].upper().replace("%", "PCT"),
+            help=f"{spec.help.replace('%', '%%')} (default {getattr(defaults, name):g} {spec.unit.replace('%', '%%')})",
+        )
+
+
+def _alert_settings(args: argparse.Namespace) -> AlertSettings:
+    try:
+        return AlertSettings(**{name: getattr(args, f"alert_{name}") for name in ALERT_FLAGS})
+    except SettingsError as exc:
+        raise UsageError(f"{ALERT_FLAGS[exc.field]}: {exc.message}") from None
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "runs",
@@ -126,13 +163,16 @@ def register(subparsers: Any) -> None:
     p = actions.add_parser("show", help="one run's derived metrics, planned against actual, alerts")
     _output_flags(p)
     p.add_argument("run_id", metavar="ID", type=_run_id)
-    p.add_argument(
-        "--low-util-minutes",
-        type=_finite_nonnegative,
-        default=10.0,
-        help="alert when a GPU stays under 50%% utilisation longer than this (default 10)",
-    )
+    _alert_flags(p)
     p.set_defaults(handler=_show)
+
+    p = actions.add_parser(
+        "alerts", help="one run's alerts, each with a diagnosis and its expected saving (stored with the run)"
+    )
+    _output_flags(p)
+    p.add_argument("run_id", metavar="ID", type=_run_id)
+    _alert_flags(p)
+    p.set_defaults(handler=_alerts)
 
     p = actions.add_parser("compare", help="several runs side by side")
     _output_flags(p)
@@ -190,7 +230,9 @@ def register(subparsers: Any) -> None:
 
 
 def _no_action(args: argparse.Namespace) -> int:
-    raise UsageError("ACTION: one of list, show, compare, delete, import, export, compact, measured, delete-bench")
+    raise UsageError(
+        "ACTION: one of list, show, alerts, compare, delete, import, export, compact, measured, delete-bench"
+    )
 
 
 def _guard(fn: Any) -> Any:
@@ -266,7 +308,7 @@ def _print_summary(summary: RunSummary, fmt: str | None) -> None:
         export_mod.write_table(sys.stdout, fmt, ("metric", "value"), list(data.items()))
         return
     for key, value in data.items():
-        if key in ("planned", "alerts", "util_histogram"):
+        if key in ("planned", "alerts", "util_histogram", "time_breakdown"):
             continue
         print(f"{key:34} {_time(value) if key.endswith('_at') else _fmt(value)}")
     print(f"{'util_histogram (0-10%..90-100%)':34} {' '.join(str(n) for n in summary.util_histogram)}")
@@ -279,14 +321,80 @@ def _print_summary(summary: RunSummary, fmt: str | None) -> None:
                     f"  {key:16} planned {_fmt(cell['planned']):>12}  actual {_fmt(cell['actual']):>12}  "
                     f"{'' if diff is None else f'{diff:+.1f}%'}"
                 )
+    for line in _breakdown_lines(summary.time_breakdown):
+        print(line)
     for alert in summary.alerts:
         print(f"alert [{alert['kind']}] {alert['message']}")
+        diagnosis = alert.get("diagnosis") or {}
+        if diagnosis.get("text"):
+            print(f"  why: {diagnosis['text']}")
+
+
+def _dollars(usd: float) -> str:
+    """Dollars to the cent, or to 3 significant figures below a cent ("$0.0000567"), never in exponent form."""
+    if usd >= 0.01 or usd <= 0:
+        return f"${usd:,.2f}"
+    return f"${usd:.{2 - math.floor(math.log10(usd))}f}"
+
+
+def _breakdown_lines(data: dict[str, Any] | None) -> list[str]:
+    """``runs show``'s "where the billed time went" lines (phases that took no time are left out)."""
+    if not data:
+        return []
+    if not data["recorded"]:
+        return [f"{'time breakdown':34} {data['note']}"]
+    lines = ["time breakdown (where the billed time went):"]
+    for phase in data["phases"]:
+        if phase["seconds"] < SHOWN_MIN_S:
+            continue
+        cost = phase["cost_usd"]
+        money = "" if cost is None else f"  {_dollars(cost)}"
+        lines.append(f"  {phase['label']:26} {phase['seconds']:>10,.1f} s  {phase['share'] * 100:5.1f}%{money}")
+    return lines
 
 
 @_guard
 def _show(args: argparse.Namespace) -> int:
+    settings = _alert_settings(args)
     with open_db(args.db, create=False) as db:
-        _print_summary(summarize(db, args.run_id, low_util_minutes=args.low_util_minutes), args.fmt)
+        _print_summary(summarize(db, args.run_id, alert_settings=settings), args.fmt)
+    return 0
+
+
+ALERT_COLUMNS = ("kind", "gpu", "minutes", "value", "message", "diagnosis", "saving_hours", "saving_usd")
+
+
+@_guard
+def _alerts(args: argparse.Namespace) -> int:
+    """Evaluate a run's alerts under the flags' settings, store them with the run and print them."""
+    settings = _alert_settings(args)
+    with open_db(args.db, create=False) as db:
+        get_run(db, args.run_id)  # an unknown ID is a clear error
+        alerts = refresh_alerts(db, args.run_id, settings)
+    if args.fmt == "json":
+        print(
+            jsonsafe.dumps(
+                {"run_id": args.run_id, "settings": settings.as_dict(), "alerts": [a.as_dict() for a in alerts]},
+                indent=1,
+            )
+        )
+        return 0
+    rows = []
+    for a in alerts:
+        d = a.diagnosis or {}
+        gpu = "" if a.gpu_index is None else (f"{a.node}:{a.gpu_index}" if a.node else str(a.gpu_index))
+        rows.append(
+            [a.kind, gpu, a.minutes, a.value, a.message, d.get("text"), d.get("saving_hours"), d.get("saving_usd")]
+        )
+    if args.fmt in ("csv", "markdown"):
+        export_mod.write_table(sys.stdout, args.fmt, ALERT_COLUMNS, rows)
+        return 0
+    if not alerts:
+        print(f"run {args.run_id}: no alerts")
+    for a in alerts:
+        print(f"alert [{a.kind}] {a.message}")
+        if a.diagnosis:
+            print(f"  why: {a.diagnosis['text']}")
     return 0
 
 

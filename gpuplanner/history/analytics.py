@@ -9,6 +9,7 @@ samples), so a summary costs the same for a run of one thousand or ten million s
   from to the interruption).
 - ``idle_gpu_hours``: GPU-hours x the share of samples under ``IDLE_UTIL_PCT`` utilisation.
 - ``data_wait_pct``: sum of the steps' data-wait time over the sum of their step time.
+- ``time_breakdown``: where the billed time went, per phase (``time_breakdown.py``).
 - Utilisation is NVML's "GPU utilisation": the share of time any kernel ran, not SM occupancy.
 """
 
@@ -20,9 +21,10 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from gpuplanner.history.alerts import DEFAULT_LOW_UTIL_MINUTES, run_alerts
+from gpuplanner.history.alerts import AlertSettings, current_alerts
 from gpuplanner.history.rollup import IDLE_UTIL_PCT
 from gpuplanner.history.runs import Run, get_run
+from gpuplanner.history.time_breakdown import run_breakdown
 from gpuplanner.plan.economics import diff_pct, ratio, unit_economics
 
 
@@ -74,6 +76,7 @@ class RunSummary:
     malformed_lines: int
     planned: dict[str, Any] | None = None
     alerts: list[dict[str, Any]] = field(default_factory=list)
+    time_breakdown: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,9 +148,15 @@ def _planned_block(run: Run, actual: dict[str, float | None]) -> dict[str, Any] 
 
 
 def summarize(
-    db: Database, run_id: int, *, low_util_minutes: float = DEFAULT_LOW_UTIL_MINUTES, with_alerts: bool = True
+    db: Database,
+    run_id: int,
+    *,
+    alert_settings: AlertSettings | None = None,
+    with_alerts: bool = True,
+    store_alerts: bool = False,
 ) -> RunSummary:
-    """The derived metrics of one run (raises HistoryError for an unknown id)."""
+    """The derived metrics of one run (raises HistoryError for an unknown id); its alerts under
+    ``alert_settings``, stored with the run when ``store_alerts``."""
     run = get_run(db, run_id)
     first_t = run.first_t if run.first_t is not None else run.started_at
     last_t = run.last_t if run.last_t is not None else run.ended_at
@@ -233,6 +242,15 @@ def summarize(
         simulated=bool(n) and simulated_n == n,
         malformed_lines=malformed,
     )
+    summary.time_breakdown = run_breakdown(
+        db,
+        run_id,
+        billed_s=active_s,
+        last_t=last_t,
+        ended=run.ended_at is not None,
+        gpus=gpus,
+        price_usd_per_gpu_hour=run.price_usd_per_gpu_hour,
+    ).as_dict()
     summary.planned = _planned_block(
         run,
         {
@@ -244,7 +262,7 @@ def summarize(
         },
     )
     if with_alerts:
-        summary.alerts = [a.as_dict() for a in run_alerts(db, run_id, low_util_minutes=low_util_minutes)]
+        summary.alerts = [a.as_dict() for a in current_alerts(db, run_id, alert_settings, store=store_alerts)]
     return summary
 
 

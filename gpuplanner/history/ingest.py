@@ -23,6 +23,7 @@ from gpuplanner.history.db import HistoryError, write_transaction
 from gpuplanner.history.rollup import Rollups
 from trainer.protocol import (
     INT64_MAX,
+    PHASE_KINDS,
     RUN_END_STATUSES,
     RecordError,
     StreamParser,
@@ -33,6 +34,8 @@ from trainer.protocol import (
 
 DEFAULT_BATCH = 5000
 ENVELOPE = ("v", "seq", "t", "kind")
+# Kept in ``run_phases`` (the time breakdown), not in the eval's extras or the event's detail.
+_PHASE_FIELDS = ("phases", "phases_start")
 _SEQ_TABLES = ("gpu_samples", "steps", "evals", "events")
 
 
@@ -139,6 +142,7 @@ class Ingestor:
         self.run_id = run_id
         self.source = source
         self.batch_size = batch_size
+        self._ended = False  # a run_end arrived in the batch being written
         self._base = stream_position(db, run_id, source) if resume else StreamPosition()
         self.parser = StreamParser(offset=self._base.offset)
         self.stats = IngestStats(
@@ -205,12 +209,24 @@ class Ingestor:
                 " unknown_kind, updated_at) VALUES (?,?,?,?,?,?,?)",
                 [self.run_id, self.source, self.parser.offset, last_seq, malformed, unknown, time.time()],
             )
+        if self._ended:  # the run is complete: its alerts are evaluated once and stored with it
+            self._ended = False
+            self._store_alerts()
         self.stats.inserted += inserted
         self.stats.duplicates += duplicates
         self.stats.malformed, self.stats.unknown_kind = malformed, unknown
         self.stats.offset, self.stats.last_seq = self.parser.offset, last_seq
         self.stats.batches += 1
         return self.stats
+
+    def _store_alerts(self) -> None:
+        from gpuplanner.history.alerts import refresh_alerts
+
+        try:
+            refresh_alerts(self.db, self.run_id)
+        except Exception:  # noqa: BLE001 - the telemetry is stored; alerts are evaluated again on reading
+            if self.db.conn.in_transaction:
+                self.db.conn.rollback()
 
     def _write(self, records: list[dict[str, Any]]) -> tuple[int, int, int | None]:
         if not records:
@@ -233,6 +249,7 @@ class Ingestor:
         eval_rows: list[tuple[Any, ...]] = []
         event_rows: list[tuple[Any, ...]] = []
         events: list[dict[str, Any]] = []
+        phases: dict[float, tuple[Any, ...]] = {}  # process start -> its newest totals in this batch
         rollups: Rollups | None = None
         duplicates = 0
         for record in records:
@@ -260,6 +277,7 @@ class Ingestor:
                     _num(get("power_w")),
                 )
                 simulated = bool(get("simulated"))
+                clock, throttle = _num(get("sm_clock_mhz")), _int(get("throttle_reasons"))
                 gpu_rows.append(
                     (
                         run_id,
@@ -272,12 +290,12 @@ class Ingestor:
                         total,
                         power,
                         _num(get("temp_c")),
-                        _num(get("sm_clock_mhz")),
-                        _int(get("throttle_reasons")),
+                        clock,
+                        throttle,
                         int(simulated),
                     )
                 )
-                rollups.add(t, node, index, util, used, total, power, simulated)
+                rollups.add(t, node, index, util, used, total, power, simulated, throttle, clock)
             elif kind == "step":
                 get = record.get
                 step_rows.append(
@@ -301,7 +319,11 @@ class Ingestor:
                     )
                 )
             elif kind == "eval":
-                extra = {k: v for k, v in record.items() if k not in ENVELOPE and k not in ("step", "eval_loss")}
+                extra = {
+                    k: v
+                    for k, v in record.items()
+                    if k not in ENVELOPE and k not in ("step", "eval_loss") and k not in _PHASE_FIELDS
+                }
                 eval_rows.append(
                     (
                         run_id,
@@ -313,10 +335,14 @@ class Ingestor:
                     )
                 )
             else:
-                detail = {k: v for k, v in record.items() if k not in ENVELOPE}
+                detail = {k: v for k, v in record.items() if k not in ENVELOPE and k not in _PHASE_FIELDS}
                 step = _int(record.get("step", record.get("resumed_from_step")))
                 event_rows.append((run_id, seq, t, kind, step, _json(detail)))
                 events.append(record)
+            if kind in PHASE_KINDS and record.get("phases") is not None:
+                process_t = _num(record.get("phases_start"))
+                if process_t is not None:
+                    phases[process_t] = (run_id, process_t, seq, t, _json(record["phases"]))
             first_t = t if first_t is None or t < first_t else first_t
             last_t = t if last_t is None or t > last_t else last_t
         conn = db.conn
@@ -328,6 +354,13 @@ class Ingestor:
             conn.executemany("INSERT OR IGNORE INTO evals VALUES (?,?,?,?,?,?)", eval_rows)
         if event_rows:
             conn.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?)", event_rows)
+        if phases:  # cumulative totals: the newest record of each process wins, whatever order they came in
+            conn.executemany(
+                "INSERT INTO run_phases VALUES (?,?,?,?,?) ON CONFLICT (run_id, process_t) DO UPDATE SET"
+                " seq = excluded.seq, t = excluded.t, phases_json = excluded.phases_json"
+                " WHERE excluded.seq > run_phases.seq",
+                list(phases.values()),
+            )
         if rollups is not None:
             rollups.save()
         db.execute("UPDATE runs SET first_t = ?, last_t = ? WHERE id = ?", [first_t, last_t, run_id])
@@ -339,6 +372,7 @@ class Ingestor:
     def _apply_event(self, record: dict[str, Any]) -> None:
         db, run_id, kind, t = self.db, self.run_id, record["kind"], float(record["t"])
         if kind == "run_end":
+            self._ended = True
             status = record.get("status")
             status = status if status in RUN_END_STATUSES else "failed"
             db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", [status, t, run_id])

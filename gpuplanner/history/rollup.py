@@ -5,11 +5,19 @@ and the peak memory; ``gpu_intervals`` holds the maximal stretches during which 
 :data:`LOW_UTIL_PCT` utilisation (``low_util``) or above :data:`MEM_PRESSURE_FRACTION` of its memory
 (``mem_pressure``). An interval runs from its first sample to the sample that ended it (or its last
 sample while still open), so its length is the time spent in that state.
+
+``gpu_minutes`` holds one row per (run, node, GPU, minute): the utilisation sum and count, the highest
+memory share, how many samples carried throttle reasons and how many of those were throttled for power,
+thermal or hardware slowdown, and the SM clock. The alerts' windows (``alerts.py``) read these rows, a
+few thousand for a long run, never the raw samples. Any further per-sample metric (the ``extra``
+mapping of :meth:`Rollups.add`, e.g. ``{"sm_active_pct": 41.0}``) is summed per minute into
+``gpu_minute_metrics`` under its name, where the alert rules find it as a per-minute mean.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +27,28 @@ IDLE_UTIL_PCT = 10.0
 LOW_UTIL_PCT = 50.0
 MEM_PRESSURE_FRACTION = 0.85
 MIN_STORED_INTERVAL_S = 60.0  # shorter closed blips (low util, memory pressure) are not stored
+
+# NVML clock throttle reason bits (nvmlClocksThrottleReason*): software power cap and hardware power
+# brake; software and hardware thermal slowdown; hardware slowdown.
+THROTTLE_POWER_BITS = 0x4 | 0x80
+THROTTLE_THERMAL_BITS = 0x20 | 0x40
+THROTTLE_HW_SLOWDOWN_BITS = 0x8
+
+
+def minute_of(t: float) -> float:
+    """The start of the minute a sample falls in (the same bucket as ``gpu_samples_1m``)."""
+    return int(t / 60) * 60.0
+
+
+class _Minute:
+    """Sums of one GPU's samples within one minute, added to its stored row on save."""
+
+    __slots__ = ("clock_n", "clock_sum", "hw", "mem_max", "n", "power", "thermal", "throttle_n", "util_n", "util_sum")
+
+    def __init__(self) -> None:
+        self.n = self.util_n = self.throttle_n = self.power = self.thermal = self.hw = self.clock_n = 0
+        self.util_sum = self.clock_sum = 0.0
+        self.mem_max: float | None = None
 
 
 @dataclass
@@ -51,16 +81,21 @@ class GpuState:
     last_t: float | None = None
     low: Interval | None = None
     mem: Interval | None = None
+    minute_t: float = -1.0  # the minute being summed (not stored: gpu_minutes holds the sums)
+    minute: _Minute | None = None
 
 
 class Rollups:
     """Rollup state of one run, read from and written to the database inside the caller's transaction."""
 
-    def __init__(self, db: Database, run_id: int) -> None:
+    def __init__(self, db: Database, run_id: int, *, minutes: bool = True) -> None:
         self.db = db
         self.run_id = run_id
+        self.minutes = minutes  # keep gpu_minutes (False only while migrating to v2, before v4's table)
         self.gpus: dict[tuple[str, int], GpuState] = {}
         self._touched: dict[int, Interval] = {}
+        self._minutes: dict[tuple[str, int, float], _Minute] = {}
+        self._extra: dict[tuple[str, int, float, str], list[float]] = {}
         intervals = {
             row[0]: Interval(row[1], row[2], row[3], row[4], row[5], row[6], row[7] or 0.0, row[0])
             for row in db.execute(
@@ -105,12 +140,52 @@ class Rollups:
         mem_total: int | None,
         power: float | None,
         simulated: bool,
+        throttle: int | None = None,
+        sm_clock: float | None = None,
+        extra: Mapping[str, float | None] | None = None,
     ) -> None:
-        """Count one sample; samples of one GPU must come in time order."""
+        """Count one sample; samples of one GPU must come in time order. ``extra``: further named metrics
+        of the sample (absent or None: not measured), kept as per-minute sums in ``gpu_minute_metrics``."""
         key = (node, gpu_index)
         state = self.gpus.get(key)
         if state is None:
             state = self.gpus[key] = GpuState(node, gpu_index)
+        minute_t = int(t / 60) * 60.0  # minute_of(t), inlined: this runs for every sample
+        minute = state.minute
+        if minute is None or state.minute_t != minute_t:
+            minute = self._minutes.get((node, gpu_index, minute_t))
+            if minute is None:
+                minute = self._minutes[(node, gpu_index, minute_t)] = _Minute()
+            state.minute, state.minute_t = minute, minute_t
+        minute.n += 1
+        if util is not None:
+            minute.util_n += 1
+            minute.util_sum += util
+        if mem_used is not None and mem_total:
+            frac = mem_used / mem_total
+            if minute.mem_max is None or frac > minute.mem_max:
+                minute.mem_max = frac
+        if throttle is not None:
+            minute.throttle_n += 1
+            if throttle:
+                if throttle & THROTTLE_POWER_BITS:
+                    minute.power += 1
+                if throttle & THROTTLE_THERMAL_BITS:
+                    minute.thermal += 1
+                if throttle & THROTTLE_HW_SLOWDOWN_BITS:
+                    minute.hw += 1
+        if sm_clock is not None:
+            minute.clock_n += 1
+            minute.clock_sum += sm_clock
+        if extra:
+            for name, value in extra.items():
+                if value is not None:
+                    sums = self._extra.get((node, gpu_index, minute_t, name))
+                    if sums is None:
+                        self._extra[(node, gpu_index, minute_t, name)] = [1.0, float(value)]
+                    else:
+                        sums[0] += 1.0
+                        sums[1] += float(value)
         state.n += 1
         if state.first_t is None:
             state.first_t = t
@@ -208,17 +283,54 @@ class Rollups:
             )
         self.db.conn.executemany("INSERT OR REPLACE INTO run_gpus VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         self._touched.clear()
+        if self.minutes:
+            self._save_minutes()
+
+    def _save_minutes(self) -> None:
+        self.db.conn.executemany(
+            "INSERT INTO gpu_minutes (run_id, node, gpu_index, minute_t, n, util_n, util_sum, mem_frac_max,"
+            " throttle_n, power_throttle_n, thermal_throttle_n, hw_slowdown_n, clock_n, clock_sum)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (run_id, node, gpu_index, minute_t) DO UPDATE SET"
+            " n = n + excluded.n, util_n = util_n + excluded.util_n, util_sum = util_sum + excluded.util_sum,"
+            " mem_frac_max = MAX(COALESCE(mem_frac_max, excluded.mem_frac_max),"
+            " COALESCE(excluded.mem_frac_max, mem_frac_max)),"
+            " throttle_n = throttle_n + excluded.throttle_n,"
+            " power_throttle_n = power_throttle_n + excluded.power_throttle_n,"
+            " thermal_throttle_n = thermal_throttle_n + excluded.thermal_throttle_n,"
+            " hw_slowdown_n = hw_slowdown_n + excluded.hw_slowdown_n,"
+            " clock_n = clock_n + excluded.clock_n, clock_sum = clock_sum + excluded.clock_sum",
+            [
+                (self.run_id, node, index, minute_t, m.n, m.util_n, m.util_sum, m.mem_max, m.throttle_n, m.power)
+                + (m.thermal, m.hw, m.clock_n, m.clock_sum)
+                for (node, index, minute_t), m in self._minutes.items()
+            ],
+        )
+        self._minutes.clear()
+        for state in self.gpus.values():  # the next batch adds to the stored rows
+            state.minute = None
+        if self._extra:
+            self.db.conn.executemany(
+                "INSERT INTO gpu_minute_metrics (run_id, node, gpu_index, minute_t, name, n, total)"
+                " VALUES (?,?,?,?,?,?,?) ON CONFLICT (run_id, node, gpu_index, minute_t, name) DO UPDATE SET"
+                " n = n + excluded.n, total = total + excluded.total",
+                [(self.run_id, *key, int(n), total) for key, (n, total) in self._extra.items()],
+            )
+            self._extra.clear()
 
 
 def rebuild_rollups(db: Database, run_id: int) -> None:
     """Recompute a run's rollups and intervals from its raw samples (used by the v2 migration)."""
     db.execute("DELETE FROM gpu_intervals WHERE run_id = ?", [run_id])
     db.execute("DELETE FROM run_gpus WHERE run_id = ?", [run_id])
-    rollups = Rollups(db, run_id)
-    for t, node, index, util, used, total, power, simulated in db.execute(
-        "SELECT t, node, gpu_index, util_pct, mem_used_bytes, mem_total_bytes, power_w, simulated"
-        " FROM gpu_samples WHERE run_id = ? ORDER BY seq",
+    minutes = db["gpu_minutes"].exists()  # from v4 on (the v2 migration runs before v4's tables exist)
+    if minutes:
+        db.execute("DELETE FROM gpu_minutes WHERE run_id = ?", [run_id])
+        db.execute("DELETE FROM gpu_minute_metrics WHERE run_id = ?", [run_id])
+    rollups = Rollups(db, run_id, minutes=minutes)
+    for t, node, index, util, used, total, power, simulated, throttle, clock in db.execute(
+        "SELECT t, node, gpu_index, util_pct, mem_used_bytes, mem_total_bytes, power_w, simulated, throttle_reasons,"
+        " sm_clock_mhz FROM gpu_samples WHERE run_id = ? ORDER BY seq",
         [run_id],
     ).fetchall():
-        rollups.add(t, node, index, util, used, total, power, bool(simulated))
+        rollups.add(t, node, index, util, used, total, power, bool(simulated), throttle, clock)
     rollups.save()

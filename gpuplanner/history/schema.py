@@ -8,6 +8,15 @@ Version 3 adds ``run_streams``: which run owns an events file (its resolved path
 that two processes importing one file can never create two runs (the lookup and the insert happen in
 one ``BEGIN IMMEDIATE`` transaction). Runs imported before it claim their ``source``; where earlier
 concurrent imports left two runs with one source, the oldest keeps it (no row is changed or lost).
+Version 4 (``m005_alerts``) adds what the alerts need, additively: ``gpu_minutes`` (one row per run,
+GPU and minute: utilisation sum and count, the highest memory share, the share of samples throttled
+for power, thermal or hardware slowdown, the SM clock), ``gpu_minute_metrics`` (the same per-minute
+sums for any further named metric) and ``run_alerts`` (each alert of a run with its diagnosis and the
+settings it was evaluated under), and ``run_alert_state`` (per run: those settings and a stamp of the
+run's data, so an unchanged run's alerts are read back instead of evaluated again). It backfills ``gpu_minutes`` from the raw and downsampled samples.
+Version 5 (``m006_time_breakdown``) adds ``run_phases``: where each trainer process of a run spent its time (seconds per
+phase as its newest record reports them, keyed by the process start), for the time breakdown
+(``time_breakdown.py``). Runs recorded before it have no rows and say "not recorded".
 ``PRAGMA user_version`` mirrors the number of applied migrations.
 """
 
@@ -211,6 +220,17 @@ INSERT OR IGNORE INTO run_streams (source, run_id)
     SELECT source, MIN(id) FROM runs WHERE source IS NOT NULL AND source NOT LIKE 'launch:%' GROUP BY source
 """
 
+TIME_BREAKDOWN = """
+CREATE TABLE run_phases (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    process_t REAL NOT NULL,
+    seq INTEGER NOT NULL,
+    t REAL NOT NULL,
+    phases_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, process_t)
+) WITHOUT ROWID
+"""
+
 
 def _run_script(db: Database, script: str) -> None:
     # executescript() would COMMIT the migration's transaction; run statements one by one.
@@ -238,4 +258,80 @@ def m003_run_streams(db: Database) -> None:
     _run_script(db, V3)
 
 
-SCHEMA_VERSION = 3
+ALERTS = """
+CREATE TABLE gpu_minutes (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    node TEXT NOT NULL,
+    gpu_index INTEGER NOT NULL,
+    minute_t REAL NOT NULL,
+    n INTEGER NOT NULL DEFAULT 0,
+    util_n INTEGER NOT NULL DEFAULT 0,
+    util_sum REAL NOT NULL DEFAULT 0,
+    mem_frac_max REAL,
+    throttle_n INTEGER NOT NULL DEFAULT 0,
+    power_throttle_n INTEGER NOT NULL DEFAULT 0,
+    thermal_throttle_n INTEGER NOT NULL DEFAULT 0,
+    hw_slowdown_n INTEGER NOT NULL DEFAULT 0,
+    clock_n INTEGER NOT NULL DEFAULT 0,
+    clock_sum REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, node, gpu_index, minute_t)
+) WITHOUT ROWID;
+CREATE TABLE gpu_minute_metrics (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    node TEXT NOT NULL,
+    gpu_index INTEGER NOT NULL,
+    minute_t REAL NOT NULL,
+    name TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    total REAL NOT NULL,
+    PRIMARY KEY (run_id, node, gpu_index, minute_t, name)
+) WITHOUT ROWID;
+CREATE TABLE run_alerts (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    node TEXT,
+    gpu_index INTEGER,
+    start_t REAL,
+    end_t REAL,
+    minutes REAL,
+    value REAL,
+    message TEXT NOT NULL,
+    diagnosis_json TEXT,
+    settings_json TEXT NOT NULL,
+    evaluated_at REAL NOT NULL
+);
+CREATE INDEX run_alerts_run ON run_alerts(run_id);
+CREATE TABLE run_alert_state (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    settings_json TEXT NOT NULL,
+    stamp TEXT NOT NULL,
+    evaluated_at REAL NOT NULL
+);
+INSERT INTO gpu_minutes (run_id, node, gpu_index, minute_t, n, util_n, util_sum, mem_frac_max, throttle_n,
+    power_throttle_n, thermal_throttle_n, hw_slowdown_n, clock_n, clock_sum)
+    SELECT run_id, node, gpu_index, CAST(t / 60 AS INTEGER) * 60.0, COUNT(*), COUNT(util_pct),
+        COALESCE(SUM(util_pct), 0), MAX(CASE WHEN mem_total_bytes > 0 THEN mem_used_bytes * 1.0 / mem_total_bytes END),
+        COUNT(throttle_reasons), COALESCE(SUM((throttle_reasons & 132) != 0), 0),
+        COALESCE(SUM((throttle_reasons & 96) != 0), 0), COALESCE(SUM((throttle_reasons & 8) != 0), 0),
+        COUNT(sm_clock_mhz), COALESCE(SUM(sm_clock_mhz), 0)
+    FROM gpu_samples GROUP BY run_id, node, gpu_index, CAST(t / 60 AS INTEGER);
+INSERT OR IGNORE INTO gpu_minutes (run_id, node, gpu_index, minute_t, n, util_n, util_sum, mem_frac_max)
+    SELECT run_id, node, gpu_index, minute_t, n, CASE WHEN util_mean IS NULL THEN 0 ELSE n END,
+        COALESCE(util_mean * n, 0),
+        CASE WHEN mem_total_bytes > 0 THEN mem_used_max * 1.0 / mem_total_bytes END
+    FROM gpu_samples_1m
+"""
+
+
+@MIGRATIONS(name="m005_alerts")
+def m005_alerts(db: Database) -> None:
+    _run_script(db, ALERTS)
+
+
+@MIGRATIONS(name="m006_time_breakdown")
+def m006_time_breakdown(db: Database) -> None:
+    _run_script(db, TIME_BREAKDOWN)
+
+
+SCHEMA_VERSION = 5

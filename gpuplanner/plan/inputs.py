@@ -185,6 +185,7 @@ class PlanInputs:
     gpu: str | None = None
     gpus: int | None = None
     sharding: str = "ddp"
+    tf32: bool = False
     mfu: float | None = None
     headroom: float = DEFAULT_HEADROOM
     samples: int | None = None
@@ -262,6 +263,7 @@ class PlanInputs:
             attention=self.attention,
             gpus=self.gpus or 1,
             sharding=self.sharding,
+            tf32=self.tf32,
         )
 
     def to_request(self, *, default_gpu: str | None) -> PlanRequest:
@@ -309,6 +311,9 @@ def inputs_document(request: PlanRequest) -> dict[str, Any]:
     return {
         "model": request.model.name,
         "params": request.model.n_params,
+        "active_params": request.model.active_params,
+        "experts": request.model.num_experts or None,
+        "experts_per_token": request.model.experts_per_token or None,
         "model_source": request.model.source,
         "method": setup.method,
         "lora_rank": setup.lora_rank if setup.uses_adapters else None,
@@ -323,6 +328,7 @@ def inputs_document(request: PlanRequest) -> dict[str, Any]:
         "gpu": request.gpu,
         "gpus": setup.gpus,
         "sharding": setup.sharding,
+        "tf32": setup.tf32,
         "samples": workload.samples,
         "tokens": workload.tokens,
         "epochs": workload.epochs,

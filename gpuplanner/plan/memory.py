@@ -54,6 +54,27 @@ BERT_LOGITS_HALF_BYTES = 3 * HALF
 # capped copy is upcast, roughly two extra 16-bit copies.
 SOFTCAP_EXTRA_BYTES = 2 * HALF
 
+# How the loss treats the logits (``estimate_memory(loss=...)``): bytes per score element at the
+# loss region's peak, and the extra bytes when the logits are soft-capped.
+LOSS_FP32 = "fp32"  # transformers' ForCausalLMLoss: logits.float() first (the bundled trainer)
+LOSS_HALF = "half"  # nn.CrossEntropyLoss on 16-bit logits as they are, through a shifted copy
+LOSS_CHUNKED_HALF = "chunked-half"  # LitGPT: 16-bit logits kept, log-softmax per 128-token chunk
+LOSS_KINDS = (LOSS_FP32, LOSS_HALF, LOSS_CHUNKED_HALF)
+# half: during the forward the logits, their shifted contiguous copy (``logits[:, :-1].reshape``) and
+# the 16-bit log-softmax output are alive together; in the backward the log-softmax output, nll's
+# gradient and log_softmax_backward's result are: 3 x 2 B either way. Soft-capping keeps tanh's
+# 16-bit output (saved for its backward) beside them.
+# chunked-half: the 16-bit logits stay referenced until the step ends and every chunk's 16-bit
+# log-softmax output is saved for the backward, which then works one chunk at a time: 2 x 2 B.
+LOSS_BYTES = {LOSS_FP32: LOGITS_BYTES_PER_ELEM, LOSS_HALF: 3 * HALF, LOSS_CHUNKED_HALF: 2 * HALF}
+LOSS_SOFTCAP_BYTES = {LOSS_FP32: SOFTCAP_EXTRA_BYTES, LOSS_HALF: HALF, LOSS_CHUNKED_HALF: HALF}
+
+# What a reported peak counts (``MemoryBreakdown.measured``): the allocator's live tensors
+# (torch.cuda.max_memory_allocated, and "active" bytes, which differ by at most a block's rounding),
+# what the caching allocator holds from the driver (memory_reserved: allocated plus slack), or what
+# nvidia-smi shows for the process (reserved plus the CUDA context).
+MEASURES = ("allocated", "active", "reserved", "nvidia-smi")
+
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
@@ -66,10 +87,24 @@ class MemoryBreakdown:
     peak_moment: str = "start-of-backward"
     source: str = "formula"
     notes: tuple[str, ...] = ()
+    # the parts of ``overhead`` that are not tensors: the CUDA context and the caching allocator's slack
+    cuda_context: int = 0
+    allocator_slack: int = 0
 
     @property
     def total(self) -> int:
         return self.weights + self.gradients + self.optimizer + self.activations + self.logits + self.overhead
+
+    def measured(self, measure: str) -> int:
+        """The peak as a given tool reports it (one of :data:`MEASURES`); ``total`` is what the GPU must hold."""
+        if measure not in MEASURES:
+            raise PlanInputError("measure", f"must be one of {', '.join(MEASURES)}, got {measure!r}")
+        allocated = self.total - self.cuda_context - self.allocator_slack
+        if measure in ("allocated", "active"):
+            return allocated
+        if measure == "reserved":
+            return allocated + self.allocator_slack
+        return self.total
 
     def as_gib(self) -> dict[str, float]:
         g = lambda v: round(v / GIB, 3)  # noqa: E731
@@ -81,6 +116,9 @@ class MemoryBreakdown:
             "logits_gib": g(self.logits),
             "overhead_gib": g(self.overhead),
             "total_gib": g(self.total),
+            # parts of overhead_gib
+            "cuda_context_gib": g(self.cuda_context),
+            "allocator_slack_gib": g(self.allocator_slack),
         }
 
 
@@ -141,8 +179,16 @@ def _llama_ledger(spec: ModelSpec, regime: str) -> list:
     if spec.norms_per_layer == 4:  # Gemma 2: post-attention norm before the residual add
         items += _rmsnorm(h, res, c, regime, "norm3", ())
     items += _rmsnorm(h, res, c, regime, "norm2", ("mlp.gate_proj", "mlp.up_proj"))
-    # gated MLP: act(gate) saves gate; act*up saves both; down_proj saves the product.
+    # gated MLP: act(gate) saves gate; act*up saves both; down_proj saves the product. For a mixture
+    # of experts ``inter`` is the width a token passes through (its experts_per_token experts and any
+    # shared expert).
     items += [(inter, c, None), (inter, c, None), (inter, c, None), (inter, c, ("mlp.down_proj",))]
+    if spec.experts_per_token:
+        # transformers' expert loop gathers each token's hidden state for every expert it is routed
+        # to (saved by the expert's first linears) and saves each expert's output for the multiply
+        # by its routing weight; the router's logits and softmax are fp32 per expert
+        k = spec.experts_per_token
+        items += [(k * h, c, None), (k * h, c, None), (2 * spec.num_experts, FP32, None)]
     if spec.norms_per_layer == 4:
         items += _rmsnorm(h, res, c, regime, "norm4", ())
     return items
@@ -299,8 +345,13 @@ def _optimizer_state_bytes(spec: ModelSpec, setup: TrainSetup, trainable: int, s
     return FP32 * elems, 2 * FP32 * largest
 
 
-def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
-    """Peak memory per GPU for one training step of ``spec`` under ``setup``."""
+def estimate_memory(spec: ModelSpec, setup: TrainSetup, *, loss: str = LOSS_FP32) -> MemoryBreakdown:
+    """Peak memory per GPU for one training step of ``spec`` under ``setup``.
+
+    ``loss`` says how the loss treats the logits (:data:`LOSS_KINDS`); the bundled trainer's is the default.
+    """
+    if loss not in LOSS_KINDS:
+        raise PlanInputError("loss", f"must be one of {', '.join(LOSS_KINDS)}, got {loss!r}")
     n = spec.n_params
     gpus = setup.gpus
     shard = setup.sharding if gpus > 1 else "none"
@@ -374,6 +425,10 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     if setup.uses_adapters and regime != "fp32" and trained is not None:
         # the frozen 16-bit base linears save no input; peft's fp32 copies (counted below) replace them
         ledger_trained = frozenset(t for t in trained if t == "lm_head")
+    if setup.method == "qlora" and trained is not None:
+        # bitsandbytes' MatMul4Bit saves its (16-bit) input A whenever the input needs a gradient, so
+        # every quantized block linear keeps its input although its weight is frozen
+        ledger_trained = ledger_trained | frozenset(m.path for m in spec.linears if m.in_block)
     per_layer_tok, outside_tok = _layer_bytes(spec, regime, ledger_trained)
     layer_act = per_layer_tok * tokens
     if setup.attention == "eager":
@@ -408,8 +463,8 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         # BertForMaskedLM's CrossEntropyLoss runs on the 16-bit scores (no upcast): three 16-bit copies
         logits = BERT_LOGITS_HALF_BYTES * vocab_elems
     else:
-        logits = LOGITS_BYTES_PER_ELEM * vocab_elems
-    logits += SOFTCAP_EXTRA_BYTES * vocab_elems if spec.logit_softcap else 0
+        logits = LOSS_BYTES[loss] * vocab_elems
+    logits += LOSS_SOFTCAP_BYTES[loss] * vocab_elems if spec.logit_softcap else 0
 
     # autocast caches a 16-bit copy of every fp32 weight a matmul used, kept (saved) until backward
     cast_cache = 0
@@ -436,7 +491,8 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     else:
         moment = "optimizer-step"
         w, g, o, a, lg, tr = weights_total, grads_total, opt_state, 0, 0, opt_transient
-    overhead = CUDA_CONTEXT_BYTES + int(ALLOCATOR_SLACK * peak) + tr
+    slack = int(ALLOCATOR_SLACK * peak)
+    overhead = CUDA_CONTEXT_BYTES + slack + tr
     if setup.attention == "sdpa" and spec.num_kv_heads != spec.num_heads:
         notes.append(
             "GQA assumed without a padding mask (SDPA enable_gqa); a padding mask makes transformers repeat K/V"
@@ -451,6 +507,8 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         peak_moment=moment,
         source="formula",
         notes=tuple(notes),
+        cuda_context=CUDA_CONTEXT_BYTES,
+        allocator_slack=slack,
     )
 
 

@@ -26,12 +26,24 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from gpuplanner.plan.moe_layout import MOE_TYPES, is_moe, latent_attention, moe_layout
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.resources import resource_path
 from trainer.protocol import config_model_name
 
 # HF model types that share the Llama decoder layout (pre-norm RMSNorm, rotary, gated MLP).
-LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2", "granite")
+LLAMA_LIKE = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "olmo2",
+    "granite",
+    *MOE_TYPES,
+)
 
 # bitsandbytes 8-bit optimizers keep 32-bit state for tensors below this many elements
 # (``min_8bit_size=4096`` in bnb.optim.Optimizer8bit).
@@ -96,6 +108,16 @@ class ModelSpec:
     # (numel, rows, cols) per tensor kind, with a count; rows/cols 0 for 1-D tensors
     tensors: tuple[tuple[int, int, int, int], ...] = ()
     hf_config: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # mixture of experts: every expert's weights are held (n_params), each token passes through
+    # experts_per_token of them (n_active_params; 0 for a dense model, where it equals n_params)
+    num_experts: int = 0
+    experts_per_token: int = 0
+    n_active_params: int = 0
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token's forward pass uses: all of them for a dense model."""
+        return self.n_active_params or self.n_params
 
     # --- precomputed aggregates (cheap properties for the estimator) ---
     @property
@@ -139,7 +161,10 @@ class ModelSpec:
 @lru_cache(maxsize=512)
 def _derived(spec: ModelSpec) -> dict[str, int]:
     quant = sum(m.weight_params * m.count for m in spec.linears if m.in_block)
-    layer_lin = sum((m.weight_params + (m.out_features if m.bias else 0)) for m in spec.linears if m.in_block)
+    # one block's share of the block linears (a dense model has count == layers for each)
+    layer_lin = sum(
+        (m.weight_params + (m.out_features if m.bias else 0)) * m.count for m in spec.linears if m.in_block
+    ) // max(1, spec.num_layers)
     layer_other = _layer_norm_params(spec)
     n_tensors = sum(c for _, _, _, c in spec.tensors)
     small = sum(n * c for n, _, _, c in spec.tensors if n < BNB_MIN_8BIT_SIZE)
@@ -211,6 +236,12 @@ _INT_LIMITS: dict[str, int] = {
     **dict.fromkeys(("max_position_embeddings", "n_positions"), 1 << 27),
     "type_vocab_size": 1 << 16,
     "num_labels": 1 << 20,
+    # mixture of experts and latent attention (see moe_layout.py)
+    **dict.fromkeys(("num_local_experts", "num_experts", "n_routed_experts"), 1 << 16),
+    **dict.fromkeys(("num_experts_per_tok", "n_shared_experts"), 1 << 12),
+    **dict.fromkeys(("moe_intermediate_size", "shared_expert_intermediate_size"), 1 << 21),
+    **dict.fromkeys(("moe_layer_freq", "decoder_sparse_step"), 4096),
+    **dict.fromkeys(("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), 1 << 17),
 }
 _PROBABILITIES = ("resid_pdrop", "attn_pdrop", "hidden_dropout_prob", "attention_probs_dropout_prob")
 _BOOLS = ("tie_word_embeddings", "attention_bias", "mlp_bias")
@@ -261,6 +292,13 @@ def check_config(cfg: Any, where: str = "") -> None:
         value = cfg.get(key)
         if value is not None and (not isinstance(value, str) or len(value) > MAX_STRING):
             raise _bad(where + key, f"must be a string of at most {MAX_STRING} characters, got {_shown(value)}")
+    first_dense = cfg.get("first_k_dense_replace")
+    if first_dense is not None and (
+        isinstance(first_dense, bool) or not isinstance(first_dense, int) or not 0 <= first_dense <= 4096
+    ):
+        raise _bad(
+            where + "first_k_dense_replace", f"must be a whole number from 0 to 4,096, got {_shown(first_dense)}"
+        )
     soft = cfg.get("final_logit_softcapping")
     if soft is not None and (isinstance(soft, bool) or not isinstance(soft, (int, float)) or not 0 <= soft < math.inf):
         raise _bad(where + "final_logit_softcapping", f"must be a finite number, 0 or more, got {_shown(soft)}")
@@ -345,38 +383,69 @@ def _llama(cfg: Mapping[str, Any], label: str, source: str, family: str, model_t
     inter = _pos_int(cfg, "intermediate_size", "ffn_dim", "n_inner", default=4 * h)
     vocab = _pos_int(cfg, "vocab_size")
     tied = bool(_opt(cfg, "tie_word_embeddings", model_type.startswith("gemma")))
-    attn_bias = bool(_opt(cfg, "attention_bias", False)) or model_type == "qwen2"
+    attn_bias = bool(_opt(cfg, "attention_bias", False)) or model_type in ("qwen2", "qwen2_moe")
     o_bias = bool(_opt(cfg, "attention_bias", False))
     mlp_bias = bool(_opt(cfg, "mlp_bias", False))
     gemma2 = model_type in ("gemma2", "gemma3_text")
-    qk_norm = model_type in ("qwen3", "gemma3_text", "olmo2")
+    qk_norm = model_type in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2")
     norms = 4 if gemma2 else 2
     act = str(cfg.get("hidden_activation") or cfg.get("hidden_act") or "silu")
     q, kvd = heads * hd, kv * hd
     L = layers
-    mods = [
-        LinearModule("self_attn.q_proj", h, q, attn_bias, L),
-        LinearModule("self_attn.k_proj", h, kvd, attn_bias, L),
-        LinearModule("self_attn.v_proj", h, kvd, attn_bias, L),
-        LinearModule("self_attn.o_proj", q, h, o_bias, L),
-        LinearModule("mlp.gate_proj", h, inter, mlp_bias, L),
-        LinearModule("mlp.up_proj", h, inter, mlp_bias, L),
-        LinearModule("mlp.down_proj", inter, h, mlp_bias, L),
-        LinearModule("lm_head", h, vocab, False, 1, in_block=False, is_output=True, tied=tied),
-    ]
+    latent_norms = 0
+    if cfg.get("kv_lora_rank"):  # DeepSeek's multi-head latent attention
+        raw, latent_norms, hd = latent_attention(cfg, h, heads, L, _pos_int)
+        attention = [LinearModule(*m) for m in raw]
+        kv = heads  # keys and values are expanded per head from the latent
+    else:
+        attention = [
+            LinearModule("self_attn.q_proj", h, q, attn_bias, L),
+            LinearModule("self_attn.k_proj", h, kvd, attn_bias, L),
+            LinearModule("self_attn.v_proj", h, kvd, attn_bias, L),
+            LinearModule("self_attn.o_proj", q, h, o_bias, L),
+        ]
+    moe = moe_layout(cfg, model_type, h, L, inter, _pos_int) if is_moe(cfg) else None
+    if moe is None:
+        mlp = [
+            LinearModule("mlp.gate_proj", h, inter, mlp_bias, L),
+            LinearModule("mlp.up_proj", h, inter, mlp_bias, L),
+            LinearModule("mlp.down_proj", inter, h, mlp_bias, L),
+        ]
+    else:
+        mlp = [LinearModule(*m) for m in moe.mlp]
+    head = LinearModule("lm_head", h, vocab, False, 1, in_block=False, is_output=True, tied=tied)
+    block_mods = attention + mlp
+    mods = [*block_mods, head]
     norm_w = h
     if model_type == "olmo2":  # OLMo 2 normalizes the full q/k projections
         qk_extra = q + kvd
     else:
         qk_extra = 2 * hd if qk_norm else 0
-    per_layer = sum(m.weight_params + (m.out_features if m.bias else 0) for m in mods[:7]) + norms * norm_w + qk_extra
-    n = vocab * h + L * per_layer + h + (0 if tied else vocab * h)
-    tensors = [(vocab * h, vocab, h), (h, 0, 0)]
-    block = _linear_tensors(mods[:7], L) + [(h, 0, 0)] * norms
+    block_linear = sum((m.weight_params + (m.out_features if m.bias else 0)) * m.count for m in block_mods)
+    layer_norms = norms * norm_w + qk_extra + latent_norms
+    n = vocab * h + block_linear + L * layer_norms + h + (0 if tied else vocab * h)
+    active = 0
+    if moe is not None:
+        idle = moe.moe_layers * (moe.num_experts - moe.experts_per_token) * moe.expert_params
+        active = n - idle
+        inter = moe.active_intermediate  # the MLP width one token passes through (activations, element-wise work)
+    counts: dict[tuple[int, int, int], int] = {(vocab * h, vocab, h): 1, (h, 0, 0): 1}
+
+    def add(item: tuple[int, int, int], times: int) -> None:
+        counts[item] = counts.get(item, 0) + times
+
+    for m in block_mods:
+        add((m.weight_params, m.out_features, m.in_features), m.count)
+        if m.bias:
+            add((m.out_features, 0, 0), m.count)
+    add((h, 0, 0), norms * L)
     if qk_extra:
-        block += [(qk_extra // 2, 0, 0)] * 2
-    tensors += block * L
-    tensors += _linear_tensors(mods[7:], L)
+        add((qk_extra // 2, 0, 0), 2 * L)
+    if latent_norms:
+        add((latent_norms, 0, 0), L)
+    for item in _linear_tensors([head], L):
+        add(item, 1)
+    tensor_counts = tuple((a, b, c, k) for (a, b, c), k in counts.items())
     spec = ModelSpec(
         name=label,
         family=family,
@@ -400,8 +469,11 @@ def _llama(cfg: Mapping[str, Any], label: str, source: str, family: str, model_t
         max_positions=int(cfg.get("max_position_embeddings") or 0),
         logit_softcap=bool(cfg.get("final_logit_softcapping")),
         linears=tuple(mods),
-        tensors=_tensor_list(tensors),
+        tensors=tensor_counts,
         hf_config=dict(cfg),
+        num_experts=moe.num_experts if moe else 0,
+        experts_per_token=moe.experts_per_token if moe else 0,
+        n_active_params=active,
     )
     return spec
 

@@ -517,6 +517,8 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
         if note:
             setup = replace(setup, precision=precision)
             warnings.append(note)
+        if setup.tf32 and not gpu.tflops.get("tf32"):
+            warnings.append(f"{gpu.name} has no TF32 tensor cores: fp32 matmuls run at the plain fp32 rate")
     memory = _plan_memory(request, setup, warnings)
     trainable = trainable_params(request.model, setup)
     capacity = gpu.memory_gib if gpu else None

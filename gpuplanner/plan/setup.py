@@ -58,6 +58,8 @@ class TrainSetup:
     attention: str = "sdpa"
     gpus: int = 1
     sharding: str = "ddp"
+    # fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32; PyTorch's default is off)
+    tf32: bool = False
 
     def __post_init__(self) -> None:
         _choice("method", self.method, METHODS)
@@ -72,6 +74,10 @@ class TrainSetup:
             raise PlanInputError("lora-targets", "name at least one module for the adapters")
         if self.method == "qlora" and self.precision in ("fp32",):
             raise PlanInputError("precision", "QLoRA computes in 16-bit: use bf16-mixed, fp16-mixed or bf16")
+        if not isinstance(self.tf32, bool):
+            raise PlanInputError("tf32", f"must be true or false, got {self.tf32!r}")
+        if self.tf32 and self.precision != "fp32":
+            raise PlanInputError("tf32", "TF32 speeds up fp32 matmuls only: use it with --precision fp32")
 
     @property
     def effective_batch(self) -> int:

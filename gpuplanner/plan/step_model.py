@@ -166,13 +166,16 @@ def has_lm_head(model: object) -> bool:
 
 
 def matmul_params(model: ModelShape) -> float:
-    """Parameters that take part in a matmul per token: all but the input embedding lookup.
+    """Parameters that take part in a matmul per token: all but the input embedding lookup, and of a
+    mixture of experts only the experts a token is routed to (``active_params``).
 
     With tied embeddings the shared matrix still costs a matmul in the output head, if there is one.
     """
     embedding = model.vocab_size * model.hidden_size
     head = embedding if model.tied_embeddings and has_lm_head(model) else 0
-    return max(float(model.n_params - embedding + head), 1.0)
+    # a mixture of experts sends each token through experts_per_token experts: only those count
+    used = int(getattr(model, "active_params", model.n_params))
+    return max(float(used - embedding + head), 1.0)
 
 
 RECOMPUTE_SHARE = {"none": 0.0, "full": 1.0, "every-other": 0.5}
@@ -183,11 +186,25 @@ def _attention_forward_flops(model: ModelShape, seq_len: int) -> float:
     return 4.0 * model.num_layers * seq_len * model.num_heads * model.head_dim
 
 
+def matmul_peak_tflops(gpu: GpuLike, setup: TrainSetup) -> float:
+    """Dense peak TFLOP/s the run's matmuls use: the precision's, or TF32's for fp32 with TF32 on.
+
+    fp32 with TF32 off runs at the plain fp32 rate (PyTorch's default); a GPU without TF32 units
+    (Volta, Turing) runs fp32 matmuls at that rate whatever the setting.
+    """
+    if setup.precision == "fp32" and setup.tf32:
+        try:
+            return gpu.peak_tflops("tf32")
+        except PlanInputError:
+            pass
+    return gpu.peak_tflops(setup.precision)
+
+
 def step_work(
     model: ModelShape, setup: TrainSetup, gpu: GpuLike, trainable_params: int, quantized_params: int = 0
 ) -> StepWork:
     """The work of one optimizer step on one GPU of ``setup.gpus``."""
-    peak = gpu.peak_tflops(setup.precision) * 1e12
+    peak = matmul_peak_tflops(gpu, setup) * 1e12
     if not gpu.bandwidth_gbs > 0:
         raise PlanInputError("gpu", f"{gpu.name} has no memory bandwidth in the catalog (bandwidth_gbs)")
     tokens = float(setup.micro_batch * setup.seq_len)

@@ -23,6 +23,7 @@ from gpuplanner.plan.step_model import (
     hardware_flops_per_token,
     matmul_efficiency,
     matmul_params,
+    matmul_peak_tflops,
     model_flops_per_token,
     step_time,
     step_work,
@@ -34,7 +35,8 @@ __all__ = ["FORWARD_FLOPS_PER_PARAM", "matmul_params"]
 BACKWARD_OVERLAP = 0.8
 # FSDP prefetches the next layer's gather during compute; most of it hides when compute is long.
 FSDP_OVERLAP = 0.8
-# PyTorch keeps TF32 off for fp32 matmuls by default, so fp32 training runs at the fp32 peak.
+# PyTorch keeps TF32 off for fp32 matmuls by default, so fp32 training runs at the fp32 peak unless
+# the setup turns TF32 on (step_model.matmul_peak_tflops).
 PRECISION_TO_PEAK = {"fp32": "fp32", "fp16-mixed": "fp16", "bf16-mixed": "bf16", "bf16": "bf16"}
 
 
@@ -146,7 +148,7 @@ def _given_mfu_throughput(
     """Peak x the user's MFU over the model FLOPs per token (recomputation is not model work)."""
     if not 0.0 < mfu <= 1.0:
         raise PlanInputError("mfu", f"must be between 0 and 1 (a share of the peak), got {mfu!r}")
-    peak = gpu.peak_tflops(setup.precision) * 1e12
+    peak = matmul_peak_tflops(gpu, setup) * 1e12
     model_flops = model_flops_per_token_of(model, setup, trainable_params)
     hardware = flops_per_token(model, setup, trainable_params)
     per_gpu_tokens_s = peak * mfu / model_flops

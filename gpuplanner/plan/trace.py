@@ -196,6 +196,8 @@ def _trace(torch: Any, transformers: Any, spec: ModelSpec, setup: TrainSetup, st
         peak_moment=moment,
         source="trace",
         notes=tuple(notes),
+        cuda_context=CUDA_CONTEXT_BYTES,
+        allocator_slack=int(ALLOCATOR_SLACK * peak),
     )
 
 

@@ -1,5 +1,6 @@
-"""A banner over the run plots listing the run's alerts (low utilisation, input-bound, memory
-pressure, over plan); hidden when there are none."""
+"""A banner over the run plots listing the run's alerts (``history/alert_rules.py``: low utilisation,
+idle GPU, memory pressure, input-bound, throttling, communication-bound, slow precision; and over plan),
+each with its diagnosis under it; hidden when there are none."""
 
 from __future__ import annotations
 
@@ -7,16 +8,11 @@ from html import escape
 
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
-KIND_TITLES = {
-    "low_util": "Low utilisation",
-    "input_bound": "Input-bound",
-    "mem_pressure": "Memory pressure",
-    "over_plan": "Over plan",
-}
+from gpuplanner.history.alert_rules import KIND_TITLES
 
 
 class AlertBanner(QFrame):
-    """Shows ``(kind, message)`` pairs; ``alerts`` keeps what is shown (for tests)."""
+    """Shows ``(kind, message)`` or ``(kind, message, diagnosis)`` tuples; ``alerts`` keeps what is shown."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -30,17 +26,24 @@ class AlertBanner(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 4)
         layout.addWidget(self.label)
-        self.alerts: list[tuple[str, str]] = []
+        self.alerts: list[tuple[str, ...]] = []
         self.setVisible(False)
 
-    def set_alerts(self, alerts: list[tuple[str, str]]) -> None:
+    def set_alerts(self, alerts: list[tuple[str, ...]]) -> None:
         if alerts == self.alerts:
             return
         self.alerts = list(alerts)
-        self.label.setText(
-            "<br>".join(f"&#9888; <b>{escape(KIND_TITLES.get(kind, kind))}:</b> {escape(msg)}" for kind, msg in alerts)
-        )
+        lines = []
+        for kind, msg, *why in alerts:
+            line = f"&#9888; <b>{escape(KIND_TITLES.get(kind, kind))}:</b> {escape(msg)}"
+            if why and why[0]:
+                line += f"<br><span style='margin-left:12px'>&nbsp;&nbsp;&rarr; {escape(why[0])}</span>"
+            lines.append(line)
+        self.label.setText("<br>".join(lines))
         self.setVisible(bool(alerts))
 
     def text(self) -> str:
-        return "\n".join(f"{KIND_TITLES.get(kind, kind)}: {msg}" for kind, msg in self.alerts)
+        return "\n".join(
+            f"{KIND_TITLES.get(kind, kind)}: {msg}" + (f"\n  {why[0]}" if why and why[0] else "")
+            for kind, msg, *why in self.alerts
+        )

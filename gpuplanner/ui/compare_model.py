@@ -65,7 +65,7 @@ def table_row(row: CompareRow) -> tuple[Any, ...]:
         r(row.p90_cost_usd, 2),
         row.plan.deadline_ok,
         row.plan.budget_ok,
-        row.reason,
+        row.reason or ("fitted: " + ", ".join(row.fitted) if row.fitted else ""),
     )
 
 
@@ -157,7 +157,12 @@ class CompareTableModel(ColumnsTableModel):
             [_text(c, v) for c, v in enumerate(_shown_cells(row, cells))] for row, cells in zip(self._rows, self._cells)
         ]
         self._keys = [[_sort_value(c, v) for c, v in enumerate(cells)] for cells in self._cells]
-        self._tips = [row.reason or f"{row.gpus} x {row.gpu} {row.pricing}: usable" for row in self._rows]
+        self._tips = [
+            row.reason
+            or f"{row.gpus} x {row.gpu} {row.pricing}: usable"
+            + (f" with fitted settings ({', '.join(row.fitted)}); Launch uses them" if row.fitted else "")
+            for row in self._rows
+        ]
         self._align = [
             [_RIGHT if isinstance(v, (int, float)) and not isinstance(v, bool) else _LEFT for v in cells]
             for cells in self._cells

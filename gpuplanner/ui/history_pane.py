@@ -10,6 +10,11 @@ Signals:
     runsChanged(): the list was reloaded (after refresh or delete).
     seriesShown(int): the plots and events of one run are on screen.
     overlayShown(int): several runs' curves are overlaid in the Plots tab (their number).
+    carryToPlan(dict): the user chose to plan with an alert's suggested settings (``PlanInputs`` field
+        names: the diagnosis' ``plan_inputs``).
+
+Each run's alerts are evaluated under ``services.alert_settings`` when the list loads (on the worker)
+and stored with the run; the summary shows each with its diagnosis and a "Carry to plan" link.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, QRunnable, QSize, Qt, QThreadPool, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, QRunnable, QSize, Qt, QThreadPool, QUrl, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QImage, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -34,6 +39,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QMessageBox,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QStackedWidget,
     QTableWidget,
@@ -44,10 +50,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuplanner.history.alert_rules import KIND_TITLES, AlertSettings
 from gpuplanner.history.analytics import RunSummary, summarize
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.export import write_table
 from gpuplanner.history.runs import delete_run, list_runs
+from gpuplanner.history.time_breakdown import TimeBreakdown, from_dict, sum_breakdowns
 from gpuplanner.ui.compare_plots import ComparePlots
 from gpuplanner.ui.history_model import (
     COLUMNS,
@@ -66,11 +74,12 @@ from gpuplanner.ui.history_model import (
     run_series,
     with_gaps,
 )
-from gpuplanner.ui.human import human_bytes, human_hours, human_money
+from gpuplanner.ui.human import human_bytes, human_duration, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.run_failure import stopped_by_user
 from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.table_view import export_menu_button, sortable_table
+from gpuplanner.ui.time_bars import COLORS, OTHER_COLOR, TimeBars, phase_text
 
 STATUSES = ("", "running", "finished", "preempted", "stopped", "budget_stop", "early_stop", "failed")
 EVENT_PENS = {
@@ -152,8 +161,19 @@ class RunPlots(pg.GraphicsLayoutWidget):
             plot.enableAutoRange()
 
 
-def load_summaries(path: Path) -> list[RunSummary]:
-    """Every run's summary (a worker's job: its own connection; an absent file is an empty history)."""
+def _breakdown(summary: RunSummary) -> TimeBreakdown:
+    return from_dict(summary.time_breakdown) or TimeBreakdown(False, 0.0, 0.0, None)
+
+
+def _run_title(summary: RunSummary) -> str:
+    name = summary.name or summary.model_name or ""
+    text = f"#{summary.run_id} {name}".strip()
+    return text if len(text) <= 32 else text[:31] + "…"
+
+
+def load_summaries(path: Path, alert_settings: AlertSettings | None = None) -> list[RunSummary]:
+    """Every run's summary, its alerts evaluated under ``alert_settings`` and stored with the run (a
+    worker's job: its own connection; an absent file is an empty history)."""
     if not path.exists():
         return []
     db = open_db(path)
@@ -161,7 +181,7 @@ def load_summaries(path: Path) -> list[RunSummary]:
         summaries = []
         for run in list_runs(db):
             try:
-                summary = summarize(db, run.id)
+                summary = summarize(db, run.id, alert_settings=alert_settings, store_alerts=True)
             except HistoryError:
                 continue
             if summary.status == "preempted" and stopped_by_user(db, run.id):
@@ -227,6 +247,7 @@ class HistoryPane(QWidget):
     runsChanged = Signal()
     seriesShown = Signal(int)
     overlayShown = Signal(int)  # the number of runs overlaid in the Plots tab
+    carryToPlan = Signal(dict)  # an alert's suggested settings, as PlanInputs fields
 
     def __init__(self, services: AppServices, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -268,11 +289,21 @@ class HistoryPane(QWidget):
             (("Runs as CSV…", "csv"), ("Runs as Markdown…", "markdown"), ("PDF report…", "pdf")),
             self._on_export_triggered,
         )
+        self.carry_button = QPushButton("Carry suggestion to plan")
+        self.carry_button.setToolTip("Fill the Plan form with the first alert's suggested settings of the selected run")
+        self.carry_button.setEnabled(False)
+        self.carry_button.clicked.connect(self._on_carry_clicked)
         bar = QHBoxLayout()
         bar.addWidget(self.filter_edit, 2)
         bar.addWidget(self.status_combo)
         bar.addStretch(1)
-        for widget in (self.refresh_button, self.compare_button, self.export_button, self.delete_button):
+        for widget in (
+            self.carry_button,
+            self.refresh_button,
+            self.compare_button,
+            self.export_button,
+            self.delete_button,
+        ):
             bar.addWidget(widget)
 
         self.model = RunsTableModel(self)
@@ -293,6 +324,7 @@ class HistoryPane(QWidget):
 
         self.summary_view = QTextBrowser()
         self.summary_view.setOpenLinks(False)
+        self.summary_view.anchorClicked.connect(self._on_summary_link)
         self.plots = RunPlots()
         self.events_table = QTableWidget(0, 5)
         self.events_table.setHorizontalHeaderLabels(["Time", "Minute", "Event", "Step", "Details"])
@@ -312,6 +344,12 @@ class HistoryPane(QWidget):
         self.plots_page.addWidget(self.overlay)
         self.detail_tabs.addTab(self.plots_page, "Plots")
         self.detail_tabs.addTab(self.events_table, "Events")
+        self.time_bars = TimeBars(empty_text="No runs yet.")
+        self.time_scroll = QScrollArea()
+        self.time_scroll.setWidgetResizable(True)
+        self.time_scroll.setWidget(self.time_bars)
+        self.time_scroll.setToolTip("Where the billed time went: one bar per run and the sum over the runs")
+        self.detail_tabs.addTab(self.time_scroll, "Time")
         self.detail_tabs.addTab(self.compare_table, "Compare")
 
         top = QWidget()
@@ -348,8 +386,8 @@ class HistoryPane(QWidget):
     def refresh(self) -> None:
         """Reload every run's summary from the history on the worker (keeps the selection where it can)."""
         self._select_after_load = self.selected_run_ids()
-        path = self.services.db_path
-        self._start("runs", lambda: load_summaries(path))
+        path, settings = self.services.db_path, self.services.alert_settings
+        self._start("runs", lambda: load_summaries(path, settings))
 
     @Slot(int)
     def on_run_finished(self, run_id: int) -> None:
@@ -367,6 +405,7 @@ class HistoryPane(QWidget):
             self.empty_label.setText("No runs yet. Launch one from the Plan pane, or try a demo run (Run menu).")
             self.empty_label.setVisible(not payload)
             self.select_runs(self._select_after_load)
+            self.update_time_bars()
             self.runsChanged.emit()
         elif kind == "series" and self._series_run is not None:
             self._show_series(self._series_run, payload)
@@ -422,15 +461,71 @@ class HistoryPane(QWidget):
 
     def _apply_filter(self) -> None:
         self.proxy.set_filter(self.filter_edit.text(), STATUSES[self.status_combo.currentIndex()])
+        self.update_time_bars()
 
     def set_filter(self, text: str, status: str = "") -> None:
         self.filter_edit.setText(text)
         self.status_combo.setCurrentIndex(STATUSES.index(status))
         self._apply_filter()
 
+    def time_bar_rows(self) -> tuple[list[tuple[str, TimeBreakdown]], int]:
+        """The Time tab's bars and the one the legend speaks for: the selected runs and their sum
+        (two or more selected), else the selected run and the sum over the runs the filter shows."""
+        ids = self.selected_run_ids()
+        rows: list[tuple[str, TimeBreakdown]] = []
+        if len(ids) >= 2:
+            chosen = [s for s in (self._summary(i) for i in ids) if s is not None]
+            rows = [(_run_title(s), _breakdown(s)) for s in chosen]
+            rows.append((f"Selected {len(chosen)} runs", sum_breakdowns(b for _, b in rows)))
+            return rows, len(rows) - 1
+        visible = self.visible_summaries()
+        if not visible:
+            return [], -1
+        if len(ids) == 1 and (one := self._summary(ids[0])) is not None:
+            rows.append((_run_title(one), _breakdown(one)))
+        shown = "shown" if len(visible) < len(self.model.summaries()) else ""
+        title = f"All {len(visible)} runs {shown}".strip() if len(visible) != 1 else f"The run {shown}".strip()
+        rows.append((title, sum_breakdowns(_breakdown(s) for s in visible)))
+        return rows, 0
+
+    def update_time_bars(self) -> None:
+        rows, focus = self.time_bar_rows()
+        self.time_bars.set_bars(rows, focus)
+
+    # ------------------------------------------------------------------ alerts: carry a suggestion to the plan
+
+    def suggestions(self, run_id: int) -> list[dict[str, Any]]:
+        """The suggested plan settings of a run's alerts, in the order the summary lists them."""
+        summary = self._summary(run_id)
+        if summary is None:
+            return []
+        return [a["diagnosis"]["plan_inputs"] for a in summary.alerts if (a.get("diagnosis") or {}).get("plan_inputs")]
+
+    def carry_to_plan(self, run_id: int, index: int = 0) -> bool:
+        """Hand the ``index``-th alert suggestion of a run to the Plan pane (``carryToPlan``)."""
+        suggestions = self.suggestions(run_id)
+        if not 0 <= index < len(suggestions):
+            return False
+        self.carryToPlan.emit(dict(suggestions[index]))
+        return True
+
+    @Slot()
+    def _on_carry_clicked(self) -> None:
+        ids = self.selected_run_ids()
+        if len(ids) == 1:
+            self.carry_to_plan(ids[0])
+
+    @Slot(QUrl)
+    def _on_summary_link(self, url: QUrl) -> None:
+        ids = self.selected_run_ids()
+        if url.scheme() == "carry" and len(ids) == 1 and url.path().isdigit():
+            self.carry_to_plan(ids[0], int(url.path()))
+
     @Slot()
     def _on_selection_changed(self, *_args: Any) -> None:
+        self.update_time_bars()
         ids = self.selected_run_ids()
+        self.carry_button.setEnabled(len(ids) == 1 and bool(self.suggestions(ids[0])))
         if len(ids) == 1:
             self.show_run(ids[0])
         elif len(ids) >= 2:
@@ -528,13 +623,53 @@ class HistoryPane(QWidget):
             *(row(k, v) for k, v in right),
             "</table></td></tr></table>",
         ]
+        html.append(cls.time_html(s))
+        if s.alerts:
+            html.append(cls.alerts_html(s.alerts))
         if s.planned:
             html.append(cls.planned_html(s.planned, plan_gpu, run_gpu))
-        if s.alerts:
-            html.append(
-                "<h4>Alerts</h4><ul>" + "".join(f"<li>{esc(str(a.get('message', a)))}</li>" for a in s.alerts) + "</ul>"
-            )
         return "".join(html)
+
+    @staticmethod
+    def time_html(s: RunSummary) -> str:
+        """Where the run's billed time went: a stacked bar (table cells) and a legend with the numbers."""
+        breakdown = _breakdown(s)
+        if not breakdown.recorded:
+            return (
+                f"<p><span style='color:gray'>Where the time went:</span> {html_lib.escape(breakdown.note or '')}</p>"
+            )
+        shown = [p for p in breakdown.phases if p.shown]
+        cells = "".join(
+            f"<td width='{max(1, round(p.share * 100))}%' bgcolor='{COLORS.get(p.phase, OTHER_COLOR)}'>&nbsp;</td>"
+            for p in shown
+        )
+        legend = "<br>".join(
+            f"<span style='color:{COLORS.get(p.phase, OTHER_COLOR)}'>&#9632;</span> "
+            f"{html_lib.escape(phase_text(breakdown, p.phase))}"
+            for p in shown
+        )
+        return (
+            "<h4>Where the billed time went</h4>"
+            f"<table width='100%' cellspacing='0' cellpadding='2'><tr>{cells}</tr></table>"
+            f"<p>{legend}</p>"
+        )
+
+    @staticmethod
+    def alerts_html(alerts: list[dict[str, Any]]) -> str:
+        """Each alert, its diagnosis (with the expected saving) and a link that carries its suggestion."""
+        esc = html_lib.escape
+        items, carried = [], 0
+        for alert in alerts:
+            title = KIND_TITLES.get(str(alert.get("kind")), str(alert.get("kind")))
+            item = f"<li><b style='color:#b26b00'>&#9888; {esc(title)}:</b> {esc(str(alert.get('message', '')))}"
+            diagnosis = alert.get("diagnosis") or {}
+            if diagnosis.get("text"):
+                item += f"<br>{esc(str(diagnosis['text']))}"
+            if diagnosis.get("plan_inputs"):
+                item += f" <a href='carry:{carried}'>Carry to plan</a>"
+                carried += 1
+            items.append(item + "</li>")
+        return "<h4>Alerts</h4><ul>" + "".join(items) + "</ul>"
 
     @staticmethod
     def planned_html(planned: dict[str, Any], plan_gpu: str | None, run_gpu: str) -> str:
@@ -675,6 +810,18 @@ class HistoryPane(QWidget):
         hours = sum(s.gpu_hours or 0.0 for s in runs)
         report.text(f"{len(runs)} run(s), {hours:,.1f} GPU-hours, {human_money(total)} in total.", bold=True)
         report.table([c[0] for c in COLUMNS], rows)
+        spent = sum_breakdowns(_breakdown(s) for s in runs)
+        if spent.recorded:
+            note = f" ({spent.note})" if spent.note else ""
+            report.text(f"Where the billed time went{note}", bold=True)
+            report.table(
+                ["phase", "share", "cost", "time"],
+                [
+                    [p.label, f"{p.share:.0%}", human_money(p.cost_usd), human_duration(p.seconds)]
+                    for p in spent.phases
+                    if p.shown
+                ],
+            )
         ids = self.selected_run_ids()
         if len(ids) >= 2:
             headers, compare = self.compare_rows(ids)

@@ -255,6 +255,12 @@ class LaunchDialog(QDialog):
 
         train_box = QGroupBox("Training")
         form = QFormLayout(train_box)
+        if self.settings.get("fitted"):
+            # the plan's settings do not fit its GPU: compare chose these, and the fields below hold them
+            fitted = QLabel("Fitted to this GPU by the comparison: " + ", ".join(self.settings["fitted"]))
+            fitted.setWordWrap(True)
+            fitted.setObjectName("fittedNote")
+            form.addRow(fitted)
         self.precision_combo = QComboBox()
         self.precision_combo.addItems(PRECISIONS)
         self.precision_combo.setCurrentText(str(settings.get("precision") or "auto"))

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner import __version__
+from gpuplanner.history.alert_rules import AlertSettings
 from gpuplanner.ui.palette import app_icon
 from gpuplanner.ui.plan_inputs import FIELD_BY_KEY
 from gpuplanner.ui.plan_pane import PlanPane
@@ -181,6 +182,12 @@ class MainWindow(QMainWindow):
         )
         run.addAction(self.launch_action)
         run.addAction(self.demo_action)
+        self.alert_settings_action = self._action(
+            "&Alert settings…",
+            self._on_alert_settings,
+            tip="When Runs and History raise an alert (utilisation threshold and window, memory, data wait…)",
+        )
+        run.addAction(self.alert_settings_action)
 
         help_menu = bar.addMenu("&Help")
         self.user_guide_action = self._action(
@@ -235,11 +242,13 @@ class MainWindow(QMainWindow):
 
             pane = RunsPane(self.services)
             pane.runFinished.connect(self._on_run_finished)
+            pane.alertSettingsChanged.connect(self._on_alert_settings_changed)
             pane.speedMeasured.connect(self._on_speed_measured)
         else:
             from gpuplanner.ui.history_pane import HistoryPane
 
             pane = HistoryPane(self.services)
+            pane.carryToPlan.connect(self._on_carry_to_plan)
             state = app_settings().value("history/splitter")
             if isinstance(state, QByteArray) and not state.isEmpty():
                 pane.splitter.restoreState(state)
@@ -285,6 +294,31 @@ class MainWindow(QMainWindow):
 
     def _on_speed_measured(self, _result: object) -> None:
         self.plan_pane.recalculate()  # a recorded bench result calibrates the plan
+
+    @Slot(dict)
+    def _on_carry_to_plan(self, inputs: dict) -> None:
+        """An alert's suggested settings from History become a new plan."""
+        self.plan_pane.carry_inputs(inputs)
+        self.show_place("Plan")
+        self.statusBar().showMessage("The Plan form holds the alert's suggested settings", 8000)
+
+    @Slot()
+    def _on_alert_settings(self) -> None:
+        from gpuplanner.ui.alert_settings_dialog import edit_alert_settings
+
+        chosen = edit_alert_settings(self.services.alert_settings, self)
+        if chosen is not None:
+            if self.is_built("Runs"):
+                self.runs_pane.apply_alert_settings(chosen)  # emits alertSettingsChanged
+            else:
+                self.services.alert_settings = chosen
+                self._on_alert_settings_changed()
+
+    @Slot()
+    def _on_alert_settings_changed(self) -> None:
+        app_settings().setValue("alerts/settings", json.dumps(self.services.alert_settings.as_dict()))
+        if self.is_built("History"):
+            self.history_pane.refresh()
 
     @Slot()
     def _on_refresh_history(self) -> None:
@@ -429,10 +463,17 @@ class MainWindow(QMainWindow):
         if self.is_built("History"):
             settings.setValue("history/splitter", self.history_pane.splitter.saveState())
         settings.setValue("plan/inputs", json.dumps(self.plan_pane.form.values()))
+        settings.setValue("alerts/settings", json.dumps(self.services.alert_settings.as_dict()))
         settings.sync()
 
     def restore_settings(self) -> None:
         settings = app_settings()
+        raw_alerts = settings.value("alerts/settings")
+        if isinstance(raw_alerts, str) and raw_alerts:
+            try:
+                self.services.alert_settings = AlertSettings.from_dict(json.loads(raw_alerts))
+            except (ValueError, TypeError, AttributeError):  # a damaged entry: the defaults
+                pass
         geometry = settings.value("window/geometry")
         if isinstance(geometry, QByteArray) and not geometry.isEmpty():
             self.restoreGeometry(geometry)

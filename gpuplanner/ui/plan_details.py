@@ -51,11 +51,12 @@ def choose_focus(rows: Sequence[CompareRow], form_plan: Plan, selected: OptionKe
     """The selected row when it is still in ``rows``, else the recommended row, else the form's plan.
 
     The row of the form's own option is described by the form's plan, which holds what only that option
-    has (a speed you gave or measured, the advice on what would make it fit)."""
+    has (a speed you gave or measured, the advice on what would make it fit), unless the table fitted
+    other settings to it (then the row's plan, with those settings, is what Launch runs)."""
     form_key = (form_plan.gpu.name if form_plan.gpu else "", form_plan.setup.gpus, form_plan.request.pricing_mode)
 
     def focus(row: CompareRow, why: str) -> Focus:
-        return Focus(form_plan if option_key(row) == form_key else row.plan, row, why)
+        return Focus(form_plan if option_key(row) == form_key and not row.fitted else row.plan, row, why)
 
     if selected is not None:
         for row in rows:
@@ -98,12 +99,14 @@ def focus_line(focus: Focus, form_plan: Plan, *, hints: bool = True) -> str:
         return f"Details of the form's option ({form}): no option in the table can be used."
     rank = f"#{focus.row.rank} " if focus.row.rank else ""
     what = f"{rank}{option_name(focus.row)}"
+    fitted = f" Settings fitted to it: {', '.join(focus.row.fitted)}." if focus.row.fitted else ""
     if not hints:
-        return f"Details of the {focus.why} option, {what}."
+        return f"Details of the {focus.why} option, {what}.{fitted}"
     if focus.why == "selected":
         text = f"Details of the selected option, {what} (Esc in the table: the recommended one)."
     else:
         text = f"Details of the recommended option, {what} (select a row to see another)."
+    text += fitted
     if option_key(focus.row) != (gpu, form_plan.setup.gpus, form_plan.request.pricing_mode):
         text += f" Save and Launch use the form's {form}; double-click a row to plan with it."
     return text

@@ -19,7 +19,16 @@ from gpuplanner.plan.inputs import EXCLUSIVE as INPUT_EXCLUSIVE
 from gpuplanner.plan.inputs import RANGES, PlanInputs, inputs_document, parse_value, split_targets
 from gpuplanner.plan.model_spec import list_presets
 from gpuplanner.plan.planner import DEFAULT_HEADROOM, PlanRequest
-from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING, PlanInputError
+from gpuplanner.plan.setup import (
+    ATTENTION,
+    CHECKPOINTING,
+    METHODS,
+    OPTIMIZERS,
+    PRECISIONS,
+    SHARDING,
+    PlanInputError,
+    TrainSetup,
+)
 
 MODEL_SOURCES = ("preset", "config.json", "parameter count")
 MEMORY_SOURCES = ("formula", "trace")
@@ -125,6 +134,16 @@ FIELDS: tuple[Field, ...] = (
         example.PRECISION,
         "choice",
         PRECISIONS,
+    ),
+    Field(
+        "tf32",
+        "TF32 (fp32 only)",
+        GROUPS[0],
+        "With fp32 precision: run the matmuls on TF32 tensor cores (Ampere and newer, about 8x the plain "
+        "fp32 rate). PyTorch leaves it off by default; GPUs without TF32 plan at the fp32 rate.",
+        "off",
+        "choice",
+        ("off", "on"),
     ),
     Field(
         "optimizer",
@@ -442,6 +461,7 @@ def inputs_from_values(values: Mapping[str, str]) -> PlanInputs:
         samples=None if tokens else size,
         tokens=size if tokens else None,
         gpu=v["gpu"] or None,
+        tf32=v["tf32"] == "on",
         **{key.replace("-", "_"): v[key] for key in CHOICE_KEYS},
         **{key.replace("-", "_"): value for key, value in numbers.items()},
     )
@@ -491,10 +511,19 @@ TRAINER_PRECISION = {"bf16-mixed": "bf16-mixed", "bf16": "bf16", "fp16-mixed": "
 
 
 def trainer_settings(
-    request: PlanRequest, values: Mapping[str, str], *, plan_id: int | None, price_per_gpu_hour: float | None
+    request: PlanRequest,
+    values: Mapping[str, str],
+    *,
+    plan_id: int | None,
+    price_per_gpu_hour: float | None,
+    setup: TrainSetup | None = None,
 ) -> dict[str, Any]:
-    """The settings "Launch this plan" hands to the launch dialog (names the Runs pane expects)."""
-    setup = request.setup
+    """The settings "Launch this plan" hands to the launch dialog (names the Runs pane expects).
+
+    ``setup`` overrides the request's settings: the ones compare fitted to the plan's GPU
+    (:func:`gpuplanner.planning.launch_setup`).
+    """
+    setup = setup or request.setup
     source = values.get("model-source", MODEL_SOURCES[0])
     epochs = request.workload.epochs
     return {
@@ -514,4 +543,6 @@ def trainer_settings(
         "budget_usd": request.budget_usd,
         "plan_id": plan_id,
         "spot": request.pricing_mode == "spot",
+        # the trainer's FSDP2 sharding (its only sharding besides DDP)
+        "extra": "--fsdp" if setup.sharding == "fsdp" and setup.gpus > 1 else "",
     }

@@ -51,7 +51,7 @@ from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.documents import plan_document
 from gpuplanner.plan.planner import PlanRequest
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.planning import MeasuredCache, PlanResult, compute
+from gpuplanner.planning import MeasuredCache, PlanResult, compute, launch_setup
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, CompareProxyModel, CompareTableModel, export_rows
 from gpuplanner.ui.memory_bar import MemoryBar, memory_view, paint_memory_bar
 from gpuplanner.ui.palette import BAD, WARN
@@ -718,6 +718,12 @@ class PlanPane(QWidget):
         self.saved_plan_id = plan_id
         self.recalculate()
 
+    def carry_inputs(self, inputs: dict[str, Any]) -> None:
+        """Fill the form with settings from elsewhere (an alert's suggestion in History): a new plan."""
+        self.form.set_values(values_from_inputs(inputs))
+        self.saved_plan_id = None
+        self.recalculate()
+
     @Slot()
     def _on_save_clicked(self) -> None:
         self.save_dialog()
@@ -758,7 +764,11 @@ class PlanPane(QWidget):
             price = plan.spot.price.usd_per_gpu_hour
         elif plan.on_demand is not None:
             price = plan.on_demand.usd_per_gpu_hour
-        return trainer_settings(request, self.result.values, plan_id=plan_id, price_per_gpu_hour=price)
+        setup, fitted = launch_setup(request, plan, self.result.rows)
+        settings = trainer_settings(request, self.result.values, plan_id=plan_id, price_per_gpu_hour=price, setup=setup)
+        if fitted:
+            settings["fitted"] = list(fitted)
+        return settings
 
     @Slot()
     def _on_launch_clicked(self) -> None:

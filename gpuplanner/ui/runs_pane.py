@@ -8,6 +8,7 @@ queries for alerts) runs on the controller's worker thread.
 
 Signals:
     runFinished(int run_id)  a run ended (finished, failed, stopped, killed); the History pane reloads
+    alertSettingsChanged()   the user changed the alert settings (``services.alert_settings``)
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from gpuplanner.ui.live_plots import LivePlots
 from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
 from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.time_bars import TimeBars
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
 FINAL_STATES = ("finished", "failed", "stopped", "killed")
@@ -127,9 +129,10 @@ class RunEntry:
     run_dir: str | None = None
     exit_code: int | None = None
     finished_emitted: bool = False
-    alerts: list[tuple[str, str]] = field(default_factory=list)
+    alerts: list[tuple[str, ...]] = field(default_factory=list)
     alerts_checked: float = 0.0
     failure: dict[str, Any] | None = None  # error and stderr tail of a failed run (run_failure)
+    time_breakdown: Any = None  # where the billed time went (history/time_breakdown.py), from the history
     failure_requested: bool = False
 
 
@@ -138,6 +141,7 @@ class RunsPane(QWidget):
 
     runFinished = Signal(int)
     speedMeasured = Signal(object)  # a trainer bench result (recorded for the planner when on a GPU)
+    alertSettingsChanged = Signal()  # the user changed the alert settings (services.alert_settings)
 
     def __init__(self, services: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -189,8 +193,14 @@ class RunsPane(QWidget):
         top.addWidget(self.new_button)
         top.addWidget(self.demo_button)
         top.addWidget(self.message_label, 1)
+        self.alert_settings_button = QPushButton("Alert settings…")
+        self.alert_settings_button.setToolTip(
+            "When an alert fires: utilisation threshold and window, memory, data wait…"
+        )
+        self.alert_settings_button.clicked.connect(self._on_alert_settings_clicked)
         top.addWidget(QLabel("Plots:"))
         top.addWidget(self.window_combo)
+        top.addWidget(self.alert_settings_button)
         layout.addLayout(top)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -232,6 +242,10 @@ class RunsPane(QWidget):
         rlay.addLayout(prog)
         self.alert_banner = AlertBanner()
         rlay.addWidget(self.alert_banner)
+        self.time_bars = TimeBars(compact=True)
+        self.time_bars.setToolTip("Where this run's billed time went so far (from the history)")
+        self.time_bars.setVisible(False)
+        rlay.addWidget(self.time_bars)
         self.failure_panel = QWidget()
         flay = QVBoxLayout(self.failure_panel)
         flay.setContentsMargins(0, 0, 0, 0)
@@ -637,36 +651,54 @@ class RunsPane(QWidget):
         entry.alerts_checked = time.monotonic()
         db_path, run_id = self.services.db_path, entry.run_id
 
-        def job(manager: Any) -> tuple[list[tuple[str, str]], float | None]:
-            from gpuplanner.history.alerts import run_alerts
+        settings = self.services.alert_settings
+
+        def job(manager: Any) -> tuple[list[tuple[str, ...]], float | None, Any]:
+            from gpuplanner.history.alerts import refresh_alerts
+            from gpuplanner.history.analytics import summarize
             from gpuplanner.history.db import connect
             from gpuplanner.history.runs import get_run
+            from gpuplanner.history.time_breakdown import from_dict
 
             db = connect(db_path)
-            try:
-                alerts = [(a.kind, a.message) for a in run_alerts(db, run_id)]
+            try:  # evaluated under the window's alert settings and stored with the run
+                alerts = [
+                    (a.kind, a.message, (a.diagnosis or {}).get("text", ""))
+                    for a in refresh_alerts(db, run_id, settings)
+                ]
                 planned = get_run(db, run_id).planned_cost_usd
+                breakdown = from_dict(summarize(db, run_id, with_alerts=False).time_breakdown)
             finally:
                 db.close()
-            return alerts, planned
+            return alerts, planned, breakdown
 
-        def done(result: tuple[list[tuple[str, str]], float | None]) -> None:
-            alerts, planned = result
+        def done(result: tuple[list[tuple[str, ...]], float | None, Any]) -> None:
+            alerts, planned, breakdown = result
             if planned and not entry.telemetry.planned_cost_usd:
                 entry.telemetry.planned_cost_usd = planned
             entry.alerts = alerts
+            entry.time_breakdown = breakdown
             if entry is self.current():
                 self._update_alerts(entry)
+                self._update_time_bars(entry)
 
         if not self._shut_down:
             self.controller.submit(job, done, lambda exc: None)
 
     def _update_alerts(self, entry: RunEntry) -> None:
-        alerts = list(entry.alerts)
+        alerts: list[tuple[str, ...]] = list(entry.alerts)
         over = entry.telemetry.over_plan()
         if over:
             alerts.append(("over_plan", over))
         self.alert_banner.set_alerts(alerts)
+
+    def _update_time_bars(self, entry: RunEntry | None) -> None:
+        """The run's time breakdown bar: once the trainer reported phases, or the run has ended."""
+        breakdown = entry.time_breakdown if entry is not None else None
+        show = breakdown is not None and (breakdown.recorded or entry.state in FINAL_STATES)  # type: ignore[union-attr]
+        if show:
+            self.time_bars.set_bars([("Where the time went", breakdown)])
+        self.time_bars.setVisible(bool(show))
 
     def _update_item(self, entry: RunEntry) -> None:
         entry.item.setText(f"#{entry.run_id} {entry.name}\n{entry.host} · {entry.state}")
@@ -725,6 +757,22 @@ class RunsPane(QWidget):
 
     # -- user actions ---------------------------------------------------------------------------
     @Slot()
+    def _on_alert_settings_clicked(self) -> None:
+        from gpuplanner.ui.alert_settings_dialog import edit_alert_settings
+
+        chosen = edit_alert_settings(self.services.alert_settings, self)
+        if chosen is not None:
+            self.apply_alert_settings(chosen)
+
+    def apply_alert_settings(self, settings: Any) -> None:
+        """Evaluate under new alert settings from now on (the current run at once)."""
+        self.services.alert_settings = settings
+        self.alertSettingsChanged.emit()
+        entry = self.current()
+        if entry is not None:
+            self._check_alerts(entry)
+
+    @Slot()
     def _on_new_clicked(self) -> None:
         self.open_launch_dialog({})
 
@@ -738,6 +786,7 @@ class RunsPane(QWidget):
     def _on_current_changed(self, current: QListWidgetItem | None, previous: QListWidgetItem | None) -> None:
         entry = self.current()
         self.plots.set_telemetry(entry.telemetry if entry else None)
+        self._update_time_bars(entry)
         self._update_text()
         if entry is not None:
             self._check_alerts(entry)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuplanner.history.alert_rules import AlertSettings
 from gpuplanner.history.db import resolve_db_path
 from gpuplanner.paths import config_dir
 from gpuplanner.plan.catalog import Catalog, load_catalog
@@ -19,6 +20,7 @@ class AppServices:
     db_path: Path
     config_dir: Path
     _catalog: Catalog | None = field(default=None, repr=False)
+    alert_settings: AlertSettings = field(default_factory=AlertSettings)  # Runs and History evaluate under these
 
     @classmethod
     def from_environment(cls, db: str | None = None) -> AppServices:

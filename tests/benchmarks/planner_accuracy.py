@@ -49,6 +49,8 @@ class Row:
     trainable: int
     measured: float
     label: str
+    loss: str = "fp32"  # how the run's loss treats the logits (memory rows; see memory.LOSS_KINDS)
+    measure: str = "nvidia-smi"  # what the published peak counts (memory rows; see memory.MEASURES)
 
 
 def _models() -> dict[str, ModelSpec]:
@@ -97,6 +99,8 @@ def _rows(file: str, checkpointing: dict[str, str], value: Callable[[dict[str, s
                     trainable_params(spec, setup),
                     value(rec),
                     label,
+                    rec.get("loss") or "fp32",
+                    rec.get("measure") or "nvidia-smi",
                 )
             )
     return rows
@@ -128,7 +132,8 @@ def predict_speed(row: Row, params: object | None = None) -> float:
 
 
 def predict_memory(row: Row) -> float:
-    return estimate_memory(row.spec, row.setup).total / GIB
+    """Predicted peak GiB per GPU, as the row's source measured it (allocated, active, reserved, nvidia-smi)."""
+    return estimate_memory(row.spec, row.setup, loss=row.loss).measured(row.measure) / GIB
 
 
 # ------------------------------------------------------------------------------------ scoring

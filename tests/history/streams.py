@@ -31,6 +31,8 @@ class StreamBuilder:
         mem_total: int = 80 * GIB,
         node: str = "n0",
         power: float = 300.0,
+        throttle: int = 0,
+        clock: float = 1980,
     ) -> None:
         self.add(
             "gpu",
@@ -42,8 +44,8 @@ class StreamBuilder:
             mem_total_bytes=mem_total,
             power_w=power,
             temp_c=60.0,
-            sm_clock_mhz=1980,
-            throttle_reasons=0,
+            sm_clock_mhz=clock,
+            throttle_reasons=throttle,
             simulated=False,
         )
 

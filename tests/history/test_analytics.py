@@ -6,7 +6,7 @@ import pytest
 from sqlite_utils import Database
 
 from gpuplanner.history import HistoryError, ingest_records
-from gpuplanner.history.alerts import run_alerts
+from gpuplanner.history.alerts import AlertSettings, run_alerts
 from gpuplanner.history.analytics import summarize
 from gpuplanner.history.calibration import lookup, measurements, record_bench
 from gpuplanner.history.plans import delete_plan, get_plan, list_plans, planned_figures, save_plan
@@ -98,14 +98,16 @@ def test_alerts_low_util_memory_pressure_and_input_bound(db: Database) -> None:
         )
     run_id = create_run(db)
     ingest_records(db, run_id, s.records, batch_size=17)  # intervals survive batch boundaries
-    alerts = {a.kind: a for a in run_alerts(db, run_id, low_util_minutes=10)}
+    settings = AlertSettings(low_util_minutes=10, data_wait_pct=10)
+    alerts = {a.kind: a for a in run_alerts(db, run_id, settings)}
     assert set(alerts) == {"low_util", "mem_pressure", "input_bound"}
     assert alerts["low_util"].gpu_index == 0 and alerts["low_util"].minutes == pytest.approx(15.0)
     assert alerts["low_util"].value == 30.0
     assert alerts["mem_pressure"].gpu_index == 1 and alerts["mem_pressure"].minutes == pytest.approx(3.0)
     assert alerts["mem_pressure"].value == pytest.approx(0.9)
-    assert alerts["input_bound"].value == pytest.approx(10 / 40)
-    assert [a.kind for a in run_alerts(db, run_id, low_util_minutes=20)] == ["mem_pressure", "input_bound"]
+    assert alerts["input_bound"].value == pytest.approx(0.5 * 10 / 40)  # share of step time spent waiting
+    wider = AlertSettings(low_util_minutes=30, data_wait_pct=10)  # 15 low minutes cannot pull 30 under 50%
+    assert [a.kind for a in run_alerts(db, run_id, wider)] == ["mem_pressure", "input_bound"]
 
 
 def test_saved_plans_and_planned_against_actual(db: Database) -> None:

@@ -30,7 +30,7 @@ def test_open_creates_file_with_wal_and_foreign_keys(tmp_path: Path, monkeypatch
     with open_db() as db:
         assert db.journal_mode == "wal"
         assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-        assert schema_version(db) == SCHEMA_VERSION == 3
+        assert schema_version(db) == SCHEMA_VERSION == 5
         assert {
             "runs",
             "gpu_samples",
@@ -44,6 +44,7 @@ def test_open_creates_file_with_wal_and_foreign_keys(tmp_path: Path, monkeypatch
             "gpu_intervals",
             "gpu_samples_1m",
             "bench_results",
+            "run_phases",
         } <= set(db.table_names())
     assert (tmp_path / "deep" / "data" / "history.sqlite").is_file()
     assert not list((tmp_path / "deep" / "data").glob("*.bak"))  # nothing to back up in a new file
@@ -127,12 +128,19 @@ def test_migration_from_v1_keeps_every_row_and_backs_up(db_path: Path) -> None:
     old.close()
 
     with open_db(db_path) as db:
-        assert schema_version(db) == 3
+        assert schema_version(db) == 5
         assert [m.name for m in MIGRATIONS.applied(db)] == [
             "m001_initial",
             "m002_rollups_pricing_downsampling",
             "m003_run_streams",
+            "m005_alerts",
+            "m006_time_breakdown",
         ]
+        # the alerts' per-minute rows were backfilled from the raw samples (each counted once)
+        assert db.execute("SELECT SUM(n), SUM(util_sum) / SUM(util_n) FROM gpu_minutes").fetchone() == (
+            600,
+            pytest.approx(60.0),
+        )
         for table, n in counts.items():
             assert db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == n, table
         assert db.execute("SELECT id, pricing, price_usd_per_gpu_hour, plan_id FROM runs ORDER BY id").fetchall() == [

@@ -207,6 +207,8 @@ def test_as_gib_keys() -> None:
         "logits_gib",
         "overhead_gib",
         "total_gib",
+        "cuda_context_gib",
+        "allocator_slack_gib",
     ]
     assert b.source == "formula"
 
@@ -407,3 +409,81 @@ def test_eager_gpt2_attention_under_autocast_keeps_the_fp32_softmax_and_a_16_bit
     eager_d = mem.estimate_memory(with_dropout, replace(s, attention="eager")).activations
     sdpa_d = mem.estimate_memory(with_dropout, s).activations
     assert eager_d - sdpa_d == 2 * (4 + 2 + 1) * 2 * 4 * 64 * 64  # + the dropout mask
+
+
+# --- what a reported peak counts, the loss's logits, bitsandbytes' saved inputs ---------------------
+
+
+def test_measured_peaks_by_hand() -> None:
+    """allocated/active leave out the CUDA context and the allocator's slack, reserved adds the slack
+    back, nvidia-smi is everything the GPU must hold."""
+    spec = ms.from_preset("llama-3.1-8b")
+    b = mem.estimate_memory(spec, TrainSetup(precision="bf16-mixed", optimizer="adamw", seq_len=512))
+    n = spec.n_params
+    peak = 20 * n  # optimizer step: fp32 weights, grads, two states and the foreach buffer
+    assert b.cuda_context == mem.CUDA_CONTEXT_BYTES
+    assert b.allocator_slack == int(mem.ALLOCATOR_SLACK * peak)
+    assert b.measured("allocated") == b.measured("active") == peak
+    assert b.measured("reserved") == peak + int(mem.ALLOCATOR_SLACK * peak)
+    assert b.measured("nvidia-smi") == b.total == peak + b.allocator_slack + mem.CUDA_CONTEXT_BYTES
+    assert b.as_gib()["cuda_context_gib"] == pytest.approx(mem.CUDA_CONTEXT_BYTES / GIB, abs=1e-3)
+    with pytest.raises(mem.PlanInputError) as err:
+        b.measured("smi")
+    assert err.value.field == "measure"
+
+
+@pytest.mark.parametrize(
+    ("loss", "per_elem", "softcap_extra"),
+    [("fp32", 12, 4), ("half", 6, 2), ("chunked-half", 4, 2)],
+)
+def test_loss_kinds_charge_the_logits_by_hand(loss: str, per_elem: int, softcap_extra: int) -> None:
+    """fp32: 16-bit logits upcast (log-softmax, nll grad and its backward in fp32); half: logits, the
+    shifted copy and the log-softmax in 16 bit; chunked-half: logits kept plus each chunk's log-softmax."""
+    setup = TrainSetup(method="lora", precision="bf16", micro_batch=2, seq_len=128)
+    tokens = 2 * 128
+    spec = _spec()
+    b = mem.estimate_memory(spec, setup, loss=loss)
+    assert b.peak_moment == "start-of-backward"
+    assert b.logits == per_elem * tokens * spec.vocab_size
+    capped = ms.from_config({**TINY_LLAMA, "model_type": "gemma2", "head_dim": 16, "final_logit_softcapping": 30.0})
+    c = mem.estimate_memory(capped, setup, loss=loss)
+    assert c.logits == (per_elem + softcap_extra) * tokens * capped.vocab_size
+    with pytest.raises(mem.PlanInputError) as err:
+        mem.estimate_memory(spec, setup, loss="fp16")
+    assert err.value.field == "loss"
+
+
+def test_sequence_classifier_has_no_vocabulary_logits() -> None:
+    cfg = {**TINY_LLAMA, "architectures": ["LlamaForSequenceClassification"], "num_labels": 3}
+    spec = ms.from_config(cfg)
+    setup = TrainSetup(precision="bf16", micro_batch=4, seq_len=64)
+    b = mem.estimate_memory(spec, setup)
+    lm = mem.estimate_memory(_spec(), setup)
+    labels = next(m.out_features for m in spec.linears if m.is_output)
+    assert mem._score_elems(spec, 4, 4 * 64) == 4 * labels
+    assert mem._score_elems(_spec(), 4, 4 * 64) == 4 * 64 * 300
+    assert b.total < lm.total
+
+
+def test_qlora_keeps_every_quantized_linears_input() -> None:
+    """bitsandbytes' MatMul4Bit saves its 16-bit input for the backward although the 4-bit weight is
+    frozen: under QLoRA's autocast each block linear casts (and keeps) its own copy of its input."""
+    spec = _spec()
+    h, q, inter = spec.hidden_size, spec.num_heads * spec.head_dim, spec.intermediate_size
+    block = frozenset(m.path for m in spec.linears if m.in_block)
+    with_inputs, _ = mem._layer_bytes(spec, "amp", block)
+    without, _ = mem._layer_bytes(spec, "amp", frozenset())
+    # q, k and v each cast the norm output, o_proj keeps q, gate and up each cast the second norm's
+    # output, down_proj keeps the gated product: all 16 bit
+    assert with_inputs - without == 2 * (3 * h + q + 2 * h + inter)
+    setup = TrainSetup(method="qlora", precision="bf16-mixed", micro_batch=2, seq_len=64)
+    b = mem.estimate_memory(spec, setup)
+    tokens = 2 * 64
+    adapters = sum(
+        (4 * setup.lora_rank + 4 * m.in_features) * m.count
+        for m in ms.resolve_targets(spec, setup.lora_targets)
+        if m.in_block
+    )
+    outside = mem._layer_bytes(spec, "amp", frozenset())[1]
+    expected = spec.num_layers * with_inputs * tokens + adapters * tokens + outside * tokens
+    assert b.activations == pytest.approx(expected, abs=spec.num_layers)

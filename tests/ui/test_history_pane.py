@@ -253,9 +253,9 @@ def test_loads_run_on_a_worker_and_stale_answers_are_dropped(
     threads: list[str] = []
     real = module.load_summaries
 
-    def recording(path: Path) -> Any:
+    def recording(path: Path, *settings: Any) -> Any:  # settings: the window's alert settings
         threads.append(threading.current_thread().name)
-        return real(path)
+        return real(path, *settings)
 
     monkeypatch.setattr(module, "load_summaries", recording)
     shown: list[int] = []

@@ -101,3 +101,31 @@ def test_a_budget_on_a_host_without_a_price_is_refused_at_the_field(qtbot: Any) 
     dialog.host_combo.setCurrentIndex(0)
     dialog.budget_spin.setValue(0.0)  # no budget: fine without a price
     assert dialog.validate() is None
+
+
+def test_settings_fitted_by_the_comparison_are_shown_and_launched(qtbot: Any) -> None:
+    """A plan whose own settings do not fit its GPU launches with the ones compare fitted: the fields
+    hold them, a note says so, and the trainer gets them (FSDP as --fsdp)."""
+    from PySide6.QtWidgets import QLabel
+
+    from gpuplanner.ui.launch_dialog import trainer_args
+
+    settings = {
+        "model": "gpt2",
+        "micro_batch": 2,
+        "grad_accum": 16,
+        "grad_checkpointing": "full",
+        "gpus": 2,
+        "extra": "--fsdp",
+        "fitted": ["micro-batch 2 x 16 accumulation", "FSDP over 2 GPUs"],
+    }
+    dialog = LaunchDialog(HOSTS, settings)
+    qtbot.addWidget(dialog)
+    note = dialog.findChild(QLabel, "fittedNote")
+    assert note is not None and "micro-batch 2 x 16 accumulation" in note.text()
+    args = trainer_args(dialog.values())
+    assert args[args.index("--micro-batch") + 1] == "2" and args[args.index("--grad-accum") + 1] == "16"
+    assert args[args.index("--grad-checkpointing") + 1] == "every" and "--fsdp" in args
+    plain = LaunchDialog(HOSTS, {"model": "gpt2"})
+    qtbot.addWidget(plain)
+    assert plain.findChild(QLabel, "fittedNote") is None

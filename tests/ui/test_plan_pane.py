@@ -19,7 +19,7 @@ from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.planner import GIB, PlanRequest, PricingInputs, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
-from gpuplanner.planning import comparison_request
+from gpuplanner.planning import WINDOW_PINNED, comparison_request
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE
 from gpuplanner.ui.human import human_hours
 from gpuplanner.ui.plan_inputs import default_values, request_from_values
@@ -68,7 +68,7 @@ def shown_rows(pane: PlanPane) -> list[list[str]]:
 
 def test_first_state_is_the_example_and_matches_the_engine(pane: PlanPane, services: Any) -> None:
     request = request_from_values(default_values())
-    rows = compare(comparison_request(request), services.catalog)
+    rows = compare(comparison_request(request), services.catalog, fit_settings=True, pinned=WINDOW_PINNED)
     assert pane.recommendation_label.text() == recommendation(rows)
     assert pane.proxy.rowCount() == len(rows)
     assert pane.form.values()["model"] == "llama-3.1-8b"
@@ -119,7 +119,9 @@ def test_filled_form_shows_the_engines_numbers(qtbot: Any, pane: PlanPane, servi
     assert f"{plan.memory.total / GIB:.1f} GiB per GPU" in summary
     assert f"{human_hours(plan.runtime.hours)}, " in summary
     assert f"${plan.on_demand_cost_usd:,.2f}" in summary
-    rows = compare(PlanRequest(**{**request.__dict__, "gpu": None}), services.catalog)
+    rows = compare(
+        PlanRequest(**{**request.__dict__, "gpu": None}), services.catalog, fit_settings=True, pinned=WINDOW_PINNED
+    )
     pane.table.clearSelection()
     assert pane.recommendation_label.text() == recommendation(rows)
     table = shown_rows(pane)
@@ -598,3 +600,20 @@ def test_the_details_give_the_likely_range_and_the_prices_date(pane: Any) -> Non
     assert "prices as of 2025-06-15" in text and "days old" in text
     choice = plan.on_demand if pane.focus.row.pricing == "on-demand" else plan.spot.price
     assert choice.source in text  # where the price comes from
+
+
+def test_launch_uses_the_settings_fitted_to_the_plans_gpu(qtbot: Any, pane: PlanPane) -> None:
+    """The table fits each option the given settings do not fit; Launch runs the plan's option with them."""
+    pane.form.set_values({"gpu": "RTX A6000", "micro-batch": "8", "grad-accum": "4", "seq-len": "4096"})
+    pane.recalculate()
+    wait_for_result(qtbot, pane)
+    assert pane.result.plan.fits is False
+    row = next(r for r in pane.result.rows if r.gpu == "RTX A6000" and r.gpus == 1 and r.pricing == "on-demand")
+    assert row.fitted and row.plan.fits
+    assert any(cells[column("reason")] == "fitted: " + ", ".join(row.fitted) for cells in shown_rows(pane))
+    with qtbot.waitSignal(pane.launchRequested) as launched:
+        pane.launch()
+    settings = launched.args[0]
+    assert settings["fitted"] == list(row.fitted)
+    assert (settings["micro_batch"], settings["grad_accum"]) == (row.plan.setup.micro_batch, row.plan.setup.grad_accum)
+    assert settings["micro_batch"] * settings["grad_accum"] == 32

@@ -81,3 +81,36 @@ def test_an_unreadable_history_is_a_note_not_an_error(tmp_path: Path, catalog: C
     result = compute(1, gpt2().to_request(default_gpu=None), {}, catalog, bad)
     assert result.calibration_note.startswith("Cannot read the run history")
     assert result.plan.throughput.source.startswith("estimate")
+
+
+def test_launch_takes_the_settings_compare_fitted_to_the_plans_gpu(catalog: Catalog) -> None:
+    """8B LoRA at micro-batch 8 x 4 over 4096 tokens needs about 75 GiB: on a 48 GB RTX A6000 the
+    comparison fits it with a smaller micro-batch and more accumulation (same effective batch), and
+    "Launch this plan" runs with exactly those settings."""
+    from gpuplanner.planning import launch_setup
+    from gpuplanner.ui.plan_inputs import trainer_settings
+
+    inputs = PlanInputs(
+        model="llama-3.1-8b",
+        method="lora",
+        micro_batch=8,
+        grad_accum=4,
+        seq_len=4096,
+        grad_checkpointing="full",
+        gpu="RTX A6000",
+    )
+    request = inputs.to_request(default_gpu=None)
+    result = compute(1, request, {}, catalog)
+    assert result.plan.fits is False
+    setup, fitted = launch_setup(result.request, result.plan, result.rows)
+    assert fitted and setup.micro_batch < 8
+    assert setup.micro_batch * setup.grad_accum == 32 and setup.gpus == 1
+    row = next(r for r in result.rows if r.gpu == "RTX A6000" and r.gpus == 1 and r.pricing == "on-demand")
+    assert row.plan.fits and row.plan.setup == setup
+    settings = trainer_settings(result.request, {}, plan_id=None, price_per_gpu_hour=None, setup=setup)
+    assert (settings["micro_batch"], settings["grad_accum"]) == (setup.micro_batch, setup.grad_accum)
+    # a plan whose settings fit launches them unchanged
+    fitting = compute(
+        2, PlanInputs(model="llama-3.1-8b", method="lora", gpu="H100 SXM").to_request(default_gpu=None), {}, catalog
+    )
+    assert launch_setup(fitting.request, fitting.plan, fitting.rows) == (fitting.plan.setup, ())
