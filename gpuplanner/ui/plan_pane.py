@@ -550,6 +550,10 @@ class PlanPane(QWidget):
             advice.append("To make it fit: " + "; ".join(suggestions) + ".")
         elif plan.fits is False:
             advice.append("It does not fit and no simple change makes it fit: try a larger GPU or QLoRA.")
+        if plan is not form and form.fits is False:  # the details show another option: say so for the form's
+            gpu = form.gpu.name if form.gpu else "your GPU"
+            fix = f": to make it fit, {'; '.join(form.suggestions)}" if form.suggestions else ""
+            advice.append(f"The form's option ({form.setup.gpus} x {gpu}) does not fit{fix}.")
         advice += [
             w[0].upper() + w[1:]
             for w in plan.warnings
