@@ -102,6 +102,7 @@ def _text(column: int, value: Any) -> str:
     return str(value)
 
 
+_BOLD_COLUMNS = (EXPORT_COLUMNS.index("rank"), EXPORT_COLUMNS.index("gpu"))
 _UNROUNDED = {EXPORT_COLUMNS.index(name): name for name in ("hours", "cost_usd", "p90_cost_usd")}
 
 
@@ -225,7 +226,10 @@ class CompareTableModel(ColumnsTableModel):
             int(Qt.ItemDataRole.ForegroundRole): fg,
             int(Qt.ItemDataRole.TextAlignmentRole): self._align,
             int(Qt.ItemDataRole.ToolTipRole): [[tip] * n for tip in self._tips],
-            int(Qt.ItemDataRole.FontRole): [[self._bold if row.rank == 1 else None] * n for row in self._rows],
+            # the recommended row's rank and GPU in bold (bold numbers would need wider columns)
+            int(Qt.ItemDataRole.FontRole): [
+                [self._bold if row.rank == 1 and c in _BOLD_COLUMNS else None for c in range(n)] for row in self._rows
+            ],
             int(ROW_ROLE): [[r] * n for r in range(len(self._rows))],
         }
 

@@ -268,13 +268,13 @@ class PlanPane(QWidget):
         metrics = self.table.fontMetrics()
         bold = QFont(self.table.font())
         bold.setBold(True)
-        bold_metrics = QFontMetrics(bold)  # the costs of the recommended (bold) row may be tiny: "0.000012"
+        bold_metrics = QFontMetrics(bold)  # the recommended row's rank and GPU are bold
         samples = (
             "99",
             "A100 80GB PCIe",
             "8",
             "on-demand",
-            "runpod",
+            "tensorwave",
             "yes",
             "999.9",
             "999.9",
@@ -286,7 +286,7 @@ class PlanPane(QWidget):
         )
         header.setMinimumSectionSize(24)
         for index, text in enumerate(samples):
-            measure = bold_metrics if COLUMNS[index][1] in ("cost_usd", "p90_cost_usd") else metrics
+            measure = bold_metrics if COLUMNS[index][1] in ("rank", "gpu") else metrics
             width = max(measure.horizontalAdvance(text), metrics.horizontalAdvance(COLUMNS[index][0])) + 10
             self.table.setColumnWidth(index, width)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
