@@ -4,7 +4,7 @@
     (or QT_QPA_PLATFORM=offscreen .venv/bin/python tools/screenshots.py)
 
 Names: ``<place>.png`` at 1280x800, ``<place>-1920.png`` at 1920x1080, ``<place>-dark.png`` on the dark
-palette (1280x800); ``launch-dialog.png``, ``runs-failed.png``, ``history-failed.png`` and the PDF reports'
+palette (1280x800); ``launch-dialog.png``, ``own-hardware-dialog.png``, ``welcome-dialog.png``, ``runs-failed.png``, ``history-failed.png`` and the PDF reports'
 first pages ``report-plan.png`` and ``report-history.png`` (rendered with poppler's pdftoppm).
 
 Everything happens in a temporary data and settings directory (the user's history is never touched):
@@ -369,6 +369,20 @@ def main(argv: list[str] | None = None) -> int:
             wait(20, lambda: not history.is_loading())
             history.export_pdf(tmp / "history.pdf")
             render_pdf_page(tmp / "history.pdf", out / "report-history.png")
+        if "dialogs" in only:  # File > Own hardware price, with a two-GPU workstation filled in
+            dialog = window.open_own_hardware()
+            wait(10, lambda: not dialog.is_busy())  # noqa: B023 (waited for here)
+            dialog.gpu_combo.setCurrentText("RTX 4090")
+            dialog.gpus_spin.setValue(2)
+            dialog.purchase_spin.setValue(6500)
+            dialog.lifetime_spin.setValue(3)
+            dialog.electricity_spin.setValue(0.3)
+            dialog.utilisation_spin.setValue(60)
+            grab(dialog, out / "own-hardware-dialog.png")
+            dialog.close()
+            welcome = window.show_welcome()  # what a first start shows
+            grab(welcome, out / "welcome-dialog.png")
+            welcome.close()
     finally:
         window.shutdown(stop_runs=True)
         window._closing_done = True

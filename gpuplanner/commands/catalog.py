@@ -362,20 +362,35 @@ def _toml_value(value: Any) -> str:
     return repr(value)
 
 
-def _save_machine(name: str, fields: dict[str, Any], catalog: Catalog) -> Path:
-    """Append a [[machine]] table to the user's machines.toml, checked by parsing the result first."""
+class MachineSaveError(ValueError):
+    """An own machine that cannot be added to machines.toml; the message says why (and names the file)."""
+
+
+def machine_fields(name: str, gpu: str, price: Any, power_estimated: bool) -> dict[str, Any]:
+    """The ``[[machine]]`` table of an amortised price (:class:`gpuplanner.plan.ownership.AmortisedPrice`);
+    an estimated power draw is left out, so it is estimated again from the catalog when read."""
+    fields: dict[str, Any] = {"name": name, "gpu": gpu, "gpu_count": price.hardware.gpus}
+    fields.update({k: v for k, v in price.to_dict()["inputs"].items() if k != "gpus"})
+    if power_estimated:
+        del fields["power_w"]
+    return fields
+
+
+def save_machine(name: str, fields: dict[str, Any], catalog: Catalog, config_dir: Path | None = None) -> Path:
+    """Append a [[machine]] table to the user's machines.toml (in ``config_dir``, default the app's), checked
+    by parsing the result first; raises :class:`MachineSaveError` and leaves the file as it was."""
     from gpuplanner.plan.catalog import parse_machines
     from gpuplanner.plan.skypilot import atomic_write
 
-    path = user_files()["machines"]
+    path = user_files(config_dir)["machines"]
     existing = path.read_text(encoding="utf-8") if path.exists() else ""
     if existing:
         try:
             machines = parse_machines(path, catalog)
         except CatalogError as exc:
-            raise _usage_error(f"--save: fix {path} first: {exc}") from None
+            raise MachineSaveError(f"fix {path} first: {exc}") from None
         if any(m.instance_type == name for m in machines):
-            raise _usage_error(f"--save: a machine named {name!r} is already in {path}")
+            raise MachineSaveError(f"a machine named {name!r} is already in {path}")
     table = "[[machine]]\n" + "".join(f"{key} = {_toml_value(value)}\n" for key, value in fields.items())
     text = existing + ("\n" if existing and not existing.endswith("\n\n") else "") + table
     probe = path.with_name(f".{path.name}.check")
@@ -384,11 +399,18 @@ def _save_machine(name: str, fields: dict[str, Any], catalog: Catalog) -> Path:
         probe.write_text(text, encoding="utf-8")
         parse_machines(probe, catalog)
     except CatalogError as exc:
-        raise _usage_error(f"--save: {exc.message}") from None
+        raise MachineSaveError(exc.message) from None
     finally:
         probe.unlink(missing_ok=True)
     atomic_write(path, text)
     return path
+
+
+def _save_machine(name: str, fields: dict[str, Any], catalog: Catalog) -> Path:
+    try:
+        return save_machine(name, fields, catalog)
+    except MachineSaveError as exc:
+        raise _usage_error(f"--save: {exc}") from None
 
 
 def _tco(args: argparse.Namespace) -> int:
@@ -426,11 +448,7 @@ def _tco(args: argparse.Namespace) -> int:
         name = args.save.strip()
         if not name:
             raise _usage_error("--save: a machine name, e.g. workstation")
-        fields: dict[str, Any] = {"name": name, "gpu": spec.name, "gpu_count": args.gpus}
-        fields.update({k: v for k, v in price.to_dict()["inputs"].items() if k != "gpus"})
-        if power_estimated:
-            del fields["power_w"]  # estimated again from the catalog when read
-        saved = _save_machine(name, fields, catalog)
+        saved = _save_machine(name, machine_fields(name, spec.name, price, power_estimated), catalog)
     if args.json:
         document = price.to_dict()
         document.update(

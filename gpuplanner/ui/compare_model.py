@@ -17,6 +17,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette
 
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import GIB
+from gpuplanner.ui.human import significant
 from gpuplanner.ui.table_view import ColumnsTableModel
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -74,6 +75,18 @@ def export_rows(rows: Sequence[CompareRow]) -> list[tuple[Any, ...]]:
     return [table_row(row) for row in rows]
 
 
+def _compact(value: float, places: int, whole_from: float, thousands_from: float) -> str:
+    """A number that fits its column at any size: ``places`` decimals below ``whole_from``, whole numbers
+    below ``thousands_from``, then thousands ("19k") and millions ("2.3M")."""
+    if value < whole_from:
+        return f"{value:,.{places}f}"
+    if value < thousands_from:
+        return f"{value:,.0f}"
+    if round(value / 1000) < 1000:  # 999,999 is "1.0M", not "1,000k"
+        return f"{value / 1000:,.0f}k"
+    return f"{value / 1_000_000:,.1f}M"
+
+
 def _text(column: int, value: Any) -> str:
     if value is None:
         return "–"
@@ -81,12 +94,27 @@ def _text(column: int, value: Any) -> str:
         return "yes" if value else "no"
     name = EXPORT_COLUMNS[column]
     if name in ("cost_usd", "p90_cost_usd"):
-        return f"{value:,.2f}"
+        if 0 < value < 0.01:  # tiny amounts to 2 significant figures ("0.000022"), not "0.00"
+            return significant(value, 2)
+        return _compact(value, 2, 10_000, 1_000_000)
     if name == "hours":
-        return f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
+        return "<0.1" if 0 < value < 0.05 else _compact(value, 1, 1000, 10_000)
     if name == "mem_gib":
         return f"{value:.1f}"
     return str(value)
+
+
+_BOLD_COLUMNS = (EXPORT_COLUMNS.index("rank"), EXPORT_COLUMNS.index("gpu"))
+_UNROUNDED = {EXPORT_COLUMNS.index(name): name for name in ("hours", "cost_usd", "p90_cost_usd")}
+
+
+def _shown_cells(row: CompareRow, cells: tuple[Any, ...]) -> list[Any]:
+    """The cells the table writes: the export's, with hours and costs unrounded (a tiny cost reads
+    "0.000022", not the export's 0.0)."""
+    shown = list(cells)
+    for index, name in _UNROUNDED.items():
+        shown[index] = _finite(getattr(row, name))
+    return shown
 
 
 def _sort_value(column: int, value: Any) -> Any:
@@ -128,7 +156,9 @@ class CompareTableModel(ColumnsTableModel):
             self.beginResetModel()
         self._rows = rows
         self._cells = export_rows(self._rows)
-        self._texts = [[_text(c, v) for c, v in enumerate(cells)] for cells in self._cells]
+        self._texts = [
+            [_text(c, v) for c, v in enumerate(_shown_cells(row, cells))] for row, cells in zip(self._rows, self._cells)
+        ]
         self._keys = [[_sort_value(c, v) for c, v in enumerate(cells)] for cells in self._cells]
         self._tips = [
             row.reason
@@ -153,6 +183,10 @@ class CompareTableModel(ColumnsTableModel):
 
     def rows(self) -> list[CompareRow]:
         return list(self._rows)
+
+    def column_texts(self, column: int) -> list[str]:
+        """The shown text of one column, row by row (source order)."""
+        return [texts[column] for texts in self._texts]
 
     def is_usable(self, row: int) -> bool:
         return self._rows[row].usable
@@ -194,7 +228,10 @@ class CompareTableModel(ColumnsTableModel):
             int(Qt.ItemDataRole.ForegroundRole): fg,
             int(Qt.ItemDataRole.TextAlignmentRole): self._align,
             int(Qt.ItemDataRole.ToolTipRole): [[tip] * n for tip in self._tips],
-            int(Qt.ItemDataRole.FontRole): [[self._bold if row.rank == 1 else None] * n for row in self._rows],
+            # the recommended row's rank and GPU in bold (bold numbers would need wider columns)
+            int(Qt.ItemDataRole.FontRole): [
+                [self._bold if row.rank == 1 and c in _BOLD_COLUMNS else None for c in range(n)] for row in self._rows
+            ],
             int(ROW_ROLE): [[r] * n for r in range(len(self._rows))],
         }
 

@@ -1,7 +1,8 @@
 """Cost against time for every option of the comparison (pyqtgraph scatter).
 
 Usable options in colour (circles on-demand, triangles spot), options that fit but miss the
-deadline or the budget in grey, the winner as a star; the deadline and the budget as lines.
+deadline or the budget in grey, the winner as a star; the deadline and the budget as lines. A ring marks
+the option the Plan pane's details describe (:meth:`CostChart.set_focus`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QWidget
 
@@ -29,6 +30,7 @@ GROUPS = (
     ("recommended", "star", WINNER),
     ("above the scale", "t1", "#9a9a9a"),
 )
+FOCUS = "in the details"  # the legend's name of the ring around the option the details describe
 LABELLED = 3  # the best options get a label next to their point
 HEADROOM = 1.35  # the y axis reaches this far above the dearest usable option (or the budget)
 
@@ -102,6 +104,17 @@ def _tip(x: float, y: float, data: object) -> str:
     return str(data)
 
 
+class _Point(str):
+    """A point's tooltip text that also carries its option's key (GPU, GPU count, pricing)."""
+
+    key: tuple[str, int, str]
+
+    def __new__(cls, text: str, key: tuple[str, int, str]) -> _Point:
+        point = super().__new__(cls, text)
+        point.key = key
+        return point
+
+
 def _points(rows: Sequence[CompareRow]) -> list[CompareRow]:
     out = []
     for row in rows:
@@ -119,7 +132,13 @@ def _points(rows: Sequence[CompareRow]) -> list[CompareRow]:
 
 
 class CostChart(pg.PlotWidget):
-    """Scatter of the comparison's options: x hours (log), y cost in dollars."""
+    """Scatter of the comparison's options: x hours (log), y cost in dollars.
+
+    Signals:
+        optionClicked(object): a point was clicked, with its option's key (GPU, GPU count, pricing).
+    """
+
+    optionClicked = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent, axisItems={"left": MoneyAxis(orientation="left")})
@@ -149,19 +168,27 @@ class CostChart(pg.PlotWidget):
                 tip=_tip,
                 name=name,
             )
+            self.series[name].sigClicked.connect(self._on_points_clicked)
             item.addItem(self.series[name])
+        self.focus_ring = pg.ScatterPlotItem(
+            symbol="o", size=24, pen=pg.mkPen("#8e44ad", width=2.5), brush=pg.mkBrush(0, 0, 0, 0), name=FOCUS
+        )
+        item.addItem(self.focus_ring)
+        self.focus_row: CompareRow | None = None
+        self._groups_drawn: tuple[str, ...] = ()
         self.deadline_line = pg.InfiniteLine(
             angle=90,
             pen=pg.mkPen(BAD, style=Qt.PenStyle.DashLine),
             label="deadline",
-            # the label lies along the line, on its left (inside the plot even at the right edge)
-            labelOpts={"position": 0.5, "color": BAD, "rotateAxis": (1, 0), "anchors": [(0.5, 1), (0.5, 1)]},
+            # the label lies along the line, on its left (inside the plot even at the right edge), low
+            # enough that the legend at the top right does not cover it
+            labelOpts={"position": 0.3, "color": BAD, "rotateAxis": (1, 0), "anchors": [(0.5, 1), (0.5, 1)]},
         )
         self.budget_line = pg.InfiniteLine(
             angle=0,
             pen=pg.mkPen(BAD, style=Qt.PenStyle.DotLine),
             label="budget",
-            labelOpts={"position": 0.95, "color": BAD},
+            labelOpts={"position": 0.5, "color": BAD},  # mid-way: the legend covers the top right
         )
         for line in (self.deadline_line, self.budget_line):
             line.setVisible(False)
@@ -218,17 +245,16 @@ class CostChart(pg.PlotWidget):
             if name == "above the scale" and top is not None:
                 ys = np.full(len(group), top * 0.985)  # pinned to the top edge, pointing up
             tips = [
-                f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {human_hours(r.hours)}, "
-                f"{human_money(r.cost_usd)}" + ("" if r.usable else f" ({r.reason})")
+                _Point(
+                    f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {human_hours(r.hours)}, "
+                    f"{human_money(r.cost_usd)}" + ("" if r.usable else f" ({r.reason})") + " (click: details)",
+                    (r.gpu, r.gpus, r.pricing),
+                )
                 for r in group
             ]
             self.series[name].setData(xs, ys, data=tips)
-        names = tuple(name for name, group in groups.items() if group)
-        if names != self._legend_names:
-            self.legend.clear()
-            for name in names:
-                self.legend.addItem(self.series[name], name)
-            self._legend_names = names
+        self._groups_drawn = tuple(name for name, group in groups.items() if group)
+        self._draw_focus()
         self._label_best(inside)
         lines = [self.best_key] if self.best_key else []
         if above and top is not None:
@@ -257,6 +283,44 @@ class CostChart(pg.PlotWidget):
         self._x_range = (lo - pad, hi + pad)
         item.setXRange(*self._x_range, padding=0)
         self._update_ticks()
+
+    def _on_points_clicked(self, _item: object, points: Sequence[object], _event: object) -> None:
+        for point in points:
+            data = point.data()  # type: ignore[attr-defined]
+            if isinstance(data, _Point):
+                self.optionClicked.emit(data.key)
+                return
+
+    def set_focus(self, row: CompareRow | None) -> None:
+        """Ring the point of ``row`` (the option the details describe); None or an option not drawn: no ring."""
+        self.focus_row = row
+        self._draw_focus()
+
+    def focus_point(self) -> tuple[float, float] | None:
+        """Where the ring is (log10 hours, dollars), or None when it is not drawn."""
+        if not self.focus_ring.isVisible():
+            return None
+        xs, ys = self.focus_ring.getData()
+        return (float(xs[0]), float(ys[0])) if len(xs) else None
+
+    def _draw_focus(self) -> None:
+        key = None if self.focus_row is None else (self.focus_row.gpu, self.focus_row.gpus, self.focus_row.pricing)
+        match = next((r for r in self.rows_shown if (r.gpu, r.gpus, r.pricing) == key), None)
+        if match is None:
+            self.focus_ring.setData([], [])
+            self.focus_ring.setVisible(False)
+        else:
+            y = float(match.cost_usd or 0.0)
+            if self.y_top is not None and y > self.y_top:
+                y = self.y_top * 0.985  # pinned to the top edge, as its triangle
+            self.focus_ring.setData([math.log10(match.hours)], [y])
+            self.focus_ring.setVisible(True)
+        names = self._groups_drawn + ((FOCUS,) if match is not None else ())
+        if names != self._legend_names:
+            self.legend.clear()
+            for name in names:
+                self.legend.addItem(self.focus_ring if name == FOCUS else self.series[name], name)
+            self._legend_names = names
 
     @staticmethod
     def _y_top(shown: Sequence[CompareRow], budget_usd: float | None) -> float | None:

@@ -63,6 +63,8 @@ def human_duration(seconds: float | None) -> str:
     assert seconds is not None
     sign = "-" if seconds < 0 else ""
     total = abs(seconds)
+    if 0 < total < 0.5:
+        return f"{sign}under 1 s"  # never a bare "0 s" for something that takes time
     if total < 60:
         return f"{sign}{total:.0f} s"
     minutes = round(total / 60)

@@ -145,6 +145,13 @@ class MainWindow(QMainWindow):
         for action in self.export_actions.values():
             export.addAction(action)
         file_menu.addSeparator()
+        self.own_hardware_action = self._action(
+            "Own &hardware price…",
+            self._on_own_hardware,
+            tip="The amortised price per GPU-hour of a machine you own, for the comparison or a host",
+        )
+        file_menu.addAction(self.own_hardware_action)
+        file_menu.addSeparator()
         self.quit_action = self._action("&Quit", self.close, QKeySequence.StandardKey.Quit)
         self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
         file_menu.addAction(self.quit_action)
@@ -191,6 +198,10 @@ class MainWindow(QMainWindow):
             "Open the user guide: the copy on this machine if there is one, else the pages online",
         )
         help_menu.addAction(self.user_guide_action)
+        self.welcome_action = self._action(
+            "&Welcome", self.show_welcome, tip="What the four places do, a demo run, where your data lives"
+        )
+        help_menu.addAction(self.welcome_action)
         self.about_action = self._action("&About GPU Planner", self._on_about)
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
         help_menu.addAction(self.about_action)
@@ -273,6 +284,8 @@ class MainWindow(QMainWindow):
             return
         self.plan_pane.ensure_chart()
         self.pane("Runs")  # reattaches runs left going by the last session
+        if not app_settings().value("welcome/dismissed", False, type=bool):
+            self.show_welcome()  # the first start (until "Don't show this again")
 
     @Slot(int)
     def _on_place_changed(self, row: int) -> None:
@@ -379,6 +392,57 @@ class MainWindow(QMainWindow):
         return QUrl.fromLocalFile(str(local)) if local is not None else QUrl(ONLINE_USER_GUIDE)
 
     @Slot()
+    def _on_own_hardware(self) -> None:
+        self.open_own_hardware()
+
+    def open_own_hardware(self) -> Any:
+        """Show the Own hardware dialog (one at a time, not modal) and return it."""
+        from gpuplanner.ui.ownership_dialog import OwnHardwareDialog
+
+        dialog = getattr(self, "own_hardware_dialog", None)
+        if dialog is None:
+            dialog = OwnHardwareDialog(self.services, self)
+            dialog.machineSaved.connect(self._on_machine_saved)
+            dialog.hostPriceSet.connect(self._on_host_price_set)
+            self.own_hardware_dialog = dialog
+        if dialog.isVisible():
+            dialog.raise_()  # already open: bring it to the front
+        else:
+            dialog.show()
+        return dialog
+
+    @Slot(str)
+    def _on_machine_saved(self, _name: str) -> None:
+        self.plan_pane.reload_catalog()
+
+    @Slot(str, float)
+    def _on_host_price_set(self, _name: str, _price: float) -> None:
+        if self.is_built("Hosts"):
+            self.hosts_pane.reload()
+
+    @Slot()
+    def show_welcome(self) -> Any:
+        """Show the welcome (not modal) and return it."""
+        from gpuplanner.ui.welcome_dialog import WelcomeDialog
+
+        dialog = getattr(self, "welcome_dialog", None)
+        if dialog is None:
+            dialog = WelcomeDialog(self.services.db_path, self.services.config_dir, self)
+            dialog.demoRequested.connect(self._on_demo_run)
+            dialog.guideRequested.connect(self._on_user_guide)
+            dialog.finished.connect(self._on_welcome_finished)
+            self.welcome_dialog = dialog
+        dialog.dont_show.setChecked(app_settings().value("welcome/dismissed", False, type=bool))
+        dialog.show()
+        return dialog
+
+    @Slot(int)
+    def _on_welcome_finished(self, _result: int) -> None:
+        settings = app_settings()
+        settings.setValue("welcome/dismissed", self.welcome_dialog.dont_show.isChecked())
+        settings.sync()
+
+    @Slot()
     def _on_user_guide(self) -> None:
         url = self.user_guide_url()
         if not QDesktopServices.openUrl(url):
@@ -400,7 +464,8 @@ class MainWindow(QMainWindow):
         settings.setValue("window/geometry", self.saveGeometry())
         settings.setValue("window/state", self.saveState())
         settings.setValue("window/place", self.current_place())
-        settings.setValue("plan/splitter", self.plan_pane.splitter.saveState())
+        if self.plan_pane.user_sized_splitter:  # details, table, chart (the old two-part layout had another key)
+            settings.setValue("plan/details-splitter", self.plan_pane.splitter.saveState())
         if self.is_built("History"):
             settings.setValue("history/splitter", self.history_pane.splitter.saveState())
         settings.setValue("plan/inputs", json.dumps(self.plan_pane.form.values()))
@@ -421,9 +486,9 @@ class MainWindow(QMainWindow):
         state = settings.value("window/state")
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.restoreState(state)
-        value = settings.value("plan/splitter")
+        value = settings.value("plan/details-splitter")
         if isinstance(value, QByteArray) and not value.isEmpty():
-            self.plan_pane.splitter.restoreState(value)
+            self.plan_pane.restore_splitter(value)
         place = settings.value("window/place")
         if place in PLACES:
             self.show_place(str(place))
@@ -475,6 +540,9 @@ class MainWindow(QMainWindow):
     def shutdown(self, stop_runs: bool = False) -> None:
         """Stop every pane's background work (the Runs pane detaches or stops its runs)."""
         self._closing_done = True  # nothing more gets built after this
+        dialog = getattr(self, "own_hardware_dialog", None)
+        if dialog is not None:
+            dialog.shutdown()
         self.plan_pane.shutdown()
         if self.is_built("Runs"):
             self.runs_pane.shutdown(stop_runs)

@@ -7,6 +7,7 @@ Signals:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
@@ -173,7 +174,20 @@ class PlanForm(QWidget):
         if label.text() != text:
             label.setText(text)
             label.setToolTip(text)
+            self._fit_note(label)
         self._set_row_visible(key, label, bool(text))
+
+    @staticmethod
+    def _fit_note(label: QLabel) -> None:
+        """Reserve the height the wrapped note needs at its width: the form layout sizes a word-wrapped
+        field row from its first text, so a longer note was cut at the top and the bottom."""
+        width = label.width() if label.width() > 50 else label.sizeHint().width()
+        label.setMinimumHeight(label.heightForWidth(width) if label.text() else 0)
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 (Qt naming)
+        super().resizeEvent(event)
+        for label in self.note_labels.values():
+            self._fit_note(label)
 
     def note_text(self, key: str) -> str:
         label = self.note_labels[key]

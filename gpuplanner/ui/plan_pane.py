@@ -20,17 +20,17 @@ Signals:
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QRectF, QRunnable, QSize, Qt, QThreadPool, QTimer, Signal, Slot
-from PySide6.QtGui import QImage, QPainter, QPalette
+from PySide6.QtCore import QEvent, QObject, QRect, QRectF, QRunnable, QSize, Qt, QThreadPool, QTimer, Signal, Slot
+from PySide6.QtGui import QFont, QFontMetrics, QImage, QKeySequence, QPainter, QPalette, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
     QFileDialog,
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QInputDialog,
@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSplitter,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
@@ -47,13 +48,25 @@ from gpuplanner.export.tables import to_csv, to_markdown
 from gpuplanner.history.db import open_db
 from gpuplanner.history.plans import get_plan, list_plans, save_plan
 from gpuplanner.plan.catalog import Catalog
-from gpuplanner.plan.documents import plan_document, prices_note, range_basis
-from gpuplanner.plan.planner import GIB, PlanRequest
+from gpuplanner.plan.documents import plan_document
+from gpuplanner.plan.planner import PlanRequest
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.planning import MeasuredCache, PlanResult, compute, launch_setup
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, CompareProxyModel, CompareTableModel, export_rows
 from gpuplanner.ui.memory_bar import MemoryBar, memory_view, paint_memory_bar
 from gpuplanner.ui.palette import BAD, WARN
+from gpuplanner.ui.plan_details import (
+    Focus,
+    OptionKey,
+    choose_focus,
+    field_label,
+    focus_line,
+    headline,
+    in_window_words,
+    option_key,
+    rental_text,
+    summary_text,
+)
 from gpuplanner.ui.plan_form import PlanForm
 from gpuplanner.ui.plan_inputs import (
     MEMORY_SOURCES,
@@ -107,10 +120,6 @@ class _PlanJob(QRunnable):
             self.signals.done.emit(result)
 
 
-def _money(value: float | None) -> str:
-    return "–" if value is None or not math.isfinite(value) else f"${value:,.2f}"
-
-
 class PlanPane(QWidget):
     resultsUpdated = Signal()
     inputError = Signal(str, str)
@@ -127,6 +136,8 @@ class PlanPane(QWidget):
         self.result: PlanResult | None = None
         self.last_error: tuple[str, str] | None = None
         self.saved_plan_id: int | None = None
+        self.selected_key: OptionKey | None = None  # the option selected in the table (None: the recommended)
+        self.focus: Focus | None = None  # the option the details describe
         self._generation = 0
         self._in_flight: dict[int, _PlanSignals] = {}
         self._edit_started: float | None = None
@@ -184,6 +195,13 @@ class PlanPane(QWidget):
         buttons.addWidget(self.launch_button)
         rv.addLayout(buttons)
 
+        # The details of one option, in a scroll area that is the splitter's first pane: however long
+        # their text gets, the table and the chart below keep their place.
+        details = QWidget()
+        details.setObjectName("plan-details")
+        dv = QVBoxLayout(details)
+        dv.setContentsMargins(0, 0, 4, 0)
+        dv.setSpacing(4)
         self.recommendation_label = QLabel()
         self.recommendation_label.setWordWrap(True)
         self.recommendation_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -191,16 +209,27 @@ class PlanPane(QWidget):
         font.setPointSizeF(font.pointSizeF() * 1.15)
         font.setBold(True)
         self.recommendation_label.setFont(font)
-        rv.addWidget(self.recommendation_label)
+        dv.addWidget(self.recommendation_label)
         self.status_label = QLabel()
         self.status_label.setWordWrap(True)
         self.status_label.setStyleSheet(f"color: {BAD};")
         self.status_label.hide()
-        rv.addWidget(self.status_label)
+        dv.addWidget(self.status_label)
+        self.focus_label = QLabel()
+        self.focus_label.setObjectName("plan-focus")
+        self.focus_label.setWordWrap(True)
+        self.focus_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        dv.addWidget(self.focus_label)
         self.summary_label = QLabel()
         self.summary_label.setWordWrap(True)
         self.summary_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        rv.addWidget(self.summary_label)
+        dv.addWidget(self.summary_label)
+        self.rent_label = QLabel()
+        self.rent_label.setObjectName("plan-rent")
+        self.rent_label.setWordWrap(True)
+        self.rent_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.rent_label.setToolTip("What to rent for the option the details describe, and what the price rests on")
+        dv.addWidget(self.rent_label)
         self.sources_label = QLabel()
         self.sources_label.setObjectName("plan-sources")
         self.sources_label.setToolTip(
@@ -208,13 +237,23 @@ class PlanPane(QWidget):
             "peak FLOP/s x MFU) and which memory model answered"
         )
         self.sources_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        rv.addWidget(self.sources_label)
+        self.sources_label.setWordWrap(True)  # one long line would widen the details past their pane
+        dv.addWidget(self.sources_label)
         self.memory_bar = MemoryBar()
-        rv.addWidget(self.memory_bar)
+        dv.addWidget(self.memory_bar)
         self.advice_label = QLabel()
         self.advice_label.setWordWrap(True)
         self.advice_label.setStyleSheet(f"color: {WARN};")
-        rv.addWidget(self.advice_label)
+        dv.addWidget(self.advice_label)
+
+        dv.addStretch(1)
+        self.details = details
+        self.details_scroll = QScrollArea()
+        self.details_scroll.setWidget(details)
+        self.details_scroll.setWidgetResizable(True)
+        self.details_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.details_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.details_scroll.setMinimumHeight(90)
 
         self.model = CompareTableModel(self)
         self.proxy = CompareProxyModel(self)
@@ -224,34 +263,51 @@ class PlanPane(QWidget):
         )
         header = self.table.horizontalHeader()
         # Widths from typical contents (ResizeToContents would scan every cell on every update), tight
-        # enough that every column fits at 1280x800; "Why not" takes what is left, elided, and every
-        # cell's tooltip holds the full reason.
+        # enough that every column fits at 1280x800; "Why not" takes what is left and wraps (each row as
+        # tall as its reason, see _fit_row_heights), and every cell's tooltip holds the full reason.
         metrics = self.table.fontMetrics()
+        bold = QFont(self.table.font())
+        bold.setBold(True)
+        bold_metrics = QFontMetrics(bold)  # the recommended row's rank and GPU are bold
         samples = (
             "99",
             "A100 80GB PCIe",
             "8",
             "on-demand",
-            "runpod",
+            "tensorwave",
             "yes",
             "999.9",
             "999.9",
-            "9,999.99",
-            "9,999.99",
+            "0.000099",  # widest of "9,999.99" and a tiny cost
+            "0.000099",  # widest of "9,999.99" and a tiny cost
             "yes",
             "yes",
             "",
         )
         header.setMinimumSectionSize(24)
         for index, text in enumerate(samples):
-            width = max(metrics.horizontalAdvance(text), metrics.horizontalAdvance(COLUMNS[index][0])) + 10
+            measure = bold_metrics if COLUMNS[index][1] in ("rank", "gpu") else metrics
+            width = max(measure.horizontalAdvance(text), metrics.horizontalAdvance(COLUMNS[index][0])) + 10
             self.table.setColumnWidth(index, width)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.table.setWordWrap(True)
+        self._row_heights: dict[tuple[str, int], int] = {}
+        self._tall_rows: set[int] = set()  # the view's rows made taller than one line
+        self._fit_timer = QTimer(self)
+        self._fit_timer.setSingleShot(True)
+        self._fit_timer.setInterval(0)
+        self._fit_timer.timeout.connect(self._fit_row_heights)
+        header.sectionResized.connect(self._on_section_resized)
+        header.sortIndicatorChanged.connect(self._fit_timer.start)
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.table.setToolTip("Double-click a row to plan with that option")
         self.table.doubleClicked.connect(self._on_row_double_clicked)
+        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        clear = QShortcut(QKeySequence(Qt.Key.Key_Escape), self.table)
+        clear.setContext(Qt.ShortcutContext.WidgetShortcut)
+        clear.activated.connect(self.table.clearSelection)
         self.table.setAccessibleName("Comparison of GPU options")
         self.usable_only = QCheckBox("Only usable options")
         self.usable_only.toggled.connect(self._on_usable_only_toggled)
@@ -268,13 +324,22 @@ class PlanPane(QWidget):
         tv.addWidget(self.table)
         self._chart_placeholder = QLabel("")
         self._chart_placeholder.setMinimumHeight(150)
+        table_box.setMinimumHeight(120)
         splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.details_scroll)
         splitter.addWidget(table_box)
         splitter.addWidget(self._chart_placeholder)
-        splitter.setStretchFactor(0, 3)
-        splitter.setStretchFactor(1, 2)
+        splitter.setStretchFactor(0, 0)
+        splitter.setStretchFactor(1, 1)
+        splitter.setStretchFactor(2, 1)
         splitter.setChildrenCollapsible(False)
+        splitter.splitterMoved.connect(self._on_splitter_moved)
         self.splitter = splitter
+        splitter.installEventFilter(self)
+        # The panes' heights are laid out from the pane's height (see _lay_out_splitter) until the user
+        # drags a handle or a saved layout is restored; new results never move them.
+        self.user_sized_splitter = False
+        self._sized_for: tuple[int, int] | None = None
         rv.addWidget(splitter, 1)
 
         layout = QHBoxLayout(self)
@@ -283,6 +348,50 @@ class PlanPane(QWidget):
         layout.addWidget(right, 1)
         if not self._defer_chart:
             self.ensure_chart()
+
+    # ------------------------------------------------------------------ splitter
+
+    CHART_SHARE = 0.45  # of the height below the details, at least CHART_MIN_PX
+    CHART_MIN_PX = 200
+    DETAILS_SHARE = 0.45  # the details get the height their text needs, at most this share
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt naming)
+        if watched is self.splitter and event.type() == QEvent.Type.Resize:
+            self._lay_out_splitter()
+        return super().eventFilter(watched, event)
+
+    def restore_splitter(self, state: Any) -> bool:
+        """Restore the user's saved splitter layout (from :meth:`QSplitter.saveState`); False when it does not
+        match this pane's three parts."""
+        if not self.splitter.restoreState(state) or len(self.splitter.sizes()) != 3:
+            return False
+        self.user_sized_splitter = True
+        return True
+
+    @Slot(int, int)
+    def _on_splitter_moved(self, _pos: int, _index: int) -> None:
+        self.user_sized_splitter = True
+
+    def _lay_out_splitter(self, *, force: bool = False) -> None:
+        """Details as tall as their text (up to :data:`DETAILS_SHARE`), the chart a real share of the rest,
+        the table what remains. Done for a new pane size (or once the first result has text), never for
+        new results, so nothing jumps while typing."""
+        if self.user_sized_splitter:
+            return
+        splitter = self.splitter
+        total = splitter.height() - 2 * splitter.handleWidth()
+        # the splitter's width less the details' scroll bar (the viewport may not have its new width yet)
+        width = splitter.width() - self.details_scroll.verticalScrollBar().sizeHint().width()
+        if total <= 0 or width <= 0 or (not force and self._sized_for == (width, total)):
+            return
+        self._sized_for = (width, total)
+        layout = self.details.layout()
+        need = layout.totalHeightForWidth(width) if layout.hasHeightForWidth() else self.details.sizeHint().height()
+        need += 2 * layout.spacing() + 8  # the wrapped labels' estimate runs a few pixels short
+        details = max(self.details_scroll.minimumHeight(), min(need, int(total * self.DETAILS_SHARE)))
+        rest = total - details
+        chart = max(self.CHART_MIN_PX, int(rest * self.CHART_SHARE))
+        splitter.setSizes([details, max(120, rest - chart), chart])
 
     @property
     def chart(self) -> Any:
@@ -298,12 +407,14 @@ class PlanPane(QWidget):
             chart = CostChart()
             chart.setMinimumHeight(150)
             sizes = self.splitter.sizes()
-            self.splitter.replaceWidget(1, chart)
+            self.splitter.replaceWidget(2, chart)
             self._chart_placeholder.deleteLater()
             self.splitter.setSizes(sizes)
             self._chart = chart
+            chart.optionClicked.connect(self._on_chart_option_clicked)
             if self.result is not None:
                 chart.set_rows(self.result.rows, self.result.request.deadline_hours, self.result.request.budget_usd)
+                chart.set_focus(self.focus.row if self.focus else None)
         return self._chart
 
     # ------------------------------------------------------------------ calculation
@@ -337,6 +448,12 @@ class PlanPane(QWidget):
         )
         return True
 
+    def reload_catalog(self) -> None:
+        """Read the catalog again (an own machine or a price file changed) and recalculate."""
+        self.catalog = self.services.reload_catalog()
+        self._measured_cache = MeasuredCache()
+        self.recalculate()
+
     def is_busy(self) -> bool:
         return bool(self._in_flight) or self._debounce.isActive()
 
@@ -345,11 +462,14 @@ class PlanPane(QWidget):
         self._in_flight.pop(result.generation, None)
         if result.generation != self._generation:
             return  # an older request: a newer one is on its way
+        first = self.result is None
         self.result = result
         self.last_error = None
         self.form.clear_errors()
         self.status_label.hide()
         self._apply(result)
+        if first:
+            self._lay_out_splitter(force=True)  # the details have their text now
         if self._edit_started is not None:
             self.last_latency_s = time.perf_counter() - self._edit_started
             self._edit_started = None
@@ -362,35 +482,17 @@ class PlanPane(QWidget):
             self._show_input_error(field, message)
 
     def _show_input_error(self, field: str, message: str) -> None:
+        message = in_window_words(message)  # the form's labels, not the CLI's flags
         key = self.form.show_error(field, message)
         self.last_error = (key, message)
         keep = " Showing the last valid result." if self.result is not None else ""
-        self.status_label.setText(f"Cannot plan: {message}.{keep}")
+        self.status_label.setText(f"Cannot plan: {field_label(key)}: {message}.{keep}")
         self.status_label.show()
         self._edit_started = None
         self.inputError.emit(key, message)
 
     def _apply(self, result: PlanResult) -> None:
         plan, request = result.plan, result.request
-        text = result.recommendation
-        if text.startswith("No option fits in memory"):
-            text = "No option fits in memory: see below what would make it fit."
-        self.recommendation_label.setText(text)
-        self.summary_label.setText(self.summary_text(result))
-        gpu_name = plan.gpu.name if plan.gpu else "your GPU"
-        self.memory_bar.set_view(memory_view(plan.memory, plan.capacity_gib, request.headroom, gpu_name))
-        advice = []
-        if plan.fits is False and plan.suggestions:
-            advice.append("To make it fit: " + "; ".join(plan.suggestions) + ".")
-        elif plan.fits is False:
-            advice.append("It does not fit and no simple change makes it fit: try a larger GPU or QLoRA.")
-        advice += [
-            w[0].upper() + w[1:]
-            for w in plan.warnings
-            if not w.startswith(("does not fit", "no spot price known", "trace mode unavailable"))
-        ]
-        self.advice_label.setText("\n".join(advice))
-        self.advice_label.setVisible(bool(advice))
         self.model.set_rows(result.rows)
         names = [c[1] for c in COLUMNS]
         self.table.setColumnHidden(names.index("meets_deadline"), request.deadline_hours is None)
@@ -398,6 +500,9 @@ class PlanPane(QWidget):
         self.table.setColumnHidden(names.index("within_gpu_hours"), request.max_gpu_hours is None)
         if self._chart is not None:
             self._chart.set_rows(result.rows, request.deadline_hours, request.budget_usd)
+        self._restore_selection()
+        self._fit_row_heights()
+        self._show_focus()
         self.form.set_note(
             "memory",
             result.memory_note
@@ -423,47 +528,150 @@ class PlanPane(QWidget):
             + (f" Largest micro-batch that fits: {plan.max_micro_batch}." if plan.max_micro_batch else "")
         )
 
-    @staticmethod
-    def summary_text(result: PlanResult) -> str:
-        plan, request = result.plan, result.request
-        gpu = plan.gpu.name if plan.gpu else "your GPU"
-        parts = [
-            f"{plan.setup.gpus} x {gpu}: {plan.memory.total / GIB:.1f} GiB per GPU, "
-            f"{plan.throughput.tokens_per_s:,.0f} tokens/s, "
-            f"{plan.runtime.hours:,.2f} h, {plan.runtime.gpu_hours:,.2f} GPU-hours."
+    def _show_focus(self) -> None:
+        """Headline, details, what to rent, memory bar, advice and the chart's highlight for one option: the
+        selected row, else the recommended one (else the form's plan)."""
+        result = self.result
+        if result is None:
+            return
+        focus = choose_focus(result.rows, result.plan, self.selected_key)
+        self.focus = focus
+        plan = focus.plan
+        self.recommendation_label.setText(headline(focus, result.recommendation))
+        self.focus_label.setText(focus_line(focus, result.plan))
+        self.summary_label.setText(summary_text(plan))
+        self.rent_label.setText(rental_text(focus, self.catalog))
+        gpu_name = plan.gpu.name if plan.gpu else "your GPU"
+        self.memory_bar.set_view(memory_view(plan.memory, plan.capacity_gib, plan.request.headroom, gpu_name))
+        # What would make it fit is worked out for the form's plan only (the table's plans skip it).
+        form = result.plan
+        suggestions = form.suggestions if plan.gpu == form.gpu and plan.setup == form.setup else plan.suggestions
+        advice = []
+        if plan.fits is False and suggestions:
+            advice.append("To make it fit: " + "; ".join(suggestions) + ".")
+        elif plan.fits is False:
+            advice.append("It does not fit and no simple change makes it fit: try a larger GPU or QLoRA.")
+        if plan is not form and form.fits is False:  # the details show another option: say so for the form's
+            gpu = form.gpu.name if form.gpu else "your GPU"
+            fix = f": to make it fit, {'; '.join(form.suggestions)}" if form.suggestions else ""
+            advice.append(f"The form's option ({form.setup.gpus} x {gpu}) does not fit{fix}.")
+        advice += [
+            w[0].upper() + w[1:]
+            for w in plan.warnings
+            if not w.startswith(("does not fit", "no spot price known", "trace mode unavailable"))
         ]
-        if plan.on_demand is not None:
-            parts.append(
-                f"On-demand {_money(plan.on_demand_cost_usd)} at ${plan.on_demand.usd_per_gpu_hour:.2f}/GPU-h "
-                f"({plan.on_demand.provider})."
-            )
-        if plan.spot is not None:
-            est = plan.spot.estimate
-            parts.append(
-                f"Spot {_money(plan.spot.cost_usd)} expected in {est.hours:,.2f} h "
-                f"(+{est.overhead_hours:,.2f} h overhead), P50 {_money(plan.spot.p50_cost_usd)}, "
-                f"P90 {_money(plan.spot.p90_cost_usd)}."
-            )
-        if plan.deadline_ok is not None:
-            parts.append(f"Deadline {request.deadline_hours:g} h: {'met' if plan.deadline_ok else 'MISSED'}.")
-        if plan.budget_ok is not None:
-            parts.append(f"Budget ${request.budget_usd:,.2f}: {'within' if plan.budget_ok else 'OVER'}.")
-        if plan.gpu_hours_ok is not None:
-            parts.append(f"GPU-hour cap {request.max_gpu_hours:,g}: {'within' if plan.gpu_hours_ok else 'OVER'}.")
-        low, high = plan.hours_range
-        likely = f"Likely {low:,.2f} h to {high:,.2f} h"
-        if plan.cost_range is not None:
-            likely += f", {_money(plan.cost_range[0])} to {_money(plan.cost_range[1])}"
-        parts.append(f"{likely} (P10-P90; {range_basis(plan).removesuffix(' (P10-P90)')}).")
-        if plan.on_demand is not None or plan.spot is not None:
-            parts.append(prices_note(plan).rstrip(".") + ".")
-        return " ".join(parts)
+        self.advice_label.setText("\n".join(advice))
+        self.advice_label.setVisible(bool(advice))
+        if self._chart is not None:
+            self._chart.set_focus(focus.row)
+
+    def _restore_selection(self) -> None:
+        """Select the row of :attr:`selected_key` again after new rows came (the ranks move rows around);
+        forget it when that option is gone."""
+        key = self.selected_key
+        selection = self.table.selectionModel()
+        selection.blockSignals(True)
+        try:
+            self.table.clearSelection()
+            if key is None:
+                return
+            for source_row, row in enumerate(self.model.rows()):
+                if option_key(row) == key:
+                    index = self.proxy.mapFromSource(self.model.index(source_row, 0))
+                    if index.isValid():
+                        self.table.selectRow(index.row())
+                        return
+            self.selected_key = None
+        finally:
+            selection.blockSignals(False)
+            self.table.viewport().update()
+
+    @Slot("QItemSelection", "QItemSelection")
+    def _on_selection_changed(self, *_: Any) -> None:
+        rows = self.table.selectionModel().selectedRows()
+        if rows:
+            row = self.model.rows()[self.proxy.mapToSource(rows[0]).row()]
+            self.selected_key = option_key(row)
+        else:
+            self.selected_key = None
+        self._show_focus()
+
+    @Slot(object)
+    def _on_chart_option_clicked(self, key: Any) -> None:
+        gpu, gpus, pricing = key
+        self.select_option(gpu, gpus, pricing)
+
+    def select_option(self, gpu: str, gpus: int, pricing: str) -> bool:
+        """Select the table's row of one option (as a click does); False when the table has no such row."""
+        for source_row, row in enumerate(self.model.rows()):
+            if option_key(row) == (gpu, gpus, pricing):
+                index = self.proxy.mapFromSource(self.model.index(source_row, 0))
+                if index.isValid():
+                    self.table.selectRow(index.row())
+                    self.table.scrollTo(index)
+                    return True
+        return False
 
     # ------------------------------------------------------------------ table
 
     @Slot(bool)
     def _on_usable_only_toggled(self, checked: bool) -> None:
         self.proxy.set_usable_only(checked)
+        self._fit_row_heights()
+
+    @Slot(int, int, int)
+    def _on_section_resized(self, column: int, _old: int, _new: int) -> None:
+        if column == len(COLUMNS) - 1:
+            self._fit_timer.start()
+
+    @Slot()
+    def _fit_row_heights(self) -> None:
+        """Each row as tall as its "Why not" text wrapped in that column's width (the other cells hold one
+        line), so no reason is cut off. A reason that may wrap is measured by the table's own delegate for
+        that width (as ``sizeHintForRow`` does, without visiting every cell); only those rows are looked
+        up in the sorted view, and heights are cached per text and width."""
+        column = len(COLUMNS) - 1
+        width = self.table.columnWidth(column)
+        if width < 40:
+            return
+        metrics = self.table.fontMetrics()
+        header = self.table.verticalHeader()
+        line = header.defaultSectionSize()
+        cache = self._row_heights
+        option = QStyleOptionViewItem()
+        option.initFrom(self.table)
+        option.font = self.table.font()
+        option.features |= QStyleOptionViewItem.ViewItemFeature.WrapText
+        option.textElideMode = self.table.textElideMode()
+        option.rect = QRect(0, 0, width, line)
+        delegate = self.table.itemDelegate()
+        tall: dict[int, int] = {}
+        for source_row, text in enumerate(self.model.column_texts(column)):
+            if not text or text == "–":
+                continue
+            height = cache.get((text, width))
+            if height == line:
+                continue
+            may_wrap = height is not None or metrics.horizontalAdvance(text) > width - 24
+            if not may_wrap:
+                cache[(text, width)] = line
+                continue
+            row = self.proxy.mapFromSource(self.model.index(source_row, column)).row()
+            if row < 0:
+                continue
+            if height is None:
+                height = max(line, delegate.sizeHint(option, self.proxy.index(row, column)).height() + 4)
+                cache[(text, width)] = height
+            if height > line:
+                tall[row] = height
+        count = self.proxy.rowCount()
+        for row in self._tall_rows - tall.keys():
+            if row < count and header.sectionSize(row) != line:
+                header.resizeSection(row, line)
+        for row, height in tall.items():
+            if header.sectionSize(row) != height:
+                header.resizeSection(row, height)
+        self._tall_rows = set(tall)
 
     @Slot("QModelIndex")
     def _on_row_double_clicked(self, index: Any) -> None:
@@ -630,7 +838,10 @@ class PlanPane(QWidget):
             if v is not None
         ]
         report.text("Recommendation: " + result.recommendation, bold=True)
-        report.text(self.summary_text(result) + " " + self.sources_label.text())
+        if self.focus is not None:
+            report.text(focus_line(self.focus, result.plan, hints=False))
+        report.text(self.summary_label.text() + " " + self.sources_label.text())
+        report.text(self.rent_label.text())
         report.key_values(pairs, columns=3)
         view = self.memory_bar.view
         report.picture(lambda painter, rect, palette: paint_memory_bar(painter, rect, view, palette), 16)

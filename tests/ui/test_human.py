@@ -13,6 +13,8 @@ from gpuplanner.ui.human import human_bytes, human_duration, human_gib, human_ho
     ("seconds", "text"),
     [
         (0, "0 s"),
+        (0.2, "under 1 s"),
+        (0.6, "1 s"),
         (45.2, "45 s"),
         (12 * 60 + 10, "12 min"),
         (72 * 60, "1 h 12 min"),

@@ -21,6 +21,7 @@ from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
 from gpuplanner.planning import WINDOW_PINNED, comparison_request
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE
+from gpuplanner.ui.human import human_hours
 from gpuplanner.ui.plan_inputs import default_values, request_from_values
 from gpuplanner.ui.plan_pane import PlanPane
 from gpuplanner.ui.report_pdf import MARGIN_MM, cell_text
@@ -109,16 +110,19 @@ def test_filled_form_shows_the_engines_numbers(qtbot: Any, pane: PlanPane, servi
     plan = make_plan(request, services.catalog)
     assert pane.result is not None
     assert pane.result.request.setup == request.setup
+    # the details describe the form's option once its row is selected (the recommended one before)
+    assert pane.select_option("A100 80GB", 2, "on-demand")
     assert pane.memory_bar.view is not None
     assert pane.memory_bar.view.total_gib == pytest.approx(plan.memory.total / GIB)
     assert pane.memory_bar.view.capacity_gib == pytest.approx(plan.capacity_gib)
     summary = pane.summary_label.text()
     assert f"{plan.memory.total / GIB:.1f} GiB per GPU" in summary
-    assert f"{plan.runtime.hours:,.2f} h" in summary
+    assert f"{human_hours(plan.runtime.hours)}, " in summary
     assert f"${plan.on_demand_cost_usd:,.2f}" in summary
     rows = compare(
         PlanRequest(**{**request.__dict__, "gpu": None}), services.catalog, fit_settings=True, pinned=WINDOW_PINNED
     )
+    pane.table.clearSelection()
     assert pane.recommendation_label.text() == recommendation(rows)
     table = shown_rows(pane)
     assert len(table) == len(rows)
@@ -213,7 +217,12 @@ def test_advice_when_the_model_does_not_fit(qtbot: Any, pane: PlanPane) -> None:
     wait_for_result(qtbot, pane)
     assert pane.result is not None and pane.result.plan.fits is False
     assert pane.advice_label.text().startswith("To make it fit") or "does not fit" in pane.advice_label.text()
-    assert "does NOT fit" in pane.memory_bar.toolTip() or pane.memory_bar.view.fits is False
+    # the bar describes the option the details name (the recommended one while no row is selected), and
+    # the advice says that the form's own option does not fit
+    assert pane.memory_bar.view.gpu == pane.focus.plan.gpu.name
+    assert (
+        pane.focus.why != "recommended" or "The form's option (1 x RTX 4090) does not fit" in pane.advice_label.text()
+    )
 
 
 def test_exports_write_checked_files(pane: PlanPane, tmp_path: Path) -> None:
@@ -447,6 +456,7 @@ def test_spot_and_speed_inputs_give_the_clis_numbers(
     assert plan.spot.cost_usd == near(cli["spot"]["cost_usd"])
     assert plan.spot.p90_cost_usd == near(cli["spot"]["p90_cost_usd"])
     assert plan.spot.estimate.expected_interruptions == near(cli["spot"]["expected_interruptions"])
+    assert pane.select_option("H100 SXM", 1, "spot")
     assert f"${cli['spot']['cost_usd']:,.2f}" in pane.summary_label.text()
     # the flat overhead instead of the interruption model
     type_into(qtbot, pane, "mean-hours-between-interruptions", "")
@@ -587,13 +597,14 @@ def test_speeds_measured_in_the_history_calibrate_the_plan(
 
 
 def test_the_details_give_the_likely_range_and_the_prices_date(pane: Any) -> None:
-    plan = pane.result.plan
-    text = pane.summary_label.text()
+    plan = pane.focus.plan
+    text = pane.summary_label.text() + " " + pane.rent_label.text()
     low, high = plan.hours_range
     assert low < plan.runtime.hours < high  # the estimate sits inside its own range
-    assert f"Likely {low:,.2f} h to {high:,.2f} h" in text and "P10-P90" in text
-    assert "Prices as of 2025-06-15" in text and "days old" in text
-    assert plan.on_demand is not None and plan.on_demand.source in text  # where the price comes from
+    assert f"Likely {human_hours(low)} to {human_hours(high)}" in text and "P10-P90" in text
+    assert "prices as of 2025-06-15" in text and "days old" in text
+    choice = plan.on_demand if pane.focus.row.pricing == "on-demand" else plan.spot.price
+    assert choice.source in text  # where the price comes from
 
 
 def test_launch_uses_the_settings_fitted_to_the_plans_gpu(qtbot: Any, pane: PlanPane) -> None:
