@@ -282,8 +282,10 @@ class PlanPane(QWidget):
             "0.000099",  # widest of "9,999.99" and a tiny cost
             "yes",
             "yes",
+            "yes",
             "",
         )
+        assert len(samples) == len(COLUMNS), "one sample text per comparison column"
         header.setMinimumSectionSize(24)
         for index, text in enumerate(samples):
             measure = bold_metrics if COLUMNS[index][1] in ("rank", "gpu") else metrics
