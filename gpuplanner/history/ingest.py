@@ -21,6 +21,7 @@ from sqlite_utils import Database
 
 from gpuplanner.history.db import HistoryError, write_transaction
 from gpuplanner.history.rollup import Rollups
+from gpuplanner.history.schema import V4_METRICS
 from trainer.protocol import (
     INT64_MAX,
     RUN_END_STATUSES,
@@ -34,6 +35,15 @@ from trainer.protocol import (
 DEFAULT_BATCH = 5000
 ENVELOPE = ("v", "seq", "t", "kind")
 _SEQ_TABLES = ("gpu_samples", "steps", "evals", "events")
+# gpu_samples columns in the order of the rows _write builds (the v4 metrics after the first 13)
+_GPU_EXTRA = tuple(column for column, _ in V4_METRICS if column != "sm_clock_mhz")
+_METRIC_FIELDS = tuple(column for column, _ in V4_METRICS)  # the rollup's order (sm_clock_mhz last)
+_GPU_INSERT = (
+    "INSERT OR IGNORE INTO gpu_samples (run_id, seq, t, node, gpu_index, util_pct, mem_used_bytes,"
+    " mem_total_bytes, power_w, temp_c, sm_clock_mhz, throttle_reasons, simulated, sm_clock_max_mhz, "
+    + ", ".join(_GPU_EXTRA)
+    + f") VALUES ({', '.join('?' * (14 + len(_GPU_EXTRA)))})"
+)
 
 
 @dataclass(frozen=True)
@@ -260,6 +270,10 @@ class Ingestor:
                     _num(get("power_w")),
                 )
                 simulated = bool(get("simulated"))
+                clock, clock_max = _num(get("sm_clock_mhz")), _num(get("sm_clock_max_mhz"))
+                throttle = _int(get("throttle_reasons"))
+                # the v4 metrics in _METRIC_FIELDS order; absent fields stay None (never 0)
+                metrics = tuple(_num(get(name)) for name in _METRIC_FIELDS)
                 gpu_rows.append(
                     (
                         run_id,
@@ -272,12 +286,15 @@ class Ingestor:
                         total,
                         power,
                         _num(get("temp_c")),
-                        _num(get("sm_clock_mhz")),
-                        _int(get("throttle_reasons")),
+                        clock,
+                        throttle,
                         int(simulated),
+                        clock_max,
+                        *metrics[:-1],
                     )
                 )
                 rollups.add(t, node, index, util, used, total, power, simulated)
+                rollups.add_metrics(node, index, metrics, clock_max, throttle)
             elif kind == "step":
                 get = record.get
                 step_rows.append(
@@ -321,7 +338,7 @@ class Ingestor:
             last_t = t if last_t is None or t > last_t else last_t
         conn = db.conn
         if gpu_rows:
-            conn.executemany("INSERT OR IGNORE INTO gpu_samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", gpu_rows)
+            conn.executemany(_GPU_INSERT, gpu_rows)
         if step_rows:
             conn.executemany("INSERT OR IGNORE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", step_rows)
         if eval_rows:

@@ -8,6 +8,13 @@ Version 3 adds ``run_streams``: which run owns an events file (its resolved path
 that two processes importing one file can never create two runs (the lookup and the insert happen in
 one ``BEGIN IMMEDIATE`` transaction). Runs imported before it claim their ``source``; where earlier
 concurrent imports left two runs with one source, the oldest keeps it (no row is changed or lost).
+Version 4 (``m004_gpu_metrics``) adds the deeper GPU telemetry, all nullable or defaulted columns (a
+metric a GPU does not report stays NULL, never 0): on ``gpu_samples`` the SM clock's maximum, GPM SM
+activity, SM occupancy and tensor activity, PCIe and NVLink TX/RX throughput (MB/s); on
+``gpu_samples_1m`` a mean and a sample count of each (``<metric>_mean``, ``<metric>_n``), the largest
+maximum clock and the OR of the minute's throttle masks; on ``run_gpus`` a sum and a count of each and
+the samples per throttle reason (``throttle_json``). Runs stored before it have none of these: their
+new figures read as not reported.
 ``PRAGMA user_version`` mirrors the number of applied migrations.
 """
 
@@ -212,6 +219,41 @@ INSERT OR IGNORE INTO run_streams (source, run_id)
 """
 
 
+# The metrics added by version 4: the gpu_samples column and the short name used in the rollups and
+# the 1-minute rows (``<name>_sum``/``<name>_n`` in run_gpus, ``<name>_mean``/``<name>_n`` per minute).
+V4_METRICS: tuple[tuple[str, str], ...] = (
+    ("sm_active_pct", "sm_active"),
+    ("sm_occupancy_pct", "sm_occupancy"),
+    ("tensor_active_pct", "tensor_active"),
+    ("pcie_tx_mbps", "pcie_tx"),
+    ("pcie_rx_mbps", "pcie_rx"),
+    ("nvlink_tx_mbps", "nvlink_tx"),
+    ("nvlink_rx_mbps", "nvlink_rx"),
+    ("sm_clock_mhz", "sm_clock"),
+)
+V4 = ";\n".join(
+    [
+        "ALTER TABLE gpu_samples ADD COLUMN sm_clock_max_mhz REAL",
+        *(f"ALTER TABLE gpu_samples ADD COLUMN {column} REAL" for column, _ in V4_METRICS if column != "sm_clock_mhz"),
+        *(
+            f"ALTER TABLE gpu_samples_1m ADD COLUMN {name}_{part}"
+            for _, name in V4_METRICS
+            for part in ("mean REAL", "n INTEGER NOT NULL DEFAULT 0")
+        ),
+        "ALTER TABLE gpu_samples_1m ADD COLUMN sm_clock_max_mhz REAL",
+        "ALTER TABLE gpu_samples_1m ADD COLUMN throttle_any INTEGER",
+        *(
+            f"ALTER TABLE run_gpus ADD COLUMN {name}_{part}"
+            for _, name in V4_METRICS
+            for part in ("sum REAL NOT NULL DEFAULT 0", "n INTEGER NOT NULL DEFAULT 0")
+        ),
+        "ALTER TABLE run_gpus ADD COLUMN sm_clock_max_mhz REAL",
+        "ALTER TABLE run_gpus ADD COLUMN throttle_n INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE run_gpus ADD COLUMN throttle_json TEXT NOT NULL DEFAULT '{}'",
+    ]
+)
+
+
 def _run_script(db: Database, script: str) -> None:
     # executescript() would COMMIT the migration's transaction; run statements one by one.
     for statement in script.split(";"):
@@ -238,4 +280,11 @@ def m003_run_streams(db: Database) -> None:
     _run_script(db, V3)
 
 
-SCHEMA_VERSION = 3
+@MIGRATIONS(name="m004_gpu_metrics")
+def m004_gpu_metrics(db: Database) -> None:
+    # No backfill: samples stored before carry none of the new metrics (their clocks have no maximum to
+    # compare with), and a downsampled run's rollups could not be rebuilt from its raw samples.
+    _run_script(db, V4)
+
+
+SCHEMA_VERSION = 4
