@@ -270,10 +270,13 @@ class Ingestor:
                     _num(get("power_w")),
                 )
                 simulated = bool(get("simulated"))
-                clock, clock_max = _num(get("sm_clock_mhz")), _num(get("sm_clock_max_mhz"))
                 throttle = _int(get("throttle_reasons"))
-                # the v4 metrics in _METRIC_FIELDS order; absent fields stay None (never 0)
-                metrics = tuple(_num(get(name)) for name in _METRIC_FIELDS)
+                # the v4 metrics in _METRIC_FIELDS order (sm_clock_mhz last); absent fields stay None (never
+                # 0). A finite float (v - v == 0) is kept as is; anything else goes through _num.
+                metrics = [
+                    v if v is None or (type(v) is float and v - v == 0.0) else _num(v) for v in map(get, _METRIC_FIELDS)
+                ]
+                clock, clock_max = metrics[-1], _num(get("sm_clock_max_mhz"))
                 gpu_rows.append(
                     (
                         run_id,

@@ -15,6 +15,7 @@ samples per decoded throttle reason out of ``throttle_n`` samples that reported 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,15 +183,22 @@ class Rollups:
                 )
 
     def add_metrics(
-        self, node: str, gpu_index: int, values: tuple[float | None, ...], clock_max: float | None, throttle: int | None
+        self,
+        node: str,
+        gpu_index: int,
+        values: Sequence[float | None],
+        clock_max: float | None,
+        throttle: int | None,
     ) -> None:
         """Count one sample's deeper metrics (``values`` in :data:`METRIC_NAMES` order), after :meth:`add`."""
         state = self.gpus[(node, gpu_index)]
         sums, counts = state.metric_sum, state.metric_n
-        for k, value in enumerate(values):
+        k = 0
+        for value in values:
             if value is not None:
                 sums[k] += value
                 counts[k] += 1
+            k += 1
         if clock_max is not None and (state.clock_max is None or clock_max > state.clock_max):
             state.clock_max = clock_max
         if throttle is not None:
