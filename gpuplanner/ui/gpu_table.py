@@ -24,7 +24,7 @@ HEADER_TIPS = {
     "pcie_rx_mbps": "PCIe traffic into the GPU (input batches, host offload)",
     "nvlink_tx_mbps": "NVLink traffic out of the GPU over all active links (gradients between GPUs)",
     "nvlink_rx_mbps": "NVLink traffic into the GPU over all active links",
-    "sm_clock": "The SM clock against its maximum: lower while the GPU is throttled",
+    "sm_clock": "The SM clock and, in brackets, its share of the GPU's maximum: lower while the GPU is throttled",
     "throttle": "Why the clocks are held down now (NVML clock event reasons), e.g. power cap, thermal",
     "temp_c": "GPU temperature",
 }
@@ -46,10 +46,13 @@ class GpuTable(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.table.setFocusPolicy(self.table.focusPolicy())
-        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.table.horizontalHeader().setMinimumSectionSize(60)
         for column, (key, header) in enumerate(GPU_TABLE_COLUMNS):
+            if key in ("sm_clock", "throttle"):  # "1755 MHz (89%)", "power cap": never cut
+                self.table.horizontalHeader().setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
             item = QTableWidgetItem(header)
             item.setToolTip(HEADER_TIPS.get(key, ""))
             self.table.setHorizontalHeaderItem(column, item)

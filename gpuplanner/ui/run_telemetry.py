@@ -49,7 +49,7 @@ GPU_TABLE_COLUMNS = (
     ("pcie_rx_mbps", "PCIe RX"),
     ("nvlink_tx_mbps", "NVLink TX"),
     ("nvlink_rx_mbps", "NVLink RX"),
-    ("sm_clock", "SM clock / max"),
+    ("sm_clock", "SM clock"),
     ("throttle", "Throttle"),
     ("temp_c", "Temp"),
 )
@@ -347,7 +347,8 @@ class RunTelemetry:
                     elif clock is None:
                         cells.append(GpuCell(WAITING, "waiting", "no value in the latest sample"))
                     elif top:
-                        cells.append(GpuCell(f"{clock:.0f} / {top:.0f} MHz ({clock / top:.0%})", "value"))
+                        tip = f"{clock:.0f} MHz of a maximum {top:.0f} MHz"
+                        cells.append(GpuCell(f"{clock:.0f} MHz ({clock / top:.0%})", "value", tip))
                     else:
                         cells.append(GpuCell(f"{clock:.0f} MHz", "value", "maximum clock " + MISSING))
                 elif name == "throttle":
