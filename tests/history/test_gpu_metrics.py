@@ -150,3 +150,20 @@ def test_runs_show_prints_both_effective_figures_and_missing_labels(
     doc = json.loads(capsys.readouterr().out)
     assert doc["effective_gpu_hours_sm"] == pytest.approx(doc["gpu_hours"] * doc["avg_sm_active_pct"] / 100)
     assert doc["gpus"][1]["sm_active_pct"] is None and "sm_active_pct" in doc["gpus"][1]["missing"]
+
+
+def test_export_carries_the_new_columns(db: Database) -> None:
+    import io
+
+    from gpuplanner.history.export import export_run
+
+    data, _ = nvml_stream(samples=3)
+    run_id = ingest(db, data)
+    out = io.StringIO()
+    export_run(db, run_id, "json", out)
+    doc = json.loads(out.getvalue())
+    hopper_last = [row for row in doc["gpu_samples"] if row["gpu_index"] == 0][-1]
+    assert hopper_last["sm_active_pct"] == 61.5 and hopper_last["sm_clock_max_mhz"] == 1980.0
+    card_last = [row for row in doc["gpu_samples"] if row["gpu_index"] == 1][-1]
+    assert card_last["sm_active_pct"] is None and card_last["nvlink_tx_mbps"] is None
+    assert doc["summary"]["gpus"][1]["missing"][0] == "sm_active_pct"
