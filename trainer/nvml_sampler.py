@@ -329,6 +329,10 @@ class NvmlSource:
             rec.update(self._gpm(i, h))
             rec["pcie_tx_mbps"], rec["pcie_rx_mbps"] = self._pcie(h)
             rec["nvlink_tx_mbps"], rec["nvlink_rx_mbps"] = self._nvlink(i, h)
+            # whether GPM and NVLink figures are coming (they need two samples): a reader can tell
+            # "not yet" from "not reported by this GPU" on the first sample
+            rec["gpm"] = self._gpm_supported.get(i, False) and "gpm" not in self.disabled
+            rec["nvlink_links"] = len(self._nvlinks.get(i, []))
             records.append(rec)
         return records
 

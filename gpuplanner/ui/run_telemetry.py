@@ -174,7 +174,12 @@ class RunTelemetry:
                     self.sm_reported = True
                 latest = {name: rec.get(name) for name in LIVE_GPU_FIELDS}
                 self.latest_gpu[key] = latest
-                self.gpu_reported.setdefault(key, set()).update(k for k, v in latest.items() if v is not None)
+                reported = self.gpu_reported.setdefault(key, set())
+                reported.update(k for k, v in latest.items() if v is not None)
+                if rec.get("gpm") is True:  # GPM figures come from the second sample on
+                    reported.update(("sm_active_pct", "tensor_active_pct"))
+                if isinstance(rec.get("nvlink_links"), int) and rec["nvlink_links"] > 0:
+                    reported.update(("nvlink_tx_mbps", "nvlink_rx_mbps"))
                 if "simulated" in rec:
                     sim = bool(rec.get("simulated"))
                     self.simulated = sim if self.simulated is None else (self.simulated or sim)

@@ -117,6 +117,7 @@ def test_hopper_reports_gpm_pcie_nvlink_clocks_and_power_cap() -> None:
     # GPM and NVLink rates need two samples: absent on the first, never zero
     assert first["sm_active_pct"] is None and first["tensor_active_pct"] is None
     assert first["nvlink_tx_mbps"] is None and first["nvlink_rx_mbps"] is None
+    assert first["gpm"] is True and first["nvlink_links"] == 18  # ... but they are coming
     second = src.sample()[0]
     assert second["sm_active_pct"] == 61.5 and second["sm_occupancy_pct"] == 38.0
     assert second["tensor_active_pct"] == 42.25
@@ -140,6 +141,7 @@ def test_older_gpus_without_gpm_or_nvlink_report_those_as_absent_not_zero() -> N
     for rec in (pcie_card, a100):
         assert rec["sm_active_pct"] is None and rec["sm_occupancy_pct"] is None and rec["tensor_active_pct"] is None
     assert pcie_card["nvlink_tx_mbps"] is None and pcie_card["nvlink_rx_mbps"] is None
+    assert (pcie_card["gpm"], pcie_card["nvlink_links"], a100["gpm"], a100["nvlink_links"]) == (False, 0, False, 12)
     assert pcie_card["pcie_rx_mbps"] == 150.0 and pcie_card["sm_clock_max_mhz"] == 1695
     assert a100["nvlink_tx_mbps"] == pytest.approx(41_666 * 12 * 1024 / 1e6, abs=1e-3)
     assert throttle_reason_names(a100["throttle_reasons"]) == ["sw_thermal", "hw_thermal"]

@@ -34,8 +34,12 @@ def test_runs_pane_gpu_table_shows_new_metrics_and_missing_labels(qtbot: Any, ru
     runs_pane._update_text()
     table = runs_pane.gpu_table
     assert table.isVisible() and table.table.rowCount() == 3
-    # first sample: GPM needs two samples, so nothing tells the Hopper GPU apart yet; never a 0
-    assert table.cell_text(0, COL["sm_active_pct"]) == MISSING_SHORT
+    # first sample: GPM and NVLink rates need two samples; the Hopper GPU says they are coming
+    assert table.cell_text(0, COL["sm_active_pct"]) == "…" and table.cell_text(0, COL["nvlink_tx_mbps"]) == "…"
+    assert table.cell_text(1, COL["sm_active_pct"]) == MISSING_SHORT  # the PCIe card never will
+    assert table.cell_text(2, COL["nvlink_tx_mbps"]) == "…" and table.cell_text(2, COL["tensor_active_pct"]) == (
+        MISSING_SHORT
+    )
     assert table.cell_text(0, COL["pcie_tx_mbps"]) == "0.9 MB/s"
     entry.telemetry.add_records(fake_records(2)[4:])  # the second sample of each GPU (seq 4..6)
     runs_pane._update_text()
