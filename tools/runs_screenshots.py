@@ -74,7 +74,16 @@ def run_records(gpus: int = 8, seconds: int = 7200) -> list[dict]:
                 mem_used_bytes=int((61 + 3 * math.sin(s / 900 + i)) * 2**30),
                 mem_total_bytes=80 * 2**30,
                 power_w=250 + 4.4 * util,
+                temp_c=round(52 + util / 4 + i),
                 sm_active_pct=util * 0.82,
+                tensor_active_pct=util * 0.55,
+                pcie_tx_mbps=round(0.8 + rnd.random(), 2),
+                pcie_rx_mbps=round(20 + 10 * rnd.random(), 1),
+                nvlink_tx_mbps=round(38_000 + 4_000 * math.sin(s / 300 + i)),
+                nvlink_rx_mbps=round(37_500 + 4_000 * math.sin(s / 300 + i)),
+                sm_clock_mhz=1755 if i == 5 else 1980,  # GPU 5 sits at its power cap
+                sm_clock_max_mhz=1980,
+                throttle_reasons=0x4 if i == 5 else 0,
                 simulated=False,
             )
         if s % 4 == 0 and not loading:

@@ -18,7 +18,9 @@ Everything happens in a temporary data and settings directory (the user's histor
   history (one run's plots and events; two runs side by side);
 - history-time.png: the Time tab, where the five runs' billed time went (the generated runs carry
   the trainer's phase totals: start-up, compilation, tokenising, checkpoints, evaluations and, for
-  two of them, GPUs left idle after the job).
+  two of them, GPUs left idle after the job);
+  history-telemetry.png: a Hopper run's summary (both effective GPU-hour figures, the GPU's
+  telemetry, NVLink not reported).
 """
 
 from __future__ import annotations
@@ -131,9 +133,12 @@ def generated_runs(db_path: Path) -> list[int]:
                         process.update(start=preempt_at + 600, checkpoints=0, evals=0)
                     continue
                 loading = at - process["start"] < startup_s + compile_s + tokenise_s
+                gpm = gpu.startswith("H100")  # SM and tensor activity: Hopper only; NVLink: the 8-GPU box
+                clock_max = {"H100 SXM": 1980, "A100 80GB": 1410, "RTX 4090": 2520, "L4": 2040}[gpu]
                 for g in range(n):
                     u = max(0.0, min(100.0, util + rng.gauss(0, 6) - (35 if i % 97 == 5 else 0)))
                     u = rng.uniform(0.0, 4.0) if loading else u
+                    capped = gpu == "RTX 4090" and i % 3 == 0
                     add(
                         "gpu",
                         at,
@@ -146,8 +151,15 @@ def generated_runs(db_path: Path) -> list[int]:
                         mem_total_bytes=int(80 * GIB if "4090" not in gpu and gpu != "L4" else 24 * GIB),
                         power_w=120 + 5.5 * u,
                         temp_c=55 + u / 5,
-                        sm_clock_mhz=1980,
-                        throttle_reasons=0,
+                        sm_clock_mhz=clock_max * (0.88 if capped else 1.0),
+                        sm_clock_max_mhz=clock_max,
+                        throttle_reasons=0x4 if capped else 0,
+                        sm_active_pct=u * 0.68 if gpm else None,
+                        tensor_active_pct=u * 0.47 if gpm else None,
+                        pcie_tx_mbps=1.0 + rng.random(),
+                        pcie_rx_mbps=30.0 + 20 * rng.random(),
+                        nvlink_tx_mbps=21_000 + 3_000 * rng.random() if n > 1 else None,
+                        nvlink_rx_mbps=21_000 + 3_000 * rng.random() if n > 1 else None,
                         simulated=False,
                     )
                 if loading:
@@ -343,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
                             wait(20, lambda: not history.is_loading())
                             history.detail_tabs.setCurrentWidget(history.summary_view)
                             grab(window, out / "history-failed.png")
+                            history.select_runs([run_ids[0]])  # Hopper: SM activity, no NVLink on one GPU
+                            wait(20, lambda: not history.is_loading())
+                            history.detail_tabs.setCurrentWidget(history.summary_view)
+                            grab(window, out / "history-telemetry.png")
                             history.select_runs([])  # the sum over all runs, and the first run's bar
                             history.select_runs([run_ids[0]])
                             wait(20, lambda: not history.is_loading())

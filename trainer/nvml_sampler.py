@@ -3,8 +3,20 @@
 Every NVML call may be missing from the installed driver (FunctionNotFound, or absent from an old
 ``pynvml``) or unsupported on the GPU (NotSupported, e.g. utilisation under MIG): such a field
 becomes null, is reported once, and is never called again. Memory uses the v2 call (so reserved
-memory is not counted as used) and falls back to v1 on drivers without it. On Hopper and newer the
-GPM metrics SM active, SM occupancy and tensor-pipe active are added.
+memory is not counted as used) and falls back to v1 on drivers without it.
+
+Besides NVML's utilisation (the share of time any kernel ran), each record carries, per GPU:
+
+- ``sm_active_pct``, ``sm_occupancy_pct``, ``tensor_active_pct``: GPM metrics (Hopper and newer; each GPU
+  is asked once whether it supports GPM). Absent (null), never zero, on a GPU without GPM, and on the first
+  sample of a GPU with it (GPM needs two samples).
+- ``pcie_tx_mbps``, ``pcie_rx_mbps``: PCIe throughput in MB/s (NVML counts KB/s over a 20 ms window).
+- ``nvlink_tx_mbps``, ``nvlink_rx_mbps``: NVLink data throughput in MB/s over all active links, from
+  NVML's cumulative per-link KiB counters between two samples; null on a GPU without active NVLink links
+  (and on the first sample).
+- ``sm_clock_mhz`` and ``sm_clock_max_mhz`` (the SM clock's maximum, read once per GPU).
+- ``throttle_reasons``: NVML's clock-event bit mask; :func:`trainer.protocol.throttle_reason_names`
+  decodes it to names (``power_cap``, ``hw_thermal``, ...).
 
 The simulated source follows the training loop's activity (:class:`Activity`): utilisation is the
 share of wall time the loop spent computing since the last sample, memory is the process's resident
@@ -92,10 +104,16 @@ class SimulatedSource:
                 "energy_j": round(self.energy_j, 1),
                 "temp_c": round(35 + 0.45 * util, 1),
                 "sm_clock_mhz": 1410 if util > 0 else 210,
+                "sm_clock_max_mhz": 1410,
                 "throttle_reasons": 0,
+                # no GPU: the metrics only a GPU reports stay absent, never zero
                 "sm_active_pct": None,
                 "sm_occupancy_pct": None,
                 "tensor_active_pct": None,
+                "pcie_tx_mbps": None,
+                "pcie_rx_mbps": None,
+                "nvlink_tx_mbps": None,
+                "nvlink_rx_mbps": None,
             }
         ]
 
@@ -130,6 +148,10 @@ class NvmlSource:
         self.disabled: set[str] = set()
         self.reported: list[str] = []
         self._gpm_prev: dict[int, Any] = {}
+        self._gpm_supported: dict[int, bool] = {}
+        self._max_clock: dict[int, int | None] = {}
+        self._nvlinks: dict[int, list[int]] = {}
+        self._nvlink_prev: dict[int, tuple[float, int, int]] = {}
 
     # -- one guarded call -------------------------------------------------------------------------
     def _unsupported(self, exc: BaseException) -> bool:
@@ -169,17 +191,22 @@ class NvmlSource:
                 return int(value)
         return self.call("throttle", lambda: int(self.nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)))
 
+    def _gpm_support(self, i: int, h: Any) -> bool:
+        """Whether GPU ``i`` has GPM (asked once per GPU: a machine may mix Hopper and older GPUs)."""
+        known = self._gpm_supported.get(i)
+        if known is None:
+            support = self.call(f"gpm:{i}", lambda: self.nv.nvmlGpmQueryDeviceSupport(h))
+            known = self._gpm_supported[i] = bool(support is not None and getattr(support, "isSupportedDevice", 0))
+        return known
+
     def _gpm(self, i: int, h: Any) -> dict[str, float | None]:
         out: dict[str, float | None] = {"sm_active_pct": None, "sm_occupancy_pct": None, "tensor_active_pct": None}
-        if "gpm" in self.disabled:
-            return out
-        support = self.call("gpm", lambda: self.nv.nvmlGpmQueryDeviceSupport(h))
-        if support is None or not getattr(support, "isSupportedDevice", 0):
-            self.disabled.add("gpm")
+        if "gpm" in self.disabled or not self._gpm_support(i, h):
             return out
         sample = self.call("gpm", lambda: self.nv.nvmlGpmSampleGet(h, self.nv.nvmlGpmSampleAlloc()))
         prev = self._gpm_prev.get(i)
-        self._gpm_prev[i] = sample
+        if sample is not None:
+            self._gpm_prev[i] = sample
         if sample is None or prev is None:
             return out
         ids = {
@@ -198,11 +225,83 @@ class NvmlSource:
             return self.nv.nvmlGpmMetricsGet(req)
 
         res = self.call("gpm", get)
+        self._free_gpm(prev)
         if res is not None:
             for k, name in enumerate(ids):
                 m = res.metrics[k]
-                out[name] = round(float(m.value), 2) if getattr(m, "nvmlReturn", 0) == 0 else None
+                value = float(m.value)
+                ok = getattr(m, "nvmlReturn", 0) == 0 and value == value and value >= 0.0
+                out[name] = round(min(value, 100.0), 2) if ok else None
         return out
+
+    def _free_gpm(self, sample: Any) -> None:
+        free = getattr(self.nv, "nvmlGpmSampleFree", None)
+        if free is not None:
+            try:
+                free(sample)
+            except Exception:
+                pass
+
+    def _pcie(self, h: Any) -> tuple[float | None, float | None]:
+        """PCIe TX and RX in MB/s (NVML reports KB/s)."""
+        nv = self.nv
+        tx = self.call("pcie", lambda: nv.nvmlDeviceGetPcieThroughput(h, getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0)))
+        rx = self.call("pcie", lambda: nv.nvmlDeviceGetPcieThroughput(h, getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1)))
+        return (
+            round(tx / 1000.0, 3) if tx is not None else None,
+            round(rx / 1000.0, 3) if rx is not None else None,
+        )
+
+    def _active_links(self, i: int, h: Any) -> list[int]:
+        """The GPU's active NVLink links (found once): none on a GPU without NVLink."""
+        links = self._nvlinks.get(i)
+        if links is None:
+            links = []
+            state = getattr(self.nv, "nvmlDeviceGetNvLinkState", None)
+            for link in range(int(getattr(self.nv, "NVML_NVLINK_MAX_LINKS", 18))) if state is not None else ():
+                try:
+                    if state(h, link):
+                        links.append(link)
+                except Exception:  # NotSupported (no NVLink), InvalidArgument (past the last link)
+                    break
+            self._nvlinks[i] = links
+        return links
+
+    def _nvlink(self, i: int, h: Any) -> tuple[float | None, float | None]:
+        """NVLink TX and RX in MB/s over the active links, from the cumulative KiB counters."""
+        links = self._active_links(i, h)
+        if not links or "nvlink" in self.disabled:
+            return None, None
+        nv = self.nv
+        tx_id = getattr(nv, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", 138)
+        rx_id = getattr(nv, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", 139)
+        fields = [(tx_id, link) for link in links] + [(rx_id, link) for link in links]
+        values = self.call("nvlink", lambda: nv.nvmlDeviceGetFieldValues(h, fields))
+        if values is None:
+            return None, None
+        tx = rx = stamp = 0
+        for k, value in enumerate(values):
+            if getattr(value, "nvmlReturn", 0) != 0:
+                return None, None
+            count = int(value.value.ullVal)
+            stamp = max(stamp, int(getattr(value, "timestamp", 0) or 0))
+            if k < len(links):
+                tx += count
+            else:
+                rx += count
+        now = stamp / 1e6 if stamp > 0 else time.monotonic()  # NVML stamps each value in microseconds
+        prev = self._nvlink_prev.get(i)
+        self._nvlink_prev[i] = (now, tx, rx)
+        if prev is None or now <= prev[0] or tx < prev[1] or rx < prev[2]:
+            return None, None  # first sample, or the counters were reset
+        dt = now - prev[0]
+        return round((tx - prev[1]) * 1024 / 1e6 / dt, 3), round((rx - prev[2]) * 1024 / 1e6 / dt, 3)
+
+    def _clock_max(self, i: int, h: Any) -> int | None:
+        if i not in self._max_clock:
+            value = self.call("sm_clock_max", lambda: self.nv.nvmlDeviceGetMaxClockInfo(h, self.nv.NVML_CLOCK_SM))
+            self._max_clock[i] = int(value) if value else None
+        return self._max_clock[i]
 
     def sample(self) -> list[dict[str, Any]]:
         nv, records = self.nv, []
@@ -223,14 +322,24 @@ class NvmlSource:
                 "energy_j": energy / 1000.0 if energy is not None else None,
                 "temp_c": self.call("temp", lambda h=h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
                 "sm_clock_mhz": self.call("sm_clock", lambda h=h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                "sm_clock_max_mhz": self._clock_max(i, h),
                 "throttle_reasons": self._throttle(h),
                 "mig": bool(mig[0]) if mig is not None else None,
             }
             rec.update(self._gpm(i, h))
+            rec["pcie_tx_mbps"], rec["pcie_rx_mbps"] = self._pcie(h)
+            rec["nvlink_tx_mbps"], rec["nvlink_rx_mbps"] = self._nvlink(i, h)
+            # whether GPM and NVLink figures are coming (they need two samples): a reader can tell
+            # "not yet" from "not reported by this GPU" on the first sample
+            rec["gpm"] = self._gpm_supported.get(i, False) and "gpm" not in self.disabled
+            rec["nvlink_links"] = len(self._nvlinks.get(i, []))
             records.append(rec)
         return records
 
     def close(self) -> None:
+        for sample in self._gpm_prev.values():
+            self._free_gpm(sample)
+        self._gpm_prev.clear()
         try:
             self.nv.nvmlShutdown()
         except Exception:

@@ -68,10 +68,58 @@ GPU_FIELDS = (
     "sm_clock_mhz",
     "throttle_reasons",
     "simulated",
+    # optional: null (or absent) where the GPU or driver does not report them, never zero
+    "sm_clock_max_mhz",
+    "sm_active_pct",
+    "sm_occupancy_pct",
+    "tensor_active_pct",
+    "pcie_tx_mbps",
+    "pcie_rx_mbps",
+    "nvlink_tx_mbps",
+    "nvlink_rx_mbps",
 )
 # The phases a trainer reports in ``phases`` (other names are allowed and kept by readers).
 PHASE_NAMES = ("startup", "compile", "data", "train", "checkpoint", "eval")
 PHASE_KINDS = frozenset({"step", "eval", "checkpoint", "run_end"})
+
+# NVML's clock event ("throttle") reasons: bit of ``throttle_reasons`` -> name. The names in
+# SLOWDOWN_REASONS lower the clocks below what the work asks for; the others are not a slowdown of work
+# (an idle GPU, clocks set by an administrator or for a display).
+THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks"),
+    (0x4, "power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal"),
+    (0x40, "hw_thermal"),
+    (0x80, "power_brake"),
+    (0x100, "display_clocks"),
+    (0x200, "board_limit"),
+    (0x400, "reliability"),
+)
+SLOWDOWN_REASONS = frozenset(
+    {"power_cap", "hw_slowdown", "sync_boost", "sw_thermal", "hw_thermal", "power_brake", "board_limit", "reliability"}
+)
+
+
+def throttle_reason_names(mask: int | None) -> list[str] | None:
+    """The names of the reasons set in an NVML clock-event mask (None when the GPU did not report one).
+    Unknown bits are named ``bit_0x...`` rather than dropped."""
+    if mask is None:
+        return None
+    names = [name for bit, name in THROTTLE_REASONS if mask & bit]
+    known = 0
+    for bit, _ in THROTTLE_REASONS:
+        known |= bit
+    rest = mask & ~known
+    bit = 1
+    while rest:
+        if rest & bit:
+            names.append(f"bit_{bit:#x}")
+            rest &= ~bit
+        bit <<= 1
+    return names
 
 
 # What a reader accepts in a field's value (checked by :func:`check_values` when parsing; writers never
@@ -105,11 +153,16 @@ NONNEGATIVE_FIELDS = frozenset(
         "spend_usd",
         "power_w",
         "sm_clock_mhz",
+        "sm_clock_max_mhz",
+        "pcie_tx_mbps",
+        "pcie_rx_mbps",
+        "nvlink_tx_mbps",
+        "nvlink_rx_mbps",
     }
 )
 # finite numbers, any sign
 FINITE_FIELDS = frozenset({"loss", "lr", "eval_loss", "temp_c"})
-PERCENT_FIELDS = frozenset({"util_pct"})  # 0 .. 100
+PERCENT_FIELDS = frozenset({"util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct"})  # 0 .. 100
 
 
 class RecordError(ValueError):
@@ -223,7 +276,7 @@ def check_values(record: dict[str, Any]) -> dict[str, Any]:
     ``null`` is allowed everywhere (a writer's NaN). Checked: ``seq`` within SQLite's integer range,
     ``t`` from 0 to :data:`MAX_TIME`, and the fields a reader stores for the record's kind: counts
     (:data:`COUNT_FIELDS`) whole numbers from 0 to :data:`INT64_MAX`, :data:`NONNEGATIVE_FIELDS`
-    finite and 0 or more, :data:`FINITE_FIELDS` finite, ``util_pct`` from 0 to 100, a
+    finite and 0 or more, :data:`FINITE_FIELDS` finite, :data:`PERCENT_FIELDS` from 0 to 100, a
     ``run_start``'s ``gpus`` a list or a count. Runs once per line read, so it is kept lean.
     """
     if record["seq"] > INT64_MAX:

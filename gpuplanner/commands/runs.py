@@ -21,6 +21,7 @@ from gpuplanner.history.analytics import RunSummary, compare, summarize
 from gpuplanner.history.billing import billed_of
 from gpuplanner.history.calibration import delete_bench, measurements
 from gpuplanner.history.db import HistoryError, open_db, read_snapshot
+from gpuplanner.history.gpu_metrics import METRICS, MISSING, UTILISATION_NOTE, format_metric, throttle_text
 from gpuplanner.history.maintenance import downsample, optimize
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import delete_run, get_run, list_runs, run_for_stream, update_run
@@ -54,6 +55,7 @@ COMPARE_COLUMNS = (
     "gpu_hours",
     "avg_util_pct",
     "effective_gpu_hours",
+    "effective_gpu_hours_sm",
     "cost_usd",
     "cost_per_effective_gpu_hour_usd",
     "cost_per_sample_usd",
@@ -324,10 +326,11 @@ def _print_summary(
         export_mod.write_table(sys.stdout, fmt, ("metric", "value"), list(data.items()))
         return
     for key, value in data.items():
-        if key in ("planned", "alerts", "util_histogram", "time_breakdown", "after_run"):
+        if key in ("planned", "alerts", "util_histogram", "time_breakdown", "after_run", "gpus"):
             continue
         print(f"{key:34} {_time(value) if key.endswith('_at') else _fmt(value)}")
     print(f"{'util_histogram (0-10%..90-100%)':34} {' '.join(str(n) for n in summary.util_histogram)}")
+    _print_utilisation(summary)
     if summary.planned:
         print("planned vs actual:")
         for key, cell in summary.planned.items():
@@ -367,6 +370,21 @@ def _breakdown_lines(data: dict[str, Any] | None) -> list[str]:
         money = "" if cost is None else f"  {_dollars(cost)}"
         lines.append(f"  {phase['label']:26} {phase['seconds']:>10,.1f} s  {phase['share'] * 100:5.1f}%{money}")
     return lines
+
+
+def _print_utilisation(summary: RunSummary) -> None:
+    """Both effective GPU-hour figures, labelled, and each GPU's telemetry with missing metrics named."""
+    sm_hours = summary.effective_gpu_hours_sm
+    coverage = summary.sm_active_coverage_pct
+    print(f"{'effective GPU-hours (NVML utilisation)':40} {_fmt(summary.effective_gpu_hours)}")
+    sm_text = f"{_fmt(sm_hours)} ({_fmt(coverage)}% of samples report SM activity)" if sm_hours is not None else MISSING
+    print(f"{'effective GPU-hours (SM activity)':40} {sm_text}")
+    print(f"  {UTILISATION_NOTE}")
+    for gpu in summary.gpus:
+        cells = [f"{label} {format_metric(key, gpu.get(key))}" for key, label, _ in METRICS if key != "slowdown_pct"]
+        cells.append(f"max SM clock {format_metric('sm_clock_mhz', gpu.get('sm_clock_max_mhz'))}")
+        cells.append(f"throttled {throttle_text(gpu.get('throttle_pct'))}")
+        print(f"  GPU {gpu['node']}:{gpu['index']}  " + "; ".join(cells))
 
 
 @_guard

@@ -11,6 +11,11 @@ samples), so a summary costs the same for a run of one thousand or ten million s
 - ``data_wait_pct``: sum of the steps' data-wait time over the sum of their step time.
 - ``time_breakdown``: where the billed time went, per phase (``time_breakdown.py``).
 - Utilisation is NVML's "GPU utilisation": the share of time any kernel ran, not SM occupancy.
+  ``effective_gpu_hours`` is GPU-hours x that utilisation (as the planner's economics define it);
+  ``effective_gpu_hours_sm`` is GPU-hours x the mean GPM SM activity (the share of SMs busy) where the
+  GPUs report it (Hopper and newer), None otherwise; ``sm_active_coverage_pct`` says what share of
+  the GPU samples carried SM activity. ``gpus`` holds the per-GPU telemetry of
+  :mod:`gpuplanner.history.gpu_metrics`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from gpuplanner.history.alerts import AlertSettings, current_alerts
+from gpuplanner.history.gpu_metrics import run_gpu_metrics
 from gpuplanner.history.rollup import IDLE_UTIL_PCT
 from gpuplanner.history.runs import Run, get_run
 from gpuplanner.history.time_breakdown import run_breakdown
@@ -77,6 +83,12 @@ class RunSummary:
     planned: dict[str, Any] | None = None
     alerts: list[dict[str, Any]] = field(default_factory=list)
     time_breakdown: dict[str, Any] | None = None
+    avg_sm_active_pct: float | None = None
+    avg_tensor_active_pct: float | None = None
+    sm_active_coverage_pct: float | None = None
+    effective_gpu_hours_sm: float | None = None
+    cost_per_effective_gpu_hour_sm_usd: float | None = None
+    gpus: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -261,9 +273,27 @@ def summarize(
             "samples_per_min": samples_per_min,
         },
     )
+    _add_sm_activity(db, run_id, summary)
     if with_alerts:
         summary.alerts = [a.as_dict() for a in current_alerts(db, run_id, alert_settings, store=store_alerts)]
     return summary
+
+
+def _add_sm_activity(db: Database, run_id: int, summary: RunSummary) -> None:
+    """The per-GPU telemetry, and effective GPU-hours from SM activity where the GPUs report it."""
+    summary.gpus = run_gpu_metrics(db, run_id)
+    sm_sum, sm_n, tensor_sum, tensor_n = db.execute(
+        "SELECT COALESCE(SUM(sm_active_sum), 0), COALESCE(SUM(sm_active_n), 0), COALESCE(SUM(tensor_active_sum), 0),"
+        " COALESCE(SUM(tensor_active_n), 0) FROM run_gpus WHERE run_id = ?",
+        [run_id],
+    ).fetchone()
+    summary.avg_tensor_active_pct = tensor_sum / tensor_n if tensor_n else None
+    if not sm_n:
+        return
+    summary.avg_sm_active_pct = sm_sum / sm_n
+    summary.sm_active_coverage_pct = 100.0 * sm_n / summary.gpu_samples if summary.gpu_samples else None
+    summary.effective_gpu_hours_sm = summary.gpu_hours * summary.avg_sm_active_pct / 100.0
+    summary.cost_per_effective_gpu_hour_sm_usd = ratio(summary.cost_usd, summary.effective_gpu_hours_sm)
 
 
 def _median(db: Database, column: str, run_id: int, count: int) -> float | None:

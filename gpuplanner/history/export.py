@@ -11,6 +11,7 @@ from sqlite_utils import Database
 
 from gpuplanner.history import jsonsafe
 from gpuplanner.history.analytics import summarize
+from gpuplanner.history.schema import V4_METRICS
 
 FORMATS = ("csv", "json", "markdown")
 STEP_COLUMNS = (
@@ -43,6 +44,8 @@ SAMPLE_COLUMNS = (
     "sm_clock_mhz",
     "throttle_reasons",
     "simulated",
+    "sm_clock_max_mhz",
+    *(column for column, _ in V4_METRICS if column != "sm_clock_mhz"),
 )
 MINUTE_COLUMNS = (
     "minute_t",
@@ -60,6 +63,9 @@ MINUTE_COLUMNS = (
     "power_mean",
     "power_max",
     "temp_max",
+    *(f"{name}_{part}" for _, name in V4_METRICS for part in ("mean", "n")),
+    "sm_clock_max_mhz",
+    "throttle_any",
 )
 
 

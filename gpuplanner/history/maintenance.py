@@ -1,5 +1,9 @@
 """Keeping long histories small: downsample old GPU samples to 1-minute min/mean/max rows.
 
+The deeper metrics of schema v4 keep a mean and the number of samples that reported them
+(``sm_active_mean``/``sm_active_n``, ...), so a minute in which a GPU reported none stays NULL;
+``throttle_any`` is the OR of the minute's throttle masks.
+
 Rollups (and so every summary figure) were counted when the samples arrived and do not change.
 The downsampled seq range is remembered per run (``compacted_before_seq``) so re-reading an old
 stream never brings raw samples back.
@@ -13,13 +17,29 @@ from dataclasses import dataclass
 from sqlite_utils import Database
 
 from gpuplanner.history.db import write_transaction
+from gpuplanner.history.schema import V4_METRICS
+from trainer.protocol import THROTTLE_REASONS
 
 DEFAULT_KEEP_RAW_S = 7 * 24 * 3600.0
-_MERGE = """
-INSERT INTO gpu_samples_1m
+_V4_INSERT = ", ".join(f"{name}_mean, {name}_n" for _, name in V4_METRICS)
+_V4_SELECT = ", ".join(f"AVG({column}), COUNT({column})" for column, _ in V4_METRICS)
+# a mean over the samples that reported the metric: a minute where none did keeps NULL (never 0)
+_V4_UPDATE = ",\n    ".join(
+    f"{name}_mean = CASE WHEN {name}_n + excluded.{name}_n = 0 THEN NULL ELSE"
+    f" (COALESCE({name}_mean, 0) * {name}_n + COALESCE(excluded.{name}_mean, 0) * excluded.{name}_n)"
+    f" / ({name}_n + excluded.{name}_n) END,\n    {name}_n = {name}_n + excluded.{name}_n"
+    for _, name in V4_METRICS
+)
+# the OR of the minute's throttle masks, bit by bit (SQLite has no bitwise OR aggregate)
+_THROTTLE_OR = " | ".join(f"MAX(throttle_reasons & {bit})" for bit, _ in THROTTLE_REASONS)
+_MERGE = f"""
+INSERT INTO gpu_samples_1m (run_id, node, gpu_index, minute_t, n, util_min, util_mean, util_max, mem_used_min,
+       mem_used_mean, mem_used_max, mem_total_bytes, power_min, power_mean, power_max, temp_max,
+       {_V4_INSERT}, sm_clock_max_mhz, throttle_any)
 SELECT run_id, node, gpu_index, CAST(t / 60 AS INTEGER) * 60.0 AS minute_t, COUNT(*),
        MIN(util_pct), AVG(util_pct), MAX(util_pct), MIN(mem_used_bytes), AVG(mem_used_bytes), MAX(mem_used_bytes),
-       MAX(mem_total_bytes), MIN(power_w), AVG(power_w), MAX(power_w), MAX(temp_c)
+       MAX(mem_total_bytes), MIN(power_w), AVG(power_w), MAX(power_w), MAX(temp_c),
+       {_V4_SELECT}, MAX(sm_clock_max_mhz), {_THROTTLE_OR}
 FROM gpu_samples WHERE run_id = ? AND t < ? GROUP BY node, gpu_index, minute_t
 ON CONFLICT (run_id, node, gpu_index, minute_t) DO UPDATE SET
     n = n + excluded.n,
@@ -34,7 +54,13 @@ ON CONFLICT (run_id, node, gpu_index, minute_t) DO UPDATE SET
     power_min = MIN(COALESCE(power_min, excluded.power_min), COALESCE(excluded.power_min, power_min)),
     power_mean = (COALESCE(power_mean, 0) * n + COALESCE(excluded.power_mean, 0) * excluded.n) / (n + excluded.n),
     power_max = MAX(COALESCE(power_max, excluded.power_max), COALESCE(excluded.power_max, power_max)),
-    temp_max = MAX(COALESCE(temp_max, excluded.temp_max), COALESCE(excluded.temp_max, temp_max))
+    temp_max = MAX(COALESCE(temp_max, excluded.temp_max), COALESCE(excluded.temp_max, temp_max)),
+    {_V4_UPDATE},
+    sm_clock_max_mhz = MAX(COALESCE(sm_clock_max_mhz, excluded.sm_clock_max_mhz),
+                           COALESCE(excluded.sm_clock_max_mhz, sm_clock_max_mhz)),
+    throttle_any = CASE WHEN throttle_any IS NULL THEN excluded.throttle_any
+                        WHEN excluded.throttle_any IS NULL THEN throttle_any
+                        ELSE throttle_any | excluded.throttle_any END
 """
 
 

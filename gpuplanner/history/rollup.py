@@ -12,16 +12,45 @@ thermal or hardware slowdown, and the SM clock. The alerts' windows (``alerts.py
 few thousand for a long run, never the raw samples. Any further per-sample metric (the ``extra``
 mapping of :meth:`Rollups.add`, e.g. ``{"sm_active_pct": 41.0}``) is summed per minute into
 ``gpu_minute_metrics`` under its name, where the alert rules find it as a per-minute mean.
+
+The deeper metrics (schema v4: SM and tensor activity, PCIe and NVLink throughput, the SM clock) are
+kept as a sum and a count of the samples that reported them (``<name>_sum``, ``<name>_n``), so a metric
+a GPU never reported has a count of 0 and reads as missing, never as 0; ``throttle_json`` counts the
+samples per decoded throttle reason out of ``throttle_n`` samples that reported a mask.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlite_utils import Database
+
+from gpuplanner.history.schema import V4_METRICS
+from trainer.protocol import SLOWDOWN_REASONS, THROTTLE_REASONS
+
+METRIC_NAMES = tuple(name for _, name in V4_METRICS)
+ANY_SLOWDOWN = "any_slowdown"  # throttle_json: samples with at least one reason that slows work
+_SLOWDOWN_MASK = sum(bit for bit, name in THROTTLE_REASONS if name in SLOWDOWN_REASONS)
+_V2_COLUMNS = (
+    "run_id, node, gpu_index, n, util_n, util_sum, idle_n, util_hist, mem_used_max, mem_total, power_sum,"
+    " power_n, simulated_n, first_t, last_t, low_interval_id, mem_interval_id"
+)
+_V4_COLUMNS = (
+    ", ".join(f"{name}_sum, {name}_n" for name in METRIC_NAMES) + ", sm_clock_max_mhz, throttle_n, throttle_json"
+)
+
+
+def has_v4_columns(db: Database) -> bool:
+    """Whether the schema has the v4 metric columns (not yet while the v2 migration rebuilds rollups)."""
+    return any(row[1] == "throttle_json" for row in db.execute("PRAGMA table_info(run_gpus)").fetchall())
+
+
+def _insert_sql(columns: str) -> str:
+    return f"INSERT OR REPLACE INTO run_gpus ({columns}) VALUES ({', '.join('?' * (columns.count(',') + 1))})"
+
 
 IDLE_UTIL_PCT = 10.0
 LOW_UTIL_PCT = 50.0
@@ -83,6 +112,11 @@ class GpuState:
     mem: Interval | None = None
     minute_t: float = -1.0  # the minute being summed (not stored: gpu_minutes holds the sums)
     minute: _Minute | None = None
+    metric_sum: list[float] = field(default_factory=lambda: [0.0] * len(METRIC_NAMES))
+    metric_n: list[int] = field(default_factory=lambda: [0] * len(METRIC_NAMES))
+    clock_max: float | None = None
+    throttle_n: int = 0
+    throttle: dict[str, int] = field(default_factory=dict)
 
 
 class Rollups:
@@ -96,6 +130,9 @@ class Rollups:
         self._touched: dict[int, Interval] = {}
         self._minutes: dict[tuple[str, int, float], _Minute] = {}
         self._extra: dict[tuple[str, int, float, str], list[float]] = {}
+        self.v4 = has_v4_columns(db)
+        columns = f"{_V2_COLUMNS}, {_V4_COLUMNS}" if self.v4 else _V2_COLUMNS
+        self._insert = _insert_sql(columns)
         intervals = {
             row[0]: Interval(row[1], row[2], row[3], row[4], row[5], row[6], row[7] or 0.0, row[0])
             for row in db.execute(
@@ -106,9 +143,7 @@ class Rollups:
             ).fetchall()
         }
         for row in db.execute(
-            "SELECT node, gpu_index, n, util_n, util_sum, idle_n, util_hist, mem_used_max, mem_total, power_sum,"
-            " power_n, simulated_n, first_t, last_t, low_interval_id, mem_interval_id FROM run_gpus WHERE run_id = ?",
-            [run_id],
+            f"SELECT {columns.split(', ', 1)[1]} FROM run_gpus WHERE run_id = ?", [run_id]
         ).fetchall():
             state = GpuState(
                 row[0],
@@ -128,6 +163,14 @@ class Rollups:
                 intervals.get(row[14]) if row[14] is not None else None,
                 intervals.get(row[15]) if row[15] is not None else None,
             )
+            k = len(METRIC_NAMES)
+            if not self.v4:
+                self.gpus[(state.node, state.gpu_index)] = state
+                continue
+            state.metric_sum = list(row[16 : 16 + 2 * k : 2])
+            state.metric_n = list(row[17 : 17 + 2 * k : 2])
+            state.clock_max, state.throttle_n = row[16 + 2 * k], row[17 + 2 * k]
+            state.throttle = _json_counts(row[18 + 2 * k])
             self.gpus[(state.node, state.gpu_index)] = state
 
     def add(
@@ -213,6 +256,35 @@ class Rollups:
                     state, state.mem, "mem_pressure", t, frac > MEM_PRESSURE_FRACTION, frac, lower=False
                 )
 
+    def add_metrics(
+        self,
+        node: str,
+        gpu_index: int,
+        values: Sequence[float | None],
+        clock_max: float | None,
+        throttle: int | None,
+    ) -> None:
+        """Count one sample's deeper metrics (``values`` in :data:`METRIC_NAMES` order), after :meth:`add`."""
+        state = self.gpus[(node, gpu_index)]
+        sums, counts = state.metric_sum, state.metric_n
+        k = 0
+        for value in values:
+            if value is not None:
+                sums[k] += value
+                counts[k] += 1
+            k += 1
+        if clock_max is not None and (state.clock_max is None or clock_max > state.clock_max):
+            state.clock_max = clock_max
+        if throttle is not None:
+            state.throttle_n += 1
+            if throttle:
+                counts_by_reason = state.throttle
+                for bit, name in THROTTLE_REASONS:
+                    if throttle & bit:
+                        counts_by_reason[name] = counts_by_reason.get(name, 0) + 1
+                if throttle & _SLOWDOWN_MASK:
+                    counts_by_reason[ANY_SLOWDOWN] = counts_by_reason.get(ANY_SLOWDOWN, 0) + 1
+
     def _track(
         self, state: GpuState, current: Interval | None, kind: str, t: float, inside: bool, value: float, lower: bool
     ) -> Interval | None:
@@ -281,7 +353,14 @@ class Rollups:
                     state.mem.id if state.mem else None,
                 )
             )
-        self.db.conn.executemany("INSERT OR REPLACE INTO run_gpus VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            if self.v4:
+                rows[-1] += (
+                    *(v for pair in zip(state.metric_sum, state.metric_n) for v in pair),
+                    state.clock_max,
+                    state.throttle_n,
+                    json.dumps(state.throttle, sort_keys=True),
+                )
+        self.db.conn.executemany(self._insert, rows)
         self._touched.clear()
         if self.minutes:
             self._save_minutes()
@@ -318,19 +397,31 @@ class Rollups:
             self._extra.clear()
 
 
+def _json_counts(text: str | None) -> dict[str, int]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, int)} if isinstance(value, dict) else {}
+
+
 def rebuild_rollups(db: Database, run_id: int) -> None:
     """Recompute a run's rollups and intervals from its raw samples (used by the v2 migration)."""
     db.execute("DELETE FROM gpu_intervals WHERE run_id = ?", [run_id])
     db.execute("DELETE FROM run_gpus WHERE run_id = ?", [run_id])
-    minutes = db["gpu_minutes"].exists()  # from v4 on (the v2 migration runs before v4's tables exist)
+    minutes = db["gpu_minutes"].exists()  # from v5 on (the v2 migration runs before v5's tables exist)
     if minutes:
         db.execute("DELETE FROM gpu_minutes WHERE run_id = ?", [run_id])
         db.execute("DELETE FROM gpu_minute_metrics WHERE run_id = ?", [run_id])
     rollups = Rollups(db, run_id, minutes=minutes)
-    for t, node, index, util, used, total, power, simulated, throttle, clock in db.execute(
-        "SELECT t, node, gpu_index, util_pct, mem_used_bytes, mem_total_bytes, power_w, simulated, throttle_reasons,"
-        " sm_clock_mhz FROM gpu_samples WHERE run_id = ? ORDER BY seq",
+    metric_columns = ", ".join(column for column, _ in V4_METRICS) if rollups.v4 else "sm_clock_mhz"
+    clock_max_column = "sm_clock_max_mhz" if rollups.v4 else "NULL"
+    for t, node, index, util, used, total, power, simulated, clock_max, throttle, *values in db.execute(
+        "SELECT t, node, gpu_index, util_pct, mem_used_bytes, mem_total_bytes, power_w, simulated,"
+        f" {clock_max_column}, throttle_reasons, {metric_columns} FROM gpu_samples WHERE run_id = ? ORDER BY seq",
         [run_id],
     ).fetchall():
-        rollups.add(t, node, index, util, used, total, power, bool(simulated), throttle, clock)
+        rollups.add(t, node, index, util, used, total, power, bool(simulated), throttle, values[-1])
+        if rollups.v4:
+            rollups.add_metrics(node, index, tuple(values), clock_max, throttle)
     rollups.save()

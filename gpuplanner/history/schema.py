@@ -8,16 +8,23 @@ Version 3 adds ``run_streams``: which run owns an events file (its resolved path
 that two processes importing one file can never create two runs (the lookup and the insert happen in
 one ``BEGIN IMMEDIATE`` transaction). Runs imported before it claim their ``source``; where earlier
 concurrent imports left two runs with one source, the oldest keeps it (no row is changed or lost).
-Version 4 (``m005_alerts``) adds what the alerts need, additively: ``gpu_minutes`` (one row per run,
+Version 4 (``m004_gpu_metrics``) adds the deeper GPU telemetry, all nullable or defaulted columns (a
+metric a GPU does not report stays NULL, never 0): on ``gpu_samples`` the SM clock's maximum, GPM SM
+activity, SM occupancy and tensor activity, PCIe and NVLink TX/RX throughput (MB/s); on
+``gpu_samples_1m`` a mean and a sample count of each (``<metric>_mean``, ``<metric>_n``), the largest
+maximum clock and the OR of the minute's throttle masks; on ``run_gpus`` a sum and a count of each and
+the samples per throttle reason (``throttle_json``). Runs stored before it have none of these: their
+new figures read as not reported.
+Version 5 (``m005_alerts``) adds what the alerts need, additively: ``gpu_minutes`` (one row per run,
 GPU and minute: utilisation sum and count, the highest memory share, the share of samples throttled
 for power, thermal or hardware slowdown, the SM clock), ``gpu_minute_metrics`` (the same per-minute
 sums for any further named metric) and ``run_alerts`` (each alert of a run with its diagnosis and the
 settings it was evaluated under), and ``run_alert_state`` (per run: those settings and a stamp of the
 run's data, so an unchanged run's alerts are read back instead of evaluated again). It backfills ``gpu_minutes`` from the raw and downsampled samples.
-Version 5 (``m006_time_breakdown``) adds ``run_phases``: where each trainer process of a run spent its time (seconds per
+Version 6 (``m006_time_breakdown``) adds ``run_phases``: where each trainer process of a run spent its time (seconds per
 phase as its newest record reports them, keyed by the process start), for the time breakdown
 (``time_breakdown.py``). Runs recorded before it have no rows and say "not recorded".
-Version 6 (``m008_tags``) adds ``run_tags``: optional ``key=value`` tags per run (a project, an owner, a search), for
+Version 7 (``m008_tags``) adds ``run_tags``: optional ``key=value`` tags per run (a project, an owner, a search), for
 filtering and summing spend (additive: no existing row changes).
 ``PRAGMA user_version`` mirrors the number of applied migrations.
 """
@@ -245,6 +252,41 @@ CREATE INDEX run_tags_key_value ON run_tags(key, value)
 """
 
 
+# The metrics added by version 4: the gpu_samples column and the short name used in the rollups and
+# the 1-minute rows (``<name>_sum``/``<name>_n`` in run_gpus, ``<name>_mean``/``<name>_n`` per minute).
+V4_METRICS: tuple[tuple[str, str], ...] = (
+    ("sm_active_pct", "sm_active"),
+    ("sm_occupancy_pct", "sm_occupancy"),
+    ("tensor_active_pct", "tensor_active"),
+    ("pcie_tx_mbps", "pcie_tx"),
+    ("pcie_rx_mbps", "pcie_rx"),
+    ("nvlink_tx_mbps", "nvlink_tx"),
+    ("nvlink_rx_mbps", "nvlink_rx"),
+    ("sm_clock_mhz", "sm_clock"),
+)
+V4 = ";\n".join(
+    [
+        "ALTER TABLE gpu_samples ADD COLUMN sm_clock_max_mhz REAL",
+        *(f"ALTER TABLE gpu_samples ADD COLUMN {column} REAL" for column, _ in V4_METRICS if column != "sm_clock_mhz"),
+        *(
+            f"ALTER TABLE gpu_samples_1m ADD COLUMN {name}_{part}"
+            for _, name in V4_METRICS
+            for part in ("mean REAL", "n INTEGER NOT NULL DEFAULT 0")
+        ),
+        "ALTER TABLE gpu_samples_1m ADD COLUMN sm_clock_max_mhz REAL",
+        "ALTER TABLE gpu_samples_1m ADD COLUMN throttle_any INTEGER",
+        *(
+            f"ALTER TABLE run_gpus ADD COLUMN {name}_{part}"
+            for _, name in V4_METRICS
+            for part in ("sum REAL NOT NULL DEFAULT 0", "n INTEGER NOT NULL DEFAULT 0")
+        ),
+        "ALTER TABLE run_gpus ADD COLUMN sm_clock_max_mhz REAL",
+        "ALTER TABLE run_gpus ADD COLUMN throttle_n INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE run_gpus ADD COLUMN throttle_json TEXT NOT NULL DEFAULT '{}'",
+    ]
+)
+
+
 def _run_script(db: Database, script: str) -> None:
     # executescript() would COMMIT the migration's transaction; run statements one by one.
     for statement in script.split(";"):
@@ -337,6 +379,13 @@ INSERT OR IGNORE INTO gpu_minutes (run_id, node, gpu_index, minute_t, n, util_n,
 """
 
 
+@MIGRATIONS(name="m004_gpu_metrics")
+def m004_gpu_metrics(db: Database) -> None:
+    # No backfill: samples stored before carry none of the new metrics (their clocks have no maximum to
+    # compare with), and a downsampled run's rollups could not be rebuilt from its raw samples.
+    _run_script(db, V4)
+
+
 @MIGRATIONS(name="m005_alerts")
 def m005_alerts(db: Database) -> None:
     _run_script(db, ALERTS)
@@ -352,4 +401,4 @@ def m008_tags(db: Database) -> None:
     _run_script(db, TAGS)
 
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7

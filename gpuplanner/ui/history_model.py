@@ -38,7 +38,12 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("Hours", "hours", "Hours the GPUs were held (interruption gaps excluded)"),
     ("Cost $", "cost_usd", "Price x GPUs x hours"),
     ("Util %", "avg_util_pct", "Average NVML GPU utilisation: share of time any kernel ran, not SM occupancy"),
-    ("$/eff GPU-h", "cost_per_effective_gpu_hour_usd", "Cost per GPU-hour x utilisation"),
+    (
+        "$/eff GPU-h",
+        "cost_per_effective_gpu_hour_usd",
+        "Cost per GPU-hour x NVML utilisation (the run's summary also gives it by SM activity where the GPUs"
+        " report it)",
+    ),
     ("vs plan %", "cost_vs_plan_pct", "Actual cost against the plan's (+ = more expensive than planned)"),
 )
 EXPORT_COLUMNS = tuple(c[1] for c in COLUMNS)
@@ -66,7 +71,9 @@ COMPARE_METRICS: tuple[tuple[str, str], ...] = (
     ("Wall hours", "wall_hours"),
     ("GPU-hours", "gpu_hours"),
     ("Avg util %", "avg_util_pct"),
-    ("Effective GPU-hours", "effective_gpu_hours"),
+    ("Effective GPU-hours (NVML util)", "effective_gpu_hours"),
+    ("Avg SM activity %", "avg_sm_active_pct"),
+    ("Effective GPU-hours (SM activity)", "effective_gpu_hours_sm"),
     ("Cost $", "cost_usd"),
     ("$ per effective GPU-hour", "cost_per_effective_gpu_hour_usd"),
     ("$ per sample", "cost_per_sample_usd"),

@@ -54,6 +54,7 @@ from gpuplanner.history.alert_rules import KIND_TITLES, AlertSettings
 from gpuplanner.history.analytics import RunSummary, summarize
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.export import write_table
+from gpuplanner.history.gpu_metrics import METRIC_LABELS, METRICS, UTILISATION_NOTE, format_metric, throttle_text
 from gpuplanner.history.runs import delete_run, list_runs
 from gpuplanner.history.time_breakdown import TimeBreakdown, from_dict, sum_breakdowns
 from gpuplanner.ui.compare_plots import ComparePlots
@@ -95,6 +96,9 @@ EVENT_PENS = {
 
 
 GPU_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
+
+
+MISSING_RUN = "not reported by this run's GPUs (SM activity needs GPM: Hopper and newer)"
 
 
 class RunPlots(pg.GraphicsLayoutWidget):
@@ -614,9 +618,21 @@ class HistoryPane(QWidget):
             ("GPU-hours", format_value(s.gpu_hours)),
             ("Interruptions", f"{s.interruptions} ({human_hours(s.interruption_hours)} lost)"),
         ]
+        sm_hours = (
+            f"{format_value(s.effective_gpu_hours_sm)} (SM activity {format_value(s.avg_sm_active_pct)} %"
+            + (
+                f", {format_value(s.sm_active_coverage_pct)} % of samples)"
+                if s.sm_active_coverage_pct is not None and s.sm_active_coverage_pct < 99.5
+                else ")"
+            )
+            if s.effective_gpu_hours_sm is not None
+            else f"<i style='color:gray'>{esc(MISSING_RUN)}</i>"
+        )
         right = [
             ("Cost", human_money(s.cost_usd)),
             ("Avg utilisation", f"{format_value(s.avg_util_pct)} %"),
+            ("Effective GPU-hours (NVML utilisation)", format_value(s.effective_gpu_hours)),
+            ("Effective GPU-hours (SM activity)", sm_hours),
             ("Cost per effective GPU-hour", human_money(s.cost_per_effective_gpu_hour_usd)),
             ("Cost per sample", human_money(s.cost_per_sample_usd)),
             ("Cost per 1M tokens", human_money(s.cost_per_million_tokens_usd)),
@@ -632,6 +648,8 @@ class HistoryPane(QWidget):
             "</table></td><td valign='top' style='padding-left:30px'><table>",
             *(row(k, v) for k, v in right),
             "</table></td></tr></table>",
+            f"<p style='color:gray'>{esc(UTILISATION_NOTE)}</p>",
+            cls.gpus_html(s.gpus),
         ]
         html.append(cls.time_html(s))
         if s.alerts:
@@ -680,6 +698,36 @@ class HistoryPane(QWidget):
                 carried += 1
             items.append(item + "</li>")
         return "<h4>Alerts</h4><ul>" + "".join(items) + "</ul>"
+
+    @staticmethod
+    def gpus_html(gpus: list[dict[str, Any]]) -> str:
+        """One row per GPU of the run's telemetry means; a metric the GPU did not report says so."""
+        if not gpus:
+            return ""
+        esc = html_lib.escape
+        columns = [key for key, _, _ in METRICS if key not in ("sm_occupancy_pct", "slowdown_pct")]
+        head = "".join(f"<th align='left' style='padding-right:10px'>{esc(METRIC_LABELS[k])}</th>" for k in columns)
+        rows = []
+        for gpu in gpus:
+            cells = []
+            for key in columns:
+                value = gpu.get(key)
+                text = format_metric(key, value)
+                if key == "sm_clock_mhz" and value is not None and gpu.get("sm_clock_max_mhz"):
+                    text = f"{value:.0f} / {gpu['sm_clock_max_mhz']:.0f} MHz"
+                style = "padding-right:10px" + (";color:gray;font-style:italic" if value is None else "")
+                cells.append(f"<td style='{style}'>{esc(text)}</td>")
+            throttle = throttle_text(gpu.get("throttle_pct"))
+            throttle_style = "color:gray;font-style:italic" if gpu.get("throttle_pct") is None else ""
+            cells.append(f"<td style='{throttle_style}'>{esc(throttle)}</td>")
+            rows.append(
+                f"<tr><td style='padding-right:10px'>{esc(str(gpu['node']))}:{gpu['index']}</td>{''.join(cells)}</tr>"
+            )
+        return (
+            "<h4>GPUs (means over the run)</h4><table cellspacing='0'>"
+            f"<tr><th align='left' style='padding-right:10px'>GPU</th>{head}<th align='left'>Throttled (share of"
+            f" samples)</th></tr>{''.join(rows)}</table>"
+        )
 
     @staticmethod
     def planned_html(planned: dict[str, Any], plan_gpu: str | None, run_gpu: str) -> str:

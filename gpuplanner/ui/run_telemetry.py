@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplanner.history.gpu_metrics import MISSING, live_throttle_text
 from gpuplanner.ui.ring_buffer import RingBuffer
+from trainer.protocol import throttle_reason_names
 
 GPU_COLUMNS = ("x", "util", "sm_active", "mem_used_gib", "mem_total_gib", "power_w")
 STEP_COLUMNS = ("x", "step", "loss", "tokens_per_s", "spend_usd", "step_time_s", "data_wait_s")
@@ -24,6 +26,55 @@ GPU_CAPACITY = 86_400  # a day of 1 Hz samples per GPU
 STEP_CAPACITY = 200_000
 MARKER_KINDS = ("checkpoint", "preempted", "resumed")
 GIB = float(1 << 30)
+# the latest value of each of these is kept per GPU for the Runs pane's GPU table
+LIVE_GPU_FIELDS = (
+    "util_pct",
+    "sm_active_pct",
+    "tensor_active_pct",
+    "pcie_tx_mbps",
+    "pcie_rx_mbps",
+    "nvlink_tx_mbps",
+    "nvlink_rx_mbps",
+    "sm_clock_mhz",
+    "sm_clock_max_mhz",
+    "throttle_reasons",
+    "temp_c",
+)
+# the GPU table's columns: (key, header); a cell reads MISSING_SHORT where the GPU never reported it
+GPU_TABLE_COLUMNS = (
+    ("util_pct", "Util"),
+    ("sm_active_pct", "SM active"),
+    ("tensor_active_pct", "Tensor"),
+    ("pcie_tx_mbps", "PCIe TX"),
+    ("pcie_rx_mbps", "PCIe RX"),
+    ("nvlink_tx_mbps", "NVLink TX"),
+    ("nvlink_rx_mbps", "NVLink RX"),
+    ("sm_clock", "SM clock"),
+    ("throttle", "Throttle"),
+    ("temp_c", "Temp"),
+)
+MISSING_SHORT = "not reported"  # a table cell; its tooltip and the caption say MISSING in full
+WAITING = "…"  # reported before, not in the latest sample (GPM and NVLink rates need two samples)
+
+
+@dataclass(frozen=True)
+class GpuCell:
+    text: str
+    state: str  # "value" | "missing" (never reported by this GPU) | "waiting"
+    tooltip: str = ""
+
+
+def _cell(latest: dict[str, Any], reported: set[str], name: str, text: Any) -> GpuCell:
+    if name not in reported:
+        return GpuCell(MISSING_SHORT, "missing", MISSING)
+    value = latest.get(name)
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return GpuCell(WAITING, "waiting", "no value in the latest sample")
+    return GpuCell(text(value), "value")
+
+
+def _rate(value: float) -> str:
+    return f"{value / 1000:.2f} GB/s" if value >= 1000 else f"{value:.1f} MB/s"
 
 
 @dataclass(frozen=True)
@@ -67,6 +118,8 @@ class RunTelemetry:
         self.planned_hours: float | None = None
         self.simulated: bool | None = None
         self.sm_reported = False
+        self.latest_gpu: dict[tuple[str, int], dict[str, Any]] = {}
+        self.gpu_reported: dict[tuple[str, int], set[str]] = {}
         self.device: str | None = None
         self.end_status: str | None = None
         self.end_error: str | None = None  # the trainer's run_end "error" (a failed run)
@@ -119,6 +172,14 @@ class RunTelemetry:
                 sm = _num(rec.get("sm_active_pct"))
                 if not math.isnan(sm):
                     self.sm_reported = True
+                latest = {name: rec.get(name) for name in LIVE_GPU_FIELDS}
+                self.latest_gpu[key] = latest
+                reported = self.gpu_reported.setdefault(key, set())
+                reported.update(k for k, v in latest.items() if v is not None)
+                if rec.get("gpm") is True:  # GPM figures come from the second sample on
+                    reported.update(("sm_active_pct", "tensor_active_pct"))
+                if isinstance(rec.get("nvlink_links"), int) and rec["nvlink_links"] > 0:
+                    reported.update(("nvlink_tx_mbps", "nvlink_rx_mbps"))
                 if "simulated" in rec:
                     sim = bool(rec.get("simulated"))
                     self.simulated = sim if self.simulated is None else (self.simulated or sim)
@@ -215,25 +276,27 @@ class RunTelemetry:
     def backfill_from_history(self, db: Any, run_id: int) -> int:
         """Load what the history already holds for the run (reattach after a restart)."""
         records: list[dict[str, Any]] = []
-        for seq, t, node, idx, util, used, total, power, sim in db.execute(
-            "SELECT seq, t, node, gpu_index, util_pct, mem_used_bytes, mem_total_bytes, power_w, simulated"
-            " FROM gpu_samples WHERE run_id = ?",
+        extra = tuple(name for name in LIVE_GPU_FIELDS if name != "util_pct")
+        for seq, t, node, idx, util, used, total, power, sim, *values in db.execute(
+            "SELECT seq, t, node, gpu_index, util_pct, mem_used_bytes, mem_total_bytes, power_w, simulated, "
+            + ", ".join(extra)
+            + " FROM gpu_samples WHERE run_id = ?",
             [run_id],
         ).fetchall():
-            records.append(
-                {
-                    "seq": seq,
-                    "t": t,
-                    "kind": "gpu",
-                    "node": node,
-                    "index": idx,
-                    "util_pct": util,
-                    "mem_used_bytes": used,
-                    "mem_total_bytes": total,
-                    "power_w": power,
-                    "simulated": bool(sim) if sim is not None else None,
-                }
-            )
+            record = {
+                "seq": seq,
+                "t": t,
+                "kind": "gpu",
+                "node": node,
+                "index": idx,
+                "util_pct": util,
+                "mem_used_bytes": used,
+                "mem_total_bytes": total,
+                "power_w": power,
+                "simulated": bool(sim) if sim is not None else None,
+            }
+            record.update(zip(extra, values))
+            records.append(record)
         for seq, t, step, loss, tps, st, dw, spend in db.execute(
             "SELECT seq, t, step, loss, tokens_per_s, step_time_s, data_wait_s, spend_usd FROM steps WHERE run_id = ?",
             [run_id],
@@ -273,6 +336,41 @@ class RunTelemetry:
     @property
     def gpu_keys(self) -> list[tuple[str, int]]:
         return sorted(self.gpus)
+
+    def gpu_table(self) -> list[tuple[str, list[GpuCell]]]:
+        """The latest sample of each GPU as table cells (:data:`GPU_TABLE_COLUMNS`), missing ones labelled."""
+        rows = []
+        for key in sorted(self.latest_gpu):
+            latest, reported = self.latest_gpu[key], self.gpu_reported.get(key, set())
+
+            cells = []
+            for name, _ in GPU_TABLE_COLUMNS:
+                if name == "sm_clock":
+                    clock, top = latest.get("sm_clock_mhz"), latest.get("sm_clock_max_mhz")
+                    if "sm_clock_mhz" not in reported:
+                        cells.append(GpuCell(MISSING_SHORT, "missing", MISSING))
+                    elif clock is None:
+                        cells.append(GpuCell(WAITING, "waiting", "no value in the latest sample"))
+                    elif top:
+                        tip = f"{clock:.0f} MHz of a maximum {top:.0f} MHz"
+                        cells.append(GpuCell(f"{clock:.0f} MHz ({clock / top:.0%})", "value", tip))
+                    else:
+                        cells.append(GpuCell(f"{clock:.0f} MHz", "value", "maximum clock " + MISSING))
+                elif name == "throttle":
+                    mask = latest.get("throttle_reasons")
+                    names = throttle_reason_names(int(mask)) if isinstance(mask, (int, float)) else None
+                    if "throttle_reasons" not in reported:
+                        cells.append(GpuCell(MISSING_SHORT, "missing", MISSING))
+                    else:
+                        cells.append(GpuCell(live_throttle_text(names or []), "value", ", ".join(names or [])))
+                elif name.endswith("_mbps"):
+                    cells.append(_cell(latest, reported, name, _rate))
+                elif name == "temp_c":
+                    cells.append(_cell(latest, reported, name, lambda v: f"{v:.0f} °C"))
+                else:
+                    cells.append(_cell(latest, reported, name, lambda v: f"{v:.1f} %"))
+            rows.append((f"{key[0]}:{key[1]}" if key[0] else f"GPU {key[1]}", cells))
+        return rows
 
     def elapsed_s(self) -> float:
         if self.t0 is None or self.last_t is None:

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner.ui.alert_banner import AlertBanner
+from gpuplanner.ui.gpu_table import GpuTable
 from gpuplanner.ui.human import human_duration, human_money
 from gpuplanner.ui.launch_dialog import LaunchDialog, LaunchRequest, demo_dir
 from gpuplanner.ui.live_plots import LivePlots
@@ -265,6 +266,9 @@ class RunsPane(QWidget):
         rlay.addWidget(self.failure_panel)
         self.plots = LivePlots()
         rlay.addWidget(self.plots, 1)
+        self.gpu_table = GpuTable()
+        self.gpu_table.setVisible(False)
+        rlay.addWidget(self.gpu_table)
         buttons = QHBoxLayout()
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Graceful stop: the trainer checkpoints and exits (resume it later)")
@@ -709,10 +713,14 @@ class RunsPane(QWidget):
             button.setEnabled(False)
         self._update_failure(entry)
         if entry is None:
+            self.gpu_table.setVisible(False)
             self.simulated_badge.setVisible(False)
             self.alert_banner.set_alerts([])
             return
         tel = entry.telemetry
+        rows = tel.gpu_table()
+        self.gpu_table.setVisible(bool(rows))
+        self.gpu_table.show_rows(rows)
         self.title_label.setText(f"#{entry.run_id} {entry.name}")
         code = f", exit {entry.exit_code}" if entry.exit_code is not None else ""
         end = f" ({tel.end_status})" if tel.end_status and tel.end_status != entry.state else ""

@@ -42,8 +42,14 @@ def dump(db: Database, run_id: int) -> dict[str, list[tuple[Any, ...]]]:
     """Every stored row of a run, ids that differ between stores left out."""
     out = {}
     for name, sql in DUMPS.items():
-        rows = db.execute(sql, [run_id]).fetchall()
-        if name == "run_gpus":
-            rows = [row[1:-2] for row in rows]  # interval ids may differ
+        cursor = db.execute(sql, [run_id])
+        rows = cursor.fetchall()
+        if name == "run_gpus":  # the run id and interval ids may differ
+            keep = [
+                k
+                for k, d in enumerate(cursor.description)
+                if d[0] not in ("run_id", "low_interval_id", "mem_interval_id")
+            ]
+            rows = [tuple(row[k] for k in keep) for row in rows]
         out[name] = rows
     return out

@@ -30,7 +30,7 @@ def test_open_creates_file_with_wal_and_foreign_keys(tmp_path: Path, monkeypatch
     with open_db() as db:
         assert db.journal_mode == "wal"
         assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-        assert schema_version(db) == SCHEMA_VERSION == 6
+        assert schema_version(db) == SCHEMA_VERSION == 7
         assert {
             "runs",
             "gpu_samples",
@@ -128,11 +128,12 @@ def test_migration_from_v1_keeps_every_row_and_backs_up(db_path: Path) -> None:
     old.close()
 
     with open_db(db_path) as db:
-        assert schema_version(db) == 6
+        assert schema_version(db) == 7
         assert [m.name for m in MIGRATIONS.applied(db)] == [
             "m001_initial",
             "m002_rollups_pricing_downsampling",
             "m003_run_streams",
+            "m004_gpu_metrics",
             "m005_alerts",
             "m006_time_breakdown",
             "m008_tags",
@@ -155,6 +156,9 @@ def test_migration_from_v1_keeps_every_row_and_backs_up(db_path: Path) -> None:
         assert summary.avg_util_pct == pytest.approx(60.0)
         assert summary.cost_usd == pytest.approx(80.0)
         assert sum(summary.util_histogram) == 600
+        # samples stored before v4 carry none of the deeper metrics: missing, never 0
+        assert summary.effective_gpu_hours_sm is None and summary.avg_sm_active_pct is None
+        assert all(gpu["sm_active_pct"] is None and "sm_active_pct" in gpu["missing"] for gpu in summary.gpus)
     backups = list(db_path.parent.glob("history.sqlite.v1-*.bak"))
     assert len(backups) == 1
     with sqlite3.connect(backups[0]) as conn:  # the backup is the untouched v1 database

@@ -3,115 +3,13 @@
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from tests.fake_nvml import FakeGpu, FakeNvml
 from trainer.nvml_sampler import Activity, GpuSampler, NvmlSource, NvmlUnavailable, SimulatedSource, open_source
-
-
-class FakeNVMLError(Exception):
-    def __init__(self, value: int) -> None:
-        super().__init__(f"NVML error {value}")
-        self.value = value
-
-
-class FakeNvml:
-    """Scripted pynvml: ``missing`` functions are absent (old pynvml/driver); ``unsupported`` raise NotSupported."""
-
-    NVML_ERROR_NOT_SUPPORTED = 3
-    NVML_ERROR_FUNCTION_NOT_FOUND = 13
-    NVML_TEMPERATURE_GPU = 0
-    NVML_CLOCK_SM = 1
-    nvmlMemory_v2 = 0x02000028
-
-    def __init__(
-        self,
-        count: int = 1,
-        missing: tuple[str, ...] = (),
-        unsupported: tuple[str, ...] = (),
-        no_driver: bool = False,
-        mig: bool = False,
-    ) -> None:
-        self.count, self.missing, self.unsupported, self.no_driver, self.mig = (
-            count,
-            missing,
-            unsupported,
-            no_driver,
-            mig,
-        )
-        self.calls: dict[str, int] = {}
-
-    def __getattribute__(self, name: str) -> Any:
-        if name.startswith("nvml") and name in object.__getattribute__(self, "missing"):
-            raise AttributeError(name)
-        return object.__getattribute__(self, name)
-
-    def _hit(self, name: str) -> None:
-        self.calls[name] = self.calls.get(name, 0) + 1
-        if name in self.unsupported:
-            raise FakeNVMLError(self.NVML_ERROR_NOT_SUPPORTED)
-
-    def nvmlInit(self) -> None:
-        if self.no_driver:
-            raise FakeNVMLError(9)  # NVML_ERROR_DRIVER_NOT_LOADED
-
-    def nvmlShutdown(self) -> None:
-        pass
-
-    def nvmlDeviceGetCount(self) -> int:
-        return self.count
-
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> str:
-        return f"h{i}"
-
-    def nvmlDeviceGetMigMode(self, h: str) -> tuple[int, int]:
-        self._hit("mig")
-        return (1, 1) if self.mig else (0, 0)
-
-    def nvmlDeviceGetUtilizationRates(self, h: str) -> Any:
-        self._hit("util")
-        if self.mig:
-            raise FakeNVMLError(self.NVML_ERROR_NOT_SUPPORTED)  # as on real MIG-enabled GPUs
-        return SimpleNamespace(gpu=87, memory=40)
-
-    def nvmlDeviceGetMemoryInfo(self, h: str, version: Any = None) -> Any:
-        if version:
-            self._hit("mem_v2")
-            if "v2" in self.missing:
-                raise FakeNVMLError(self.NVML_ERROR_FUNCTION_NOT_FOUND)
-            return SimpleNamespace(used=10 << 30, total=80 << 30, reserved=1 << 30)
-        self._hit("mem")
-        return SimpleNamespace(used=11 << 30, total=80 << 30)  # v1 counts reserved memory as used
-
-    def nvmlDeviceGetPowerUsage(self, h: str) -> int:
-        self._hit("power")
-        return 350_500
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, h: str) -> int:
-        self._hit("energy")
-        return 5_000_000
-
-    def nvmlDeviceGetTemperature(self, h: str, sensor: int) -> int:
-        self._hit("temp")
-        return 61
-
-    def nvmlDeviceGetClockInfo(self, h: str, clock: int) -> int:
-        self._hit("sm_clock")
-        return 1980
-
-    def nvmlDeviceGetCurrentClocksEventReasons(self, h: str) -> int:
-        self._hit("clock_events")
-        return 4
-
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: str) -> int:
-        self._hit("throttle")
-        return 8
-
-    def nvmlGpmQueryDeviceSupport(self, h: str) -> Any:
-        self._hit("gpm")
-        return SimpleNamespace(isSupportedDevice=0)
+from trainer.protocol import throttle_reason_names
 
 
 def test_modern_driver_reads_every_field_with_memory_v2() -> None:
@@ -144,7 +42,7 @@ def test_old_driver_without_v2_calls_falls_back_once() -> None:
         assert r["energy_j"] is None
     assert nv.calls["mem_v2"] == 1  # not retried every sample
     assert nv.calls["mem"] == 3
-    assert {"mem_v2", "clock_events", "energy", "gpm"} <= src.disabled
+    assert {"mem_v2", "clock_events", "energy", "gpm:0"} <= src.disabled
 
 
 def test_not_supported_fields_become_null_once(capsys: pytest.CaptureFixture[str]) -> None:
@@ -210,3 +108,61 @@ def test_sampler_thread_emits_records_and_survives_errors() -> None:
         time.sleep(0.01)
     sampler.stop()
     assert len(got) >= 2 and all(g["kind"] == "gpu" and g["simulated"] for g in got)
+
+
+def test_hopper_reports_gpm_pcie_nvlink_clocks_and_power_cap() -> None:
+    nv = FakeNvml(gpus=[FakeGpu.hopper()])
+    src = NvmlSource(nvml=nv)
+    first = src.sample()[0]
+    # GPM and NVLink rates need two samples: absent on the first, never zero
+    assert first["sm_active_pct"] is None and first["tensor_active_pct"] is None
+    assert first["nvlink_tx_mbps"] is None and first["nvlink_rx_mbps"] is None
+    assert first["gpm"] is True and first["nvlink_links"] == 18  # ... but they are coming
+    second = src.sample()[0]
+    assert second["sm_active_pct"] == 61.5 and second["sm_occupancy_pct"] == 38.0
+    assert second["tensor_active_pct"] == 42.25
+    assert second["pcie_tx_mbps"] == 0.9 and second["pcie_rx_mbps"] == 25.0  # 900 and 25,000 KB/s
+    # 2,000,000 KiB/s over 18 links (111,111 KiB per link per second, rounded down by the fake)
+    assert second["nvlink_tx_mbps"] == pytest.approx(111_111 * 18 * 1024 / 1e6, abs=1e-3)
+    assert second["nvlink_rx_mbps"] == pytest.approx(55_555 * 18 * 1024 / 1e6, abs=1e-3)
+    assert second["sm_clock_mhz"] == 1755 and second["sm_clock_max_mhz"] == 1980
+    assert throttle_reason_names(second["throttle_reasons"]) == ["power_cap"]
+    assert nv.calls["sm_clock_max"] == 1 and nv.calls["gpm"] == 1  # static answers asked once per GPU
+    src.close()
+    assert not nv.gpm_live  # every GPM sample freed
+
+
+def test_older_gpus_without_gpm_or_nvlink_report_those_as_absent_not_zero() -> None:
+    nv = FakeNvml(gpus=[FakeGpu.hopper(), FakeGpu.ampere_pcie(), FakeGpu.ampere_nvlink()])
+    src = NvmlSource(nvml=nv)
+    for _ in range(3):
+        hopper, pcie_card, a100 = src.sample()
+    assert hopper["sm_active_pct"] == 61.5  # GPM on one GPU does not depend on the others
+    for rec in (pcie_card, a100):
+        assert rec["sm_active_pct"] is None and rec["sm_occupancy_pct"] is None and rec["tensor_active_pct"] is None
+    assert pcie_card["nvlink_tx_mbps"] is None and pcie_card["nvlink_rx_mbps"] is None
+    assert (pcie_card["gpm"], pcie_card["nvlink_links"], a100["gpm"], a100["nvlink_links"]) == (False, 0, False, 12)
+    assert pcie_card["pcie_rx_mbps"] == 150.0 and pcie_card["sm_clock_max_mhz"] == 1695
+    assert a100["nvlink_tx_mbps"] == pytest.approx(41_666 * 12 * 1024 / 1e6, abs=1e-3)
+    assert throttle_reason_names(a100["throttle_reasons"]) == ["sw_thermal", "hw_thermal"]
+    assert nv.calls["gpm_metrics"] == 2  # only the Hopper GPU, from its second sample on
+    assert nv.calls["nvlink"] == 6  # the two GPUs with links, every sample; none for the PCIe card
+
+
+def test_driver_without_the_new_calls_leaves_them_null() -> None:
+    nv = FakeNvml(
+        gpus=[FakeGpu.hopper()],
+        missing=("nvmlDeviceGetPcieThroughput", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetMaxClockInfo"),
+    )
+    src = NvmlSource(nvml=nv)
+    recs = [src.sample()[0] for _ in range(3)]
+    assert all(r["pcie_tx_mbps"] is None and r["nvlink_tx_mbps"] is None for r in recs)
+    assert all(r["sm_clock_max_mhz"] is None and r["sm_clock_mhz"] == 1755 for r in recs)
+    assert recs[-1]["sm_active_pct"] == 61.5
+
+
+def test_throttle_names_decode_every_bit() -> None:
+    assert throttle_reason_names(None) is None
+    assert throttle_reason_names(0) == []
+    assert throttle_reason_names(0x4 | 0x8 | 0x10 | 0x40) == ["power_cap", "hw_slowdown", "sync_boost", "hw_thermal"]
+    assert throttle_reason_names(0x1 | 0x1000) == ["gpu_idle", "bit_0x1000"]  # unknown bits are kept, named
