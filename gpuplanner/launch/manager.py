@@ -126,6 +126,7 @@ class _Run:
     wake: threading.Event = field(default_factory=threading.Event)
     reconnects: int = 0
     last_reconnect_s: float | None = None
+    generations: dict[str, int | None] = field(default_factory=dict)  # the connections being followed
     disconnected_at: float | None = None
     error: str | None = None
     orphans: list[_Node] = field(default_factory=list)  # nodes left behind on an unreachable host (failover)
@@ -219,10 +220,17 @@ class RunManager:
         backend.connect()
         return backend
 
-    def _drop_backend(self, host_name: str) -> None:
+    def _drop_backend(self, host_name: str, generation: int | None = None) -> None:
+        """Close a host's connection after a failure; with ``generation`` only if it is still the connection
+        the failure was seen on (another thread may have reconnected since)."""
         with self._lock:
             backend = self._backends.get(host_name)
-        if backend is not None:
+        if backend is None:
+            return
+        close_if = getattr(backend, "close_if", None)
+        if generation is not None and close_if is not None:
+            close_if(generation)
+        else:
             backend.close()
 
     def probe(self, host_name: str) -> dict[str, Any]:
@@ -761,7 +769,7 @@ class RunManager:
                         run.disconnected_at = now
                         log.info("run %s: connection lost (%s); reconnecting", run.run_id, exc)
                     for node in run.nodes:
-                        self._drop_backend(node.host)
+                        self._drop_backend(node.host, run.generations.get(node.host))
                     down = now - run.disconnected_at
                     if down >= UNREACHABLE_AFTER_S and run.state != "unreachable":
                         run.error = str(exc)
@@ -802,6 +810,7 @@ class RunManager:
     def _follow(self, run: _Run, db: Database) -> Any:
         """Stream every node's telemetry until all its processes ended; returns the combined exit code."""
         backends = {node.host: self._backend(node.host) for node in run.nodes}
+        run.generations = {host: getattr(backend, "generation", None) for host, backend in backends.items()}
         if run.disconnected_at is not None:
             run.last_reconnect_s = time.monotonic() - run.disconnected_at
             run.reconnects += 1

@@ -168,12 +168,12 @@ class SlurmBackend(SSHBackend):
         """Run a control command; if the connection turns out dead (cut while idle, not noticed yet),
         reconnect and run it once more: a stop or kill must not fail on a connection that can be remade."""
         try:
-            return self._conn().run(command, timeout_s=timeout_s)
+            return self._run(command, timeout_s=timeout_s)
         except SSHError as exc:
             log.info("%s: %s; reconnecting to run %r again", self.name, exc, command.split()[0])
             self.close()
             self.connect()
-            return self._conn().run(command, timeout_s=timeout_s)
+            return self._run(command, timeout_s=timeout_s)
 
     def _query(self, run_dir: str, tag: str, job_id: int, with_sacct: bool) -> tuple[JobInfo | None, list, list]:
         """(the job as scontrol or sacct sees it, or None when neither knows it; the attempts the batch
@@ -184,7 +184,7 @@ class SlurmBackend(SSHBackend):
             f'date +%z; echo {_MARK}; scontrol show job -o {job_id} 2>&1; echo "$?"; echo {_MARK};'
             f" {sacct if with_sacct else 'true'}; echo {_MARK}; cat {attempts_file} 2>/dev/null; true"
         )
-        status, out, err = self._conn().run(command, timeout_s=30)
+        status, out, err = self._run(command, timeout_s=30)
         parts = out.split(_MARK + "\n")
         if status != 0 or len(parts) != 4:
             raise SSHError(f"{self.name}: unclear job state (exit {status}): {(out + err).strip()[-300:]!r}")
@@ -199,7 +199,7 @@ class SlurmBackend(SSHBackend):
         if "Invalid job id" not in scontrol_text:  # the controller did not answer: not "job gone"
             raise SSHError(f"{self.name}: Slurm did not answer: {scontrol_text.strip()[-300:]}")
         if not rows and not with_sacct:
-            rows = parse_sacct(self._conn().run(sacct, timeout_s=30)[1])
+            rows = parse_sacct(self._run(sacct, timeout_s=30)[1])
         return job_from_sacct(job_id, rows, utc), attempts, rows
 
     def state(self, run_dir: str, tag: str, pgid: int) -> SlurmState:
@@ -328,6 +328,6 @@ class SlurmBackend(SSHBackend):
             ]
         )
         started = time.monotonic()
-        status, out, err = self._conn().run(command, timeout_s=timeout_s + 600)  # queue wait included
+        status, out, err = self._run(command, timeout_s=timeout_s + 600)  # queue wait included
         log.info("%s: bench took %.0f s (queue wait included)", self.name, time.monotonic() - started)
         return bench_result(status, out, err)

@@ -24,7 +24,7 @@ from gpuplanner.launch.command_lines import bench_result
 from gpuplanner.launch.hosts import Host
 from gpuplanner.launch.payload import Payload, ensure_remote
 from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
-from gpuplanner.launch.ssh_connection import PassphraseCallback, SSHConnection, SSHError
+from gpuplanner.launch.ssh_connection import PassphraseCallback, SessionOpenError, SSHConnection, SSHError
 
 DEFAULT_REMOTE_ROOT = "~/.gpuplanner"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -61,6 +61,7 @@ class SSHBackend:
         self._lock = threading.RLock()  # one SFTP conversation at a time
         self._files: dict[str, paramiko.SFTPFile] = {}
         self.uploaded = False
+        self.generation = 0  # counts connections made: which one a failure was seen on
 
     # -- connection -----------------------------------------------------------------------------
     def connect(self) -> None:
@@ -81,6 +82,7 @@ class SSHBackend:
                 conn.close()
                 raise SSHError(f"{self.name}: {exc}") from exc
             self.conn = conn
+            self.generation += 1
 
     def is_connected(self) -> bool:
         return self.conn is not None and self.conn.is_active()
@@ -101,6 +103,30 @@ class SSHBackend:
         if self.conn is None or not self.conn.is_active():
             raise SSHError(f"{self.name}: not connected")
         return self.conn
+
+    def _run(self, command: str, timeout_s: float, attempts: int = 3) -> tuple[int, str, str]:
+        """Run a command on the connection. When no session can be opened (a connection the host cut looks
+        alive until paramiko reads the reset), the command never started: drop that connection (unless
+        another thread already remade it), connect again and run it again."""
+        for attempt in range(attempts):
+            with self._lock:
+                if attempt and not self.is_connected():
+                    self.connect()
+                conn, generation = self._conn(), self.generation
+            try:
+                return conn.run(command, timeout_s=timeout_s)
+            except SessionOpenError:
+                if attempt == attempts - 1:
+                    raise
+                self.close_if(generation)
+        raise AssertionError("unreachable")
+
+    def close_if(self, generation: int) -> None:
+        """Close the connection if it is still the one of ``generation`` (a failure seen on an older
+        connection must not close the one another thread has made since)."""
+        with self._lock:
+            if self.generation == generation:
+                self.close()
 
     def payload(self) -> Payload:
         with self._lock:
@@ -127,7 +153,7 @@ class SSHBackend:
         )
 
     def start(self, run_dir: str, tag: str, args: list[str], env: dict[str, str]) -> int:
-        status, out, err = self._conn().run(self.start_command(run_dir, tag, args, env), timeout_s=30)
+        status, out, err = self._run(self.start_command(run_dir, tag, args, env), timeout_s=30)
         lines = out.strip().splitlines()
         if status != 0 or not lines or not lines[-1].isdigit():
             raise SSHError(f"{self.name}: could not start the run (exit {status}): {err.strip()[-500:]}")
@@ -136,11 +162,11 @@ class SSHBackend:
     def signal(self, pgid: int, signame: str) -> None:
         if not signame.isalnum():
             raise ValueError(f"bad signal name {signame!r}")
-        self._conn().run(f"kill -{signame} -- -{int(pgid)} 2>/dev/null; true", timeout_s=20)
+        self._run(f"kill -{signame} -- -{int(pgid)} 2>/dev/null; true", timeout_s=20)
 
     def state(self, run_dir: str, tag: str, pgid: int) -> ProcessState:
         exit_file = q(f"{run_dir}/{tag}.exit")
-        status, out, _ = self._conn().run(
+        status, out, _ = self._run(
             f"if kill -0 {int(pgid)} 2>/dev/null; then echo alive; elif [ -f {exit_file} ]; then cat {exit_file};"
             f" else echo gone; fi",
             timeout_s=20,
@@ -220,5 +246,5 @@ class SSHBackend:
                 *(q(a) for a in args),
             ]
         )
-        status, out, err = self._conn().run(command, timeout_s=timeout_s + 60)  # the host's limit decides
+        status, out, err = self._run(command, timeout_s=timeout_s + 60)  # the host's limit decides
         return bench_result(status, out, err, limit_s=timeout_s)

@@ -43,6 +43,11 @@ class SSHError(OSError):
     """The host could not be reached or a command could not run; the message says why."""
 
 
+class SessionOpenError(SSHError):
+    """No session could be opened on the connection (the command never started), e.g. the host reset a
+    connection the transport still thought alive: reconnecting and running the command again is safe."""
+
+
 class AuthenticationFailed(SSHError):
     """No key (agent or file) was accepted. Not retried: the user must fix keys or the agent."""
 
@@ -336,7 +341,7 @@ class SSHConnection:
         try:
             channel = self.transport.open_session(timeout=self.connect_timeout_s)
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise SSHError(f"{self.host.name}: cannot open a session: {exc}") from exc
+            raise SessionOpenError(f"{self.host.name}: cannot open a session: {exc}") from exc
         out, err = bytearray(), bytearray()
         try:
             channel.settimeout(1.0)

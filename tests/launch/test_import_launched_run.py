@@ -46,11 +46,16 @@ def test_import_of_a_launched_run_dir(db_path: Path, model_config: Path, tmp_pat
     seqs = [r[0] for r in rows(db_path, "SELECT seq FROM steps WHERE run_id = ? ORDER BY seq", run_id)]
     assert len(seqs) == 40 and len(set(seqs)) == 40
     lines = (run_dir / "events.jsonl").read_bytes().count(b"\n")
-    stored = sum(
-        rows(db_path, f"SELECT COUNT(*) FROM {t} WHERE run_id = ?", run_id)[0][0]
-        for t in ("steps", "evals", "events", "gpu_samples")
+    stored = (
+        sum(
+            rows(db_path, f"SELECT COUNT(*) FROM {t} WHERE run_id = ?", run_id)[0][0]
+            for t in ("steps", "evals", "gpu_samples")
+        )
+        + rows(db_path, "SELECT COUNT(*) FROM events WHERE run_id = ? AND kind != 'billed'", run_id)[0][0]
     )
     assert stored == lines  # every line of the file stored exactly once
+    # and the launcher's own record of the billed span, which is not a line of the file: one per launch
+    assert rows(db_path, "SELECT COUNT(*) FROM events WHERE run_id = ? AND kind = 'billed'", run_id) == [(1,)]
     # one stream position: the watcher's, shared with the import
     assert len(rows(db_path, "SELECT source FROM stream_positions WHERE run_id = ?", run_id)) == 1
 
