@@ -50,6 +50,7 @@ class TrainConfig:
     num_workers: int = -1
     device: str = "auto"
     fsdp: bool = False
+    stop_sync_every_steps: int = 0
     # LoRA
     lora_rank: int = 0
     lora_alpha: float = 0.0
@@ -88,7 +89,7 @@ class TrainConfig:
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 CHOICES = {
     "precision": ("auto", "bf16-mixed", "fp16-mixed", "bf16", "fp16", "fp32"),
-    "grad_checkpointing": ("off", "every", "every-other"),
+    "grad_checkpointing": ("off", "every", "every-other", "selective"),
     "task": ("causal-lm", "seq-cls"),
     "preemption_provider": ("auto", "aws", "gcp", "azure"),
     "attn_implementation": ("sdpa", "eager", "flash_attention_2"),
@@ -107,11 +108,16 @@ HELP = {
     "or strings (sorted), mapped to ids 0..K-1 and saved as id2label/label2id",
     "fsdp": "shard parameters, gradients and optimizer state with PyTorch FSDP2 (fully_shard per transformer "
     "block) across torchrun ranks instead of DDP; full-state checkpoints; one process: unsharded",
+    "stop_sync_every_steps": "multi-process runs: steps between the ranks' agreement on a stop (signal, preemption "
+    "notice, budget) and a time-based checkpoint, an all-reduce that makes the host wait for the GPU; 0: about once "
+    "a second (at most every 50 steps)",
     "cache_dir": "token cache folder (default RUN_DIR/token-cache)",
     "precision": "fp32; bf16-mixed or fp16-mixed (fp16 is the same): fp32 master weights and optimizer states, "
     "16-bit compute under autocast, a LoRA base in 16 bit; bf16: pure bf16 weights and optimizer states (small "
     "updates can vanish); auto = bf16-mixed where supported, else fp16-mixed on CUDA, fp32 on CPU",
-    "grad_checkpointing": "recompute activations of every layer or every other layer",
+    "grad_checkpointing": "recompute activations of every layer or every other layer; selective: every layer keeps "
+    "its matmul and attention outputs and recomputes only the cheap elementwise work (norms, activation "
+    "functions, rotary embeddings, casts): most of full checkpointing's memory saving at almost no extra FLOPs",
     "compile": "torch.compile the model",
     "fused_kernels": "swap activations written as chains of small ops (GPT-2's gelu_new, gelu_fast, "
     "gelu_accurate) for PyTorch's one-kernel tanh GELU: the same function, faster, and less "
@@ -197,6 +203,8 @@ def validate(config: TrainConfig) -> None:
         problems.append("give --model or --model-config")
     if not config.data:
         problems.append("give --data")
+    if config.stop_sync_every_steps < 0:
+        problems.append("--stop-sync-every-steps must not be negative (0: about once a second)")
     for name in ("seq_len", "micro_batch", "grad_accum", "epochs"):
         if getattr(config, name) < 1:
             problems.append(f"--{name.replace('_', '-')} must be at least 1")

@@ -1,5 +1,5 @@
 """Model construction: Hugging Face id/dir or a config.json (random init), SDPA attention, gradient
-checkpointing (every or every other layer), optional LoRA via peft, parameter dtypes per precision, and
+checkpointing (every or every other layer, or selective: matmul outputs kept, the rest recomputed), optional LoRA via peft, parameter dtypes per precision, and
 the FLOPs per token behind MFU and HFU."""
 
 from __future__ import annotations
@@ -139,10 +139,13 @@ def build_model(
         model.config.pad_token_id = pad_id if pad_id is not None else eos_id
     if config.grad_checkpointing != "off":
         every_n = 2 if config.grad_checkpointing == "every-other" else 1
+        ckpt_kwargs: dict[str, Any] = {"use_reentrant": False}
+        if config.grad_checkpointing == "selective":
+            ckpt_kwargs["context_fn"] = selective_context
         if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
-            model.activation_checkpointing_enable({"use_reentrant": False}, every_n_layers=every_n)
+            model.activation_checkpointing_enable(ckpt_kwargs, every_n_layers=every_n)
         else:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt_kwargs)
             if every_n == 2:
                 blocks = [
                     m
@@ -169,6 +172,47 @@ def build_model(
         model = apply_lora(model, config)
     apply_precision(model, precision)
     return model
+
+
+def _saved_ops() -> frozenset[Any]:
+    """The ops whose outputs selective checkpointing keeps: every matmul and the fused attention
+    kernels (what is costly to recompute). Ops a torch build lacks are skipped."""
+    aten = torch.ops.aten
+    names = (
+        "mm",
+        "addmm",
+        "bmm",
+        "baddbmm",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_flash_attention_forward",
+        "_efficient_attention_forward",
+    )
+    return frozenset(getattr(aten, n).default for n in names if hasattr(aten, n))
+
+
+SELECTIVE_SAVED_OPS = _saved_ops()
+
+
+def selective_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    """Selective activation checkpointing (Korthikanti et al. 2022, "Reducing Activation Recomputation
+    in Large Transformer Models"; torchtitan's op-level policy): keep the outputs of matmuls and
+    attention kernels, recompute everything else in the block during backward (norms and their fp32
+    copies, activation functions, rotary embeddings, casts, dropout, residual adds). Those are cheap,
+    memory-bound ops, so the recompute adds almost no FLOPs while the block's many elementwise
+    intermediates are not kept from forward to backward."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    return CheckpointPolicy.MUST_SAVE if op in SELECTIVE_SAVED_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def selective_context() -> Any:
+    """``context_fn`` for ``torch.utils.checkpoint.checkpoint`` under ``--grad-checkpointing selective``."""
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    return create_selective_checkpoint_contexts(selective_policy)
 
 
 def model_precision(precision: Precision, lora: bool) -> Precision:
@@ -294,7 +338,8 @@ def _block_params(model: torch.nn.Module, lookups: set[int]) -> tuple[int, int]:
 
 def training_flops(model: torch.nn.Module, seq_len: int, recompute: str) -> TrainingFlops:
     """Model FLOPs (MFU) and hardware FLOPs (HFU) per token for ``model`` trained at ``seq_len`` with
-    activation checkpointing ``recompute`` (``off``, ``every``, ``every-other``). Frozen parameters
+    activation checkpointing ``recompute`` (``off``, ``every``, ``every-other``, ``selective``: no matmul
+    is recomputed, so no FLOPs are added). Frozen parameters
     (``requires_grad`` false) cost 4 per token instead of 6."""
     cfg = getattr(model, "config", None)
     params, lookups = _matmul_parameters(model)
@@ -312,6 +357,8 @@ def training_flops(model: torch.nn.Module, seq_len: int, recompute: str) -> Trai
         block_params, n_blocks = sum(p.numel() for p in params), max(1, n_layer)
     if recompute == "every":
         share = 1.0
+    elif recompute == "selective":
+        share = 0.0  # matmul and attention outputs are kept: only elementwise work is recomputed
     elif recompute == "every-other":
         share = math.ceil(n_blocks / 2) / n_blocks  # blocks 0, 2, 4, ... are checkpointed
     else:
