@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import torch
 import torch.nn.functional as F
 
-from . import allocator, checkpoint, clock, dist, losses, protocol
+from . import allocator, checkpoint, clock, compiling, dist, losses, protocol
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .config import TrainConfig, to_dict, write_resolved
@@ -315,9 +315,18 @@ class _Trainer:
         self.model.train()
         self.loss_fn: Any = classification_loss_sum
         self.loss_impl = "classification"
+        head_loss = None
         if not self.cls:  # the output head computes the loss in chunks (or Liger's kernel): no full logits
             head_loss, self.loss_impl = losses.install(self.model, c.loss_impl, self.device)
             self.loss_fn = functools.partial(causal_loss_sum, head_loss=head_loss)
+        # torch.compile per block and the loss's chunk math, before FSDP wraps the blocks (as torchtitan);
+        # compiling happens lazily at the first step, timed by the compile clock.
+        self.compiled = compiling.wanted(c.compile, self.device)
+        self.compile_clock: compiling.CompileClock | None = None
+        if self.compiled:
+            self.compile_clock = compiling.CompileClock().install()
+            compiling.compile_blocks(self.model, c.compile_backend)
+            losses.compile_loss(head_loss, c.compile_backend)
         self.trainable = [n for n, p in self.model.named_parameters() if p.requires_grad]
         self.full_state = len(self.trainable) == sum(1 for _ in self.model.parameters())
         self.fsdp = bool(c.fsdp and self.info.distributed)
@@ -589,7 +598,7 @@ class _Trainer:
         raw = self.model
         if info.distributed and not self.fsdp:
             self.model = wrap_ddp(raw, self.device)
-        fwd_model = torch.compile(self.model) if c.compile else self.model
+        fwd_model = self.model
         self.autocast = (
             (lambda: torch.autocast(self.device.type, dtype=self.dtype))
             if self.precision.autocast
@@ -612,6 +621,7 @@ class _Trainer:
             precision=self.precision.name,
             param_dtypes=self.param_dtypes(),
             loss_impl=self.loss_impl,
+            compile=self.compiled,
             alloc_conf=allocator.current() if self.device.type == "cuda" else None,
             params=n_params,
             trainable_params=n_trainable,
@@ -649,6 +659,7 @@ class _Trainer:
                 "precision": self.precision.name,
                 "param_dtypes": self.param_dtypes(),
                 "loss_impl": self.loss_impl,
+                "compile": self.compiled,
                 "params": n_params,
                 "trainable_params": n_trainable,
                 "world_size": info.world,
@@ -845,6 +856,8 @@ class _Trainer:
             elapsed_s=s.elapsed_s,
             steps_in_record=win["steps"],
         )
+        if self.compile_clock is not None:  # paid time spent compiling so far in this process
+            rec["compile_s"] = round(self.compile_clock.seconds, 3)
         if sample_ids is not None:
             rec["sample_ids"] = sample_ids
         self.tele.emit("step", **rec)
@@ -867,6 +880,10 @@ class _Trainer:
         self._tick()  # the last checkpoint carries the spend up to the stop
         if reason == PREEMPTED:
             self.tele.emit("preempted", step=self.state.step, reason=self.flag.detail or "stop requested")
+        if self.compile_clock is not None:
+            self.compile_clock.remove()
+            if self.bench is not None:
+                self.bench.info["compile_s"] = round(self.compile_clock.seconds, 3)
         if self.bench is not None:
             self.tele.emit("run_end", status=status, totals=self._totals(), exit_code=EXIT_OK)
             return EXIT_OK
@@ -885,6 +902,8 @@ class _Trainer:
         code = EXIT_RESUME if reason == PREEMPTED else EXIT_OK
         detail = {"reason": self.flag.detail} if self.flag.detail else {}
         self._tick()  # saving is paid time too: the totals price the run up to this, its last record
+        if self.compile_clock is not None:
+            detail["compile_s"] = round(self.compile_clock.seconds, 3)
         if self.info.distributed and getattr(self, "agree", None) is not None:
             detail["rank_agreements"] = self.agree.count  # stop-flag all-reduces (host syncs) in this process
         self.tele.emit("run_end", status=status, totals=self._totals(), exit_code=code, **detail)
