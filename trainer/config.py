@@ -57,6 +57,7 @@ class TrainConfig:
     lora_alpha: float = 0.0
     lora_targets: list[str] = field(default_factory=list)
     lora_dropout: float = 0.0
+    qlora: bool = False
     # Evaluation and stopping
     eval_every_steps: int = 0
     eval_batches: int = 8
@@ -113,6 +114,9 @@ HELP = {
     "stop_sync_every_steps": "multi-process runs: steps between the ranks' agreement on a stop (signal, preemption "
     "notice, budget) and a time-based checkpoint, an all-reduce that makes the host wait for the GPU; 0: about once "
     "a second (at most every 50 steps)",
+    "qlora": "QLoRA: load the frozen base of --model in 4-bit NF4 with double quantisation (bitsandbytes), "
+    "prepare it with peft's prepare_model_for_kbit_training, compute in the precision's 16-bit dtype (bf16 "
+    "under bf16-mixed); needs --lora-rank and pip install bitsandbytes",
     "cache_dir": "token cache folder (default RUN_DIR/token-cache)",
     "precision": "fp32; bf16-mixed or fp16-mixed (fp16 is the same): fp32 master weights and optimizer states, "
     "16-bit compute under autocast, a LoRA base in 16 bit; bf16: pure bf16 weights and optimizer states (small "
@@ -221,6 +225,13 @@ def validate(config: TrainConfig) -> None:
         problems.append("--eval-fraction must be in [0, 1)")
     if config.task == "seq-cls" and config.reset_position_ids:
         problems.append("--reset-position-ids applies to --task causal-lm only (seq-cls does not pack)")
+    if config.qlora:
+        if config.lora_rank < 1:
+            problems.append("--qlora trains LoRA adapters on a 4-bit base: give --lora-rank")
+        if not config.model:
+            problems.append("--qlora quantises a pretrained checkpoint: give --model (not --model-config)")
+        if config.fsdp:
+            problems.append("--qlora does not run with --fsdp (4-bit weights are not sharded here); use DDP")
     if config.price_per_gpu_hour < 0:
         problems.append("--price-per-gpu-hour must not be negative")
     if problems:

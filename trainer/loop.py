@@ -27,7 +27,15 @@ from . import fsdp as fsdp_mod
 from .config import TrainConfig, to_dict, write_resolved
 from .flops import peak_flops
 from .mirror import Mirror, fetch_newest
-from .model import build_model, count_params, pick_device, resolve_precision, save_final, training_flops
+from .model import (
+    QLoRAUnavailable,
+    build_model,
+    count_params,
+    pick_device,
+    resolve_precision,
+    save_final,
+    training_flops,
+)
 from .nvml_sampler import Activity, GpuSampler, open_source
 from .preemption import (
     BUDGET_STOP,
@@ -226,7 +234,7 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
     tele = Telemetry(events, stdout=stdout if config.events_stdout else None, enabled=info.is_main)
     try:
         return _Trainer(config, info, device, run_dir, tele, bench, writer, started).run()
-    except (checkpoint.ResumeConflict, losses.UnsupportedLoss) as exc:  # bad configuration: no traceback
+    except (checkpoint.ResumeConflict, losses.UnsupportedLoss, QLoRAUnavailable) as exc:  # bad configuration
         warn(str(exc))
         tele.emit("run_end", status="failed", error=str(exc), exit_code=EXIT_CONFIG)
         return EXIT_CONFIG
@@ -311,7 +319,10 @@ class _Trainer:
             labels=labels,
             pad_id=getattr(self.tokenizer, "pad_token_id", None),
             precision=self.precision,
-        ).to(self.device)
+            device=self.device,
+        )
+        if not c.qlora:  # a 4-bit model is placed (and quantised) by from_pretrained itself
+            self.model = self.model.to(self.device)
         self.model.train()
         self.loss_fn: Any = classification_loss_sum
         self.loss_impl = "classification"

@@ -88,6 +88,7 @@ def build_model(
     labels: list[str] | None = None,
     pad_id: int | None = None,
     precision: Precision | None = None,
+    device: torch.device | None = None,
 ) -> torch.nn.Module:
     """Causal LM, or (``task == "seq-cls"``) a sequence classifier with ``labels`` as its classes
     (``id2label``/``label2id`` in its config) and ``pad_id`` as pad token (GPT-2 style models pool the
@@ -101,7 +102,7 @@ def build_model(
 
     if precision is None:
         precision = resolve_precision(config.precision, pick_device(config.device))
-    precision = model_precision(precision, lora=config.lora_rank > 0)
+    precision = model_precision(precision, lora=config.lora_rank > 0, qlora=config.qlora)
 
     cls = config.task == "seq-cls"
     auto = transformers.AutoModelForSequenceClassification if cls else transformers.AutoModelForCausalLM
@@ -134,7 +135,12 @@ def build_model(
             kwargs.update(label_kwargs, ignore_mismatched_sizes=True)
         # Load straight into the dtype the base will have (a LoRA base in 16 bit never exists in fp32).
         load_dtype = precision.frozen if config.lora_rank > 0 else precision.trained
+        if config.qlora:
+            kwargs.update(qlora_load_kwargs(transformers, precision, device or pick_device(config.device)))
+            load_dtype = precision.compute
         model = auto.from_pretrained(config.model, **kwargs, **_dtype_kwarg(transformers, load_dtype))
+        if config.qlora:
+            prepare_kbit(model)
     if cls and getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = pad_id if pad_id is not None else eos_id
     if config.grad_checkpointing != "off":
@@ -166,7 +172,7 @@ def build_model(
     if config.fused_kernels:
         fuse_activations(model)
     if config.lora_rank > 0:
-        for p in model.parameters():  # the base: frozen dtype before peft adds the adapters
+        for p in model.parameters():  # the base: frozen dtype before peft adds the adapters (4-bit: uint8, kept)
             if p.is_floating_point() and p.dtype != precision.frozen:
                 p.data = p.data.to(precision.frozen)
         model = apply_lora(model, config)
@@ -215,7 +221,58 @@ def selective_context() -> Any:
     return create_selective_checkpoint_contexts(selective_policy)
 
 
-def model_precision(precision: Precision, lora: bool) -> Precision:
+class QLoRAUnavailable(RuntimeError):
+    """``--qlora`` on a host without bitsandbytes (or one that cannot load it); the message says how to fix it."""
+
+
+def qlora_load_kwargs(transformers: Any, precision: Precision, device: torch.device) -> dict[str, Any]:
+    """``from_pretrained`` arguments that load the base in 4-bit NF4 with double quantisation (the QLoRA
+    paper's and peft's recipe), computing in ``precision.compute`` (bf16 under bf16-mixed), straight
+    onto ``device`` (quantised as it is placed: the 16-bit base never exists whole)."""
+    try:
+        import bitsandbytes  # noqa: F401
+    except Exception as exc:  # ImportError, or a build that cannot load its native library
+        raise QLoRAUnavailable(
+            f"--qlora needs bitsandbytes ({type(exc).__name__}: {exc}); install it with "
+            "pip install bitsandbytes (or pip install 'gpuplanner[qlora]')"
+        ) from None
+    quant = transformers.BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=precision.compute,
+    )
+    index = device.index if device.index is not None else 0
+    return {"quantization_config": quant, "device_map": {"": index if device.type == "cuda" else device.type}}
+
+
+def prepare_kbit(model: torch.nn.Module) -> None:
+    """peft's ``prepare_model_for_kbit_training``: freeze the base, cast its remaining 16-bit parameters
+    (norms, embeddings, head) to fp32 for stability, as the QLoRA recipe does. Activation
+    checkpointing is the trainer's own (``--grad-checkpointing``), so peft's is not turned on here."""
+    import warnings
+
+    import peft
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+
+
+def is_quantized(p: torch.Tensor) -> bool:
+    """A bitsandbytes 4-bit weight (packed uint8 with a quantisation state)."""
+    return getattr(p, "quant_state", None) is not None
+
+
+def param_count(p: torch.Tensor) -> int:
+    """Elements a parameter stands for: a 4-bit weight packs two per byte, its real shape is in its
+    quantisation state."""
+    state = getattr(p, "quant_state", None)
+    shape = getattr(state, "shape", None)
+    return math.prod(shape) if shape is not None else p.numel()
+
+
+def model_precision(precision: Precision, lora: bool, qlora: bool = False) -> Precision:
     """The dtypes of one model's parameters under ``precision``.
 
     Full fine-tuning: every parameter is trained, in ``precision.trained`` (fp32 master weights under
@@ -223,6 +280,8 @@ def model_precision(precision: Precision, lora: bool) -> Precision:
     ``fp32``) and the adapters (and a classifier head) in fp32 under every precision, as peft keeps them
     and the planner counts them: they are a tiny share of memory, and fp32 keeps their small updates.
     """
+    if qlora:  # prepare_model_for_kbit_training keeps the unquantised base (norms, embeddings) in fp32
+        return replace(precision, trained=torch.float32, frozen=torch.float32)
     if lora:
         return replace(precision, trained=torch.float32)
     return precision
@@ -264,7 +323,8 @@ def apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
         r=config.lora_rank,
         lora_alpha=config.lora_alpha or 2 * config.lora_rank,
         lora_dropout=config.lora_dropout,
-        target_modules=config.lora_targets or None,
+        # peft's shorthand for every linear but the output head (the QLoRA paper's choice) is a string
+        target_modules="all-linear" if config.lora_targets == ["all-linear"] else (config.lora_targets or None),
         fan_in_fan_out=conv1d,
     )
     import warnings
@@ -275,8 +335,8 @@ def apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
 
 
 def count_params(model: torch.nn.Module) -> tuple[int, int]:
-    total = sum(p.numel() for p in model.parameters())
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(param_count(p) for p in model.parameters())
+    trainable = sum(param_count(p) for p in model.parameters() if p.requires_grad)
     return total, trainable
 
 
@@ -332,7 +392,7 @@ def _block_params(model: torch.nn.Module, lookups: set[int]) -> tuple[int, int]:
         for p in block.parameters():
             if id(p) not in seen and id(p) not in lookups:
                 seen.add(id(p))
-                total += p.numel()
+                total += param_count(p)
     return total, len(blocks)
 
 
@@ -343,8 +403,8 @@ def training_flops(model: torch.nn.Module, seq_len: int, recompute: str) -> Trai
     (``requires_grad`` false) cost 4 per token instead of 6."""
     cfg = getattr(model, "config", None)
     params, lookups = _matmul_parameters(model)
-    trained = sum(p.numel() for p in params if p.requires_grad)
-    frozen = sum(p.numel() for p in params if not p.requires_grad)
+    trained = sum(param_count(p) for p in params if p.requires_grad)
+    frozen = sum(param_count(p) for p in params if not p.requires_grad)
     n_layer = getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layer", 0)) or 0
     hidden = getattr(cfg, "hidden_size", getattr(cfg, "n_embd", 0)) or 0
     heads = getattr(cfg, "num_attention_heads", getattr(cfg, "n_head", 0)) or 0

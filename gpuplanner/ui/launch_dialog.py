@@ -90,6 +90,8 @@ def trainer_args(values: dict[str, Any]) -> list[str]:
     method = values.get("method") or "full"
     if method in ("lora", "qlora") and int(values.get("lora_rank") or 0) > 0:
         args += ["--lora-rank", str(int(values["lora_rank"]))]
+        if method == "qlora":  # the base in 4-bit NF4, as planned (bitsandbytes on the host)
+            args.append("--qlora")
     precision = values.get("precision")
     if precision and precision != "auto":
         args += ["--precision", str(precision)]
