@@ -352,7 +352,8 @@ class _Trainer:
                 "gathers the full checkpoint); the nodes' run directories are on separate disks"
             )
         if self.fsdp:
-            fsdp_mod.shard(self.model)  # before the optimizer: it must see the sharded parameters
+            # before the optimizer: it must see the sharded parameters; 16-bit gathers under *-mixed
+            fsdp_mod.shard(self.model, self.dtype if self.precision.autocast else None)
         self.optimizer = make_optimizer(self.model, c, self.device)
         self.scaler = (
             torch.amp.GradScaler("cuda") if self.dtype == torch.float16 and self.device.type == "cuda" else None
