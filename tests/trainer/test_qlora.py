@@ -17,7 +17,6 @@ from trainer.config import TrainConfig, validate
 from trainer.loop import EXIT_CONFIG, EXIT_OK, train
 from trainer.model import QLoRAUnavailable, build_model, param_count, resolve_precision, training_flops
 
-bnb = pytest.importorskip("bitsandbytes", reason="pip install bitsandbytes (the qlora extra)")
 CPU = torch.device("cpu")
 LLAMA = {
     "model_type": "llama",
@@ -56,6 +55,7 @@ def _config(tmp_path: Path, ckpt: Path, **kw) -> TrainConfig:
 
 
 def test_the_base_loads_in_nf4_with_double_quantisation(tmp_path: Path, llama_bf16: Path) -> None:
+    bnb = pytest.importorskip("bitsandbytes", reason="pip install bitsandbytes (the qlora extra)")
     cfg = _config(tmp_path, llama_bf16, qlora=True, lora_rank=4, lora_targets=["all-linear"], precision="bf16-mixed")
     precision = resolve_precision("bf16-mixed", CPU)
     model = build_model(cfg, 257, 256, precision=precision, device=CPU)
@@ -84,6 +84,7 @@ def test_the_base_loads_in_nf4_with_double_quantisation(tmp_path: Path, llama_bf
 
 @pytest.mark.slow
 def test_a_qlora_run_trains_the_adapters(tmp_path: Path, llama_bf16: Path) -> None:
+    pytest.importorskip("bitsandbytes", reason="pip install bitsandbytes (the qlora extra)")
     cfg = _config(
         tmp_path,
         llama_bf16,
