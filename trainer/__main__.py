@@ -4,13 +4,15 @@ Stop signals are caught first, before torch or transformers are imported (second
 during start-up leads to the graceful stop (exit 75) instead of death by signal (exit 143); a
 launcher that starts the trainer with them blocked (GPU Planner's wrapper) closes the interpreter's
 own start-up too (:func:`trainer.early_signals.install` unblocks them). The budget clock starts here
-(:mod:`trainer.clock`).
+(:mod:`trainer.clock`). The CUDA allocator's settings are chosen before torch is imported
+(:mod:`trainer.allocator`).
 """
 
-from . import clock, early_signals
+from . import allocator, clock, early_signals
 
 early_signals.install()
 clock.mark()
+allocator.configure()
 
 import sys  # noqa: E402
 

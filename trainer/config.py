@@ -42,7 +42,8 @@ class TrainConfig:
     # Speed and memory
     precision: str = "auto"
     grad_checkpointing: str = "off"
-    compile: bool = False
+    compile: bool | None = None
+    compile_backend: str = "inductor"
     attn_implementation: str = "sdpa"
     fused_kernels: bool = True
     loss_impl: str = "auto"
@@ -50,11 +51,13 @@ class TrainConfig:
     num_workers: int = -1
     device: str = "auto"
     fsdp: bool = False
+    stop_sync_every_steps: int = 0
     # LoRA
     lora_rank: int = 0
     lora_alpha: float = 0.0
     lora_targets: list[str] = field(default_factory=list)
     lora_dropout: float = 0.0
+    qlora: bool = False
     # Evaluation and stopping
     eval_every_steps: int = 0
     eval_batches: int = 8
@@ -88,12 +91,13 @@ class TrainConfig:
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 CHOICES = {
     "precision": ("auto", "bf16-mixed", "fp16-mixed", "bf16", "fp16", "fp32"),
-    "grad_checkpointing": ("off", "every", "every-other"),
+    "grad_checkpointing": ("off", "every", "every-other", "selective"),
     "task": ("causal-lm", "seq-cls"),
     "preemption_provider": ("auto", "aws", "gcp", "azure"),
     "attn_implementation": ("sdpa", "eager", "flash_attention_2"),
     "loss_impl": ("auto", "chunked", "liger", "plain"),
     "schedule_change": ("warn", "refuse"),
+    "compile_backend": ("inductor", "aot_eager", "eager"),
 }
 HELP = {
     "run_dir": "run directory: checkpoints, events.jsonl, final model (resumed from by default)",
@@ -107,12 +111,24 @@ HELP = {
     "or strings (sorted), mapped to ids 0..K-1 and saved as id2label/label2id",
     "fsdp": "shard parameters, gradients and optimizer state with PyTorch FSDP2 (fully_shard per transformer "
     "block) across torchrun ranks instead of DDP; full-state checkpoints; one process: unsharded",
+    "stop_sync_every_steps": "multi-process runs: steps between the ranks' agreement on a stop (signal, preemption "
+    "notice, budget) and a time-based checkpoint, an all-reduce that makes the host wait for the GPU; 0: about once "
+    "a second (at most every 50 steps)",
+    "qlora": "QLoRA: load the frozen base of --model in 4-bit NF4 with double quantisation (bitsandbytes), "
+    "prepare it with peft's prepare_model_for_kbit_training, compute in the precision's 16-bit dtype (bf16 "
+    "under bf16-mixed); needs --lora-rank and pip install bitsandbytes",
     "cache_dir": "token cache folder (default RUN_DIR/token-cache)",
     "precision": "fp32; bf16-mixed or fp16-mixed (fp16 is the same): fp32 master weights and optimizer states, "
     "16-bit compute under autocast, a LoRA base in 16 bit; bf16: pure bf16 weights and optimizer states (small "
     "updates can vanish); auto = bf16-mixed where supported, else fp16-mixed on CUDA, fp32 on CPU",
-    "grad_checkpointing": "recompute activations of every layer or every other layer",
-    "compile": "torch.compile the model",
+    "grad_checkpointing": "recompute activations of every layer or every other layer; selective: every layer keeps "
+    "its matmul and attention outputs and recomputes only the cheap elementwise work (norms, activation "
+    "functions, rotary embeddings, casts): most of full checkpointing's memory saving at almost no extra FLOPs",
+    "compile": "torch.compile each transformer block (fullgraph) and the chunked loss's per-chunk math; default: "
+    "on with CUDA, off on the CPU (compiling takes minutes there); the seconds spent compiling are reported as "
+    "compile_s",
+    "compile_backend": "torch.compile backend: inductor (fused kernels), aot_eager or eager (no code generation: "
+    "checks that the model compiles without graph breaks, fast)",
     "fused_kernels": "swap activations written as chains of small ops (GPT-2's gelu_new, gelu_fast, "
     "gelu_accurate) for PyTorch's one-kernel tanh GELU: the same function, faster, and less "
     "activation memory; the saved model is unchanged",
@@ -146,7 +162,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for name, f in FIELDS.items():
         kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "help": HELP.get(name)}
         type_ = str(f.type)
-        if type_ == "bool":
+        if type_ in ("bool", "bool | None"):
             kwargs["action"] = argparse.BooleanOptionalAction
         elif type_.startswith("list"):
             kwargs["action"] = "append"
@@ -197,6 +213,8 @@ def validate(config: TrainConfig) -> None:
         problems.append("give --model or --model-config")
     if not config.data:
         problems.append("give --data")
+    if config.stop_sync_every_steps < 0:
+        problems.append("--stop-sync-every-steps must not be negative (0: about once a second)")
     for name in ("seq_len", "micro_batch", "grad_accum", "epochs"):
         if getattr(config, name) < 1:
             problems.append(f"--{name.replace('_', '-')} must be at least 1")
@@ -207,6 +225,13 @@ def validate(config: TrainConfig) -> None:
         problems.append("--eval-fraction must be in [0, 1)")
     if config.task == "seq-cls" and config.reset_position_ids:
         problems.append("--reset-position-ids applies to --task causal-lm only (seq-cls does not pack)")
+    if config.qlora:
+        if config.lora_rank < 1:
+            problems.append("--qlora trains LoRA adapters on a 4-bit base: give --lora-rank")
+        if not config.model:
+            problems.append("--qlora quantises a pretrained checkpoint: give --model (not --model-config)")
+        if config.fsdp:
+            problems.append("--qlora does not run with --fsdp (4-bit weights are not sharded here); use DDP")
     if config.price_per_gpu_hour < 0:
         problems.append("--price-per-gpu-hour must not be negative")
     if problems:

@@ -1,4 +1,5 @@
-"""FSDP (``--fsdp``): PyTorch FSDP2 ``fully_shard`` on every transformer block, then on the root.
+"""FSDP (``--fsdp``): PyTorch FSDP2 ``fully_shard`` on every transformer block, an untied embedding and
+output head (a unit each), then the root; under ``*-mixed`` with torchtitan's mixed-precision policy.
 
 Parameters, gradients and optimizer state are sharded across the data-parallel ranks; each block's
 parameters are all-gathered just for its forward and backward. Checkpoints hold *full* (unsharded)
@@ -21,18 +22,51 @@ def block_classes(model: torch.nn.Module) -> set[str]:
     return names
 
 
-def shard(model: torch.nn.Module) -> int:
-    """Apply ``fully_shard`` to each transformer block and to the root (in place). Returns the block count."""
+def mixed_precision(compute: torch.dtype | None) -> Any:
+    """torchtitan's FSDP2 policy under ``*-mixed``: all-gather the parameters in the 16-bit compute dtype
+    (half the gather traffic and the unsharded copy's memory) and reduce-scatter gradients in fp32; the
+    sharded master weights and optimizer states stay fp32. None (fp32, pure bf16): gather as stored."""
+    if compute is None or compute == torch.float32:
+        return None
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    return MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32)
+
+
+def _own_group_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The input embedding and the output head, when they do not share a weight (torchtitan shards them
+    as units of their own: their all-gathers then overlap the first and last blocks instead of holding
+    the largest matrices for the whole step in the root unit). Tied, they stay in the root."""
+    get_in = getattr(model, "get_input_embeddings", None)
+    get_out = getattr(model, "get_output_embeddings", None)
+    try:
+        emb = get_in() if get_in else None
+        head = get_out() if get_out else None
+    except (AttributeError, NotImplementedError):
+        return []
+    emb_w, head_w = getattr(emb, "weight", None), getattr(head, "weight", None)
+    if emb_w is None or head_w is None or emb_w is head_w:
+        return []
+    return [emb, head]
+
+
+def shard(model: torch.nn.Module, compute: torch.dtype | None = None) -> int:
+    """Apply ``fully_shard`` to each transformer block, to an untied embedding and head (one unit each),
+    and to the root (in place), with :func:`mixed_precision` of ``compute`` (the autocast dtype under
+    ``*-mixed``, else None). Returns the number of units below the root."""
     from torch.distributed.fsdp import fully_shard
 
+    policy = mixed_precision(compute)
+    kw: dict[str, Any] = {"mp_policy": policy} if policy is not None else {}
     classes = block_classes(model)
     blocks = [m for m in model.modules() if m is not model and type(m).__name__ in classes]
     if not blocks:
         raise RuntimeError(f"--fsdp: found no transformer blocks to shard in {type(model).__name__}")
-    for block in blocks:
-        fully_shard(block)
-    fully_shard(model)
-    return len(blocks)
+    units = [*_own_group_modules(model), *blocks]
+    for unit in units:
+        fully_shard(unit, **kw)
+    fully_shard(model, **kw)
+    return len(units)
 
 
 def _options(**kw: Any) -> Any:

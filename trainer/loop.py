@@ -21,13 +21,21 @@ from typing import Any, TextIO
 import torch
 import torch.nn.functional as F
 
-from . import checkpoint, clock, dist, losses, protocol
+from . import allocator, checkpoint, clock, compiling, dist, losses, protocol
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .config import TrainConfig, to_dict, write_resolved
 from .flops import peak_flops
 from .mirror import Mirror, fetch_newest
-from .model import build_model, count_params, pick_device, resolve_precision, save_final, training_flops
+from .model import (
+    QLoRAUnavailable,
+    build_model,
+    count_params,
+    pick_device,
+    resolve_precision,
+    save_final,
+    training_flops,
+)
 from .nvml_sampler import Activity, GpuSampler, open_source
 from .phases import PhaseClock
 from .preemption import (
@@ -171,6 +179,26 @@ def accumulate(
     return total
 
 
+# DDP's gradient bucket size: PyTorch's default is 25 MB; fewer, larger all-reduces overlap the backward
+# better on fast interconnects (torchtitan uses 100 MB for its DDP, torchtitan/models/llama3/infra/parallelize.py).
+DDP_BUCKET_MB = 100
+
+
+def wrap_ddp(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """DDP as the fast trainers set it up: gradients are views into the all-reduce buckets
+    (``gradient_as_bucket_view``: no second copy of the gradients, no copy in and out of the buckets),
+    and 100 MB buckets. Not ``static_graph``: on this trainer's models (GPT-2 with its tied head and
+    the chunked loss) static-graph DDP averaged wrong gradients in our 2-process gloo test, with or
+    without accumulation (weights off by up to 9e-3 from the one-process big batch after 6 steps),
+    and without ``find_unused_parameters`` it would save little."""
+    return torch.nn.parallel.DistributedDataParallel(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        gradient_as_bucket_view=True,
+        bucket_cap_mb=DDP_BUCKET_MB,
+    )
+
+
 def _host_info(device: torch.device) -> dict[str, Any]:
     gpus = []
     if device.type == "cuda":
@@ -209,7 +237,7 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
     try:
         trainer = _Trainer(config, info, device, run_dir, tele, bench, writer, started)
         return trainer.run()
-    except (checkpoint.ResumeConflict, losses.UnsupportedLoss) as exc:  # bad configuration: no traceback
+    except (checkpoint.ResumeConflict, losses.UnsupportedLoss, QLoRAUnavailable) as exc:  # bad configuration
         warn(str(exc))
         phases = trainer.phase_fields() if trainer is not None else {}
         tele.emit("run_end", status="failed", error=str(exc), exit_code=EXIT_CONFIG, **phases)
@@ -311,13 +339,25 @@ class _Trainer:
             labels=labels,
             pad_id=getattr(self.tokenizer, "pad_token_id", None),
             precision=self.precision,
-        ).to(self.device)
+            device=self.device,
+        )
+        if not c.qlora:  # a 4-bit model is placed (and quantised) by from_pretrained itself
+            self.model = self.model.to(self.device)
         self.model.train()
         self.loss_fn: Any = classification_loss_sum
         self.loss_impl = "classification"
+        head_loss = None
         if not self.cls:  # the output head computes the loss in chunks (or Liger's kernel): no full logits
             head_loss, self.loss_impl = losses.install(self.model, c.loss_impl, self.device)
             self.loss_fn = functools.partial(causal_loss_sum, head_loss=head_loss)
+        # torch.compile per block and the loss's chunk math, before FSDP wraps the blocks (as torchtitan);
+        # compiling happens lazily at the first step, timed by the compile clock.
+        self.compiled = compiling.wanted(c.compile, self.device)
+        self.compile_clock: compiling.CompileClock | None = None
+        if self.compiled:
+            self.compile_clock = compiling.CompileClock().install()
+            compiling.compile_blocks(self.model, c.compile_backend)
+            losses.compile_loss(head_loss, c.compile_backend)
         self.trainable = [n for n, p in self.model.named_parameters() if p.requires_grad]
         self.full_state = len(self.trainable) == sum(1 for _ in self.model.parameters())
         self.fsdp = bool(c.fsdp and self.info.distributed)
@@ -332,7 +372,8 @@ class _Trainer:
                 "gathers the full checkpoint); the nodes' run directories are on separate disks"
             )
         if self.fsdp:
-            fsdp_mod.shard(self.model)  # before the optimizer: it must see the sharded parameters
+            # before the optimizer: it must see the sharded parameters; 16-bit gathers under *-mixed
+            fsdp_mod.shard(self.model, self.dtype if self.precision.autocast else None)
         self.optimizer = make_optimizer(self.model, c, self.device)
         self.scaler = (
             torch.amp.GradScaler("cuda") if self.dtype == torch.float16 and self.device.type == "cuda" else None
@@ -607,10 +648,8 @@ class _Trainer:
         self.warmup = c.warmup_steps if c.warmup_steps >= 0 else min(100, max(1, self.total_steps // 20))
         raw = self.model
         if info.distributed and not self.fsdp:
-            self.model = torch.nn.parallel.DistributedDataParallel(
-                raw, device_ids=[self.device.index] if self.device.type == "cuda" else None
-            )
-        fwd_model = torch.compile(self.model) if c.compile else self.model
+            self.model = wrap_ddp(raw, self.device)
+        fwd_model = self.model
         self.autocast = (
             (lambda: torch.autocast(self.device.type, dtype=self.dtype))
             if self.precision.autocast
@@ -633,6 +672,8 @@ class _Trainer:
             precision=self.precision.name,
             param_dtypes=self.param_dtypes(),
             loss_impl=self.loss_impl,
+            compile=self.compiled,
+            alloc_conf=allocator.current() if self.device.type == "cuda" else None,
             params=n_params,
             trainable_params=n_trainable,
             train_sequences=self.data.n_train,
@@ -669,6 +710,7 @@ class _Trainer:
                 "precision": self.precision.name,
                 "param_dtypes": self.param_dtypes(),
                 "loss_impl": self.loss_impl,
+                "compile": self.compiled,
                 "params": n_params,
                 "trainable_params": n_trainable,
                 "world_size": info.world,
@@ -734,6 +776,8 @@ class _Trainer:
         }
         sample_ids: list[int] = []
         reason = NONE
+        agree = dist.AgreeSchedule(info, c.stop_sync_every_steps)
+        self.agree = agree
         if self.bench is not None:
             self.bench.loop_start = time.perf_counter()
         for i in range(remaining):
@@ -746,7 +790,7 @@ class _Trainer:
                 micro.append(next(batches))
                 wait += time.perf_counter() - tw
             # --compile traces and compiles in the first step of the process: its excess is compilation
-            self.phases.switch("compile" if c.compile and self.steps_done == 0 else "train")
+            self.phases.switch("compile" if self.compiled and self.steps_done == 0 else "train")
             if c.record_sample_ids:
                 sample_ids = [int(x) for b in micro for x in b["sample_ids"]]
             lr = lr_at(s.step, c.lr, self.warmup, self.total_steps, c.min_lr_ratio)
@@ -793,23 +837,27 @@ class _Trainer:
                     self.bench.step_times.append(step_time)
                     self.bench.data_waits.append(wait)
             last = i == remaining - 1
-            if c.eval_every_steps and (s.step % c.eval_every_steps == 0 or last):
+            evaluated = bool(c.eval_every_steps and (s.step % c.eval_every_steps == 0 or last))
+            if evaluated:
                 previous = self.phases.switch("eval")
                 result = self.evaluate()
                 if result is not None:
                     self._after_eval(*result)
                 self.phases.switch(previous)
             now = time.monotonic()
-            ckpt_due = int(
-                bool(
-                    self.bench is None
-                    and (
-                        (c.checkpoint_every_steps and s.step % c.checkpoint_every_steps == 0)
-                        or (c.checkpoint_every_minutes and now - self.last_ckpt >= c.checkpoint_every_minutes * 60)
-                    )
-                )
+            # Every rank knows alike whether a step-based checkpoint is due; the stop flag and the
+            # time-based checkpoint are agreed by an all-reduce (a host sync), not after every step.
+            ckpt_steps = self.bench is None and bool(
+                c.checkpoint_every_steps and s.step % c.checkpoint_every_steps == 0
             )
-            reason, ckpt_due = dist.all_max([self.flag.reason, ckpt_due], info, self.device)
+            ckpt_time = self.bench is None and bool(
+                c.checkpoint_every_minutes and now - self.last_ckpt >= c.checkpoint_every_minutes * 60
+            )
+            if last or ckpt_steps or evaluated or agree.due(s.step):
+                reason, agreed_time = agree.agree(s.step, [self.flag.reason, int(ckpt_time)], self.device)
+            else:
+                reason, agreed_time = NONE, 0
+            ckpt_due = ckpt_steps or bool(agreed_time)
             if info.is_main and limiter.due(s.step, now, force=c.record_sample_ids or last or reason != NONE):
                 self._emit_step(win, gb, fpt, peak, lr, sample_ids if c.record_sample_ids else None)
             if self.bench is not None:
@@ -823,7 +871,7 @@ class _Trainer:
     def _count_compile(self, compute_s: float) -> None:
         """``--compile``: the first step ran in the ``compile`` phase; once a second step shows what a
         normal step costs, that much of the first step is training, not compilation."""
-        if not self.config.compile:
+        if not self.compiled:
             return
         if self.steps_done == 1:
             self._first_compute = compute_s
@@ -876,6 +924,8 @@ class _Trainer:
             steps_in_record=win["steps"],
             **self.phase_fields(),
         )
+        if self.compile_clock is not None:  # paid time spent compiling so far in this process
+            rec["compile_s"] = round(self.compile_clock.seconds, 3)
         if sample_ids is not None:
             rec["sample_ids"] = sample_ids
         self.tele.emit("step", **rec)
@@ -899,6 +949,10 @@ class _Trainer:
         self._tick()  # the last checkpoint carries the spend up to the stop
         if reason == PREEMPTED:
             self.tele.emit("preempted", step=self.state.step, reason=self.flag.detail or "stop requested")
+        if self.compile_clock is not None:
+            self.compile_clock.remove()
+            if self.bench is not None:
+                self.bench.info["compile_s"] = round(self.compile_clock.seconds, 3)
         if self.bench is not None:
             self.tele.emit("run_end", status=status, totals=self._totals(), exit_code=EXIT_OK, **self.phase_fields())
             return EXIT_OK
@@ -917,5 +971,9 @@ class _Trainer:
         code = EXIT_RESUME if reason == PREEMPTED else EXIT_OK
         detail = {"reason": self.flag.detail} if self.flag.detail else {}
         self._tick()  # saving is paid time too: the totals price the run up to this, its last record
+        if self.compile_clock is not None:
+            detail["compile_s"] = round(self.compile_clock.seconds, 3)
+        if self.info.distributed and getattr(self, "agree", None) is not None:
+            detail["rank_agreements"] = self.agree.count  # stop-flag all-reduces (host syncs) in this process
         self.tele.emit("run_end", status=status, totals=self._totals(), exit_code=code, **detail, **self.phase_fields())
         return code

@@ -19,6 +19,7 @@ On CUDA with ``liger-kernel`` installed, Liger's fused linear cross-entropy (Tri
 from __future__ import annotations
 
 import contextlib
+import functools
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -62,6 +63,25 @@ def chunk_tokens(n_tokens: int, hidden: int, vocab: int) -> int:
     return max(1, min(n_tokens, target // max(1, vocab)))
 
 
+def chunk_loss_and_grad(
+    logits: torch.Tensor, targets: torch.Tensor, grads: bool, bias_grad: bool, compute_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """One chunk's summed loss and, when ``grads``, the gradient of its logits (softmax minus one-hot,
+    zero for ignored targets) in ``compute_dtype`` and its column sums in fp32 (the bias gradient,
+    when ``bias_grad``). Works in place on ``logits`` (fp32). ``--compile`` compiles this function."""
+    valid = targets != IGNORE_INDEX
+    safe = torch.where(valid, targets, torch.zeros_like(targets)).unsqueeze(1)
+    lse = torch.logsumexp(logits, dim=1)
+    picked = logits.gather(1, safe).squeeze(1)
+    loss = torch.where(valid, lse - picked, torch.zeros_like(lse)).sum()
+    if not grads:
+        return loss, None, None
+    g = logits.sub_(lse.unsqueeze(1)).exp_()
+    g.scatter_add_(1, safe, -valid.to(g.dtype).unsqueeze(1))
+    g.mul_(valid.to(g.dtype).unsqueeze(1))
+    return loss, g.to(compute_dtype), (g.sum(0) if bias_grad else None)
+
+
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(  # type: ignore[override]
@@ -72,6 +92,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         targets: torch.Tensor,
         chunk: int,
         compute_dtype: torch.dtype,
+        kernel: Callable[..., Any],
     ) -> torch.Tensor:
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         need_b = bias is not None and ctx.needs_input_grad[2]
@@ -86,26 +107,16 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         with torch.autocast(device.type, enabled=False):
             for start in range(0, n, chunk):
                 h = hidden[start : start + chunk].to(compute_dtype)
-                t = targets[start : start + chunk]
                 logits = (h @ w.t()).float()
                 if bias is not None:
                     logits += bias.float()
-                valid = t != IGNORE_INDEX
-                safe = torch.where(valid, t, torch.zeros_like(t)).unsqueeze(1)
-                lse = torch.logsumexp(logits, dim=1)
-                picked = logits.gather(1, safe).squeeze(1)
-                loss += torch.where(valid, lse - picked, torch.zeros_like(lse)).sum()
-                if not grads:
-                    continue
-                # d(sum of losses)/d(logits) = softmax - one_hot(target), zero for ignored targets
-                g = logits.sub_(lse.unsqueeze(1)).exp_()
+                part, gc, gb = kernel(logits, targets[start : start + chunk], grads, grad_b is not None, compute_dtype)
                 del logits
-                g.scatter_add_(1, safe, -valid.to(g.dtype).unsqueeze(1))
-                g.mul_(valid.to(g.dtype).unsqueeze(1))
+                loss += part
+                if gc is None:
+                    continue
                 if grad_b is not None:
-                    grad_b += g.sum(0)
-                gc = g.to(compute_dtype)
-                del g
+                    grad_b += gb
                 if grad_h is not None:
                     grad_h[start : start + chunk] = gc @ w
                 if grad_w is not None:
@@ -113,6 +124,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
                         grad_w.addmm_(gc.t(), h)  # no weight-sized temporary
                     else:
                         grad_w += gc.t() @ h  # a 16-bit temporary, accumulated in fp32
+                del gc
         ctx.save_for_backward(
             *(x if x is not None else torch.empty(0, device=device) for x in (grad_h, grad_w, grad_b))
         )
@@ -132,7 +144,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             # beyond fp16) then multiplies in the returned dtype, in place: the gradients were computed for
             # this backward only, so no second copy of the weight's gradient is made.
             out.append(tensor.to(dtype).mul_(grad_loss) if present else None)
-        return out[0], out[1], out[2], None, None, None
+        return out[0], out[1], out[2], None, None, None, None
 
 
 def chunked_linear_cross_entropy(
@@ -142,6 +154,7 @@ def chunked_linear_cross_entropy(
     targets: torch.Tensor,
     chunk: int | None = None,
     compute_dtype: torch.dtype | None = None,
+    kernel: Callable[..., Any] | None = None,
 ) -> torch.Tensor:
     """Summed cross-entropy of ``hidden @ weight.T (+ bias)`` against ``targets`` (IGNORE_INDEX skipped),
     never holding more than one chunk of logits. ``hidden``: (tokens, width); ``targets``: (tokens,).
@@ -160,7 +173,19 @@ def chunked_linear_cross_entropy(
     if not torch.is_grad_enabled():  # evaluation: no gradients to compute along the way
         hidden, weight = hidden.detach(), weight.detach()
         bias = bias.detach() if bias is not None else None
-    return _ChunkedLinearCrossEntropy.apply(hidden, weight, bias, targets, int(chunk), compute_dtype)
+    return _ChunkedLinearCrossEntropy.apply(
+        hidden, weight, bias, targets, int(chunk), compute_dtype, kernel or chunk_loss_and_grad
+    )
+
+
+def compile_loss(head_loss: HeadLoss | None, backend: str = "inductor") -> bool:
+    """Compile the chunked loss's per-chunk math (``--compile``); True when there was one to compile.
+    Liger's loss is a fused kernel already; the plain path is left as it is."""
+    if head_loss is None or head_loss.kind != "chunked":
+        return False
+    kernel = torch.compile(chunk_loss_and_grad, backend=backend, fullgraph=True)
+    head_loss.fn = functools.partial(chunked_linear_cross_entropy, kernel=kernel)
+    return True
 
 
 class UnsupportedLoss(ValueError):

@@ -1,5 +1,5 @@
 """Model construction: Hugging Face id/dir or a config.json (random init), SDPA attention, gradient
-checkpointing (every or every other layer), optional LoRA via peft, parameter dtypes per precision, and
+checkpointing (every or every other layer, or selective: matmul outputs kept, the rest recomputed), optional LoRA via peft, parameter dtypes per precision, and
 the FLOPs per token behind MFU and HFU."""
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ def build_model(
     labels: list[str] | None = None,
     pad_id: int | None = None,
     precision: Precision | None = None,
+    device: torch.device | None = None,
 ) -> torch.nn.Module:
     """Causal LM, or (``task == "seq-cls"``) a sequence classifier with ``labels`` as its classes
     (``id2label``/``label2id`` in its config) and ``pad_id`` as pad token (GPT-2 style models pool the
@@ -101,7 +102,7 @@ def build_model(
 
     if precision is None:
         precision = resolve_precision(config.precision, pick_device(config.device))
-    precision = model_precision(precision, lora=config.lora_rank > 0)
+    precision = model_precision(precision, lora=config.lora_rank > 0, qlora=config.qlora)
 
     cls = config.task == "seq-cls"
     auto = transformers.AutoModelForSequenceClassification if cls else transformers.AutoModelForCausalLM
@@ -134,15 +135,23 @@ def build_model(
             kwargs.update(label_kwargs, ignore_mismatched_sizes=True)
         # Load straight into the dtype the base will have (a LoRA base in 16 bit never exists in fp32).
         load_dtype = precision.frozen if config.lora_rank > 0 else precision.trained
+        if config.qlora:
+            kwargs.update(qlora_load_kwargs(transformers, precision, device or pick_device(config.device)))
+            load_dtype = precision.compute
         model = auto.from_pretrained(config.model, **kwargs, **_dtype_kwarg(transformers, load_dtype))
+        if config.qlora:
+            prepare_kbit(model)
     if cls and getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = pad_id if pad_id is not None else eos_id
     if config.grad_checkpointing != "off":
         every_n = 2 if config.grad_checkpointing == "every-other" else 1
+        ckpt_kwargs: dict[str, Any] = {"use_reentrant": False}
+        if config.grad_checkpointing == "selective":
+            ckpt_kwargs["context_fn"] = selective_context
         if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
-            model.activation_checkpointing_enable({"use_reentrant": False}, every_n_layers=every_n)
+            model.activation_checkpointing_enable(ckpt_kwargs, every_n_layers=every_n)
         else:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt_kwargs)
             if every_n == 2:
                 blocks = [
                     m
@@ -163,7 +172,7 @@ def build_model(
     if config.fused_kernels:
         fuse_activations(model)
     if config.lora_rank > 0:
-        for p in model.parameters():  # the base: frozen dtype before peft adds the adapters
+        for p in model.parameters():  # the base: frozen dtype before peft adds the adapters (4-bit: uint8, kept)
             if p.is_floating_point() and p.dtype != precision.frozen:
                 p.data = p.data.to(precision.frozen)
         model = apply_lora(model, config)
@@ -171,7 +180,99 @@ def build_model(
     return model
 
 
-def model_precision(precision: Precision, lora: bool) -> Precision:
+def _saved_ops() -> frozenset[Any]:
+    """The ops whose outputs selective checkpointing keeps: every matmul and the fused attention
+    kernels (what is costly to recompute). Ops a torch build lacks are skipped."""
+    aten = torch.ops.aten
+    names = (
+        "mm",
+        "addmm",
+        "bmm",
+        "baddbmm",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_flash_attention_forward",
+        "_efficient_attention_forward",
+    )
+    return frozenset(getattr(aten, n).default for n in names if hasattr(aten, n))
+
+
+SELECTIVE_SAVED_OPS = _saved_ops()
+
+
+def selective_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    """Selective activation checkpointing (Korthikanti et al. 2022, "Reducing Activation Recomputation
+    in Large Transformer Models"; torchtitan's op-level policy): keep the outputs of matmuls and
+    attention kernels, recompute everything else in the block during backward (norms and their fp32
+    copies, activation functions, rotary embeddings, casts, dropout, residual adds). Those are cheap,
+    memory-bound ops, so the recompute adds almost no FLOPs while the block's many elementwise
+    intermediates are not kept from forward to backward."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    return CheckpointPolicy.MUST_SAVE if op in SELECTIVE_SAVED_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def selective_context() -> Any:
+    """``context_fn`` for ``torch.utils.checkpoint.checkpoint`` under ``--grad-checkpointing selective``."""
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    return create_selective_checkpoint_contexts(selective_policy)
+
+
+class QLoRAUnavailable(RuntimeError):
+    """``--qlora`` on a host without bitsandbytes (or one that cannot load it); the message says how to fix it."""
+
+
+def qlora_load_kwargs(transformers: Any, precision: Precision, device: torch.device) -> dict[str, Any]:
+    """``from_pretrained`` arguments that load the base in 4-bit NF4 with double quantisation (the QLoRA
+    paper's and peft's recipe), computing in ``precision.compute`` (bf16 under bf16-mixed), straight
+    onto ``device`` (quantised as it is placed: the 16-bit base never exists whole)."""
+    try:
+        import bitsandbytes  # noqa: F401
+    except Exception as exc:  # ImportError, or a build that cannot load its native library
+        raise QLoRAUnavailable(
+            f"--qlora needs bitsandbytes ({type(exc).__name__}: {exc}); install it with "
+            "pip install bitsandbytes (or pip install 'gpuplanner[qlora]')"
+        ) from None
+    quant = transformers.BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=precision.compute,
+    )
+    index = device.index if device.index is not None else 0
+    return {"quantization_config": quant, "device_map": {"": index if device.type == "cuda" else device.type}}
+
+
+def prepare_kbit(model: torch.nn.Module) -> None:
+    """peft's ``prepare_model_for_kbit_training``: freeze the base, cast its remaining 16-bit parameters
+    (norms, embeddings, head) to fp32 for stability, as the QLoRA recipe does. Activation
+    checkpointing is the trainer's own (``--grad-checkpointing``), so peft's is not turned on here."""
+    import warnings
+
+    import peft
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+
+
+def is_quantized(p: torch.Tensor) -> bool:
+    """A bitsandbytes 4-bit weight (packed uint8 with a quantisation state)."""
+    return getattr(p, "quant_state", None) is not None
+
+
+def param_count(p: torch.Tensor) -> int:
+    """Elements a parameter stands for: a 4-bit weight packs two per byte, its real shape is in its
+    quantisation state."""
+    state = getattr(p, "quant_state", None)
+    shape = getattr(state, "shape", None)
+    return math.prod(shape) if shape is not None else p.numel()
+
+
+def model_precision(precision: Precision, lora: bool, qlora: bool = False) -> Precision:
     """The dtypes of one model's parameters under ``precision``.
 
     Full fine-tuning: every parameter is trained, in ``precision.trained`` (fp32 master weights under
@@ -179,6 +280,8 @@ def model_precision(precision: Precision, lora: bool) -> Precision:
     ``fp32``) and the adapters (and a classifier head) in fp32 under every precision, as peft keeps them
     and the planner counts them: they are a tiny share of memory, and fp32 keeps their small updates.
     """
+    if qlora:  # prepare_model_for_kbit_training keeps the unquantised base (norms, embeddings) in fp32
+        return replace(precision, trained=torch.float32, frozen=torch.float32)
     if lora:
         return replace(precision, trained=torch.float32)
     return precision
@@ -220,7 +323,8 @@ def apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
         r=config.lora_rank,
         lora_alpha=config.lora_alpha or 2 * config.lora_rank,
         lora_dropout=config.lora_dropout,
-        target_modules=config.lora_targets or None,
+        # peft's shorthand for every linear but the output head (the QLoRA paper's choice) is a string
+        target_modules="all-linear" if config.lora_targets == ["all-linear"] else (config.lora_targets or None),
         fan_in_fan_out=conv1d,
     )
     import warnings
@@ -231,8 +335,8 @@ def apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
 
 
 def count_params(model: torch.nn.Module) -> tuple[int, int]:
-    total = sum(p.numel() for p in model.parameters())
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(param_count(p) for p in model.parameters())
+    trainable = sum(param_count(p) for p in model.parameters() if p.requires_grad)
     return total, trainable
 
 
@@ -288,18 +392,19 @@ def _block_params(model: torch.nn.Module, lookups: set[int]) -> tuple[int, int]:
         for p in block.parameters():
             if id(p) not in seen and id(p) not in lookups:
                 seen.add(id(p))
-                total += p.numel()
+                total += param_count(p)
     return total, len(blocks)
 
 
 def training_flops(model: torch.nn.Module, seq_len: int, recompute: str) -> TrainingFlops:
     """Model FLOPs (MFU) and hardware FLOPs (HFU) per token for ``model`` trained at ``seq_len`` with
-    activation checkpointing ``recompute`` (``off``, ``every``, ``every-other``). Frozen parameters
+    activation checkpointing ``recompute`` (``off``, ``every``, ``every-other``, ``selective``: no matmul
+    is recomputed, so no FLOPs are added). Frozen parameters
     (``requires_grad`` false) cost 4 per token instead of 6."""
     cfg = getattr(model, "config", None)
     params, lookups = _matmul_parameters(model)
-    trained = sum(p.numel() for p in params if p.requires_grad)
-    frozen = sum(p.numel() for p in params if not p.requires_grad)
+    trained = sum(param_count(p) for p in params if p.requires_grad)
+    frozen = sum(param_count(p) for p in params if not p.requires_grad)
     n_layer = getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layer", 0)) or 0
     hidden = getattr(cfg, "hidden_size", getattr(cfg, "n_embd", 0)) or 0
     heads = getattr(cfg, "num_attention_heads", getattr(cfg, "n_head", 0)) or 0
@@ -312,6 +417,8 @@ def training_flops(model: torch.nn.Module, seq_len: int, recompute: str) -> Trai
         block_params, n_blocks = sum(p.numel() for p in params), max(1, n_layer)
     if recompute == "every":
         share = 1.0
+    elif recompute == "selective":
+        share = 0.0  # matmul and attention outputs are kept: only elementwise work is recomputed
     elif recompute == "every-other":
         share = math.ceil(n_blocks / 2) / n_blocks  # blocks 0, 2, 4, ... are checkpointed
     else:

@@ -24,6 +24,7 @@ _MORE_CHECKPOINTING = {
     "none": ("none", "every-other", "full"),
     "every-other": ("every-other", "full"),
     "full": ("full",),
+    "selective": ("selective", "full"),
 }
 
 

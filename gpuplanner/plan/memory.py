@@ -257,6 +257,18 @@ def _layer_bytes(spec: ModelSpec, regime: str, trained: frozenset[str] | None) -
     return per_layer, outside
 
 
+def selective_layer_bytes(spec: ModelSpec, regime: str, attention: str) -> int:
+    """Bytes per token one block keeps under selective checkpointing besides its input (the trainer's
+    ``selective_policy``): the output of every matmul in the block (in the compute dtype) and of the
+    fused attention kernel (its output and the fp32 log-sum-exp per head). Eager attention's score
+    matrix, also a matmul output, is counted by the caller per sequence element squared."""
+    c = FP32 if regime == "fp32" else HALF
+    layers = max(1, spec.num_layers)
+    matmul_out = sum(m.out_features * m.count for m in spec.linears if m.in_block) // layers
+    attn = spec.hidden_size * c + (spec.num_heads * FP32 if attention != "eager" else 0)
+    return matmul_out * c + attn
+
+
 def _attention_matrix_bytes(spec: ModelSpec, regime: str) -> int:
     """Eager attention, per layer per sequence element squared per head: the softmax output, which
     Llama-style eager attention computes in fp32 and copies back to 16 bit for the probs @ V matmul,
@@ -447,15 +459,26 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup, *, loss: str = LOSS_FP32
         layer_act += adapter_tok * tokens // max(1, spec.num_layers)
     res_b = FP32 if regime in ("fp32", "amp") else HALF
     L = spec.num_layers
+    ckpt_keep = res_b * spec.hidden_size * tokens  # a checkpointed block keeps only its input
     if setup.grad_checkpointing == "none":
         stored_layers, ckpt_layers = L, 0
     elif setup.grad_checkpointing == "full":
         stored_layers, ckpt_layers = 0, L
+    elif setup.grad_checkpointing == "selective":
+        stored_layers, ckpt_layers = 0, L
+        # every block keeps its matmul and attention outputs besides its input (the rest is recomputed)
+        kept = selective_layer_bytes(spec, regime, setup.attention) * tokens
+        if setup.attention == "eager":
+            kept += (FP32 if regime == "fp32" else HALF) * setup.micro_batch * spec.num_heads * setup.seq_len**2
+        kept = min(layer_act, kept)
+        ckpt_keep += kept
+        notes.append("selective checkpointing: each block keeps its matmul and attention outputs")
     else:
         ckpt_layers = (L + 1) // 2
         stored_layers = L - ckpt_layers
-    acts = stored_layers * layer_act + ckpt_layers * res_b * spec.hidden_size * tokens + outside_tok * tokens
-    recompute = layer_act if ckpt_layers else 0  # one block re-run at a time during backward
+    acts = stored_layers * layer_act + ckpt_layers * ckpt_keep + outside_tok * tokens
+    # one block re-run at a time during backward (selective: only what it did not keep)
+    recompute = (layer_act - kept if setup.grad_checkpointing == "selective" else layer_act) if ckpt_layers else 0
 
     # ---- logits ----
     vocab_elems = _score_elems(spec, setup.micro_batch, tokens)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 METHODS = ("full", "lora", "qlora")
 PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "bf16")
 OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor")
-CHECKPOINTING = ("none", "full", "every-other")
+CHECKPOINTING = ("none", "full", "every-other", "selective")
 ATTENTION = ("eager", "sdpa")
 SHARDING = ("ddp", "zero2", "fsdp")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")

@@ -178,7 +178,7 @@ def matmul_params(model: ModelShape) -> float:
     return max(float(used - embedding + head), 1.0)
 
 
-RECOMPUTE_SHARE = {"none": 0.0, "full": 1.0, "every-other": 0.5}
+RECOMPUTE_SHARE = {"none": 0.0, "full": 1.0, "every-other": 0.5, "selective": 0.0}  # selective: no matmul re-run
 
 
 def _attention_forward_flops(model: ModelShape, seq_len: int) -> float:

@@ -92,7 +92,8 @@ def flops_per_token(model: ModelShape, setup: TrainSetup, trainable_params: int)
     else:
         base = 3.0 * forward
     attention_forward = 4.0 * model.num_layers * setup.seq_len * model.num_heads * model.head_dim
-    recompute_share = {"none": 0.0, "full": 1.0, "every-other": 0.5}[setup.grad_checkpointing]
+    # selective checkpointing keeps every matmul and attention output: no matmul FLOPs are recomputed
+    recompute_share = {"none": 0.0, "full": 1.0, "every-other": 0.5, "selective": 0.0}[setup.grad_checkpointing]
     return base + recompute_share * forward + attention_forward * (3.0 + recompute_share)
 
 

@@ -50,8 +50,8 @@ def _check_supported(spec: ModelSpec, setup: TrainSetup) -> None:
         raise TraceUnavailable("8-bit AdamW (bitsandbytes) cannot run under the trace")
     if setup.gpus > 1:
         raise TraceUnavailable("the trace covers one GPU; multi-GPU sharding comes from the formulas")
-    if setup.grad_checkpointing == "every-other":
-        raise TraceUnavailable("every-other-layer checkpointing is not traced")
+    if setup.grad_checkpointing in ("every-other", "selective"):
+        raise TraceUnavailable(f"{setup.grad_checkpointing} checkpointing is not traced")
 
 
 def build_config(spec: ModelSpec, setup: TrainSetup) -> Any:

@@ -47,7 +47,14 @@ from gpuplanner.launch.budget import budget_problem
 from gpuplanner.resources import resources_dir
 from gpuplanner.ui.preflight import hf_id_for
 
-GRAD_CHECKPOINTING = {"none": "off", "off": "off", "full": "every", "every": "every", "every-other": "every-other"}
+GRAD_CHECKPOINTING = {
+    "none": "off",
+    "off": "off",
+    "full": "every",
+    "every": "every",
+    "every-other": "every-other",
+    "selective": "selective",
+}
 PRECISIONS = ("auto", "bf16-mixed", "fp16-mixed", "fp32", "bf16")
 METHODS = ("full", "lora", "qlora")
 DEVICES = ("auto", "cpu", "cuda")
@@ -113,6 +120,8 @@ def trainer_args(values: dict[str, Any]) -> list[str]:
     method = values.get("method") or "full"
     if method in ("lora", "qlora") and int(values.get("lora_rank") or 0) > 0:
         args += ["--lora-rank", str(int(values["lora_rank"]))]
+        if method == "qlora":  # the base in 4-bit NF4, as planned (bitsandbytes on the host)
+            args.append("--qlora")
     precision = values.get("precision")
     if precision and precision != "auto":
         args += ["--precision", str(precision)]
@@ -327,7 +336,7 @@ class LaunchDialog(QDialog):
         self.accum_spin = _spin(1, 4096, int(settings.get("grad_accum") or 1), "micro-batches per optimizer step")
         self.seq_spin = _spin(8, 1 << 20, int(settings.get("seq_len") or 512), "packed sequence length (tokens)")
         self.gc_combo = QComboBox()
-        self.gc_combo.addItems(["none", "full", "every-other"])
+        self.gc_combo.addItems(["none", "full", "every-other", "selective"])
         self.gc_combo.setCurrentText(str(settings.get("grad_checkpointing") or "none"))
         self.gc_combo.setToolTip("Recompute activations in the backward pass to save memory (about a third slower)")
         self.epochs_spin = _spin(1, 10_000, int(settings.get("epochs") or 1), "passes over the data")
