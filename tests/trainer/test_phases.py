@@ -116,7 +116,7 @@ def test_with_compile_the_first_step_s_excess_is_compilation() -> None:
 
     now = [0.0]
     clock = PhaseClock(0.0, now=lambda: now[0])
-    trainer = SimpleNamespace(config=SimpleNamespace(compile=True), phases=clock, _first_compute=None, steps_done=0)
+    trainer = SimpleNamespace(compiled=True, phases=clock, _first_compute=None, steps_done=0)
     clock.switch("compile")
     now[0] = 30.0  # first step: 29.5 s of compiling and 0.5 s of training
     trainer.steps_done = 1
@@ -133,7 +133,7 @@ def test_with_compile_the_first_step_s_excess_is_compilation() -> None:
         "checkpoint": 0.0,
         "eval": 0.0,
     }
-    trainer.config.compile = False  # without --compile nothing moves
+    trainer.compiled = False  # without compiling nothing moves
     trainer.steps_done = 2
     _Trainer._count_compile(trainer, 0.1)
     assert clock.totals()["compile"] == 29.5
