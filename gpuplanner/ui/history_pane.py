@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, QRunnable, QSize, Qt, QThreadPool, QUrl, Signal, Slot
+from PySide6.QtCore import QEvent, QSize, Qt, QThreadPool, QUrl, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QImage, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -57,6 +57,7 @@ from gpuplanner.history.export import write_table
 from gpuplanner.history.gpu_metrics import METRIC_LABELS, METRICS, UTILISATION_NOTE, format_metric, throttle_text
 from gpuplanner.history.runs import delete_run, list_runs
 from gpuplanner.history.time_breakdown import TimeBreakdown, from_dict, sum_breakdowns
+from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.compare_plots import ComparePlots
 from gpuplanner.ui.history_model import (
     COLUMNS,
@@ -228,27 +229,6 @@ def delete_and_load(path: Path, run_ids: Sequence[int]) -> list[RunSummary]:
     return load_summaries(path)
 
 
-class _JobSignals(QObject):
-    done = Signal(str, int, object)  # kind, generation, payload
-    failed = Signal(str, int, str)
-
-
-class _HistoryJob(QRunnable):
-    """One read (or delete, then read) of the history on the pool's thread; touches no widget."""
-
-    def __init__(self, kind: str, generation: int, work: Any, signals: _JobSignals) -> None:
-        super().__init__()
-        self.kind, self.generation, self.work, self.signals = kind, generation, work, signals
-
-    def run(self) -> None:
-        try:
-            payload = self.work()
-        except Exception as exc:  # noqa: BLE001 - a worker reports, never dies silently
-            self.signals.failed.emit(self.kind, self.generation, str(exc))
-        else:
-            self.signals.done.emit(self.kind, self.generation, payload)
-
-
 class HistoryPane(QWidget):
     runsChanged = Signal()
     seriesShown = Signal(int)
@@ -266,7 +246,7 @@ class HistoryPane(QWidget):
         self._shut_down = False
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(1)
-        self._signals = _JobSignals(self)
+        self._signals = JobSignals(self)
         self._signals.done.connect(self._on_job_done)
         self._signals.failed.connect(self._on_job_failed)
         self._build()
@@ -391,7 +371,7 @@ class HistoryPane(QWidget):
         self._generation[kind] += 1
         generation = self._generation[kind]
         self._pending.add((kind, generation))
-        self._pool.start(_HistoryJob(kind, generation, work, self._signals))
+        self._pool.start(BackgroundJob(work, self._signals, kind, generation))
 
     def is_loading(self) -> bool:
         return bool(self._pending)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal, Slot
+from PySide6.QtCore import Qt, QThreadPool, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -43,6 +43,7 @@ from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.ownership import HOST_OVERHEAD_W, AmortisedPrice, OwnHardware, amortised_price, estimated_power_w
 from gpuplanner.plan.price_dates import describe_age
 from gpuplanner.plan.setup import PlanInputError
+from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.palette import BAD
 from gpuplanner.ui.services import AppServices
 
@@ -58,27 +59,6 @@ LABELS = {
     "upkeep-usd-per-year": "Upkeep",
     "residual-usd": "Resale value",
 }
-
-
-class _JobSignals(QObject):
-    done = Signal(str, object)
-    failed = Signal(str, str)
-
-
-class _Job(QRunnable):
-    """One write (or read) on the dialog's worker thread; the outcome comes back as a signal."""
-
-    def __init__(self, kind: str, work: Callable[[], Any], signals: _JobSignals) -> None:
-        super().__init__()
-        self.kind, self.work, self.signals = kind, work, signals
-
-    def run(self) -> None:
-        try:
-            result = self.work()
-        except Exception as exc:  # noqa: BLE001 - every failure is shown in the dialog
-            self.signals.failed.emit(self.kind, str(exc))
-        else:
-            self.signals.done.emit(self.kind, result)
 
 
 def _spin(maximum: float, decimals: int, value: float, prefix: str = "", suffix: str = "") -> QDoubleSpinBox:
@@ -106,7 +86,7 @@ class OwnHardwareDialog(QDialog):
         self.power_estimated = True
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(1)
-        self._signals = _JobSignals(self)
+        self._signals = JobSignals(self)
         self._signals.done.connect(self._on_job_done)
         self._signals.failed.connect(self._on_job_failed)
         self._busy = 0
@@ -308,7 +288,7 @@ class OwnHardwareDialog(QDialog):
     def _submit(self, kind: str, work: Callable[[], Any]) -> None:
         self._busy += 1
         self._update_buttons()
-        self._pool.start(_Job(kind, work, self._signals))
+        self._pool.start(BackgroundJob(work, self._signals, kind))
 
     def _read_hosts(self) -> list[str]:
         from gpuplanner.launch.hosts import list_hosts
@@ -353,8 +333,8 @@ class OwnHardwareDialog(QDialog):
         self._submit("host", lambda: (name, set_price(db_path, name, price).price_usd_per_gpu_hour))
         return True
 
-    @Slot(str, object)
-    def _on_job_done(self, kind: str, result: Any) -> None:
+    @Slot(str, int, object)
+    def _on_job_done(self, kind: str, _generation: int, result: Any) -> None:
         self._busy -= 1
         if kind == "hosts":
             current = self.host_combo.currentText()
@@ -374,8 +354,8 @@ class OwnHardwareDialog(QDialog):
             self.hostPriceSet.emit(name, float(price))
         self._update_buttons()
 
-    @Slot(str, str)
-    def _on_job_failed(self, kind: str, message: str) -> None:
+    @Slot(str, int, str)
+    def _on_job_failed(self, kind: str, _generation: int, message: str) -> None:
         self._busy -= 1
         what = {"hosts": "Cannot read the hosts", "machine": "Cannot add the machine", "host": "Cannot set the price"}
         self.message_label.setText(f"{what.get(kind, 'Failed')}: {message}")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, QRunnable, Qt, QThreadPool, Signal, Slot
+from PySide6.QtCore import QEvent, Qt, QThreadPool, Signal, Slot
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QDialog,
@@ -38,6 +38,7 @@ from gpuplanner.sweep.lookback import (
     study_names,
     trial_table,
 )
+from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.report_pdf import Report, write_pdf
 
 OUTCOME_COLOURS = {"finished": "#2a9d4b", "pruned": "#8a8f98", "stopped": "#d98a00", "failed": "#c0392b"}
@@ -63,25 +64,6 @@ def summary_text(review: SearchReview) -> str:
             f"{params_text(b.params)}."
         )
     return "\n".join(lines)
-
-
-class _Signals(QObject):
-    loaded = Signal(int, object)
-    failed = Signal(int, str)
-
-
-class _Job(QRunnable):
-    def __init__(self, generation: int, work: Any, signals: _Signals) -> None:
-        super().__init__()
-        self.generation, self.work, self.signals = generation, work, signals
-
-    def run(self) -> None:
-        try:
-            payload = self.work()
-        except Exception as exc:  # noqa: BLE001 - a worker reports, never dies silently
-            self.signals.failed.emit(self.generation, str(exc))
-        else:
-            self.signals.loaded.emit(self.generation, payload)
 
 
 class SearchPlots(QWidget):
@@ -170,8 +152,8 @@ class SearchesDialog(QDialog):
         self._generation = 0
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(1)
-        self._signals = _Signals(self)
-        self._signals.loaded.connect(self._on_loaded)
+        self._signals = JobSignals(self)
+        self._signals.done.connect(self._on_loaded)
         self._signals.failed.connect(self._on_failed)
 
         self.list = QListWidget()
@@ -223,7 +205,9 @@ class SearchesDialog(QDialog):
         """Read the search names on the worker (the study file is opened through Optuna)."""
         self._generation += 1
         path = self.db_path
-        self._pool.start(_Job(self._generation, lambda: ("names", study_names(path)), self._signals))
+        self._pool.start(
+            BackgroundJob(lambda: ("names", study_names(path)), self._signals, generation=self._generation)
+        )
 
     def _show_names(self, names: list[str]) -> None:
         current = self.list.currentItem().text() if self.list.currentItem() else None
@@ -244,15 +228,17 @@ class SearchesDialog(QDialog):
         self._generation += 1
         self.summary.setText(f"Loading {name}…")
         path = self.db_path
-        self._pool.start(_Job(self._generation, lambda: ("review", load_review(path, name)), self._signals))
+        self._pool.start(
+            BackgroundJob(lambda: ("review", load_review(path, name)), self._signals, generation=self._generation)
+        )
 
     def select(self, name: str) -> None:
         items = self.list.findItems(name, Qt.MatchFlag.MatchExactly)
         if items:
             self.list.setCurrentItem(items[0])
 
-    @Slot(int, object)
-    def _on_loaded(self, generation: int, payload: tuple[str, Any]) -> None:
+    @Slot(str, int, object)
+    def _on_loaded(self, _kind: str, generation: int, payload: tuple[str, Any]) -> None:
         kind, value = payload
         if kind == "names":
             self._show_names(value)  # names are never stale: a review asked for meanwhile still comes
@@ -279,8 +265,8 @@ class SearchesDialog(QDialog):
             button.setEnabled(True)
         self.loaded.emit(review.study)
 
-    @Slot(int, str)
-    def _on_failed(self, generation: int, message: str) -> None:
+    @Slot(str, int, str)
+    def _on_failed(self, _kind: str, generation: int, message: str) -> None:
         if generation == self._generation:
             self.summary.setText(f"Cannot read the search: {message}")
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
+from PySide6.QtCore import QThreadPool, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -32,6 +31,7 @@ from gpuplanner.commands.spend import render_report  # the CLI's renderer: one f
 from gpuplanner.history.db import open_db
 from gpuplanner.history.spend import MonthError, SpendReport, parse_month, spend_report
 from gpuplanner.history.tags import TagError, parse_tags, tag_keys
+from gpuplanner.ui.background import BackgroundJob, JobSignals
 
 NO_GROUP = "(month only)"
 
@@ -39,25 +39,6 @@ NO_GROUP = "(month only)"
 def _load(db_path: Path, by: str | None, month: str | None, where: dict[str, str]) -> tuple[SpendReport, list[str]]:
     with open_db(db_path) as db:
         return spend_report(db, by=by, month=month, where=where), tag_keys(db)
-
-
-class _Signals(QObject):
-    loaded = Signal(int, object)
-    failed = Signal(int, str)
-
-
-class _Job(QRunnable):
-    def __init__(self, generation: int, work: Any, signals: _Signals) -> None:
-        super().__init__()
-        self.generation, self.work, self.signals = generation, work, signals
-
-    def run(self) -> None:
-        try:
-            payload = self.work()
-        except Exception as exc:  # noqa: BLE001 - a worker reports, never dies silently
-            self.signals.failed.emit(self.generation, str(exc))
-        else:
-            self.signals.loaded.emit(self.generation, payload)
 
 
 class SpendDialog(QDialog):
@@ -73,8 +54,8 @@ class SpendDialog(QDialog):
         self._generation = 0
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(1)
-        self._signals = _Signals(self)
-        self._signals.loaded.connect(self._on_loaded)
+        self._signals = JobSignals(self)
+        self._signals.done.connect(self._on_loaded)
         self._signals.failed.connect(self._on_failed)
 
         self.by_combo = QComboBox()
@@ -148,10 +129,12 @@ class SpendDialog(QDialog):
         self.error_label.setText("")
         self._generation += 1
         path = self.db_path
-        self._pool.start(_Job(self._generation, lambda: _load(path, by, month, where), self._signals))
+        self._pool.start(
+            BackgroundJob(lambda: _load(path, by, month, where), self._signals, generation=self._generation)
+        )
 
-    @Slot(int, object)
-    def _on_loaded(self, generation: int, payload: tuple[SpendReport, list[str]]) -> None:
+    @Slot(str, int, object)
+    def _on_loaded(self, _kind: str, generation: int, payload: tuple[SpendReport, list[str]]) -> None:
         if generation != self._generation:
             return
         report, keys = payload
@@ -181,8 +164,8 @@ class SpendDialog(QDialog):
             button.setEnabled(True)
         self.updated.emit()
 
-    @Slot(int, str)
-    def _on_failed(self, generation: int, message: str) -> None:
+    @Slot(str, int, str)
+    def _on_failed(self, _kind: str, generation: int, message: str) -> None:
         if generation == self._generation:
             self.error_label.setText(f"Cannot read the history: {message}")
 

@@ -15,7 +15,7 @@ import shlex
 import threading
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, QTimer, Signal, Slot
+from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -56,32 +56,19 @@ from gpuplanner.sweep.estimate import SearchInputs, estimate_search, search_docu
 from gpuplanner.sweep.lookback import TRIAL_COLUMNS, SearchReview, load_review, trial_table
 from gpuplanner.sweep.runner import SweepResult, SweepRunner
 from gpuplanner.sweep.schedule import PRUNERS
+from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.search_view import SearchPlots, summary_text
 from gpuplanner.ui.services import AppServices
 
 WATCH_MS = 1500  # how often a running search's study is read again
 
 
-class _Signals(QObject):
-    done = Signal(str, object)  # kind, payload
-    failed = Signal(str, str)
-    said = Signal(str)
+class _SweepSignals(JobSignals):
+    said = Signal(str)  # a line the search runner says
 
 
-class _Job(QRunnable):
-    def __init__(self, kind: str, work: Any, signals: _Signals) -> None:
-        super().__init__()
-        self.kind, self.work, self.signals = kind, work, signals
-
-    def run(self) -> None:
-        try:
-            payload = self.work()
-        except PlanInputError as exc:
-            self.signals.failed.emit(self.kind, f"{exc.field}: {exc.message}")
-        except Exception as exc:  # noqa: BLE001 - a worker reports, never dies silently
-            self.signals.failed.emit(self.kind, str(exc))
-        else:
-            self.signals.done.emit(self.kind, payload)
+def _describe(exc: Exception) -> str:
+    return f"{exc.field}: {exc.message}" if isinstance(exc, PlanInputError) else str(exc)
 
 
 def _number(text: str) -> float | None:
@@ -133,7 +120,7 @@ class SweepPane(QWidget):
         self._watching = False
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(3)  # the search, a look at it, an estimate
-        self._signals = _Signals(self)
+        self._signals = _SweepSignals(self)
         self._signals.done.connect(self._on_done)
         self._signals.failed.connect(self._on_failed)
         self._signals.said.connect(self._on_said)
@@ -321,7 +308,7 @@ class SweepPane(QWidget):
             return
         self._show_error("")
         catalog = self.services.catalog
-        self._pool.start(_Job("plan", lambda: estimate_text(args, catalog), self._signals))
+        self._pool.start(BackgroundJob(lambda: estimate_text(args, catalog), self._signals, "plan", describe=_describe))
 
     # ------------------------------------------------------------------ run
 
@@ -373,7 +360,7 @@ class SweepPane(QWidget):
             runner.check_first_trial_fits()
             return runner.run()
 
-        self._pool.start(_Job("run", work, self._signals))
+        self._pool.start(BackgroundJob(work, self._signals, "run", describe=_describe))
         self._timer.start()
         self.started.emit(settings.study)
 
@@ -390,12 +377,12 @@ class SweepPane(QWidget):
             return
         self._watching = True
         path, study = self.services.db_path, self.study
-        self._pool.start(_Job("watch", lambda: load_review(path, study), self._signals))
+        self._pool.start(BackgroundJob(lambda: load_review(path, study), self._signals, "watch", describe=_describe))
 
     # ------------------------------------------------------------------ results
 
-    @Slot(str, object)
-    def _on_done(self, kind: str, payload: Any) -> None:
+    @Slot(str, int, object)
+    def _on_done(self, kind: str, _generation: int, payload: Any) -> None:
         if kind == "plan":
             document, text = payload
             self.estimate = document
@@ -411,8 +398,8 @@ class SweepPane(QWidget):
             self._watch()
             self.finished.emit(payload)
 
-    @Slot(str, str)
-    def _on_failed(self, kind: str, message: str) -> None:
+    @Slot(str, int, str)
+    def _on_failed(self, kind: str, _generation: int, message: str) -> None:
         if kind == "watch":
             self._watching = False
             return
