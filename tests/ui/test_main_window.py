@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -170,8 +171,11 @@ def test_app_main_runs_the_event_loop(qtbot: Any, monkeypatch: pytest.MonkeyPatc
         return 0
 
     monkeypatch.setattr(type(ui_app.QApplication.instance()), "exec", fake_exec)
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # main() installs the crash report; put it back after
+    before = sys.excepthook
     assert ui_app.main(["--theme", "dark"]) == 0
     assert shown and os.environ.get("QT_QPA_PLATFORM") == "offscreen"
+    assert sys.excepthook is not before and sys.excepthook.__qualname__ == "make_hook.<locals>.hook"
     ui_app.create_application((), theme="light")
 
 
