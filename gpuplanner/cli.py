@@ -42,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="check this installation headless (window, panes, plots, planner, a tiny training"
         " run) in a temporary data folder; exit 0 when it works",
     )
+    parser.add_argument(
+        "--theme", dest="window_theme", choices=("light", "dark"), help="window: a palette instead of the system's"
+    )
+    parser.add_argument(
+        "--db", dest="window_db", metavar="FILE", help="window: the history database (default: the data folder's)"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
@@ -72,7 +78,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         # No subcommand: open the window. The UI (and Qt) is loaded only here, by name, so scripts
         # never pay for it and no module of the layers below depends on gpuplanner.ui.
-        return int(importlib.import_module("gpuplanner.ui.app").main([]))
+        window_argv = [*(["--db", args.window_db] if args.window_db else [])]
+        window_argv += ["--theme", args.window_theme] if args.window_theme else []
+        return int(importlib.import_module("gpuplanner.ui.app").main(window_argv))
+    if args.window_theme or args.window_db:
+        flag = "--theme" if args.window_theme else "--db"
+        print(
+            f"gpuplanner: error: {flag} before a command is for the window; give the command's own flags after it",
+            file=sys.stderr,
+        )
+        return 2
     try:
         return int(handler(args) or 0)
     except (UsageError, PlanInputError) as exc:

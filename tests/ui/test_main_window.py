@@ -155,6 +155,9 @@ def test_gpuplanner_without_subcommand_opens_the_window(monkeypatch: pytest.Monk
     monkeypatch.setattr(ui_app, "main", lambda argv=None: calls.append(argv) or 0)
     assert cli.main([]) == 0
     assert calls == [[]]
+    assert cli.main(["--theme", "dark", "--db", "elsewhere.sqlite"]) == 0  # the window's own options
+    assert calls[-1] == ["--db", "elsewhere.sqlite", "--theme", "dark"]
+    assert cli.main(["--theme", "dark", "catalog", "list"]) == 2 and len(calls) == 2  # not a command's flag
 
 
 def test_app_main_runs_the_event_loop(qtbot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
