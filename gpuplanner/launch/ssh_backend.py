@@ -104,10 +104,12 @@ class SSHBackend:
             raise SSHError(f"{self.name}: not connected")
         return self.conn
 
-    def _run(self, command: str, timeout_s: float, attempts: int = 3) -> tuple[int, str, str]:
-        """Run a command on the connection. When no session can be opened (a connection the host cut looks
-        alive until paramiko reads the reset), the command never started: drop that connection (unless
-        another thread already remade it), connect again and run it again."""
+    def _run(self, command: str, timeout_s: float, attempts: int = 1) -> tuple[int, str, str]:
+        """Run a command on the connection. With ``attempts`` > 1 (starting or signalling a run, which must
+        not fail on a connection that can be remade), when no session can be opened (a connection the host
+        cut looks alive until paramiko reads the reset) the command never started: drop that connection
+        (unless another thread already remade it), connect again and run it again. A watcher's own reads
+        keep one attempt, so it sees the cut and counts its reconnect."""
         for attempt in range(attempts):
             with self._lock:
                 if attempt and not self.is_connected():
@@ -153,7 +155,7 @@ class SSHBackend:
         )
 
     def start(self, run_dir: str, tag: str, args: list[str], env: dict[str, str]) -> int:
-        status, out, err = self._run(self.start_command(run_dir, tag, args, env), timeout_s=30)
+        status, out, err = self._run(self.start_command(run_dir, tag, args, env), timeout_s=30, attempts=3)
         lines = out.strip().splitlines()
         if status != 0 or not lines or not lines[-1].isdigit():
             raise SSHError(f"{self.name}: could not start the run (exit {status}): {err.strip()[-500:]}")
@@ -162,7 +164,7 @@ class SSHBackend:
     def signal(self, pgid: int, signame: str) -> None:
         if not signame.isalnum():
             raise ValueError(f"bad signal name {signame!r}")
-        self._run(f"kill -{signame} -- -{int(pgid)} 2>/dev/null; true", timeout_s=20)
+        self._run(f"kill -{signame} -- -{int(pgid)} 2>/dev/null; true", timeout_s=20, attempts=3)
 
     def state(self, run_dir: str, tag: str, pgid: int) -> ProcessState:
         exit_file = q(f"{run_dir}/{tag}.exit")
