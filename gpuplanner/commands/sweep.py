@@ -204,8 +204,9 @@ def _catalog() -> Catalog:
         raise PlanInputError("gpu", str(exc)) from None
 
 
-def run_sweep_plan(args: argparse.Namespace) -> int:
-    catalog = _catalog()
+def search_estimate(args: argparse.Namespace, catalog: Any) -> tuple[SearchEstimate, dict[str, Any]]:
+    """`sweep plan` for parsed flags (the CLI's and the window's Sweep place): the estimate and its JSON
+    document, with the speeds measured in the history at ``args.db``."""
     request = with_calibration(_trial_request(args), args, catalog)
     plan = make_plan(request, catalog)
     schedule = schedule_from_args(args, float(args.epochs), unit="epochs")
@@ -217,7 +218,11 @@ def run_sweep_plan(args: argparse.Namespace) -> int:
         trial_overhead_minutes=args.trial_overhead_minutes,
     )
     estimate = estimate_search(plan, schedule, inputs)
-    document = search_document(estimate, plan_document(plan, inputs_document(request)))
+    return estimate, search_document(estimate, plan_document(plan, inputs_document(request)))
+
+
+def run_sweep_plan(args: argparse.Namespace) -> int:
+    estimate, document = search_estimate(args, _catalog())
     if args.format == "json":
         print(to_json(document), end="")
     elif args.format in ("csv", "markdown"):

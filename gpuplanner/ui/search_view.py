@@ -16,11 +16,9 @@ from PySide6.QtCore import QEvent, Qt, QThreadPool, Signal, Slot
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QDialog,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QListWidget,
-    QMessageBox,
     QPushButton,
     QSplitter,
     QTableWidget,
@@ -40,6 +38,7 @@ from gpuplanner.sweep.lookback import (
 )
 from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.report_pdf import Report, write_pdf
+from gpuplanner.ui.table_view import export_to_file
 
 OUTCOME_COLOURS = {"finished": "#2a9d4b", "pruned": "#8a8f98", "stopped": "#d98a00", "failed": "#c0392b"}
 
@@ -298,17 +297,8 @@ class SearchesDialog(QDialog):
         if self.review is None:
             return None
         suffix = {"csv": ".csv", "markdown": ".md", "pdf": ".pdf"}[kind]
-        path, _ = QFileDialog.getSaveFileName(self, "Export search", f"search-{self.review.study}{suffix}")
-        if not path:
-            return None
-        if not path.endswith(suffix):
-            path += suffix
-        try:
-            self.export(path, kind)
-        except OSError as exc:
-            QMessageBox.warning(self, "Export", f"Cannot write {path}: {exc}")
-            return None
-        return path
+        name = f"search-{self.review.study}{suffix}"
+        return export_to_file(self, "Export search", name, suffix, lambda path: self.export(path, kind))
 
     def shutdown(self) -> None:
         self._generation += 1

@@ -14,12 +14,10 @@ from PySide6.QtCore import QThreadPool, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
-    QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QMessageBox,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -32,6 +30,7 @@ from gpuplanner.history.db import open_db
 from gpuplanner.history.spend import MonthError, SpendReport, parse_month, spend_report
 from gpuplanner.history.tags import TagError, parse_tags, tag_keys
 from gpuplanner.ui.background import BackgroundJob, JobSignals
+from gpuplanner.ui.table_view import export_to_file
 
 NO_GROUP = "(month only)"
 
@@ -177,17 +176,7 @@ class SpendDialog(QDialog):
         if self.report is None:
             return None
         suffix = {"csv": ".csv", "markdown": ".md", "json": ".json"}[kind]
-        path, _ = QFileDialog.getSaveFileName(self, "Export spend", f"gpu-spend{suffix}")
-        if not path:
-            return None
-        if not path.endswith(suffix):
-            path += suffix
-        try:
-            self.export(path, kind)
-        except OSError as exc:
-            QMessageBox.warning(self, "Export", f"Cannot write {path}: {exc}")
-            return None
-        return path
+        return export_to_file(self, "Export spend", f"gpu-spend{suffix}", suffix, lambda path: self.export(path, kind))
 
     def shutdown(self) -> None:
         self._generation += 1

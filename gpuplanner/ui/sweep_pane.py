@@ -38,21 +38,14 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner.commands import sweep as sweep_command
-from gpuplanner.commands.plan import with_calibration
 from gpuplanner.commands.sweep import (
-    _trial_request,
     describe_search,
-    schedule_from_args,
     settings_from_args,
 )
 from gpuplanner.launch.manager import RunManager
 from gpuplanner.plan import example
-from gpuplanner.plan.documents import plan_document
-from gpuplanner.plan.inputs import inputs_document
 from gpuplanner.plan.model_spec import list_presets
-from gpuplanner.plan.planner import make_plan
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.sweep.estimate import SearchInputs, estimate_search, search_document
 from gpuplanner.sweep.lookback import TRIAL_COLUMNS, SearchReview, load_review, trial_table
 from gpuplanner.sweep.runner import SweepResult, SweepRunner
 from gpuplanner.sweep.schedule import PRUNERS
@@ -77,20 +70,8 @@ def _number(text: str) -> float | None:
 
 
 def estimate_text(args: Any, catalog: Any) -> tuple[dict[str, Any], str]:
-    """`gpuplanner sweep plan` for parsed flags: the JSON document and the readable report (with the speeds
-    measured in the history at ``args.db``, as the CLI)."""
-    request = with_calibration(_trial_request(args), args, catalog)
-    plan = make_plan(request, catalog)
-    schedule = schedule_from_args(args, float(args.epochs), unit="epochs")
-    inputs = SearchInputs(
-        trials=args.trials,
-        parallel=args.parallel,
-        budget_usd=args.budget_usd,
-        max_gpu_hours=args.max_gpu_hours,
-        trial_overhead_minutes=args.trial_overhead_minutes,
-    )
-    estimate = estimate_search(plan, schedule, inputs)
-    document = search_document(estimate, plan_document(plan, inputs_document(request)))
+    """`gpuplanner sweep plan` for parsed flags: the JSON document and the readable report."""
+    estimate, document = sweep_command.search_estimate(args, catalog)
     return document, describe_search(estimate, document)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QAbstractItemView, QMenu, QTableView, QToolButton
+from PySide6.QtWidgets import QAbstractItemView, QFileDialog, QMenu, QMessageBox, QTableView, QToolButton, QWidget
 
 
 class ColumnsTableModel(QAbstractTableModel):
@@ -62,3 +62,21 @@ def export_menu_button(items: Sequence[tuple[str, str]], on_triggered: Callable[
     menu.triggered.connect(on_triggered)
     button.setMenu(menu)
     return button
+
+
+def export_to_file(
+    parent: QWidget, title: str, default_name: str, suffix: str, write: Callable[[str], None]
+) -> str | None:
+    """Ask where to save (the suffix added when missing) and ``write(path)``; a write error is shown, not
+    raised. Returns the path written, or None when cancelled or failed."""
+    path, _ = QFileDialog.getSaveFileName(parent, title, default_name)
+    if not path:
+        return None
+    if not path.endswith(suffix):
+        path += suffix
+    try:
+        write(path)
+    except OSError as exc:
+        QMessageBox.warning(parent, "Export", f"Cannot write {path}: {exc}")
+        return None
+    return path
