@@ -1,6 +1,6 @@
 """Where the user's settings and data live (XDG base directories on Linux).
 
-- settings (price overrides, own machines): ``$GPUPLANNER_CONFIG_DIR`` or ``$XDG_CONFIG_HOME/gpuplanner``
+- settings (price overrides, own machines, the window's ``window.ini``): ``$GPUPLANNER_CONFIG_DIR`` or ``$XDG_CONFIG_HOME/gpuplanner``
   (default ``~/.config/gpuplanner``); on macOS ``~/Library/Application Support/gpuplanner``;
   on Windows ``%APPDATA%\\gpuplanner``.
 - data (the run history database): ``$GPUPLANNER_DATA_DIR`` or ``$XDG_DATA_HOME/gpuplanner``
@@ -34,6 +34,14 @@ def config_dir() -> Path:
     if override:
         return Path(override)
     return _platform_base("XDG_CONFIG_HOME", ".config") / APP_NAME
+
+
+WINDOW_SETTINGS_NAME = "window.ini"
+
+
+def window_settings_file() -> Path:
+    """The window's settings (geometry, last inputs, alert thresholds): an INI file in the config folder."""
+    return config_dir() / WINDOW_SETTINGS_NAME
 
 
 def data_dir() -> Path:

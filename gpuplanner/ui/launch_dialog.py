@@ -170,7 +170,7 @@ MODEL_KEYS = ("model", "model_config")
 
 
 def _settings_store() -> QSettings:
-    from gpuplanner.ui.main_window import app_settings  # the window's one settings file
+    from gpuplanner.ui.settings import app_settings  # the window's one settings file
 
     return app_settings()
 

@@ -1,8 +1,8 @@
 """The main window: a sidebar for the four places (Plan, Hosts, Runs, History), the menu bar, settings.
 
 Window geometry, splitter positions, the current place and the planner's last inputs are kept in
-:func:`app_settings` (organisation "GPU Planner", application "gpuplanner", INI format in the
-user's config location: ``~/.config/GPU Planner/gpuplanner.ini`` on Linux).
+:func:`gpuplanner.ui.settings.app_settings`: ``window.ini`` in the app's config folder
+(``$GPUPLANNER_CONFIG_DIR`` or ``~/.config/gpuplanner``), beside the app's other settings.
 
 Closing the window while runs are live asks whether to detach (runs go on; the app reattaches
 next time) or stop them.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, QSize, QTimer, QUrl, Slot
+from PySide6.QtCore import QByteArray, QSize, QTimer, QUrl, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QPaintEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -37,10 +37,9 @@ from gpuplanner.ui.palette import app_icon
 from gpuplanner.ui.plan_inputs import FIELD_BY_KEY
 from gpuplanner.ui.plan_pane import PlanPane
 from gpuplanner.ui.services import AppServices
+from gpuplanner.ui.settings import app_settings
 from gpuplanner.user_guide import ONLINE_USER_GUIDE, local_user_guide
 
-ORGANIZATION = "GPU Planner"
-APPLICATION = "gpuplanner"
 PLACES = ("Plan", "Hosts", "Runs", "History", "Sweep")
 PLACE_ICONS = (
     QStyle.StandardPixmap.SP_FileDialogDetailedView,
@@ -59,11 +58,6 @@ FALLBACK_KEYS = {
     QKeySequence.StandardKey.Refresh: "F5",
     QKeySequence.StandardKey.HelpContents: "F1",
 }
-
-
-def app_settings() -> QSettings:
-    """The app's settings file (tests redirect it with ``QSettings.setPath(IniFormat, UserScope, dir)``)."""
-    return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, ORGANIZATION, APPLICATION)
 
 
 class MainWindow(QMainWindow):

@@ -133,7 +133,7 @@ def private_environment(root: Path) -> Iterator[Path]:
     values = {
         "GPUPLANNER_DATA_DIR": root / "data",
         "GPUPLANNER_CONFIG_DIR": root / "config",
-        "XDG_CONFIG_HOME": root / "xdg-config",  # QSettings
+        "XDG_CONFIG_HOME": root / "xdg-config",  # Qt's old settings place (read once to migrate)
         "XDG_DATA_HOME": root / "xdg-data",
         "XDG_CACHE_HOME": root / "xdg-cache",
     }

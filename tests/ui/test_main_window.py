@@ -106,7 +106,8 @@ def test_window_state_and_last_inputs_are_remembered(qtbot: Any, services: Any, 
     first.show_place("History")
     first.resize(1100, 700)
     assert first.close()
-    assert list(_private_qsettings.rglob("*.ini")), "settings are written under the redirected folder"
+    assert (services.config_dir / "window.ini").is_file(), "settings are written in the config folder"
+    assert not list(_private_qsettings.rglob("*.ini")), "nothing in Qt's own settings folder"
     assert app_settings().value("window/place") == "History"
     second = MainWindow(services)
     qtbot.addWidget(second)
@@ -144,10 +145,10 @@ def test_closing_with_live_runs_asks(window: MainWindow, monkeypatch: pytest.Mon
         assert closed and stops == [answer == "stop"]
 
 
-def test_settings_go_to_the_redirected_folder(_private_qsettings: Path) -> None:
+def test_settings_go_to_the_config_folder() -> None:
     settings = app_settings()
     assert settings.format() == QSettings.Format.IniFormat
-    assert Path(settings.fileName()).is_relative_to(_private_qsettings)
+    assert Path(settings.fileName()) == Path(os.environ["GPUPLANNER_CONFIG_DIR"]) / "window.ini"
 
 
 def test_gpuplanner_without_subcommand_opens_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
