@@ -2,8 +2,16 @@
 torch; prices per host. The add/edit dialog has the Slurm settings (partition, account, QoS, GPUs per
 node, nodes, time limit, container image, requeue, shared run folder) for a Slurm login node.
 
-Probes run on a worker thread (a :class:`RunController`, created on the first probe); an unknown host key
-opens the trust-on-first-use dialog and the probe is retried once trusted; a changed key is refused.
+Probes run on the window's shared :class:`RunController` (standalone, one of the pane's own, created on
+the first probe); an unknown host key opens the trust-on-first-use dialog and the probe is retried once
+trusted; a changed key is refused. Adding, editing, removing and importing hosts write the history on
+the pane's write thread (a :class:`BackgroundJob`, one write at a time, in order): the GUI thread never
+waits for a database another process holds locked; the table follows when the write is done, and a
+failed write is shown in the message line.
+
+Signals:
+    hostsSaved(str what)                 a write finished and the table shows its result
+    hostsSaveFailed(str what, str error) a write failed (the message line says why)
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from PySide6.QtCore import Slot
+from PySide6.QtCore import QThreadPool, Signal, Slot
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
@@ -33,6 +41,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuplanner.history.db import BUSY_TIMEOUT_MS
+from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.hosts_model import HostsTableModel
 from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
 from gpuplanner.ui.run_controller import RunController
@@ -201,15 +211,37 @@ class HostDialog(QDialog):
         super().accept()
 
 
+def _describe_write_error(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{text} (nothing was changed)"
+
+
 class HostsPane(QWidget):
     """See the module docstring."""
 
-    def __init__(self, services: Any, parent: QWidget | None = None) -> None:
+    hostsSaved = Signal(str)
+    hostsSaveFailed = Signal(str, str)
+
+    def __init__(self, services: Any, parent: QWidget | None = None, controller: RunController | None = None) -> None:
         super().__init__(parent)
         self.services = services
-        self._controller: RunController | None = None
+        # The window's shared controller (one RunManager for every pane), else one of its own, built on
+        # the first probe (standalone).
+        self._controller: RunController | None = controller
+        self._owns_controller = controller is None
         self._in_flight = 0
-        self.passphrase = PassphrasePrompter(self)  # asks for encrypted keys' passphrases (worker thread)
+        self._writes = 0
+        self._write_ids = 0
+        self._pending_writes: dict[int, tuple[str | None, Any]] = {}
+        self._pool = QThreadPool(self)
+        self._pool.setMaxThreadCount(1)  # writes in the order they were asked for
+        self._signals = JobSignals(self)
+        self._signals.done.connect(self._on_write_done)
+        self._signals.failed.connect(self._on_write_failed)
+        if controller is not None and controller.passphrase is not None:
+            self.passphrase = controller.passphrase
+        else:
+            self.passphrase = PassphrasePrompter(self)  # asks for encrypted keys' passphrases (worker thread)
         self.model = HostsTableModel(self)
         layout = QVBoxLayout(self)
         bar = QHBoxLayout()
@@ -296,26 +328,71 @@ class HostsPane(QWidget):
     def make_host_dialog(self, host: Any = None) -> HostDialog:
         return HostDialog(host, self)
 
+    def saving(self) -> bool:
+        """True while a host is being written to the history (off the GUI thread)."""
+        return self._writes > 0
+
+    def _write(self, what: str, work: Any, select: str | None, message: str) -> None:
+        """Run ``work()`` (history writes) on the pane's write thread, then reread the hosts there too;
+        the table, the selection and ``message`` follow on the GUI thread, an error is shown instead."""
+        from gpuplanner.launch.hosts import list_hosts
+
+        db_path = self.services.db_path
+
+        def job() -> tuple[Any, list[Any]]:
+            result = work()
+            return result, list_hosts(db_path)
+
+        self._writes += 1
+        self._write_ids += 1
+        self._pending_writes[self._write_ids] = (select, message)
+        self._say(f"Saving {what}…")
+        self._pool.start(BackgroundJob(job, self._signals, what, self._write_ids, describe=_describe_write_error))
+
+    @Slot(str, int, object)
+    def _on_write_done(self, what: str, write_id: int, payload: Any) -> None:
+        self._writes -= 1
+        select, message = self._pending_writes.pop(write_id, (None, ""))
+        result, hosts = payload
+        self.model.set_hosts(hosts)
+        row = self.model.row_of(select or self.selected_name() or "")
+        if row >= 0:
+            self.table.selectRow(row)
+        self._update_buttons()
+        self._say(message(result) if callable(message) else message)
+        self.hostsSaved.emit(what)
+
+    @Slot(str, int, str)
+    def _on_write_failed(self, what: str, write_id: int, error: str) -> None:
+        self._writes -= 1
+        self._pending_writes.pop(write_id, None)
+        self._say(f"Could not save {what}: {error}", error=True)
+        self.hostsSaveFailed.emit(what, error)
+
     @Slot()
     def _on_add_clicked(self) -> None:
-        from gpuplanner.launch.hosts import HostError, add_host
+        from gpuplanner.launch.hosts import HostError, add_host, validate_host
 
         dialog = self.make_host_dialog()
         if dialog.exec() != QDialog.DialogCode.Accepted:
             return
         host = dialog.result_host()
         try:
-            add_host(self.services.db_path, host)
+            validate_host(host)  # a field error is known before anything is written
         except HostError as exc:
             self._say(f"Could not add the host: {exc}", error=True)
             return
-        self.reload()
-        self.select(host.name)
-        self._say(f"Added {host.name}. Probe it to see its GPUs.")
+        db_path = self.services.db_path
+        self._write(
+            f"host {host.name}",
+            lambda: add_host(db_path, host),
+            host.name,
+            f"Added {host.name}. Probe it to see its GPUs.",
+        )
 
     @Slot()
     def _on_edit_clicked(self, *args: Any) -> None:
-        from gpuplanner.launch.hosts import HostError, update_host
+        from gpuplanner.launch.hosts import HostError, update_host, validate_host
 
         name = self.selected_name()
         if name is None:
@@ -323,59 +400,61 @@ class HostsPane(QWidget):
         dialog = self.make_host_dialog(self.model.host(self.model.row_of(name)))
         if dialog.exec() != QDialog.DialogCode.Accepted:
             return
+        host = dialog.result_host()
         try:
-            update_host(self.services.db_path, dialog.result_host())
+            validate_host(host)
         except HostError as exc:
             self._say(f"Could not save the host: {exc}", error=True)
             return
-        self.reload()
+        db_path = self.services.db_path
+        self._write(f"host {host.name}", lambda: update_host(db_path, host), host.name, f"Saved {host.name}.")
 
     @Slot()
     def _on_remove_clicked(self) -> None:
-        from gpuplanner.launch.hosts import HostError, remove_host
+        from gpuplanner.launch.hosts import remove_host
 
         name = self.selected_name()
         if name is None or name == "local":
             return
-        try:
-            remove_host(self.services.db_path, name)
-        except HostError as exc:
-            self._say(f"Could not remove {name}: {exc}", error=True)
-            return
-        self.reload()
-        self._say(f"Removed {name}.")
+        db_path = self.services.db_path
+        self._write(f"the removal of {name}", lambda: remove_host(db_path, name), None, f"Removed {name}.")
 
     @Slot()
     def _on_import_clicked(self) -> None:
         from gpuplanner.launch.hosts import HostError, add_host, ssh_config_hosts
 
         known = {self.model.host(r).name for r in range(self.model.rowCount())}
-        added = []
         try:
             hosts = ssh_config_hosts()
         except HostError as exc:
             self._say(str(exc), error=True)
             return
-        for host in hosts:
-            if host.name in known:
-                continue
-            try:
-                add_host(self.services.db_path, host)
-                added.append(host.name)
-            except HostError:
-                continue
-        self.reload()
-        self._say(
-            f"Imported {len(added)} host(s) from ~/.ssh/config: {', '.join(added)}"
-            if added
-            else "No new hosts in ~/.ssh/config."
-        )
+        db_path = self.services.db_path
+
+        def work() -> list[str]:
+            added = []
+            for host in hosts:
+                if host.name in known:
+                    continue
+                try:
+                    add_host(db_path, host)
+                    added.append(host.name)
+                except HostError:
+                    continue
+            return added
+
+        def message(added: list[str]) -> str:
+            if not added:
+                return "No new hosts in ~/.ssh/config."
+            return f"Imported {len(added)} host(s) from ~/.ssh/config: {', '.join(added)}"
+
+        self._write("imported hosts", work, None, message)
 
     # -- probing --------------------------------------------------------------------------------
     @property
     def controller(self) -> RunController:
         if self._controller is None:
-            self._controller = RunController(self._make_manager, self)
+            self._controller = RunController(self._make_manager, self, passphrase=self.passphrase)
         return self._controller
 
     def _make_manager(self) -> Any:
@@ -450,7 +529,11 @@ class HostsPane(QWidget):
 
     @Slot()
     def shutdown(self) -> None:
-        """End the probe worker thread (waits for a probe in progress)."""
+        """Let a host write in progress finish (bounded by the history's busy timeout), end the probe
+        worker thread (waits for a probe in progress); a shared controller is the window's to shut down."""
+        self._pool.waitForDone(BUSY_TIMEOUT_MS + 5000)
+        if not self._owns_controller:
+            return
         self.passphrase.close()  # a probe waiting for a passphrase gets None and ends
         if self._controller is not None:
             self._controller.shutdown(stop_runs=False)

@@ -36,6 +36,7 @@ from gpuplanner.history.alert_rules import AlertSettings
 from gpuplanner.ui.palette import app_icon
 from gpuplanner.ui.plan_inputs import FIELD_BY_KEY
 from gpuplanner.ui.plan_pane import PlanPane
+from gpuplanner.ui.run_controller import make_shared_controller
 from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.settings import app_settings
 from gpuplanner.user_guide import ONLINE_USER_GUIDE, local_user_guide
@@ -68,6 +69,8 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(app_icon())
         self.setMinimumSize(QSize(1024, 640))
         self.resize(1280, 800)
+        # The application's one RunManager (behind one controller): Hosts, Runs and Sweep share it.
+        self.run_controller = make_shared_controller(services.db_path, self)
         self.plan_pane = PlanPane(services, defer_chart=True)
         self._built: dict[str, QWidget] = {"Plan": self.plan_pane}
         self._first_frame_seen = False
@@ -231,18 +234,18 @@ class MainWindow(QMainWindow):
         if name == "Hosts":
             from gpuplanner.ui.hosts_pane import HostsPane
 
-            pane = HostsPane(self.services)
+            pane = HostsPane(self.services, controller=self.run_controller)
         elif name == "Runs":
             from gpuplanner.ui.runs_pane import RunsPane
 
-            pane = RunsPane(self.services)
+            pane = RunsPane(self.services, controller=self.run_controller)
             pane.runFinished.connect(self._on_run_finished)
             pane.alertSettingsChanged.connect(self._on_alert_settings_changed)
             pane.speedMeasured.connect(self._on_speed_measured)
         elif name == "Sweep":
             from gpuplanner.ui.sweep_pane import SweepPane
 
-            pane = SweepPane(self.services)
+            pane = SweepPane(self.services, controller=self.run_controller)
             pane.finished.connect(lambda _result: self._on_refresh_history() if self.is_built("History") else None)
         else:
             from gpuplanner.ui.history_pane import HistoryPane
@@ -503,7 +506,7 @@ class MainWindow(QMainWindow):
             event.accept()
             return
         stop_runs = False
-        if self.is_built("Runs") and self.runs_pane.has_live_runs():
+        if self.has_live_runs():
             answer = self.ask_about_live_runs()
             if answer == "cancel":
                 event.ignore()
@@ -513,6 +516,10 @@ class MainWindow(QMainWindow):
         self.shutdown(stop_runs)
         self._closing_done = True
         event.accept()
+
+    def has_live_runs(self) -> bool:
+        """Runs watched by the shared manager, whichever pane started them."""
+        return bool(self.run_controller.live_runs())
 
     def ask_about_live_runs(self) -> str:
         """ "detach", "stop" or "cancel": what to do with live runs when the window closes."""
@@ -546,3 +553,4 @@ class MainWindow(QMainWindow):
             self.history_pane.shutdown()
         if self.is_built("Sweep"):
             self.pane("Sweep").shutdown()
+        self.run_controller.shutdown(stop_runs)  # after the panes: stops or detaches every live run

@@ -6,9 +6,15 @@ manager of its own); their results come back to the GUI thread as
 ``callback(result)`` / ``errback(exception)``. The manager's own callbacks arrive on its watcher threads
 and are only re-emitted here as queued signals; nothing in this module touches a widget.
 
+The window owns one controller, so one ``RunManager`` (:func:`make_shared_controller`): the Hosts,
+Runs and Sweep panes all use it. A run launched by any of them (the Sweep pane's trials go through
+:meth:`RunController.reporting_manager`) streams its records and status through this controller and is
+announced with ``runLaunched``, so the Runs pane shows it and closing the window asks about it.
+
 Signals:
     recordsArrived(int run_id, object records)  telemetry records (list of dicts), in seq order
     statusChanged(object status)                 a ``RunStatus`` of the launcher
+    runLaunched(int run_id, str name, str host)  a run started through this controller (any pane)
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtWidgets import QWidget
 
 from gpuplanner.plan.catalog import catalog_gpu
 
@@ -41,18 +48,54 @@ class _Worker(QObject):
             self.finished.emit(job_id, result, None)
 
 
+class _ReportingManager:
+    """The shared manager as a search runner sees it: ``launch`` also streams the run's records and status
+    through the controller and announces the run; ``close`` leaves the shared manager open (its owner,
+    the window, closes it); everything else is the manager's own."""
+
+    def __init__(self, controller: RunController) -> None:
+        self._controller = controller
+
+    def launch(self, host_name: str, trainer_args: Any, **kwargs: Any) -> int:
+        controller = self._controller
+        kwargs.setdefault("on_records", controller.on_records)
+        kwargs.setdefault("on_status", controller.on_status)
+        run_id = int(controller.manager.launch(host_name, trainer_args, **kwargs))
+        controller.runLaunched.emit(run_id, str(kwargs.get("name") or f"Run {run_id}"), str(host_name))
+        return run_id
+
+    def attach(self, run_id: int, **kwargs: Any) -> Any:
+        kwargs.setdefault("on_records", self._controller.on_records)
+        kwargs.setdefault("on_status", self._controller.on_status)
+        return self._controller.manager.attach(run_id, **kwargs)
+
+    def close(self) -> None:
+        """Nothing to close: the runs stay watched by the shared manager."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._controller.manager, name)
+
+
 class RunController(QObject):
-    """See the module docstring. ``manager_factory()`` builds the ``RunManager`` (lazily, on first use)."""
+    """See the module docstring. ``manager_factory()`` builds the ``RunManager`` (lazily, on first use).
+
+    ``passphrase`` (optional) is the prompter the factory's managers ask; :meth:`shutdown` closes it
+    first, so no worker waits for a dialog while the window goes away."""
 
     recordsArrived = Signal(int, object)
     statusChanged = Signal(object)
+    runLaunched = Signal(int, str, str)
     _submit = Signal(int, object)
     _detachedFinished = Signal(int, object, object)  # job id, result, exception: from a bench thread
 
-    def __init__(self, manager_factory: Callable[[], Any], parent: QObject | None = None) -> None:
+    def __init__(
+        self, manager_factory: Callable[[], Any], parent: QObject | None = None, passphrase: Any = None
+    ) -> None:
         super().__init__(parent)
         self._factory = manager_factory
+        self.passphrase = passphrase
         self._manager: Any = None
+        self._manager_lock = threading.Lock()  # the worker thread and a search's thread may ask at once
         self._jobs: dict[int, tuple[Callable[[Any], None] | None, Callable[[Exception], None] | None]] = {}
         self._ids = itertools.count(1)
         self._thread = QThread()
@@ -69,9 +112,14 @@ class RunController(QObject):
     # -- manager --------------------------------------------------------------------------------
     @property
     def manager(self) -> Any:
-        if self._manager is None:
-            self._manager = self._factory()
-        return self._manager
+        with self._manager_lock:
+            if self._manager is None:
+                self._manager = self._factory()
+            return self._manager
+
+    def reporting_manager(self) -> _ReportingManager:
+        """The shared manager for a search runner: its launches show in the Runs pane (``runLaunched``)."""
+        return _ReportingManager(self)
 
     def on_records(self, run_id: int, records: list[dict[str, Any]]) -> None:
         """The manager's ``on_records`` callback (a watcher thread): re-emit only."""
@@ -136,7 +184,12 @@ class RunController(QObject):
                 env=dict(getattr(request, "env", None) or {}),
             )
 
-        return self.submit(job, callback, errback)
+        def launched(run_id: int) -> None:  # on the GUI thread: the launching pane first, then the others
+            if callback is not None:
+                callback(run_id)
+            self.runLaunched.emit(run_id, request.name or f"Run {run_id}", request.host_name)
+
+        return self.submit(job, launched, errback)
 
     def bench(
         self,
@@ -197,6 +250,8 @@ class RunController(QObject):
         if self._closed:
             return
         self._closed = True
+        if self.passphrase is not None:
+            self.passphrase.close()  # a connection waiting for a passphrase gets None and ends
         for manager in list(self._detached):  # a bench in progress: closing its connections ends it
             try:
                 manager.close()
@@ -220,3 +275,19 @@ class RunController(QObject):
                         log.warning("waiting for run %s: %s", run_id, exc)
             manager.close()
         self._jobs.clear()
+
+
+def make_shared_controller(db_path: Any, window: QWidget) -> RunController:
+    """The application's one controller (and so one ``RunManager``), asking passphrases over ``window``.
+
+    The manager itself is built on first use (paramiko loads then, not at start-up)."""
+    from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
+
+    prompter = PassphrasePrompter(window)
+
+    def factory() -> Any:
+        from gpuplanner.launch.manager import RunManager
+
+        return RunManager(db_path, passphrase_callback=prompter)
+
+    return RunController(factory, window, passphrase=prompter)

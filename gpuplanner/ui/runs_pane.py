@@ -144,7 +144,7 @@ class RunsPane(QWidget):
     speedMeasured = Signal(object)  # a trainer bench result (recorded for the planner when on a GPU)
     alertSettingsChanged = Signal()  # the user changed the alert settings (services.alert_settings)
 
-    def __init__(self, services: Any, parent: QWidget | None = None) -> None:
+    def __init__(self, services: Any, parent: QWidget | None = None, controller: RunController | None = None) -> None:
         super().__init__(parent)
         self.services = services
         self.runs: dict[int, RunEntry] = {}
@@ -152,10 +152,15 @@ class RunsPane(QWidget):
         self._pending_status: dict[int, Any] = {}
         self._shut_down = False
         self._measure_dialog: LaunchDialog | None = None  # a launch dialog waiting for a measurement
-        self.passphrase = PassphrasePrompter(self)  # asks for encrypted keys' passphrases (worker thread)
-        self.controller = RunController(self._make_manager, self)
+        # The window's shared controller (one RunManager for every pane), else one of its own (standalone).
+        self._owns_controller = controller is None
+        if controller is None:
+            self.passphrase = PassphrasePrompter(self)  # asks for encrypted keys' passphrases (worker thread)
+            controller = RunController(self._make_manager, self, passphrase=self.passphrase)
+        self.controller = controller
         self.controller.recordsArrived.connect(self._on_records)
         self.controller.statusChanged.connect(self._on_status)
+        self.controller.runLaunched.connect(self._on_run_launched)
         self._build()
         self.redraw_timer = QTimer(self)
         self.redraw_timer.setInterval(int(1000 / REDRAW_HZ))
@@ -424,8 +429,8 @@ class RunsPane(QWidget):
         self._shut_down = True
         self.redraw_timer.stop()
         self.text_timer.stop()
-        self.passphrase.close()  # a connection waiting for a passphrase gets None and ends
-        self.controller.shutdown(stop_runs)
+        if self._owns_controller:  # the window shuts its shared controller down itself
+            self.controller.shutdown(stop_runs)
 
     def current(self) -> RunEntry | None:
         item = self.run_list.currentItem()
@@ -462,6 +467,13 @@ class RunsPane(QWidget):
         self._update_item(entry)
         self.run_list.setCurrentItem(item)
         return entry
+
+    @Slot(int, str, str)
+    def _on_run_launched(self, run_id: int, name: str, host: str) -> None:
+        """A run started by another pane (a search's trial) through the shared controller: shown here too."""
+        if not self._shut_down and run_id not in self.runs:
+            self._add_entry(run_id, name, host)
+            self._update_text()
 
     def _on_launched(self, run_id: int, request: LaunchRequest) -> None:
         self._say("")

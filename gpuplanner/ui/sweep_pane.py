@@ -50,6 +50,7 @@ from gpuplanner.sweep.lookback import TRIAL_COLUMNS, SearchReview, load_review, 
 from gpuplanner.sweep.runner import SweepResult, SweepRunner
 from gpuplanner.sweep.schedule import PRUNERS
 from gpuplanner.ui.background import BackgroundJob, JobSignals
+from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.search_view import SearchPlots, summary_text
 from gpuplanner.ui.services import AppServices
 
@@ -89,11 +90,14 @@ class SweepPane(QWidget):
     finished = Signal(object)  # the SweepResult
     inputError = Signal(str)
 
-    def __init__(self, services: AppServices, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, services: AppServices, parent: QWidget | None = None, controller: RunController | None = None
+    ) -> None:
         super().__init__(parent)
         self.services = services
+        self.controller = controller  # the window's shared one: trials show in the Runs pane
         self.runner: SweepRunner | None = None
-        self.manager: RunManager | None = None
+        self.manager: Any = None
         self.study: str | None = None
         self.review: SearchReview | None = None
         self.result: SweepResult | None = None
@@ -329,7 +333,10 @@ class SweepPane(QWidget):
             self._show_error(_message(exc))
             return
         self._show_error("")
-        self.manager = RunManager(self.services.db_path)
+        # The window's one manager (trials appear in the Runs pane), else one of this search's own.
+        self.manager = (
+            RunManager(self.services.db_path) if self.controller is None else self.controller.reporting_manager()
+        )
         runner = SweepRunner(self.services.db_path, settings, self.manager, self._signals.said.emit)
         self.runner, self.study, self.result = runner, settings.study, None
         self.start_button.setEnabled(False)

@@ -74,16 +74,20 @@ def test_add_edit_remove_hosts(
 
     monkeypatch.setattr(HostDialog, "exec", fill)
     hosts_pane.add_button.click()
+    qtbot.waitUntil(lambda: not hosts_pane.saving(), timeout=10_000)  # written off the GUI thread
     assert _cell(hosts_pane, "gpu-box", "Address") == "ml@gpu-box.example.org"
     assert get_host(tmp_services.db_path, "gpu-box").price_usd_per_gpu_hour == 1.75
     hosts_pane.select("local")
     assert not hosts_pane.remove_button.isEnabled()  # this machine stays
     hosts_pane.edit_button.click()
+    qtbot.waitUntil(lambda: not hosts_pane.saving(), timeout=10_000)
     assert get_host(tmp_services.db_path, "local").price_usd_per_gpu_hour == 1.75
     assert _cell(hosts_pane, "local", "Price / GPU-h") == "$1.75"
     hosts_pane.select("gpu-box")
     hosts_pane.remove_button.click()
+    qtbot.waitUntil(lambda: not hosts_pane.saving(), timeout=10_000)
     assert hosts_pane.model.row_of("gpu-box") == -1
+    assert hosts_pane.message_label.text() == "Removed gpu-box."
 
 
 @pytest.mark.slow
@@ -178,3 +182,79 @@ def test_changed_key_is_refused(
     assert _cell(hosts_pane, "gpu-box", "Reachable") == "no: REFUSED: host key changed"
     assert len(shown) == 1 and "refuses to connect" in shown[0] and "SHA256:" in shown[0]
     assert manager.calls == 1
+
+
+_HOLD_LOCK = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")  # the write lock, as another gpuplanner writing a long batch holds it
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+"""
+
+
+def test_saving_a_host_while_another_process_writes_keeps_the_window_responsive(
+    qtbot: Any, hosts_pane: HostsPane, tmp_services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from PySide6.QtCore import QTimer
+
+    def fill(dialog: HostDialog) -> int:
+        dialog.name_edit.setText("locked-box")
+        dialog.hostname_edit.setText("locked-box.example.org")
+        dialog.price_spin.setValue(3.25)
+        dialog.accept()
+        return QDialog.DialogCode.Accepted
+
+    monkeypatch.setattr(HostDialog, "exec", fill)
+    hold_s = 2.0
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK, str(tmp_services.db_path), str(hold_s)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        ticks: list[float] = []
+        timer = QTimer()
+        timer.setInterval(50)
+        timer.timeout.connect(lambda: ticks.append(time.monotonic()))
+        timer.start()
+        started = time.monotonic()
+        hosts_pane.add_button.click()
+        returned_after = time.monotonic() - started
+        assert returned_after < 0.5  # the click did not wait for the lock
+        assert hosts_pane.saving() and "Saving host locked-box" in hosts_pane.message_label.text()
+        qtbot.waitUntil(lambda: not hosts_pane.saving(), timeout=30_000)
+        timer.stop()
+        waited = time.monotonic() - started
+        assert waited >= hold_s * 0.8  # the write really waited for the other process's lock ...
+        assert len(ticks) >= 10  # ... while the event loop kept running the timer
+        assert max(b - a for a, b in zip(ticks, ticks[1:])) < 0.5
+    finally:
+        holder.wait(10)
+        holder.stdout.close()
+    assert get_host(tmp_services.db_path, "locked-box").price_usd_per_gpu_hour == 3.25  # landed afterwards
+    assert _cell(hosts_pane, "locked-box", "Price / GPU-h") == "$3.25"
+    assert hosts_pane.selected_name() == "locked-box"
+
+
+def test_a_failed_host_write_is_shown(qtbot: Any, hosts_pane: HostsPane, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpuplanner.launch.hosts as hosts_module
+
+    def locked(*_args: Any) -> None:
+        raise hosts_module.HistoryError("database is locked")
+
+    monkeypatch.setattr(hosts_module, "remove_host", locked)
+    add_host(hosts_pane.services.db_path, Host(name="keep-me", kind="ssh", hostname="keep.example.org"))
+    hosts_pane.reload()
+    failures: list[tuple[str, str]] = []
+    hosts_pane.hostsSaveFailed.connect(lambda what, error: failures.append((what, error)))
+    hosts_pane.select("keep-me")
+    hosts_pane.remove_button.click()
+    qtbot.waitUntil(lambda: not hosts_pane.saving(), timeout=10_000)
+    assert failures and "database is locked" in failures[0][1]
+    assert "Could not save the removal of keep-me: database is locked" in hosts_pane.message_label.text()
+    assert hosts_pane.model.row_of("keep-me") >= 0

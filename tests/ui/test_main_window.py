@@ -126,19 +126,19 @@ def test_window_state_and_last_inputs_are_remembered(qtbot: Any, services: Any, 
 @pytest.mark.parametrize("answer", ["cancel", "detach", "stop"])
 def test_closing_with_live_runs_asks(window: MainWindow, monkeypatch: pytest.MonkeyPatch, answer: str) -> None:
     stops: list[bool] = []
-    monkeypatch.setattr(window.runs_pane, "has_live_runs", lambda: True)
+    monkeypatch.setattr(window, "has_live_runs", lambda: True)
     monkeypatch.setattr(window, "ask_about_live_runs", lambda: answer)
-    real_shutdown = window.runs_pane.shutdown
+    real_shutdown = window.run_controller.shutdown  # the shared controller stops or detaches the runs
 
     def shutdown(stop_runs: bool) -> None:
         stops.append(stop_runs)
-        real_shutdown(stop_runs)  # the pane's threads still have to end
+        real_shutdown(stop_runs)  # the controller's thread still has to end
 
-    monkeypatch.setattr(window.runs_pane, "shutdown", shutdown)
+    monkeypatch.setattr(window.run_controller, "shutdown", shutdown)
     closed = window.close()
     if answer == "cancel":
         assert not closed and window.isVisible() and stops == []
-        monkeypatch.setattr(window.runs_pane, "has_live_runs", lambda: False)
+        monkeypatch.setattr(window, "has_live_runs", lambda: False)
         assert window.close()
         assert stops == [False]
     else:
