@@ -1,8 +1,8 @@
 """The Qt adapter over the launcher's :class:`RunManager`.
 
 Blocking manager calls (launch, probe, stop, resume: SSH connects, payload uploads, joins) run one at a
-time on a worker thread that this controller owns (a bench, which takes minutes, gets a thread and a
-manager of its own); their results come back to the GUI thread as
+time, in order, as :class:`BackgroundJob` s on a one-thread pool that this controller owns (a bench,
+which takes minutes, gets a thread and a manager of its own); their results come back to the GUI thread as
 ``callback(result)`` / ``errback(exception)``. The manager's own callbacks arrive on its watcher threads
 and are only re-emitted here as queued signals; nothing in this module touches a widget.
 
@@ -25,27 +25,16 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThreadPool, Signal, Slot
 from PySide6.QtWidgets import QWidget
 
 from gpuplanner.plan.catalog import catalog_gpu
+from gpuplanner.ui.background import BackgroundJob, JobSignals
 
 log = logging.getLogger(__name__)
 
 
-class _Worker(QObject):
-    """Runs submitted callables in its thread; reports each outcome with ``finished``."""
-
-    finished = Signal(int, object, object)  # job id, result, exception (or None)
-
-    @Slot(int, object)
-    def run_job(self, job_id: int, fn: Callable[[], Any]) -> None:
-        try:
-            result = fn()
-        except Exception as exc:  # reported to the GUI thread, never raised in the worker
-            self.finished.emit(job_id, None, exc)
-        else:
-            self.finished.emit(job_id, result, None)
+JOB_KIND = "manager-call"
 
 
 class _ReportingManager:
@@ -85,7 +74,6 @@ class RunController(QObject):
     recordsArrived = Signal(int, object)
     statusChanged = Signal(object)
     runLaunched = Signal(int, str, str)
-    _submit = Signal(int, object)
     _detachedFinished = Signal(int, object, object)  # job id, result, exception: from a bench thread
 
     def __init__(
@@ -98,15 +86,14 @@ class RunController(QObject):
         self._manager_lock = threading.Lock()  # the worker thread and a search's thread may ask at once
         self._jobs: dict[int, tuple[Callable[[Any], None] | None, Callable[[Exception], None] | None]] = {}
         self._ids = itertools.count(1)
-        self._thread = QThread()
-        self._thread.setObjectName("run-controller")
-        self._worker = _Worker()
-        self._worker.moveToThread(self._thread)
-        self._submit.connect(self._worker.run_job)
-        self._worker.finished.connect(self._on_job_finished)
+        self._pool = QThreadPool(self)
+        self._pool.setMaxThreadCount(1)  # one manager call at a time, in the order submitted
+        self._pool.setExpiryTimeout(-1)  # keep the thread between calls
+        self._signals = JobSignals(self)
+        self._signals.done.connect(self._on_job_done)
+        self._signals.raised.connect(self._on_job_raised)
         self._detachedFinished.connect(self._on_job_finished)  # queued: emitted from other threads
         self._detached: list[Any] = []  # managers of benches in progress
-        self._thread.start()
         self._closed = False
 
     # -- manager --------------------------------------------------------------------------------
@@ -145,8 +132,16 @@ class RunController(QObject):
             raise RuntimeError("the run controller is shut down")
         job_id = next(self._ids)
         self._jobs[job_id] = (callback, errback)
-        self._submit.emit(job_id, lambda: fn(self.manager))
+        self._pool.start(BackgroundJob(lambda: fn(self.manager), self._signals, JOB_KIND, job_id))
         return job_id
+
+    @Slot(str, int, object)
+    def _on_job_done(self, _kind: str, job_id: int, result: Any) -> None:
+        self._on_job_finished(job_id, result, None)
+
+    @Slot(str, int, object)
+    def _on_job_raised(self, _kind: str, job_id: int, exc: Any) -> None:
+        self._on_job_finished(job_id, None, exc)
 
     @Slot(int, object, object)
     def _on_job_finished(self, job_id: int, result: Any, exc: Exception | None) -> None:
@@ -257,8 +252,8 @@ class RunController(QObject):
                 manager.close()
             except Exception as exc:
                 log.warning("closing a bench: %s", exc)
-        self._thread.quit()
-        self._thread.wait()
+        self._pool.clear()  # calls not started yet are dropped; the one running ends first
+        self._pool.waitForDone()
         manager = self._manager
         if manager is not None:
             if stop_runs:
