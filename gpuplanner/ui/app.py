@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import QCoreApplication
 from PySide6.QtWidgets import QApplication
 
-from gpuplanner.ui import crash_report
+from gpuplanner.ui import crash_report, xcb_check
 from gpuplanner.ui.palette import SchemeFollower, app_icon
 
 
@@ -54,6 +54,10 @@ def create_window(db: str | None = None):  # -> MainWindow (imported lazily: kee
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    problem = xcb_check.check()
+    if problem is not None:  # say what to install instead of letting Qt abort the process
+        print(problem, file=sys.stderr)
+        return 1
     app = create_application((), theme=args.theme)
     crash_report.install()  # an exception in a slot is logged and shown, not lost in a terminal
     window = create_window(args.db)
