@@ -54,9 +54,11 @@ class _ReportingManager:
         return run_id
 
     def attach(self, run_id: int, **kwargs: Any) -> Any:
-        kwargs.setdefault("on_records", self._controller.on_records)
-        kwargs.setdefault("on_status", self._controller.on_status)
-        return self._controller.manager.attach(run_id, **kwargs)
+        manager = self._controller.manager
+        if run_id not in manager.live_runs():  # already watched (the Runs pane reattached it): no second feed
+            kwargs.setdefault("on_records", self._controller.on_records)
+            kwargs.setdefault("on_status", self._controller.on_status)
+        return manager.attach(run_id, **kwargs)
 
     def close(self) -> None:
         """Nothing to close: the runs stay watched by the shared manager."""

@@ -90,3 +90,29 @@ def test_background_job_reports_the_exception_object(qtbot: Any) -> None:
     BackgroundJob(lambda: (_ for _ in ()).throw(error), signals, "k", 7, describe=lambda e: f"said: {e}").run()
     assert failed == [("k", 7, "said: bad input")]
     assert raised == [("k", 7, error)]
+
+
+def test_a_search_attaching_a_watched_run_adds_no_second_feed(qtbot: Any) -> None:
+    class _Watching(_Manager):
+        def __init__(self) -> None:
+            super().__init__()
+            self.live: list[int] = []
+            self.attached: list[tuple[int, bool]] = []
+
+        def live_runs(self) -> list[int]:
+            return list(self.live)
+
+        def attach(self, run_id: int, on_records: Any = None, on_status: Any = None) -> None:
+            self.attached.append((run_id, on_records is not None))
+            self.live.append(run_id)
+
+    manager = _Watching()
+    controller = RunController(lambda: manager)
+    proxy = controller.reporting_manager()
+    proxy.attach(5)  # not watched yet: the controller's feed is added
+    proxy.attach(5)  # watched already (e.g. reattached by the Runs pane): records arrive once
+    assert manager.attached == [(5, True), (5, False)]
+    proxy.close()
+    assert not manager.closed  # the window's manager stays open for the other panes
+    controller.shutdown(stop_runs=False)
+    assert manager.closed
