@@ -317,7 +317,8 @@ def _attention_matrix_bytes(spec: ModelSpec, regime: str) -> int:
     """Eager attention, per layer per sequence element squared per head: the softmax output, which
     Llama-style eager attention computes in fp32 and copies back to 16 bit for the probs @ V matmul,
     while GPT-2/BERT keep it in the compute dtype (plus dropout mask and output when p > 0) except
-    under autocast, which computes it in fp32 and feeds the matmul a 16-bit copy."""
+    under autocast, which computes it in fp32 and feeds the matmul a 16-bit copy. Soft-capped scores
+    (Gemma 2) add tanh's saved output in the compute dtype."""
     c = FP32 if regime == "fp32" else HALF
     if spec.family in ("gpt2", "bert"):
         if regime == "amp":
@@ -328,6 +329,9 @@ def _attention_matrix_bytes(spec: ModelSpec, regime: str) -> int:
         per = c
     else:
         per = FP32 + (c if c != FP32 else 0)
+        if spec.attn_softcap:
+            # Gemma 2 caps the scores first (divide, tanh, multiply): tanh saves its output
+            per += c
     if spec.attn_dropout > 0:
         per += MASK + c
     return per

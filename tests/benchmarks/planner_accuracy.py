@@ -58,11 +58,17 @@ class Row:
     fsdp_accumulation: str = "reduce-each"  # memory rows; see memory.FSDP_ACCUMULATION_KINDS
 
 
-def _models() -> dict[str, ModelSpec]:
+def _models(untied: bool = False) -> dict[str, ModelSpec]:
+    """The dataset's models; ``untied``: as run by code that keeps a separate output head where the
+    config ties it to the input embedding (LitGPT, see the dataset README)."""
     raw = json.loads((DATA / "models.json").read_text())
-    return {
-        name: from_config({k: v for k, v in cfg.items() if not k.startswith("_")}, name) for name, cfg in raw.items()
-    }
+    out = {}
+    for name, cfg in raw.items():
+        fields = {k: v for k, v in cfg.items() if not k.startswith("_")}
+        if untied:
+            fields["tie_word_embeddings"] = False
+        out[name] = from_config(fields, name)
+    return out
 
 
 def _setup(rec: dict[str, str], checkpointing: dict[str, str]) -> TrainSetup:
@@ -84,12 +90,12 @@ def _setup(rec: dict[str, str], checkpointing: dict[str, str]) -> TrainSetup:
 
 
 def _rows(file: str, checkpointing: dict[str, str], value: Callable[[dict[str, str]], float]) -> list[Row]:
-    models = _models()
+    models = {False: _models(), True: _models(untied=True)}
     catalog = load_catalog()
     rows = []
     with (DATA / file).open(newline="") as handle:
         for rec in csv.DictReader(handle):
-            spec = models[rec["model"]]
+            spec = models[rec.get("untied_head") == "true"][rec["model"]]
             setup = _setup(rec, checkpointing)
             label = (
                 f"{rec['model']} {rec['method']} {rec['gpus']}x{rec['gpu']} mb{rec['micro_batch']} "
