@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from gpuplanner.plan.catalog import GpuSpec
 from gpuplanner.plan.model_spec import ModelSpec, resolve_targets
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 
@@ -28,14 +27,11 @@ GIB = 1024**3
 # --- fixed costs -----------------------------------------------------------------------------------
 # CUDA context + cuBLAS/cuDNN handles and workspaces, as nvidia-smi shows for a process that has
 # only initialised torch and run one matmul (about 0.45-0.55 GiB on H100/A100 with CUDA 12 lazy loading).
+# PyTorch's maintainers put the context at "around 400MB if CUDA >= 11.7 is used and lazy module
+# loading enabled (default in PyTorch)" and ">1000MB" before lazy loading (pytorch/pytorch#109888,
+# #107667). No public per-generation figures were found; where the dataset's sources measured, they
+# measured allocated, active or reserved bytes, which leave the context out.
 CUDA_CONTEXT_BYTES = int(0.5 * GIB)
-
-
-def cuda_context_bytes(gpu: GpuSpec | None) -> int:
-    """The CUDA context of a training process on ``gpu``: its generation's figure from the GPU catalog
-    (``cuda_context_gib``), or :data:`CUDA_CONTEXT_BYTES` where the catalog has none or no GPU is given."""
-    gib = getattr(gpu, "cuda_context_gib", None) if gpu is not None else None
-    return int(gib * GIB) if gib else CUDA_CONTEXT_BYTES
 
 
 # The caching allocator reserves more than it hands out (block rounding, fragmentation between
@@ -413,17 +409,18 @@ def estimate_memory(
     selective_policy: str = SELECTIVE_EVERY_MATMUL,
     mixed_precision: str = MIXED_AUTOCAST,
     fsdp_accumulation: str = FSDP_REDUCE_EACH,
-    gpu: GpuSpec | None = None,
 ) -> MemoryBreakdown:
     """Peak memory per GPU for one training step of ``spec`` under ``setup``.
 
     The keyword arguments describe how the training code runs where runs differ; their defaults are
-    the bundled trainer's. ``loss``: how the loss treats the logits (:data:`LOSS_KINDS`).
+    what the planner has always assumed (the bundled trainer's on one GPU and under DDP; its FSDP mode
+    casts the weights through FSDP2's MixedPrecisionPolicy and turns gradient sync off between
+    micro-steps, ``param-cast`` and ``no-sync`` here, which plans do not pass yet).
+    ``loss``: how the loss treats the logits (:data:`LOSS_KINDS`).
     ``selective_policy``: which matmul outputs selective checkpointing keeps (:data:`SELECTIVE_POLICIES`).
     ``mixed_precision``: autocast or 16-bit weight casts for ``*-mixed`` (:data:`MIXED_PRECISION_KINDS`).
     ``fsdp_accumulation``: gradient shards or full gradients between micro-steps under FSDP
-    (:data:`FSDP_ACCUMULATION_KINDS`). ``gpu``: the GPU, whose generation sets the CUDA context (:func:`cuda_context_bytes`); without one
-    the context is :data:`CUDA_CONTEXT_BYTES`.
+    (:data:`FSDP_ACCUMULATION_KINDS`).
     """
     if loss not in LOSS_KINDS:
         raise PlanInputError("loss", f"must be one of {', '.join(LOSS_KINDS)}, got {loss!r}")
@@ -445,7 +442,6 @@ def estimate_memory(
     regime = _regime(setup)
     if regime == "amp" and mixed_precision == MIXED_PARAM_CAST and setup.method == "full":
         regime = "half"  # no autocast: the 16-bit weights make every activation 16 bit
-    context = cuda_context_bytes(gpu)
     pure_half = setup.precision == "bf16"
     notes: list[str] = []
 
@@ -607,7 +603,7 @@ def estimate_memory(
         moment = "optimizer-step"
         w, g, o, a, lg, tr = weights_total, grads_step, opt_state, 0, 0, opt_transient
     slack = int(ALLOCATOR_SLACK * peak)
-    overhead = context + slack + tr
+    overhead = CUDA_CONTEXT_BYTES + slack + tr
     if setup.attention == "sdpa" and spec.num_kv_heads != spec.num_heads:
         notes.append(
             "GQA assumed without a padding mask (SDPA enable_gqa); a padding mask makes transformers repeat K/V"
@@ -622,7 +618,7 @@ def estimate_memory(
         peak_moment=moment,
         source="formula",
         notes=tuple(notes),
-        cuda_context=context,
+        cuda_context=CUDA_CONTEXT_BYTES,
         allocator_slack=slack,
     )
 

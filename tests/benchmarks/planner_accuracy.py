@@ -154,7 +154,6 @@ def predict_memory(row: Row) -> float:
         selective_policy=row.selective_policy,
         mixed_precision=row.mixed_precision,
         fsdp_accumulation=row.fsdp_accumulation,
-        gpu=row.gpu,
     )
     return breakdown.measured(row.measure) / GIB
 

@@ -536,3 +536,18 @@ def test_fsdp_no_sync_keeps_full_gradients_between_micro_steps() -> None:
     # without accumulation there is nothing to keep
     one = replace(s, grad_accum=1)
     assert mem.estimate_memory(spec, one, fsdp_accumulation=mem.FSDP_NO_SYNC) == mem.estimate_memory(spec, one)
+
+
+def test_attention_soft_capping_keeps_tanh_output_under_eager_attention() -> None:
+    """Gemma 2: tanh's 16-bit output per score element besides the fp32 softmax and its 16-bit copy."""
+    plain = ms.from_config(TINY_LLAMA)
+    capped = ms.from_config({**TINY_LLAMA, "attn_logit_softcapping": 50.0})
+    assert capped.attn_softcap and not plain.attn_softcap
+    s = TrainSetup(precision="bf16", micro_batch=2, seq_len=128, optimizer="adamw-fused", attention="eager")
+    diff = mem.estimate_memory(capped, s).activations - mem.estimate_memory(plain, s).activations
+    assert diff == 2 * 2 * 2 * 4 * 128 * 128  # layers x bf16 tanh output x b x heads x s^2
+    # SDPA/flash keeps no score matrix, capped or not
+    sdpa = replace(s, attention="sdpa")
+    assert mem.estimate_memory(capped, sdpa).activations == mem.estimate_memory(plain, sdpa).activations
+    with pytest.raises(PlanInputError, match="attn_logit_softcapping"):
+        ms.from_config({**TINY_LLAMA, "attn_logit_softcapping": "high"})
