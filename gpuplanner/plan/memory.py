@@ -27,7 +27,13 @@ GIB = 1024**3
 # --- fixed costs -----------------------------------------------------------------------------------
 # CUDA context + cuBLAS/cuDNN handles and workspaces, as nvidia-smi shows for a process that has
 # only initialised torch and run one matmul (about 0.45-0.55 GiB on H100/A100 with CUDA 12 lazy loading).
+# PyTorch's maintainers put the context at "around 400MB if CUDA >= 11.7 is used and lazy module
+# loading enabled (default in PyTorch)" and ">1000MB" before lazy loading (pytorch/pytorch#109888,
+# #107667). No public per-generation figures were found; where the dataset's sources measured, they
+# measured allocated, active or reserved bytes, which leave the context out.
 CUDA_CONTEXT_BYTES = int(0.5 * GIB)
+
+
 # The caching allocator reserves more than it hands out (block rounding, fragmentation between
 # differently sized activations). torch.cuda.max_memory_reserved / max_memory_allocated is typically
 # 1.03-1.10 for transformer training without expandable segments; we take the middle.
@@ -68,6 +74,33 @@ LOSS_KINDS = (LOSS_FP32, LOSS_HALF, LOSS_CHUNKED_HALF)
 # log-softmax output is saved for the backward, which then works one chunk at a time: 2 x 2 B.
 LOSS_BYTES = {LOSS_FP32: LOGITS_BYTES_PER_ELEM, LOSS_HALF: 3 * HALF, LOSS_CHUNKED_HALF: 2 * HALF}
 LOSS_SOFTCAP_BYTES = {LOSS_FP32: SOFTCAP_EXTRA_BYTES, LOSS_HALF: HALF, LOSS_CHUNKED_HALF: HALF}
+
+# Selective checkpointing policies (``estimate_memory(selective_policy=...)``): which matmul outputs a
+# block keeps besides its input and the fused attention kernel's output. The bundled trainer keeps
+# every one; torchtitan's ``selective_ac_option = "op"`` keeps the outputs of aten.mm, flash/efficient
+# attention and a few cheap ops "except every second mm" (torchtitan/parallelisms/parallelize_llama.py,
+# ``_save_list`` and ``_custom_policy``), so it recomputes half the block's matmuls.
+SELECTIVE_EVERY_MATMUL = "every-matmul"
+SELECTIVE_ALTERNATE_MATMUL = "alternate-matmul"
+SELECTIVE_POLICIES = (SELECTIVE_EVERY_MATMUL, SELECTIVE_ALTERNATE_MATMUL)
+
+# How 16-bit compute over fp32 weights is run (``estimate_memory(mixed_precision=...)``): under
+# ``torch.autocast`` (the bundled trainer, transformers, DeepSpeed: the residual stream and norms stay
+# fp32 and every matmul casts its input), or by casting the weights themselves to 16 bit for the
+# forward and backward (FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16)``, as torchtitan runs it: no
+# autocast, every activation is 16 bit, fp32 only inside the norms and the loss).
+MIXED_AUTOCAST = "autocast"
+MIXED_PARAM_CAST = "param-cast"
+MIXED_PRECISION_KINDS = (MIXED_AUTOCAST, MIXED_PARAM_CAST)
+
+# How FSDP accumulates gradients over micro-steps (``estimate_memory(fsdp_accumulation=...)``): reduce-
+# scatter after every micro-step, so only gradient shards persist (the bundled trainer, FSDP2), or skip
+# the reduction until the last micro-step under FSDP1's ``no_sync()`` (what Lightning Fabric's
+# ``no_backward_sync`` does, as LitGPT uses it), which "will accumulate the full model gradients
+# (instead of gradient shards) until the eventual sync" (torch.distributed.fsdp docs, ``no_sync``).
+FSDP_REDUCE_EACH = "reduce-each"
+FSDP_NO_SYNC = "no-sync"
+FSDP_ACCUMULATION_KINDS = (FSDP_REDUCE_EACH, FSDP_NO_SYNC)
 
 # What a reported peak counts (``MemoryBreakdown.measured``): the allocator's live tensors
 # (torch.cuda.max_memory_allocated, and "active" bytes, which differ by at most a block's rounding),
@@ -257,14 +290,21 @@ def _layer_bytes(spec: ModelSpec, regime: str, trained: frozenset[str] | None) -
     return per_layer, outside
 
 
-def selective_layer_bytes(spec: ModelSpec, regime: str, attention: str) -> int:
-    """Bytes per token one block keeps under selective checkpointing besides its input (the trainer's
-    ``selective_policy``): the output of every matmul in the block (in the compute dtype) and of the
-    fused attention kernel (its output and the fp32 log-sum-exp per head). Eager attention's score
-    matrix, also a matmul output, is counted by the caller per sequence element squared."""
+def selective_layer_bytes(spec: ModelSpec, regime: str, attention: str, policy: str = SELECTIVE_EVERY_MATMUL) -> int:
+    """Bytes per token one block keeps under selective checkpointing besides its input: the output of
+    the matmuls the policy saves (in the compute dtype) and of the fused attention kernel (its output
+    and the fp32 log-sum-exp per head). ``policy`` (:data:`SELECTIVE_POLICIES`): every matmul (the
+    trainer's ``selective_policy``), or every other one in forward order (torchtitan's "op" policy).
+    Eager attention's score matrix, also a matmul output, is counted by the caller per sequence element
+    squared."""
     c = FP32 if regime == "fp32" else HALF
     layers = max(1, spec.num_layers)
-    matmul_out = sum(m.out_features * m.count for m in spec.linears if m.in_block) // layers
+    block = [m for m in spec.linears if m.in_block]
+    if policy == SELECTIVE_ALTERNATE_MATMUL:
+        # torchtitan counts aten.mm calls inside the block and saves the 1st, 3rd, 5th, ...; the
+        # block's linears run in the order the spec lists them (q, k, v, o, gate, up, down)
+        block = block[::2]
+    matmul_out = sum(m.out_features * m.count for m in block) // layers
     attn = spec.hidden_size * c + (spec.num_heads * FP32 if attention != "eager" else 0)
     return matmul_out * c + attn
 
@@ -273,7 +313,8 @@ def _attention_matrix_bytes(spec: ModelSpec, regime: str) -> int:
     """Eager attention, per layer per sequence element squared per head: the softmax output, which
     Llama-style eager attention computes in fp32 and copies back to 16 bit for the probs @ V matmul,
     while GPT-2/BERT keep it in the compute dtype (plus dropout mask and output when p > 0) except
-    under autocast, which computes it in fp32 and feeds the matmul a 16-bit copy."""
+    under autocast, which computes it in fp32 and feeds the matmul a 16-bit copy. Soft-capped scores
+    (Gemma 2) add tanh's saved output in the compute dtype."""
     c = FP32 if regime == "fp32" else HALF
     if spec.family in ("gpt2", "bert"):
         if regime == "amp":
@@ -284,6 +325,9 @@ def _attention_matrix_bytes(spec: ModelSpec, regime: str) -> int:
         per = c
     else:
         per = FP32 + (c if c != FP32 else 0)
+        if spec.attn_softcap:
+            # Gemma 2 caps the scores first (divide, tanh, multiply): tanh saves its output
+            per += c
     if spec.attn_dropout > 0:
         per += MASK + c
     return per
@@ -357,17 +401,47 @@ def _optimizer_state_bytes(spec: ModelSpec, setup: TrainSetup, trainable: int, s
     return FP32 * elems, 2 * FP32 * largest
 
 
-def estimate_memory(spec: ModelSpec, setup: TrainSetup, *, loss: str = LOSS_FP32) -> MemoryBreakdown:
+def estimate_memory(
+    spec: ModelSpec,
+    setup: TrainSetup,
+    *,
+    loss: str = LOSS_FP32,
+    selective_policy: str = SELECTIVE_EVERY_MATMUL,
+    mixed_precision: str = MIXED_AUTOCAST,
+    fsdp_accumulation: str = FSDP_REDUCE_EACH,
+) -> MemoryBreakdown:
     """Peak memory per GPU for one training step of ``spec`` under ``setup``.
 
-    ``loss`` says how the loss treats the logits (:data:`LOSS_KINDS`); the bundled trainer's is the default.
+    The keyword arguments describe how the training code runs where runs differ; their defaults are
+    what the planner has always assumed (the bundled trainer's on one GPU and under DDP; its FSDP mode
+    casts the weights through FSDP2's MixedPrecisionPolicy and turns gradient sync off between
+    micro-steps, ``param-cast`` and ``no-sync`` here, which plans do not pass yet).
+    ``loss``: how the loss treats the logits (:data:`LOSS_KINDS`).
+    ``selective_policy``: which matmul outputs selective checkpointing keeps (:data:`SELECTIVE_POLICIES`).
+    ``mixed_precision``: autocast or 16-bit weight casts for ``*-mixed`` (:data:`MIXED_PRECISION_KINDS`).
+    ``fsdp_accumulation``: gradient shards or full gradients between micro-steps under FSDP
+    (:data:`FSDP_ACCUMULATION_KINDS`).
     """
     if loss not in LOSS_KINDS:
         raise PlanInputError("loss", f"must be one of {', '.join(LOSS_KINDS)}, got {loss!r}")
+    if selective_policy not in SELECTIVE_POLICIES:
+        raise PlanInputError(
+            "selective_policy", f"must be one of {', '.join(SELECTIVE_POLICIES)}, got {selective_policy!r}"
+        )
+    if mixed_precision not in MIXED_PRECISION_KINDS:
+        raise PlanInputError(
+            "mixed_precision", f"must be one of {', '.join(MIXED_PRECISION_KINDS)}, got {mixed_precision!r}"
+        )
+    if fsdp_accumulation not in FSDP_ACCUMULATION_KINDS:
+        raise PlanInputError(
+            "fsdp_accumulation", f"must be one of {', '.join(FSDP_ACCUMULATION_KINDS)}, got {fsdp_accumulation!r}"
+        )
     n = spec.n_params
     gpus = setup.gpus
     shard = setup.sharding if gpus > 1 else "none"
     regime = _regime(setup)
+    if regime == "amp" and mixed_precision == MIXED_PARAM_CAST and setup.method == "full":
+        regime = "half"  # no autocast: the 16-bit weights make every activation 16 bit
     pure_half = setup.precision == "bf16"
     notes: list[str] = []
 
@@ -411,6 +485,11 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup, *, loss: str = LOSS_FP32
         if setup.method == "full":
             grad_extra = grad_b * spec.layer_params
         weights = weights_sh
+        if fsdp_accumulation == FSDP_NO_SYNC and setup.grad_accum > 1:
+            # under no_sync every GPU accumulates the whole unsharded gradient (it holds each block's
+            # full gradient already) until the last micro-step reduce-scatters it
+            grad_extra = grad_b * trainable
+            notes.append("FSDP no_sync: full unsharded gradients kept between micro-steps")
         notes.append(
             f"FSDP over {gpus} GPUs: weights, gradients and optimizer states sharded; gathered units counted in weights"
         )
@@ -467,7 +546,7 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup, *, loss: str = LOSS_FP32
     elif setup.grad_checkpointing == "selective":
         stored_layers, ckpt_layers = 0, L
         # every block keeps its matmul and attention outputs besides its input (the rest is recomputed)
-        kept = selective_layer_bytes(spec, regime, setup.attention) * tokens
+        kept = selective_layer_bytes(spec, regime, setup.attention, selective_policy) * tokens
         if setup.attention == "eager":
             kept += (FP32 if regime == "fp32" else HALF) * setup.micro_batch * spec.num_heads * setup.seq_len**2
         kept = min(layer_act, kept)
@@ -491,7 +570,13 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup, *, loss: str = LOSS_FP32
 
     # autocast caches a 16-bit copy of every fp32 weight a matmul used, kept (saved) until backward
     cast_cache = 0
-    if regime == "amp" and setup.method == "full" and shard != "fsdp" and shard != "zero2":
+    if (
+        regime == "amp"
+        and mixed_precision == MIXED_AUTOCAST
+        and setup.method == "full"
+        and shard != "fsdp"
+        and shard != "zero2"
+    ):
         cast_cache = HALF * (spec.block_linear_params + spec.vocab_size * spec.hidden_size)
         notes.append("autocast keeps 16-bit copies of the fp32 weights from forward to backward")
 
@@ -502,7 +587,10 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup, *, loss: str = LOSS_FP32
     m_sob = weights_total + cast_cache + grads_sob + opt_state + acts + max(logits, recompute)
     # the first block's saved tensors (recomputed or stored) are alive while its weight grads are made
     m_eob = weights_total + grads_total + opt_state + layer_act + outside_tok * tokens
-    m_opt = weights_total + grads_total + opt_state + opt_transient
+    # at the step only gradient shards are left (no_sync's full gradients were reduce-scattered and freed)
+    no_sync = shard == "fsdp" and fsdp_accumulation == FSDP_NO_SYNC and setup.grad_accum > 1
+    grads_step = grads if no_sync else grads_total
+    m_opt = weights_total + grads_step + opt_state + opt_transient
     peak = max(m_sob, m_eob, m_opt)
     if peak == m_sob:
         moment = "start-of-backward"
@@ -513,7 +601,7 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup, *, loss: str = LOSS_FP32
         w, g, o, a, lg, tr = weights_total, grads_total, opt_state, layer_act + outside_tok * tokens, 0, 0
     else:
         moment = "optimizer-step"
-        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, 0, 0, opt_transient
+        w, g, o, a, lg, tr = weights_total, grads_step, opt_state, 0, 0, opt_transient
     slack = int(ALLOCATOR_SLACK * peak)
     overhead = CUDA_CONTEXT_BYTES + slack + tr
     if setup.attention == "sdpa" and spec.num_kv_heads != spec.num_heads:

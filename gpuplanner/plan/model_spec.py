@@ -103,6 +103,9 @@ class ModelSpec:
     resid_dropout: float = 0.0
     attn_dropout: float = 0.0
     logit_softcap: bool = False
+    # Gemma 2 soft-caps the attention scores too (tanh), which keeps one more score-sized tensor
+    # under eager attention
+    attn_softcap: bool = False
     linears: tuple[LinearModule, ...] = ()
     # parameter tensors, for exact optimizer bookkeeping:
     # (numel, rows, cols) per tensor kind, with a count; rows/cols 0 for 1-D tensors
@@ -299,9 +302,12 @@ def check_config(cfg: Any, where: str = "") -> None:
         raise _bad(
             where + "first_k_dense_replace", f"must be a whole number from 0 to 4,096, got {_shown(first_dense)}"
         )
-    soft = cfg.get("final_logit_softcapping")
-    if soft is not None and (isinstance(soft, bool) or not isinstance(soft, (int, float)) or not 0 <= soft < math.inf):
-        raise _bad(where + "final_logit_softcapping", f"must be a finite number, 0 or more, got {_shown(soft)}")
+    for key in ("final_logit_softcapping", "attn_logit_softcapping"):
+        soft = cfg.get(key)
+        if soft is not None and (
+            isinstance(soft, bool) or not isinstance(soft, (int, float)) or not 0 <= soft < math.inf
+        ):
+            raise _bad(where + key, f"must be a finite number, 0 or more, got {_shown(soft)}")
     archs = cfg.get("architectures")
     if archs is not None and (
         not isinstance(archs, list)
@@ -468,6 +474,7 @@ def _llama(cfg: Mapping[str, Any], label: str, source: str, family: str, model_t
         attn_bias=attn_bias,
         max_positions=int(cfg.get("max_position_embeddings") or 0),
         logit_softcap=bool(cfg.get("final_logit_softcapping")),
+        attn_softcap=bool(cfg.get("attn_logit_softcapping")),
         linears=tuple(mods),
         tensors=tensor_counts,
         hf_config=dict(cfg),

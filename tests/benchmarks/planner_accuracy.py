@@ -32,11 +32,13 @@ from gpuplanner.plan.setup import TrainSetup
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "published"
 GIB = 1024**3
-# Checkpointing names the sources use, as the planner's settings. torchtitan's "selective op" keeps
-# every matmul output and recomputes only cheap element-wise ops: no recompute FLOPs worth counting
-# (speed), and about half the activations of no checkpointing (memory).
+# Checkpointing names the sources use, as the planner's settings. torchtitan's "selective op" keeps the
+# outputs of every other matmul and of flash attention, and recomputes the rest of each block in the
+# backward. Speed: counted as no recompute (the shipped step model was fitted that way). Memory: the
+# planner's selective checkpointing with torchtitan's policy (memory.SELECTIVE_ALTERNATE_MATMUL).
 SPEED_CHECKPOINTING = {"none": "none", "full": "full", "every-other": "every-other", "selective-op": "none"}
-MEMORY_CHECKPOINTING = {"none": "none", "full": "full", "every-other": "every-other", "selective-op": "every-other"}
+MEMORY_CHECKPOINTING = {"none": "none", "full": "full", "every-other": "every-other", "selective-op": "selective"}
+SELECTIVE_POLICY = {"selective-op": "alternate-matmul"}
 ATTENTION = {"flash": "sdpa", "sdpa": "sdpa", "eager": "eager"}
 
 
@@ -51,13 +53,22 @@ class Row:
     label: str
     loss: str = "fp32"  # how the run's loss treats the logits (memory rows; see memory.LOSS_KINDS)
     measure: str = "nvidia-smi"  # what the published peak counts (memory rows; see memory.MEASURES)
+    selective_policy: str = "every-matmul"  # memory rows; see memory.SELECTIVE_POLICIES
+    mixed_precision: str = "autocast"  # memory rows; see memory.MIXED_PRECISION_KINDS
+    fsdp_accumulation: str = "reduce-each"  # memory rows; see memory.FSDP_ACCUMULATION_KINDS
 
 
-def _models() -> dict[str, ModelSpec]:
+def _models(untied: bool = False) -> dict[str, ModelSpec]:
+    """The dataset's models; ``untied``: as run by code that keeps a separate output head where the
+    config ties it to the input embedding (LitGPT, see the dataset README)."""
     raw = json.loads((DATA / "models.json").read_text())
-    return {
-        name: from_config({k: v for k, v in cfg.items() if not k.startswith("_")}, name) for name, cfg in raw.items()
-    }
+    out = {}
+    for name, cfg in raw.items():
+        fields = {k: v for k, v in cfg.items() if not k.startswith("_")}
+        if untied:
+            fields["tie_word_embeddings"] = False
+        out[name] = from_config(fields, name)
+    return out
 
 
 def _setup(rec: dict[str, str], checkpointing: dict[str, str]) -> TrainSetup:
@@ -79,12 +90,12 @@ def _setup(rec: dict[str, str], checkpointing: dict[str, str]) -> TrainSetup:
 
 
 def _rows(file: str, checkpointing: dict[str, str], value: Callable[[dict[str, str]], float]) -> list[Row]:
-    models = _models()
+    models = {False: _models(), True: _models(untied=True)}
     catalog = load_catalog()
     rows = []
     with (DATA / file).open(newline="") as handle:
         for rec in csv.DictReader(handle):
-            spec = models[rec["model"]]
+            spec = models[rec.get("untied_head") == "true"][rec["model"]]
             setup = _setup(rec, checkpointing)
             label = (
                 f"{rec['model']} {rec['method']} {rec['gpus']}x{rec['gpu']} mb{rec['micro_batch']} "
@@ -101,6 +112,9 @@ def _rows(file: str, checkpointing: dict[str, str], value: Callable[[dict[str, s
                     label,
                     rec.get("loss") or "fp32",
                     rec.get("measure") or "nvidia-smi",
+                    SELECTIVE_POLICY.get(rec["checkpointing"], "every-matmul"),
+                    rec.get("mixed_precision") or "autocast",
+                    rec.get("fsdp_accumulation") or "reduce-each",
                 )
             )
     return rows
@@ -133,7 +147,15 @@ def predict_speed(row: Row, params: object | None = None) -> float:
 
 def predict_memory(row: Row) -> float:
     """Predicted peak GiB per GPU, as the row's source measured it (allocated, active, reserved, nvidia-smi)."""
-    return estimate_memory(row.spec, row.setup, loss=row.loss).measured(row.measure) / GIB
+    breakdown = estimate_memory(
+        row.spec,
+        row.setup,
+        loss=row.loss,
+        selective_policy=row.selective_policy,
+        mixed_precision=row.mixed_precision,
+        fsdp_accumulation=row.fsdp_accumulation,
+    )
+    return breakdown.measured(row.measure) / GIB
 
 
 # ------------------------------------------------------------------------------------ scoring

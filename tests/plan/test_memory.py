@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gpuplanner.plan import memory as mem
 from gpuplanner.plan import model_spec as ms
-from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, OPTIMIZERS, PRECISIONS, SHARDING, TrainSetup
+from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, OPTIMIZERS, PRECISIONS, SHARDING, PlanInputError, TrainSetup
 
 GIB = 1024**3
 TINY_LLAMA = {
@@ -487,3 +487,67 @@ def test_qlora_keeps_every_quantized_linears_input() -> None:
     outside = mem._layer_bytes(spec, "amp", frozenset())[1]
     expected = spec.num_layers * with_inputs * tokens + adapters * tokens + outside * tokens
     assert b.activations == pytest.approx(expected, abs=spec.num_layers)
+
+
+# ---------------------------------------------------------------------------- how other training code runs
+
+
+def test_alternate_matmul_selective_keeps_every_other_matmul_by_hand() -> None:
+    """torchtitan's "op" policy: the 1st, 3rd, 5th and 7th matmul of a Llama block (q, v, gate, down)."""
+    spec = ms.from_preset("llama-3.1-8b")
+    every = mem.selective_layer_bytes(spec, "half", "sdpa")
+    alternate = mem.selective_layer_bytes(spec, "half", "sdpa", mem.SELECTIVE_ALTERNATE_MATMUL)
+    attn = 2 * 4096 + 4 * 32  # SDPA output and fp32 log-sum-exp per head
+    assert every == 2 * (4096 + 1024 + 1024 + 4096 + 14336 + 14336 + 4096) + attn
+    assert alternate == 2 * (4096 + 1024 + 14336 + 4096) + attn
+    s = TrainSetup(
+        precision="bf16", micro_batch=8, seq_len=8192, grad_checkpointing="selective", gpus=8, sharding="fsdp"
+    )
+    a = mem.estimate_memory(spec, s, selective_policy=mem.SELECTIVE_ALTERNATE_MATMUL)
+    b = mem.estimate_memory(spec, s)
+    assert a.peak_moment == b.peak_moment == "start-of-backward"
+    assert b.activations - a.activations == 32 * 2 * (1024 + 4096 + 14336) * 8 * 8192
+    with pytest.raises(PlanInputError, match="selective_policy"):
+        mem.estimate_memory(spec, s, selective_policy="half")
+
+
+def test_param_cast_mixed_precision_keeps_16_bit_activations() -> None:
+    """FSDP2's MixedPrecisionPolicy casts the weights, not the activations: no fp32 residual stream."""
+    spec = _spec()
+    s = TrainSetup(precision="bf16-mixed", micro_batch=2, seq_len=64, gpus=2, sharding="fsdp")
+    cast = mem.estimate_memory(spec, s, mixed_precision=mem.MIXED_PARAM_CAST)
+    auto = mem.estimate_memory(spec, s)
+    half = mem.estimate_memory(spec, replace(s, precision="bf16"))
+    assert cast.activations == half.activations < auto.activations
+    assert cast.weights == auto.weights  # the fp32 master weights are still what is sharded
+
+
+def test_fsdp_no_sync_keeps_full_gradients_between_micro_steps() -> None:
+    spec = ms.from_preset("llama-3.2-1b")
+    s = TrainSetup(
+        precision="bf16", micro_batch=1, seq_len=512, gpus=4, sharding="fsdp", grad_accum=4, grad_checkpointing="full"
+    )
+    each = mem.estimate_memory(spec, s)
+    no_sync = mem.estimate_memory(spec, s, fsdp_accumulation=mem.FSDP_NO_SYNC)
+    n = spec.n_params
+    assert no_sync.peak_moment != "optimizer-step"
+    assert no_sync.gradients == -(-2 * n // 4) + 2 * n  # the shards and the whole bf16 gradient
+    assert no_sync.total - each.total > 1.5 * n
+    # without accumulation there is nothing to keep
+    one = replace(s, grad_accum=1)
+    assert mem.estimate_memory(spec, one, fsdp_accumulation=mem.FSDP_NO_SYNC) == mem.estimate_memory(spec, one)
+
+
+def test_attention_soft_capping_keeps_tanh_output_under_eager_attention() -> None:
+    """Gemma 2: tanh's 16-bit output per score element besides the fp32 softmax and its 16-bit copy."""
+    plain = ms.from_config(TINY_LLAMA)
+    capped = ms.from_config({**TINY_LLAMA, "attn_logit_softcapping": 50.0})
+    assert capped.attn_softcap and not plain.attn_softcap
+    s = TrainSetup(precision="bf16", micro_batch=2, seq_len=128, optimizer="adamw-fused", attention="eager")
+    diff = mem.estimate_memory(capped, s).activations - mem.estimate_memory(plain, s).activations
+    assert diff == 2 * 2 * 2 * 4 * 128 * 128  # layers x bf16 tanh output x b x heads x s^2
+    # SDPA/flash keeps no score matrix, capped or not
+    sdpa = replace(s, attention="sdpa")
+    assert mem.estimate_memory(capped, sdpa).activations == mem.estimate_memory(plain, sdpa).activations
+    with pytest.raises(PlanInputError, match="attn_logit_softcapping"):
+        ms.from_config({**TINY_LLAMA, "attn_logit_softcapping": "high"})
