@@ -39,8 +39,9 @@ def billed_span(
 
 
 def billed_of(db: Database, run_id: int, record_hours: float | None = None) -> dict[str, Any] | None:
-    """The run's billed hours and cost over all its spans, and ``idle_billed_hours``: billed hours not
-    covered by the run's records (``record_hours``, the summary's ``hours``); None when never billed."""
+    """The run's billed hours and cost over all its spans, ``idle_billed_hours``: billed hours not
+    covered by the run's records (``record_hours``, the summary's ``hours``), and ``idle_cost_usd``, what
+    those hours cost; None when never billed."""
     spans = []
     for (text,) in db.execute(
         "SELECT detail_json FROM events WHERE run_id = ? AND kind = ? ORDER BY t", [run_id, BILLED]
@@ -55,12 +56,14 @@ def billed_of(db: Database, run_id: int, record_hours: float | None = None) -> d
         return None
     hours = sum(float(s["billed_s"]) for s in spans) / 3600.0
     costs = [s.get("billed_usd") for s in spans]
+    cost = sum(c for c in costs if isinstance(c, (int, float))) if any(c is not None for c in costs) else None
+    idle = max(0.0, hours - record_hours) if record_hours is not None else None
     return {
         "billed_hours": hours,
-        "billed_cost_usd": sum(c for c in costs if isinstance(c, (int, float)))
-        if any(c is not None for c in costs)
-        else None,
-        "idle_billed_hours": max(0.0, hours - record_hours) if record_hours is not None else None,
+        "billed_cost_usd": cost,
+        "idle_billed_hours": idle,
+        # what the idle hours cost: the billed cost's share of them (billed minus training, at the billed rate)
+        "idle_cost_usd": cost * idle / hours if cost is not None and idle is not None and hours > 0 else None,
         "billed_spans": len(spans),
         "after_run": next((s["after_run"] for s in reversed(spans) if "after_run" in s), None),
     }

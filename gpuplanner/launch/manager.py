@@ -43,8 +43,8 @@ from gpuplanner.launch.slurm_backend import SlurmBackend
 from gpuplanner.launch.ssh_backend import SSHBackend
 from gpuplanner.launch.ssh_connection import AuthenticationFailed, PassphraseCallback, SSHError
 from gpuplanner.launch.streaming import NodeStream
-from trainer.command_monitor import NODE_SEQ_STRIDE
-from trainer.protocol import config_model_name
+from trainer.protocol import EVENTS_FILE, config_model_name
+from trainer.telemetry import NODE_SEQ_STRIDE, node_events_file
 
 log = logging.getLogger(__name__)
 
@@ -498,6 +498,11 @@ class RunManager:
                 "SELECT MAX(last_seq) FROM stream_positions WHERE run_id = ? AND last_seq < ?",
                 [run_id, NODE_SEQ_STRIDE],
             ).fetchone()[0]
+            lanes = db.execute(  # the other nodes' lanes (events.nodeN.jsonl)
+                "SELECT last_seq / ?, MAX(last_seq) FROM stream_positions WHERE run_id = ? AND last_seq >= ?"
+                " GROUP BY last_seq / ?",
+                [NODE_SEQ_STRIDE, run_id, NODE_SEQ_STRIDE, NODE_SEQ_STRIDE],
+            ).fetchall()
         except Exception as exc:
             raise RunError(str(exc)) from exc
         finally:
@@ -535,6 +540,7 @@ class RunManager:
             restarts=doc.get("restarts", 0),
             state=state,
             last_seq=last,
+            lane_seq={int(lane): int(seq) for lane, seq in lanes},
             orphans=orphans,
         )
 
@@ -819,17 +825,21 @@ class RunManager:
             self._set_state(run, "stopping" if run.user_action in ("stop", "preempt", "kill") else "running")
         elif run.state in ("unreachable", "detached"):
             self._set_state(run, "running")
-        streams = [NodeStream(db, run.run_id, node.host, node.run_dir) for node in run.nodes]
+        streams = [
+            (node, NodeStream(db, run.run_id, node.host, node.run_dir, name))
+            for node, names in zip(run.nodes, self._events_files(run))
+            for name in names
+        ]
         next_check = 0.0
         while not run.stop_evt.is_set():
             records: list[dict[str, Any]] = []
-            for node, stream in zip(run.nodes, streams):
+            for node, stream in streams:
                 records.extend(stream.poll(backends[node.host]))
             self._deliver(run, records)
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + STATE_EVERY_S
                 if self._check_nodes(run, backends):
-                    for node, stream in zip(run.nodes, streams):  # the last records written before exit
+                    for node, stream in streams:  # the last records written before exit
                         records.extend(stream.poll(backends[node.host]))
                     self._deliver(run, records)
                     return self._combined_exit(run)
@@ -837,6 +847,22 @@ class RunManager:
                 run.wake.clear()
                 run.wake.wait(POLL_S)
         return _DETACHED
+
+    def _events_files(self, run: _Run) -> list[list[str]]:
+        """The events files in each node's run directory: ``events.jsonl`` and every other node's own.
+
+        A Slurm job's nodes share one run directory: node N > 0 of the host's ``nodes`` writes
+        ``events.nodeN.jsonl`` there. Hosts of a multi-host run each have their own run directory.
+        """
+        try:
+            first = get_host(self.db_path, run.nodes[0].host)
+            slurm_nodes = first.slurm_settings.nodes if first.kind == "slurm" else 0
+        except HostError:  # a host removed or broken since: node 0's file at least
+            slurm_nodes = 0
+        if slurm_nodes:
+            shared = [node_events_file(k) for k in range(max(1, slurm_nodes))]
+            return [shared, *([EVENTS_FILE] for _ in run.nodes[1:])]
+        return [[EVENTS_FILE, *([node_events_file(i)] if i else [])] for i in range(len(run.nodes))]
 
     def _check_nodes(self, run: _Run, backends: dict[str, Backend]) -> bool:
         """Update each node's state; a failed node stops the others cleanly. True when all ended."""
