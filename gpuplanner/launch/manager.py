@@ -32,6 +32,7 @@ from gpuplanner.history.calibration import record_bench
 from gpuplanner.history.db import connect, open_db, resolve_db_path, write_transaction
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, get_run, update_run
+from gpuplanner.history.slurm_queue import job_queue
 from gpuplanner.history.tags import check_tags
 from gpuplanner.launch import after_run, command_lines, supervisor
 from gpuplanner.launch.backend import Backend
@@ -77,6 +78,8 @@ class RunStatus:
     reconnects: int = 0
     last_reconnect_s: float | None = None
     error: str | None = None
+    # a Slurm run's job in the queue: job_id, state, reason (the last pending one), submit_t, start_t
+    queue: dict[str, Any] | None = None
 
 
 class RunError(RuntimeError):
@@ -130,6 +133,7 @@ class _Run:
     disconnected_at: float | None = None
     error: str | None = None
     orphans: list[_Node] = field(default_factory=list)  # nodes left behind on an unreachable host (failover)
+    queue: dict[str, Any] | None = None  # RunStatus.queue
 
     @property
     def hosts(self) -> list[str]:
@@ -682,6 +686,7 @@ class RunManager:
             run.reconnects,
             run.last_reconnect_s,
             run.error,
+            dict(run.queue) if run.queue else None,
         )
 
     def _set_state(self, run: _Run, state: str) -> None:
@@ -871,8 +876,11 @@ class RunManager:
                 node.done = True
                 continue
             state = backends[node.host].state(node.run_dir, node.tag, node.pgid)
+            if getattr(state, "job", None) is not None:
+                run.queue = job_queue(state.job, run.queue)
             if getattr(state, "event", None):  # a Slurm job's state changed (pending, requeued, ended + spend)
                 self._record_event(run, "slurm_job", state.event)
+                self._set_state(run, run.state)  # watchers see the new queue state and reason
             if not state.alive:
                 node.done, node.exit_code = True, state.exit_code
         failed = [n for n in run.nodes if n.done and n.exit_code not in (0, supervisor.EXIT_RESUME)]
