@@ -398,3 +398,27 @@ class GpuSampler:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         self.source.close()
+
+
+def utilisation_once(interval_s: float = 1.0) -> dict[str, Any]:
+    """This machine's GPUs' utilisation now, over ``interval_s`` (``python -m trainer.nvml_sampler``: the
+    launcher's stop-when-idle check). Without NVML the simulated source answers, labelled ``simulated``:
+    nothing runs in this process, so it reads idle."""
+    source = open_source(None, None)
+    try:
+        source.sample()  # the simulated source's window starts here; NVML reports its own last period
+        time.sleep(max(0.0, interval_s))
+        samples = source.sample()
+    finally:
+        source.close()
+    return {
+        "node": source.node,
+        "simulated": bool(source.simulated),
+        "util_pct": [s.get("util_pct") for s in samples],
+    }
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(utilisation_once()))

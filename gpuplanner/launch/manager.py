@@ -196,6 +196,7 @@ class RunManager:
         self.remote_root = remote_root
         self.local_runs_root = local_runs_root
         self.failover_after_s = failover_after_s
+        self.idle_poll_s = after_run.IDLE_POLL_S  # stop-when-idle: seconds between utilisation readings
         self._lock = threading.RLock()
         self._runs: dict[int, _Run] = {}
         self._backends: dict[str, Backend] = {}
@@ -973,7 +974,21 @@ class RunManager:
         last_t, gpus, price = row if row else (None, None, None)
         ended = max(run.launched_at, min(time.time(), last_t if last_t is not None else time.time()))
         after = None
-        if host.after_run_command:
+        if host.after_run_command and host.after_run_idle:  # stop-when-idle: first the GPUs stay idle
+            idle = after_run.wait_until_idle(
+                self._backend(run.nodes[0].host).gpu_utilisation,
+                float(host.after_run_idle["util_pct"]),
+                float(host.after_run_idle["minutes"]),
+                run.stop_evt,
+                poll_s=self.idle_poll_s,
+            )
+            if idle["idle"]:
+                after = {**after_run.run(host, run.run_id, run.nodes[0].run_dir), "when_idle": idle}
+            else:
+                after = {"command": host.after_run_command, "exit_status": None, "not_run": idle["reason"]}
+                after["when_idle"] = idle
+            ended = time.time()
+        elif host.after_run_command:
             after = after_run.run(host, run.run_id, run.nodes[0].run_dir)
             ended = time.time()
         detail = billed_span(run.launched_at, ended, int(gpus or 1), price, after)
