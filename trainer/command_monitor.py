@@ -38,7 +38,7 @@ from typing import Any
 from . import clock, early_signals, protocol
 from .nvml_sampler import Activity, NvmlSource, NvmlUnavailable, SimulatedSource
 from .preemption import DEFAULT_URLS, MetadataWatcher
-from .telemetry import Telemetry, warn
+from .telemetry import NODE_SEQ_STRIDE, Telemetry, node_events_file, warn
 
 EXIT_OK, EXIT_CONFIG, EXIT_RESUME = 0, 2, 75
 USER_FILE = "user_telemetry.jsonl"
@@ -47,9 +47,6 @@ SIGNAL_EXITS = (143, 130, 138)
 USER_PATH = Path(__file__).resolve().parent / "user_path"  # holds gpuplanner_telemetry.py
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 WRAPPER_PGID_ENV = "GPUPLANNER_WRAPPER_PGID"  # set by the launcher's wrapper for its child
-# The records of node N of a multi-node job start at seq N x this, so that every node's GPU samples
-# reach the history without colliding with node 0's records (which rise from 0).
-NODE_SEQ_STRIDE = 1 << 40
 
 
 def _env_int(name: str, default: int) -> int:
@@ -75,7 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=_env_int("SLURM_NODEID", 0),
         help="this node's rank (default: $SLURM_NODEID, else 0); nodes other than 0 only sample their GPUs",
     )
-    p.add_argument("--node-name", help="the node's name in the GPU samples (default: the host name)")
+    p.add_argument(
+        "--node-name", help="the node's name in the GPU samples (default: $SLURMD_NODENAME, else the host name)"
+    )
     p.add_argument("--simulate-gpu", action="store_true", help="the simulated GPU source even if NVML works")
     p.add_argument(
         "--preemption-provider",
@@ -276,13 +275,10 @@ class Monitor:
         marked = clock.started()
         self.started_wall, self.started_mono = marked if marked else (time.time(), time.monotonic())
         self.main = args.node_rank == 0  # node 0 reports the run; the others their GPU samples
-        events = protocol.EVENTS_FILE
         if not self.main:
-            # Its own lane of seq numbers; on Slurm the nodes share the run dir: a file of its own there.
+            # Its own lane of seq numbers, in a file of its own (the nodes may share the run directory).
             os.environ["TRAINER_SEQ_START"] = str(args.node_rank * NODE_SEQ_STRIDE)
-            if "SLURM_JOB_ID" in os.environ:
-                events = f"events.node{args.node_rank}.jsonl"
-        self.events = self.run_dir / events
+        self.events = self.run_dir / node_events_file(args.node_rank)
         ended = previous_end(self.events) if self.main else None
         self.before = _numbers(ended["totals"]) if ended else {}
         self.tele = Telemetry(self.events)
@@ -410,6 +406,8 @@ class Monitor:
                 "GPUPLANNER_PRICE_PER_GPU_HOUR": repr(float(self.args.price_per_gpu_hour)),
             }
         )
+        if not self.main:  # node 0 merges the step records: another node's copy of the command logs none
+            env.pop("GPUPLANNER_TELEMETRY_FILE")
         return env
 
     def run(self) -> int:

@@ -48,7 +48,7 @@ from .preemption import (
     SignalHandlers,
     StopFlag,
 )
-from .telemetry import StepRateLimiter, Telemetry, warn
+from .telemetry import StepRateLimiter, Telemetry, node_rank_from_env, node_telemetry, warn
 
 causal_loss_sum = losses.causal_loss_sum  # the plain path (full logits), also what callers import from here
 IGNORE_INDEX = losses.IGNORE_INDEX
@@ -716,11 +716,13 @@ class _Trainer:
                 "world_size": info.world,
             }
 
-        sampler = None
-        if info.is_main and self.bench is None and c.gpu_interval_s > 0:
+        sampler = node_tele = None
+        if info.local_rank == 0 and self.bench is None and c.gpu_interval_s > 0:  # one sampler per node
             indices = None if self.device.type != "cuda" else list(range(max(1, info.local_world)))
             source = open_source(indices, self.activity, force_simulated=self.device.type != "cuda")
-            sampler = GpuSampler(source, self.tele.emit, c.gpu_interval_s).start()
+            if not info.is_main:  # another node's GPUs: its own events file (see telemetry.node_telemetry)
+                node_tele = node_telemetry(self.run_dir, node_rank_from_env(info.rank, info.local_world))
+            sampler = GpuSampler(source, (node_tele or self.tele).emit, c.gpu_interval_s).start()
         watcher = None
         if c.preemption_url or c.preemption_provider != "auto":
             watcher = MetadataWatcher(
@@ -738,6 +740,8 @@ class _Trainer:
             if sampler is not None:
                 sampler.sample_once()
                 sampler.stop()
+            if node_tele is not None:
+                node_tele.close()
         return self._finish(reason)
 
     def _loop(self, fwd_model: torch.nn.Module, remaining: int, gb: int, fpt: float, peak: float | None) -> int:

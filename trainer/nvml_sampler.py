@@ -70,6 +70,15 @@ def _ram_bytes() -> int:
         return 0
 
 
+def node_name() -> str:
+    """This node's name in GPU samples: Slurm's name for it (``$SLURMD_NODENAME``), else the host name.
+
+    Slurm's name tells apart nodes whose host names agree (several ``slurmd`` on one machine) and is the
+    name ``squeue``/``sacct`` show.
+    """
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 class SimulatedSource:
     """No GPU here: a clearly labelled stand-in driven by the loop's real activity."""
 
@@ -78,7 +87,7 @@ class SimulatedSource:
 
     def __init__(self, activity: Activity | None = None, node: str | None = None) -> None:
         self.activity = activity or Activity()
-        self.node = node or socket.gethostname()
+        self.node = node or node_name()
         self._last_t = time.monotonic()
         self._last_busy = self.activity.snapshot()[0]
         self.energy_j = 0.0
@@ -139,7 +148,7 @@ class NvmlSource:
             self.nv.nvmlInit()
         except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
             raise NvmlUnavailable(f"NVML not available: {exc}") from exc
-        self.node = node or socket.gethostname()
+        self.node = node or node_name()
         count = self.nv.nvmlDeviceGetCount()
         if count == 0:
             raise NvmlUnavailable("NVML sees no GPU")
@@ -347,14 +356,18 @@ class NvmlSource:
 
 
 def open_source(
-    device_indices: list[int] | None, activity: Activity | None, force_simulated: bool = False, nvml: Any = None
+    device_indices: list[int] | None,
+    activity: Activity | None,
+    force_simulated: bool = False,
+    nvml: Any = None,
+    node: str | None = None,
 ) -> NvmlSource | SimulatedSource:
     if not force_simulated:
         try:
-            return NvmlSource(device_indices, nvml=nvml)
+            return NvmlSource(device_indices, nvml=nvml, node=node)
         except NvmlUnavailable:
             pass
-    return SimulatedSource(activity)
+    return SimulatedSource(activity, node=node)
 
 
 class GpuSampler:
@@ -385,3 +398,27 @@ class GpuSampler:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         self.source.close()
+
+
+def utilisation_once(interval_s: float = 1.0) -> dict[str, Any]:
+    """This machine's GPUs' utilisation now, over ``interval_s`` (``python -m trainer.nvml_sampler``: the
+    launcher's stop-when-idle check). Without NVML the simulated source answers, labelled ``simulated``:
+    nothing runs in this process, so it reads idle."""
+    source = open_source(None, None)
+    try:
+        source.sample()  # the simulated source's window starts here; NVML reports its own last period
+        time.sleep(max(0.0, interval_s))
+        samples = source.sample()
+    finally:
+        source.close()
+    return {
+        "node": source.node,
+        "simulated": bool(source.simulated),
+        "util_pct": [s.get("util_pct") for s in samples],
+    }
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(utilisation_once()))

@@ -36,6 +36,30 @@ def last_seq(path: Path) -> int:
     return best
 
 
+# Node N > 0 of a multi-node job writes its GPU samples to a file of its own (:func:`node_events_file`)
+# whose seq numbers start at N x this, so that every node's records reach the history beside node 0's
+# (which rise from 0) without colliding, whether the nodes share one run directory or not.
+NODE_SEQ_STRIDE = 1 << 40
+
+
+def node_events_file(node_rank: int) -> str:
+    """The events file a node writes in its run directory: ``events.jsonl`` on node 0, else its own."""
+    return protocol.EVENTS_FILE if node_rank <= 0 else f"events.node{node_rank}.jsonl"
+
+
+def node_rank_from_env(rank: int, local_world: int) -> int:
+    """This process's node rank: torchrun's ``$GROUP_RANK``, else its rank over the processes per node."""
+    try:
+        return max(0, int(os.environ["GROUP_RANK"]))
+    except (KeyError, ValueError):
+        return max(0, rank // max(1, local_world))
+
+
+def node_telemetry(run_dir: Path, node_rank: int) -> Telemetry:
+    """The writer of a node's own records (node 0's go through the run's main :class:`Telemetry`)."""
+    return Telemetry(run_dir / node_events_file(node_rank), seq_floor=node_rank * NODE_SEQ_STRIDE)
+
+
 def _seq_floor() -> int:
     try:
         return max(0, int(os.environ.get("TRAINER_SEQ_START", "0")))
@@ -54,7 +78,12 @@ class Telemetry:
     """Thread-safe record emitter. ``enabled=False`` (non-zero ranks) makes every call a no-op."""
 
     def __init__(
-        self, path: Path | None, stdout: TextIO | None = None, enabled: bool = True, queue_size: int = 10000
+        self,
+        path: Path | None,
+        stdout: TextIO | None = None,
+        enabled: bool = True,
+        queue_size: int = 10000,
+        seq_floor: int | None = None,
     ) -> None:
         self.enabled = enabled
         self.path = path
@@ -72,7 +101,8 @@ class Telemetry:
             try:
                 # $TRAINER_SEQ_START: a floor set by a launcher that moved the run to a fresh run
                 # directory (another host), so seq keeps rising across hosts too.
-                self.seq = max(last_seq(path) + 1, _seq_floor())
+                # ``seq_floor``: a node's own lane (see NODE_SEQ_STRIDE).
+                self.seq = max(last_seq(path) + 1, _seq_floor() if seq_floor is None else seq_floor)
                 self._fh = open(path, "a", encoding="utf-8")
                 if path.stat().st_size > 0:
                     with open(path, "rb") as check:

@@ -175,6 +175,14 @@ def register(subparsers: Any) -> None:
     common(p)
     p.add_argument("name")
     p.add_argument("after_run", metavar="COMMAND", help="the shell command line; 'none' removes it")
+    p.add_argument(
+        "--when-idle-below",
+        type=float,
+        metavar="PCT",
+        help="stop-when-idle: run COMMAND only once every GPU of the host stayed under PCT%% utilisation "
+        "for --idle-minutes after the run ended (SSH hosts and this machine)",
+    )
+    p.add_argument("--idle-minutes", type=float, metavar="N", help="minutes under --when-idle-below (default 10)")
     p.set_defaults(handler=_set_after_run)
 
     p = actions.add_parser("remove", help="forget a host")
@@ -421,12 +429,25 @@ def _set_after_run(args: argparse.Namespace) -> int:
     command = None if args.after_run.strip().lower() in ("none", "-") else args.after_run
     if command is not None and not command.strip():
         raise UsageError("COMMAND: an empty command; give 'none' to remove the after-run command")
+    idle = None
+    if args.when_idle_below is not None or args.idle_minutes is not None:
+        if command is None:
+            raise UsageError("--when-idle-below: needs an after-run COMMAND to run")
+        if args.when_idle_below is None:
+            raise UsageError("--idle-minutes: give --when-idle-below PCT too")
+        idle = {"util_pct": args.when_idle_below, "minutes": 10.0 if args.idle_minutes is None else args.idle_minutes}
     try:
-        host = set_after_run(args.db, args.name, command)
+        host = set_after_run(args.db, args.name, command, idle)
     except HostError as exc:
-        raise UsageError(f"NAME: {exc}") from None
+        flag = "--when-idle-below/--idle-minutes" if idle and "idle" in str(exc) else "NAME"
+        raise UsageError(f"{flag}: {exc}") from None
     if args.json:
         print(json.dumps(_host_doc(host)))
+    elif command and idle:
+        print(
+            f"{host.name}: after each run, once its GPUs stayed under {idle['util_pct']:g}% for "
+            f"{idle['minutes']:g} min: {command}"
+        )
     else:
         print(f"{host.name}: after each run: {command}" if command else f"{host.name}: no after-run command")
     return 0

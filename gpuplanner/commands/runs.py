@@ -18,10 +18,16 @@ from gpuplanner.history import jsonsafe
 from gpuplanner.history.alert_rules import SPECS, AlertSettings, SettingsError
 from gpuplanner.history.alerts import refresh_alerts
 from gpuplanner.history.analytics import RunSummary, compare, summarize
-from gpuplanner.history.billing import billed_of
 from gpuplanner.history.calibration import delete_bench, measurements
 from gpuplanner.history.db import HistoryError, open_db, read_snapshot
-from gpuplanner.history.gpu_metrics import METRICS, MISSING, UTILISATION_NOTE, format_metric, throttle_text
+from gpuplanner.history.gpu_metrics import (
+    METRICS,
+    MISSING,
+    UTILISATION_NOTE,
+    format_metric,
+    node_totals,
+    throttle_text,
+)
 from gpuplanner.history.maintenance import downsample, optimize
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import delete_run, get_run, list_runs, run_for_stream, update_run
@@ -326,9 +332,21 @@ def _print_summary(
         export_mod.write_table(sys.stdout, fmt, ("metric", "value"), list(data.items()))
         return
     for key, value in data.items():
-        if key in ("planned", "alerts", "util_histogram", "time_breakdown", "after_run", "gpus"):
+        if key in (
+            "planned",
+            "alerts",
+            "util_histogram",
+            "time_breakdown",
+            "after_run",
+            "gpus",
+            "nodes",
+            "billed",
+            "queue",
+        ):
             continue
         print(f"{key:34} {_time(value) if key.endswith('_at') else _fmt(value)}")
+    if summary.queue:
+        print(f"{'queue wait':34} {_queue_text(summary.queue)}")
     print(f"{'util_histogram (0-10%..90-100%)':34} {' '.join(str(n) for n in summary.util_histogram)}")
     _print_utilisation(summary)
     if summary.planned:
@@ -347,6 +365,19 @@ def _print_summary(
         diagnosis = alert.get("diagnosis") or {}
         if diagnosis.get("text"):
             print(f"  why: {diagnosis['text']}")
+
+
+def _queue_text(queue: dict[str, Any]) -> str:
+    """A Slurm run's queue wait: "12.0 s (3 jobs)" and, while pending, "pending: Resources"."""
+    wait = queue.get("queue_wait_s")
+    text = "unknown" if wait is None else f"{wait:,.1f} s"
+    if len(queue.get("attempts") or []) > 1:
+        text += f" over {len(queue['attempts'])} jobs"
+    if queue.get("pending"):
+        text += f"; pending: {queue.get('reason') or 'no reason given'}"
+    elif queue.get("reason"):
+        text += f" (pending reason was {queue['reason']})"
+    return text
 
 
 def _dollars(usd: float) -> str:
@@ -380,6 +411,11 @@ def _print_utilisation(summary: RunSummary) -> None:
     sm_text = f"{_fmt(sm_hours)} ({_fmt(coverage)}% of samples report SM activity)" if sm_hours is not None else MISSING
     print(f"{'effective GPU-hours (SM activity)':40} {sm_text}")
     print(f"  {UTILISATION_NOTE}")
+    nodes = node_totals(summary.gpus)
+    if len(nodes) > 1:
+        for node in nodes:
+            util = format_metric("util_pct", node["util_pct"])
+            print(f"  node {node['node']}: {node['gpus']} GPU(s), {node['samples']} samples, utilisation {util}")
     for gpu in summary.gpus:
         cells = [f"{label} {format_metric(key, gpu.get(key))}" for key, label, _ in METRICS if key != "slowdown_pct"]
         cells.append(f"max SM clock {format_metric('sm_clock_mhz', gpu.get('sm_clock_max_mhz'))}")
@@ -392,8 +428,9 @@ def _show(args: argparse.Namespace) -> int:
     settings = _alert_settings(args)
     with open_db(args.db, create=False) as db:
         summary = summarize(db, args.run_id, alert_settings=settings)
-        billed = billed_of(db, args.run_id, summary.hours)
-        _print_summary(summary, args.fmt, tags_of(db, [args.run_id]).get(args.run_id), billed)
+        # the billed figures stay top-level keys too (billed_hours, billed_cost_usd, idle_billed_hours, ...)
+        extra = {**(summary.billed or {}), "nodes": node_totals(summary.gpus)}
+        _print_summary(summary, args.fmt, tags_of(db, [args.run_id]).get(args.run_id), extra)
     return 0
 
 

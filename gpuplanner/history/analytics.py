@@ -27,9 +27,11 @@ from typing import Any
 from sqlite_utils import Database
 
 from gpuplanner.history.alerts import AlertSettings, current_alerts
+from gpuplanner.history.billing import billed_of
 from gpuplanner.history.gpu_metrics import run_gpu_metrics
 from gpuplanner.history.rollup import IDLE_UTIL_PCT
 from gpuplanner.history.runs import Run, get_run
+from gpuplanner.history.slurm_queue import queue_of
 from gpuplanner.history.time_breakdown import run_breakdown
 from gpuplanner.plan.economics import diff_pct, ratio, unit_economics
 
@@ -89,6 +91,8 @@ class RunSummary:
     effective_gpu_hours_sm: float | None = None
     cost_per_effective_gpu_hour_sm_usd: float | None = None
     gpus: list[dict[str, Any]] = field(default_factory=list)
+    billed: dict[str, Any] | None = None  # billing.billed_of: billed hours and cost, idle hours and cost
+    queue: dict[str, Any] | None = None  # slurm_queue.queue_of: a Slurm run's queue wait and pending reason
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -274,6 +278,8 @@ def summarize(
         },
     )
     _add_sm_activity(db, run_id, summary)
+    summary.billed = billed_of(db, run_id, hours)
+    summary.queue = queue_of(db, run_id)
     if with_alerts:
         summary.alerts = [a.as_dict() for a in current_alerts(db, run_id, alert_settings, store=store_alerts)]
     return summary

@@ -118,6 +118,24 @@ def run_gpu_metrics(db: Database, run_id: int) -> list[dict[str, Any]]:
     return out
 
 
+def node_totals(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per node of a run, from :func:`run_gpu_metrics`: its GPUs, their samples and mean utilisation."""
+    nodes: dict[str, dict[str, Any]] = {}
+    for gpu in gpus:
+        node = nodes.setdefault(gpu["node"], {"node": gpu["node"], "gpus": 0, "samples": 0, "_util": []})
+        node["gpus"] += 1
+        node["samples"] += gpu["samples"] or 0
+        if gpu.get("util_pct") is not None:
+            node["_util"].append((gpu["util_pct"], gpu["samples"] or 0))
+    out = []
+    for node in nodes.values():
+        util = node.pop("_util")
+        weight = sum(n for _, n in util)
+        node["util_pct"] = sum(u * n for u, n in util) / weight if weight else None
+        out.append(node)
+    return out
+
+
 def format_metric(key: str, value: Any) -> str:
     """A metric's value for people, or :data:`MISSING` when the GPU did not report it."""
     if value is None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gpuplanner.launch.hosts import Host
@@ -44,3 +46,52 @@ def run(host: Host, run_id: int, run_dir: str, timeout_s: float = TIMEOUT_S) -> 
         "seconds": round(time.monotonic() - started, 3),
         "output_tail": out[-TAIL_CHARS:],
     }
+
+
+IDLE_POLL_S = 30.0
+IDLE_READ_FAILURES = 3  # consecutive failed readings after which the wait gives up (the command is not run)
+
+
+def wait_until_idle(
+    read: Callable[[], dict[str, Any]],
+    util_pct: float,
+    minutes: float,
+    stop: threading.Event,
+    poll_s: float = IDLE_POLL_S,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """Stop-when-idle: read the host's GPU utilisation (``read``: a backend's ``gpu_utilisation``) every
+    ``poll_s`` until every GPU stayed under ``util_pct`` for ``minutes``; a busier reading starts the
+    count again. Returns ``idle`` (True: run the after-run command), ``waited_s``, ``readings``,
+    ``simulated`` and, when it gave up, ``reason`` (stopped, or the utilisation could not be read)."""
+    started = clock()
+    idle_since: float | None = None
+    readings, failures, simulated = 0, 0, False
+    answer: dict[str, Any] = {"idle": False, "util_pct_below": util_pct, "minutes": minutes}
+    while True:
+        try:
+            reading = read()
+            values = [float(v) for v in reading.get("util_pct") or [] if v is not None]
+            simulated = simulated or bool(reading.get("simulated"))
+            failures = 0
+        except Exception as exc:  # noqa: BLE001 (any failure to read counts; the wait decides)
+            failures += 1
+            values = None
+            if failures >= IDLE_READ_FAILURES:
+                answer["reason"] = f"the GPUs' utilisation could not be read: {exc}"
+                break
+        now = clock()
+        if values is not None:
+            readings += 1
+            if values and max(values) < util_pct:
+                idle_since = now if idle_since is None else idle_since
+                if now - idle_since >= minutes * 60.0:
+                    answer["idle"] = True
+                    break
+            else:
+                idle_since = None
+        if stop.wait(poll_s):
+            answer["reason"] = "the launcher stopped watching"
+            break
+    answer.update(waited_s=round(clock() - started, 3), readings=readings, simulated=simulated)
+    return answer

@@ -46,3 +46,8 @@ class Backend(Protocol):
         """Run ``python -m trainer bench ARGS`` in the foreground; its JSON result (RuntimeError with the
         trainer's last error lines when it fails)."""
         ...
+
+    def gpu_utilisation(self) -> dict:
+        """The host's GPUs' utilisation now, ``{"node", "simulated", "util_pct": [...]}`` (``python -m
+        trainer.nvml_sampler`` there), for stop-when-idle."""
+        ...

@@ -70,6 +70,9 @@ class Host:
     # A shell command run on this machine once a run on the host has ended (e.g. a cloud CLI that stops
     # the instance); the history bills the host from launch until it has finished.
     after_run_command: str | None = None
+    # Stop-when-idle: run the after-run command only once the host's GPUs stayed under ``util_pct`` for
+    # ``minutes`` after the run ended ({"util_pct": ..., "minutes": ...}; None: right after the run).
+    after_run_idle: dict[str, float] | None = None
 
     @property
     def db_pricing(self) -> str:
@@ -112,6 +115,24 @@ def validate_host(host: Host) -> None:
         raise HostError(f"pricing must be one of {PRICING_NAMES}, not {host.pricing!r}")
     check_price(host.price_usd_per_gpu_hour)
     check_after_run(host.after_run_command)
+    check_after_run_idle(host)
+
+
+def check_after_run_idle(host: Host) -> None:
+    """HostError unless the stop-when-idle setting is absent or valid for this host."""
+    idle = host.after_run_idle
+    if idle is None:
+        return
+    if host.kind == "slurm":
+        raise HostError("stop-when-idle is for SSH hosts and this machine: Slurm frees a job's nodes itself")
+    if not host.after_run_command:
+        raise HostError("stop-when-idle needs an after-run command to run")
+    util, minutes = idle.get("util_pct") if isinstance(idle, dict) else None, (idle or {}).get("minutes")
+    for name, value, low, high in (("idle utilisation %", util, 0.0, 100.0), ("idle minutes", minutes, 0.0, 1e6)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise HostError(f"{name} must be a number, not {value!r}")
+        if not low < value <= high:
+            raise HostError(f"{name} must be more than {low:g} and at most {high:g}, not {value:g}")
 
 
 def check_after_run(command: str | None) -> None:
@@ -156,10 +177,13 @@ def set_price(
     return host
 
 
-def set_after_run(db_path: str | os.PathLike[str] | None, name: str, command: str | None) -> Host:
-    """Set (or with None remove) the command run on this machine after each run on host ``name`` ends."""
+def set_after_run(
+    db_path: str | os.PathLike[str] | None, name: str, command: str | None, idle: dict[str, float] | None = None
+) -> Host:
+    """Set (or with None remove) the command run on this machine after each run on host ``name`` ends;
+    with ``idle`` ({"util_pct", "minutes"}) only once the host's GPUs stayed under it that long."""
     check_after_run(command)
-    host = dataclasses.replace(get_host(db_path, name), after_run_command=command)
+    host = dataclasses.replace(get_host(db_path, name), after_run_command=command, after_run_idle=idle)
     update_host(db_path, host)
     return host
 

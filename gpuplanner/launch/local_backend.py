@@ -206,6 +206,14 @@ class LocalBackend:
             return {"ok": False, **report, "error": out.stderr.strip()[-2000:]}
         return {"ok": True, **json.loads(out.stdout), **report}
 
+    def gpu_utilisation(self) -> dict[str, Any]:
+        out = subprocess.run(
+            [self.python, "-m", "trainer.nvml_sampler"], capture_output=True, text=True, env=self._env({}), timeout=60
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"reading the GPUs' utilisation failed: {out.stderr.strip()[-500:]}")
+        return dict(json.loads(out.stdout))
+
     def bench(self, args: list[str], timeout_s: float) -> dict[str, Any]:
         proc = subprocess.Popen(
             [self.python, "-m", "trainer", "bench", *args],

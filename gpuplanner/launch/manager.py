@@ -32,6 +32,7 @@ from gpuplanner.history.calibration import record_bench
 from gpuplanner.history.db import connect, open_db, resolve_db_path, write_transaction
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, get_run, update_run
+from gpuplanner.history.slurm_queue import job_queue
 from gpuplanner.history.tags import check_tags
 from gpuplanner.launch import after_run, command_lines, supervisor
 from gpuplanner.launch.backend import Backend
@@ -43,8 +44,8 @@ from gpuplanner.launch.slurm_backend import SlurmBackend
 from gpuplanner.launch.ssh_backend import SSHBackend
 from gpuplanner.launch.ssh_connection import AuthenticationFailed, PassphraseCallback, SSHError
 from gpuplanner.launch.streaming import NodeStream
-from trainer.command_monitor import NODE_SEQ_STRIDE
-from trainer.protocol import config_model_name
+from trainer.protocol import EVENTS_FILE, config_model_name
+from trainer.telemetry import NODE_SEQ_STRIDE, node_events_file
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ class RunStatus:
     reconnects: int = 0
     last_reconnect_s: float | None = None
     error: str | None = None
+    # a Slurm run's job in the queue: job_id, state, reason (the last pending one), submit_t, start_t
+    queue: dict[str, Any] | None = None
 
 
 class RunError(RuntimeError):
@@ -130,6 +133,7 @@ class _Run:
     disconnected_at: float | None = None
     error: str | None = None
     orphans: list[_Node] = field(default_factory=list)  # nodes left behind on an unreachable host (failover)
+    queue: dict[str, Any] | None = None  # RunStatus.queue
 
     @property
     def hosts(self) -> list[str]:
@@ -192,6 +196,7 @@ class RunManager:
         self.remote_root = remote_root
         self.local_runs_root = local_runs_root
         self.failover_after_s = failover_after_s
+        self.idle_poll_s = after_run.IDLE_POLL_S  # stop-when-idle: seconds between utilisation readings
         self._lock = threading.RLock()
         self._runs: dict[int, _Run] = {}
         self._backends: dict[str, Backend] = {}
@@ -498,6 +503,11 @@ class RunManager:
                 "SELECT MAX(last_seq) FROM stream_positions WHERE run_id = ? AND last_seq < ?",
                 [run_id, NODE_SEQ_STRIDE],
             ).fetchone()[0]
+            lanes = db.execute(  # the other nodes' lanes (events.nodeN.jsonl)
+                "SELECT last_seq / ?, MAX(last_seq) FROM stream_positions WHERE run_id = ? AND last_seq >= ?"
+                " GROUP BY last_seq / ?",
+                [NODE_SEQ_STRIDE, run_id, NODE_SEQ_STRIDE, NODE_SEQ_STRIDE],
+            ).fetchall()
         except Exception as exc:
             raise RunError(str(exc)) from exc
         finally:
@@ -535,6 +545,7 @@ class RunManager:
             restarts=doc.get("restarts", 0),
             state=state,
             last_seq=last,
+            lane_seq={int(lane): int(seq) for lane, seq in lanes},
             orphans=orphans,
         )
 
@@ -676,6 +687,7 @@ class RunManager:
             run.reconnects,
             run.last_reconnect_s,
             run.error,
+            dict(run.queue) if run.queue else None,
         )
 
     def _set_state(self, run: _Run, state: str) -> None:
@@ -819,17 +831,21 @@ class RunManager:
             self._set_state(run, "stopping" if run.user_action in ("stop", "preempt", "kill") else "running")
         elif run.state in ("unreachable", "detached"):
             self._set_state(run, "running")
-        streams = [NodeStream(db, run.run_id, node.host, node.run_dir) for node in run.nodes]
+        streams = [
+            (node, NodeStream(db, run.run_id, node.host, node.run_dir, name))
+            for node, names in zip(run.nodes, self._events_files(run))
+            for name in names
+        ]
         next_check = 0.0
         while not run.stop_evt.is_set():
             records: list[dict[str, Any]] = []
-            for node, stream in zip(run.nodes, streams):
+            for node, stream in streams:
                 records.extend(stream.poll(backends[node.host]))
             self._deliver(run, records)
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + STATE_EVERY_S
                 if self._check_nodes(run, backends):
-                    for node, stream in zip(run.nodes, streams):  # the last records written before exit
+                    for node, stream in streams:  # the last records written before exit
                         records.extend(stream.poll(backends[node.host]))
                     self._deliver(run, records)
                     return self._combined_exit(run)
@@ -838,6 +854,22 @@ class RunManager:
                 run.wake.wait(POLL_S)
         return _DETACHED
 
+    def _events_files(self, run: _Run) -> list[list[str]]:
+        """The events files in each node's run directory: ``events.jsonl`` and every other node's own.
+
+        A Slurm job's nodes share one run directory: node N > 0 of the host's ``nodes`` writes
+        ``events.nodeN.jsonl`` there. Hosts of a multi-host run each have their own run directory.
+        """
+        try:
+            first = get_host(self.db_path, run.nodes[0].host)
+            slurm_nodes = first.slurm_settings.nodes if first.kind == "slurm" else 0
+        except HostError:  # a host removed or broken since: node 0's file at least
+            slurm_nodes = 0
+        if slurm_nodes:
+            shared = [node_events_file(k) for k in range(max(1, slurm_nodes))]
+            return [shared, *([EVENTS_FILE] for _ in run.nodes[1:])]
+        return [[EVENTS_FILE, *([node_events_file(i)] if i else [])] for i in range(len(run.nodes))]
+
     def _check_nodes(self, run: _Run, backends: dict[str, Backend]) -> bool:
         """Update each node's state; a failed node stops the others cleanly. True when all ended."""
         for node in run.nodes:
@@ -845,8 +877,11 @@ class RunManager:
                 node.done = True
                 continue
             state = backends[node.host].state(node.run_dir, node.tag, node.pgid)
+            if getattr(state, "job", None) is not None:
+                run.queue = job_queue(state.job, run.queue)
             if getattr(state, "event", None):  # a Slurm job's state changed (pending, requeued, ended + spend)
                 self._record_event(run, "slurm_job", state.event)
+                self._set_state(run, run.state)  # watchers see the new queue state and reason
             if not state.alive:
                 node.done, node.exit_code = True, state.exit_code
         failed = [n for n in run.nodes if n.done and n.exit_code not in (0, supervisor.EXIT_RESUME)]
@@ -939,7 +974,21 @@ class RunManager:
         last_t, gpus, price = row if row else (None, None, None)
         ended = max(run.launched_at, min(time.time(), last_t if last_t is not None else time.time()))
         after = None
-        if host.after_run_command:
+        if host.after_run_command and host.after_run_idle:  # stop-when-idle: first the GPUs stay idle
+            idle = after_run.wait_until_idle(
+                self._backend(run.nodes[0].host).gpu_utilisation,
+                float(host.after_run_idle["util_pct"]),
+                float(host.after_run_idle["minutes"]),
+                run.stop_evt,
+                poll_s=self.idle_poll_s,
+            )
+            if idle["idle"]:
+                after = {**after_run.run(host, run.run_id, run.nodes[0].run_dir), "when_idle": idle}
+            else:
+                after = {"command": host.after_run_command, "exit_status": None, "not_run": idle["reason"]}
+                after["when_idle"] = idle
+            ended = time.time()
+        elif host.after_run_command:
             after = after_run.run(host, run.run_id, run.nodes[0].run_dir)
             ended = time.time()
         detail = billed_span(run.launched_at, ended, int(gpus or 1), price, after)

@@ -231,6 +231,8 @@ class SlurmBackend(SSHBackend):
             "restarts": job.restarts,
             "host": self.name,
         }
+        if job.submit_t is not None:
+            doc["submit_t"] = job.submit_t
         if job.start_t is not None and job.submit_t is not None and job.state not in ("PENDING", "REQUEUED"):
             doc["queue_wait_s"] = max(0.0, job.start_t - job.submit_t)
         if job.final:

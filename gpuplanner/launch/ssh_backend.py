@@ -230,6 +230,14 @@ class SSHBackend:
             "payload_uploaded": self.uploaded,
         }
 
+    def gpu_utilisation(self) -> dict[str, Any]:
+        payload = self.payload()
+        command = f"env {q('PYTHONPATH=' + payload.pythonpath)} {q(self.python)} -m trainer.nvml_sampler"
+        status, out, err = self._run(command, timeout_s=60)
+        if status != 0:
+            raise SSHError(f"{self.name}: reading the GPUs' utilisation failed: {err.strip()[-500:]}")
+        return dict(json.loads(out))
+
     def bench(self, args: list[str], timeout_s: float) -> dict[str, Any]:
         payload = self.payload()
         # `timeout` ends the bench on the host too when our deadline passes (closing the channel would not)

@@ -1,4 +1,8 @@
-"""Telemetry of one node's ``events.jsonl`` into the history, from the byte offset last committed.
+"""Telemetry of one events file into the history, from the byte offset last committed.
+
+Node 0 of a run writes ``events.jsonl``; node N > 0 of a multi-node run writes its GPU samples to
+``events.nodeN.jsonl`` (its own lane of seq numbers, see ``trainer.telemetry.NODE_SEQ_STRIDE``), in its
+own run directory or in the one a Slurm job's nodes share. Each file is one stream.
 
 A :class:`NodeStream` reads what the file gained since the stored position (the history's
 ``Ingestor`` commits records and the offset in one transaction), so after a reconnect or an app
@@ -19,15 +23,15 @@ from trainer.protocol import EVENTS_FILE
 CHUNK = 1 << 18
 
 
-def source_name(host: str, run_dir: str) -> str:
-    """The stream's name in the history (``stream_positions.source``): one per host and run dir."""
-    return f"{host}:{run_dir}/{EVENTS_FILE}"
+def source_name(host: str, run_dir: str, filename: str = EVENTS_FILE) -> str:
+    """The stream's name in the history (``stream_positions.source``): one per host, run dir and file."""
+    return f"{host}:{run_dir}/{filename}"
 
 
 class NodeStream:
-    def __init__(self, db: Database, run_id: int, host: str, run_dir: str) -> None:
-        self.path = f"{run_dir}/{EVENTS_FILE}"
-        self.ingestor = Ingestor(db, run_id, source_name(host, run_dir), batch_size=2000)
+    def __init__(self, db: Database, run_id: int, host: str, run_dir: str, filename: str = EVENTS_FILE) -> None:
+        self.path = f"{run_dir}/{filename}"
+        self.ingestor = Ingestor(db, run_id, source_name(host, run_dir, filename), batch_size=2000)
         self.position = self.ingestor.resume_offset
 
     def poll(self, backend: Backend) -> list[dict[str, Any]]:

@@ -579,6 +579,29 @@ class HistoryPane(QWidget):
             parts.append(f"<p style='color:gray'>{html_lib.escape(str(failure['stderr_problem']))}</p>")
         return "".join(parts)
 
+    @staticmethod
+    def billed_rows(s: RunSummary) -> list[tuple[str, str]]:
+        """Billed time and what its idle part cost (billed minus training), and a Slurm run's queue wait."""
+        out = []
+        b = s.billed
+        if b:
+            source = {"launcher": "launch to end", "sacct": "Slurm sacct", "scontrol": "Slurm scontrol"}
+            via = html_lib.escape(source.get(b.get("billed_source") or "", b.get("billed_source") or ""))
+            out.append(
+                ("Billed time", f"{human_hours(b['billed_hours'])} · {human_money(b['billed_cost_usd'])} ({via})")
+            )
+            if b.get("idle_billed_hours") is not None:
+                idle = f"{human_hours(b['idle_billed_hours'])} · {human_money(b.get('idle_cost_usd'))}"
+                out.append(("Idle (billed − training)", idle))
+        q = s.queue
+        if q:
+            wait = human_hours(q["queue_wait_s"] / 3600.0) if q.get("queue_wait_s") is not None else "–"
+            why = f" · pending: {q.get('reason') or '?'}" if q.get("pending") else ""
+            if not why and q.get("reason"):
+                why = f" (was {q['reason']})"
+            out.append(("Queue wait", html_lib.escape(wait + why)))
+        return out
+
     @classmethod
     def summary_html(cls, s: RunSummary, failure: dict[str, Any] | None = None, plan_gpu: str | None = None) -> str:
         def row(label: str, value: Any) -> str:
@@ -597,6 +620,7 @@ class HistoryPane(QWidget):
             ("Time held", human_hours(s.hours)),
             ("GPU-hours", format_value(s.gpu_hours)),
             ("Interruptions", f"{s.interruptions} ({human_hours(s.interruption_hours)} lost)"),
+            *cls.billed_rows(s),
         ]
         sm_hours = (
             f"{format_value(s.effective_gpu_hours_sm)} (SM activity {format_value(s.avg_sm_active_pct)} %"

@@ -13,6 +13,7 @@ Signals:
 
 from __future__ import annotations
 
+import html
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuplanner.history.slurm_queue import queue_text
 from gpuplanner.ui.alert_banner import AlertBanner
 from gpuplanner.ui.gpu_table import GpuTable
 from gpuplanner.ui.human import human_duration, human_money
@@ -737,7 +739,9 @@ class RunsPane(QWidget):
         code = f", exit {entry.exit_code}" if entry.exit_code is not None else ""
         end = f" ({tel.end_status})" if tel.end_status and tel.end_status != entry.state else ""
         device = f" · {tel.device}" if tel.device else ""
-        self.state_label.setText(f"on {entry.host}{device} · <b>{entry.state}</b>{end}{code}")
+        queue = getattr(entry.status, "queue", None)  # a Slurm job: its wait in the queue and the reason
+        queued = f" · {html.escape(queue_text(queue))}" if queue else ""
+        self.state_label.setText(f"on {entry.host}{device} · <b>{entry.state}</b>{end}{code}{queued}")
         self.simulated_badge.setVisible(bool(tel.simulated))
         frac = tel.progress()
         step = tel.current_step()

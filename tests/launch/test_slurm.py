@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import torch
 
+from gpuplanner.history.db import open_db
+from gpuplanner.history.slurm_queue import queue_of
 from gpuplanner.launch.manager import RunManager
 from tests.launch.conftest import (
     TRAINER_ENV,
@@ -264,6 +266,17 @@ def test_pending_job_shows_its_reason_and_a_stop_cancels_it(
             time.sleep(0.2)
         pending = slurm_events(db_path, run_id)[-1]
         assert pending["reason"] in ("Resources", "Priority") and "queue_wait_s" not in pending
+        # Runs shows the job waiting and why (RunStatus.queue), the history how long so far
+        live = manager.status(run_id).queue
+        assert live is not None and live["pending"] and live["reason"] == pending["reason"]
+        assert live["submit_t"] == pending["submit_t"] and time.time() - live["submit_t"] >= 0
+        db = open_db(db_path)
+        try:
+            waited = queue_of(db, run_id)
+        finally:
+            db.close()
+        assert waited is not None and waited["pending"] and waited["reason"] == pending["reason"]
+        assert 0 < waited["queue_wait_s"] < 120
         manager.stop(run_id)  # nothing to checkpoint: the job is cancelled, and the run can resume later
         status = manager.wait(run_id, 60)
         assert (status.state, status.exit_code) == ("stopped", 75), status
