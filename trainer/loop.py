@@ -12,6 +12,7 @@ import math
 import os
 import socket
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Any, TextIO
 import torch
 import torch.nn.functional as F
 
-from . import allocator, checkpoint, clock, compiling, dist, losses, protocol
+from . import allocator, checkpoint, clock, compiling, dist, losses, protocol, sharded_checkpoint
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .config import TrainConfig, to_dict, write_resolved
@@ -374,6 +375,8 @@ class _Trainer:
         if self.fsdp:
             # before the optimizer: it must see the sharded parameters; 16-bit gathers under *-mixed
             fsdp_mod.shard(self.model, self.dtype if self.precision.autocast else None)
+        # FSDP checkpoints: each rank writes its own shards with DCP, asynchronously (sharded_checkpoint.py)
+        self.saver = sharded_checkpoint.AsyncSaver(self.info.distributed) if self.fsdp else None
         self.optimizer = make_optimizer(self.model, c, self.device)
         self.scaler = (
             torch.amp.GradScaler("cuda") if self.dtype == torch.float16 and self.device.type == "cuda" else None
@@ -406,6 +409,23 @@ class _Trainer:
                 f"(epoch {st['epoch']}, sample {st['offset']}) is re-sharded exactly; global batch is now {gb}; "
                 "the dropout RNG streams of new ranks start fresh"
             )
+        if ck["model"] is None:  # sharded (DCP): every rank reads its shards, resharded to this run
+            sharded_checkpoint.load(path, self.model, self.optimizer)
+        else:
+            self._load_full(path, ck)
+        if self.scaler is not None and ck["scaler"]:
+            self.scaler.load_state_dict(ck["scaler"])
+        if ck["rng"] is not None:
+            checkpoint.set_rng_state(ck["rng"])
+        self.saved_state = st
+        known = set(RunState.__dataclass_fields__)
+        self.state = RunState(**{k: v for k, v in st.items() if k in known})
+        self.state.world = self.info.world
+        return path
+
+    def _load_full(self, path: Path, ck: dict[str, Any]) -> None:
+        """A checkpoint of full state dicts (model.pt, optimizer.pt) into this run's model."""
+        st = ck["state"]
         names = set(self.model.state_dict())  # (FSDP: the same names, sharded values; nothing gathered)
         bad = [k for k in self.trainable if k not in ck["model"]] + [k for k in ck["model"] if k not in names]
         if bad:
@@ -424,15 +444,6 @@ class _Trainer:
             )
         else:
             self.optimizer.load_state_dict(ck["optimizer"])
-        if self.scaler is not None and ck["scaler"]:
-            self.scaler.load_state_dict(ck["scaler"])
-        if ck["rng"] is not None:
-            checkpoint.set_rng_state(ck["rng"])
-        self.saved_state = st
-        known = set(RunState.__dataclass_fields__)
-        self.state = RunState(**{k: v for k, v in st.items() if k in known})
-        self.state.world = self.info.world
-        return path
 
     def param_dtypes(self) -> dict[str, int]:
         """Parameter count per dtype: trained parameters (and so their gradients and optimizer states)
@@ -540,6 +551,9 @@ class _Trainer:
             self.phases.switch(previous)
 
     def _save_checkpoint(self) -> None:
+        if self.saver is not None:
+            self._save_sharded()
+            return
         t0 = time.perf_counter()
         step = self.state.step
         # Each node's writer creates the temporary folder in its own run directory; every rank writes
@@ -560,12 +574,7 @@ class _Trainer:
             if not self.fsdp:
                 full_model, optim_state = self._raw_model().state_dict(), self.optimizer.state_dict()
             model_state = {k: v for k, v in full_model.items() if k in trainable or self.full_state}
-            st = dict(self.state.__dict__)
-            st["optimizer_format"] = "by-name" if self.fsdp else "by-index"
-            st["fsdp"] = self.fsdp
-            st["global_batch"] = self.config.micro_batch * self.config.grad_accum * self.info.world
-            st["seed"] = self.config.seed
-            st["scheduler"] = self._schedule()
+            st = self._checkpoint_state("by-name" if self.fsdp else "by-index")
             checkpoint.write_main(
                 tmp, model_state, optim_state, self.scaler.state_dict() if self.scaler is not None else None, st
             )
@@ -585,6 +594,65 @@ class _Trainer:
                 self.mirror.submit(path)
         dist.barrier(self.info)
         self.last_ckpt = time.monotonic()
+
+    def _checkpoint_state(self, optimizer_format: str) -> dict[str, Any]:
+        st = dict(self.state.__dict__)
+        st["optimizer_format"] = optimizer_format
+        st["fsdp"] = self.fsdp
+        st["global_batch"] = self.config.micro_batch * self.config.grad_accum * self.info.world
+        st["seed"] = self.config.seed
+        st["scheduler"] = self._schedule()
+        return st
+
+    def _save_sharded(self) -> None:
+        """FSDP: every rank writes its own shards with DCP in the background; the writer completes the
+        checkpoint (checksums, rename, manifest last) once every shard is on disk. Training waits only
+        for the previous save to end and for this rank's shards to be copied to host memory."""
+        assert self.saver is not None
+        t0 = time.perf_counter()
+        self.saver.wait()  # one save in flight: the previous one is complete (or its failure raised here)
+        step = self.state.step
+        tmp = checkpoint.checkpoints_dir(self.run_dir) / f".tmp-{checkpoint.step_dir_name(step)}"
+        if self.writer:
+            tmp = checkpoint.begin(self.run_dir, step)
+        dist.barrier(self.info)
+        checkpoint.write_rank_state(tmp, self.info.rank)
+        if self.writer:
+            st = self._checkpoint_state("dcp")
+            checkpoint.write_state(tmp, self.scaler.state_dict() if self.scaler is not None else None, st)
+        dist.barrier(self.info)  # every rank's RNG file is on disk before the manifest can list it
+        held: dict[str, Any] = {"s": None, "ready": threading.Event()}
+        then = functools.partial(self._complete_sharded, tmp, step, t0, held) if self.writer else None
+        self.saver.save(sharded_checkpoint.state_of(self.model, self.optimizer), tmp, then)
+        held["s"] = time.perf_counter() - t0  # what training waited for: the previous save, staging
+        held["ready"].set()
+        self.last_ckpt = time.monotonic()
+
+    def _complete_sharded(self, tmp: Path, step: int, t0: float, held: dict[str, Any]) -> None:
+        """On the save's background thread of the writer, after every rank's shards are written."""
+        held["ready"].wait()
+        self.tele.sync()
+        path, size = checkpoint.finish(self.run_dir, tmp, step, self.config.keep_checkpoints)
+        if self.info.is_main:
+            self.tele.emit(
+                "checkpoint",
+                step=step,
+                path=str(path),
+                bytes=size,
+                seconds=round(time.perf_counter() - t0, 4),
+                blocking_s=round(held["s"], 4),
+                format="dcp",
+                asynchronous=self.saver.asynchronous if self.saver is not None else False,
+                **self.phase_fields(),
+            )
+        if self.mirror is not None:
+            self.mirror.submit(path)
+
+    def wait_checkpoint(self) -> None:
+        """Block until a sharded checkpoint in flight is complete (before exiting or the final save)."""
+        if self.saver is not None:
+            self.saver.wait()
+        dist.barrier(self.info)
 
     # -- evaluation -------------------------------------------------------------------------------
     @torch.no_grad()
@@ -958,6 +1026,8 @@ class _Trainer:
             return EXIT_OK
         if not (reason == PREEMPTED and self.steps_done == 0):  # stopped before any step: nothing to save
             self.save_checkpoint()
+        if self.saver is not None:  # exit 75 promises a complete checkpoint: wait for the background write
+            self.wait_checkpoint()
         if reason != PREEMPTED:
             # FSDP: gather the full weights (a collective on every rank); rank 0 writes them.
             full = fsdp_mod.full_model_state(self.model) if self.fsdp else None
