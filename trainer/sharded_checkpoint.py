@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -45,12 +46,23 @@ def state_of(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[s
 def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Collective: every rank reads its own shards of the checkpoint at ``path`` into the model and
     the optimizer."""
+    import torch.distributed as tdist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import set_state_dict
 
     state = state_of(model, optimizer)  # the shapes and shardings to load into (optimizer state created)
-    dcp.load(state, checkpoint_id=str(path))
+    # one process (or DDP, every rank reading everything): no collectives; FSDP: each rank its shards
+    alone = not (tdist.is_available() and tdist.is_initialized()) or not _sharded(model)
+    with warnings.catch_warnings():  # DCP warns that one process is "assumed": here it is meant
+        warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+        dcp.load(state, checkpoint_id=str(path), no_dist=alone)
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+
+
+def _sharded(model: torch.nn.Module) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(p, DTensor) for p in model.parameters())
 
 
 class AsyncSaver:
@@ -82,11 +94,13 @@ class AsyncSaver:
         group = self._process_group()
         t0 = time.perf_counter()
         if hasattr(dcp, "async_save"):
-            result: Any = dcp.async_save(state, checkpoint_id=str(dest), process_group=group)
+            result: Any = dcp.async_save(
+                state, checkpoint_id=str(dest), process_group=group, no_dist=not self.distributed
+            )
             future: Future[Any] = getattr(result, "upload_completion", result)
         else:  # torch < 2.4: a plain collective save, done when it returns
             self.asynchronous = False
-            dcp.save(state, checkpoint_id=str(dest), process_group=group)
+            dcp.save(state, checkpoint_id=str(dest), process_group=group, no_dist=not self.distributed)
             future = Future()
             future.set_result(None)
         held = time.perf_counter() - t0
