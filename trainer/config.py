@@ -51,6 +51,7 @@ class TrainConfig:
     num_workers: int = -1
     device: str = "auto"
     fsdp: bool = False
+    meta_init: bool = True
     stop_sync_every_steps: int = 0
     # LoRA
     lora_rank: int = 0
@@ -109,6 +110,9 @@ HELP = {
     "text_field": "JSONL field that holds the text",
     "label_field": "JSONL field that holds the class label (--task seq-cls): integers (sorted numerically) "
     "or strings (sorted), mapped to ids 0..K-1 and saved as id2label/label2id",
+    "meta_init": "with --fsdp (causal LM, full fine-tuning): build the model on the meta device, shard it, and let "
+    "each rank materialise only its shard, filled from the weights rank 0 loads (a model larger than one GPU "
+    "can be trained); --no-meta-init builds the whole model on every rank first",
     "fsdp": "shard parameters, gradients and optimizer state with PyTorch FSDP2 (fully_shard per transformer "
     "block) across torchrun ranks instead of DDP; full-state checkpoints; one process: unsharded",
     "stop_sync_every_steps": "multi-process runs: steps between the ranks' agreement on a stop (signal, preemption "

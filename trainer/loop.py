@@ -333,7 +333,8 @@ class _Trainer:
         labels = self.data.labels if self.cls else None
         self.precision = resolve_precision(c.precision, self.device)
         self.dtype = self.precision.compute
-        self.model = build_model(
+        build = functools.partial(
+            build_model,
             c,
             self.tokenizer.vocab_size,
             self.tokenizer.eos_token_id,
@@ -342,8 +343,20 @@ class _Trainer:
             precision=self.precision,
             device=self.device,
         )
-        if not c.qlora:  # a 4-bit model is placed (and quantised) by from_pretrained itself
-            self.model = self.model.to(self.device)
+        # FSDP meta-device initialisation: every rank builds the model without memory; only rank 0 loads
+        # the weights (on the CPU), and after sharding each rank materialises its own shard from them.
+        self.meta_init = self.info.distributed and fsdp_mod.meta_init_wanted(c)
+        self._rank0_weights: tuple[dict[str, Any], dict[str, torch.Tensor]] | None = None
+        if self.meta_init:
+            if self.info.rank == 0:
+                real = build()
+                self._rank0_weights = (real.state_dict(), fsdp_mod.non_persistent_buffers(real))
+                del real
+            self.model = build(meta=True)
+        else:
+            self.model = build()
+            if not c.qlora:  # a 4-bit model is placed (and quantised) by from_pretrained itself
+                self.model = self.model.to(self.device)
         self.model.train()
         self.loss_fn: Any = classification_loss_sum
         self.loss_impl = "classification"
@@ -375,6 +388,10 @@ class _Trainer:
         if self.fsdp:
             # before the optimizer: it must see the sharded parameters; 16-bit gathers under *-mixed
             fsdp_mod.shard(self.model, self.dtype if self.precision.autocast else None)
+            if self.meta_init:
+                full, buffers = self._rank0_weights or (None, None)
+                fsdp_mod.materialise(self.model, self.device, full, buffers)
+                self._rank0_weights = None
         # FSDP checkpoints: each rank writes its own shards with DCP, asynchronously (sharded_checkpoint.py)
         self.saver = sharded_checkpoint.AsyncSaver(self.info.distributed) if self.fsdp else None
         self.optimizer = make_optimizer(self.model, c, self.device)
@@ -754,6 +771,8 @@ class _Trainer:
             pid=os.getpid(),
             task=c.task,
             fsdp=self.fsdp,
+            meta_init=self.meta_init,
+            param_bytes_per_rank=fsdp_mod.local_parameter_bytes(self.model),
             **({"labels": self.data.labels} if self.cls else {}),
         )
         if resumed is not None:
