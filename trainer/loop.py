@@ -26,7 +26,7 @@ from . import allocator, checkpoint, clock, compiling, dist, losses, protocol, s
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .config import TrainConfig, to_dict, write_resolved
-from .flops import peak_flops
+from .flops import peak_flops, set_tf32
 from .mirror import Mirror, fetch_newest
 from .model import (
     QLoRAUnavailable,
@@ -226,6 +226,7 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
     device = pick_device(config.device, info.local_rank)
     run_dir = Path(config.run_dir)
     dist.init(info, device)
+    set_tf32(config.tf32 == "on")  # before any matmul: fp32 matmuls on TF32 tensor cores, or full fp32
     # The rank that writes this node's files (checkpoints, final/, token cache): rank 0 when every
     # node sees the same run directory (shared file system), else each node's local rank 0.
     writer = dist.storage_leader(info, run_dir) == info.rank
@@ -744,7 +745,8 @@ class _Trainer:
         self.flops = training_flops(raw, c.seq_len, c.grad_checkpointing)
         fpt = self.flops.model
         dev_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
-        peak = c.peak_tflops * 1e12 if c.peak_tflops else peak_flops(dev_name, self.dtype)
+        tf32 = c.tf32 == "on"
+        peak = c.peak_tflops * 1e12 if c.peak_tflops else peak_flops(dev_name, self.dtype, tf32)
         gb = c.micro_batch * c.grad_accum * info.world
         start_step = self.state.step
         self.tele.emit(
@@ -756,6 +758,7 @@ class _Trainer:
             device=dev_name,
             precision=self.precision.name,
             param_dtypes=self.param_dtypes(),
+            tf32=tf32,
             loss_impl=self.loss_impl,
             compile=self.compiled,
             alloc_conf=allocator.current() if self.device.type == "cuda" else None,
@@ -795,6 +798,7 @@ class _Trainer:
             self.bench.info = {
                 "device": dev_name,
                 "precision": self.precision.name,
+                "tf32": tf32,
                 "param_dtypes": self.param_dtypes(),
                 "loss_impl": self.loss_impl,
                 "compile": self.compiled,
