@@ -372,7 +372,10 @@ class _Trainer:
         if self.compiled:
             self.compile_clock = compiling.CompileClock().install()
             compiling.compile_blocks(self.model, c.compile_backend)
-            losses.compile_loss(head_loss, c.compile_backend)
+            if not losses.compile_loss(head_loss, c.compile_backend) and not self.cls and head_loss is None:
+                # the plain path (full logits): its upcast and cross-entropy compiled as one graph
+                plain = losses.compile_logits_loss(c.compile_backend)
+                self.loss_fn = functools.partial(causal_loss_sum, head_loss=None, logits_loss=plain)
         self.trainable = [n for n, p in self.model.named_parameters() if p.requires_grad]
         self.full_state = len(self.trainable) == sum(1 for _ in self.model.parameters())
         self.fsdp = bool(c.fsdp and self.info.distributed)
