@@ -386,8 +386,9 @@ class _Trainer:
             )
         if self.fsdp and not self.multi_storage_ok():
             raise RuntimeError(
-                "--fsdp across nodes needs one run directory on a shared file system (rank 0 "
-                "gathers the full checkpoint); the nodes' run directories are on separate disks"
+                "--fsdp across nodes needs one run directory on a shared file system (every rank's "
+                "checkpoint shards and the manifest go in one folder); the nodes' run directories "
+                "are on separate disks"
             )
         if self.fsdp:
             # before the optimizer: it must see the sharded parameters; 16-bit gathers under *-mixed
