@@ -4,6 +4,10 @@ Writing: files go to a temporary directory, each is fsynced, the directory is re
 and only then the completion marker ``COMPLETE.json`` (holding a SHA-256 of every file) is written
 and fsynced. A checkpoint without a valid marker, or whose files do not match their checksums, is
 ignored, and the previous one is used. The last K (at least 2) complete checkpoints are kept.
+
+Two layouts: ``model.pt`` and ``optimizer.pt`` (full state dicts; single-process and DDP runs) or, for
+FSDP runs, per-rank shards and DCP's ``.metadata`` index (``trainer/sharded_checkpoint.py``). The
+marker lists every file of either by its path relative to the checkpoint folder.
 """
 
 from __future__ import annotations
@@ -109,6 +113,21 @@ def write_rank_state(tmp: Path, rank: int) -> None:
     _fsync_file(path)
 
 
+def write_state(tmp: Path, scaler_state: dict[str, Any] | None, trainer_state: dict[str, Any]) -> None:
+    """``trainer_state.json`` (and the gradient scaler's state), fsynced: what a sharded checkpoint
+    keeps beside its DCP shards."""
+    if scaler_state:
+        torch.save(scaler_state, tmp / "scaler.pt")
+        _fsync_file(tmp / "scaler.pt")
+    path = tmp / "trainer_state.json"
+    path.write_text(json.dumps(trainer_state, indent=1), encoding="utf-8")
+    _fsync_file(path)
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.rglob("*") if f.is_file())
+
+
 def write_main(
     tmp: Path,
     model_state: dict[str, torch.Tensor],
@@ -130,8 +149,8 @@ def finish(run_dir: Path, tmp: Path, step: int, keep: int) -> tuple[Path, int]:
     final = checkpoints_dir(run_dir) / step_dir_name(step)
     if final.exists():
         shutil.rmtree(final)
-    files = {f.name: _sha256(f) for f in sorted(tmp.iterdir())}
-    size = sum(f.stat().st_size for f in tmp.iterdir())
+    files = {f.relative_to(tmp).as_posix(): _sha256(f) for f in _files(tmp)}
+    size = sum(f.stat().st_size for f in _files(tmp))
     os.replace(tmp, final)
     _fsync_dir(final.parent)
     marker = final / MARKER
@@ -144,16 +163,35 @@ def finish(run_dir: Path, tmp: Path, step: int, keep: int) -> tuple[Path, int]:
     return final, size
 
 
-def is_valid(path: Path) -> bool:
+def problem(path: Path) -> str | None:
+    """Why the checkpoint at ``path`` cannot be used (naming the file), or None when every file the
+    manifest lists is there with its checksum."""
     marker = path / MARKER
     try:
         meta = json.loads(marker.read_text(encoding="utf-8"))
-        files = meta["files"]
-        if "trainer_state.json" not in files or "model.pt" not in files:
-            return False
-        return all(_sha256(path / name) == digest for name, digest in files.items())
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
+    except FileNotFoundError:
+        return f"no {MARKER}: the checkpoint was never completed"
+    except (OSError, ValueError) as exc:
+        return f"{MARKER} is unreadable ({exc})"
+    files = meta.get("files") if isinstance(meta, dict) else None
+    if not isinstance(files, dict):
+        return f"{MARKER} lists no files"
+    if "trainer_state.json" not in files:
+        return f"{MARKER} does not list trainer_state.json"
+    if "model.pt" not in files and ".metadata" not in files:
+        return f"{MARKER} lists neither model.pt nor DCP's .metadata"
+    for name, digest in files.items():
+        try:
+            actual = _sha256(path / name)
+        except OSError:
+            return f"{name} is missing"
+        if actual != digest:
+            return f"{name} does not match its SHA-256 checksum in {MARKER}"
+    return None
+
+
+def is_valid(path: Path) -> bool:
+    return problem(path) is None
 
 
 def candidates(run_dir: Path) -> list[Path]:
@@ -170,10 +208,11 @@ def complete(run_dir: Path) -> list[Path]:
 
 def newest_valid(run_dir: Path, log: Any = None) -> Path | None:
     for path in candidates(run_dir):
-        if is_valid(path):
+        why = problem(path)
+        if why is None:
             return path
         if log:
-            log(f"checkpoint {path.name} is incomplete or corrupt; trying the previous one")
+            log(f"checkpoint {path.name} is not usable: {why}; trying the previous one")
     return None
 
 
@@ -228,9 +267,12 @@ def describe_changes(changes: list[tuple[str, Any, Any]]) -> str:
 
 
 def load(path: Path, rank: int) -> dict[str, Any]:
+    """The state a checkpoint holds for ``rank``. A sharded (DCP) checkpoint's model and optimizer
+    ("model"/"optimizer" None here) are read by ``sharded_checkpoint.load``, a collective."""
+    sharded = (path / ".metadata").is_file()
     out: dict[str, Any] = {
-        "model": torch.load(path / "model.pt", map_location="cpu", weights_only=True),
-        "optimizer": torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True),
+        "model": None if sharded else torch.load(path / "model.pt", map_location="cpu", weights_only=True),
+        "optimizer": None if sharded else torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True),
         "state": json.loads((path / "trainer_state.json").read_text(encoding="utf-8")),
         "scaler": None,
         "rng": None,

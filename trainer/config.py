@@ -46,11 +46,13 @@ class TrainConfig:
     compile_backend: str = "inductor"
     attn_implementation: str = "sdpa"
     fused_kernels: bool = True
+    tf32: str = "off"
     loss_impl: str = "auto"
     reset_position_ids: bool = False
     num_workers: int = -1
     device: str = "auto"
     fsdp: bool = False
+    meta_init: bool = True
     stop_sync_every_steps: int = 0
     # LoRA
     lora_rank: int = 0
@@ -97,6 +99,7 @@ CHOICES = {
     "attn_implementation": ("sdpa", "eager", "flash_attention_2"),
     "loss_impl": ("auto", "chunked", "liger", "plain"),
     "schedule_change": ("warn", "refuse"),
+    "tf32": ("on", "off"),
     "compile_backend": ("inductor", "aot_eager", "eager"),
 }
 HELP = {
@@ -109,6 +112,9 @@ HELP = {
     "text_field": "JSONL field that holds the text",
     "label_field": "JSONL field that holds the class label (--task seq-cls): integers (sorted numerically) "
     "or strings (sorted), mapped to ids 0..K-1 and saved as id2label/label2id",
+    "meta_init": "with --fsdp (causal LM, full fine-tuning): build the model on the meta device, shard it, and let "
+    "each rank materialise only its shard, filled from the weights rank 0 loads (a model larger than one GPU "
+    "can be trained); --no-meta-init builds the whole model on every rank first",
     "fsdp": "shard parameters, gradients and optimizer state with PyTorch FSDP2 (fully_shard per transformer "
     "block) across torchrun ranks instead of DDP; full-state checkpoints; one process: unsharded",
     "stop_sync_every_steps": "multi-process runs: steps between the ranks' agreement on a stop (signal, preemption "
@@ -129,6 +135,9 @@ HELP = {
     "compile_s",
     "compile_backend": "torch.compile backend: inductor (fused kernels), aot_eager or eager (no code generation: "
     "checks that the model compiles without graph breaks, fast)",
+    "tf32": "on: fp32 matmuls and convolutions run on TF32 tensor cores (Ampere and newer; about 10 mantissa "
+    "bits instead of 23, several times faster) and MFU/HFU divide by the GPU's TF32 peak; off (PyTorch's "
+    "default): full fp32 and the fp32 peak. Matters under --precision fp32 only: bf16 and fp16 matmuls ignore it",
     "fused_kernels": "swap activations written as chains of small ops (GPT-2's gelu_new, gelu_fast, "
     "gelu_accurate) for PyTorch's one-kernel tanh GELU: the same function, faster, and less "
     "activation memory; the saved model is unchanged",

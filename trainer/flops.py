@@ -32,17 +32,28 @@ PEAK_TFLOPS: list[tuple[str, dict[str, float]]] = [
 ]
 
 
-def precision_key(dtype: torch.dtype) -> str:
+def set_tf32(enabled: bool) -> None:
+    """``--tf32``: let fp32 matmuls (and cuDNN convolutions) run on TF32 tensor cores, or keep full fp32.
+    Process-wide, set before the model runs; it changes nothing on the CPU."""
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+
+
+def precision_key(dtype: torch.dtype, tf32: bool | None = None) -> str:
+    """The peak-rate column for matmuls in ``dtype``: fp32 matmuls count at the TF32 peak when TF32 is
+    on (``tf32``; None: as torch is set now)."""
     if dtype == torch.bfloat16:
         return "bf16"
     if dtype == torch.float16:
         return "fp16"
-    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "fp32"
+    if tf32 is None:
+        tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+    return "tf32" if tf32 else "fp32"
 
 
-def peak_flops(device_name: str, dtype: torch.dtype) -> float | None:
+def peak_flops(device_name: str, dtype: torch.dtype, tf32: bool | None = None) -> float | None:
     """Peak FLOP/s of one device for this precision, or None if unknown (e.g. CPU)."""
-    key = precision_key(dtype)
+    key = precision_key(dtype, tf32)
     for fragment, table in PEAK_TFLOPS:
         if fragment.lower() in device_name.lower():
             value = table.get(key) or 0

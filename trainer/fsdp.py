@@ -2,9 +2,11 @@
 output head (a unit each), then the root; under ``*-mixed`` with torchtitan's mixed-precision policy.
 
 Parameters, gradients and optimizer state are sharded across the data-parallel ranks; each block's
-parameters are all-gathered just for its forward and backward. Checkpoints hold *full* (unsharded)
-state dicts gathered to rank 0, keyed by parameter name, so they are independent of the rank count
-and load into a sharded or an unsharded model alike. Works with NCCL on GPUs and gloo on CPU.
+parameters are all-gathered just for its forward and backward. Checkpoints are sharded DCP saves
+(``trainer/sharded_checkpoint.py``), keyed by parameter name, so they reload on another rank count; the
+finished model (``final/``) is gathered to full tensors. With meta-device initialisation
+(:func:`materialise`) no rank but rank 0 ever holds the whole model, and rank 0 only on the CPU.
+Works with NCCL on GPUs and gloo on CPU.
 """
 
 from __future__ import annotations
@@ -67,6 +69,59 @@ def shard(model: torch.nn.Module, compute: torch.dtype | None = None) -> int:
         fully_shard(unit, **kw)
     fully_shard(model, **kw)
     return len(units)
+
+
+def non_persistent_buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Buffers a state dict leaves out (rotary ``inv_freq``, attention masks): computed when a module
+    is built, so a model built on the meta device has none of their values."""
+    out: dict[str, torch.Tensor] = {}
+    for prefix, module in model.named_modules():
+        for name in sorted(getattr(module, "_non_persistent_buffers_set", ())):
+            buf = module._buffers.get(name)
+            if buf is not None:
+                out[f"{prefix}.{name}" if prefix else name] = buf
+    return out
+
+
+def meta_init_wanted(config: Any) -> bool:
+    """Meta-device initialisation applies to FSDP full fine-tuning of a causal LM (LoRA, QLoRA and
+    classification heads keep the ordinary load)."""
+    return bool(
+        config.fsdp and config.meta_init and config.task != "seq-cls" and config.lora_rank == 0 and not config.qlora
+    )
+
+
+def materialise(
+    model: torch.nn.Module,
+    device: torch.device,
+    full_state: dict[str, torch.Tensor] | None,
+    buffers: dict[str, torch.Tensor] | None,
+) -> None:
+    """Collective, after :func:`shard` of a model built on the meta device: allocate each rank's shards
+    (and the unsharded buffers) on ``device``, then fill them from rank 0's full state dict, which rank 0
+    passes (the others pass None): ``set_model_state_dict`` broadcasts it piece by piece and each rank
+    keeps only its shard. Non-persistent buffers are not in a state dict; rank 0 broadcasts its values."""
+    import torch.distributed as tdist
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+    model.to_empty(device=device)
+    set_model_state_dict(model, full_state or {}, options=_options(broadcast_from_rank0=True))
+    rank0 = tdist.get_rank() == 0
+    for name, buf in non_persistent_buffers(model).items():
+        if rank0:
+            if buffers is None or name not in buffers:
+                raise RuntimeError(f"meta-device initialisation: rank 0 has no value for buffer {name}")
+            buf.copy_(buffers[name])
+        tdist.broadcast(buf, src=0)
+
+
+def local_parameter_bytes(model: torch.nn.Module) -> int:
+    """Bytes of parameters this rank holds (its shards under FSDP; each tied parameter once)."""
+    total = 0
+    for p in model.parameters():
+        local = p.to_local() if hasattr(p, "to_local") else p
+        total += local.numel() * local.element_size()
+    return total
 
 
 def _options(**kw: Any) -> Any:

@@ -12,6 +12,7 @@ import math
 import os
 import socket
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -21,11 +22,11 @@ from typing import Any, TextIO
 import torch
 import torch.nn.functional as F
 
-from . import allocator, checkpoint, clock, compiling, dist, losses, protocol
+from . import allocator, checkpoint, clock, compiling, dist, losses, protocol, sharded_checkpoint
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .config import TrainConfig, to_dict, write_resolved
-from .flops import peak_flops
+from .flops import peak_flops, set_tf32
 from .mirror import Mirror, fetch_newest
 from .model import (
     QLoRAUnavailable,
@@ -225,6 +226,7 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
     device = pick_device(config.device, info.local_rank)
     run_dir = Path(config.run_dir)
     dist.init(info, device)
+    set_tf32(config.tf32 == "on")  # before any matmul: fp32 matmuls on TF32 tensor cores, or full fp32
     # The rank that writes this node's files (checkpoints, final/, token cache): rank 0 when every
     # node sees the same run directory (shared file system), else each node's local rank 0.
     writer = dist.storage_leader(info, run_dir) == info.rank
@@ -332,7 +334,8 @@ class _Trainer:
         labels = self.data.labels if self.cls else None
         self.precision = resolve_precision(c.precision, self.device)
         self.dtype = self.precision.compute
-        self.model = build_model(
+        build = functools.partial(
+            build_model,
             c,
             self.tokenizer.vocab_size,
             self.tokenizer.eos_token_id,
@@ -341,8 +344,20 @@ class _Trainer:
             precision=self.precision,
             device=self.device,
         )
-        if not c.qlora:  # a 4-bit model is placed (and quantised) by from_pretrained itself
-            self.model = self.model.to(self.device)
+        # FSDP meta-device initialisation: every rank builds the model without memory; only rank 0 loads
+        # the weights (on the CPU), and after sharding each rank materialises its own shard from them.
+        self.meta_init = self.info.distributed and fsdp_mod.meta_init_wanted(c)
+        self._rank0_weights: tuple[dict[str, Any], dict[str, torch.Tensor]] | None = None
+        if self.meta_init:
+            if self.info.rank == 0:
+                real = build()
+                self._rank0_weights = (real.state_dict(), fsdp_mod.non_persistent_buffers(real))
+                del real
+            self.model = build(meta=True)
+        else:
+            self.model = build()
+            if not c.qlora:  # a 4-bit model is placed (and quantised) by from_pretrained itself
+                self.model = self.model.to(self.device)
         self.model.train()
         self.loss_fn: Any = classification_loss_sum
         self.loss_impl = "classification"
@@ -357,7 +372,10 @@ class _Trainer:
         if self.compiled:
             self.compile_clock = compiling.CompileClock().install()
             compiling.compile_blocks(self.model, c.compile_backend)
-            losses.compile_loss(head_loss, c.compile_backend)
+            if not losses.compile_loss(head_loss, c.compile_backend) and not self.cls and head_loss is None:
+                # the plain path (full logits): its upcast and cross-entropy compiled as one graph
+                plain = losses.compile_logits_loss(c.compile_backend)
+                self.loss_fn = functools.partial(causal_loss_sum, head_loss=None, logits_loss=plain)
         self.trainable = [n for n, p in self.model.named_parameters() if p.requires_grad]
         self.full_state = len(self.trainable) == sum(1 for _ in self.model.parameters())
         self.fsdp = bool(c.fsdp and self.info.distributed)
@@ -368,12 +386,19 @@ class _Trainer:
             )
         if self.fsdp and not self.multi_storage_ok():
             raise RuntimeError(
-                "--fsdp across nodes needs one run directory on a shared file system (rank 0 "
-                "gathers the full checkpoint); the nodes' run directories are on separate disks"
+                "--fsdp across nodes needs one run directory on a shared file system (every rank's "
+                "checkpoint shards and the manifest go in one folder); the nodes' run directories "
+                "are on separate disks"
             )
         if self.fsdp:
             # before the optimizer: it must see the sharded parameters; 16-bit gathers under *-mixed
             fsdp_mod.shard(self.model, self.dtype if self.precision.autocast else None)
+            if self.meta_init:
+                full, buffers = self._rank0_weights or (None, None)
+                fsdp_mod.materialise(self.model, self.device, full, buffers)
+                self._rank0_weights = None
+        # FSDP checkpoints: each rank writes its own shards with DCP, asynchronously (sharded_checkpoint.py)
+        self.saver = sharded_checkpoint.AsyncSaver(self.info.distributed) if self.fsdp else None
         self.optimizer = make_optimizer(self.model, c, self.device)
         self.scaler = (
             torch.amp.GradScaler("cuda") if self.dtype == torch.float16 and self.device.type == "cuda" else None
@@ -406,6 +431,23 @@ class _Trainer:
                 f"(epoch {st['epoch']}, sample {st['offset']}) is re-sharded exactly; global batch is now {gb}; "
                 "the dropout RNG streams of new ranks start fresh"
             )
+        if ck["model"] is None:  # sharded (DCP): every rank reads its shards, resharded to this run
+            sharded_checkpoint.load(path, self.model, self.optimizer)
+        else:
+            self._load_full(path, ck)
+        if self.scaler is not None and ck["scaler"]:
+            self.scaler.load_state_dict(ck["scaler"])
+        if ck["rng"] is not None:
+            checkpoint.set_rng_state(ck["rng"])
+        self.saved_state = st
+        known = set(RunState.__dataclass_fields__)
+        self.state = RunState(**{k: v for k, v in st.items() if k in known})
+        self.state.world = self.info.world
+        return path
+
+    def _load_full(self, path: Path, ck: dict[str, Any]) -> None:
+        """A checkpoint of full state dicts (model.pt, optimizer.pt) into this run's model."""
+        st = ck["state"]
         names = set(self.model.state_dict())  # (FSDP: the same names, sharded values; nothing gathered)
         bad = [k for k in self.trainable if k not in ck["model"]] + [k for k in ck["model"] if k not in names]
         if bad:
@@ -424,15 +466,6 @@ class _Trainer:
             )
         else:
             self.optimizer.load_state_dict(ck["optimizer"])
-        if self.scaler is not None and ck["scaler"]:
-            self.scaler.load_state_dict(ck["scaler"])
-        if ck["rng"] is not None:
-            checkpoint.set_rng_state(ck["rng"])
-        self.saved_state = st
-        known = set(RunState.__dataclass_fields__)
-        self.state = RunState(**{k: v for k, v in st.items() if k in known})
-        self.state.world = self.info.world
-        return path
 
     def param_dtypes(self) -> dict[str, int]:
         """Parameter count per dtype: trained parameters (and so their gradients and optimizer states)
@@ -540,6 +573,9 @@ class _Trainer:
             self.phases.switch(previous)
 
     def _save_checkpoint(self) -> None:
+        if self.saver is not None:
+            self._save_sharded()
+            return
         t0 = time.perf_counter()
         step = self.state.step
         # Each node's writer creates the temporary folder in its own run directory; every rank writes
@@ -560,12 +596,7 @@ class _Trainer:
             if not self.fsdp:
                 full_model, optim_state = self._raw_model().state_dict(), self.optimizer.state_dict()
             model_state = {k: v for k, v in full_model.items() if k in trainable or self.full_state}
-            st = dict(self.state.__dict__)
-            st["optimizer_format"] = "by-name" if self.fsdp else "by-index"
-            st["fsdp"] = self.fsdp
-            st["global_batch"] = self.config.micro_batch * self.config.grad_accum * self.info.world
-            st["seed"] = self.config.seed
-            st["scheduler"] = self._schedule()
+            st = self._checkpoint_state("by-name" if self.fsdp else "by-index")
             checkpoint.write_main(
                 tmp, model_state, optim_state, self.scaler.state_dict() if self.scaler is not None else None, st
             )
@@ -585,6 +616,65 @@ class _Trainer:
                 self.mirror.submit(path)
         dist.barrier(self.info)
         self.last_ckpt = time.monotonic()
+
+    def _checkpoint_state(self, optimizer_format: str) -> dict[str, Any]:
+        st = dict(self.state.__dict__)
+        st["optimizer_format"] = optimizer_format
+        st["fsdp"] = self.fsdp
+        st["global_batch"] = self.config.micro_batch * self.config.grad_accum * self.info.world
+        st["seed"] = self.config.seed
+        st["scheduler"] = self._schedule()
+        return st
+
+    def _save_sharded(self) -> None:
+        """FSDP: every rank writes its own shards with DCP in the background; the writer completes the
+        checkpoint (checksums, rename, manifest last) once every shard is on disk. Training waits only
+        for the previous save to end and for this rank's shards to be copied to host memory."""
+        assert self.saver is not None
+        t0 = time.perf_counter()
+        self.saver.wait()  # one save in flight: the previous one is complete (or its failure raised here)
+        step = self.state.step
+        tmp = checkpoint.checkpoints_dir(self.run_dir) / f".tmp-{checkpoint.step_dir_name(step)}"
+        if self.writer:
+            tmp = checkpoint.begin(self.run_dir, step)
+        dist.barrier(self.info)
+        checkpoint.write_rank_state(tmp, self.info.rank)
+        if self.writer:
+            st = self._checkpoint_state("dcp")
+            checkpoint.write_state(tmp, self.scaler.state_dict() if self.scaler is not None else None, st)
+        dist.barrier(self.info)  # every rank's RNG file is on disk before the manifest can list it
+        held: dict[str, Any] = {"s": None, "ready": threading.Event()}
+        then = functools.partial(self._complete_sharded, tmp, step, t0, held) if self.writer else None
+        self.saver.save(sharded_checkpoint.state_of(self.model, self.optimizer), tmp, then)
+        held["s"] = time.perf_counter() - t0  # what training waited for: the previous save, staging
+        held["ready"].set()
+        self.last_ckpt = time.monotonic()
+
+    def _complete_sharded(self, tmp: Path, step: int, t0: float, held: dict[str, Any]) -> None:
+        """On the save's background thread of the writer, after every rank's shards are written."""
+        held["ready"].wait()
+        self.tele.sync()
+        path, size = checkpoint.finish(self.run_dir, tmp, step, self.config.keep_checkpoints)
+        if self.info.is_main:
+            self.tele.emit(
+                "checkpoint",
+                step=step,
+                path=str(path),
+                bytes=size,
+                seconds=round(time.perf_counter() - t0, 4),
+                blocking_s=round(held["s"], 4),
+                format="dcp",
+                asynchronous=self.saver.asynchronous if self.saver is not None else False,
+                **self.phase_fields(),
+            )
+        if self.mirror is not None:
+            self.mirror.submit(path)
+
+    def wait_checkpoint(self) -> None:
+        """Block until a sharded checkpoint in flight is complete (before exiting or the final save)."""
+        if self.saver is not None:
+            self.saver.wait()
+        dist.barrier(self.info)
 
     # -- evaluation -------------------------------------------------------------------------------
     @torch.no_grad()
@@ -659,7 +749,8 @@ class _Trainer:
         self.flops = training_flops(raw, c.seq_len, c.grad_checkpointing)
         fpt = self.flops.model
         dev_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
-        peak = c.peak_tflops * 1e12 if c.peak_tflops else peak_flops(dev_name, self.dtype)
+        tf32 = c.tf32 == "on"
+        peak = c.peak_tflops * 1e12 if c.peak_tflops else peak_flops(dev_name, self.dtype, tf32)
         gb = c.micro_batch * c.grad_accum * info.world
         start_step = self.state.step
         self.tele.emit(
@@ -671,6 +762,7 @@ class _Trainer:
             device=dev_name,
             precision=self.precision.name,
             param_dtypes=self.param_dtypes(),
+            tf32=tf32,
             loss_impl=self.loss_impl,
             compile=self.compiled,
             alloc_conf=allocator.current() if self.device.type == "cuda" else None,
@@ -686,6 +778,8 @@ class _Trainer:
             pid=os.getpid(),
             task=c.task,
             fsdp=self.fsdp,
+            meta_init=self.meta_init,
+            param_bytes_per_rank=fsdp_mod.local_parameter_bytes(self.model),
             **({"labels": self.data.labels} if self.cls else {}),
         )
         if resumed is not None:
@@ -708,6 +802,7 @@ class _Trainer:
             self.bench.info = {
                 "device": dev_name,
                 "precision": self.precision.name,
+                "tf32": tf32,
                 "param_dtypes": self.param_dtypes(),
                 "loss_impl": self.loss_impl,
                 "compile": self.compiled,
@@ -962,6 +1057,8 @@ class _Trainer:
             return EXIT_OK
         if not (reason == PREEMPTED and self.steps_done == 0):  # stopped before any step: nothing to save
             self.save_checkpoint()
+        if self.saver is not None:  # exit 75 promises a complete checkpoint: wait for the background write
+            self.wait_checkpoint()
         if reason != PREEMPTED:
             # FSDP: gather the full weights (a collective on every rank); rank 0 writes them.
             full = fsdp_mod.full_model_state(self.model) if self.fsdp else None

@@ -180,7 +180,7 @@ def chunked_linear_cross_entropy(
 
 def compile_loss(head_loss: HeadLoss | None, backend: str = "inductor") -> bool:
     """Compile the chunked loss's per-chunk math (``--compile``); True when there was one to compile.
-    Liger's loss is a fused kernel already; the plain path is left as it is."""
+    Liger's loss is a fused kernel already; the plain path has :func:`compile_logits_loss`."""
     if head_loss is None or head_loss.kind != "chunked":
         return False
     kernel = torch.compile(chunk_loss_and_grad, backend=backend, fullgraph=True)
@@ -296,9 +296,11 @@ def causal_loss_sum(
     device: torch.device,
     autocast: Any,
     head_loss: HeadLoss | None = None,
+    logits_loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Summed next-token cross-entropy over a micro-batch: through ``head_loss`` when given (no full
-    logits), else from the model's logits upcast to fp32."""
+    logits), else from the model's logits upcast to fp32 (``logits_loss``, default
+    :func:`logits_cross_entropy`; its compiled form under ``--compile``)."""
     ids = batch["input_ids"].to(device, non_blocking=True)
     kwargs = {}
     if "position_ids" in batch:
@@ -310,7 +312,19 @@ def causal_loss_sum(
         return head_loss.take()
     with autocast():
         logits = model(input_ids=ids, **kwargs).logits
+    return (logits_loss or logits_cross_entropy)(logits, targets)
+
+
+def logits_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The plain path's loss: summed cross-entropy of the full logits, upcast to fp32. ``--compile``
+    compiles it (:func:`compile_logits_loss`): the upcast, log-softmax and gather fuse, so the fp32 copy
+    of the logits is not written out on its own."""
     return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
+
+
+def compile_logits_loss(backend: str = "inductor") -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """:func:`logits_cross_entropy` compiled (one graph, no breaks), for the plain path under ``--compile``."""
+    return torch.compile(logits_cross_entropy, backend=backend, fullgraph=True)
 
 
 def loss_memory_bytes(tokens: int, vocab: int, hidden: int, compute_bytes: int, impl: str) -> int:

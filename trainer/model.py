@@ -4,6 +4,7 @@ the FLOPs per token behind MFU and HFU."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass, replace
@@ -89,6 +90,7 @@ def build_model(
     pad_id: int | None = None,
     precision: Precision | None = None,
     device: torch.device | None = None,
+    meta: bool = False,
 ) -> torch.nn.Module:
     """Causal LM, or (``task == "seq-cls"``) a sequence classifier with ``labels`` as its classes
     (``id2label``/``label2id`` in its config) and ``pad_id`` as pad token (GPT-2 style models pool the
@@ -97,6 +99,10 @@ def build_model(
     Parameter dtypes are set here, whatever dtype the checkpoint was saved in and whatever the
     transformers version's loading default (``precision``, default from ``config.precision`` and
     ``config.device``): see :func:`model_precision`.
+
+    ``meta``: the same model with its parameters and buffers on the ``meta`` device (no memory, no
+    values), built from the checkpoint's config without reading its weights; FSDP's meta-device
+    initialisation (``trainer/fsdp.py`` ``materialise``) fills it, shard by shard.
     """
     import transformers
 
@@ -129,7 +135,14 @@ def build_model(
         if getattr(hf_config, "vocab_size", vocab_size) < vocab_size:
             raise ValueError(f"model vocab_size {hf_config.vocab_size} < tokenizer vocabulary {vocab_size}")
         torch.manual_seed(config.seed)
-        model = auto.from_config(hf_config, **kwargs)
+        with torch.device("meta") if meta else contextlib.nullcontext():
+            model = auto.from_config(hf_config, **kwargs)
+    elif meta:
+        if cls or config.qlora or config.lora_rank > 0:
+            raise ValueError("meta-device initialisation is for full fine-tuning of a causal LM")
+        hf_config = transformers.AutoConfig.from_pretrained(config.model)
+        with torch.device("meta"):
+            model = auto.from_config(hf_config, **kwargs)
     else:
         if cls:  # a new head when the checkpoint's classes differ
             kwargs.update(label_kwargs, ignore_mismatched_sizes=True)

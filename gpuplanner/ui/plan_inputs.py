@@ -552,6 +552,11 @@ def trainer_settings(
         "budget_usd": request.budget_usd,
         "plan_id": plan_id,
         "spot": request.pricing_mode == "spot",
-        # the trainer's FSDP2 sharding (its only sharding besides DDP)
-        "extra": "--fsdp" if setup.sharding == "fsdp" and setup.gpus > 1 else "",
+        # the trainer's FSDP2 sharding (its only sharding besides DDP), and TF32 as planned (fp32 only)
+        "extra": " ".join(
+            [
+                *(["--fsdp"] if setup.sharding == "fsdp" and setup.gpus > 1 else []),
+                *(["--tf32 on"] if setup.tf32 else []),
+            ]
+        ),
     }

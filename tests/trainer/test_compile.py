@@ -56,6 +56,31 @@ def test_compiled_blocks_match_eager_without_graph_breaks(tmp_path: Path, ckpt: 
         torch.testing.assert_close(grads[name], g, rtol=1e-5, atol=1e-6, msg=name)
 
 
+def test_the_compiled_plain_loss_matches_eager_in_one_graph(tmp_path: Path) -> None:
+    """``--compile`` with the full-logits loss (``--loss-impl plain``): the compiled upcast and
+    cross-entropy give eager's loss and gradients, through a real model, without a graph break."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(NODROP))
+    compiled = losses.compile_logits_loss("aot_eager")
+    ids = torch.randint(0, 257, (2, 32), generator=torch.Generator().manual_seed(1))
+    results = []
+    for fn in (None, compiled):
+        torch.manual_seed(0)
+        model = build_model(make_config(tmp_path / "r", path, precision="fp32"), 257, 256)
+        loss = losses.causal_loss_sum(model, {"input_ids": ids}, CPU, contextlib.nullcontext, None, fn)
+        loss.backward()
+        results.append((float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (eager, eager_grads), (got, grads) = results
+    assert counters["graph_break"] == {} and counters["stats"]["unique_graphs"] == 1
+    assert got == pytest.approx(eager, rel=1e-5)
+    for name, g in eager_grads.items():
+        torch.testing.assert_close(grads[name], g, rtol=1e-5, atol=1e-6, msg=name)
+
+
 def test_compile_is_on_by_default_on_cuda_only() -> None:
     assert compiling.wanted(None, torch.device("cuda", 0)) is True
     assert compiling.wanted(None, CPU) is False

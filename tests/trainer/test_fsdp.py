@@ -58,8 +58,9 @@ def test_two_process_fsdp_matches_single_process_and_resumes_exactly(tmp_path: P
     assert [e["step"] for e in events if e["kind"] == "eval"] == [2, 4]
     ck = checkpoint.newest_valid(tmp_path / "fsdp")
     assert ck is not None and ck.name == "step-00000004"
-    full = torch.load(ck / "model.pt", weights_only=True)  # full (unsharded) tensors, plain ones
-    assert full["transformer.h.0.attn.c_attn.weight"].shape == (32, 96)
+    # sharded (DCP): one shard file per rank and DCP's index, no gathered model.pt
+    assert sorted(f.name for f in ck.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    assert (ck / ".metadata").is_file() and not (ck / "model.pt").exists()
 
     # Same global batch (2 x 2 x 2 = 8) in one process, unsharded: same weights up to summation order.
     single = make_config(tmp_path / "single", nodrop, micro_batch=4, grad_accum=2, max_steps=4)
