@@ -108,7 +108,17 @@ def compare(
 
     def add(count: int) -> None:
         setup = replace(request.setup, gpus=count)
-        memory = estimate_memory(request.model, setup)
+        # A candidate setting's memory does not depend on the GPU: worked out once per GPU count, not once
+        # per GPU (most of the time fitting takes).
+        known: dict[TrainSetup, MemoryBreakdown] = {}
+
+        def memory_of(candidate: TrainSetup) -> MemoryBreakdown:
+            found = known.get(candidate)
+            if found is None:
+                found = known[candidate] = estimate_memory(request.model, candidate)
+            return found
+
+        memory = memory_of(setup)
         trainable = trainable_params(request.model, setup)
         for name in names:
             gpu = catalog.gpu(name)
@@ -121,13 +131,10 @@ def compare(
                     request.headroom,
                     lambda s, gpu=gpu: _speed(request, s, gpu, trainable),
                     pinned,
+                    memory=memory_of,
                 )
                 if fitted is not None:
-                    use, use_memory, changes = (
-                        fitted.setup,
-                        estimate_memory(request.model, fitted.setup),
-                        fitted.changes,
-                    )
+                    use, use_memory, changes = fitted.setup, memory_of(fitted.setup), fitted.changes
             rows.extend(_compare_rows(mode_requests, catalog, gpu, use, use_memory, trainable, changes))
 
     for count in counts:

@@ -104,15 +104,25 @@ def _tip(x: float, y: float, data: object) -> str:
     return str(data)
 
 
-class _Point(str):
-    """A point's tooltip text that also carries its option's key (GPU, GPU count, pricing)."""
+class _Point:
+    """A point's option: its key (GPU, GPU count, pricing) and its tooltip text, written when asked for
+    (hovering), not for every point at every recalculation."""
 
-    key: tuple[str, int, str]
+    __slots__ = ("row",)
 
-    def __new__(cls, text: str, key: tuple[str, int, str]) -> _Point:
-        point = super().__new__(cls, text)
-        point.key = key
-        return point
+    def __init__(self, row: CompareRow) -> None:
+        self.row = row
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return (self.row.gpu, self.row.gpus, self.row.pricing)
+
+    def __str__(self) -> str:
+        r = self.row
+        return (
+            f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {human_hours(r.hours)}, "
+            f"{human_money(r.cost_usd)}" + ("" if r.usable else f" ({r.reason})") + " (click: details)"
+        )
 
 
 def _points(rows: Sequence[CompareRow]) -> list[CompareRow]:
@@ -201,6 +211,7 @@ class CostChart(pg.PlotWidget):
         self.clipped_note.setPos(4, 2)
         self.clipped_note.setVisible(False)
         self.y_top: float | None = None
+        self._ticks: list[tuple[float, str]] | None = None
         self.best_key = ""
         self.apply_palette()
 
@@ -231,7 +242,7 @@ class CostChart(pg.PlotWidget):
         top = self._y_top(shown, budget_usd)
         self.y_top = top
         above = [r for r in shown if top is not None and (r.cost_usd or 0) > top]
-        inside = [r for r in shown if r not in above]
+        inside = [r for r in shown if top is None or (r.cost_usd or 0) <= top]
         groups = {
             "on-demand": [r for r in inside if r.usable and r.pricing == "on-demand" and r.rank != 1],
             "spot (expected)": [r for r in inside if r.usable and r.pricing == "spot" and r.rank != 1],
@@ -244,14 +255,7 @@ class CostChart(pg.PlotWidget):
             ys = np.array([r.cost_usd for r in group], dtype=float)
             if name == "above the scale" and top is not None:
                 ys = np.full(len(group), top * 0.985)  # pinned to the top edge, pointing up
-            tips = [
-                _Point(
-                    f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {human_hours(r.hours)}, "
-                    f"{human_money(r.cost_usd)}" + ("" if r.usable else f" ({r.reason})") + " (click: details)",
-                    (r.gpu, r.gpus, r.pricing),
-                )
-                for r in group
-            ]
+            tips = [_Point(r) for r in group]
             self.series[name].setData(xs, ys, data=tips)
         self._groups_drawn = tuple(name for name, group in groups.items() if group)
         self._draw_focus()
@@ -283,6 +287,9 @@ class CostChart(pg.PlotWidget):
         self._x_range = (lo - pad, hi + pad)
         item.setXRange(*self._x_range, padding=0)
         self._update_ticks()
+        # The view box applies a new range to its items when the next paint starts; a transform changed
+        # during a paint makes Qt paint the plot area once more. Applied now, one paint shows the result.
+        item.getViewBox().prepareForPaint()
 
     def _on_points_clicked(self, _item: object, points: Sequence[object], _event: object) -> None:
         for point in points:
@@ -377,7 +384,10 @@ class CostChart(pg.PlotWidget):
         if item is None:  # the widget is going away
             return
         width = max(item.getViewBox().width(), 200.0)
-        item.getAxis("bottom").setTicks([hour_ticks(*x_range, width), []])
+        ticks = hour_ticks(*x_range, width)
+        if ticks != self._ticks:  # new ticks repaint the axis: not when the labels are the same
+            self._ticks = ticks
+            item.getAxis("bottom").setTicks([ticks, []])
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
         super().resizeEvent(event)
