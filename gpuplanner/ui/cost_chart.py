@@ -95,6 +95,11 @@ class MoneyAxis(pg.AxisItem):
         super().__init__(*args, **kwargs)
         self.enableAutoSIPrefix(False)
 
+    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802, N803 (pyqtgraph naming)
+        """Labelled ticks only: each tick is also a grid line across the plot, and the minor levels'
+        translucent lines cost most of the chart's repaint while saying little."""
+        return super().tickSpacing(minVal, maxVal, size)[:1]
+
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph naming)
         places = 0 if spacing >= 1 else min(6, max(2, math.ceil(-math.log10(spacing))))
         return [f"${v:,.{places}f}" for v in values]
@@ -162,6 +167,9 @@ class CostChart(pg.PlotWidget):
         item.setLabel("bottom", "wall-clock hours (log)")
         item.setLabel("left", "cost ($)")
         item.setMenuEnabled(False)
+        # The cost labels widen the axis for "$10,000" but never narrow it again: a plot area that moved at
+        # every recalculation would lay the chart out and paint it twice or three times.
+        item.getAxis("left").setStyle(autoReduceTextSpace=False)
         # two columns keep the legend short, so it hides fewer points of a low chart (and it is translucent)
         self.legend = item.addLegend(offset=(-10, 10), labelTextSize="8pt", colCount=2)
         self.rows_shown: list[CompareRow] = []

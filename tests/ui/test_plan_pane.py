@@ -380,6 +380,27 @@ def test_compare_model_follows_the_model_view_rules(qtmodeltester: Any, pane: Pl
     assert pane.model.columnCount() == len(COLUMNS)
 
 
+def test_a_recalculation_updates_the_table_in_place(qtbot: Any, pane: PlanPane) -> None:
+    """Same options, new numbers: the cells change in place (dataChanged, no reset, the selection kept), from
+    the cells the worker worked out."""
+    from gpuplanner.ui.compare_model import table_cells
+
+    pane.select_option(pane.result.rows[1].gpu, pane.result.rows[1].gpus, pane.result.rows[1].pricing)
+    selected = pane.selected_key
+    resets: list[int] = []
+    changed: list[int] = []
+    pane.model.modelReset.connect(lambda: resets.append(1))
+    pane.model.dataChanged.connect(lambda *_: changed.append(1))
+    type_into(qtbot, pane, "samples", "123456")
+    qtbot.waitUntil(lambda: pane.result.request.workload.samples == 123456 and not pane.is_busy(), timeout=10_000)
+    assert resets == [] and len(changed) == 1
+    assert pane.selected_key == selected
+    expected = table_cells(pane.result.rows)
+    assert [[pane.model.index(r, c).data() for c in range(len(COLUMNS))] for r in range(len(expected.rows))] == (
+        expected.texts
+    )
+
+
 def near(value: float) -> Any:
     """The CLI's JSON rounds to 2-4 decimals."""
     return pytest.approx(value, rel=1e-3, abs=0.006)
