@@ -6,6 +6,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from gpuplanner.export.human import human_hours, human_money
 from gpuplanner.plan.catalog import Catalog, GpuSpec, precision_for
 from gpuplanner.plan.fit_settings import fastest_fitting
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, trainable_params
@@ -258,13 +259,16 @@ def recommendation(rows: Sequence[CompareRow]) -> str:
         )
     best = usable[0]
     cost = best.cost_usd or 0.0
-    text = f"{best.gpus} x {best.gpu} {best.pricing} at {best.provider}: ${cost:,.2f} in {best.hours:,.1f} h"
+    # in words for people: "$0.0112 in 4 min", never "$0.00 in 0.0 h" for a tiny run
+    text = (
+        f"{best.gpus} x {best.gpu} {best.pricing} at {best.provider}: {human_money(cost)} in {human_hours(best.hours)}"
+    )
     if len(usable) > 1:
         runner = usable[1]
         other = runner.cost_usd or 0.0
         text += (
-            f", ${other - cost:,.2f} cheaper than the next option ({runner.gpus} x {runner.gpu} "
-            f"{runner.pricing}, {runner.hours:,.1f} h)"
+            f", {human_money(other - cost)} cheaper than the next option ({runner.gpus} x {runner.gpu} "
+            f"{runner.pricing}, {human_hours(runner.hours)})"
         )
     constraints = [
         c

@@ -18,7 +18,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette
 
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import GIB
-from gpuplanner.ui.human import significant
+from gpuplanner.ui.human import round_for_people, significant
 from gpuplanner.ui.table_view import ColumnsTableModel
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -53,7 +53,7 @@ def _finite(value: float | None) -> float | None:
 
 def table_row(row: CompareRow) -> tuple[Any, ...]:
     """One comparison row as plain values, in :data:`EXPORT_COLUMNS` order (as `gpuplanner compare`)."""
-    r = lambda v, d: None if _finite(v) is None else round(v, d)  # noqa: E731
+    r = round_for_people  # a tiny run's hours and cost keep 3 significant figures (not 0.0)
     return (
         row.rank,
         row.gpu,
