@@ -1,12 +1,15 @@
 """The Plan pane: the form on the left; memory bar, ranked table, cost chart and recommendation on the right.
 
 Edits are debounced (:data:`DEBOUNCE_MS`), then the request is built on the GUI thread (cheap, the
-CLI's own parsing) and the rest runs on the pane's own one-thread pool: the speeds measured in the
-run history are added (its own SQLite connection, as ``gpuplanner plan`` does), then the engine
-(``make_plan`` + ``compare``, ~10-30 ms; seconds in trace memory mode). Each calculation carries a
-generation number; a result older than the newest request is dropped. An invalid input is shown at
-its field and the last valid result stays on screen. The form says which memory model answered and
-where the speed came from.
+CLI's own parsing) and the rest runs as a :class:`~gpuplanner.ui.background.BackgroundJob` on the
+pane's own one-thread pool: the speeds measured in the run history are added (its own SQLite
+connection, as ``gpuplanner plan`` does), then the engine (``make_plan`` + ``compare`` with the
+settings fitted per GPU, "Keep as given" pinned; ~10-20 ms, seconds in trace memory mode), then every
+cell of the table (:func:`~gpuplanner.ui.compare_model.table_cells`), so the GUI thread only shows
+them. Each calculation carries a generation (a :class:`~gpuplanner.ui.background.Latest`): a queued
+one that a newer request superseded is skipped, and an answer older than the newest request is
+dropped. An invalid input is shown at its field and the last valid result stays on screen. The form
+says which memory model answered and where the speed came from.
 
 In the window the cost chart (pyqtgraph) is built after the first frame (``defer_chart``).
 
