@@ -195,13 +195,15 @@ def compute(
     cache: MeasuredCache | None = None,
     *,
     pinned: Collection[str] = WINDOW_PINNED,
+    allow_qlora: bool = False,
 ) -> PlanResult:
     """The engine's answer for one request (any thread).
 
     With ``db_path`` the speeds measured in that run history are added first (``gpuplanner plan``'s
     calibration); a history that cannot be read is reported in ``calibration_note``, not raised.
     ``pinned`` names the TrainSetup fields the comparison keeps as given when it fits options (the
-    form's "Keep as given"; the optimizer always, see :data:`WINDOW_PINNED`)."""
+    form's "Keep as given"; the optimizer always, see :data:`WINDOW_PINNED`); ``allow_qlora`` lets it
+    turn a LoRA that nothing else fits into QLoRA (the method unticked there)."""
     start = time.perf_counter()
     note = ""
     if db_path is not None:
@@ -214,7 +216,9 @@ def compute(
     plan = make_plan(request, catalog)
     # each option that the given settings do not fit gets the fastest settings that do (Launch uses them),
     # the pinned ones kept
-    rows = compare(comparison_request(request), catalog, fit_settings=True, pinned=tuple(pinned))
+    rows = compare(
+        comparison_request(request), catalog, fit_settings=True, pinned=tuple(pinned), allow_qlora=allow_qlora
+    )
     if db_path is not None and not note:
         if plan.throughput.source.startswith("calibrated"):
             note = f"Speed {plan.throughput.source}."

@@ -237,6 +237,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SETTING",
         help=f"with --fit-settings, keep this setting as given (repeatable: {', '.join(sorted(PIN_FLAGS))})",
     )
+    comparison.add_argument(
+        "--allow-qlora",
+        action="store_true",
+        help="with --fit-settings, a LoRA that no other setting fits may become QLoRA (4-bit base weights)",
+    )
     comparison.set_defaults(handler=run_compare)
 
 
@@ -518,6 +523,7 @@ def run_compare(args: argparse.Namespace) -> int:
         counts=counts,
         fit_settings=args.fit_settings,
         pinned=tuple(PIN_FLAGS[name] for name in args.pin or ()),
+        allow_qlora=args.allow_qlora,
     )
     inputs = inputs_document(request)
     if args.format == "json":

@@ -27,6 +27,7 @@ from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.throughput import Throughput, estimate_throughput
 
 GPU_COUNTS = (1, 2, 4, 8)
+QLORA_CHANGE = "QLoRA (4-bit base weights)"  # how a row fitted with QLoRA names that change
 # Whole 8-GPU nodes joined by the network, compared when no single node meets the deadline.
 MULTI_NODE_COUNTS = (16, 32, 64)
 
@@ -87,6 +88,7 @@ def compare(
     *,
     fit_settings: bool = False,
     pinned: Collection[str] = (),
+    allow_qlora: bool = False,
 ) -> list[CompareRow]:
     """Every GPU x count x pricing for one workload, ranked cheapest first among usable options.
 
@@ -95,7 +97,8 @@ def compare(
     With the default counts and a deadline no single node meets, 16, 32 and 64 GPUs (whole 8-GPU
     nodes) are compared too. With ``fit_settings``, an option the requested settings do not fit gets
     the fastest settings that do (:mod:`gpuplanner.plan.fit_settings`; ``pinned`` settings stay), and
-    its row names them in ``fitted``.
+    its row names them in ``fitted``. With ``allow_qlora`` too, a LoRA that no such setting fits is tried
+    as QLoRA (4-bit base weights: it changes what is trained, so only when the user allows it).
     """
     if request.pricing.price is not None and request.gpu is None:
         raise PlanInputError("price", "compare ranks catalog offers; --price applies only with --gpu")
@@ -134,6 +137,18 @@ def compare(
                     pinned,
                     memory=memory_of,
                 )
+                if fitted is None and allow_qlora and setup.method == "lora":
+                    fitted = fastest_fitting(
+                        request.model,
+                        replace(setup, method="qlora"),
+                        gpu.memory_gib,
+                        request.headroom,
+                        lambda s, gpu=gpu: _speed(request, s, gpu, trainable),
+                        pinned,
+                        memory=memory_of,
+                    )
+                    if fitted is not None:
+                        fitted = replace(fitted, changes=(QLORA_CHANGE, *fitted.changes))
                 if fitted is not None:
                     use, use_memory, changes = fitted.setup, memory_of(fitted.setup), fitted.changes
             rows.extend(_compare_rows(mode_requests, catalog, gpu, use, use_memory, trainable, changes))

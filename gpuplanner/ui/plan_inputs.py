@@ -273,8 +273,9 @@ FIELDS: tuple[Field, ...] = (
         GROUPS[3],
         "Where your settings do not fit a GPU of the comparison, the table uses the fastest settings that do "
         "(a smaller micro-batch with more accumulation, more checkpointing, sharding) and Launch uses them. "
-        "A ticked setting is never changed: an option it does not fit shows as not fitting.",
-        "",
+        "A ticked setting is never changed: an option it does not fit shows as not fitting. Untick Method to "
+        "let a LoRA that nothing else fits become QLoRA (4-bit base weights).",
+        "method",
         "keep",
     ),
     Field(
@@ -425,6 +426,7 @@ KEEP_CHOICES: tuple[tuple[str, str, str], ...] = (
     ("checkpointing", "grad_checkpointing", "Gradient checkpointing"),
     ("sharding", "sharding", "Sharding"),
     ("optimizer", "optimizer", "Optimizer (no 8-bit states)"),
+    ("method", "method", "Method (no switch to QLoRA)"),
 )
 # Always kept in the window: the bundled trainer has no 8-bit optimizer states to launch.
 ALWAYS_KEPT = ("optimizer",)
@@ -516,7 +518,12 @@ def kept_settings(values: Mapping[str, str]) -> tuple[str, ...]:
 def pinned_fields(values: Mapping[str, str]) -> tuple[str, ...]:
     """The TrainSetup fields the comparison keeps as given (``compare(pinned=...)``)."""
     field = {name: setup_field for name, setup_field, _ in KEEP_CHOICES}
-    return tuple(field[name] for name in kept_settings(values))
+    return tuple(field[name] for name in kept_settings(values) if name != "method")
+
+
+def allows_qlora(values: Mapping[str, str]) -> bool:
+    """Whether the comparison may turn a LoRA that nothing else fits into QLoRA (Method not kept)."""
+    return "method" not in kept_settings(values)
 
 
 def uses_calibration(values: Mapping[str, str]) -> bool:

@@ -83,6 +83,7 @@ from gpuplanner.ui.plan_details import (
 from gpuplanner.ui.plan_form import PlanForm
 from gpuplanner.ui.plan_inputs import (
     MEMORY_SOURCES,
+    allows_qlora,
     inputs_with_form,
     pinned_fields,
     request_from_values,
@@ -121,11 +122,12 @@ def _work(
     db_path: Path | None,
     cache: MeasuredCache,
     pinned: tuple[str, ...],
+    allow_qlora: bool,
 ) -> _Answer | _Refused:
     """One recalculation on the pane's worker thread: the engine, then every cell of the table (plain
     Python), so the GUI thread only shows them."""
     try:
-        result = compute(generation, request, values, catalog, db_path, cache, pinned=pinned)
+        result = compute(generation, request, values, catalog, db_path, cache, pinned=pinned, allow_qlora=allow_qlora)
     except PlanInputError as exc:
         return _Refused(exc.field, exc.message)
     return _Answer(result, table_cells(result.rows))
@@ -454,6 +456,7 @@ class PlanPane(QWidget):
         try:
             request = request_from_values(values)
             pinned = tuple(dict.fromkeys(WINDOW_PINNED + pinned_fields(values)))
+            qlora = allows_qlora(values)
         except PlanInputError as exc:
             self._show_input_error(exc.field, exc.message)
             return False
@@ -465,7 +468,7 @@ class PlanPane(QWidget):
         catalog, cache = self.catalog, self._measured_cache
 
         def work() -> _Answer | _Refused:
-            return _work(generation, request, values, catalog, db_path, cache, pinned)
+            return _work(generation, request, values, catalog, db_path, cache, pinned, qlora)
 
         self._pool.start(BackgroundJob(work, self._signals, "plan", generation, _describe_failure, self._latest))
         return True

@@ -77,7 +77,7 @@ def test_pinned_micro_batch_does_not_fit_unpinned_is_fitted_and_launched(qtbot: 
     with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
         qtbot.mouseClick(box, Qt.MouseButton.LeftButton, pos=box.rect().center() - box.rect().topLeft())
     wait_for_result(qtbot, pane)
-    assert pane.form.values()["keep"] == "micro-batch"
+    assert pane.form.values()["keep"].split(",") == ["micro-batch", "method"]
     row = a6000_row(pane)
     assert row.plan.fits is False and not row.usable and row.fitted == ()
     assert (row.plan.setup.micro_batch, row.plan.setup.grad_accum) == (8, 2)
@@ -116,14 +116,43 @@ def test_the_optimizer_is_always_kept(pane: PlanPane) -> None:
 
 def test_keep_is_a_form_value_saved_with_the_plan() -> None:
     values = {**default_values(), "keep": "sharding,micro-batch"}
-    assert kept_settings(values) == ("micro-batch", "sharding", "optimizer")
+    assert kept_settings(values) == ("micro-batch", "sharding", "optimizer")  # the method not kept: QLoRA allowed
     assert pinned_fields(values) == ("micro_batch", "sharding", "optimizer")
     document = inputs_with_form(request_from_values(values), values)
     assert values_from_inputs(document)["keep"] == "sharding,micro-batch"
 
 
 def test_keep_names_are_the_clis_pin_names() -> None:
-    assert {name: field for name, field, _ in KEEP_CHOICES} == PIN_FLAGS
+    """Each kept setting is a `compare --pin` name; Method stands for `compare --allow-qlora` (unticked)."""
+    assert {name: field for name, field, _ in KEEP_CHOICES if name != "method"} == PIN_FLAGS
+    assert default_values()["keep"] == "method"  # QLoRA only when the user allows it
+
+
+def test_qlora_only_when_the_method_is_not_kept(qtbot: Any, pane: PlanPane) -> None:
+    """An 8B LoRA's 16-bit weights alone overflow a 16 GB T4: kept (the default) it does not fit; with Method
+    unticked the comparison fits it as QLoRA and Launch runs QLoRA."""
+    pane.form.set_values({"gpu": "T4", "micro-batch": "4", "grad-accum": "4", "seq-len": "1024"})
+    pane.recalculate()
+    wait_for_result(qtbot, pane)
+    t4 = [r for r in pane.result.rows if r.gpu == "T4" and r.gpus == 1]  # (8 of them fit with FSDP)
+    assert t4 and all(r.plan.fits is False and r.plan.setup.method == "lora" for r in t4)
+    keep = pane.form.editors["keep"]
+    assert isinstance(keep, KeepList) and keep.boxes["method"].isChecked()
+    with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+        keep.boxes["method"].setChecked(False)
+    wait_for_result(qtbot, pane)
+    assert "method" not in pane.form.values()["keep"].split(",")
+    row = next(r for r in pane.result.rows if r.gpu == "T4" and r.gpus == 1 and r.pricing == "on-demand")
+    assert row.plan.fits and row.plan.setup.method == "qlora" and row.fitted[0] == "QLoRA (4-bit base weights)"
+    assert shown_cells(pane, row)["reason"].startswith("fitted: QLoRA (4-bit base weights)")
+    assert all(
+        r.plan.setup.method == "lora"
+        for r in pane.result.rows
+        if r.plan.request.setup.method == "lora" and not r.fitted
+    )
+    with qtbot.waitSignal(pane.launchRequested) as launched:
+        pane.launch()
+    assert launched.args[0]["method"] == "qlora"
 
 
 def test_an_unknown_kept_setting_names_the_field() -> None:
