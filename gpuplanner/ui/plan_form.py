@@ -34,6 +34,14 @@ NOTE_KEYS = ("memory", "calibration")
 _INVALID_STYLE = f"border: 2px solid {BAD}; border-radius: 3px;"
 
 
+_KEEP_TIPS = {
+    "micro-batch": "Ticked: the micro-batch and accumulation steps stay as given. ",
+    "checkpointing": "Ticked: gradient checkpointing stays as given. ",
+    "sharding": "Ticked: the sharding stays as given. ",
+    "method": "Ticked: a LoRA stays LoRA. Unticked: a LoRA that nothing else fits may become QLoRA. ",
+}
+
+
 class KeepList(QWidget):
     """The "Keep as given" check boxes: one per setting the comparison may fit per GPU. Its text is the
     ticked names, comma-separated (as the form's other fields, texts in and out).
@@ -58,7 +66,7 @@ class KeepList(QWidget):
                 box.setEnabled(False)
                 box.setToolTip("Always kept: the bundled trainer has no 8-bit optimizer states to launch.")
             else:
-                box.setToolTip(tooltip)
+                box.setToolTip(_KEEP_TIPS.get(name, "") + tooltip)
             box.toggled.connect(self.toggled)
             column.addWidget(box)
             self.boxes[name] = box

@@ -420,13 +420,14 @@ FIELDS: tuple[Field, ...] = (
 
 FIELD_BY_KEY = {f.key: f for f in FIELDS}
 # The settings the comparison may fit per GPU that "Keep as given" can pin: the name (as ``gpuplanner compare
-# --pin``), the engine's TrainSetup field, and the check box's text.
+# --pin``; "method" kept means no ``--allow-qlora``), the engine's TrainSetup field, and the check box's text
+# (short: the form's column is narrow; each box's tooltip says more).
 KEEP_CHOICES: tuple[tuple[str, str, str], ...] = (
-    ("micro-batch", "micro_batch", "Micro-batch and accumulation"),
-    ("checkpointing", "grad_checkpointing", "Gradient checkpointing"),
+    ("micro-batch", "micro_batch", "Micro-batch"),
+    ("checkpointing", "grad_checkpointing", "Checkpointing"),
     ("sharding", "sharding", "Sharding"),
-    ("optimizer", "optimizer", "Optimizer (no 8-bit states)"),
-    ("method", "method", "Method (no switch to QLoRA)"),
+    ("optimizer", "optimizer", "Optimizer"),
+    ("method", "method", "Method (no QLoRA)"),
 )
 # Always kept in the window: the bundled trainer has no 8-bit optimizer states to launch.
 ALWAYS_KEPT = ("optimizer",)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 
 from gpuplanner.commands.plan import PIN_FLAGS
 from gpuplanner.plan.setup import PlanInputError
@@ -75,7 +75,7 @@ def test_pinned_micro_batch_does_not_fit_unpinned_is_fitted_and_launched(qtbot: 
     # pinned by ticking the box (as a user does): the same option does not fit, and nothing was fitted
     box = keep.boxes["micro-batch"]
     with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
-        qtbot.mouseClick(box, Qt.MouseButton.LeftButton, pos=box.rect().center() - box.rect().topLeft())
+        qtbot.mouseClick(box, Qt.MouseButton.LeftButton, pos=QPoint(8, box.height() // 2))  # on its indicator
     wait_for_result(qtbot, pane)
     assert pane.form.values()["keep"].split(",") == ["micro-batch", "method"]
     row = a6000_row(pane)
