@@ -163,6 +163,7 @@ class PlanPane(QWidget):
         self._signals.skipped.connect(self._on_job_skipped)
         self._edit_started: float | None = None
         self.last_latency_s: float | None = None
+        self.last_show_s: float | None = None  # seconds the last answer took to show (ui_speed.py reports it)
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(1)
         self._debounce = QTimer(self)
@@ -503,6 +504,7 @@ class PlanPane(QWidget):
         self._in_flight.discard(generation)
 
     def _on_result(self, result: PlanResult, cells: TableCells | None = None) -> None:
+        started = time.perf_counter()
         first = self.result is None
         self.result = result
         self.last_error = None
@@ -514,6 +516,7 @@ class PlanPane(QWidget):
         if self._edit_started is not None:
             self.last_latency_s = time.perf_counter() - self._edit_started
             self._edit_started = None
+        self.last_show_s = time.perf_counter() - started  # the GUI thread's share (before the repaint)
         self.resultsUpdated.emit()
 
     def _show_input_error(self, field: str, message: str) -> None:
