@@ -459,6 +459,7 @@ class PlanPane(QWidget):
             pinned = tuple(dict.fromkeys(WINDOW_PINNED + pinned_fields(values)))
             qlora = allows_qlora(values)
         except PlanInputError as exc:
+            self._latest.advance()  # an answer still on its way is for older input: it must not clear the mark
             self._show_input_error(exc.field, exc.message)
             return False
         generation = self._latest.advance()

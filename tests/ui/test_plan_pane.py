@@ -163,6 +163,20 @@ def test_invalid_input_is_marked_and_the_last_result_stays(qtbot: Any, pane: Pla
     assert pane.result is not result
 
 
+def test_an_answer_for_older_input_does_not_clear_a_new_error(qtbot: Any, pane: PlanPane) -> None:
+    """A valid edit still computing when the next edit is invalid: its answer is dropped, the mark stays."""
+    result = pane.result
+    pane.form.set_values({"micro-batch": "2"})
+    assert pane.recalculate()  # on the worker now
+    pane.form.set_values({"micro-batch": "abc"})
+    assert not pane.recalculate()
+    wait_for_result(qtbot, pane)  # the valid edit's answer came back (and was dropped)
+    qtbot.wait(50)
+    assert "expected a number" in pane.form.error_text("micro-batch")
+    assert pane.status_label.isVisibleTo(pane)
+    assert pane.result is result
+
+
 def test_samples_and_tokens_errors_land_at_the_data_field(qtbot: Any, pane: PlanPane) -> None:
     with qtbot.waitSignal(pane.inputError, timeout=5000) as blocker:
         type_into(qtbot, pane, "samples", "0")
