@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -127,7 +127,8 @@ class MeasuredCache:
         return found
 
 
-# settings the Plan pane's comparison keeps as given when it fits options (see compute)
+# settings the Plan pane's comparison always keeps as given when it fits options (see compute): the
+# bundled trainer has no 8-bit optimizer states to launch
 WINDOW_PINNED = ("optimizer",)
 
 
@@ -192,11 +193,17 @@ def compute(
     catalog: Catalog,
     db_path: Path | None = None,
     cache: MeasuredCache | None = None,
+    *,
+    pinned: Collection[str] = WINDOW_PINNED,
+    allow_qlora: bool = False,
 ) -> PlanResult:
     """The engine's answer for one request (any thread).
 
     With ``db_path`` the speeds measured in that run history are added first (``gpuplanner plan``'s
-    calibration); a history that cannot be read is reported in ``calibration_note``, not raised."""
+    calibration); a history that cannot be read is reported in ``calibration_note``, not raised.
+    ``pinned`` names the TrainSetup fields the comparison keeps as given when it fits options (the
+    form's "Keep as given"; the optimizer always, see :data:`WINDOW_PINNED`); ``allow_qlora`` lets it
+    turn a LoRA that nothing else fits into QLoRA (the method unticked there)."""
     start = time.perf_counter()
     note = ""
     if db_path is not None:
@@ -207,9 +214,11 @@ def compute(
         if measured:
             request = replace(request, measured=measured)
     plan = make_plan(request, catalog)
-    # each option that the given settings do not fit gets the fastest settings that do (Launch uses them);
-    # the optimizer stays as given: the bundled trainer has no 8-bit optimizer to launch
-    rows = compare(comparison_request(request), catalog, fit_settings=True, pinned=WINDOW_PINNED)
+    # each option that the given settings do not fit gets the fastest settings that do (Launch uses them),
+    # the pinned ones kept
+    rows = compare(
+        comparison_request(request), catalog, fit_settings=True, pinned=tuple(pinned), allow_qlora=allow_qlora
+    )
     if db_path is not None and not note:
         if plan.throughput.source.startswith("calibrated"):
             note = f"Speed {plan.throughput.source}."

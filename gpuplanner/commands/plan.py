@@ -12,12 +12,12 @@ history's measured speeds come from :mod:`gpuplanner.planning`.
 from __future__ import annotations
 
 import argparse
-import math
 import sqlite3
 from collections.abc import Callable
 from typing import Any
 
 from gpuplanner.commands.errors import UsageError
+from gpuplanner.export.human import human_hours, human_money, round_for_people
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import HistoryError, resolve_db_path
 from gpuplanner.plan import example
@@ -237,6 +237,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SETTING",
         help=f"with --fit-settings, keep this setting as given (repeatable: {', '.join(sorted(PIN_FLAGS))})",
     )
+    comparison.add_argument(
+        "--allow-qlora",
+        action="store_true",
+        help="with --fit-settings, a LoRA that no other setting fits may become QLoRA (4-bit base weights)",
+    )
     comparison.set_defaults(handler=run_compare)
 
 
@@ -320,7 +325,7 @@ def _flatten(document: dict[str, Any], prefix: str = "") -> Any:
 
 
 def _money(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.2f}"
+    return "-" if value is None else human_money(value)  # cents; 3 significant figures below 10 cents
 
 
 def _count(value: float | None) -> str:
@@ -328,7 +333,7 @@ def _count(value: float | None) -> str:
 
 
 def _hours(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.2f} h"
+    return "-" if value is None else human_hours(value)  # "1 h 12 min", "4 min", "under 1 s"
 
 
 def _offer_line(block: dict[str, Any]) -> str:
@@ -369,11 +374,16 @@ def _range_line(document: dict[str, Any]) -> str:
     hours = document.get("hours_range")
     if not hours or hours[0] is None:
         return ""
-    text = f"Likely   {_hours(hours[0])} to {_hours(hours[1])}"
+    text = f"Likely   {_span(_hours(hours[0]), _hours(hours[1]))}"
     cost = document.get("cost_range")
     if cost and cost[0] is not None:
-        text += f", {_money(cost[0])} to {_money(cost[1])}"
+        text += f", {_span(_money(cost[0]), _money(cost[1]))}"
     return text + f" ({document['range_basis']})"
+
+
+def _span(low: str, high: str) -> str:
+    """ "1 h 5 min to 2 h", or "under 1 s" once when both ends read the same (a tiny run)."""
+    return low if low == high else f"{low} to {high}"
 
 
 def _params_text(inputs: dict[str, Any]) -> str:
@@ -513,6 +523,7 @@ def run_compare(args: argparse.Namespace) -> int:
         counts=counts,
         fit_settings=args.fit_settings,
         pinned=tuple(PIN_FLAGS[name] for name in args.pin or ()),
+        allow_qlora=args.allow_qlora,
     )
     inputs = inputs_document(request)
     if args.format == "json":
@@ -570,6 +581,4 @@ def _row_price(row: Any) -> tuple[str | None, float | None, str | None, str | No
 
 
 def _round(value: float | None, digits: int) -> float | None:
-    if value is None or not math.isfinite(value):
-        return None
-    return round(value, digits)
+    return round_for_people(value, digits)  # a tiny run's hours and cost keep 3 significant figures

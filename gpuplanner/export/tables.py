@@ -8,6 +8,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from gpuplanner.export.human import significant
+
 Row = Sequence[Any]
 
 
@@ -17,6 +19,8 @@ def _cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
+        if 0 < abs(value) < 1e-4:  # "0.0000385", never "3.85e-05"
+            return significant(value, 3)
         return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.6g}"
     return str(value)
 

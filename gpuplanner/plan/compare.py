@@ -6,6 +6,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from gpuplanner.export.human import human_hours, human_money
 from gpuplanner.plan.catalog import Catalog, GpuSpec, precision_for
 from gpuplanner.plan.fit_settings import fastest_fitting
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, trainable_params
@@ -26,6 +27,7 @@ from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.throughput import Throughput, estimate_throughput
 
 GPU_COUNTS = (1, 2, 4, 8)
+QLORA_CHANGE = "QLoRA (4-bit base weights)"  # how a row fitted with QLoRA names that change
 # Whole 8-GPU nodes joined by the network, compared when no single node meets the deadline.
 MULTI_NODE_COUNTS = (16, 32, 64)
 
@@ -86,6 +88,7 @@ def compare(
     *,
     fit_settings: bool = False,
     pinned: Collection[str] = (),
+    allow_qlora: bool = False,
 ) -> list[CompareRow]:
     """Every GPU x count x pricing for one workload, ranked cheapest first among usable options.
 
@@ -94,7 +97,8 @@ def compare(
     With the default counts and a deadline no single node meets, 16, 32 and 64 GPUs (whole 8-GPU
     nodes) are compared too. With ``fit_settings``, an option the requested settings do not fit gets
     the fastest settings that do (:mod:`gpuplanner.plan.fit_settings`; ``pinned`` settings stay), and
-    its row names them in ``fitted``.
+    its row names them in ``fitted``. With ``allow_qlora`` too, a LoRA that no such setting fits is tried
+    as QLoRA (4-bit base weights: it changes what is trained, so only when the user allows it).
     """
     if request.pricing.price is not None and request.gpu is None:
         raise PlanInputError("price", "compare ranks catalog offers; --price applies only with --gpu")
@@ -108,7 +112,17 @@ def compare(
 
     def add(count: int) -> None:
         setup = replace(request.setup, gpus=count)
-        memory = estimate_memory(request.model, setup)
+        # A candidate setting's memory does not depend on the GPU: worked out once per GPU count, not once
+        # per GPU (most of the time fitting takes).
+        known: dict[TrainSetup, MemoryBreakdown] = {}
+
+        def memory_of(candidate: TrainSetup) -> MemoryBreakdown:
+            found = known.get(candidate)
+            if found is None:
+                found = known[candidate] = estimate_memory(request.model, candidate)
+            return found
+
+        memory = memory_of(setup)
         trainable = trainable_params(request.model, setup)
         for name in names:
             gpu = catalog.gpu(name)
@@ -121,13 +135,22 @@ def compare(
                     request.headroom,
                     lambda s, gpu=gpu: _speed(request, s, gpu, trainable),
                     pinned,
+                    memory=memory_of,
                 )
-                if fitted is not None:
-                    use, use_memory, changes = (
-                        fitted.setup,
-                        estimate_memory(request.model, fitted.setup),
-                        fitted.changes,
+                if fitted is None and allow_qlora and setup.method == "lora":
+                    fitted = fastest_fitting(
+                        request.model,
+                        replace(setup, method="qlora"),
+                        gpu.memory_gib,
+                        request.headroom,
+                        lambda s, gpu=gpu: _speed(request, s, gpu, trainable),
+                        pinned,
+                        memory=memory_of,
                     )
+                    if fitted is not None:
+                        fitted = replace(fitted, changes=(QLORA_CHANGE, *fitted.changes))
+                if fitted is not None:
+                    use, use_memory, changes = fitted.setup, memory_of(fitted.setup), fitted.changes
             rows.extend(_compare_rows(mode_requests, catalog, gpu, use, use_memory, trainable, changes))
 
     for count in counts:
@@ -251,13 +274,16 @@ def recommendation(rows: Sequence[CompareRow]) -> str:
         )
     best = usable[0]
     cost = best.cost_usd or 0.0
-    text = f"{best.gpus} x {best.gpu} {best.pricing} at {best.provider}: ${cost:,.2f} in {best.hours:,.1f} h"
+    # in words for people: "$0.0112 in 4 min", never "$0.00 in 0.0 h" for a tiny run
+    text = (
+        f"{best.gpus} x {best.gpu} {best.pricing} at {best.provider}: {human_money(cost)} in {human_hours(best.hours)}"
+    )
     if len(usable) > 1:
         runner = usable[1]
         other = runner.cost_usd or 0.0
         text += (
-            f", ${other - cost:,.2f} cheaper than the next option ({runner.gpus} x {runner.gpu} "
-            f"{runner.pricing}, {runner.hours:,.1f} h)"
+            f", {human_money(other - cost)} cheaper than the next option ({runner.gpus} x {runner.gpu} "
+            f"{runner.pricing}, {human_hours(runner.hours)})"
         )
     constraints = [
         c

@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from gpuplanner.export.human import round_for_people
 from gpuplanner.plan.catalog import ASSUMED
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import FALLBACK_INTERRUPTIONS_PER_HOUR, Plan, PriceChoice
@@ -13,9 +14,10 @@ from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, age_days, describe_age
 
 
 def _num(value: float | None, digits: int = 4) -> float | None:
+    """``digits`` decimals; a tiny value keeps 3 significant figures (a $0.0000385 run is not free)."""
     if value is None or not math.isfinite(value):
         return None
-    return round(float(value), digits)
+    return round_for_people(float(value), digits)
 
 
 def _range(values: tuple[float, float] | None, digits: int = 4) -> list[float | None] | None:

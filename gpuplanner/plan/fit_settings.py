@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 
-from gpuplanner.plan.memory import estimate_memory, fits
+from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, fits
 from gpuplanner.plan.model_spec import ModelSpec
 from gpuplanner.plan.setup import TrainSetup
 
@@ -88,14 +88,18 @@ def fastest_fitting(
     headroom: float,
     speed: Callable[[TrainSetup], float],
     pinned: Collection[str] = (),
+    memory: Callable[[TrainSetup], MemoryBreakdown] | None = None,
 ) -> FittedSetup | None:
     """The candidate that fits in ``capacity_gib x headroom`` with the highest ``speed`` (tokens/s);
-    the requested setup itself when it fits; None when nothing fits."""
-    if fits(estimate_memory(model, setup), capacity_gib, headroom):
+    the requested setup itself when it fits; None when nothing fits. ``memory`` estimates a candidate's
+    memory (default :func:`estimate_memory` of ``model``; ``compare`` passes one that remembers, as every
+    GPU it fits checks the same candidates)."""
+    memory_of = memory or (lambda s: estimate_memory(model, s))
+    if fits(memory_of(setup), capacity_gib, headroom):
         return FittedSetup(setup, ())
     best: tuple[float, TrainSetup] | None = None
     for candidate in candidates(setup, pinned):
-        if not fits(estimate_memory(model, candidate), capacity_gib, headroom):
+        if not fits(memory_of(candidate), capacity_gib, headroom):
             continue
         # each change must buy more than 1% of speed: no 8-bit states or sharding for nothing
         score = speed(candidate) * (1.0 - CHANGE_PENALTY * len(describe_changes(setup, candidate)))

@@ -14,6 +14,7 @@ started: the serial worker of the run controller and of the Hosts pane's writes.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -24,10 +25,36 @@ class JobSignals(QObject):
     done = Signal(str, int, object)  # kind, generation, payload
     failed = Signal(str, int, str)  # kind, generation, message
     raised = Signal(str, int, object)  # kind, generation, the exception itself (after ``failed``)
+    skipped = Signal(str, int)  # kind, generation: superseded before it started (jobs given a Latest)
+
+
+class Latest:
+    """The newest generation of one stream of requests, shared by the GUI thread and the pool's threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value = 0
+
+    def advance(self) -> int:
+        """A new request: its generation, which supersedes every earlier one."""
+        with self._lock:
+            self._value += 1
+            return self._value
+
+    @property
+    def value(self) -> int:
+        with self._lock:
+            return self._value
+
+    def is_current(self, generation: int) -> bool:
+        return generation == self.value
 
 
 class BackgroundJob(QRunnable):
-    """Runs ``work()`` on the pool's thread; a failure is reported with ``describe(exc)``, never raised."""
+    """Runs ``work()`` on the pool's thread; a failure is reported with ``describe(exc)``, never raised.
+
+    With ``latest``, the job skips its work (and emits ``skipped``) when a newer generation was asked
+    for before it started."""
 
     def __init__(
         self,
@@ -36,11 +63,16 @@ class BackgroundJob(QRunnable):
         kind: str = "",
         generation: int = 0,
         describe: Callable[[Exception], str] = str,
+        latest: Latest | None = None,
     ) -> None:
         super().__init__()
         self.work, self.signals, self.kind, self.generation, self.describe = work, signals, kind, generation, describe
+        self.latest = latest
 
     def run(self) -> None:
+        if self.latest is not None and not self.latest.is_current(self.generation):
+            self.signals.skipped.emit(self.kind, self.generation)
+            return
         try:
             payload = self.work()
         except Exception as exc:  # noqa: BLE001 - a worker reports, never dies silently

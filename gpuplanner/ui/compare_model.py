@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
@@ -17,7 +18,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette
 
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import GIB
-from gpuplanner.ui.human import significant
+from gpuplanner.ui.human import round_for_people, significant
 from gpuplanner.ui.table_view import ColumnsTableModel
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -52,7 +53,7 @@ def _finite(value: float | None) -> float | None:
 
 def table_row(row: CompareRow) -> tuple[Any, ...]:
     """One comparison row as plain values, in :data:`EXPORT_COLUMNS` order (as `gpuplanner compare`)."""
-    r = lambda v, d: None if _finite(v) is None else round(v, d)  # noqa: E731
+    r = round_for_people  # a tiny run's hours and cost keep 3 significant figures (not 0.0)
     return (
         row.rank,
         row.gpu,
@@ -128,77 +129,104 @@ def _sort_value(column: int, value: Any) -> Any:
     return float(value)
 
 
+@dataclass(frozen=True)
+class TableCells:
+    """Every cell of the comparison table, worked out once per answer in plain Python (the Plan pane does it
+    on its worker thread, beside the engine, so the GUI thread only swaps lists): per row, per column."""
+
+    rows: tuple[CompareRow, ...]
+    cells: list[tuple[Any, ...]]  # the export's values (:func:`table_row`)
+    texts: list[list[str]]
+    keys: list[list[Any]]  # :data:`SORT_ROLE`
+    align: list[list[int]]
+    tips: list[list[str]]
+    colours: list[tuple[str | None, ...]]  # per cell: None, "grey" (unusable row), "good" or "bad" (yes/no)
+    row_ids: list[list[int]]  # :data:`ROW_ROLE`
+
+    @property
+    def recommended(self) -> int | None:
+        """The source row of the recommended option (rank 1), whose rank and GPU are bold."""
+        return next((r for r, row in enumerate(self.rows) if row.rank == 1), None)
+
+
+def _tip(row: CompareRow) -> str:
+    if row.reason:
+        return row.reason
+    fitted = f" with fitted settings ({', '.join(row.fitted)}); Launch uses them" if row.fitted else ""
+    return f"{row.gpus} x {row.gpu} {row.pricing}: usable{fitted}"
+
+
+def table_cells(rows: Sequence[CompareRow]) -> TableCells:
+    """The table's cells for ``rows`` (no Qt objects: safe on any thread)."""
+    rows = tuple(rows)
+    n = len(COLUMNS)
+    cells = export_rows(rows)
+    texts, keys, align, tips, colours, row_ids = [], [], [], [], [], []
+    grey = ("grey",) * n
+    for r, (row, values) in enumerate(zip(rows, cells)):
+        texts.append([_text(c, v) for c, v in enumerate(_shown_cells(row, values))])
+        keys.append([_sort_value(c, v) for c, v in enumerate(values)])
+        align.append([_RIGHT if isinstance(v, (int, float)) and not isinstance(v, bool) else _LEFT for v in values])
+        tips.append([_tip(row)] * n)
+        if row.usable:
+            colours.append(tuple(("good" if v else "bad") if isinstance(v, bool) else None for v in values))
+        else:
+            colours.append(grey)
+        row_ids.append([r] * n)
+    return TableCells(rows, cells, texts, keys, align, tips, colours, row_ids)
+
+
 class CompareTableModel(ColumnsTableModel):
     """Rows of :func:`gpuplanner.plan.planner.compare`, ranked; read-only.
 
-    Every cell's text, sort key and colours are computed once in :meth:`set_rows`, so the many
-    ``data()`` calls of painting and sorting are plain lookups.
+    Every cell's text, sort key and colours are computed once per answer (:func:`table_cells`, which the
+    Plan pane runs on its worker), so the many ``data()`` calls of painting and sorting are plain lookups.
     """
 
     COLUMNS = COLUMNS
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self._rows: list[CompareRow] = []
-        self._cells: list[tuple[Any, ...]] = []
-        self._texts: list[list[str]] = []
-        self._keys: list[list[Any]] = []
-        self._tips: list[str] = []
-        self._align: list[list[int]] = []
-        self._by_role: dict[int, list[list[Any]]] = {}
+        self._table = table_cells(())
+        self._by_role: dict[int, list[Any]] = {}
 
     def set_rows(self, rows: Sequence[CompareRow]) -> None:
-        """Show new rows. With as many rows as before (the usual edit: same GPUs and counts) the cells
-        change in place (one dataChanged; the proxy re-sorts), else the model resets."""
-        rows = list(rows)
-        same_shape = bool(rows) and len(rows) == len(self._rows)
+        """Show new rows (see :meth:`set_cells`)."""
+        self.set_cells(table_cells(rows))
+
+    def set_cells(self, cells: TableCells) -> None:
+        """Show new rows whose cells :func:`table_cells` worked out. With as many rows as before (the usual
+        edit: same GPUs and counts) the cells change in place (one dataChanged; the proxy re-sorts), else
+        the model resets."""
+        count = len(cells.rows)
+        same_shape = count > 0 and count == len(self._table.rows)
         if not same_shape:
             self.beginResetModel()
-        self._rows = rows
-        self._cells = export_rows(self._rows)
-        self._texts = [
-            [_text(c, v) for c, v in enumerate(_shown_cells(row, cells))] for row, cells in zip(self._rows, self._cells)
-        ]
-        self._keys = [[_sort_value(c, v) for c, v in enumerate(cells)] for cells in self._cells]
-        self._tips = [
-            row.reason
-            or f"{row.gpus} x {row.gpu} {row.pricing}: usable"
-            + (f" with fitted settings ({', '.join(row.fitted)}); Launch uses them" if row.fitted else "")
-            for row in self._rows
-        ]
-        self._align = [
-            [_RIGHT if isinstance(v, (int, float)) and not isinstance(v, bool) else _LEFT for v in cells]
-            for cells in self._cells
-        ]
-        palette = QGuiApplication.palette()
-        self._grey = QBrush(palette.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
-        self._good, self._bad = QBrush(QColor("#2e9d4f")), QBrush(QColor("#d64545"))
-        self._bold = QFont()
-        self._bold.setBold(True)
+        self._table = cells
         self._index_roles()
         if same_shape:
-            self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(COLUMNS) - 1))
+            self.dataChanged.emit(self.index(0, 0), self.index(count - 1, len(COLUMNS) - 1))
         else:
             self.endResetModel()
 
     def rows(self) -> list[CompareRow]:
-        return list(self._rows)
+        return list(self._table.rows)
 
     def column_texts(self, column: int) -> list[str]:
         """The shown text of one column, row by row (source order)."""
-        return [texts[column] for texts in self._texts]
+        return [texts[column] for texts in self._table.texts]
 
     def is_usable(self, row: int) -> bool:
-        return self._rows[row].usable
+        return self._table.rows[row].usable
 
     def row_count(self) -> int:
-        return len(self._rows)
+        return len(self._table.rows)
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if (
             orientation == Qt.Orientation.Vertical
             and role == Qt.ItemDataRole.DisplayRole
-            and 0 <= section < len(self._rows)
+            and 0 <= section < len(self._table.rows)
         ):
             return str(section + 1)  # the rank
         return super().headerData(section, orientation, role)
@@ -214,25 +242,40 @@ class CompareTableModel(ColumnsTableModel):
         return cells[c] if 0 <= c < len(cells) else None
 
     def _index_roles(self) -> None:
-        """Every role's value per cell, computed once per :meth:`set_rows`."""
+        """Every role's values per cell: the worked-out lists, with the colours and the bold font (Qt objects,
+        made here on the GUI thread) looked up per row."""
+        table = self._table
         n = len(COLUMNS)
-        fg: list[list[Any]] = []
-        for r, row in enumerate(self._rows):
-            if not row.usable:
-                fg.append([self._grey] * n)
-            else:
-                fg.append([(self._good if v else self._bad) if isinstance(v, bool) else None for v in self._cells[r]])
+        palette = QGuiApplication.palette()
+        brushes = {
+            None: None,
+            "grey": QBrush(palette.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)),
+            "good": QBrush(QColor("#2e9d4f")),
+            "bad": QBrush(QColor("#d64545")),
+        }
+        by_kinds: dict[tuple[str | None, ...], list[Any]] = {}  # rows share a handful of colour patterns
+        fg = []
+        for kinds in table.colours:
+            row = by_kinds.get(kinds)
+            if row is None:
+                row = by_kinds[kinds] = [brushes[k] for k in kinds]
+            fg.append(row)
+        # the recommended row's rank and GPU in bold (bold numbers would need wider columns)
+        plain: list[Any] = [None] * n
+        fonts = [plain] * len(table.rows)
+        recommended = table.recommended
+        if recommended is not None:
+            bold = QFont()
+            bold.setBold(True)
+            fonts[recommended] = [bold if c in _BOLD_COLUMNS else None for c in range(n)]
         self._by_role = {
-            int(Qt.ItemDataRole.DisplayRole): self._texts,
-            int(SORT_ROLE): self._keys,
+            int(Qt.ItemDataRole.DisplayRole): table.texts,
+            int(SORT_ROLE): table.keys,
             int(Qt.ItemDataRole.ForegroundRole): fg,
-            int(Qt.ItemDataRole.TextAlignmentRole): self._align,
-            int(Qt.ItemDataRole.ToolTipRole): [[tip] * n for tip in self._tips],
-            # the recommended row's rank and GPU in bold (bold numbers would need wider columns)
-            int(Qt.ItemDataRole.FontRole): [
-                [self._bold if row.rank == 1 and c in _BOLD_COLUMNS else None for c in range(n)] for row in self._rows
-            ],
-            int(ROW_ROLE): [[r] * n for r in range(len(self._rows))],
+            int(Qt.ItemDataRole.TextAlignmentRole): table.align,
+            int(Qt.ItemDataRole.ToolTipRole): table.tips,
+            int(Qt.ItemDataRole.FontRole): fonts,
+            int(ROW_ROLE): table.row_ids,
         }
 
 

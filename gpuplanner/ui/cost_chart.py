@@ -95,6 +95,11 @@ class MoneyAxis(pg.AxisItem):
         super().__init__(*args, **kwargs)
         self.enableAutoSIPrefix(False)
 
+    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802, N803 (pyqtgraph naming)
+        """Labelled ticks only: each tick is also a grid line across the plot, and the minor levels'
+        translucent lines cost most of the chart's repaint while saying little."""
+        return super().tickSpacing(minVal, maxVal, size)[:1]
+
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph naming)
         places = 0 if spacing >= 1 else min(6, max(2, math.ceil(-math.log10(spacing))))
         return [f"${v:,.{places}f}" for v in values]
@@ -104,15 +109,25 @@ def _tip(x: float, y: float, data: object) -> str:
     return str(data)
 
 
-class _Point(str):
-    """A point's tooltip text that also carries its option's key (GPU, GPU count, pricing)."""
+class _Point:
+    """A point's option: its key (GPU, GPU count, pricing) and its tooltip text, written when asked for
+    (hovering), not for every point at every recalculation."""
 
-    key: tuple[str, int, str]
+    __slots__ = ("row",)
 
-    def __new__(cls, text: str, key: tuple[str, int, str]) -> _Point:
-        point = super().__new__(cls, text)
-        point.key = key
-        return point
+    def __init__(self, row: CompareRow) -> None:
+        self.row = row
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return (self.row.gpu, self.row.gpus, self.row.pricing)
+
+    def __str__(self) -> str:
+        r = self.row
+        return (
+            f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {human_hours(r.hours)}, "
+            f"{human_money(r.cost_usd)}" + ("" if r.usable else f" ({r.reason})") + " (click: details)"
+        )
 
 
 def _points(rows: Sequence[CompareRow]) -> list[CompareRow]:
@@ -152,6 +167,9 @@ class CostChart(pg.PlotWidget):
         item.setLabel("bottom", "wall-clock hours (log)")
         item.setLabel("left", "cost ($)")
         item.setMenuEnabled(False)
+        # The cost labels widen the axis for "$10,000" but never narrow it again: a plot area that moved at
+        # every recalculation would lay the chart out and paint it twice or three times.
+        item.getAxis("left").setStyle(autoReduceTextSpace=False)
         # two columns keep the legend short, so it hides fewer points of a low chart (and it is translucent)
         self.legend = item.addLegend(offset=(-10, 10), labelTextSize="8pt", colCount=2)
         self.rows_shown: list[CompareRow] = []
@@ -201,6 +219,7 @@ class CostChart(pg.PlotWidget):
         self.clipped_note.setPos(4, 2)
         self.clipped_note.setVisible(False)
         self.y_top: float | None = None
+        self._ticks: list[tuple[float, str]] | None = None
         self.best_key = ""
         self.apply_palette()
 
@@ -231,7 +250,7 @@ class CostChart(pg.PlotWidget):
         top = self._y_top(shown, budget_usd)
         self.y_top = top
         above = [r for r in shown if top is not None and (r.cost_usd or 0) > top]
-        inside = [r for r in shown if r not in above]
+        inside = [r for r in shown if top is None or (r.cost_usd or 0) <= top]
         groups = {
             "on-demand": [r for r in inside if r.usable and r.pricing == "on-demand" and r.rank != 1],
             "spot (expected)": [r for r in inside if r.usable and r.pricing == "spot" and r.rank != 1],
@@ -244,14 +263,7 @@ class CostChart(pg.PlotWidget):
             ys = np.array([r.cost_usd for r in group], dtype=float)
             if name == "above the scale" and top is not None:
                 ys = np.full(len(group), top * 0.985)  # pinned to the top edge, pointing up
-            tips = [
-                _Point(
-                    f"{r.gpus} x {r.gpu} {r.pricing} ({r.provider or '-'}): {human_hours(r.hours)}, "
-                    f"{human_money(r.cost_usd)}" + ("" if r.usable else f" ({r.reason})") + " (click: details)",
-                    (r.gpu, r.gpus, r.pricing),
-                )
-                for r in group
-            ]
+            tips = [_Point(r) for r in group]
             self.series[name].setData(xs, ys, data=tips)
         self._groups_drawn = tuple(name for name, group in groups.items() if group)
         self._draw_focus()
@@ -283,6 +295,9 @@ class CostChart(pg.PlotWidget):
         self._x_range = (lo - pad, hi + pad)
         item.setXRange(*self._x_range, padding=0)
         self._update_ticks()
+        # The view box applies a new range to its items when the next paint starts; a transform changed
+        # during a paint makes Qt paint the plot area once more. Applied now, one paint shows the result.
+        item.getViewBox().prepareForPaint()
 
     def _on_points_clicked(self, _item: object, points: Sequence[object], _event: object) -> None:
         for point in points:
@@ -377,7 +392,10 @@ class CostChart(pg.PlotWidget):
         if item is None:  # the widget is going away
             return
         width = max(item.getViewBox().width(), 200.0)
-        item.getAxis("bottom").setTicks([hour_ticks(*x_range, width), []])
+        ticks = hour_ticks(*x_range, width)
+        if ticks != self._ticks:  # new ticks repaint the axis: not when the labels are the same
+            self._ticks = ticks
+            item.getAxis("bottom").setTicks([ticks, []])
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
         super().resizeEvent(event)

@@ -1,98 +1,32 @@
-"""Numbers for people: durations as "1 h 12 min", sizes in GiB, money to cents (3 significant figures when tiny).
-
-No Qt here: the panes, the tables and the PDF report all format through these, so one value reads the
-same everywhere and never as "1.115e-05" or a raw byte count.
-"""
+"""Numbers for people, for the window: the one implementation is :mod:`gpuplanner.export.human` (below
+the engine and the CLI, which format through it too)."""
 
 from __future__ import annotations
 
-import math
-from decimal import ROUND_HALF_UP, Decimal
+from gpuplanner.export.human import (
+    DASH,
+    GIB,
+    MIB,
+    human_bytes,
+    human_duration,
+    human_gib,
+    human_hours,
+    human_money,
+    human_number,
+    round_for_people,
+    significant,
+)
 
-GIB = 1024**3
-MIB = 1024**2
-DASH = "–"
-
-
-def _finite(value: float | None) -> bool:
-    return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def significant(value: float, digits: int = 3) -> str:
-    """``value`` to ``digits`` significant figures in fixed-point notation (no exponent)."""
-    if value == 0:
-        return "0"
-    places = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    # round the shortest decimal form half up, as a person would ("1.115e-05" -> 0.0000112)
-    exact = Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
-    return f"{exact:,.{places}f}"
-
-
-def human_number(value: float | None) -> str:
-    """A plain number: thousands separated, two decimals at most, tiny values to 3 significant figures."""
-    if not _finite(value):
-        return DASH
-    assert value is not None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    if abs(value) >= 1 or value == 0:
-        text = f"{value:,.2f}"
-        return text.rstrip("0").rstrip(".") if "." in text else text
-    text = significant(value, 3)
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def human_money(usd: float | None) -> str:
-    """Dollars: to the cent, or to 3 significant figures below 10 cents ("$0.0000112")."""
-    if not _finite(usd):
-        return DASH
-    assert usd is not None
-    sign = "-" if usd < 0 else ""
-    amount = abs(usd)
-    if amount >= 0.1 or amount == 0:
-        return f"{sign}${amount:,.2f}"
-    return f"{sign}${significant(amount, 3)}"
-
-
-def human_duration(seconds: float | None) -> str:
-    """A duration: "45 s", "12 min", "1 h 12 min", "3 d 4 h"."""
-    if not _finite(seconds):
-        return DASH
-    assert seconds is not None
-    sign = "-" if seconds < 0 else ""
-    total = abs(seconds)
-    if 0 < total < 0.5:
-        return f"{sign}under 1 s"  # never a bare "0 s" for something that takes time
-    if total < 60:
-        return f"{sign}{total:.0f} s"
-    minutes = round(total / 60)
-    if minutes < 60:
-        return f"{sign}{minutes} min"
-    if total < 86400:
-        hours, rest = divmod(minutes, 60)
-        return f"{sign}{hours} h" + (f" {rest} min" if rest else "")
-    hours_total = round(total / 3600)
-    days, hours = divmod(hours_total, 24)
-    return f"{sign}{days:,} d" + (f" {hours} h" if hours else "")
-
-
-def human_hours(hours: float | None) -> str:
-    """A duration given in hours."""
-    return DASH if not _finite(hours) else human_duration(float(hours) * 3600.0)  # type: ignore[arg-type]
-
-
-def human_bytes(count: float | None) -> str:
-    """A size in GiB (MiB below one GiB)."""
-    if not _finite(count):
-        return DASH
-    assert count is not None
-    if abs(count) >= GIB:
-        return f"{count / GIB:,.1f} GiB"
-    return f"{count / MIB:,.0f} MiB"
-
-
-def human_gib(gib: float | None) -> str:
-    """A size already in GiB."""
-    return DASH if not _finite(gib) else human_bytes(float(gib) * GIB)  # type: ignore[arg-type]
+__all__ = [
+    "DASH",
+    "GIB",
+    "MIB",
+    "human_bytes",
+    "human_duration",
+    "human_gib",
+    "human_hours",
+    "human_money",
+    "human_number",
+    "round_for_people",
+    "significant",
+]

@@ -11,6 +11,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFileDialog,
     QFormLayout,
@@ -25,12 +26,58 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner.ui.palette import BAD
-from gpuplanner.ui.plan_inputs import EXCLUSIVE, FIELDS, GROUPS, default_values, widget_key
+from gpuplanner.ui.plan_inputs import ALWAYS_KEPT, EXCLUSIVE, FIELDS, GROUPS, KEEP_CHOICES, default_values, widget_key
 
 _ERROR_STYLE = f"color: {BAD};"
 # Fields under which the pane writes what answered (memory model, measured speeds).
 NOTE_KEYS = ("memory", "calibration")
 _INVALID_STYLE = f"border: 2px solid {BAD}; border-radius: 3px;"
+
+
+_KEEP_TIPS = {
+    "micro-batch": "Ticked: the micro-batch and accumulation steps stay as given. ",
+    "checkpointing": "Ticked: gradient checkpointing stays as given. ",
+    "sharding": "Ticked: the sharding stays as given. ",
+    "method": "Ticked: a LoRA stays LoRA. Unticked: a LoRA that nothing else fits may become QLoRA. ",
+}
+
+
+class KeepList(QWidget):
+    """The "Keep as given" check boxes: one per setting the comparison may fit per GPU. Its text is the
+    ticked names, comma-separated (as the form's other fields, texts in and out).
+
+    Signals:
+        toggled(bool): a box was ticked or cleared.
+    """
+
+    toggled = Signal(bool)
+
+    def __init__(self, tooltip: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(1)
+        self.boxes: dict[str, QCheckBox] = {}
+        for name, _field, text in KEEP_CHOICES:
+            box = QCheckBox(text)
+            box.setObjectName(f"keep-{name}")
+            if name in ALWAYS_KEPT:
+                box.setChecked(True)
+                box.setEnabled(False)
+                box.setToolTip("Always kept: the bundled trainer has no 8-bit optimizer states to launch.")
+            else:
+                box.setToolTip(_KEEP_TIPS.get(name, "") + tooltip)
+            box.toggled.connect(self.toggled)
+            column.addWidget(box)
+            self.boxes[name] = box
+
+    def text(self) -> str:
+        return ",".join(name for name, box in self.boxes.items() if box.isChecked() and name not in ALWAYS_KEPT)
+
+    def setText(self, text: str) -> None:  # noqa: N802 (as QLineEdit's)
+        names = {name.strip() for name in text.split(",")}
+        for name, box in self.boxes.items():
+            box.setChecked(name in names or name in ALWAYS_KEPT)
 
 
 class PlanForm(QWidget):
@@ -40,7 +87,7 @@ class PlanForm(QWidget):
 
     def __init__(self, gpu_names: list[str], parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.editors: dict[str, QLineEdit | QComboBox] = {}
+        self.editors: dict[str, QLineEdit | QComboBox | KeepList] = {}
         self.error_labels: dict[str, QLabel] = {}
         self.note_labels: dict[str, QLabel] = {}
         self._layouts: dict[str, QFormLayout] = {}
@@ -105,7 +152,14 @@ class PlanForm(QWidget):
 
     # ------------------------------------------------------------------ editors
 
-    def _make_editor(self, key: str, kind: str, choices: tuple[str, ...], placeholder: str) -> QLineEdit | QComboBox:
+    def _make_editor(
+        self, key: str, kind: str, choices: tuple[str, ...], placeholder: str
+    ) -> QLineEdit | QComboBox | KeepList:
+        if kind == "keep":
+            keep = KeepList(next(f.tooltip for f in FIELDS if f.key == key))
+            keep.setObjectName(key)
+            keep.toggled.connect(self._on_changed)
+            return keep
         if kind == "choice":
             combo = QComboBox()
             combo.addItems(list(choices))
@@ -228,7 +282,8 @@ class PlanForm(QWidget):
     # ------------------------------------------------------------------ slots
 
     @Slot(str)
-    def _on_changed(self, _text: str = "") -> None:
+    @Slot(bool)
+    def _on_changed(self, _text: object = "") -> None:
         if self._loading:
             return
         self._update_visibility()

@@ -39,7 +39,8 @@ DATA_UNITS = ("samples", "tokens")
 
 @dataclass(frozen=True)
 class Field:
-    """One input of the form: ``kind`` is "choice" (a combo box) or "text" (a line edit)."""
+    """One input of the form: ``kind`` is "choice" (a combo box), "text" (a line edit) or "keep" (the check
+    boxes of :data:`KEEP_CHOICES`, its text their names, comma-separated)."""
 
     key: str
     label: str
@@ -267,6 +268,17 @@ FIELDS: tuple[Field, ...] = (
         SHARDING,
     ),
     Field(
+        "keep",
+        "Keep as given",
+        GROUPS[3],
+        "Where your settings do not fit a GPU of the comparison, the table uses the fastest settings that do "
+        "(a smaller micro-batch with more accumulation, more checkpointing, sharding) and Launch uses them. "
+        "A ticked setting is never changed: an option it does not fit shows as not fitting. Untick Method to "
+        "let a LoRA that nothing else fits become QLoRA (4-bit base weights).",
+        "method",
+        "keep",
+    ),
+    Field(
         "mfu",
         "MFU (share)",
         GROUPS[3],
@@ -407,6 +419,18 @@ FIELDS: tuple[Field, ...] = (
 )
 
 FIELD_BY_KEY = {f.key: f for f in FIELDS}
+# The settings the comparison may fit per GPU that "Keep as given" can pin: the name (as ``gpuplanner compare
+# --pin``; "method" kept means no ``--allow-qlora``), the engine's TrainSetup field, and the check box's text
+# (short: the form's column is narrow; each box's tooltip says more).
+KEEP_CHOICES: tuple[tuple[str, str, str], ...] = (
+    ("micro-batch", "micro_batch", "Micro-batch"),
+    ("checkpointing", "grad_checkpointing", "Checkpointing"),
+    ("sharding", "sharding", "Sharding"),
+    ("optimizer", "optimizer", "Optimizer"),
+    ("method", "method", "Method (no QLoRA)"),
+)
+# Always kept in the window: the bundled trainer has no 8-bit optimizer states to launch.
+ALWAYS_KEPT = ("optimizer",)
 # Choice fields that are planner inputs (the others choose how the form itself reads its texts).
 CHOICE_KEYS = ("method", "precision", "optimizer", "grad-checkpointing", "attention", "sharding", "pricing", "memory")
 # Engine field names that belong to a differently named form field.
@@ -479,6 +503,28 @@ def inputs_from_values(values: Mapping[str, str]) -> PlanInputs:
 def request_from_values(values: Mapping[str, str]) -> PlanRequest:
     """Build the engine's request from the form's texts; raises PlanInputError naming the field."""
     return inputs_from_values(values).to_request(default_gpu=example.GPU)
+
+
+def kept_settings(values: Mapping[str, str]) -> tuple[str, ...]:
+    """The "Keep as given" names of the form's texts (comma-separated; the always kept ones included), in
+    :data:`KEEP_CHOICES` order; raises PlanInputError naming the field for a name it does not know."""
+    names = {name.strip() for name in values.get("keep", "").split(",") if name.strip()}
+    known = [name for name, _, _ in KEEP_CHOICES]
+    unknown = sorted(names - set(known))
+    if unknown:
+        raise PlanInputError("keep", f"unknown setting {unknown[0]!r}: one of {', '.join(known)}")
+    return tuple(name for name in known if name in names or name in ALWAYS_KEPT)
+
+
+def pinned_fields(values: Mapping[str, str]) -> tuple[str, ...]:
+    """The TrainSetup fields the comparison keeps as given (``compare(pinned=...)``)."""
+    field = {name: setup_field for name, setup_field, _ in KEEP_CHOICES}
+    return tuple(field[name] for name in kept_settings(values) if name != "method")
+
+
+def allows_qlora(values: Mapping[str, str]) -> bool:
+    """Whether the comparison may turn a LoRA that nothing else fits into QLoRA (Method not kept)."""
+    return "method" not in kept_settings(values)
 
 
 def uses_calibration(values: Mapping[str, str]) -> bool:

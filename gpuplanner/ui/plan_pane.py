@@ -1,12 +1,15 @@
 """The Plan pane: the form on the left; memory bar, ranked table, cost chart and recommendation on the right.
 
 Edits are debounced (:data:`DEBOUNCE_MS`), then the request is built on the GUI thread (cheap, the
-CLI's own parsing) and the rest runs on the pane's own one-thread pool: the speeds measured in the
-run history are added (its own SQLite connection, as ``gpuplanner plan`` does), then the engine
-(``make_plan`` + ``compare``, ~10-30 ms; seconds in trace memory mode). Each calculation carries a
-generation number; a result older than the newest request is dropped. An invalid input is shown at
-its field and the last valid result stays on screen. The form says which memory model answered and
-where the speed came from.
+CLI's own parsing) and the rest runs as a :class:`~gpuplanner.ui.background.BackgroundJob` on the
+pane's own one-thread pool: the speeds measured in the run history are added (its own SQLite
+connection, as ``gpuplanner plan`` does), then the engine (``make_plan`` + ``compare`` with the
+settings fitted per GPU, "Keep as given" pinned; ~10-20 ms, seconds in trace memory mode), then every
+cell of the table (:func:`~gpuplanner.ui.compare_model.table_cells`), so the GUI thread only shows
+them. Each calculation carries a generation (a :class:`~gpuplanner.ui.background.Latest`): a queued
+one that a newer request superseded is skipped, and an answer older than the newest request is
+dropped. An invalid input is shown at its field and the last valid result stays on screen. The form
+says which memory model answered and where the speed came from.
 
 In the window the cost chart (pyqtgraph) is built after the first frame (``defer_chart``).
 
@@ -21,10 +24,11 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, QRect, QRectF, QRunnable, QSize, Qt, QThreadPool, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, QRect, QRectF, QSize, Qt, QThreadPool, QTimer, Signal, Slot
 from PySide6.QtGui import QFont, QFontMetrics, QImage, QKeySequence, QPainter, QPalette, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -51,8 +55,17 @@ from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.documents import plan_document
 from gpuplanner.plan.planner import PlanRequest
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.planning import MeasuredCache, PlanResult, compute, launch_setup
-from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, CompareProxyModel, CompareTableModel, export_rows
+from gpuplanner.planning import WINDOW_PINNED, MeasuredCache, PlanResult, compute, launch_setup
+from gpuplanner.ui.background import BackgroundJob, JobSignals, Latest
+from gpuplanner.ui.compare_model import (
+    COLUMNS,
+    EXPORT_COLUMNS,
+    CompareProxyModel,
+    CompareTableModel,
+    TableCells,
+    export_rows,
+    table_cells,
+)
 from gpuplanner.ui.memory_bar import MemoryBar, memory_view, paint_memory_bar
 from gpuplanner.ui.palette import BAD, WARN
 from gpuplanner.ui.plan_details import (
@@ -70,7 +83,9 @@ from gpuplanner.ui.plan_details import (
 from gpuplanner.ui.plan_form import PlanForm
 from gpuplanner.ui.plan_inputs import (
     MEMORY_SOURCES,
+    allows_qlora,
     inputs_with_form,
+    pinned_fields,
     request_from_values,
     trainer_settings,
     uses_calibration,
@@ -83,41 +98,43 @@ from gpuplanner.ui.table_view import export_menu_button, sortable_table
 DEBOUNCE_MS = 150
 
 
-class _PlanSignals(QObject):
-    done = Signal(object)
-    failed = Signal(int, str, str)
+@dataclass(frozen=True)
+class _Answer:
+    """What the worker hands back for one request: the engine's result and the table's cells."""
+
+    result: PlanResult
+    cells: TableCells
 
 
-class _PlanJob(QRunnable):
-    def __init__(
-        self,
-        generation: int,
-        request: PlanRequest,
-        values: dict[str, str],
-        catalog: Catalog,
-        db_path: Path | None,
-        cache: MeasuredCache,
-        signals: _PlanSignals,
-    ) -> None:
-        super().__init__()
-        self.generation, self.request, self.values, self.catalog, self.signals = (
-            generation,
-            request,
-            values,
-            catalog,
-            signals,
-        )
-        self.db_path, self.cache = db_path, cache
+@dataclass(frozen=True)
+class _Refused:
+    """The engine refused an input: the field it names and why."""
 
-    def run(self) -> None:
-        try:
-            result = compute(self.generation, self.request, self.values, self.catalog, self.db_path, self.cache)
-        except PlanInputError as exc:
-            self.signals.failed.emit(self.generation, exc.field, exc.message)
-        except Exception as exc:  # noqa: BLE001 - never let a worker die silently
-            self.signals.failed.emit(self.generation, "model-source", f"the planner failed: {exc}")
-        else:
-            self.signals.done.emit(result)
+    field: str
+    message: str
+
+
+def _work(
+    generation: int,
+    request: PlanRequest,
+    values: dict[str, str],
+    catalog: Catalog,
+    db_path: Path | None,
+    cache: MeasuredCache,
+    pinned: tuple[str, ...],
+    allow_qlora: bool,
+) -> _Answer | _Refused:
+    """One recalculation on the pane's worker thread: the engine, then every cell of the table (plain
+    Python), so the GUI thread only shows them."""
+    try:
+        result = compute(generation, request, values, catalog, db_path, cache, pinned=pinned, allow_qlora=allow_qlora)
+    except PlanInputError as exc:
+        return _Refused(exc.field, exc.message)
+    return _Answer(result, table_cells(result.rows))
+
+
+def _describe_failure(exc: Exception) -> str:
+    return f"the planner failed: {exc}"
 
 
 class PlanPane(QWidget):
@@ -138,10 +155,15 @@ class PlanPane(QWidget):
         self.saved_plan_id: int | None = None
         self.selected_key: OptionKey | None = None  # the option selected in the table (None: the recommended)
         self.focus: Focus | None = None  # the option the details describe
-        self._generation = 0
-        self._in_flight: dict[int, _PlanSignals] = {}
+        self._latest = Latest()  # the newest request's generation; older queued ones are skipped
+        self._in_flight: set[int] = set()
+        self._signals = JobSignals(self)
+        self._signals.done.connect(self._on_job_done)
+        self._signals.failed.connect(self._on_job_failed)
+        self._signals.skipped.connect(self._on_job_skipped)
         self._edit_started: float | None = None
         self.last_latency_s: float | None = None
+        self.last_show_s: float | None = None  # seconds the last answer took to show (ui_speed.py reports it)
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(1)
         self._debounce = QTimer(self)
@@ -434,20 +456,23 @@ class PlanPane(QWidget):
         values = self.form.values()
         try:
             request = request_from_values(values)
+            pinned = tuple(dict.fromkeys(WINDOW_PINNED + pinned_fields(values)))
+            qlora = allows_qlora(values)
         except PlanInputError as exc:
+            self._latest.advance()  # an answer still on its way is for older input: it must not clear the mark
             self._show_input_error(exc.field, exc.message)
             return False
-        self._generation += 1
-        signals = _PlanSignals()
-        signals.done.connect(self._on_result)
-        signals.failed.connect(self._on_failed)
-        self._in_flight[self._generation] = signals
+        generation = self._latest.advance()
+        self._in_flight.add(generation)
         db_path = self.services.db_path if uses_calibration(values) else None
         if request.memory_source == "trace":
             self.form.set_note("memory", "Tracing one training step…")
-        self._pool.start(
-            _PlanJob(self._generation, request, values, self.catalog, db_path, self._measured_cache, signals)
-        )
+        catalog, cache = self.catalog, self._measured_cache
+
+        def work() -> _Answer | _Refused:
+            return _work(generation, request, values, catalog, db_path, cache, pinned, qlora)
+
+        self._pool.start(BackgroundJob(work, self._signals, "plan", generation, _describe_failure, self._latest))
         return True
 
     def reload_catalog(self) -> None:
@@ -459,29 +484,41 @@ class PlanPane(QWidget):
     def is_busy(self) -> bool:
         return bool(self._in_flight) or self._debounce.isActive()
 
-    @Slot(object)
-    def _on_result(self, result: PlanResult) -> None:
-        self._in_flight.pop(result.generation, None)
-        if result.generation != self._generation:
+    @Slot(str, int, object)
+    def _on_job_done(self, _kind: str, generation: int, answer: Any) -> None:
+        self._in_flight.discard(generation)
+        if generation != self._latest.value:
             return  # an older request: a newer one is on its way
+        if isinstance(answer, _Refused):
+            self._show_input_error(answer.field, answer.message)
+            return
+        self._on_result(answer.result, answer.cells)
+
+    @Slot(str, int, str)
+    def _on_job_failed(self, _kind: str, generation: int, message: str) -> None:
+        self._in_flight.discard(generation)
+        if generation == self._latest.value:
+            self._show_input_error("model-source", message)
+
+    @Slot(str, int)
+    def _on_job_skipped(self, _kind: str, generation: int) -> None:
+        self._in_flight.discard(generation)
+
+    def _on_result(self, result: PlanResult, cells: TableCells | None = None) -> None:
+        started = time.perf_counter()
         first = self.result is None
         self.result = result
         self.last_error = None
         self.form.clear_errors()
         self.status_label.hide()
-        self._apply(result)
+        self._apply(result, cells if cells is not None else table_cells(result.rows))
         if first:
             self._lay_out_splitter(force=True)  # the details have their text now
         if self._edit_started is not None:
             self.last_latency_s = time.perf_counter() - self._edit_started
             self._edit_started = None
+        self.last_show_s = time.perf_counter() - started  # the GUI thread's share (before the repaint)
         self.resultsUpdated.emit()
-
-    @Slot(int, str, str)
-    def _on_failed(self, generation: int, field: str, message: str) -> None:
-        self._in_flight.pop(generation, None)
-        if generation == self._generation:
-            self._show_input_error(field, message)
 
     def _show_input_error(self, field: str, message: str) -> None:
         message = in_window_words(message)  # the form's labels, not the CLI's flags
@@ -493,9 +530,9 @@ class PlanPane(QWidget):
         self._edit_started = None
         self.inputError.emit(key, message)
 
-    def _apply(self, result: PlanResult) -> None:
+    def _apply(self, result: PlanResult, cells: TableCells) -> None:
         plan, request = result.plan, result.request
-        self.model.set_rows(result.rows)
+        self.model.set_cells(cells)
         names = [c[1] for c in COLUMNS]
         self.table.setColumnHidden(names.index("meets_deadline"), request.deadline_hours is None)
         self.table.setColumnHidden(names.index("within_budget"), request.budget_usd is None)

@@ -94,8 +94,9 @@ def startup_seconds() -> tuple[list[float], list[float]]:
     return times, ready
 
 
-def recalc_seconds() -> tuple[list[float], list[float]]:
-    """Edit -> result on screen, and the engine's share of it (on the worker thread)."""
+def recalc_seconds() -> tuple[list[float], list[float], list[float]]:
+    """Edit -> result on screen; the engine's share of it (on the worker thread); and the GUI thread's
+    (the answer shown: table, chart and details updated, then painted)."""
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
@@ -119,21 +120,24 @@ def recalc_seconds() -> tuple[list[float], list[float]]:
                 pane.resultsUpdated.disconnect(loop.quit)
 
         settle()
-        totals, engine = [], []
+        totals, engine, gui = [], [], []
         for i in range(EDITS + 3):
             start = time.perf_counter()
             pane.form.set_values({"micro-batch": str(1 + i % 6), "seq-len": str(1024 * (1 + i % 2))})
             pane.recalculate()
             settle()
+            shown = time.perf_counter()
             app.processEvents()  # the repaint of the new result
+            end = time.perf_counter()
             if i >= 3:  # the first edits warm caches, as a running app has them
-                totals.append(time.perf_counter() - start)
+                totals.append(end - start)
                 engine.append(pane.result.compute_s)
+                gui.append((pane.last_show_s or 0.0) + end - shown)
         pane.shutdown()
         pane.close()
         pane.deleteLater()
         app.processEvents()
-    return totals, engine
+    return totals, engine, gui
 
 
 def _p90(values: list[float]) -> float:
@@ -152,11 +156,12 @@ def main() -> int:
         print(
             f"  window complete (plan result, cost chart and Runs pane built): median {statistics.median(ready):.2f} s"
         )
-    totals, engine = recalc_seconds()
+    totals, engine, gui = recalc_seconds()
     print(
         f"plan recalculation after an edit: median {statistics.median(totals) * 1000:.1f} ms, "
-        f"p90 {_p90(totals) * 1000:.1f} ms (engine on the worker: median {statistics.median(engine) * 1000:.1f} ms)"
-        f" over {EDITS} edits (target < 50 ms; plus the 150 ms typing debounce)"
+        f"p90 {_p90(totals) * 1000:.1f} ms, best {min(totals) * 1000:.1f} ms (engine on the worker: median "
+        f"{statistics.median(engine) * 1000:.1f} ms; answer shown and painted on the GUI thread: median "
+        f"{statistics.median(gui) * 1000:.1f} ms) over {EDITS} edits (target < 50 ms; plus the 150 ms typing debounce)"
     )
     try:
         from tests.benchmarks.synthetic_runs import redraw_benchmark

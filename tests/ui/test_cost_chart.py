@@ -76,3 +76,48 @@ def test_tiny_model_short_run(qtbot: Any, services: Any) -> None:
     assert len(ticks) >= 2 and all("e" not in text for _, text in ticks)
     strings = chart.getPlotItem().getAxis("left").tickStrings([0.001, 0.002], 1, 0.001)
     assert strings == ["$0.001", "$0.002"]
+
+
+def test_new_rows_paint_the_chart_once(qtbot: Any, services: Any) -> None:
+    """A recalculation (new costs and hours, the same kinds of points) paints the chart once: the view box's
+    new range is applied before the paint, as a change made during a paint makes Qt paint the plot area a
+    second time (that was most of a recalculation's cost)."""
+    from PySide6.QtCore import QEvent, QObject
+
+    first = _rows(services, "llama-3.1-8b", samples=100_000, epochs=1.0, budget=None)
+    second = _rows(services, "llama-3.1-8b", samples=400_000, epochs=3.0, budget=None)
+    chart = CostChart()
+    qtbot.addWidget(chart)
+    chart.resize(900, 320)
+    chart.show()
+    qtbot.waitExposed(chart)
+    for rows in (first, second):  # the cost axis widens once for the dearer costs' labels
+        chart.set_rows(rows, deadline_hours=None, budget_usd=None)
+        qtbot.wait(100)
+    width = chart.getPlotItem().getAxis("left").width()
+
+    class Paints(QObject):
+        count = 0
+
+        def eventFilter(self, _watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt naming)
+            if event.type() == QEvent.Type.Paint:
+                self.count += 1
+            return False
+
+    paints = Paints()
+    chart.viewport().installEventFilter(paints)
+    for rows in (first, second, first):
+        before = paints.count
+        chart.set_rows(rows, deadline_hours=None, budget_usd=None)
+        qtbot.wait(150)  # the paint, and time for any second one
+        assert paints.count - before == 1
+        assert chart.getPlotItem().getAxis("left").width() == width  # the plot area stays where it was
+    chart.viewport().removeEventFilter(paints)
+
+
+def test_cost_axis_draws_labelled_ticks_only() -> None:
+    """Every tick of the cost axis is a grid line across the plot: only the labelled level is drawn."""
+    from gpuplanner.ui.cost_chart import MoneyAxis
+
+    levels = MoneyAxis(orientation="left").tickSpacing(0.0, 12_000.0, 300)
+    assert len(levels) == 1

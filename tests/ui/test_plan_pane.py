@@ -163,6 +163,20 @@ def test_invalid_input_is_marked_and_the_last_result_stays(qtbot: Any, pane: Pla
     assert pane.result is not result
 
 
+def test_an_answer_for_older_input_does_not_clear_a_new_error(qtbot: Any, pane: PlanPane) -> None:
+    """A valid edit still computing when the next edit is invalid: its answer is dropped, the mark stays."""
+    result = pane.result
+    pane.form.set_values({"micro-batch": "2"})
+    assert pane.recalculate()  # on the worker now
+    pane.form.set_values({"micro-batch": "abc"})
+    assert not pane.recalculate()
+    wait_for_result(qtbot, pane)  # the valid edit's answer came back (and was dropped)
+    qtbot.wait(50)
+    assert "expected a number" in pane.form.error_text("micro-batch")
+    assert pane.status_label.isVisibleTo(pane)
+    assert pane.result is result
+
+
 def test_samples_and_tokens_errors_land_at_the_data_field(qtbot: Any, pane: PlanPane) -> None:
     with qtbot.waitSignal(pane.inputError, timeout=5000) as blocker:
         type_into(qtbot, pane, "samples", "0")
@@ -378,6 +392,27 @@ def test_compare_model_follows_the_model_view_rules(qtmodeltester: Any, pane: Pl
     qtmodeltester.check(pane.model)
     qtmodeltester.check(pane.proxy)
     assert pane.model.columnCount() == len(COLUMNS)
+
+
+def test_a_recalculation_updates_the_table_in_place(qtbot: Any, pane: PlanPane) -> None:
+    """Same options, new numbers: the cells change in place (dataChanged, no reset, the selection kept), from
+    the cells the worker worked out."""
+    from gpuplanner.ui.compare_model import table_cells
+
+    pane.select_option(pane.result.rows[1].gpu, pane.result.rows[1].gpus, pane.result.rows[1].pricing)
+    selected = pane.selected_key
+    resets: list[int] = []
+    changed: list[int] = []
+    pane.model.modelReset.connect(lambda: resets.append(1))
+    pane.model.dataChanged.connect(lambda *_: changed.append(1))
+    type_into(qtbot, pane, "samples", "123456")
+    qtbot.waitUntil(lambda: pane.result.request.workload.samples == 123456 and not pane.is_busy(), timeout=10_000)
+    assert resets == [] and len(changed) == 1
+    assert pane.selected_key == selected
+    expected = table_cells(pane.result.rows)
+    assert [[pane.model.index(r, c).data() for c in range(len(COLUMNS))] for r in range(len(expected.rows))] == (
+        expected.texts
+    )
 
 
 def near(value: float) -> Any:
