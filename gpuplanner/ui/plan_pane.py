@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner.export.tables import to_csv, to_markdown
-from gpuplanner.history.db import open_db
+from gpuplanner.history.db import BUSY_TIMEOUT_MS, open_db
 from gpuplanner.history.plans import get_plan, list_plans, save_plan
 from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.documents import plan_document
@@ -142,6 +143,7 @@ class PlanPane(QWidget):
     inputError = Signal(str, str)
     launchRequested = Signal(dict)
     planSaved = Signal(int)
+    planSaveFailed = Signal(str)
 
     def __init__(self, services: AppServices, parent: QWidget | None = None, *, defer_chart: bool = False) -> None:
         super().__init__(parent)
@@ -166,6 +168,14 @@ class PlanPane(QWidget):
         self.last_show_s: float | None = None  # seconds the last answer took to show (ui_speed.py reports it)
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(1)
+        # saving plans writes to the history: one at a time, in order, never on the GUI thread
+        self._write_pool = QThreadPool(self)
+        self._write_pool.setMaxThreadCount(1)
+        self._write_signals = JobSignals(self)
+        self._write_signals.done.connect(self._on_plan_saved)
+        self._write_signals.failed.connect(self._on_plan_save_failed)
+        self._after_save: dict[int, Callable[[int], None]] = {}
+        self._writes = 0
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(DEBOUNCE_MS)
@@ -731,19 +741,41 @@ class PlanPane(QWidget):
         gpu = r.plan.gpu.name if r.plan.gpu else "custom GPU"
         return f"{r.request.model.name} {r.plan.setup.method} on {r.plan.setup.gpus} x {gpu}"
 
-    def save_plan(self, name: str) -> int:
-        """Store the current (valid) plan in the history; returns its id."""
+    def save_plan(self, name: str, then: Callable[[int], None] | None = None) -> None:
+        """Store the current (valid) plan in the history on the write worker; ``planSaved(id)`` follows
+        (and ``then(id)``, when given), or ``planSaveFailed(message)``."""
         document = self.plan_document()
         if document is None:
             raise RuntimeError("no valid plan to save")
-        db = open_db(self.services.db_path)
-        try:
-            plan_id = save_plan(db, name, document)
-        finally:
-            db.close()
-        self.saved_plan_id = plan_id
-        self.planSaved.emit(plan_id)
-        return plan_id
+        db_path = self.services.db_path
+
+        def work() -> int:
+            db = open_db(db_path)
+            try:
+                return save_plan(db, name, document)
+            finally:
+                db.close()
+
+        self._writes += 1
+        if then is not None:
+            self._after_save[self._writes] = then
+        self._write_pool.start(BackgroundJob(work, self._write_signals, "save-plan", self._writes, str))
+
+    @Slot(str, int, object)
+    def _on_plan_saved(self, _kind: str, generation: int, plan_id: Any) -> None:
+        self.saved_plan_id = int(plan_id)
+        self.planSaved.emit(self.saved_plan_id)
+        then = self._after_save.pop(generation, None)
+        if then is not None:
+            then(self.saved_plan_id)
+
+    @Slot(str, int, str)
+    def _on_plan_save_failed(self, _kind: str, generation: int, message: str) -> None:
+        self._after_save.pop(generation, None)
+        self.planSaveFailed.emit(message)
+        QMessageBox.warning(
+            self, "Save plan", f"Could not save the plan in the history (nothing was changed): {message}"
+        )
 
     def saved_plans(self) -> list[tuple[int, str, float]]:
         db = open_db(self.services.db_path)
@@ -772,14 +804,16 @@ class PlanPane(QWidget):
     def _on_save_clicked(self) -> None:
         self.save_dialog()
 
-    def save_dialog(self) -> int | None:
+    def save_dialog(self) -> bool:
+        """Ask for a name and save the plan (``planSaved`` follows); False when nothing is saved."""
         if self.result is None:
             QMessageBox.information(self, "Save plan", "There is no valid plan to save: fix the marked input first.")
-            return None
+            return False
         name, ok = QInputDialog.getText(self, "Save plan", "Name of the plan:", text=self.default_plan_name())
         if not ok or not name.strip():
-            return None
-        return self.save_plan(name.strip())
+            return False
+        self.save_plan(name.strip())
+        return True
 
     @Slot()
     def _on_open_clicked(self) -> None:
@@ -797,19 +831,20 @@ class PlanPane(QWidget):
 
     # ------------------------------------------------------------------ launch
 
-    def launch_settings(self) -> dict[str, Any] | None:
-        """Trainer settings of the current plan, after saving it (so the run links to it)."""
-        if self.result is None:
+    def launch_settings(self, plan_id: int, result: PlanResult | None = None) -> dict[str, Any] | None:
+        """Trainer settings of ``result`` (the current plan by default), saved as ``plan_id`` (so the run
+        links to it)."""
+        result = result or self.result
+        if result is None:
             return None
-        plan_id = self.save_plan(self.default_plan_name())
-        plan, request = self.result.plan, self.result.request
+        plan, request = result.plan, result.request
         price = None
         if request.pricing_mode == "spot" and plan.spot is not None:
             price = plan.spot.price.usd_per_gpu_hour
         elif plan.on_demand is not None:
             price = plan.on_demand.usd_per_gpu_hour
-        setup, fitted = launch_setup(request, plan, self.result.rows)
-        settings = trainer_settings(request, self.result.values, plan_id=plan_id, price_per_gpu_hour=price, setup=setup)
+        setup, fitted = launch_setup(request, plan, result.rows)
+        settings = trainer_settings(request, result.values, plan_id=plan_id, price_per_gpu_hour=price, setup=setup)
         if fitted:
             settings["fitted"] = list(fitted)
         return settings
@@ -819,11 +854,18 @@ class PlanPane(QWidget):
         self.launch()
 
     def launch(self) -> None:
-        settings = self.launch_settings()
-        if settings is None:
+        """Save the plan (off the GUI thread), then ask for the launch dialog with its settings."""
+        if self.result is None:
             QMessageBox.information(self, "Launch", "There is no valid plan to launch: fix the marked input first.")
             return
-        self.launchRequested.emit(settings)
+        result = self.result
+
+        def launch_saved(plan_id: int) -> None:  # what was saved is launched, even if the form changed since
+            settings = self.launch_settings(plan_id, result)
+            if settings is not None:
+                self.launchRequested.emit(settings)
+
+        self.save_plan(self.default_plan_name(), then=launch_saved)
 
     # ------------------------------------------------------------------ export
 
@@ -931,3 +973,4 @@ class PlanPane(QWidget):
         self._debounce.stop()
         self._pool.clear()
         self._pool.waitForDone(5000)
+        self._write_pool.waitForDone(BUSY_TIMEOUT_MS + 5000)  # a plan being saved is not lost

@@ -72,14 +72,15 @@ def test_menus_have_shortcuts(window: MainWindow) -> None:
         assert not action.shortcut().isEmpty(), action.text()
 
 
-def test_demo_and_launch_go_to_the_runs_pane(window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_and_launch_go_to_the_runs_pane(qtbot: Any, window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Any] = []
     monkeypatch.setattr(window.runs_pane, "start_demo_run", lambda: calls.append("demo"))
     monkeypatch.setattr(window.runs_pane, "open_launch_dialog", lambda settings: calls.append(settings))
     window.demo_action.trigger()
     assert calls == ["demo"] and window.current_place() == "Runs"
     window.show_place("Plan")
-    window.launch_action.trigger()
+    window.launch_action.trigger()  # the plan is saved off the GUI thread first, then the dialog opens
+    qtbot.waitUntil(lambda: len(calls) == 2, timeout=10_000)
     assert window.current_place() == "Runs"
     settings = calls[1]
     assert settings["model"] == "llama-3.1-8b" and settings["precision"] == "bf16-mixed" and settings["plan_id"] >= 1

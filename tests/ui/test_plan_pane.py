@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QComboBox, QFileDialog, QInputDialog, QLineEdit
+from PySide6.QtWidgets import QComboBox, QFileDialog, QInputDialog, QLineEdit, QMessageBox
 
 from gpuplanner.history.db import open_db
 from gpuplanner.history.plans import get_plan, list_plans
@@ -288,8 +288,9 @@ def test_save_and_reopen_a_plan(qtbot: Any, pane: PlanPane, services: Any, monke
     wait_for_result(qtbot, pane)
     monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("my plan", True))
     with qtbot.waitSignal(pane.planSaved) as saved:
-        plan_id = pane.save_dialog()
-    assert saved.args == [plan_id]
+        assert pane.save_dialog() is True
+    (plan_id,) = saved.args
+    assert pane.saved_plan_id == plan_id
     db = open_db(services.db_path)
     try:
         stored = get_plan(db, plan_id)
@@ -657,3 +658,35 @@ def test_launch_uses_the_settings_fitted_to_the_plans_gpu(qtbot: Any, pane: Plan
     assert settings["fitted"] == list(row.fitted)
     assert (settings["micro_batch"], settings["grad_accum"]) == (row.plan.setup.micro_batch, row.plan.setup.grad_accum)
     assert settings["micro_batch"] * settings["grad_accum"] == 32
+
+
+def test_saving_a_plan_writes_off_the_gui_thread_and_reports_a_failure(
+    qtbot: Any, pane: PlanPane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import gpuplanner.ui.plan_pane as plan_pane_module
+
+    wait_for_result(qtbot, pane)
+    writers: list[threading.Thread] = []
+    real_save = plan_pane_module.save_plan
+
+    def recording_save(db: Any, name: str, document: Any) -> int:
+        writers.append(threading.current_thread())
+        return real_save(db, name, document)
+
+    monkeypatch.setattr(plan_pane_module, "save_plan", recording_save)
+    with qtbot.waitSignal(pane.planSaved, timeout=10_000) as saved:
+        pane.save_plan("off the GUI thread")
+    assert writers and writers[0] is not threading.main_thread()
+    assert pane.saved_plan_id == saved.args[0]
+
+    def failing_save(db: Any, name: str, document: Any) -> int:
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(plan_pane_module, "save_plan", failing_save)
+    monkeypatch.setattr(QMessageBox, "warning", lambda *a, **k: None)
+    with qtbot.waitSignal(pane.planSaveFailed, timeout=10_000) as failed:
+        pane.save_plan("fails")
+    assert "database is locked" in failed.args[0]
+    assert pane.saved_plan_id == saved.args[0]  # the earlier saved plan is still the one linked
