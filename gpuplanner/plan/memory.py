@@ -401,27 +401,45 @@ def _optimizer_state_bytes(spec: ModelSpec, setup: TrainSetup, trainable: int, s
     return FP32 * elems, 2 * FP32 * largest
 
 
+def trainer_behaviour(setup: TrainSetup) -> tuple[str, str]:
+    """(mixed_precision, fsdp_accumulation) as the bundled trainer runs ``setup``.
+
+    Under FSDP over several GPUs (``--fsdp``) the trainer shards with FSDP2 ``fully_shard`` and, under
+    ``*-mixed``, a ``MixedPrecisionPolicy(param_dtype=<16 bit>, reduce_dtype=fp32)``
+    (``trainer/fsdp.py``, ``mixed_precision``): the gathered weights are 16 bit, so the residual stream
+    and every activation are too, as with ``param-cast`` (its autocast then has no fp32 weight left to
+    cast). Between micro-steps it calls ``set_requires_gradient_sync(False)`` (``trainer/loop.py``,
+    ``_grad_sync``), under which FSDP2 accumulates the unsharded gradients (in ``reduce_dtype``) and
+    reduce-scatters them only on the last micro-step: ``no-sync``. On one GPU, under DDP and under
+    ZeRO-2 it runs plain autocast and reduces every step's gradients as they are.
+    """
+    if setup.sharding == "fsdp" and setup.gpus > 1:
+        return MIXED_PARAM_CAST, FSDP_NO_SYNC
+    return MIXED_AUTOCAST, FSDP_REDUCE_EACH
+
+
 def estimate_memory(
     spec: ModelSpec,
     setup: TrainSetup,
     *,
     loss: str = LOSS_FP32,
     selective_policy: str = SELECTIVE_EVERY_MATMUL,
-    mixed_precision: str = MIXED_AUTOCAST,
-    fsdp_accumulation: str = FSDP_REDUCE_EACH,
+    mixed_precision: str | None = None,
+    fsdp_accumulation: str | None = None,
 ) -> MemoryBreakdown:
     """Peak memory per GPU for one training step of ``spec`` under ``setup``.
 
-    The keyword arguments describe how the training code runs where runs differ; their defaults are
-    what the planner has always assumed (the bundled trainer's on one GPU and under DDP; its FSDP mode
-    casts the weights through FSDP2's MixedPrecisionPolicy and turns gradient sync off between
-    micro-steps, ``param-cast`` and ``no-sync`` here, which plans do not pass yet).
+    The keyword arguments describe how the training code runs where runs differ; left out, they are
+    what the bundled trainer does for ``setup`` (:func:`trainer_behaviour`), which is what plans run.
     ``loss``: how the loss treats the logits (:data:`LOSS_KINDS`).
     ``selective_policy``: which matmul outputs selective checkpointing keeps (:data:`SELECTIVE_POLICIES`).
     ``mixed_precision``: autocast or 16-bit weight casts for ``*-mixed`` (:data:`MIXED_PRECISION_KINDS`).
     ``fsdp_accumulation``: gradient shards or full gradients between micro-steps under FSDP
     (:data:`FSDP_ACCUMULATION_KINDS`).
     """
+    default_mp, default_acc = trainer_behaviour(setup)
+    mixed_precision = default_mp if mixed_precision is None else mixed_precision
+    fsdp_accumulation = default_acc if fsdp_accumulation is None else fsdp_accumulation
     if loss not in LOSS_KINDS:
         raise PlanInputError("loss", f"must be one of {', '.join(LOSS_KINDS)}, got {loss!r}")
     if selective_policy not in SELECTIVE_POLICIES:

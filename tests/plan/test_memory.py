@@ -516,7 +516,7 @@ def test_param_cast_mixed_precision_keeps_16_bit_activations() -> None:
     spec = _spec()
     s = TrainSetup(precision="bf16-mixed", micro_batch=2, seq_len=64, gpus=2, sharding="fsdp")
     cast = mem.estimate_memory(spec, s, mixed_precision=mem.MIXED_PARAM_CAST)
-    auto = mem.estimate_memory(spec, s)
+    auto = mem.estimate_memory(spec, s, mixed_precision=mem.MIXED_AUTOCAST)
     half = mem.estimate_memory(spec, replace(s, precision="bf16"))
     assert cast.activations == half.activations < auto.activations
     assert cast.weights == auto.weights  # the fp32 master weights are still what is sharded
@@ -527,7 +527,7 @@ def test_fsdp_no_sync_keeps_full_gradients_between_micro_steps() -> None:
     s = TrainSetup(
         precision="bf16", micro_batch=1, seq_len=512, gpus=4, sharding="fsdp", grad_accum=4, grad_checkpointing="full"
     )
-    each = mem.estimate_memory(spec, s)
+    each = mem.estimate_memory(spec, s, fsdp_accumulation=mem.FSDP_REDUCE_EACH)
     no_sync = mem.estimate_memory(spec, s, fsdp_accumulation=mem.FSDP_NO_SYNC)
     n = spec.n_params
     assert no_sync.peak_moment != "optimizer-step"
@@ -535,7 +535,9 @@ def test_fsdp_no_sync_keeps_full_gradients_between_micro_steps() -> None:
     assert no_sync.total - each.total > 1.5 * n
     # without accumulation there is nothing to keep
     one = replace(s, grad_accum=1)
-    assert mem.estimate_memory(spec, one, fsdp_accumulation=mem.FSDP_NO_SYNC) == mem.estimate_memory(spec, one)
+    assert mem.estimate_memory(spec, one, fsdp_accumulation=mem.FSDP_NO_SYNC) == mem.estimate_memory(
+        spec, one, fsdp_accumulation=mem.FSDP_REDUCE_EACH
+    )
 
 
 def test_attention_soft_capping_keeps_tanh_output_under_eager_attention() -> None:
@@ -551,3 +553,25 @@ def test_attention_soft_capping_keeps_tanh_output_under_eager_attention() -> Non
     assert mem.estimate_memory(capped, sdpa).activations == mem.estimate_memory(plain, sdpa).activations
     with pytest.raises(PlanInputError, match="attn_logit_softcapping"):
         ms.from_config({**TINY_LLAMA, "attn_logit_softcapping": "high"})
+
+
+def test_fsdp_plans_follow_what_the_bundled_trainer_runs() -> None:
+    """--fsdp in the trainer: FSDP2 MixedPrecisionPolicy (16-bit gathered weights, no fp32 residual
+    stream) and gradient sync off between micro-steps (full gradients kept): plans count both."""
+    from gpuplanner.plan.catalog import load_catalog
+    from gpuplanner.plan.planner import PlanRequest, make_plan
+    from gpuplanner.plan.runtime import Workload
+
+    spec = ms.from_preset("llama-3.2-1b")
+    s = TrainSetup(precision="bf16-mixed", micro_batch=2, seq_len=1024, gpus=4, sharding="fsdp", grad_accum=4)
+    assert mem.trainer_behaviour(s) == (mem.MIXED_PARAM_CAST, mem.FSDP_NO_SYNC)
+    assert mem.trainer_behaviour(replace(s, sharding="ddp")) == (mem.MIXED_AUTOCAST, mem.FSDP_REDUCE_EACH)
+    plan = make_plan(PlanRequest(spec, s, Workload(samples=1000), gpu="A100 80GB"), load_catalog(), suggest=False)
+    old = mem.estimate_memory(spec, s, mixed_precision=mem.MIXED_AUTOCAST, fsdp_accumulation=mem.FSDP_REDUCE_EACH)
+    n = spec.n_params
+    assert plan.memory == mem.estimate_memory(
+        spec, s, mixed_precision=mem.MIXED_PARAM_CAST, fsdp_accumulation=mem.FSDP_NO_SYNC
+    )
+    assert plan.memory.gradients >= 4 * n  # the whole fp32 gradient besides its shard
+    assert plan.memory.activations < old.activations or plan.memory.peak_moment != old.peak_moment
+    assert plan.memory.total > old.total + 3 * n  # no_sync's full gradients outweigh the 16-bit activations
