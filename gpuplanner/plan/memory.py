@@ -410,11 +410,13 @@ def trainer_behaviour(setup: TrainSetup) -> tuple[str, str]:
     and every activation are too, as with ``param-cast`` (its autocast then has no fp32 weight left to
     cast). Between micro-steps it calls ``set_requires_gradient_sync(False)`` (``trainer/loop.py``,
     ``_grad_sync``), under which FSDP2 accumulates the unsharded gradients (in ``reduce_dtype``) and
-    reduce-scatters them only on the last micro-step: ``no-sync``. On one GPU, under DDP and under
-    ZeRO-2 it runs plain autocast and reduces every step's gradients as they are.
+    reduce-scatters them only on the last micro-step: ``no-sync``. LoRA adapters are gathered in 16 bit
+    under the policy as well. On one GPU, under DDP and under ZeRO-2 it runs plain autocast and
+    reduces every step's gradients as they are.
     """
     if setup.sharding == "fsdp" and setup.gpus > 1:
-        return MIXED_PARAM_CAST, FSDP_NO_SYNC
+        # the policy exists only under *-mixed; fp32 and pure 16-bit weights are gathered as stored
+        return (MIXED_PARAM_CAST if setup.precision.endswith("-mixed") else MIXED_AUTOCAST), FSDP_NO_SYNC
     return MIXED_AUTOCAST, FSDP_REDUCE_EACH
 
 
@@ -548,8 +550,12 @@ def estimate_memory(
     if setup.uses_adapters:
         mods = resolve_targets(spec, tuple(setup.lora_targets))
         # lora_A output (r, fp32 adapters) saved by lora_B, per wrapped module
-        adapter_tok = sum(FP32 * setup.lora_rank * m.count for m in mods if m.in_block)
-        if regime != "fp32":
+        # Under FSDP2's MixedPrecisionPolicy (``param-cast``) the adapters are gathered in 16 bit too, so
+        # lora_A's output is 16 bit and peft's cast of the input to the adapters' dtype is a no-op.
+        cast_adapters = mixed_precision == MIXED_PARAM_CAST and shard == "fsdp" and regime != "fp32"
+        adapter_b = HALF if cast_adapters else FP32
+        adapter_tok = sum(adapter_b * setup.lora_rank * m.count for m in mods if m.in_block)
+        if regime != "fp32" and not cast_adapters:
             # peft casts each wrapped module's 16-bit input to the adapters' fp32 before lora_A, which
             # saves that copy for its weight gradient (modules sharing an input each make their own)
             adapter_tok += sum(FP32 * m.in_features * m.count for m in mods if m.in_block)

@@ -566,6 +566,7 @@ def test_fsdp_plans_follow_what_the_bundled_trainer_runs() -> None:
     s = TrainSetup(precision="bf16-mixed", micro_batch=2, seq_len=1024, gpus=4, sharding="fsdp", grad_accum=4)
     assert mem.trainer_behaviour(s) == (mem.MIXED_PARAM_CAST, mem.FSDP_NO_SYNC)
     assert mem.trainer_behaviour(replace(s, sharding="ddp")) == (mem.MIXED_AUTOCAST, mem.FSDP_REDUCE_EACH)
+    assert mem.trainer_behaviour(replace(s, precision="bf16")) == (mem.MIXED_AUTOCAST, mem.FSDP_NO_SYNC)
     plan = make_plan(PlanRequest(spec, s, Workload(samples=1000), gpu="A100 80GB"), load_catalog(), suggest=False)
     old = mem.estimate_memory(spec, s, mixed_precision=mem.MIXED_AUTOCAST, fsdp_accumulation=mem.FSDP_REDUCE_EACH)
     n = spec.n_params
@@ -575,3 +576,20 @@ def test_fsdp_plans_follow_what_the_bundled_trainer_runs() -> None:
     assert plan.memory.gradients >= 4 * n  # the whole fp32 gradient besides its shard
     assert plan.memory.activations < old.activations or plan.memory.peak_moment != old.peak_moment
     assert plan.memory.total > old.total + 3 * n  # no_sync's full gradients outweigh the 16-bit activations
+
+
+def test_fsdp_mixed_precision_gathers_lora_adapters_in_16_bit() -> None:
+    """Under the trainer's FSDP2 policy the fp32 adapters are gathered in bf16: lora_A's output is
+    16 bit and peft makes no fp32 copy of each wrapped module's input."""
+    spec = ms.from_preset("llama-3.2-1b")
+    s = TrainSetup(method="lora", precision="bf16-mixed", micro_batch=2, seq_len=1024, gpus=4, sharding="fsdp")
+    mods = ms.resolve_targets(spec, tuple(s.lora_targets))
+    per_token = sum((mem.FP32 * m.in_features + (mem.FP32 - mem.HALF) * s.lora_rank) * m.count for m in mods)
+    cast = mem.estimate_memory(spec, s)
+    auto = mem.estimate_memory(spec, s, mixed_precision=mem.MIXED_AUTOCAST)
+    tokens = s.micro_batch * s.seq_len
+    saved_blocks = spec.num_layers  # no checkpointing: every block's saved tensors count
+    assert auto.activations - cast.activations == per_token * tokens // spec.num_layers * saved_blocks
+    # DDP keeps the fp32 adapters, and with them peft's copies
+    ddp = replace(s, sharding="ddp")
+    assert mem.estimate_memory(spec, ddp).activations == auto.activations
