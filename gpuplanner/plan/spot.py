@@ -118,20 +118,25 @@ class _Simulation:
             reached = progress + gaps[:, k]
             progress = np.floor(reached / self.segment) * self.segment if self.lose_work else reached
         self.start_progress = start
-        self.start_wall = np.concatenate(
-            [np.zeros((self.runs, 1)), np.cumsum(gaps[:, :-1] + self.per_interruption, axis=1)], axis=1
-        )
+        self.start_wall = np.ascontiguousarray(
+            np.concatenate([np.zeros((self.runs, 1)), np.cumsum(gaps[:, :-1] + self.per_interruption, axis=1)], axis=1)
+        )  # row by row in memory, as wall_hours reads it flattened
         self.best_reach = np.maximum.accumulate(start + gaps, axis=1)
+        # what every work size asks (wall_hours runs once per option of a comparison): each run's
+        # furthest reach (the reach only grows along a history), its smallest, and where each run's
+        # segments begin in the flattened arrays
+        self.final_reach = np.ascontiguousarray(self.best_reach[:, -1])
+        self.least_reach = float(self.final_reach.min())
+        self.row_offsets = np.arange(self.runs) * columns
         self.columns = columns
 
     def wall_hours(self, work: float) -> np.ndarray:
-        while self.best_reach[:, -1].min() < work and self.columns < MAX_INTERRUPTIONS:
+        while self.least_reach < work and self.columns < MAX_INTERRUPTIONS:
             self._grow(min(self.columns * 4, MAX_INTERRUPTIONS))
-        covered = self.best_reach >= work
-        segment = covered.argmax(axis=1)
-        rows = np.arange(self.runs)
-        wall = self.start_wall[rows, segment] + work - self.start_progress[rows, segment]
-        wall[~covered[rows, segment]] = np.inf
+        # first segment whose reach covers the work (0 for a run none covers, set to inf below)
+        index = (self.best_reach >= work).argmax(axis=1) + self.row_offsets
+        wall = self.start_wall.take(index) + work - self.start_progress.take(index)
+        wall[self.final_reach < work] = np.inf
         return wall
 
 
@@ -214,7 +219,7 @@ def estimate_spot(
     if finishes:
         samples = simulate_wall_hours(compute_hours, terms, runs=runs)
         p50, p90 = _order_statistics(samples, (0.5, 0.9))
-        meets = None if deadline_hours is None else float(np.mean(samples <= deadline_hours))
+        meets = None if deadline_hours is None else np.count_nonzero(samples <= deadline_hours) / samples.size
     else:
         p50 = p90 = math.inf
         meets = None if deadline_hours is None else 0.0

@@ -19,6 +19,7 @@ from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.speed_params import SpeedModel, load_speed_model
 from gpuplanner.plan.step_model import (
     FORWARD_FLOPS_PER_PARAM,
+    StepParams,
     StepTime,
     hardware_flops_per_token,
     matmul_efficiency,
@@ -139,8 +140,17 @@ def scaling_efficiency(
     return step_compute_s / (step_compute_s + exposed)
 
 
-def _quantized_params(model: ModelShape) -> int:
+def quantized_params(model: ModelShape) -> int:
+    """Parameters QLoRA stores in 4 bits (the matmul parameters when the model does not say)."""
     return int(getattr(model, "quantizable_params", matmul_params(model)))
+
+
+def step_model_tokens_per_s(
+    model: ModelShape, setup: TrainSetup, gpu: GpuPeaks, trainable_params: int, params: StepParams, quantized: int
+) -> float:
+    """Only the tokens/s over all GPUs of :func:`estimate_throughput`'s step model (same figure), for
+    callers that rank many settings by speed (``compare`` fitting settings) and need nothing else."""
+    return step_time(step_work(model, setup, gpu, trainable_params, quantized), params).tokens_per_s * setup.gpus
 
 
 def _given_mfu_throughput(
@@ -192,7 +202,7 @@ def estimate_throughput(
         return _given_mfu_throughput(model, setup, gpu, trainable_params, mfu)
     fitted = speed_model or load_speed_model()
     params = fitted.params_for(gpu, efficiency_scale=efficiency_scale)
-    work = step_work(model, setup, gpu, trainable_params, _quantized_params(model))
+    work = step_work(model, setup, gpu, trainable_params, quantized_params(model))
     time = step_time(work, params)
     per_gpu = time.tokens_per_s
     tokens_s = per_gpu * setup.gpus
