@@ -25,7 +25,7 @@ from gpuplanner.plan.planner import (
 from gpuplanner.plan.runtime import Runtime, estimate_runtime
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.speed_params import load_speed_model
-from gpuplanner.plan.throughput import Throughput, quantized_params, step_model_tokens_per_s
+from gpuplanner.plan.throughput import Throughput, quantized_params, step_model_tokens_per_s, step_params
 
 GPU_COUNTS = (1, 2, 4, 8)
 QLORA_CHANGE = "QLoRA (4-bit base weights)"  # how a row fitted with QLoRA names that change
@@ -164,7 +164,7 @@ def _speed_of(request: PlanRequest, gpu: GpuSpec, trainable: int) -> Callable[[T
     ``tokens_per_s`` of :func:`estimate_throughput` without the rest of its answer, with the GPU's
     constants looked up once for every candidate."""
     try:
-        params = load_speed_model().params_for(gpu)
+        params = step_params(load_speed_model(), gpu)
     except PlanInputError:
         return lambda setup: 0.0
     quantized = quantized_params(request.model)
