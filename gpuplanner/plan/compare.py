@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gpuplanner.export.human import human_hours, human_money
-from gpuplanner.plan.catalog import Catalog, GpuSpec, precision_for
+from gpuplanner.plan.catalog import Catalog, GpuSpec, PriceOffer, precision_for
 from gpuplanner.plan.fit_settings import Candidate, fastest_candidate, fitting_candidates
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, trainable_params
 from gpuplanner.plan.planner import (
@@ -110,6 +110,9 @@ def compare(
     )
     mode_requests = {mode: replace(request, pricing_mode=mode) for mode in PRICINGS}
     rows: list[CompareRow] = []
+    # each GPU and its offers looked up once for every GPU count
+    specs = [catalog.gpu(name) for name in names] if counts else []
+    offers = {gpu.name: catalog.offers_for(gpu.name) for gpu in specs}
 
     def add(count: int) -> None:
         setup = replace(request.setup, gpus=count)
@@ -136,8 +139,7 @@ def compare(
 
         memory = memory_of(setup)
         trainable = trainable_params(request.model, setup)
-        for name in names:
-            gpu = catalog.gpu(name)
+        for gpu in specs:
             use, use_memory, changes = setup, memory, ()
             if fit_settings and memory.total / GIB > gpu.memory_gib * request.headroom:
                 speed = _speed_of(request, gpu, trainable)
@@ -148,7 +150,9 @@ def compare(
                         fitted = replace(fitted, changes=(QLORA_CHANGE, *fitted.changes))
                 if fitted is not None:
                     use, use_memory, changes = fitted.setup, memory_of(fitted.setup), fitted.changes
-            rows.extend(_compare_rows(mode_requests, catalog, gpu, use, use_memory, trainable, changes, memory_of))
+            rows.extend(
+                _compare_rows(mode_requests, offers[gpu.name], gpu, use, use_memory, trainable, changes, memory_of)
+            )
 
     for count in counts:
         add(count)
@@ -180,7 +184,7 @@ def _speed_of(request: PlanRequest, gpu: GpuSpec, trainable: int) -> Callable[[T
 
 def _compare_rows(
     mode_requests: Mapping[str, PlanRequest],
-    catalog: Catalog,
+    offers: Sequence[PriceOffer],
     gpu: GpuSpec,
     setup: TrainSetup,
     memory: MemoryBreakdown,
@@ -202,7 +206,7 @@ def _compare_rows(
     except PlanInputError as exc:  # e.g. bf16 on a GPU without bf16
         return [_unusable_row(mode_requests[mode], gpu, setup, memory, fits, exc.message) for mode in PRICINGS]
     runtime = estimate_runtime(request.workload, throughput, setup)
-    on_demand, spot_price = choose_prices(request, catalog.offers_for(gpu.name), setup.gpus)
+    on_demand, spot_price = choose_prices(request, offers, setup.gpus)
     on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
     spot = None
     if spot_price is not None:
