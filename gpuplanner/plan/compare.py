@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gpuplanner.export.human import human_hours, human_money
-from gpuplanner.plan.catalog import Catalog, GpuSpec, precision_for
-from gpuplanner.plan.fit_settings import fastest_fitting
+from gpuplanner.plan.catalog import Catalog, GpuSpec, PriceOffer, precision_for
+from gpuplanner.plan.fit_settings import Candidate, fastest_candidate, fitting_candidates
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, trainable_params
 from gpuplanner.plan.planner import (
     GIB,
@@ -24,7 +24,8 @@ from gpuplanner.plan.planner import (
 )
 from gpuplanner.plan.runtime import Runtime, estimate_runtime
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
-from gpuplanner.plan.throughput import Throughput, estimate_throughput
+from gpuplanner.plan.speed_params import load_speed_model
+from gpuplanner.plan.throughput import Throughput, quantized_params, step_model_tokens_per_s, step_params
 
 GPU_COUNTS = (1, 2, 4, 8)
 QLORA_CHANGE = "QLoRA (4-bit base weights)"  # how a row fitted with QLoRA names that change
@@ -109,11 +110,14 @@ def compare(
     )
     mode_requests = {mode: replace(request, pricing_mode=mode) for mode in PRICINGS}
     rows: list[CompareRow] = []
+    # each GPU and its offers looked up once for every GPU count
+    specs = [catalog.gpu(name) for name in names] if counts else []
+    offers = {gpu.name: catalog.offers_for(gpu.name) for gpu in specs}
 
     def add(count: int) -> None:
         setup = replace(request.setup, gpus=count)
-        # A candidate setting's memory does not depend on the GPU: worked out once per GPU count, not once
-        # per GPU (most of the time fitting takes).
+        # A candidate setting's memory and changes do not depend on the GPU: worked out once per GPU count
+        # (and method), not once per GPU (most of the time fitting takes).
         known: dict[TrainSetup, MemoryBreakdown] = {}
 
         def memory_of(candidate: TrainSetup) -> MemoryBreakdown:
@@ -122,36 +126,33 @@ def compare(
                 found = known[candidate] = estimate_memory(request.model, candidate)
             return found
 
+        built: dict[str, tuple[Candidate, tuple[Candidate, ...]]] = {}
+
+        def fitting(method: str) -> tuple[Candidate, tuple[Candidate, ...]]:
+            if method not in built:
+                asked = setup if method == setup.method else replace(setup, method=method)
+                built[method] = (
+                    Candidate(asked, memory_of(asked), (), 1.0),
+                    fitting_candidates(asked, pinned, memory_of),
+                )
+            return built[method]
+
         memory = memory_of(setup)
         trainable = trainable_params(request.model, setup)
-        for name in names:
-            gpu = catalog.gpu(name)
+        for gpu in specs:
             use, use_memory, changes = setup, memory, ()
             if fit_settings and memory.total / GIB > gpu.memory_gib * request.headroom:
-                fitted = fastest_fitting(
-                    request.model,
-                    setup,
-                    gpu.memory_gib,
-                    request.headroom,
-                    lambda s, gpu=gpu: _speed(request, s, gpu, trainable),
-                    pinned,
-                    memory=memory_of,
-                )
+                speed = _speed_of(request, gpu, trainable)
+                fitted = fastest_candidate(*fitting(setup.method), gpu.memory_gib, request.headroom, speed)
                 if fitted is None and allow_qlora and setup.method == "lora":
-                    fitted = fastest_fitting(
-                        request.model,
-                        replace(setup, method="qlora"),
-                        gpu.memory_gib,
-                        request.headroom,
-                        lambda s, gpu=gpu: _speed(request, s, gpu, trainable),
-                        pinned,
-                        memory=memory_of,
-                    )
+                    fitted = fastest_candidate(*fitting("qlora"), gpu.memory_gib, request.headroom, speed)
                     if fitted is not None:
                         fitted = replace(fitted, changes=(QLORA_CHANGE, *fitted.changes))
                 if fitted is not None:
                     use, use_memory, changes = fitted.setup, memory_of(fitted.setup), fitted.changes
-            rows.extend(_compare_rows(mode_requests, catalog, gpu, use, use_memory, trainable, changes))
+            rows.extend(
+                _compare_rows(mode_requests, offers[gpu.name], gpu, use, use_memory, trainable, changes, memory_of)
+            )
 
     for count in counts:
         add(count)
@@ -162,29 +163,41 @@ def compare(
     return rank_rows(rows)
 
 
-def _speed(request: PlanRequest, setup: TrainSetup, gpu: GpuSpec, trainable: int) -> float:
-    """The step model's tokens/s for a candidate setting (0 where the GPU cannot run it)."""
+def _speed_of(request: PlanRequest, gpu: GpuSpec, trainable: int) -> Callable[[TrainSetup], float]:
+    """The step model's tokens/s of a candidate setting on ``gpu`` (0 where the GPU cannot run it): the
+    ``tokens_per_s`` of :func:`estimate_throughput` without the rest of its answer, with the GPU's
+    constants looked up once for every candidate."""
     try:
-        return estimate_throughput(request.model, setup, gpu, trainable).tokens_per_s
+        params = step_params(load_speed_model(), gpu)
     except PlanInputError:
-        return 0.0
+        return lambda setup: 0.0
+    quantized = quantized_params(request.model)
+
+    def speed(setup: TrainSetup) -> float:
+        try:
+            return step_model_tokens_per_s(request.model, setup, gpu, trainable, params, quantized)
+        except PlanInputError:
+            return 0.0
+
+    return speed
 
 
 def _compare_rows(
     mode_requests: Mapping[str, PlanRequest],
-    catalog: Catalog,
+    offers: Sequence[PriceOffer],
     gpu: GpuSpec,
     setup: TrainSetup,
     memory: MemoryBreakdown,
     trainable: int,
     fitted: tuple[str, ...] = (),
+    memory_of: Callable[[TrainSetup], MemoryBreakdown] | None = None,
 ) -> list[CompareRow]:
     request = mode_requests["on-demand"]
     warnings: list[str] = []
     precision, note = precision_for(gpu, setup.precision)
     if note:  # no bf16 on this GPU: fp16 mixed precision instead
         setup = replace(setup, precision=precision)
-        memory = estimate_memory(request.model, setup)
+        memory = memory_of(setup) if memory_of else estimate_memory(request.model, setup)
         warnings.append(note)
     capacity = gpu.memory_gib
     fits = memory.total / GIB <= capacity * request.headroom
@@ -193,7 +206,7 @@ def _compare_rows(
     except PlanInputError as exc:  # e.g. bf16 on a GPU without bf16
         return [_unusable_row(mode_requests[mode], gpu, setup, memory, fits, exc.message) for mode in PRICINGS]
     runtime = estimate_runtime(request.workload, throughput, setup)
-    on_demand, spot_price = choose_prices(request, catalog.offers_for(gpu.name), setup.gpus)
+    on_demand, spot_price = choose_prices(request, offers, setup.gpus)
     on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
     spot = None
     if spot_price is not None:
@@ -259,7 +272,11 @@ def _sort_key(row: CompareRow) -> tuple[bool, float, float]:
 def rank_rows(rows: Sequence[CompareRow]) -> list[CompareRow]:
     """Usable rows first, cheapest (expected cost) first; ties go to the faster option."""
     ordered = sorted(rows, key=_sort_key)
-    return [replace(row, rank=index + 1 if row.usable else None) for index, row in enumerate(ordered)]
+    # an unusable row keeps no rank: only rows whose rank changes are copied
+    return [
+        replace(row, rank=index + 1) if row.usable else row if row.rank is None else replace(row, rank=None)
+        for index, row in enumerate(ordered)
+    ]
 
 
 def recommendation(rows: Sequence[CompareRow]) -> str:

@@ -10,7 +10,7 @@ sequence length are never changed: they change what is trained, not how it fits.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, fits
@@ -81,6 +81,54 @@ def describe_changes(old: TrainSetup, new: TrainSetup) -> tuple[str, ...]:
     return tuple(changes)
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate setting with what does not depend on the GPU: its memory and its changes."""
+
+    setup: TrainSetup
+    memory: MemoryBreakdown
+    changes: tuple[str, ...]
+    weight: float  # what a change costs: the speed is multiplied by this before comparing
+
+
+def fitting_candidates(
+    setup: TrainSetup, pinned: Collection[str], memory: Callable[[TrainSetup], MemoryBreakdown]
+) -> tuple[Candidate, ...]:
+    """Every candidate of ``setup`` (:func:`candidates`, in that order) with its memory and changes.
+
+    None of it depends on the GPU, so ``compare`` builds this once per GPU count and setup and tries it
+    on every GPU with :func:`fastest_candidate`."""
+    out = []
+    for candidate in candidates(setup, pinned):
+        changes = describe_changes(setup, candidate)
+        out.append(Candidate(candidate, memory(candidate), changes, 1.0 - CHANGE_PENALTY * len(changes)))
+    return tuple(out)
+
+
+def fastest_candidate(
+    requested: Candidate,
+    options: Sequence[Candidate],
+    capacity_gib: float,
+    headroom: float,
+    speed: Callable[[TrainSetup], float],
+) -> FittedSetup | None:
+    """:func:`fastest_fitting` over candidates built beforehand (``requested``: the setup as asked, with
+    its memory)."""
+    if fits(requested.memory, capacity_gib, headroom):
+        return FittedSetup(requested.setup, ())
+    best: tuple[float, Candidate] | None = None
+    for option in options:
+        if not fits(option.memory, capacity_gib, headroom):
+            continue
+        # each change must buy more than 1% of speed: no 8-bit states or sharding for nothing
+        score = speed(option.setup) * option.weight
+        if best is None or score > best[0]:
+            best = (score, option)
+    if best is None:
+        return None
+    return FittedSetup(best[1].setup, best[1].changes)
+
+
 def fastest_fitting(
     model: ModelSpec,
     setup: TrainSetup,
@@ -92,19 +140,9 @@ def fastest_fitting(
 ) -> FittedSetup | None:
     """The candidate that fits in ``capacity_gib x headroom`` with the highest ``speed`` (tokens/s);
     the requested setup itself when it fits; None when nothing fits. ``memory`` estimates a candidate's
-    memory (default :func:`estimate_memory` of ``model``; ``compare`` passes one that remembers, as every
-    GPU it fits checks the same candidates)."""
+    memory (default :func:`estimate_memory` of ``model``)."""
     memory_of = memory or (lambda s: estimate_memory(model, s))
-    if fits(memory_of(setup), capacity_gib, headroom):
+    requested = Candidate(setup, memory_of(setup), (), 1.0)
+    if fits(requested.memory, capacity_gib, headroom):
         return FittedSetup(setup, ())
-    best: tuple[float, TrainSetup] | None = None
-    for candidate in candidates(setup, pinned):
-        if not fits(memory_of(candidate), capacity_gib, headroom):
-            continue
-        # each change must buy more than 1% of speed: no 8-bit states or sharding for nothing
-        score = speed(candidate) * (1.0 - CHANGE_PENALTY * len(describe_changes(setup, candidate)))
-        if best is None or score > best[0]:
-            best = (score, candidate)
-    if best is None:
-        return None
-    return FittedSetup(best[1], describe_changes(setup, best[1]))
+    return fastest_candidate(requested, fitting_candidates(setup, pinned, memory_of), capacity_gib, headroom, speed)

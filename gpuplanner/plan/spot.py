@@ -117,22 +117,46 @@ class _Simulation:
             start[:, k] = progress
             reached = progress + gaps[:, k]
             progress = np.floor(reached / self.segment) * self.segment if self.lose_work else reached
-        self.start_progress = start
-        self.start_wall = np.concatenate(
-            [np.zeros((self.runs, 1)), np.cumsum(gaps[:, :-1] + self.per_interruption, axis=1)], axis=1
+        start_wall = np.ascontiguousarray(
+            np.concatenate([np.zeros((self.runs, 1)), np.cumsum(gaps[:, :-1] + self.per_interruption, axis=1)], axis=1)
+        )  # row by row in memory, as wall_hours reads it flattened
+        best_reach = np.maximum.accumulate(start + gaps, axis=1)
+        final_reach = np.ascontiguousarray(best_reach[:, -1])  # the reach only grows along a history
+        # one assignment, so a thread reading while another grows the histories sees one consistent set
+        self._state = _Histories(
+            columns,
+            start,
+            start_wall,
+            best_reach,
+            final_reach,
+            float(final_reach.min()),
+            np.arange(self.runs) * columns,
         )
-        self.best_reach = np.maximum.accumulate(start + gaps, axis=1)
         self.columns = columns
 
     def wall_hours(self, work: float) -> np.ndarray:
-        while self.best_reach[:, -1].min() < work and self.columns < MAX_INTERRUPTIONS:
-            self._grow(min(self.columns * 4, MAX_INTERRUPTIONS))
-        covered = self.best_reach >= work
-        segment = covered.argmax(axis=1)
-        rows = np.arange(self.runs)
-        wall = self.start_wall[rows, segment] + work - self.start_progress[rows, segment]
-        wall[~covered[rows, segment]] = np.inf
+        state = self._state
+        while state.least_reach < work and state.columns < MAX_INTERRUPTIONS:
+            self._grow(min(state.columns * 4, MAX_INTERRUPTIONS))
+            state = self._state
+        # first segment whose reach covers the work (0 for a run none covers, set to inf below)
+        index = (state.best_reach >= work).argmax(axis=1) + state.row_offsets
+        wall = state.start_wall.take(index) + work - state.start_progress.take(index)
+        wall[state.final_reach < work] = np.inf
         return wall
+
+
+@dataclass(frozen=True)
+class _Histories:
+    """One set of simulated histories, as :meth:`_Simulation.wall_hours` reads them."""
+
+    columns: int
+    start_progress: np.ndarray  # progress at the start of each segment
+    start_wall: np.ndarray  # wall hours at the start of each segment
+    best_reach: np.ndarray  # furthest progress reached by the end of each segment
+    final_reach: np.ndarray  # each run's furthest reach over its whole history
+    least_reach: float  # the smallest of those: a work size beyond it needs longer histories
+    row_offsets: np.ndarray  # where each run's segments begin in the flattened arrays
 
 
 @functools.lru_cache(maxsize=64)
@@ -214,7 +238,7 @@ def estimate_spot(
     if finishes:
         samples = simulate_wall_hours(compute_hours, terms, runs=runs)
         p50, p90 = _order_statistics(samples, (0.5, 0.9))
-        meets = None if deadline_hours is None else float(np.mean(samples <= deadline_hours))
+        meets = None if deadline_hours is None else np.count_nonzero(samples <= deadline_hours) / samples.size
     else:
         p50 = p90 = math.inf
         meets = None if deadline_hours is None else 0.0

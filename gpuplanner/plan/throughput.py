@@ -19,6 +19,7 @@ from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.speed_params import SpeedModel, load_speed_model
 from gpuplanner.plan.step_model import (
     FORWARD_FLOPS_PER_PARAM,
+    StepParams,
     StepTime,
     hardware_flops_per_token,
     matmul_efficiency,
@@ -139,8 +140,17 @@ def scaling_efficiency(
     return step_compute_s / (step_compute_s + exposed)
 
 
-def _quantized_params(model: ModelShape) -> int:
+def quantized_params(model: ModelShape) -> int:
+    """Parameters QLoRA stores in 4 bits (the matmul parameters when the model does not say)."""
     return int(getattr(model, "quantizable_params", matmul_params(model)))
+
+
+def step_model_tokens_per_s(
+    model: ModelShape, setup: TrainSetup, gpu: GpuPeaks, trainable_params: int, params: StepParams, quantized: int
+) -> float:
+    """Only the tokens/s over all GPUs of :func:`estimate_throughput`'s step model (same figure), for
+    callers that rank many settings by speed (``compare`` fitting settings) and need nothing else."""
+    return step_time(step_work(model, setup, gpu, trainable_params, quantized), params).tokens_per_s * setup.gpus
 
 
 def _given_mfu_throughput(
@@ -172,6 +182,32 @@ def _given_mfu_throughput(
     )
 
 
+# step_params' answers: (id of the speed model, what params_for reads of the GPU, scale) -> (model, params)
+_PARAMS: dict[tuple[int, str, str, str, float], tuple[SpeedModel, StepParams]] = {}
+MAX_CACHED_PARAMS = 256
+
+
+def step_params(fitted: SpeedModel, gpu: GpuPeaks, efficiency_scale: float = 1.0) -> StepParams:
+    """``fitted.params_for(gpu, efficiency_scale=...)``, remembered: a comparison asks it for every option
+    and fitting candidate, and the answer depends only on the speed model and the GPU's architecture, name
+    and interconnect. The entry holds the speed model itself, so its id cannot be reused while cached."""
+    key = (
+        id(fitted),
+        str(getattr(gpu, "name", "")),
+        str(getattr(gpu, "architecture", "")),
+        str(getattr(gpu, "interconnect", "pcie")),
+        efficiency_scale,
+    )
+    found = _PARAMS.get(key)
+    if found is not None and found[0] is fitted:
+        return found[1]
+    params = fitted.params_for(gpu, efficiency_scale=efficiency_scale)
+    if len(_PARAMS) >= MAX_CACHED_PARAMS:
+        _PARAMS.clear()
+    _PARAMS[key] = (fitted, params)
+    return params
+
+
 def estimate_throughput(
     model: ModelShape,
     setup: TrainSetup,
@@ -191,8 +227,8 @@ def estimate_throughput(
     if mfu is not None:
         return _given_mfu_throughput(model, setup, gpu, trainable_params, mfu)
     fitted = speed_model or load_speed_model()
-    params = fitted.params_for(gpu, efficiency_scale=efficiency_scale)
-    work = step_work(model, setup, gpu, trainable_params, _quantized_params(model))
+    params = step_params(fitted, gpu, efficiency_scale)
+    work = step_work(model, setup, gpu, trainable_params, quantized_params(model))
     time = step_time(work, params)
     per_gpu = time.tokens_per_s
     tokens_s = per_gpu * setup.gpus

@@ -57,3 +57,62 @@ def test_the_fastest_fitting_candidate_wins_and_changes_must_pay_for_themselves(
     assert fitted is not None and fitted.setup.micro_batch == 2
     # equal speeds: the fewest changes
     assert fitted.setup.optimizer == SETUP.optimizer and fitted.setup.grad_checkpointing == SETUP.grad_checkpointing
+
+
+def _reference_speed(model, gpu, trainable):
+    """What compare ranked candidates by before it was made faster: the full throughput estimate."""
+    from gpuplanner.plan.setup import PlanInputError
+    from gpuplanner.plan.throughput import estimate_throughput
+
+    def speed(setup: TrainSetup) -> float:
+        try:
+            return estimate_throughput(model, setup, gpu, trainable).tokens_per_s
+        except PlanInputError:
+            return 0.0
+
+    return speed
+
+
+def test_compare_fits_every_option_exactly_as_fastest_fitting_with_the_full_estimate() -> None:
+    # compare builds the candidates once per GPU count and ranks them by the step model's tokens/s alone;
+    # every catalog GPU must get what the straightforward per-GPU search gives
+    from dataclasses import replace
+
+    from gpuplanner.plan.memory import trainable_params
+
+    request = replace(REQUEST, gpu=None, setup=replace(SETUP, micro_batch=8, grad_accum=2, grad_checkpointing="none"))
+    pinned = ("optimizer",)
+    rows = [
+        r for r in compare(request, CATALOG, counts=(1, 2), fit_settings=True, pinned=pinned) if r.pricing == "spot"
+    ]
+    changed = 0
+    for row in rows:
+        gpu = CATALOG.gpu(row.gpu)
+        asked = replace(request.setup, gpus=row.gpus)
+        trainable = trainable_params(LLAMA_8B, asked)
+        expected = fastest_fitting(
+            LLAMA_8B, asked, gpu.memory_gib, request.headroom, _reference_speed(LLAMA_8B, gpu, trainable), pinned
+        )
+        expected_setup = expected.setup if expected is not None else asked
+        # a GPU without bf16 runs the chosen setting in fp16 (compare notes it in the plan's warnings)
+        assert row.plan.setup == replace(expected_setup, precision=row.plan.setup.precision), row.gpu
+        assert row.fitted == (expected.changes if expected is not None else ()), row.gpu
+        changed += bool(row.fitted)
+    assert changed >= 5  # the check is not vacuous: many options needed other settings
+    assert len({r.plan.setup for r in rows if r.fitted}) >= 2
+
+
+def test_the_speed_compare_ranks_by_is_the_estimates_tokens_per_second() -> None:
+    from gpuplanner.plan.memory import trainable_params
+    from gpuplanner.plan.speed_params import load_speed_model
+    from gpuplanner.plan.throughput import estimate_throughput, quantized_params, step_model_tokens_per_s, step_params
+
+    for name in ("H100 SXM", "RTX 4090", "A100 80GB"):
+        gpu = CATALOG.gpu(name)
+        for setup in (SETUP, TrainSetup(method="qlora", gpus=4, sharding="fsdp"), TrainSetup(gpus=8, optimizer="sgd")):
+            trainable = trainable_params(LLAMA_8B, setup)
+            params = step_params(load_speed_model(), gpu)
+            fast = step_model_tokens_per_s(LLAMA_8B, setup, gpu, trainable, params, quantized_params(LLAMA_8B))
+            assert fast == estimate_throughput(LLAMA_8B, setup, gpu, trainable).tokens_per_s > 0
+            # the remembered constants are the ones params_for builds
+            assert params == load_speed_model().params_for(gpu)

@@ -109,3 +109,49 @@ def test_a_vanishing_interruption_rate_is_no_interruption() -> None:
     estimate = estimate_spot(2.0, SpotTerms(1e-308, checkpoint_interval_hours=1 / 60))
     assert estimate.p90_hours == pytest.approx(2.0)
     assert estimate.hours == pytest.approx(2.0)
+
+
+def _reference_wall_hours(rate, per_interruption, segment, lose_work, runs, seed, work, columns=4096):
+    """Each simulated run replayed interruption by interruption with the same draws."""
+    from gpuplanner.plan.spot import MAX_INTERRUPTIONS
+
+    gaps = np.random.default_rng(seed).standard_exponential((columns, runs)).T / rate
+    out = []
+    for row in gaps:
+        progress = wall = 0.0
+        for k in range(MAX_INTERRUPTIONS):
+            if progress + row[k] >= work:
+                out.append(wall + work - progress)
+                break
+            wall += row[k] + per_interruption
+            reached = progress + row[k]
+            progress = math.floor(reached / segment) * segment if lose_work else reached
+        else:
+            out.append(math.inf)
+    return np.array(out)
+
+
+@pytest.mark.parametrize(
+    ("rate", "segment", "lose_work", "work"),
+    [
+        (0.03, 0.5, True, 23.5),  # a few interruptions: the first 8 columns answer
+        (0.5, 0.5, True, 40.0),  # many: the histories grow
+        (2.0, 0.75, False, 30.0),  # graceful stops keep all work
+        (6.0, 2.0, True, 3.0),  # hardly any run gets 2 h without a stop: some never finish
+    ],
+)
+def test_simulated_wall_hours_match_a_run_by_run_replay(rate, segment, lose_work, work) -> None:
+    from gpuplanner.plan.spot import _Simulation
+
+    simulation = _Simulation(rate, 1 / 6, segment, lose_work, 60, 7)
+    got = simulation.wall_hours(work)
+    expected = _reference_wall_hours(rate, 1 / 6, segment, lose_work, 60, 7, work)
+    assert np.array_equal(np.isinf(got), np.isinf(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-12)
+    # the same simulation answers a smaller work size afterwards (no regrowth needed)
+    np.testing.assert_allclose(
+        simulation.wall_hours(work / 2),
+        _reference_wall_hours(rate, 1 / 6, segment, lose_work, 60, 7, work / 2),
+        rtol=1e-12,
+    )
