@@ -103,6 +103,7 @@ class SweepPane(QWidget):
         self.result: SweepResult | None = None
         self.estimate: dict[str, Any] | None = None
         self._watching = False
+        self._watch_again = False  # the search ended while a look was under way: look once more
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(3)  # the search, a look at it, an estimate
         self._signals = _SweepSignals(self)
@@ -361,9 +362,12 @@ class SweepPane(QWidget):
 
     @Slot()
     def _watch(self) -> None:
-        if self.study is None or self._watching:
+        if self.study is None:
             return
-        self._watching = True
+        if self._watching:  # a look is under way, maybe from before the last trial ended: look again after it
+            self._watch_again = True
+            return
+        self._watching, self._watch_again = True, False
         path, study = self.services.db_path, self.study
         self._pool.start(BackgroundJob(lambda: load_review(path, study), self._signals, "watch", describe=_describe))
 
@@ -379,6 +383,8 @@ class SweepPane(QWidget):
         elif kind == "watch":
             self._watching = False
             self._show_review(payload)
+            if self._watch_again:
+                self._watch()
         elif kind == "run":
             self.result = payload
             self._end_run()
@@ -390,6 +396,8 @@ class SweepPane(QWidget):
     def _on_failed(self, kind: str, _generation: int, message: str) -> None:
         if kind == "watch":
             self._watching = False
+            if self._watch_again:
+                self._watch()
             return
         if kind == "run":
             self._end_run()

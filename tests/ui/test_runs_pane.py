@@ -273,7 +273,13 @@ def test_demo_run_shows_simulated_live_data_and_ends_in_history(qtbot, runs_pane
     from gpuplanner.ui import runs_pane as module
 
     original = module.demo_request
-    monkeypatch.setattr(module, "demo_request", lambda: _demo_cpu(original(max_steps=60)))
+
+    def demo():  # 60 steps train in well under a second here: sample the GPUs often enough to plot
+        request = _demo_cpu(original(max_steps=60))
+        request.trainer_args += ["--gpu-interval-s", "0.05"]
+        return request
+
+    monkeypatch.setattr(module, "demo_request", demo)
     finished: list[int] = []
     runs_pane.runFinished.connect(finished.append)
     runs_pane.start_demo_run()

@@ -69,6 +69,7 @@ def test_a_run_started_for_a_search_shows_in_runs(qtbot: Any, window: MainWindow
     from gpuplanner.ui.runs_pane import demo_request
 
     runs = window.pane("Runs")
+    first = window.run_controller.manager  # the window's one manager (built now unless the reattach built it)
     built = _count_managers(window.run_controller)
     args = demo_request(max_steps=40).trainer_args + ["--device", "cpu", "--no-events-stdout"]
     finished: list[int] = []
@@ -83,4 +84,7 @@ def test_a_run_started_for_a_search_shows_in_runs(qtbot: Any, window: MainWindow
     qtbot.waitUntil(lambda: len(entry.telemetry.steps) >= 2, timeout=60_000)  # its records stream in live
     qtbot.waitUntil(lambda: finished == [run_id], timeout=90_000)
     assert entry.state == "finished"
-    assert len(built) == 1 and run_id not in window.run_controller.live_runs()
+    # no second manager: the search's launch and the Runs pane's watch used the window's one
+    assert built == [] and window.run_controller.manager is first
+    assert run_id not in window.run_controller.live_runs()
+    assert runs.controller is window.run_controller and window.pane("Sweep").controller is window.run_controller
