@@ -209,6 +209,10 @@ def test_as_gib_keys() -> None:
         "total_gib",
         "cuda_context_gib",
         "allocator_slack_gib",
+        "stream_pools_gib",
+        "start_of_backward_gib",
+        "end_of_backward_gib",
+        "optimizer_step_gib",
     ]
     assert b.source == "formula"
 
@@ -593,3 +597,27 @@ def test_fsdp_mixed_precision_gathers_lora_adapters_in_16_bit() -> None:
     # DDP keeps the fp32 adapters, and with them peft's copies
     ddp = replace(s, sharding="ddp")
     assert mem.estimate_memory(spec, ddp).activations == auto.activations
+
+
+def test_fsdp_stream_pools_are_reserved_not_allocated() -> None:
+    """FSDP2 keeps gradient shards and the root unit's gather buffer in its collectives' stream pools:
+    reserved (and nvidia-smi) count them at the compute stream's peak, max_memory_allocated does not,
+    and the gradient-shard pool shrinks with more GPUs while the gather buffer does not."""
+    spec = _spec()
+
+    def run(gpus: int) -> mem.MemoryBreakdown:
+        setup = TrainSetup(method="full", precision="bf16-mixed", sharding="fsdp", gpus=gpus, seq_len=512)
+        return mem.estimate_memory(spec, setup, mixed_precision="param-cast", fsdp_accumulation="reduce-each")
+
+    small, large = run(8), run(128)
+    for b in (small, large):
+        assert b.stream_pools > 0
+        assert b.measured("reserved") - b.measured("allocated") == b.allocator_slack + b.stream_pools
+        assert b.measured("nvidia-smi") == b.total
+        assert max(b.start_of_backward, b.end_of_backward, b.optimizer_step) == b.measured("allocated")
+        assert b.as_gib()["stream_pools_gib"] == round(b.stream_pools / mem.GIB, 3)
+    # the gradient shards (4 B per parameter under reduce_dtype fp32) move the pool with the GPU count
+    expected = 4 * spec.n_params * (1 / 8 - 1 / 128)
+    assert small.stream_pools - large.stream_pools == pytest.approx(expected, rel=0.02)
+    single = mem.estimate_memory(spec, TrainSetup(method="full", precision="bf16-mixed", seq_len=512))
+    assert single.stream_pools == 0
