@@ -322,6 +322,17 @@ def selective_layer_bytes(spec: ModelSpec, regime: str, attention: str, policy: 
     return matmul_out * c + attn
 
 
+def _block_grad_bytes(spec: ModelSpec, regime: str) -> int:
+    """Bytes per token of the gradient buffers alive at once inside one block's backward, at its widest
+    point: a gated MLP's product ``act(gate) * up`` gets its incoming gradient and splits it into the
+    gradients of both factors (three intermediate-wide tensors alive together: ``MulBackward0`` makes
+    both before the incoming one is released); a plain MLP's activation gets its gradient and makes its
+    input's (two). They are in the dtype of the activations (16 bit under autocast or 16-bit weights)."""
+    c = FP32 if regime == "fp32" else HALF
+    width = 3 if spec.family not in ("gpt2", "bert") else 2
+    return width * spec.intermediate_size * c
+
+
 def _attention_matrix_bytes(spec: ModelSpec, regime: str) -> int:
     """Eager attention, per layer per sequence element squared per head: the softmax output, which
     Llama-style eager attention computes in fp32 and copies back to 16 bit for the probs @ V matmul,
@@ -615,6 +626,10 @@ def estimate_memory(
     acts = stored_layers * layer_act + ckpt_layers * ckpt_keep + outside_tok * tokens
     # one block re-run at a time during backward (selective: only what it did not keep)
     recompute = (layer_act - kept if setup.grad_checkpointing == "selective" else layer_act) if ckpt_layers else 0
+    # while a block's backward runs, its gradient buffers are alive besides its saved tensors; once the
+    # loss region is freed this (with the block's recomputed tensors) is the moment's transient
+    grad_work = _block_grad_bytes(spec, regime) * tokens
+    recompute += grad_work
 
     # ---- logits ----
     vocab_elems = _score_elems(spec, setup.micro_batch, tokens)
@@ -643,7 +658,7 @@ def estimate_memory(
     grads_sob = grads_total if setup.grad_accum > 1 else 0  # zero_grad(set_to_none) frees them between steps
     m_sob = weights_total + cast_cache + grads_sob + opt_state + acts + max(logits, recompute)
     # the first block's saved tensors (recomputed or stored) are alive while its weight grads are made
-    m_eob = weights_total + grads_total + opt_state + layer_act + outside_tok * tokens
+    m_eob = weights_total + grads_total + opt_state + layer_act + grad_work + outside_tok * tokens
     # at the step only gradient shards are left (no_sync's full gradients were reduce-scattered and freed)
     no_sync = shard == "fsdp" and fsdp_accumulation == FSDP_NO_SYNC and setup.grad_accum > 1
     grads_step = grads if no_sync else grads_total
@@ -669,7 +684,7 @@ def estimate_memory(
         a, lg, tr = acts + (recompute if recompute > logits else 0), (logits if logits >= recompute else 0), 0
     elif peak == m_eob:
         moment = "end-of-backward"
-        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, layer_act + outside_tok * tokens, 0, 0
+        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, layer_act + grad_work + outside_tok * tokens, 0, 0
     else:
         moment = "optimizer-step"
         w, g, o, a, lg, tr = weights_total, grads_step, opt_state, 0, 0, opt_transient
