@@ -123,6 +123,14 @@ class MemoryBreakdown:
     # the parts of ``overhead`` that are not tensors: the CUDA context and the caching allocator's slack
     cuda_context: int = 0
     allocator_slack: int = 0
+    # also part of ``overhead``: memory the allocator keeps reserved in the pools of FSDP's communication
+    # streams while the compute stream peaks (see ``_stream_pools``)
+    stream_pools: int = 0
+    # the timeline the peak is the largest point of: live tensors (allocated bytes) at the start of the
+    # backward, the end of the backward and the optimizer step; 0 where a model did not say
+    start_of_backward: int = 0
+    end_of_backward: int = 0
+    optimizer_step: int = 0
 
     @property
     def total(self) -> int:
@@ -132,11 +140,11 @@ class MemoryBreakdown:
         """The peak as a given tool reports it (one of :data:`MEASURES`); ``total`` is what the GPU must hold."""
         if measure not in MEASURES:
             raise PlanInputError("measure", f"must be one of {', '.join(MEASURES)}, got {measure!r}")
-        allocated = self.total - self.cuda_context - self.allocator_slack
+        allocated = self.total - self.cuda_context - self.allocator_slack - self.stream_pools
         if measure in ("allocated", "active"):
             return allocated
         if measure == "reserved":
-            return allocated + self.allocator_slack
+            return allocated + self.allocator_slack + self.stream_pools
         return self.total
 
     def as_gib(self) -> dict[str, float]:
@@ -152,6 +160,11 @@ class MemoryBreakdown:
             # parts of overhead_gib
             "cuda_context_gib": g(self.cuda_context),
             "allocator_slack_gib": g(self.allocator_slack),
+            "stream_pools_gib": g(self.stream_pools),
+            # the timeline: live tensors at each phase of a step (the largest is the peak, ``peak_moment``)
+            "start_of_backward_gib": g(self.start_of_backward),
+            "end_of_backward_gib": g(self.end_of_backward),
+            "optimizer_step_gib": g(self.optimizer_step),
         }
 
 
@@ -309,6 +322,17 @@ def selective_layer_bytes(spec: ModelSpec, regime: str, attention: str, policy: 
     return matmul_out * c + attn
 
 
+def _block_grad_bytes(spec: ModelSpec, regime: str) -> int:
+    """Bytes per token of the gradient buffers alive at once inside one block's backward, at its widest
+    point: a gated MLP's product ``act(gate) * up`` gets its incoming gradient and splits it into the
+    gradients of both factors (three intermediate-wide tensors alive together: ``MulBackward0`` makes
+    both before the incoming one is released); a plain MLP's activation gets its gradient and makes its
+    input's (two). They are in the dtype of the activations (16 bit under autocast or 16-bit weights)."""
+    c = FP32 if regime == "fp32" else HALF
+    width = 3 if spec.family not in ("gpt2", "bert") else 2
+    return width * spec.intermediate_size * c
+
+
 def _attention_matrix_bytes(spec: ModelSpec, regime: str) -> int:
     """Eager attention, per layer per sequence element squared per head: the softmax output, which
     Llama-style eager attention computes in fp32 and copies back to 16 bit for the probs @ V matmul,
@@ -399,6 +423,25 @@ def _optimizer_state_bytes(spec: ModelSpec, setup: TrainSetup, trainable: int, s
         largest = max((r * max(m.in_features, m.out_features) for m in mods), default=0)
     # the update for one tensor at a time: the squared gradient and the update, fp32
     return FP32 * elems, 2 * FP32 * largest
+
+
+def _stream_pools(shard: str, grad_shards: int, root_gather: int) -> tuple[int, int] | None:
+    """(reduce-scatter pool, all-gather pool) bytes that FSDP's communication streams keep reserved.
+
+    The caching allocator keeps one pool per CUDA stream, and a block freed in one stream's pool is not
+    reused by another. FSDP2 allocates each reduce-scatter's output, which becomes the parameters'
+    sharded ``.grad``, in its reduce-scatter stream (``foreach_reduce`` in
+    ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``: "The RS output is allocated in the RS
+    stream and used in the default stream (for optimizer)"), so after the first step that pool holds
+    every gradient shard even while ``zero_grad(set_to_none=True)`` has freed them and the compute stream
+    peaks; and it allocates each all-gather's flat output buffer in its copy-in stream
+    (``foreach_all_gather``), whose pool keeps the largest one: the root unit (embeddings, head, final
+    norm). Neither is in ``max_memory_allocated`` at the compute stream's peak; both are in
+    ``memory_reserved`` and in what nvidia-smi shows. None without FSDP.
+    """
+    if shard != "fsdp":
+        return None
+    return grad_shards, root_gather
 
 
 def trainer_behaviour(setup: TrainSetup) -> tuple[str, str]:
@@ -492,6 +535,7 @@ def estimate_memory(
     compute_b = FP32 if setup.precision == "fp32" else HALF
     grad_extra = 0
     weight_extra = 0
+    gather_b = compute_b
     if shard == "fsdp":
         weights_sh = -(-weights // gpus)
         grads = -(-grads // gpus)
@@ -582,6 +626,10 @@ def estimate_memory(
     acts = stored_layers * layer_act + ckpt_layers * ckpt_keep + outside_tok * tokens
     # one block re-run at a time during backward (selective: only what it did not keep)
     recompute = (layer_act - kept if setup.grad_checkpointing == "selective" else layer_act) if ckpt_layers else 0
+    # while a block's backward runs, its gradient buffers are alive besides its saved tensors; once the
+    # loss region is freed this (with the block's recomputed tensors) is the moment's transient
+    grad_work = _block_grad_bytes(spec, regime) * tokens
+    recompute += grad_work
 
     # ---- logits ----
     vocab_elems = _score_elems(spec, setup.micro_batch, tokens)
@@ -610,24 +658,38 @@ def estimate_memory(
     grads_sob = grads_total if setup.grad_accum > 1 else 0  # zero_grad(set_to_none) frees them between steps
     m_sob = weights_total + cast_cache + grads_sob + opt_state + acts + max(logits, recompute)
     # the first block's saved tensors (recomputed or stored) are alive while its weight grads are made
-    m_eob = weights_total + grads_total + opt_state + layer_act + outside_tok * tokens
+    m_eob = weights_total + grads_total + opt_state + layer_act + grad_work + outside_tok * tokens
     # at the step only gradient shards are left (no_sync's full gradients were reduce-scattered and freed)
     no_sync = shard == "fsdp" and fsdp_accumulation == FSDP_NO_SYNC and setup.grad_accum > 1
     grads_step = grads if no_sync else grads_total
     m_opt = weights_total + grads_step + opt_state + opt_transient
     peak = max(m_sob, m_eob, m_opt)
+    pools = _stream_pools(shard, grads, gather_b * spec.root_params if shard == "fsdp" else 0)
+    if pools:
+        # the gradient shards live in the reduce-scatter stream's pool: the compute stream's own peak is
+        # each moment less the shards it holds, and reserved is that plus every pool's own peak
+        grad_pool, gather_pool = pools
+        shards_sob = grads if setup.grad_accum > 1 else 0
+        compute_peak = max(m_sob - shards_sob, m_eob - grads, m_opt - grads)
+        stream_pools = compute_peak + grad_pool + gather_pool - peak
+        notes.append(
+            "FSDP2 collectives run on their own CUDA streams: gradient shards and the gathered root unit's "
+            "buffer stay reserved in those streams' pools"
+        )
+    else:
+        stream_pools = 0
     if peak == m_sob:
         moment = "start-of-backward"
         w, g, o = weights_total + cast_cache, grads_sob, opt_state
         a, lg, tr = acts + (recompute if recompute > logits else 0), (logits if logits >= recompute else 0), 0
     elif peak == m_eob:
         moment = "end-of-backward"
-        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, layer_act + outside_tok * tokens, 0, 0
+        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, layer_act + grad_work + outside_tok * tokens, 0, 0
     else:
         moment = "optimizer-step"
         w, g, o, a, lg, tr = weights_total, grads_step, opt_state, 0, 0, opt_transient
     slack = int(ALLOCATOR_SLACK * peak)
-    overhead = CUDA_CONTEXT_BYTES + slack + tr
+    overhead = CUDA_CONTEXT_BYTES + slack + stream_pools + tr
     if setup.attention == "sdpa" and spec.num_kv_heads != spec.num_heads:
         notes.append(
             "GQA assumed without a padding mask (SDPA enable_gqa); a padding mask makes transformers repeat K/V"
@@ -644,6 +706,10 @@ def estimate_memory(
         notes=tuple(notes),
         cuda_context=CUDA_CONTEXT_BYTES,
         allocator_slack=slack,
+        stream_pools=int(stream_pools),
+        start_of_backward=int(m_sob),
+        end_of_backward=int(m_eob),
+        optimizer_step=int(m_opt),
     )
 
 

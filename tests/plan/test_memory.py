@@ -163,7 +163,9 @@ def test_checkpointing_keeps_layer_inputs_plus_one_layer() -> None:
     assert none.activations == 2 * per_layer * tokens + outside * tokens
     if full.peak_moment == "start-of-backward":
         stored = 2 * 2 * 64 * tokens + outside * tokens
-        assert full.activations + full.logits == stored + max(full.logits, per_layer * tokens)
+        # one block re-run at a time, with the gradient buffers of its backward (three MLP-wide tensors)
+        grad_work = 3 * spec.intermediate_size * 2 * tokens
+        assert full.activations + full.logits == stored + max(full.logits, per_layer * tokens + grad_work)
 
 
 def test_eager_attention_adds_the_score_matrices() -> None:
@@ -209,6 +211,10 @@ def test_as_gib_keys() -> None:
         "total_gib",
         "cuda_context_gib",
         "allocator_slack_gib",
+        "stream_pools_gib",
+        "start_of_backward_gib",
+        "end_of_backward_gib",
+        "optimizer_step_gib",
     ]
     assert b.source == "formula"
 
@@ -593,3 +599,57 @@ def test_fsdp_mixed_precision_gathers_lora_adapters_in_16_bit() -> None:
     # DDP keeps the fp32 adapters, and with them peft's copies
     ddp = replace(s, sharding="ddp")
     assert mem.estimate_memory(spec, ddp).activations == auto.activations
+
+
+def test_fsdp_stream_pools_are_reserved_not_allocated() -> None:
+    """FSDP2 keeps gradient shards and the root unit's gather buffer in its collectives' stream pools:
+    reserved (and nvidia-smi) count them at the compute stream's peak, max_memory_allocated does not,
+    and the gradient-shard pool shrinks with more GPUs while the gather buffer does not."""
+    spec = _spec()
+
+    def run(gpus: int) -> mem.MemoryBreakdown:
+        setup = TrainSetup(method="full", precision="bf16-mixed", sharding="fsdp", gpus=gpus, seq_len=512)
+        return mem.estimate_memory(spec, setup, mixed_precision="param-cast", fsdp_accumulation="reduce-each")
+
+    small, large = run(8), run(128)
+    for b in (small, large):
+        assert b.stream_pools > 0
+        assert b.measured("reserved") - b.measured("allocated") == b.allocator_slack + b.stream_pools
+        assert b.measured("nvidia-smi") == b.total
+        assert max(b.start_of_backward, b.end_of_backward, b.optimizer_step) == b.measured("allocated")
+        assert b.as_gib()["stream_pools_gib"] == round(b.stream_pools / mem.GIB, 3)
+    # the gradient shards (4 B per parameter under reduce_dtype fp32) move the pool with the GPU count
+    expected = 4 * spec.n_params * (1 / 8 - 1 / 128)
+    assert small.stream_pools - large.stream_pools == pytest.approx(expected, rel=0.02)
+    single = mem.estimate_memory(spec, TrainSetup(method="full", precision="bf16-mixed", seq_len=512))
+    assert single.stream_pools == 0
+
+
+def test_a_blocks_backward_holds_its_gradient_buffers() -> None:
+    """Once the loss region is gone, the backward of a checkpointed block holds its re-run tensors and
+    its gradient buffers together: at a gated MLP's product the incoming gradient and both factors'."""
+    spec = ms.from_config(
+        {
+            "model_type": "llama",
+            "hidden_size": 256,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 4,
+            "intermediate_size": 4096,
+            "vocab_size": 64,
+        },
+        "wide-mlp",
+    )
+    s = TrainSetup(precision="bf16", micro_batch=2, seq_len=256, optimizer="adamw-fused", grad_checkpointing="full")
+    b = mem.estimate_memory(spec, s)
+    tokens = 2 * 256
+    per_layer, outside = mem._layer_bytes(spec, "half", None)
+    grad_work = 3 * 4096 * 2 * tokens
+    n = spec.n_params
+    stored = 2 * 2 * 256 * tokens + outside * tokens  # each block's 16-bit input
+    # start of the backward, after the (tiny) loss region: bf16 weights and two AdamW states, the block
+    # inputs, and the last block's re-run tensors with its gradient buffers
+    assert b.start_of_backward == 6 * n + stored + per_layer * tokens + grad_work
+    # end of the backward: all the gradients too, and only the first block's tensors and buffers
+    assert b.end_of_backward == 8 * n + per_layer * tokens + grad_work + outside * tokens
+    assert b.measured("allocated") == max(b.start_of_backward, b.end_of_backward, b.optimizer_step)
