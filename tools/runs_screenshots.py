@@ -1,6 +1,7 @@
 """Screenshots of the Runs and Hosts panes at 1280x800 with realistic data (no trainer needed).
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python tools/runs_screenshots.py [OUT_DIR]
+    xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python tools/runs_screenshots.py [OUT_DIR]
+    (without a display it renders offscreen on a 1920x1080 screen)
 
 `tools/screenshots.py` calls it for runs.png and hosts.png.
 
@@ -20,7 +21,25 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+def choose_platform() -> str:
+    """The Qt platform the screenshots render on, set unless QT_QPA_PLATFORM already says: the X server
+    (xcb) when there is a display, as a user sees the window; otherwise offscreen on a 1920x1080 screen.
+    Offscreen's own screen is 800x800, where dialogs shrink to fit and scroll, which no user sees."""
+    if "QT_QPA_PLATFORM" not in os.environ:
+        if os.environ.get("DISPLAY"):
+            os.environ["QT_QPA_PLATFORM"] = "xcb"
+        else:
+            config = Path(tempfile.gettempdir()) / "gpuplanner-shots-screen.json"
+            config.write_text(
+                '{"screens": [{"name": "shots", "x": 0, "y": 0, "width": 1920, "height": 1080,'
+                ' "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}'
+            )
+            os.environ["QT_QPA_PLATFORM"] = f"offscreen:configfile={config}"
+    return os.environ["QT_QPA_PLATFORM"]
+
+
+choose_platform()
 
 
 def run_records(gpus: int = 8, seconds: int = 7200) -> list[dict]:

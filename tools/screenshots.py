@@ -1,11 +1,14 @@
 """Render each pane and dialog of the window at 1280x800 and 1920x1080 (light and dark) into docs/screenshots/.
 
-    xvfb-run -s "-screen 0 1920x1080x24" .venv/bin/python tools/screenshots.py [--out DIR] [--only plan,history]
-    (or QT_QPA_PLATFORM=offscreen .venv/bin/python tools/screenshots.py)
+    xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python tools/screenshots.py [--out DIR] [--only plan,history]
+    (without a display it renders offscreen on a 1920x1080 screen, see runs_screenshots.choose_platform)
 
-Names: ``<place>.png`` at 1280x800, ``<place>-1920.png`` at 1920x1080, ``<place>-dark.png`` on the dark
-palette (1280x800); ``launch-dialog.png``, ``own-hardware-dialog.png``, ``welcome-dialog.png``, ``runs-failed.png``, ``history-failed.png`` and the PDF reports'
-first pages ``report-plan.png`` and ``report-history.png`` (rendered with poppler's pdftoppm).
+Names: ``<place>.png`` at 1280x800, ``<place>-1920.png`` at 1920x1080, ``<place>-dark.png`` and
+``<place>-1920-dark.png`` on the dark palette; the dialogs ``launch-dialog.png``, ``launch-command.png``,
+``own-hardware-dialog.png``, ``welcome-dialog.png``, ``host-dialog.png`` (Hosts > Add),
+``alert-settings-dialog.png`` (Runs > Alert settings), each also as ``*-dark.png``; ``runs-failed.png``,
+``history-failed.png`` and the PDF reports' first pages ``report-plan.png`` and ``report-history.png``
+(rendered with poppler's pdftoppm).
 
 Everything happens in a temporary data and settings directory (the user's history is never touched):
 - plan.png: the planner with the example LoRA workload, a deadline and a budget;
@@ -284,6 +287,28 @@ def render_pdf_page(pdf: Path, png: Path) -> None:
     print(f"wrote {png}")
 
 
+def grab_dialogs(window: object, out: Path, theme: str) -> None:
+    """The small dialogs on the palette in use: the welcome of a first start, Hosts > Add (an SSH host
+    with its interpreter filled in) and Runs > Alert settings."""
+    from gpuplanner.history.alert_rules import AlertSettings
+    from gpuplanner.ui.alert_settings_dialog import AlertSettingsDialog
+
+    welcome = window.show_welcome()  # type: ignore[attr-defined]
+    grab(welcome, out / f"welcome-dialog{theme}.png")
+    welcome.close()
+    host = window.hosts_pane.make_host_dialog()  # type: ignore[attr-defined]
+    host.name_edit.setText("a100-box")
+    host.hostname_edit.setText("203.0.113.40")
+    host.user_edit.setText("ubuntu")
+    host.show()
+    grab(host, out / f"host-dialog{theme}.png")
+    host.close()
+    alerts = AlertSettingsDialog(AlertSettings(), window)  # type: ignore[arg-type]
+    alerts.show()
+    grab(alerts, out / f"alert-settings-dialog{theme}.png")
+    alerts.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "docs" / "screenshots"))
@@ -303,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         XDG_CONFIG_HOME=str(tmp / "xdg"),
     )
     os.environ.pop("GPUPLANNER_DB", None)
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import runs_screenshots  # chooses the Qt platform: the X server when there is one
     from PySide6.QtCore import QSettings
 
     from gpuplanner.ui.app import create_application, create_window
@@ -330,13 +356,13 @@ def main(argv: list[str] | None = None) -> int:
             plan.recalculate()
             wait(10, lambda: not plan.is_busy() and plan.result is not None)
             for suffix, size in SIZES:
-                if dark and suffix:
-                    continue  # dark at 1280x800 only
                 window.resize(*size)
                 wait(0.3)
                 window.show_place("Plan")
                 if "plan" in only:
                     grab(window, out / f"plan{suffix}{theme}.png")
+                if "dialogs" in only and not suffix:
+                    grab_dialogs(window, out, theme)
                 window.show_place("History")
                 wait(20, lambda: not history.is_loading())
                 history.select_runs([run_ids[4] if dark else run_ids[1]])
@@ -396,20 +422,12 @@ def main(argv: list[str] | None = None) -> int:
             dialog.utilisation_spin.setValue(60)
             grab(dialog, out / "own-hardware-dialog.png")
             dialog.close()
-            welcome = window.show_welcome()  # what a first start shows
-            grab(welcome, out / "welcome-dialog.png")
-            welcome.close()
     finally:
         window.shutdown(stop_runs=True)
         window._closing_done = True
         window.close()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import runs_screenshots
-
     for suffix, size in SIZES:
         for dark in (False, True):
-            if dark and suffix:
-                continue
             apply_scheme(app, dark=dark)
             runs_screenshots.main(
                 str(out), size=size, suffix=suffix + ("-dark" if dark else ""), places=only, extras=not (suffix or dark)

@@ -34,7 +34,12 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("Host", "host", "Where it ran"),
     ("GPU", "gpu", "GPU type x count"),
     ("Model", "model_name", "Model trained"),
-    ("Status", "status", "running, finished, preempted, stopped (by you), budget_stop, early_stop, failed"),
+    (
+        "Status",
+        "status",
+        "running, finished, preempted, stopped (by you), stopped at the budget, stopped early (the trainer's"
+        " early stopping), failed",
+    ),
     ("Hours", "hours", "Hours the GPUs were held (interruption gaps excluded)"),
     ("Cost $", "cost_usd", "Price x GPUs x hours"),
     ("Util %", "avg_util_pct", "Average NVML GPU utilisation: share of time any kernel ran, not SM occupancy"),
@@ -56,6 +61,15 @@ STATUS_COLORS = {
     "budget_stop": "#d98a00",
     "early_stop": "#2e9d4f",
 }
+
+# The history's status names the window shows in words (exports and the CLI keep the names)
+STATUS_WORDS = {"budget_stop": "stopped at the budget", "early_stop": "stopped early"}
+
+
+def status_text(status: str | None) -> str:
+    """A run's status as the window says it: "stopped early" for ``early_stop``."""
+    return STATUS_WORDS.get(status or "", status or "–")
+
 
 # Side-by-side comparison: (label, attribute or callable, format)
 COMPARE_METRICS: tuple[tuple[str, str], ...] = (
@@ -167,6 +181,8 @@ def _display(column: int, value: Any) -> str:
         return f"{value:.0f}"
     if name == "hours" and value is not None:
         return human_hours(value)  # "1 h 15 min" (sorting uses the number)
+    if name == "status":
+        return status_text(value)
     return format_value(value)
 
 
@@ -254,6 +270,7 @@ class RunsFilterProxy(QSortFilterProxyModel):
                 summary.gpu_type,
                 summary.model_name,
                 summary.status,
+                status_text(summary.status),
                 summary.pricing,
             )
             if v is not None
@@ -285,7 +302,7 @@ class RunSeries:
 def describe_event(kind: str, detail: dict[str, Any]) -> str:
     """One event's details in words (the Events tab's last column)."""
     if kind == "run_end":
-        text = str(detail.get("status") or "")
+        text = status_text(str(detail.get("status") or ""))
         if detail.get("error"):
             text += f": {detail['error']}"
         if isinstance(detail.get("exit_code"), int):

@@ -74,6 +74,7 @@ from gpuplanner.ui.history_model import (
     metric_value,
     overlay_series,
     run_series,
+    status_text,
     with_gaps,
 )
 from gpuplanner.ui.human import human_bytes, human_duration, human_hours, human_money
@@ -260,7 +261,7 @@ class HistoryPane(QWidget):
         self.filter_edit.setClearButtonEnabled(True)
         self.filter_edit.textChanged.connect(self._on_filter_changed)
         self.status_combo = QComboBox()
-        self.status_combo.addItems(["all statuses" if not s else s for s in STATUSES])
+        self.status_combo.addItems(["all statuses" if not s else status_text(s) for s in STATUSES])
         self.status_combo.currentIndexChanged.connect(self._on_status_changed)
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.setToolTip("Reload the runs from the history (F5)")
@@ -612,7 +613,7 @@ class HistoryPane(QWidget):
         sim = " <i>(simulated GPU telemetry)</i>" if s.simulated else ""
         run_gpu = f"{s.gpu_count} x {s.gpu_type or '?'}"
         left = [
-            ("Status", esc(s.status)),
+            ("Status", esc(status_text(s.status))),
             ("Host", esc(s.host or "–")),
             ("GPU", esc(run_gpu)),
             ("Model", esc(s.model_name or "–")),

@@ -28,6 +28,8 @@ MARKER_COLORS = {"checkpoint": "#2ca02c", "preempted": "#d62728", "resumed": "#1
 DEFAULT_WINDOW_S = 600.0
 LEFT_AXIS_PX = 62
 NO_PRICE = "no price set for this host\n(set one in the Hosts pane to see the spend)"
+NO_GPU_SAMPLES = "no GPU samples recorded"
+NO_STEPS = "no training steps recorded"
 
 
 class ElapsedAxis(pg.AxisItem):
@@ -741,6 +743,15 @@ class LivePlots(QWidget):
         self.no_price_label.setVisible(False)
         spend_view = self.plots["spend"].getViewBox()
         spend_view.sigResized.connect(lambda view: self.no_price_label.setPos(view.rect().center()))
+        # an empty plot says so (a run that failed before its first sample or step), not a bare axis
+        self.empty_labels: dict[str, pg.TextItem] = {}
+        for key, plot in self.plots.items():
+            label = pg.TextItem(NO_GPU_SAMPLES if key in ("util", "mem", "power") else NO_STEPS, anchor=(0.5, 0.5))
+            view = plot.getViewBox()
+            label.setParentItem(view)
+            label.setVisible(False)
+            view.sigResized.connect(lambda v, label=label: label.setPos(v.rect().center()))
+            self.empty_labels[key] = label
         self.apply_palette()
 
     # -- configuration -------------------------------------------------------------------------
@@ -782,6 +793,8 @@ class LivePlots(QWidget):
         self.budget_line.setVisible(False)
         self.plan_line.setVisible(False)
         self.no_price_label.setVisible(False)
+        for label in self.empty_labels.values():
+            label.setVisible(False)
         self._drawn_version = -1
         self._drawn_mode = None
         self._decimators.clear()
@@ -800,6 +813,12 @@ class LivePlots(QWidget):
         titles["power"] = "Power (W)" + sim
         no_price = not tel.price_per_gpu_hour and not tel.budget_usd and not (tel.spend_usd() or 0)
         self.no_price_label.setVisible(no_price)
+        no_gpus, no_steps = not tel.gpus, not len(tel.steps)
+        for key, label in self.empty_labels.items():
+            empty = no_gpus if key in ("util", "mem", "power") else no_steps and not (key == "spend" and no_price)
+            if label.isVisible() != empty:
+                label.setVisible(empty)
+                label.setPos(self.plots[key].getViewBox().rect().center())
         if no_price:
             titles["spend"] = "Spend (USD): no price set for this host"
             self.no_price_label.setPos(self.plots["spend"].getViewBox().rect().center())
@@ -812,7 +831,7 @@ class LivePlots(QWidget):
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
         super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "no_price_label"):  # light/dark switched
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "empty_labels"):  # light/dark switched
             self.apply_palette()
 
     def _set_title(self, key: str, title: str) -> None:
@@ -828,6 +847,8 @@ class LivePlots(QWidget):
                 plot.getAxis(name).setTextPen(pg.mkPen(self._text_color))
             self._set_title(key, self._titles.get(key, dict(self.PLOTS)[key]))
         self.no_price_label.setColor(self._text_color)
+        for label in self.empty_labels.values():
+            label.setColor(self._text_color)
         legend = self.plots["util"].legend
         legend.setLabelTextColor(self._text_color)
         base = QColor(palette.color(QPalette.ColorRole.Base))

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
     QLabel,
+    QListView,
     QListWidget,
     QListWidgetItem,
     QPlainTextEdit,
@@ -214,6 +215,10 @@ class RunsPane(QWidget):
         splitter = QSplitter(Qt.Orientation.Horizontal)
         self.run_list = QListWidget()
         self.run_list.setMinimumWidth(170)
+        # a long run name wraps instead of running off the list (no sideways scrolling)
+        self.run_list.setWordWrap(True)
+        self.run_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.run_list.setResizeMode(QListView.ResizeMode.Adjust)
         self.run_list.currentItemChanged.connect(self._on_current_changed)
         splitter.addWidget(self.run_list)
         right = QWidget()
@@ -720,6 +725,7 @@ class RunsPane(QWidget):
 
     def _update_item(self, entry: RunEntry) -> None:
         entry.item.setText(f"#{entry.run_id} {entry.name}\n{entry.host} · {entry.state}")
+        entry.item.setToolTip(entry.item.text())
 
     def _update_text(self) -> None:
         entry = self.current()
