@@ -301,7 +301,16 @@ def main(
         Host(
             **{
                 **local_host().__dict__,
-                "probe": {"ok": True, "gpus": [], "torch": "2.5.1+cpu", "driver": None, "cuda_runtime": None},
+                "probe": {
+                    "ok": True,
+                    "gpus": [],
+                    "torch": "2.5.1+cpu",
+                    "driver": None,
+                    "cuda_runtime": None,
+                    "cpu_cores": 16,
+                    "ram_bytes": 64 * 2**30,
+                    "disk_free_bytes": 412 * 2**30,
+                },
             }
         ),
     )
@@ -311,6 +320,9 @@ def main(
         "torch": "2.5.1+cu124",
         "driver": "550.127.05",
         "cuda_runtime": "12.4",
+        "cpu_cores": 208,
+        "ram_bytes": 1800 * 2**30,
+        "disk_free_bytes": 21_400 * 2**30,
     }
     add_host(
         db,
@@ -343,6 +355,9 @@ def main(
                 "torch": "2.4.0+cu121",
                 "driver": "535.183.01",
                 "cuda_runtime": "12.1",
+                "cpu_cores": 4,
+                "ram_bytes": 16 * 2**30,
+                "disk_free_bytes": 180 * 2**30,
             },
         ),
     )

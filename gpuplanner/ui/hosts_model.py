@@ -7,7 +7,9 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QColor
 
-COLUMNS = ("Host", "Address", "Reachable", "GPUs", "Driver", "CUDA", "torch", "Price / GPU-h", "Pricing")
+from gpuplanner.export.human import human_bytes
+
+COLUMNS = ("Host", "Address", "Reachable", "GPUs", "Machine", "Driver / CUDA", "torch", "Price / GPU-h", "Pricing")
 _Index = QModelIndex | QPersistentModelIndex
 
 
@@ -23,6 +25,31 @@ def _gpus(probe: dict[str, Any] | None, host: Any) -> str:
     if host.gpu_type:
         return f"{host.gpu_count or '?'} × {host.gpu_type}"
     return "—"
+
+
+def _size(count: float) -> str:
+    """A machine's memory or disk, short: "64 GiB", "1.8 TiB" (below 10 GiB as ``human_bytes`` writes it)."""
+    gib = count / 2**30
+    if gib >= 1024:
+        return f"{gib / 1024:.1f} TiB"
+    return f"{gib:.0f} GiB" if gib >= 10 else human_bytes(count)
+
+
+def machine_text(probe: dict[str, Any] | None) -> str:
+    """CPU cores, memory and free disk (in the run folder) of a probed host: "16 CPUs · 125 GiB RAM · 40 GiB free"."""
+    if not probe or not probe.get("ok"):
+        return "—"
+    parts = []
+    cores = probe.get("cpu_cores") or probe.get("cpu_count")
+    if isinstance(cores, int) and cores > 0:
+        parts.append(f"{cores} CPU{'s' if cores != 1 else ''}")
+    ram = probe.get("ram_bytes")
+    if isinstance(ram, (int, float)) and ram > 0:
+        parts.append(f"{_size(ram)} RAM")
+    free = probe.get("disk_free_bytes")
+    if isinstance(free, (int, float)) and free >= 0:
+        parts.append(f"{_size(free)} free")
+    return " · ".join(parts) or "—"
 
 
 class HostsTableModel(QAbstractTableModel):
@@ -128,10 +155,11 @@ class HostsTableModel(QAbstractTableModel):
                 return self.reachable_text(host)
             if column == "GPUs":
                 return _gpus(probe, host)
-            if column == "Driver":
-                return (probe or {}).get("driver") or "—"
-            if column == "CUDA":
-                return (probe or {}).get("cuda_runtime") or "—"
+            if column == "Machine":
+                return machine_text(probe)
+            if column == "Driver / CUDA":
+                driver, cuda = (probe or {}).get("driver"), (probe or {}).get("cuda_runtime")
+                return f"{driver or '—'} / {cuda or '—'}" if driver or cuda else "—"
             if column == "torch":
                 return (probe or {}).get("torch") or "—"
             if column == "Price / GPU-h":

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from PySide6.QtCore import QThreadPool, Signal, Slot
+from PySide6.QtCore import Qt, QThreadPool, Signal, Slot
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
@@ -43,7 +43,7 @@ from PySide6.QtWidgets import (
 
 from gpuplanner.history.db import BUSY_TIMEOUT_MS
 from gpuplanner.ui.background import BackgroundJob, JobSignals
-from gpuplanner.ui.hosts_model import HostsTableModel
+from gpuplanner.ui.hosts_model import COLUMNS, HostsTableModel
 from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
 from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
@@ -69,9 +69,13 @@ class HostDialog(QDialog):
         self.port_spin.setValue(host.port if host else 22)
         self.user_edit = QLineEdit((host.user or "") if host else "")
         self.identity_edit = QLineEdit((host.identity_file or "") if host else "")
-        self.identity_edit.setPlaceholderText("~/.ssh/id_ed25519 (optional: the agent and default keys are tried)")
+        self.identity_edit.setPlaceholderText("~/.ssh/id_ed25519 (optional)")
+        self.identity_edit.setToolTip("Optional: without it, the SSH agent and the default keys are tried")
         self.jump_edit = QLineEdit((host.proxy_jump or "") if host else "")
         self.jump_edit.setPlaceholderText("bastion host (optional)")
+        self.python_edit = QLineEdit((host.python or "") if host else "")
+        self.python_edit.setPlaceholderText("python3 (or the interpreter with torch, e.g. ~/venv/bin/python)")
+        self.python_edit.setToolTip("The Python the trainer runs with on this host (the CLI's --python)")
         self.price_spin = QDoubleSpinBox()
         self.price_spin.setRange(0.0, 10_000.0)
         self.price_spin.setDecimals(3)
@@ -95,6 +99,7 @@ class HostDialog(QDialog):
             form.addRow("User:", self.user_edit)
             form.addRow("Identity file:", self.identity_edit)
             form.addRow("Proxy jump:", self.jump_edit)
+            form.addRow("Python:", self.python_edit)
             for label, widget in self.slurm_rows:
                 form.addRow(label, widget)
         form.addRow("Price per GPU-hour:", self.price_spin)
@@ -189,6 +194,7 @@ class HostDialog(QDialog):
             user=self.user_edit.text().strip() or None,
             identity_file=self.identity_edit.text().strip() or None,
             proxy_jump=self.jump_edit.text().strip() or None,
+            python=self.python_edit.text().strip() or None,
             price_usd_per_gpu_hour=price,
             pricing=self.pricing_combo.currentText(),
         )
@@ -275,8 +281,16 @@ class HostsPane(QWidget):
         self.table.setModel(self.model)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # long cloud addresses and probe errors would push the right-hand columns off screen at 1280x800:
+        # those columns are as wide as they are given, elided in the middle (their tooltips have them whole)
+        for column, width in (("Address", 170), ("Reachable", 145)):
+            header.setSectionResizeMode(COLUMNS.index(column), QHeaderView.ResizeMode.Interactive)
+            header.resizeSection(COLUMNS.index(column), width)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.setWordWrap(False)
+        header.setStretchLastSection(True)
         self.table.verticalHeader().setVisible(False)
         self.table.doubleClicked.connect(self._on_edit_clicked)
         layout.addWidget(self.table, 1)

@@ -68,6 +68,7 @@ def test_add_edit_remove_hosts(
             dialog.name_edit.setText("gpu-box")
             dialog.hostname_edit.setText("gpu-box.example.org")
             dialog.user_edit.setText("ml")
+            dialog.python_edit.setText("~/venv/bin/python")
         dialog.price_spin.setValue(1.75)
         dialog.accept()
         return QDialog.DialogCode.Accepted if dialog.result() == QDialog.DialogCode.Accepted else 0
@@ -77,6 +78,7 @@ def test_add_edit_remove_hosts(
     qtbot.waitUntil(lambda: not hosts_pane.saving(), timeout=10_000)  # written off the GUI thread
     assert _cell(hosts_pane, "gpu-box", "Address") == "ml@gpu-box.example.org"
     assert get_host(tmp_services.db_path, "gpu-box").price_usd_per_gpu_hour == 1.75
+    assert get_host(tmp_services.db_path, "gpu-box").python == "~/venv/bin/python"  # the CLI's --python
     hosts_pane.select("local")
     assert not hosts_pane.remove_button.isEnabled()  # this machine stays
     hosts_pane.edit_button.click()
@@ -98,6 +100,13 @@ def test_probe_this_machine(qtbot: Any, hosts_pane: HostsPane) -> None:
     qtbot.waitUntil(lambda: not hosts_pane.probing(), timeout=120_000)
     assert _cell(hosts_pane, "local", "Reachable") == "yes", hosts_pane.message_label.text()
     assert _cell(hosts_pane, "local", "torch") not in ("—", None)
+    import os
+
+    # the machine beside its GPUs: this machine's real core count, memory and free disk, in words
+    machine = _cell(hosts_pane, "local", "Machine")
+    assert machine.startswith(f"{os.cpu_count()} CPU") and " RAM · " in machine and machine.endswith(" free")
+    ram_gib = float(machine.split(" · ")[1].split()[0])
+    assert ram_gib == pytest.approx(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, abs=0.5)
     assert not hosts_pane.busy.isVisible()
 
 
@@ -258,3 +267,14 @@ def test_a_failed_host_write_is_shown(qtbot: Any, hosts_pane: HostsPane, monkeyp
     assert failures and "database is locked" in failures[0][1]
     assert "Could not save the removal of keep-me: database is locked" in hosts_pane.message_label.text()
     assert hosts_pane.model.row_of("keep-me") >= 0
+
+
+def test_machine_column_of_a_probe() -> None:
+    from gpuplanner.ui.hosts_model import machine_text
+
+    probe = {"ok": True, "cpu_cores": 16, "ram_bytes": 125 * 2**30, "disk_free_bytes": 40.4 * 2**30}
+    assert machine_text(probe) == "16 CPUs · 125 GiB RAM · 40 GiB free"
+    big = {"ok": True, "cpu_cores": 208, "ram_bytes": 1800 * 2**30, "disk_free_bytes": 2.5 * 2**30}
+    assert machine_text(big) == "208 CPUs · 1.8 TiB RAM · 2.5 GiB free"
+    assert machine_text({"ok": True, "cpu_count": 1}) == "1 CPU"
+    assert machine_text({"ok": False, "cpu_cores": 8}) == "—" and machine_text(None) == "—"
