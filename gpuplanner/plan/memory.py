@@ -657,8 +657,10 @@ def estimate_memory(
     weights_total = weights + weight_extra
     grads_sob = grads_total if setup.grad_accum > 1 else 0  # zero_grad(set_to_none) frees them between steps
     m_sob = weights_total + cast_cache + grads_sob + opt_state + acts + max(logits, recompute)
-    # the first block's saved tensors (recomputed or stored) are alive while its weight grads are made
-    m_eob = weights_total + grads_total + opt_state + layer_act + grad_work + outside_tok * tokens
+    # the first block's saved tensors (recomputed or stored) are alive while its weight grads are made;
+    # its gradient buffers (grad_work) are not: they live in its MLP's backward, which ends before the
+    # attention's weight gradients exist (a real run's traced allocations agree: tests/plan/test_trace.py)
+    m_eob = weights_total + grads_total + opt_state + layer_act + outside_tok * tokens
     # at the step only gradient shards are left (no_sync's full gradients were reduce-scattered and freed)
     no_sync = shard == "fsdp" and fsdp_accumulation == FSDP_NO_SYNC and setup.grad_accum > 1
     grads_step = grads if no_sync else grads_total
@@ -684,7 +686,7 @@ def estimate_memory(
         a, lg, tr = acts + (recompute if recompute > logits else 0), (logits if logits >= recompute else 0), 0
     elif peak == m_eob:
         moment = "end-of-backward"
-        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, layer_act + grad_work + outside_tok * tokens, 0, 0
+        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, layer_act + outside_tok * tokens, 0, 0
     else:
         moment = "optimizer-step"
         w, g, o, a, lg, tr = weights_total, grads_step, opt_state, 0, 0, opt_transient
