@@ -91,7 +91,9 @@ def test_trials_run_on_both_hosts_each_in_its_own_run_root(
     assert complete, result.trials
     assert result.best == min(complete, key=lambda t: t["value"])
     assert result.spent_usd <= 100.0
-    text = describe_result(result_document(result, settings))
+    document = result_document(result, settings)
+    assert document["spent_usd"] == round(result.spent_usd, 6)
+    text = describe_result(document)
     assert text.splitlines()[0].split() == [
         "trial",
         "state",
@@ -103,5 +105,5 @@ def test_trials_run_on_both_hosts_each_in_its_own_run_root(
         "spend_usd",
         "params",
     ]
-    assert f"study ssh-search: done: all 2 trials ran; spent ${result.spent_usd:,.4f} of $100.00" in text
+    assert f"study ssh-search: done: all 2 trials ran; spent ${document['spent_usd']:,.4f} of $100.00" in text
     assert f"best: trial {result.best['number']} (run {result.best['run_id']})" in text
