@@ -18,14 +18,8 @@ from tests.ui.helpers import wait_for_result
 
 
 @pytest.fixture
-def pane(qtbot: Any, services: Any) -> Any:
-    widget = PlanPane(services)
-    qtbot.addWidget(widget)
-    widget.resize(1160, 760)
-    widget.show()
-    wait_for_result(qtbot, widget)
-    yield widget
-    widget.shutdown()
+def pane(plan_pane: PlanPane) -> PlanPane:
+    return plan_pane
 
 
 def click_row(pane: PlanPane, row: CompareRow) -> None:

@@ -10,18 +10,11 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication
 
 from gpuplanner.ui.plan_pane import PlanPane
-from tests.ui.helpers import wait_for_result
 
 
 @pytest.fixture
-def pane(qtbot: Any, services: Any) -> Any:
-    widget = PlanPane(services)
-    qtbot.addWidget(widget)
-    widget.resize(1160, 760)
-    widget.show()
-    wait_for_result(qtbot, widget)
-    yield widget
-    widget.shutdown()
+def pane(plan_pane: PlanPane) -> PlanPane:
+    return plan_pane
 
 
 def test_form_fits_its_column_and_tab_never_scrolls_it_sideways(qtbot: Any, pane: PlanPane) -> None:

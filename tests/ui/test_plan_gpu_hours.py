@@ -16,14 +16,8 @@ from tests.ui.test_plan_pane import type_into
 
 
 @pytest.fixture
-def pane(qtbot: Any, services: Any) -> Any:
-    widget = PlanPane(services)
-    qtbot.addWidget(widget)
-    widget.resize(1160, 760)
-    widget.show()
-    wait_for_result(qtbot, widget)
-    yield widget
-    widget.shutdown()
+def pane(plan_pane: PlanPane) -> PlanPane:
+    return plan_pane
 
 
 def test_max_gpu_hours_field_marks_rows(qtbot: Any, pane: PlanPane, services: Any) -> None:

@@ -30,14 +30,8 @@ TIGHT = {"gpu": "RTX A6000", "micro-batch": "8", "grad-accum": "2", "seq-len": "
 
 
 @pytest.fixture
-def pane(qtbot: Any, services: Any) -> Any:
-    widget = PlanPane(services)
-    qtbot.addWidget(widget)
-    widget.resize(1160, 760)
-    widget.show()
-    wait_for_result(qtbot, widget)
-    yield widget
-    widget.shutdown()
+def pane(plan_pane: PlanPane) -> PlanPane:
+    return plan_pane
 
 
 def a6000_row(pane: PlanPane) -> Any:

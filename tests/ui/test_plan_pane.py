@@ -30,14 +30,8 @@ from tests.ui.pdf_check import missing_words, outside, overlaps, read_words
 
 
 @pytest.fixture
-def pane(qtbot: Any, services: Any) -> Any:
-    widget = PlanPane(services)
-    qtbot.addWidget(widget)
-    widget.resize(1160, 760)
-    widget.show()
-    wait_for_result(qtbot, widget)
-    yield widget
-    widget.shutdown()
+def pane(plan_pane: PlanPane) -> PlanPane:
+    return plan_pane
 
 
 def type_into(qtbot: Any, pane: PlanPane, key: str, text: str) -> None:
