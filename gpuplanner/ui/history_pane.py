@@ -26,9 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QSize, Qt, QThreadPool, QUrl, Signal, Slot
-from PySide6.QtGui import QBrush, QColor, QImage, QPalette
+from PySide6.QtCore import QSize, Qt, QThreadPool, QUrl, Signal, Slot
+from PySide6.QtGui import QBrush, QColor, QImage
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -75,98 +74,19 @@ from gpuplanner.ui.history_model import (
     overlay_series,
     run_series,
     status_text,
-    with_gaps,
 )
 from gpuplanner.ui.human import human_bytes, human_duration, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.run_failure import stopped_by_user
+from gpuplanner.ui.run_plots import RunPlots
 from gpuplanner.ui.search_view import SearchesDialog
 from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.spend_view import SpendDialog
 from gpuplanner.ui.table_view import export_menu_button, sortable_table
 from gpuplanner.ui.time_bars import COLORS, OTHER_COLOR, TimeBars, phase_text
 
-STATUSES = ("", "running", "finished", "preempted", "stopped", "budget_stop", "early_stop", "failed")
-EVENT_PENS = {
-    "checkpoint": "#59a14f",
-    "preempted": "#d64545",
-    "resumed": "#2f6fde",
-    "stopped": "#8a8f98",
-    "run_start": "#8a8f98",
-    "run_end": "#8a8f98",
-}
-
-
-GPU_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
-
-
 MISSING_RUN = "not reported by this run's GPUs (SM activity needs GPM: Hopper and newer)"
-
-
-class RunPlots(pg.GraphicsLayoutWidget):
-    """Four linked plots of one finished run: utilisation, memory, tokens/s and loss, with event markers."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.plots: dict[str, pg.PlotItem] = {}
-        for i, (key, label) in enumerate(
-            (("util", "GPU util %"), ("mem", "memory GiB"), ("tokens", "tokens/s"), ("loss", "loss"))
-        ):
-            plot = self.addPlot(row=i // 2, col=i % 2, title=label)
-            plot.setDownsampling(auto=True, mode="peak")
-            plot.setClipToView(True)
-            plot.showGrid(x=True, y=True, alpha=0.2)
-            plot.setLabel("bottom", "minutes")
-            plot.setMenuEnabled(False)
-            for axis in ("left", "bottom"):
-                plot.getAxis(axis).enableAutoSIPrefix(False)  # no "x1e+1" offsets
-            plot.getAxis("left").setWidth(56)  # one width: the columns' plots and markers line up
-            if self.plots:
-                plot.setXLink(next(iter(self.plots.values())))
-            self.plots[key] = plot
-        self.util_legend = self.plots["util"].addLegend(offset=(5, 5), labelTextSize="7pt", colCount=4)
-        self.apply_palette()
-
-    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
-        super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "util_legend"):  # light/dark switched
-            self.apply_palette()
-
-    def apply_palette(self) -> None:
-        palette = self.palette()
-        self.setBackground(palette.color(QPalette.ColorRole.Base))
-        fg = palette.color(QPalette.ColorRole.Text)
-        for plot in self.plots.values():
-            for name in ("left", "bottom"):
-                plot.getAxis(name).setTextPen(pg.mkPen(fg))
-            plot.titleLabel.setText(plot.titleLabel.text, color=fg.name())
-
-    def clear_all(self) -> None:
-        for plot in self.plots.values():
-            plot.clear()
-
-    def show_series(self, series: RunSeries) -> None:
-        self.clear_all()
-        legend = 2 <= len(series.gpu) <= 8
-        self.util_legend.clear()
-        self.util_legend.setVisible(legend)
-        for i, (label, (t, util, mem, _power)) in enumerate(sorted(series.gpu.items())):
-            pen = pg.mkPen(GPU_COLORS[i % len(GPU_COLORS)], width=1)
-            t, util, mem = with_gaps(t, util, mem)
-            self.plots["util"].plot(t / 60.0, util, pen=pen, name=label if legend else None, connect="finite")
-            self.plots["mem"].plot(t / 60.0, mem, pen=pen, connect="finite")
-        t, loss, tokens = with_gaps(*series.steps)
-        if len(t):
-            self.plots["loss"].plot(t / 60.0, loss, pen=pg.mkPen("#e15759", width=1), connect="finite")
-            self.plots["tokens"].plot(t / 60.0, tokens, pen=pg.mkPen("#4e79a7", width=1), connect="finite")
-        for at, kind, _step, _detail in series.events:
-            color = EVENT_PENS.get(kind)
-            if color is None or kind in ("run_start", "run_end"):
-                continue
-            for plot in self.plots.values():
-                plot.addItem(pg.InfiniteLine(at / 60.0, angle=90, pen=pg.mkPen(color, style=Qt.PenStyle.DashLine)))
-        for plot in self.plots.values():
-            plot.enableAutoRange()
+STATUSES = ("", "running", "finished", "preempted", "stopped", "budget_stop", "early_stop", "failed")
 
 
 def _breakdown(summary: RunSummary) -> TimeBreakdown:
