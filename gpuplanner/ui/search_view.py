@@ -17,6 +17,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QListWidget,
     QPushButton,
@@ -37,32 +38,75 @@ from gpuplanner.sweep.lookback import (
     trial_table,
 )
 from gpuplanner.ui.background import BackgroundJob, JobSignals
+from gpuplanner.ui.human import human_money, human_number
 from gpuplanner.ui.report_pdf import Report, write_pdf
+from gpuplanner.ui.sweep_text import TRIAL_HEADERS, trial_cells
 from gpuplanner.ui.table_view import export_to_file
 
 OUTCOME_COLOURS = {"finished": "#2a9d4b", "pruned": "#8a8f98", "stopped": "#d98a00", "failed": "#c0392b"}
 
 
 def summary_text(review: SearchReview) -> str:
+    """A search's state in four lines of words: what it spent against its caps, its trials' outcomes, why
+    it stopped and its best trial."""
     c = review.counts
-    spent = f"${review.spent_usd:,.4f}"
+    spent = human_money(review.spent_usd)
     if review.budget_usd is not None:
-        spent += f" of ${review.budget_usd:,.2f} cap ({review.spent_usd / review.budget_usd:.0%})"
+        spent += f" of the {human_money(review.budget_usd)} budget ({review.spent_usd / review.budget_usd:.0%})"
     if review.max_gpu_hours is not None:
-        spent += f"; {review.spent_gpu_hours:,.4f} of {review.max_gpu_hours:,g} GPU-hours"
+        spent += f"; {human_number(review.spent_gpu_hours)} of {human_number(review.max_gpu_hours)} GPU-hours"
     lines = [
         f"Spent {spent}.",
         f"{c['trials']} trials: {c['finished']} finished, {c['pruned']} pruned, {c['stopped']} stopped by the cap, "
         f"{c['failed']} failed, {c['running']} running.",
-        f"Stopped: {review.stop_reason or 'not recorded (running, or never finished)'}.",
+        f"Stopped: {cap_words(review.stop_reason) if review.stop_reason else 'not yet (running, or never finished)'}.",
     ]
     if review.best is not None:
         b = review.best
         lines.append(
-            f"Best: trial {b.number} (run {b.run_id}), {review.metric} {b.value:.4f} for ${b.spend_usd:,.4f}: "
-            f"{params_text(b.params)}."
+            f"Best: trial {b.number} (run #{b.run_id}), {review.metric.replace('_', ' ')} {b.value:.4f} "
+            f"for {human_money(b.spend_usd)}: {params_text(b.params)}."
         )
     return "\n".join(lines)
+
+
+def cap_words(text: str) -> str:
+    """A runner's stop reason with the caps' flag names in words."""
+    return text.replace("budget_usd", "the budget").replace("max_gpu_hours", "the GPU-hour cap")
+
+
+class TrialTable(QTableWidget):
+    """A search's trials in words (the Sweep pane and History > Searches): outcome in its colour, numbers
+    right-aligned, the parameters in the last, stretching column (whole in the tooltip)."""
+
+    NUMERIC = frozenset({0, 2, 4, 5, 6, 7})
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(0, len(TRIAL_HEADERS), parent)
+        self.setHorizontalHeaderLabels(list(TRIAL_HEADERS))
+        self.verticalHeader().setVisible(False)
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        self.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.setWordWrap(False)
+        header = self.horizontalHeader()
+        for column in range(len(TRIAL_HEADERS) - 1):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+
+    def show_review(self, review: SearchReview) -> None:
+        rows = trial_table(review)
+        self.setRowCount(len(rows))
+        right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+        for r, row in enumerate(rows):
+            for c, text in enumerate(trial_cells(row)):
+                item = QTableWidgetItem(text)
+                if c in self.NUMERIC:
+                    item.setTextAlignment(right)
+                if c == 1 and row[1] in OUTCOME_COLOURS:
+                    item.setForeground(pg.mkColor(OUTCOME_COLOURS[row[1]]))
+                if c == len(TRIAL_HEADERS) - 1:
+                    item.setToolTip(text)
+                self.setItem(r, c, item)
 
 
 class SearchPlots(QWidget):
@@ -166,10 +210,7 @@ class SearchesDialog(QDialog):
         self.command.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.command.setStyleSheet("font-family: monospace;")
         self.plots = SearchPlots()
-        self.table = QTableWidget(0, len(TRIAL_COLUMNS))
-        self.table.setHorizontalHeaderLabels(list(TRIAL_COLUMNS))
-        self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table = TrialTable()
         self.buttons: dict[str, QPushButton] = {}
         bar = QHBoxLayout()
         bar.addStretch(1)
@@ -250,15 +291,7 @@ class SearchesDialog(QDialog):
         self.review = review
         self.summary.setText(summary_text(review))
         self.command.setText(f"Run the best in full:\n{review.best_command}" if review.best_command else "")
-        rows = trial_table(review)
-        self.table.setRowCount(len(rows))
-        for r, row in enumerate(rows):
-            for c, value in enumerate(row):
-                item = QTableWidgetItem("" if value is None else str(value))
-                if TRIAL_COLUMNS[c] == "outcome" and value in OUTCOME_COLOURS:
-                    item.setForeground(pg.mkColor(OUTCOME_COLOURS[value]))
-                self.table.setItem(r, c, item)
-        self.table.resizeColumnsToContents()
+        self.table.show_review(review)
         self.plots.show_review(review)
         for button in self.buttons.values():
             button.setEnabled(True)
@@ -275,9 +308,10 @@ class SearchesDialog(QDialog):
         assert self.review is not None
         review = self.review
         report = Report(f"Search {review.study}", time.strftime("%Y-%m-%d %H:%M"))
-        report.text(summary_text(review))
+        for line in summary_text(review).splitlines():  # one paragraph a line, as the dialog shows them
+            report.text(line)
         report.image(self.plots.grab().toImage(), 70.0)
-        report.table(TRIAL_COLUMNS, trial_table(review), max_rows=14)
+        report.table(TRIAL_HEADERS, [trial_cells(row) for row in trial_table(review)], max_rows=14)
         if review.best_command:
             report.text("Run the best in full: " + review.best_command)
         return report

@@ -30,29 +30,27 @@ from PySide6.QtWidgets import (
     QScrollArea,
     QSpinBox,
     QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
     QTabWidget,
+    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
 
 from gpuplanner.commands import sweep as sweep_command
-from gpuplanner.commands.sweep import (
-    describe_search,
-    settings_from_args,
-)
+from gpuplanner.commands.sweep import settings_from_args
 from gpuplanner.launch.manager import RunManager
 from gpuplanner.plan import example
 from gpuplanner.plan.model_spec import list_presets
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.sweep.lookback import TRIAL_COLUMNS, SearchReview, load_review, trial_table
+from gpuplanner.sweep.lookback import SearchReview, load_review
 from gpuplanner.sweep.runner import SweepResult, SweepRunner
 from gpuplanner.sweep.schedule import PRUNERS
 from gpuplanner.ui.background import BackgroundJob, JobSignals
+from gpuplanner.ui.human import human_money
 from gpuplanner.ui.run_controller import RunController
-from gpuplanner.ui.search_view import SearchPlots, summary_text
+from gpuplanner.ui.search_view import SearchPlots, TrialTable, summary_text
 from gpuplanner.ui.services import AppServices
+from gpuplanner.ui.sweep_text import estimate_html
 
 WATCH_MS = 1500  # how often a running search's study is read again
 
@@ -71,9 +69,9 @@ def _number(text: str) -> float | None:
 
 
 def estimate_text(args: Any, catalog: Any) -> tuple[dict[str, Any], str]:
-    """`gpuplanner sweep plan` for parsed flags: the JSON document and the readable report."""
-    estimate, document = sweep_command.search_estimate(args, catalog)
-    return document, describe_search(estimate, document)
+    """`gpuplanner sweep plan` for parsed flags: the JSON document and the window's report of it (HTML)."""
+    _estimate, document = sweep_command.search_estimate(args, catalog)
+    return document, estimate_html(document, gpu=args.gpu)
 
 
 def _spin(low: int, high: int, value: int) -> QSpinBox:
@@ -231,17 +229,15 @@ class SweepPane(QWidget):
         lv.addWidget(self.forms, 1)
         lv.addWidget(self.error_label)
 
-        self.estimate_view = QPlainTextEdit()
-        self.estimate_view.setReadOnly(True)
-        self.estimate_view.setPlaceholderText("The estimate of the planned search appears here.")
-        self.estimate_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.estimate_view = QTextBrowser()
+        self.estimate_view.setPlaceholderText(
+            "Fill in the search on the left and press Estimate: what one trial costs, the whole search with and "
+            "without pruning, and whether it fits the caps."
+        )
         self.status_label = QLabel("No search running.")
         self.status_label.setWordWrap(True)
         self.plots = SearchPlots()
-        self.table = QTableWidget(0, len(TRIAL_COLUMNS))
-        self.table.setHorizontalHeaderLabels(list(TRIAL_COLUMNS))
-        self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table = TrialTable()
         self.log_view = QPlainTextEdit()
         self.log_view.setReadOnly(True)
         self.log_view.setMaximumBlockCount(2000)
@@ -378,7 +374,7 @@ class SweepPane(QWidget):
         if kind == "plan":
             document, text = payload
             self.estimate = document
-            self.estimate_view.setPlainText(text)
+            self.estimate_view.setHtml(text)
             self.planned.emit(document)
         elif kind == "watch":
             self._watching = False
@@ -388,7 +384,9 @@ class SweepPane(QWidget):
         elif kind == "run":
             self.result = payload
             self._end_run()
-            self.status_label.setText(f"Search {payload.study}: {payload.stop_reason}; spent ${payload.spent_usd:,.4f}")
+            self.status_label.setText(
+                f"Search {payload.study}: {payload.stop_reason}; spent {human_money(payload.spent_usd)}"
+            )
             self._watch()
             self.finished.emit(payload)
 
@@ -412,11 +410,7 @@ class SweepPane(QWidget):
         self.review = review
         if self.runner is not None:
             self.status_label.setText(summary_text(review))
-        rows = trial_table(review)
-        self.table.setRowCount(len(rows))
-        for r, row in enumerate(rows):
-            for c, value in enumerate(row):
-                self.table.setItem(r, c, QTableWidgetItem("" if value is None else str(value)))
+        self.table.show_review(review)
         self.plots.show_review(review)
         self.watched.emit(review)
 

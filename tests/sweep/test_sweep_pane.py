@@ -53,7 +53,14 @@ def test_estimate_matches_the_cli(qtbot: Any, pane: SweepPane, capsys: pytest.Ca
     assert document["pruned"] == cli["pruned"] and document["unpruned"] == cli["unpruned"]
     assert document["caps"] == cli["caps"]
     text = pane.estimate_view.toPlainText()
-    assert "with pruning" in text and "without pruning" in text and "binds first" in text
+    assert "With pruning" in text and "Without pruning" in text
+    saving = cli["saving"]
+    assert f"Pruning saves ${saving['cost_usd']:,.2f} ({saving['pct']:.0f}%)" in text
+    assert f"{cli['search']['trials']} trials of gpt2, 3 at a time, pruned by successive halving." in text
+    assert "One full trial on 1 x A100 80GB" in text
+    if not cli["caps"]["finishes_under_cap"]:
+        assert f"after {cli['caps']['trials_within_cap']} of 27 trials" in text
+    assert "_usd" not in text and "_hours" not in text  # no JSON keys in the window
 
 
 @pytest.mark.parametrize(

@@ -136,7 +136,14 @@ def test_searches_dialog_groups_a_search(qtbot: Any, pane: HistoryPane, services
     assert review.counts == {"finished": 2, "pruned": 1, "stopped": 0, "failed": 0, "running": 0, "trials": 3}
     assert review.spent_usd == pytest.approx(8.5)  # 3 + 1.5 + 4: each run's last spend record
     assert dialog.table.rowCount() == 3
-    assert "2 finished, 1 pruned" in dialog.summary.text() and "of $20.00 cap" in dialog.summary.text()
+    assert (
+        "2 finished, 1 pruned" in dialog.summary.text() and "$8.50 of the $20.00 budget (42%)" in dialog.summary.text()
+    )
+    assert "Best: trial 2 (run #3), eval loss 1.5000 for $4.00" in dialog.summary.text()
+    header = [dialog.table.horizontalHeaderItem(c).text() for c in range(dialog.table.columnCount())]
+    assert header[:3] == ["Trial", "Outcome", "Run"] and "Spend" in header
+    spends = {dialog.table.item(r, 0).text(): dialog.table.item(r, header.index("Spend")).text() for r in range(3)}
+    assert spends == {"0": "$3.00", "1": "$1.50", "2": "$4.00"}
     # cumulative spend by hand: t0+60: 1; +90: 2.5 (trial 1); +120: 3.5; +180: 4.5; +260: 5.5; +320: 7; +380: 8.5
     assert [round(v, 6) for _, v in dialog.plots.shown["spend"]] == [1.0, 2.5, 3.5, 4.5, 5.5, 7.0, 8.5]
     # the best against spend: trial 0 ended at +180 (spent 4.5) with 2.0; trial 2 at +380 (8.5) with 1.5
@@ -150,7 +157,7 @@ def test_searches_dialog_groups_a_search(qtbot: Any, pane: HistoryPane, services
     pages = read_words(pdf)
     assert len(pages.sizes) == 1  # one page
     text = " ".join(pages.texts())
-    assert "Search demo" in text and "demo-best-trial-2" in text and "finished" in text
+    assert "Search demo" in text and "demo-best-trial-2" in text and "finished" in text and "$4.00" in text
     assert not overlaps(pages) and not outside(pages, 10.0)
     md = tmp_path / "demo.md"
     dialog.export(md, "markdown")
