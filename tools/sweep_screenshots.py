@@ -3,7 +3,8 @@
     xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python tools/sweep_screenshots.py [--out docs/screenshots]
 
 Writes sweep.png (the Sweep pane with an estimate and a finished search), searches.png (History >
-Searches), spend.png (History > Spend) at 1280x800, sweep-1920.png at 1920x1080, and search-report.png
+Searches), spend.png (History > Spend) at 1280x800, sweep-1920.png at 1920x1080, sweep-dark.png and
+sweep-1920-dark.png on the dark palette, and search-report.png
 (page 1 of the search's PDF export). The search is a made-up one of six trials (its figures are
 invented for the picture; the tests check the real arithmetic).
 """
@@ -98,16 +99,21 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
     from screenshots import grab, render_pdf_page, wait
 
+    from gpuplanner.ui.palette import apply_scheme
     from gpuplanner.ui.search_view import SearchesDialog, summary_text
     from gpuplanner.ui.services import AppServices
     from gpuplanner.ui.spend_view import SpendDialog
     from gpuplanner.ui.sweep_pane import SweepPane
 
     app = QApplication.instance() or QApplication([])
-    del app
     services = AppServices(db_path=db_path, config_dir=home / "config")
 
-    for suffix, size in (("", (1280, 800)), ("-1920", (1920, 1080))):
+    shots = [
+        (dark, suffix, size) for dark in (False, True) for suffix, size in (("", (1280, 800)), ("-1920", (1920, 1080)))
+    ]
+    for dark, suffix, size in shots:
+        apply_scheme(app, dark=dark)
+        suffix += "-dark" if dark else ""
         pane = SweepPane(services)
         pane.resize(*size)
         pane.show()
@@ -135,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             grab(pane, out / "sweep-run.png")
         pane.shutdown()
         pane.close()
+    apply_scheme(app, dark=False)
 
     searches = SearchesDialog(db_path)
     searches.resize(1280, 800)

@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal, Slot
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -68,10 +69,10 @@ def _number(text: str) -> float | None:
     return float(text) if text else None
 
 
-def estimate_text(args: Any, catalog: Any) -> tuple[dict[str, Any], str]:
+def estimate_text(args: Any, catalog: Any, dark: bool = False) -> tuple[dict[str, Any], str]:
     """`gpuplanner sweep plan` for parsed flags: the JSON document and the window's report of it (HTML)."""
     _estimate, document = sweep_command.search_estimate(args, catalog)
-    return document, estimate_html(document, gpu=args.gpu)
+    return document, estimate_html(document, gpu=args.gpu, dark=dark)
 
 
 def _spin(low: int, high: int, value: int) -> QSpinBox:
@@ -290,7 +291,10 @@ class SweepPane(QWidget):
             return
         self._show_error("")
         catalog = self.services.catalog
-        self._pool.start(BackgroundJob(lambda: estimate_text(args, catalog), self._signals, "plan", describe=_describe))
+        dark = self.palette().color(QPalette.ColorRole.Base).lightness() < 128
+        self._pool.start(
+            BackgroundJob(lambda: estimate_text(args, catalog, dark), self._signals, "plan", describe=_describe)
+        )
 
     # ------------------------------------------------------------------ run
 

@@ -17,8 +17,9 @@ PRUNER_WORDS = {
 }
 CAP_WORDS = {"budget_usd": "the budget", "max_gpu_hours": "the GPU-hour cap"}
 TRIAL_HEADERS = ("Trial", "Outcome", "Run", "Host", "Last step", "Eval loss", "Spend", "GPU-hours", "Parameters")
-WARNING_COLOR = "#b35900"
-MISSED_COLOR = "#c0392b"
+# (light, dark) text colours with a contrast of at least 4.5:1 on the light and dark palettes' bases
+WARNING_COLORS = ("#8a4b00", "#f0a04b")
+MISSED_COLORS = ("#b00020", "#ff7b7b")
 
 
 def trials_text(count: float) -> str:
@@ -48,7 +49,7 @@ def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     return f"<table cellspacing='0' cellpadding='3'><tr>{head}</tr>{body}</table>"
 
 
-def _caps_sentence(document: dict[str, Any]) -> str:
+def _caps_sentence(document: dict[str, Any], dark: bool) -> str:
     caps, search = document["caps"], document["search"]
     if caps["binding"] is None:
         return ""
@@ -62,16 +63,16 @@ def _caps_sentence(document: dict[str, Any]) -> str:
         return f"The pruned search uses {uses}: it finishes under the cap."
     fit = caps["trials_within_cap"]
     return (
-        f"<span style='color:{MISSED_COLOR}'><b>Does not finish under the cap:</b> the pruned search needs "
+        f"<span style='color:{MISSED_COLORS[dark]}'><b>Does not finish under the cap:</b> the pruned search needs "
         f"{uses}; {CAP_WORDS.get(caps['binding'], caps['binding'])} stops it after "
         f"{fit} of {search['trials']} trials.</span>"
     )
 
 
-def estimate_html(document: dict[str, Any], gpu: str | None = None) -> str:
+def estimate_html(document: dict[str, Any], gpu: str | None = None, dark: bool = False) -> str:
     """The `sweep plan` document as the window shows it: what one trial costs (on ``gpu``, the GPU model
     asked for), the search with and without pruning, how many trials reach each milestone, the caps and
-    any warnings."""
+    any warnings (coloured for a ``dark`` or light background)."""
     search, trial = document["search"], document["trial"]
     plan = document.get("trial_plan") or {}
     model = (plan.get("inputs") or {}).get("model")
@@ -116,12 +117,12 @@ def estimate_html(document: dict[str, Any], gpu: str | None = None) -> str:
             for m in milestones
         ]
         parts.append(_table(("Milestone", "Trials reaching it", "Trials going on"), rows))
-    caps = _caps_sentence(document)
+    caps = _caps_sentence(document, dark)
     if caps:
         parts.append(f"<p>{caps}</p>")
     warnings = list(document.get("warnings") or []) + list(document.get("trial_plan", {}).get("warnings") or [])
     for warning in warnings:
-        parts.append(f"<p style='color:{WARNING_COLOR}'>Warning: {html.escape(str(warning))}</p>")
+        parts.append(f"<p style='color:{WARNING_COLORS[dark]}'>Warning: {html.escape(str(warning))}</p>")
     return "".join(parts)
 
 

@@ -8,9 +8,18 @@ import re
 from typing import Any
 
 import pytest
+from PySide6.QtGui import QPalette
 
 from gpuplanner.cli import main
-from gpuplanner.ui.sweep_text import TRIAL_HEADERS, estimate_html, trial_cells, trials_text
+from gpuplanner.ui.palette import dark_palette, light_palette
+from gpuplanner.ui.sweep_text import (
+    MISSED_COLORS,
+    TRIAL_HEADERS,
+    WARNING_COLORS,
+    estimate_html,
+    trial_cells,
+    trials_text,
+)
 
 
 def plan_document(capsys: pytest.CaptureFixture[str], *flags: str) -> dict[str, Any]:
@@ -65,3 +74,20 @@ def test_trial_cells_are_in_words() -> None:
     ]
     assert len(TRIAL_HEADERS) == len(row)
     assert trials_text(27.0) == "27" and trials_text(9.124) == "about 9.1"
+
+
+def contrast(a: str, b: str) -> float:
+    def luminance(colour: str) -> float:
+        channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_warning_and_missed_cap_colours_read_on_both_palettes() -> None:
+    bases = [p().color(QPalette.ColorRole.Base).name() for p in (light_palette, dark_palette)]
+    for colours in (MISSED_COLORS, WARNING_COLORS):
+        for dark, base in enumerate(bases):
+            assert contrast(colours[dark], base) >= 4.5, (colours[dark], base)
