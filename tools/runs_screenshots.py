@@ -163,7 +163,9 @@ def failed_run_records() -> tuple[list[dict], str]:
     command += ["--run-dir", str(run_dir), "--no-events-stdout"]
     proc = subprocess.run(command, capture_output=True, text=True, env=trainer_env(), timeout=300)
     records = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
-    return records, proc.stderr
+    # the picture shows what a user would see: their own paths, not this build machine's
+    stderr = proc.stderr.replace(sys.prefix, "/home/me/.venv").replace(str(run_dir.parent), "/home/me/runs")
+    return records, stderr.replace(str(Path(__file__).resolve().parents[1]), "/home/me/gpuplanner")
 
 
 def main(

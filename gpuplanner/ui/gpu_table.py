@@ -48,6 +48,7 @@ class GpuTable(QWidget):
         self.table.setFocusPolicy(self.table.focusPolicy())
         self.table.setWordWrap(False)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.table.horizontalHeader().setMinimumSectionSize(60)
         for column, (key, header) in enumerate(GPU_TABLE_COLUMNS):
@@ -90,10 +91,15 @@ class GpuTable(QWidget):
         self._fit_height()
 
     def _fit_height(self) -> None:
-        rows = max(1, min(len(self._rows), 4))  # more GPUs scroll inside the table
+        """At least two GPUs' rows (more scroll inside the table), at most all of them: the pane's splitter
+        between the plots and this table decides within that."""
         header = self.table.horizontalHeader().sizeHint().height()
         row = self.table.verticalHeader().defaultSectionSize()
-        self.table.setFixedHeight(header + rows * row + 2 * self.table.frameWidth() + 2)
+        frame = 2 * self.table.frameWidth() + 2
+        self.table.setMinimumHeight(header + max(1, min(len(self._rows), 2)) * row + frame)
+        self.table.setMaximumHeight(header + max(1, len(self._rows)) * row + frame)
+        caption = 2 * self.caption.fontMetrics().lineSpacing() + 6  # the note, wrapped on two lines at most
+        self.setMaximumHeight(self.table.maximumHeight() + caption)
 
     def cell_text(self, row: int, column: int) -> str:
         item = self.table.item(row, column)

@@ -450,6 +450,8 @@ class LaunchDialog(QDialog):
         self._on_host_changed()
         self.command_radio.toggled.connect(self._on_mode_changed)
         self._on_mode_changed()
+        for edit in self.findChildren(QLineEdit):  # a long remembered value opens at its start, not its end
+            edit.setCursorPosition(0)
 
     @property
     def command_mode(self) -> bool:

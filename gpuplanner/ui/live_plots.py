@@ -36,7 +36,30 @@ class ElapsedAxis(pg.AxisItem):
     """Seconds since the run started, written as m:ss or h:mm:ss, ticked at round times (every 15 min,
     not every 1,000 s)."""
 
-    TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+    TIME_STEPS = (
+        1,
+        2,
+        5,
+        10,
+        15,
+        30,
+        60,
+        120,
+        300,
+        600,
+        900,
+        1200,
+        1800,
+        2400,
+        3600,
+        7200,
+        10800,
+        14400,
+        21600,
+        43200,
+        86400,
+    )
+    TICK_PX = 70.0  # a labelled tick every ~70 px at most ("1:30:00" is ~45 px wide)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -53,7 +76,7 @@ class ElapsedAxis(pg.AxisItem):
     @classmethod
     def major_step(cls, span: float, size: float) -> float:
         """Seconds between labelled ticks for ``span`` seconds over ``size`` pixels."""
-        target = span * 90.0 / size  # a labelled tick every ~90 px at most
+        target = span * cls.TICK_PX / size
         major = next((step for step in cls.TIME_STEPS if step >= target), None)
         if major is None:
             major = 86400.0 * _nice_step(target / 86400.0)
@@ -268,6 +291,7 @@ class _EventLabels(pg.GraphicsObject):
     left of its (last) marker where it would run out of the plot."""
 
     MERGE_PX = 12.0  # markers closer than this look like one line: one label for them
+    GREY = "#555555"  # the words between the kinds; painted in the palette's muted text colour
     GAP_PX = 3.0  # between a marker and its label
     SPACING_PX = 6.0  # between two labels in a row
     PAD_X, PAD_Y = 3.0, 1.0
@@ -280,6 +304,7 @@ class _EventLabels(pg.GraphicsObject):
         self.font.setPointSizeF(8.0)
         self._metrics = QFontMetricsF(self.font)
         self._background = QColor(255, 255, 255, 235)
+        self._muted = QColor(self.GREY)
         self._border = QPen(QColor(160, 160, 160, 160))
         self._border.setCosmetic(True)
         self.setZValue(1000)  # above the curves (the ViewBox's child group)
@@ -297,7 +322,7 @@ class _EventLabels(pg.GraphicsObject):
     @staticmethod
     def segments(events: list[Marker]) -> list[tuple[str, str]]:
         """The text of one label for ``events`` (close together), as ``(text, colour)`` pieces."""
-        grey = "#555555"
+        grey = _EventLabels.GREY
         kinds = [m.kind for m in events]
         out: list[tuple[str, str]] = []
         if len(kinds) <= 3:
@@ -354,6 +379,20 @@ class _EventLabels(pg.GraphicsObject):
             out.append((QRectF(left, top, width, height), pieces))
         return out
 
+    def set_colors(self, background: QColor, muted: QColor) -> None:
+        """The labels' background and the colour of their connecting words (light or dark palette)."""
+        self._background = QColor(background)
+        self._background.setAlpha(235)
+        self._muted = QColor(muted)
+        self.update()
+
+    def strip_height(self) -> float:
+        """Pixels from the top of the view that the labels shown now take (0 without labels)."""
+        labels = self.layout()
+        if not labels:
+            return 0.0
+        return max(rect.bottom() for rect, _ in labels) - self._view.boundingRect().top() + 2.0
+
     def paint(self, painter: QPainter, *args) -> None:
         labels = self.layout()
         if not labels:
@@ -366,7 +405,7 @@ class _EventLabels(pg.GraphicsObject):
             painter.drawRect(rect)
             x = rect.left() + self.PAD_X
             for text, color in pieces:
-                painter.setPen(QColor(color))
+                painter.setPen(self._muted if color == self.GREY else QColor(color))
                 painter.drawText(QPointF(x, rect.top() + self.PAD_Y + ascent), text)
                 x += self._metrics.horizontalAdvance(text)
 
@@ -633,8 +672,12 @@ class _TitleLabel(pg.LabelItem):
 def _use_title_label(plot: pg.PlotItem) -> None:
     plot.layout.removeItem(plot.titleLabel)
     plot.titleLabel.setParentItem(None)
-    plot.titleLabel = _TitleLabel("", size="11pt", parent=plot)
+    plot.titleLabel = _TitleLabel("", size="10pt", parent=plot)
     plot.layout.addItem(plot.titleLabel, 0, 1)
+
+
+# (light, dark) colours of the spend plot's line labels: >= 4.5:1 against the plot's background
+LINE_LABEL_COLORS = {"budget": ("#c62828", "#ff7b7b"), "plan": ("#4d4d4d", "#c8c8c8")}
 
 
 class LivePlots(QWidget):
@@ -648,6 +691,8 @@ class LivePlots(QWidget):
         ("loss", "Loss"),
         ("spend", "Spend (USD)"),
     )
+    COLUMNS = 3  # two rows of three: wide plots on a landscape screen, the time axis under the bottom row
+    UTIL_TICKS = [[(float(v), str(v)) for v in (0, 25, 50, 75, 100)]]
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -672,7 +717,9 @@ class LivePlots(QWidget):
         self.plots: dict[str, pg.PlotItem] = {}
         self._grids: list[_TimeGrid] = []
         for i, (key, title) in enumerate(self.PLOTS):
-            plot = self.graphics.addPlot(row=i // 2, col=i % 2, axisItems={"bottom": ElapsedAxis(orientation="bottom")})
+            plot = self.graphics.addPlot(
+                row=i // self.COLUMNS, col=i % self.COLUMNS, axisItems={"bottom": ElapsedAxis(orientation="bottom")}
+            )
             _use_title_label(plot)
             plot.setTitle(title)
             plot.showGrid(x=False, y=True, alpha=0.2)
@@ -686,7 +733,7 @@ class LivePlots(QWidget):
             # x axes only under the bottom row (every plot shows the same x range, set on each view by
             # redraw: no pyqtgraph view links, whose range propagation cost more than setting six ranges);
             # hidden axes are unlinked from their view, so a range change does not re-tick them
-            hidden = ("top", "right") if i >= len(self.PLOTS) - 2 else ("top", "right", "bottom")
+            hidden = ("top", "right") if i >= len(self.PLOTS) - self.COLUMNS else ("top", "right", "bottom")
             for name in hidden:
                 plot.hideAxis(name)
                 plot.getAxis(name).unlinkFromView()
@@ -697,21 +744,22 @@ class LivePlots(QWidget):
             self.plots[key] = plot
         self._text_color = "#1d1f23"
         self.plots["util"].setYRange(0, 100)
-        self.plots["util"].addLegend(
-            offset=(-5, -5), labelTextSize="7pt", colCount=5, brush=(255, 255, 255, 210), horSpacing=8
-        )
-        self.plots["util"].legend.setZValue(5)  # over the marker lines
+        self.plots["util"].getAxis("left").setTicks(self.UTIL_TICKS)  # 0-100 %, whatever room the labels take
+        # the GPUs' legend in a row of its own under the plots, where it covers no data; the utilisation
+        # plot adds its named lines to it (PlotItem.legend)
+        self.legend_row = pg.GraphicsWidget()
+        self.graphics.addItem(self.legend_row, row=len(self.PLOTS) // self.COLUMNS, col=0, colspan=self.COLUMNS)
+        legend = pg.LegendItem(offset=(1, 1), labelTextSize="8pt", colCount=10, horSpacing=10)
+        legend.setParentItem(self.legend_row)
+        self.plots["util"].legend = legend
+        self._legend_height = -1.0
+        self._fit_legend_row()
         self.marker_lines = {key: _MarkerLines(plot.getViewBox()) for key, plot in self.plots.items()}
         self.event_labels = _EventLabels(self.plots["util"].getViewBox())
+        self.plots["util"].getViewBox().sigResized.connect(lambda _view: self._fit_util_range())
         self._titles: dict[str, str] = {}
         self.gpu_curves: dict[tuple[str, int], dict[str, _Line]] = {}
-        self.capacity_line = pg.InfiniteLine(
-            angle=0,
-            pen=_pen("#d62728", dashed=True),
-            movable=False,
-            label="capacity {value:.1f} GiB",
-            labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 0), (0, 0)]},
-        )
+        self.capacity_line = pg.InfiniteLine(angle=0, pen=_pen("#d62728", dashed=True), movable=False)
         self.capacity_line.setVisible(False)
         self.plots["mem"].addItem(self.capacity_line, ignoreBounds=True)
         self.tokens_curve = _Line(self.plots["tokens"], _pen("#1f77b4"))
@@ -727,12 +775,12 @@ class LivePlots(QWidget):
             label="budget ${value:,.2f}",
             labelOpts={"position": 0.05, "color": "#d62728", "anchors": [(0, 0), (0, 0)]},
         )
-        self.plan_line = pg.InfiniteLine(
+        self.plan_line = pg.InfiniteLine(  # its label above the line at the left, where spend is still low
             angle=0,
             pen=_pen("#7f7f7f", dashed=True),
             movable=False,
             label="plan ${value:,.2f}",
-            labelOpts={"position": 0.95, "color": "#555555", "anchors": [(1, 1), (1, 1)]},
+            labelOpts={"position": 0.05, "color": "#555555", "anchors": [(0, 1), (0, 1)]},
         )
         for line in (self.budget_line, self.plan_line):
             line.setVisible(False)
@@ -771,6 +819,7 @@ class LivePlots(QWidget):
                 line.remove()
         self.gpu_curves.clear()
         self.plots["util"].legend.clear()
+        self._fit_legend_row()
         for lines in self.marker_lines.values():
             lines.set_markers([])
         self._markers_drawn = 0
@@ -785,7 +834,8 @@ class LivePlots(QWidget):
         self.capacity_line.setVisible(False)
         self._capacity = 0.0
         self._x_range = None
-        self._y_ranges = {"util": self._y_ranges.get("util", (0.0, 100.0))}
+        self._y_ranges = {"util": (0.0, 100.0)}
+        self.plots["util"].setYRange(0.0, 100.0, padding=0)
         for key, plot in self.plots.items():  # no range left over from the run shown before
             if key != "util":
                 plot.setYRange(0.0, 1.0, padding=0)
@@ -808,8 +858,9 @@ class LivePlots(QWidget):
     def _set_titles(self, tel: RunTelemetry) -> None:
         sim = " (sim.)" if tel.simulated else ""  # the pane's badge says SIMULATED in full
         titles = {key: title for key, title in self.PLOTS}
-        titles["util"] = "GPU utilisation (%)" + ("; dashed: SM active" if tel.sm_reported else "") + sim
-        titles["mem"] = "GPU memory used vs capacity (GiB)" + sim
+        titles["util"] = "GPU utilisation (%)" + (" · dashed: SM" if tel.sm_reported else "") + sim
+        capacity = f" · <span style='color:#d62728'>capacity {self._capacity:,.0f}</span>" if self._capacity else ""
+        titles["mem"] = "Memory (GiB)" + capacity + sim
         titles["power"] = "Power (W)" + sim
         no_price = not tel.price_per_gpu_hour and not tel.budget_usd and not (tel.spend_usd() or 0)
         self.no_price_label.setVisible(no_price)
@@ -823,7 +874,7 @@ class LivePlots(QWidget):
             titles["spend"] = "Spend (USD): no price set for this host"
             self.no_price_label.setPos(self.plots["spend"].getViewBox().rect().center())
         elif tel.budget_usd:
-            titles["spend"] = "Spend (USD) against budget"
+            titles["spend"] = "Spend (USD) vs budget"
         for key, title in titles.items():
             if self._titles.get(key) != title:
                 self._titles[key] = title
@@ -849,6 +900,10 @@ class LivePlots(QWidget):
         self.no_price_label.setColor(self._text_color)
         for label in self.empty_labels.values():
             label.setColor(self._text_color)
+        dark = palette.color(QPalette.ColorRole.Base).lightness() < 128
+        self.event_labels.set_colors(palette.color(QPalette.ColorRole.Base), QColor(LINE_LABEL_COLORS["plan"][dark]))
+        self.budget_line.label.setColor(LINE_LABEL_COLORS["budget"][dark])
+        self.plan_line.label.setColor(LINE_LABEL_COLORS["plan"][dark])
         legend = self.plots["util"].legend
         legend.setLabelTextColor(self._text_color)
         base = QColor(palette.color(QPalette.ColorRole.Base))
@@ -867,7 +922,29 @@ class LivePlots(QWidget):
                 "power": _Line(self.plots["power"], _pen(color)),
             }
             self.gpu_curves[key] = curves
+            self._fit_legend_row()
         return curves
+
+    def _fit_legend_row(self) -> None:
+        """The legend row as tall as the legend (nothing for one line or none)."""
+        legend = self.plots["util"].legend
+        shown = len(legend.items) >= 2  # one GPU's line needs no name
+        height = float(legend.height()) + 2.0 if shown else 0.0
+        if height != self._legend_height:
+            self._legend_height = height
+            self.legend_row.setMinimumHeight(height)
+            self.legend_row.setMaximumHeight(height)
+            legend.setVisible(shown)
+
+    def _fit_util_range(self) -> None:
+        """0-100 %, with a strip above 100 as tall as the preemption and resume labels need, so they never
+        cover a sample (the ticks stay 0-100)."""
+        height = self.plots["util"].getViewBox().rect().height()
+        strip = self.event_labels.strip_height()
+        top = 100.0 if strip <= 0 or height <= strip + 24 else 100.0 * height / (height - strip)
+        if self._y_ranges.get("util") != (0.0, top):
+            self._y_ranges["util"] = (0.0, top)
+            self.plots["util"].setYRange(0.0, top, padding=0)
 
     def _sm_curve(self, key: tuple[str, int]) -> _Line:
         curves = self._curves_for(key)
@@ -876,6 +953,7 @@ class LivePlots(QWidget):
             curves["sm"] = _Line(
                 self.plots["util"], _pen(color, dashed=True), name="SM active" if key == min(self.gpu_curves) else None
             )
+            self._fit_legend_row()
         return curves["sm"]
 
     def _window(self, tel: RunTelemetry) -> tuple[float, float, float]:
@@ -1031,6 +1109,7 @@ class LivePlots(QWidget):
         self._set_titles(tel)
         if self._markers_drawn < len(tel.markers):
             self._add_markers(tel)
+        self._fit_util_range()
         self._drawn_version = tel.version
         self._drawn_mode = mode
         return True

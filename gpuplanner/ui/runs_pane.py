@@ -55,6 +55,8 @@ ACTIVE_STATES = ("starting", "running", "stopping", "resuming", "unreachable")
 REDRAW_HZ = 15
 ALERT_EVERY_S = 5.0
 WINDOWS = (("Last 10 minutes", 600.0), ("Last hour", 3600.0), ("Full history", 0.0))
+PLOTS_MIN_HEIGHT = 300  # six plots in two rows: about 110 px of data each at the least
+GPU_TABLE_HEIGHT = 130  # the header, three GPUs' rows and the note under them (drag the handle for more)
 
 
 DEMO_STEPS_KEY = "demo/steps"
@@ -277,10 +279,18 @@ class RunsPane(QWidget):
         self.failure_panel.setVisible(False)
         rlay.addWidget(self.failure_panel)
         self.plots = LivePlots()
-        rlay.addWidget(self.plots, 1)
+        self.plots.setMinimumHeight(PLOTS_MIN_HEIGHT)
         self.gpu_table = GpuTable()
         self.gpu_table.setVisible(False)
-        rlay.addWidget(self.gpu_table)
+        # the plots take the height; the GPUs' table under them keeps a few rows (drag the handle for more)
+        self.plots_split = QSplitter(Qt.Orientation.Vertical)
+        self.plots_split.setChildrenCollapsible(False)
+        self.plots_split.addWidget(self.plots)
+        self.plots_split.addWidget(self.gpu_table)
+        self.plots_split.setStretchFactor(0, 1)
+        self.plots_split.setStretchFactor(1, 0)
+        self.plots_split.setSizes([10_000, GPU_TABLE_HEIGHT])
+        rlay.addWidget(self.plots_split, 1)
         buttons = QHBoxLayout()
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Graceful stop: the trainer checkpoints and exits (resume it later)")
@@ -740,7 +750,12 @@ class RunsPane(QWidget):
         tel = entry.telemetry
         rows = tel.gpu_table()
         self.gpu_table.setVisible(bool(rows))
+        tallest = self.gpu_table.maximumHeight()
         self.gpu_table.show_rows(rows)
+        if self.gpu_table.maximumHeight() != tallest:  # fewer GPUs than rows room: the plots take the rest
+            sizes = self.plots_split.sizes()
+            table = min(max(sizes[1], GPU_TABLE_HEIGHT), self.gpu_table.maximumHeight())
+            self.plots_split.setSizes([sum(sizes) - table, table])
         self.title_label.setText(f"#{entry.run_id} {entry.name}")
         code = f", exit {entry.exit_code}" if entry.exit_code is not None else ""
         end = f" ({tel.end_status})" if tel.end_status and tel.end_status != entry.state else ""
