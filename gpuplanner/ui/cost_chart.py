@@ -100,6 +100,17 @@ class MoneyAxis(pg.AxisItem):
         translucent lines cost most of the chart's repaint while saying little."""
         return super().tickSpacing(minVal, maxVal, size)[:1]
 
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 (pyqtgraph naming)
+        """Ticks from $0 to the top of the data: none in the margin under $0 (room for the labels of the
+        cheapest points) or in the strip above the data (the legend and the key)."""
+        top = self.data_top if self.data_top is not None else maxVal
+        return [
+            (spacing, [v for v in values if -1e-9 <= v <= top * (1 + 1e-9)])
+            for spacing, values in super().tickValues(max(minVal, 0.0), min(maxVal, top), size)
+        ]
+
+    data_top: float | None = None
+
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph naming)
         places = 0 if spacing >= 1 else min(6, max(2, math.ceil(-math.log10(spacing))))
         return [f"${v:,.{places}f}" for v in values]
@@ -170,8 +181,13 @@ class CostChart(pg.PlotWidget):
         # The cost labels widen the axis for "$10,000" but never narrow it again: a plot area that moved at
         # every recalculation would lay the chart out and paint it twice or three times.
         item.getAxis("left").setStyle(autoReduceTextSpace=False)
-        # two columns keep the legend short, so it hides fewer points of a low chart (and it is translucent)
-        self.legend = item.addLegend(offset=(-10, 10), labelTextSize="8pt", colCount=2)
+        # the legend in a column of its own right of the plot, where it hides no point (a placeholder in the
+        # plot's layout holds its place; pyqtgraph's legend sizes itself, so it cannot be a layout item)
+        self.legend_column = pg.GraphicsWidget()
+        item.layout.addItem(self.legend_column, 2, 3)
+        self.legend = pg.LegendItem(offset=(2, 0), labelTextSize="8pt", colCount=1, verSpacing=-6)
+        self.legend.setParentItem(self.legend_column)
+        item.legend = self.legend
         self.rows_shown: list[CompareRow] = []
         # Persistent items, updated in place (re-creating them costs more than the engine's answer).
         self.series: dict[str, pg.ScatterPlotItem] = {}
@@ -212,13 +228,13 @@ class CostChart(pg.PlotWidget):
             line.setVisible(False)
             item.addItem(line, ignoreBounds=True)
         self._legend_names: tuple[str, ...] | None = None
+        self._muted = "#7a7f87"
         self.point_labels: list[pg.TextItem] = []
         self._make_point_labels()
-        self.clipped_note = pg.TextItem(anchor=(0, 0), color="#7a7f87")  # the best options' key, what is cut
-        self.clipped_note.setParentItem(item.getViewBox())  # in the view's pixels: top left
-        self.clipped_note.setPos(4, 2)
-        self.clipped_note.setVisible(False)
+        self.key = ""  # the best options' key and what is above the scale: the title row, over the plot
         self.y_top: float | None = None
+        self.y_range: tuple[float, float] | None = None  # the view's y range: the data's and the label margins
+        item.getViewBox().sigResized.connect(self._on_view_resized)
         self._ticks: list[tuple[float, str]] | None = None
         self.best_key = ""
         self.apply_palette()
@@ -235,9 +251,9 @@ class CostChart(pg.PlotWidget):
         self.setBackground(palette.color(QPalette.ColorRole.Base))
         fg = palette.color(QPalette.ColorRole.Text)
         self.legend.setLabelTextColor(fg)
-        base = palette.color(QPalette.ColorRole.Base)
-        base.setAlpha(170)
-        self.legend.setBrush(pg.mkBrush(base))
+        self._muted = fg.name()  # the key in the text colour: small type needs the contrast
+        if getattr(self, "_title", None):
+            self.getPlotItem().setTitle(self._title, size="8pt", color=self._muted)
         for name in ("left", "bottom"):
             axis = self.getPlotItem().getAxis(name)
             axis.setPen(pg.mkPen(fg))
@@ -268,15 +284,10 @@ class CostChart(pg.PlotWidget):
         self._groups_drawn = tuple(name for name, group in groups.items() if group)
         self._draw_focus()
         self._label_best(inside)
-        lines = [self.best_key] if self.best_key else []
+        parts = [self.best_key] if self.best_key else []
         if above and top is not None:
-            lines.append(
-                f"▲ {len(above)} option{'s' if len(above) > 1 else ''} above {human_money(top)} (not to scale)"
-            )
-        note = "\n".join(lines)
-        if note != self.clipped_note.textItem.toPlainText():
-            self.clipped_note.setText(note)
-        self.clipped_note.setVisible(bool(lines))
+            parts.append(f"▲ {len(above)} above {human_money(top)}, not to scale")
+        self.key = " · ".join(parts)
         self.deadline_line.setVisible(bool(deadline_hours))
         if deadline_hours:
             self.deadline_line.setValue(math.log10(deadline_hours))
@@ -284,10 +295,10 @@ class CostChart(pg.PlotWidget):
         if budget_usd:
             self.budget_line.setValue(budget_usd)
         if not shown:
-            item.setTitle("no option fits in memory: nothing to chart")
+            self._set_title("no option fits in memory: nothing to chart")
             return
-        item.setTitle(None)
-        item.setYRange(0, top if top is not None else 1.0, padding=0)
+        self._set_title(self.key)
+        self._apply_y_range()
         hours = [r.hours for r in shown]
         lo = math.log10(min(hours + ([deadline_hours] if deadline_hours else [])))
         hi = math.log10(max(hours + ([deadline_hours] if deadline_hours else [])))
@@ -298,6 +309,44 @@ class CostChart(pg.PlotWidget):
         # The view box applies a new range to its items when the next paint starts; a transform changed
         # during a paint makes Qt paint the plot area once more. Applied now, one paint shows the result.
         item.getViewBox().prepareForPaint()
+
+    def _set_title(self, text: str) -> None:
+        """The title row: the key of the best options (and what is above the scale) in small type."""
+        if text == getattr(self, "_title", None):
+            return
+        self._title = text
+        item = self.getPlotItem()
+        if text:
+            item.setTitle(text, size="8pt", color=self._muted)
+        else:
+            item.setTitle(None)
+
+    def _fit_legend_column(self) -> None:
+        width = self.legend.boundingRect().width() + 6.0 if self._legend_names else 0.0
+        self.legend_column.setMinimumWidth(width)
+        self.legend_column.setMaximumWidth(width)
+        self.legend.setVisible(bool(self._legend_names))
+
+    def _on_view_resized(self, _view: object) -> None:
+        if self.y_range is not None:  # the margins are in pixels: a new height, a new range
+            self._apply_y_range()
+
+    def _apply_y_range(self) -> None:
+        """$0 to the data's top, and margins under $0 and over the top as tall as a point's label, so the
+        labels of the cheapest and the dearest options stay inside the chart (no tick in the margins)."""
+        item = self.getPlotItem()
+        if item is None:  # the widget is going away
+            return
+        top = self.y_top if self.y_top is not None else 1.0
+        item.getAxis("left").data_top = top
+        height = item.getViewBox().height()
+        # a label sits 1.1 of its height from its point (under it for the best option, over it for the next)
+        margin = 1.1 * max((lab.boundingRect().height() for lab in self.point_labels), default=16.0) + 2.0
+        per_px = top / max(height - 2 * margin, 40.0)
+        y_range = (-margin * per_px, top + margin * per_px)
+        if y_range != self.y_range:
+            self.y_range = y_range
+            item.setYRange(*y_range, padding=0)
 
     def _on_points_clicked(self, _item: object, points: Sequence[object], _event: object) -> None:
         for point in points:
@@ -336,6 +385,7 @@ class CostChart(pg.PlotWidget):
             for name in names:
                 self.legend.addItem(self.focus_ring if name == FOCUS else self.series[name], name)
             self._legend_names = names
+            self._fit_legend_column()
 
     @staticmethod
     def _y_top(shown: Sequence[CompareRow], budget_usd: float | None) -> float | None:
@@ -366,7 +416,7 @@ class CostChart(pg.PlotWidget):
                 label.setToolTip(self.describe(row))
                 label.setPos(math.log10(row.hours), row.cost_usd or 0.0)
             label.setVisible(index < len(best))
-        self.best_key = "   ".join(f"{r.rank}: {self.describe(r)}" for r in best)
+        self.best_key = " · ".join(f"{r.rank}: {self.describe(r)}" for r in best)
 
     def _make_point_labels(self) -> None:
         # around its point: rank 1 below right, 2 above left, 3 above right (close points stay apart)

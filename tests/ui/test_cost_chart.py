@@ -51,14 +51,14 @@ def test_huge_run_keeps_the_cheap_options_readable(qtbot: Any, services: Any) ->
     if highest > chart.y_top:  # dear options are pinned at the top and counted, not dropped
         pinned = chart.series["above the scale"].data
         assert len(pinned) == sum(1 for r in chart.rows_shown if r.cost_usd > chart.y_top)
-        assert chart.clipped_note.isVisible() and "not to scale" in chart.clipped_note.textItem.toPlainText()
+        assert "not to scale" in chart.key and chart.key in chart.getPlotItem().titleLabel.text
         assert "above the scale" in chart._legend_names
     drawn = tuple(name for name, series in chart.series.items() if len(series.data))
     assert chart._legend_names == drawn  # the legend names exactly what is drawn
     labels = [label.textItem.toPlainText() for label in chart.point_labels]
     best = sorted((r for r in chart.rows_shown if r.usable), key=lambda r: r.rank)[:3]
     assert labels == [str(r.rank) for r in best]
-    key = chart.clipped_note.textItem.toPlainText()
+    key = chart.key
     assert all(f"{r.rank}: {r.gpus} x {r.gpu} {r.pricing}" in key for r in best)
     left = chart.getPlotItem().getAxis("left")
     assert not left.autoSIPrefix and all(s.startswith("$") for s in left.tickStrings([1000.0, 20000.0], 1, 1000.0))
@@ -115,9 +115,55 @@ def test_new_rows_paint_the_chart_once(qtbot: Any, services: Any) -> None:
     chart.viewport().removeEventFilter(paints)
 
 
-def test_cost_axis_draws_labelled_ticks_only() -> None:
+def test_cost_axis_draws_labelled_ticks_only(qtbot: Any) -> None:  # qtbot: a QApplication for the axis item
     """Every tick of the cost axis is a grid line across the plot: only the labelled level is drawn."""
     from gpuplanner.ui.cost_chart import MoneyAxis
 
     levels = MoneyAxis(orientation="left").tickSpacing(0.0, 12_000.0, 300)
     assert len(levels) == 1
+
+
+def _scene_points(chart: CostChart) -> list[Any]:
+    from PySide6.QtCore import QPointF
+
+    view = chart.getPlotItem().getViewBox()
+    points = []
+    for series in chart.series.values():
+        xs, ys = series.getData()
+        points += [view.mapViewToScene(QPointF(float(x), float(y))) for x, y in zip(xs, ys)]
+    return points
+
+
+@pytest.mark.parametrize(
+    ("model", "samples", "epochs", "budget", "deadline"),
+    [
+        ("llama-3.1-8b", 50_000, 1.0, 40.0, 12.0),
+        ("llama-3.1-8b", 5_000_000, 50.0, 20_000.0, 2_000.0),
+        ("gpt2", 200, 1.0, None, None),
+    ],
+)
+def test_legend_and_labels_hide_no_point_and_stay_inside(
+    qtbot: Any, services: Any, model: str, samples: int, epochs: float, budget: float | None, deadline: float | None
+) -> None:
+    """At the chart's size in a 1280x800 window: the legend is outside the plot area (it covers no point),
+    every rank label lies inside the view (the cheapest option's label too), and no two labels overlap."""
+    rows = _rows(services, model, samples=samples, epochs=epochs, budget=budget)
+    chart = CostChart()
+    qtbot.addWidget(chart)
+    chart.resize(790, 220)
+    chart.show()
+    chart.set_rows(rows, deadline_hours=deadline, budget_usd=budget)
+    qtbot.wait(50)
+    view = chart.getPlotItem().getViewBox().sceneBoundingRect()
+    legend = chart.legend.sceneBoundingRect()
+    assert legend.width() > 0 and not legend.intersects(view)
+    assert not any(legend.contains(p) for p in _scene_points(chart))
+    labels = [label.sceneBoundingRect() for label in chart.point_labels if label.isVisible()]
+    assert labels
+    for rect in labels:
+        assert view.contains(rect), (rect, view)
+    for i, a in enumerate(labels):
+        assert not any(a.intersects(b) for b in labels[i + 1 :])
+    left = chart.getPlotItem().getAxis("left")
+    values = [v for _, level in left.tickValues(*chart.y_range, view.height()) for v in level]
+    assert values and min(values) >= 0.0 and max(values) <= chart.y_top * (1 + 1e-9)  # no tick in the margins
