@@ -169,7 +169,8 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def _display(column: int, value: Any) -> str:
+def display_text(column: int, value: Any) -> str:
+    """A run table cell as the History table (and its PDF report) shows it."""
     name = EXPORT_COLUMNS[column]
     if name == "started_at":
         return format_time(value)
@@ -220,7 +221,7 @@ class RunsTableModel(ColumnsTableModel):
             return None
         value = self._values[index.row()][index.column()]
         if role == Qt.ItemDataRole.DisplayRole:
-            return _display(index.column(), value)
+            return display_text(index.column(), value)
         if role == SORT_ROLE:
             if value is None:
                 return -math.inf

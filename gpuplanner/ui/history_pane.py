@@ -67,11 +67,13 @@ from gpuplanner.ui.history_model import (
     RunSeries,
     RunsFilterProxy,
     RunsTableModel,
+    display_text,
     export_values,
     format_time,
     format_value,
     metric_value,
     overlay_series,
+    row_values,
     run_series,
     status_text,
 )
@@ -791,8 +793,10 @@ class HistoryPane(QWidget):
         runs = [s for s in self.visible_summaries() if s.run_id in {r[0] for r in rows}]
         total = sum(s.cost_usd or 0.0 for s in runs)
         hours = sum(s.gpu_hours or 0.0 for s in runs)
-        report.text(f"{len(runs)} run(s), {hours:,.1f} GPU-hours, {human_money(total)} in total.", bold=True)
-        report.table([c[0] for c in COLUMNS], rows)
+        runs_text = f"{len(runs)} run" + ("" if len(runs) == 1 else "s")
+        report.text(f"{runs_text}, {hours:,.1f} GPU-hours, {human_money(total)} in total.", bold=True)
+        shown = [[display_text(c, v) for c, v in enumerate(row_values(s))] for s in runs]  # as the table shows them
+        report.table([c[0] for c in COLUMNS], shown)
         spent = sum_breakdowns(_breakdown(s) for s in runs)
         if spent.recorded:
             note = f" ({spent.note})" if spent.note else ""
@@ -818,8 +822,8 @@ class HistoryPane(QWidget):
             if summary is not None:
                 report.text(
                     f"Run {summary.run_id}: {summary.status}, {human_hours(summary.hours)}, "
-                    f"{human_money(summary.cost_usd)}, {format_value(summary.avg_util_pct)} % average "
-                    "utilisation",
+                    f"{human_money(summary.cost_usd)}, "
+                    + (f"{summary.avg_util_pct:.0f}% average utilisation" if summary.avg_util_pct is not None else ""),
                     bold=True,
                 )
                 image = self.plots.grab().toImage()

@@ -22,7 +22,6 @@ Signals:
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -92,6 +91,7 @@ from gpuplanner.ui.plan_inputs import (
     uses_calibration,
     values_from_inputs,
 )
+from gpuplanner.ui.plan_settings_text import settings_rows
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.table_view import export_menu_button, sortable_table
@@ -913,11 +913,7 @@ class PlanPane(QWidget):
             return report
         inputs = inputs_with_form(result.request, result.values)
         inputs.pop("form", None)
-        pairs = [
-            (k.replace("_", " "), json.dumps(v) if isinstance(v, list) else str(v))
-            for k, v in inputs.items()
-            if v is not None
-        ]
+        pairs = settings_rows(inputs)
         report.text("Recommendation: " + result.recommendation, bold=True)
         if self.focus is not None:
             report.text(focus_line(self.focus, result.plan, hints=False))
@@ -929,9 +925,8 @@ class PlanPane(QWidget):
         if result.plan.suggestions:
             report.text("To make it fit: " + "; ".join(result.plan.suggestions))
         report.image(self.chart.grab().toImage(), 55)
-        columns, rows = self.export_table()
         dim = [not row.usable for row in result.rows]
-        report.table([c[0] for c in COLUMNS], rows, dim=dim)
+        report.table([c[0] for c in COLUMNS], table_cells(result.rows).texts, dim=dim)  # as the window shows them
         return report
 
     def export_pdf(self, path: str | Path) -> None:

@@ -17,7 +17,7 @@ from gpuplanner.history.ingest import ingest_records
 from gpuplanner.history.runs import create_run, list_runs
 from gpuplanner.ui.history_model import EXPORT_COLUMNS, SORT_ROLE
 from gpuplanner.ui.history_pane import HistoryPane
-from gpuplanner.ui.report_pdf import MARGIN_MM, cell_text
+from gpuplanner.ui.report_pdf import MARGIN_MM
 from tests.history.streams import StreamBuilder, hand_computed_run
 from tests.ui.helpers import wait_for_history
 from tests.ui.pdf_check import missing_words, outside, overlaps, read_words
@@ -156,7 +156,8 @@ def test_detail_shows_plots_and_events(qtbot: Any, pane: HistoryPane, runs: dict
     util_curves = pane.plots.plots["util"].listDataItems()
     assert len(util_curves) == 2
     markers = [i for i in pane.plots.plots["loss"].items if type(i).__name__ == "InfiniteLine"]
-    assert len(markers) == 3  # checkpoint, preempted, resumed
+    assert len(markers) == 4  # checkpoint, preempted, resumed, and where the run failed (its run_end)
+    assert "failed" in pane.plots.key_text
     with qtbot.waitSignal(pane.seriesShown, timeout=10_000):
         pane.select_runs([runs["eight"]])
     assert len(pane.plots.plots["util"].listDataItems()) == 8
@@ -203,8 +204,13 @@ def test_export_csv_markdown_pdf(
     assert len(pages.sizes) == 1
     assert overlaps(pages) == []
     assert outside(pages, MARGIN_MM / 25.4 * 72) == []
-    _, table_rows = pane.export_rows()
-    assert not missing_words(pages, [cell_text(v) for row in table_rows for v in row])
+    exported = {row[0] for row in pane.export_rows()[1]}  # the selected runs (or all shown)
+    shown = [  # the runs as the History table shows them (hours "1 h 15 min", +6.6%, statuses in words)
+        [pane.proxy.index(r, c).data() for c in range(len(EXPORT_COLUMNS))]
+        for r in range(pane.proxy.rowCount())
+        if int(pane.proxy.index(r, 0).data()) in exported
+    ]
+    assert not missing_words(pages, [text for row in shown for text in row if text])
     assert not any("…" in word for word in pages.texts())
 
 

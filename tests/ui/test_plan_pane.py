@@ -20,11 +20,12 @@ from gpuplanner.plan.planner import GIB, PlanRequest, PricingInputs, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
 from gpuplanner.planning import WINDOW_PINNED, comparison_request
-from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE
+from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE, table_cells
 from gpuplanner.ui.human import human_hours
-from gpuplanner.ui.plan_inputs import default_values, request_from_values
+from gpuplanner.ui.plan_inputs import default_values, inputs_with_form, request_from_values
 from gpuplanner.ui.plan_pane import PlanPane
-from gpuplanner.ui.report_pdf import MARGIN_MM, cell_text
+from gpuplanner.ui.plan_settings_text import settings_rows
+from gpuplanner.ui.report_pdf import MARGIN_MM
 from tests.ui.helpers import wait_for_result
 from tests.ui.pdf_check import missing_words, outside, overlaps, read_words
 
@@ -258,10 +259,22 @@ def test_exports_write_checked_files(pane: PlanPane, tmp_path: Path) -> None:
     pages = read_words(tmp_path / "report.pdf")
     assert overlaps(pages) == []
     assert outside(pages, MARGIN_MM / 25.4 * 72) == []
-    _, table_rows = pane.export_table()
-    assert not missing_words(pages, [cell_text(v) for row in table_rows for v in row])
+    shown = table_cells(pane.result.rows).texts  # the table's cells as the window writes them
+    assert not missing_words(pages, [text for row in shown for text in row])
     assert not missing_words(pages, [pane.result.recommendation])
+    words = " ".join(pages.texts())
+    # the settings in the form's words and people's units, never the JSON keys or raw numbers
+    params = inputs_with_form(pane.result.request, pane.result.values)["params"]
+    assert not missing_words(pages, ["Micro-batch", "4 sequences per GPU", "2,048 tokens", "bf16 mixed", "AdamW"])
+    assert not missing_words(pages, [settings_value(pane, "Parameters")])
+    for raw in ("micro batch", "micro_batch", "grad_accum", "tf32 False", "False", str(params), "None"):
+        assert raw not in words, raw
     assert not any("…" in word for word in pages.texts())
+
+
+def settings_value(pane: PlanPane, label: str) -> str:
+    inputs = inputs_with_form(pane.result.request, pane.result.values)
+    return dict(settings_rows(inputs))[label]
 
 
 def test_export_through_the_file_dialog(pane: PlanPane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
