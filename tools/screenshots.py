@@ -289,7 +289,7 @@ def render_pdf_page(pdf: Path, png: Path) -> None:
 
 def grab_dialogs(window: object, out: Path, theme: str) -> None:
     """The small dialogs on the palette in use: the welcome of a first start, Hosts > Add (an SSH host
-    with its interpreter filled in) and Runs > Alert settings."""
+    with its interpreter filled in, after Test connection) and Runs > Alert settings."""
     from gpuplanner.history.alert_rules import AlertSettings
     from gpuplanner.ui.alert_settings_dialog import AlertSettingsDialog
 
@@ -300,7 +300,23 @@ def grab_dialogs(window: object, out: Path, theme: str) -> None:
     host.name_edit.setText("a100-box")
     host.hostname_edit.setText("203.0.113.40")
     host.user_edit.setText("ubuntu")
+    host.python_edit.setText("~/venv/bin/python")
     host.show()
+    # what Test connection says for an 8-GPU box (the probe as `python -m trainer probe` reports one)
+    gpu = {"name": "NVIDIA A100-SXM4-80GB", "mem_total_bytes": 80 * 2**30}
+    host._on_tested(
+        {
+            "ok": True,
+            "gpus": [gpu] * 8,
+            "driver": "550.127.05",
+            "cuda_runtime": "12.4",
+            "torch": "2.5.1+cu124",
+            "python": "3.11.9",
+            "cpu_cores": 128,
+            "ram_bytes": 1024 * 2**30,
+            "disk_free_bytes": 3 * 2**40,
+        }
+    )
     grab(host, out / f"host-dialog{theme}.png")
     host.close()
     alerts = AlertSettingsDialog(AlertSettings(), window)  # type: ignore[arg-type]

@@ -37,7 +37,7 @@ from gpuplanner.history.tags import check_tags
 from gpuplanner.launch import after_run, command_lines, supervisor
 from gpuplanner.launch.backend import Backend
 from gpuplanner.launch.budget import BudgetError, check_budget
-from gpuplanner.launch.hosts import Host, HostError, get_host, update_host
+from gpuplanner.launch.hosts import Host, HostError, get_host, update_host, validate_host
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 from gpuplanner.launch.local_backend import LocalBackend, TrainerPythonMissing
 from gpuplanner.launch.slurm_backend import SlurmBackend
@@ -236,6 +236,19 @@ class RunManager:
         if generation is not None and close_if is not None:
             close_if(generation)
         else:
+            backend.close()
+
+    def test_host(self, host: Host) -> dict[str, Any]:
+        """Connect to ``host`` as it is (not yet saved: the Add host dialog's Test connection), probe it as
+        :meth:`probe` does, close the connection and return the probe; the history is not touched. An
+        invalid host raises HostError; an unknown or changed host key, a refused login or an unreachable
+        address raise as for a saved host."""
+        validate_host(host)
+        backend = self._make_backend(host)
+        try:
+            backend.connect()
+            return dict(backend.probe())
+        finally:
             backend.close()
 
     def probe(self, host_name: str) -> dict[str, Any]:

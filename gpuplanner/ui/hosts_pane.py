@@ -23,19 +23,12 @@ from PySide6.QtCore import Qt, QThreadPool, Signal, Slot
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
-    QCheckBox,
-    QComboBox,
     QDialog,
-    QDialogButtonBox,
-    QDoubleSpinBox,
-    QFormLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QLineEdit,
     QProgressBar,
     QPushButton,
-    QSpinBox,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -43,178 +36,11 @@ from PySide6.QtWidgets import (
 
 from gpuplanner.history.db import BUSY_TIMEOUT_MS
 from gpuplanner.ui.background import BackgroundJob, JobSignals
+from gpuplanner.ui.host_dialog import HostDialog
 from gpuplanner.ui.hosts_model import COLUMNS, HostsTableModel
 from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
 from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
-
-KIND_LABELS = {"ssh": "SSH host", "slurm": "Slurm cluster (login node)"}
-
-
-class HostDialog(QDialog):
-    """Add or edit a host. This machine only has a price and pricing; a Slurm login node also has its
-    job settings."""
-
-    def __init__(self, host: Any = None, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.host = host
-        local = host is not None and host.kind == "local"
-        self.setWindowTitle("Edit host" if host else "Add SSH host")
-        form = QFormLayout(self)
-        self.name_edit = QLineEdit(host.name if host else "")
-        self.name_edit.setEnabled(host is None)
-        self.hostname_edit = QLineEdit((host.hostname or "") if host else "")
-        self.port_spin = QSpinBox()
-        self.port_spin.setRange(1, 65535)
-        self.port_spin.setValue(host.port if host else 22)
-        self.user_edit = QLineEdit((host.user or "") if host else "")
-        self.identity_edit = QLineEdit((host.identity_file or "") if host else "")
-        self.identity_edit.setPlaceholderText("~/.ssh/id_ed25519 (optional)")
-        self.identity_edit.setToolTip("Optional: without it, the SSH agent and the default keys are tried")
-        self.jump_edit = QLineEdit((host.proxy_jump or "") if host else "")
-        self.jump_edit.setPlaceholderText("bastion host (optional)")
-        self.python_edit = QLineEdit((host.python or "") if host else "")
-        self.python_edit.setPlaceholderText("python3 (or the interpreter with torch, e.g. ~/venv/bin/python)")
-        self.python_edit.setToolTip("The Python the trainer runs with on this host (the CLI's --python)")
-        self.price_spin = QDoubleSpinBox()
-        self.price_spin.setRange(0.0, 10_000.0)
-        self.price_spin.setDecimals(3)
-        self.price_spin.setPrefix("$ ")
-        self.price_spin.setSpecialValueText("not set")
-        self.price_spin.setValue((host.price_usd_per_gpu_hour or 0.0) if host else 0.0)
-        self.price_spin.setToolTip("What one GPU of this host costs per hour; runs' spend uses it")
-        self.pricing_combo = QComboBox()
-        self.pricing_combo.addItems(["on-demand", "spot"])
-        self.pricing_combo.setCurrentText(host.pricing if host else "on-demand")
-        self.kind_combo = QComboBox()
-        for kind, label in KIND_LABELS.items():
-            self.kind_combo.addItem(label, kind)
-        self.kind_combo.setCurrentIndex(1 if host is not None and host.kind == "slurm" else 0)
-        self._slurm_fields(host)
-        form.addRow("Name:", self.name_edit)
-        if not local:
-            form.addRow("Kind:", self.kind_combo)
-            form.addRow("Hostname:", self.hostname_edit)
-            form.addRow("Port:", self.port_spin)
-            form.addRow("User:", self.user_edit)
-            form.addRow("Identity file:", self.identity_edit)
-            form.addRow("Proxy jump:", self.jump_edit)
-            form.addRow("Python:", self.python_edit)
-            for label, widget in self.slurm_rows:
-                form.addRow(label, widget)
-        form.addRow("Price per GPU-hour:", self.price_spin)
-        form.addRow("Pricing:", self.pricing_combo)
-        self._form = form
-        self.kind_combo.currentIndexChanged.connect(self._show_kind)
-        self._show_kind()
-        self.error_label = QLabel()
-        self.error_label.setStyleSheet("color: #b00020")
-        form.addRow(self.error_label)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        form.addRow(buttons)
-
-    def _slurm_fields(self, host: Any) -> None:
-        settings = dict((host.slurm or {}) if host is not None else {})
-        self.partition_edit = QLineEdit(settings.get("partition") or "")
-        self.account_edit = QLineEdit(settings.get("account") or "")
-        self.qos_edit = QLineEdit(settings.get("qos") or "")
-        self.gpus_spin = QSpinBox()
-        self.gpus_spin.setRange(0, 64)
-        self.gpus_spin.setValue(int(settings.get("gpus_per_node") or 0))
-        self.gpus_spin.setSpecialValueText("none (CPU job)")
-        self.nodes_spin = QSpinBox()
-        self.nodes_spin.setRange(1, 4096)
-        self.nodes_spin.setValue(int(settings.get("nodes") or 1))
-        self.time_edit = QLineEdit(settings.get("time_limit") or "")
-        self.time_edit.setPlaceholderText("e.g. 12:00:00 or 2-00:00:00 (empty: the partition's default)")
-        self.image_edit = QLineEdit(settings.get("container_image") or "")
-        self.image_edit.setPlaceholderText("optional: srun --container-image (pyxis)")
-        self.requeue_check = QCheckBox("Preemptible partition: Slurm may requeue the job (it resumes)")
-        self.requeue_check.setChecked(bool(settings.get("requeue")))
-        self.root_edit = QLineEdit((host.remote_root or "") if host is not None else "")
-        self.root_edit.setPlaceholderText("~/.gpuplanner (must be on the shared filesystem)")
-        self.slurm_rows = [
-            ("Partition:", self.partition_edit),
-            ("Account:", self.account_edit),
-            ("QoS:", self.qos_edit),
-            ("GPUs per node:", self.gpus_spin),
-            ("Nodes:", self.nodes_spin),
-            ("Time limit:", self.time_edit),
-            ("Container image:", self.image_edit),
-            ("Requeue:", self.requeue_check),
-            ("Run folder:", self.root_edit),
-        ]
-
-    @property
-    def kind(self) -> str:
-        if self.host is not None and self.host.kind == "local":
-            return "local"
-        return str(self.kind_combo.currentData())
-
-    @Slot()
-    def _show_kind(self, *args: Any) -> None:
-        slurm = self.kind == "slurm"
-        for _, widget in self.slurm_rows:
-            if self._form.indexOf(widget) >= 0:
-                self._form.setRowVisible(widget, slurm)
-        if self.host is None:
-            self.setWindowTitle("Add Slurm cluster" if slurm else "Add SSH host")
-
-    def slurm_settings(self) -> dict[str, Any]:
-        values: dict[str, Any] = {
-            "partition": self.partition_edit.text().strip() or None,
-            "account": self.account_edit.text().strip() or None,
-            "qos": self.qos_edit.text().strip() or None,
-            "gpus_per_node": self.gpus_spin.value(),
-            "nodes": self.nodes_spin.value(),
-            "time_limit": self.time_edit.text().strip() or None,
-            "container_image": self.image_edit.text().strip() or None,
-            "requeue": self.requeue_check.isChecked(),
-        }
-        kept = dict((self.host.slurm or {}) if self.host is not None else {})  # settings the dialog does not show
-        return {**kept, **values}
-
-    def result_host(self) -> Any:
-        from gpuplanner.launch.hosts import Host
-
-        price = self.price_spin.value() or None
-        if self.host is not None and self.host.kind == "local":
-            return replace(self.host, price_usd_per_gpu_hour=price, pricing=self.pricing_combo.currentText())
-        base = self.host or Host(name=self.name_edit.text().strip(), kind="ssh")
-        slurm = self.kind == "slurm"
-        return replace(
-            base,
-            kind=self.kind,
-            slurm=self.slurm_settings() if slurm else None,
-            remote_root=(self.root_edit.text().strip() or None) if slurm else base.remote_root,
-            hostname=self.hostname_edit.text().strip() or None,
-            port=self.port_spin.value(),
-            user=self.user_edit.text().strip() or None,
-            identity_file=self.identity_edit.text().strip() or None,
-            proxy_jump=self.jump_edit.text().strip() or None,
-            python=self.python_edit.text().strip() or None,
-            price_usd_per_gpu_hour=price,
-            pricing=self.pricing_combo.currentText(),
-        )
-
-    def accept(self) -> None:
-        if not self.name_edit.text().strip():
-            self.error_label.setText("Give the host a name.")
-            return
-        if self.kind != "local" and not self.hostname_edit.text().strip():
-            self.error_label.setText("Give the hostname or address.")
-            return
-        if self.kind == "slurm":
-            from gpuplanner.launch.slurm_settings import SlurmSettingsError, parse_settings
-
-            try:
-                parse_settings(self.slurm_settings())
-            except SlurmSettingsError as exc:
-                self.error_label.setText(f"Slurm setting {exc}")
-                return
-        super().accept()
 
 
 def _describe_write_error(exc: Exception) -> str:
@@ -340,7 +166,12 @@ class HostsPane(QWidget):
 
     # -- add / edit / remove / import -----------------------------------------------------------
     def make_host_dialog(self, host: Any = None) -> HostDialog:
-        return HostDialog(host, self)
+        return HostDialog(host, self, tester=self.test_host)
+
+    def test_host(self, host: Any, on_result: Any, on_error: Any) -> None:
+        """Connect to and probe an unsaved ``host`` on the launcher thread (the dialog's Test connection);
+        ``on_result(probe)`` or ``on_error(exception)`` follow on the GUI thread."""
+        self.controller.submit(lambda m: m.test_host(host), on_result, on_error)
 
     def saving(self) -> bool:
         """True while a host is being written to the history (off the GUI thread)."""

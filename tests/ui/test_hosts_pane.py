@@ -13,8 +13,9 @@ from PySide6.QtWidgets import QApplication, QDialog, QMessageBox
 
 from gpuplanner.launch.hosts import Host, add_host, get_host, list_hosts
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
+from gpuplanner.ui.host_dialog import HostDialog
 from gpuplanner.ui.hosts_model import COLUMNS, HostsTableModel
-from gpuplanner.ui.hosts_pane import HostDialog, HostsPane
+from gpuplanner.ui.hosts_pane import HostsPane
 from gpuplanner.ui.trust_dialog import TrustHostKeyDialog
 
 pytestmark = pytest.mark.xdist_group("ui_hosts")
