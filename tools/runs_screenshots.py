@@ -168,6 +168,53 @@ def failed_run_records() -> tuple[list[dict], str]:
     return records, stderr.replace(str(Path(__file__).resolve().parents[1]), "/home/me/gpuplanner")
 
 
+def grab_launch_dialogs(out: Path, theme: str = "") -> None:
+    """launch-dialog{theme}.png (the bundled trainer, from a plan) and launch-command{theme}.png (a command
+    of your own on an 8-GPU host), on the palette in use."""
+    from PySide6.QtWidgets import QApplication
+
+    from gpuplanner.ui.launch_dialog import LaunchDialog
+
+    app = QApplication.instance()
+    dialog = LaunchDialog(
+        [("local", "This machine", None), ("h100-a", "h100-a", 2.49)],
+        {
+            "model": "llama-3.2-3b",
+            "method": "lora",
+            "seq_len": 2048,
+            "micro_batch": 4,
+            "data": ["~/data/chat.jsonl"],
+        },
+        remember=False,
+    )
+    dialog.show()
+    for _ in range(5):
+        app.processEvents()
+    dialog.grab().save(str(out / f"launch-dialog{theme}.png"))
+    print(f"wrote {out / f'launch-dialog{theme}.png'} ({dialog.width()}x{dialog.height()})")
+    dialog.close()
+    command = LaunchDialog(
+        [("local", "This machine", None), ("h100-a", "h100-a", 2.49)],
+        {
+            "host": "h100-a",
+            "mode": "command",
+            "gpus": 8,
+            "command": "torchrun --nproc-per-node 8 train.py --config configs/llama-3b.yaml",
+            "workdir": "/home/me/llm-finetune",
+            "env": "HF_HOME=/data/hf\nWANDB_MODE=offline",
+            "budget_usd": 400.0,
+            "auto_resume": True,
+        },
+        remember=False,
+    )
+    command.show()
+    for _ in range(5):
+        app.processEvents()
+    command.grab().save(str(out / f"launch-command{theme}.png"))
+    print(f"wrote {out / f'launch-command{theme}.png'} ({command.width()}x{command.height()})")
+    command.close()
+
+
 def main(
     out_dir: str = "docs/screenshots",
     size: tuple[int, int] = (1280, 800),
@@ -254,45 +301,7 @@ def main(
         pane.grab().save(str(out / "runs-failed.png"))
         print(f"wrote {out / 'runs-failed.png'}")
     if extras and "dialogs" in places:
-        from gpuplanner.ui.launch_dialog import LaunchDialog
-
-        dialog = LaunchDialog(
-            [("local", "This machine", None), ("h100-a", "h100-a", 2.49)],
-            {
-                "model": "llama-3.2-3b",
-                "method": "lora",
-                "seq_len": 2048,
-                "micro_batch": 4,
-                "data": ["~/data/chat.jsonl"],
-            },
-            remember=False,
-        )
-        dialog.show()
-        for _ in range(5):
-            app.processEvents()
-        dialog.grab().save(str(out / "launch-dialog.png"))
-        print(f"wrote {out / 'launch-dialog.png'} ({dialog.width()}x{dialog.height()})")
-        dialog.close()
-        command = LaunchDialog(
-            [("local", "This machine", None), ("h100-a", "h100-a", 2.49)],
-            {
-                "host": "h100-a",
-                "mode": "command",
-                "gpus": 8,
-                "command": "torchrun --nproc-per-node 8 train.py --config configs/llama-3b.yaml",
-                "workdir": "/home/me/llm-finetune",
-                "env": "HF_HOME=/data/hf\nWANDB_MODE=offline",
-                "budget_usd": 400.0,
-                "auto_resume": True,
-            },
-            remember=False,
-        )
-        command.show()
-        for _ in range(5):
-            app.processEvents()
-        command.grab().save(str(out / "launch-command.png"))
-        print(f"wrote {out / 'launch-command.png'} ({command.width()}x{command.height()})")
-        command.close()
+        grab_launch_dialogs(out)
     pane.shutdown(stop_runs=False)
     if "hosts" not in places:
         return

@@ -5,8 +5,9 @@
 
 Names: ``<place>.png`` at 1280x800, ``<place>-1920.png`` at 1920x1080, ``<place>-dark.png`` and
 ``<place>-1920-dark.png`` on the dark palette; the dialogs ``launch-dialog.png``, ``launch-command.png``,
-``own-hardware-dialog.png``, ``welcome-dialog.png``, ``host-dialog.png`` (Hosts > Add),
-``alert-settings-dialog.png`` (Runs > Alert settings), each also as ``*-dark.png``; ``runs-failed.png``,
+``own-hardware-dialog.png``, ``welcome-dialog.png``, ``host-dialog.png`` (Hosts > Add, after Test
+connection), ``alert-settings-dialog.png`` (Runs > Alert settings), each but the own-hardware one also as
+``*-dark.png``; ``runs-failed.png``,
 ``history-failed.png`` and the PDF reports' first pages ``report-plan.png`` and ``report-history.png``
 (rendered with poppler's pdftoppm).
 
@@ -319,6 +320,10 @@ def grab_dialogs(window: object, out: Path, theme: str) -> None:
     )
     grab(host, out / f"host-dialog{theme}.png")
     host.close()
+    if theme:  # the light ones come with the Runs pictures (tools/runs_screenshots.py)
+        import runs_screenshots
+
+        runs_screenshots.grab_launch_dialogs(out, theme)
     alerts = AlertSettingsDialog(AlertSettings(), window)  # type: ignore[arg-type]
     alerts.show()
     grab(alerts, out / f"alert-settings-dialog{theme}.png")
