@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QDoubleSpinBox,
     QFormLayout,
+    QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
@@ -156,6 +157,9 @@ class HostDialog(QDialog):
                 form.addRow(label, widget)
         form.addRow("Price per GPU-hour:", self.price_spin)
         form.addRow("Pricing:", self.pricing_combo)
+        self._after_run_fields(host)
+        form.addRow("After each run:", self.after_run_edit)
+        form.addRow("", self.idle_row)
         self._form = form
         self.kind_combo.currentIndexChanged.connect(self._show_kind)
         self._show_kind()
@@ -183,6 +187,57 @@ class HostDialog(QDialog):
         else:
             self.test_button.setVisible(False)
         form.addRow(buttons)
+
+    def _after_run_fields(self, host: Any) -> None:
+        """The after-run command (run on this machine once a run on the host ended, e.g. a cloud CLI that
+        stops the instance) and stop-when-idle (run it only once the host's GPUs stayed idle)."""
+        idle = (host.after_run_idle if host is not None else None) or {}
+        self.after_run_edit = QLineEdit((host.after_run_command or "") if host is not None else "")
+        self.after_run_edit.setPlaceholderText("optional, runs here: e.g. aws ec2 stop-instances --instance-ids i-0abc")
+        self.after_run_edit.setToolTip(
+            "A command run on this machine once a run on the host has ended, e.g. the cloud CLI call that stops "
+            "the instance; the history bills the host until it has finished (the CLI's hosts set-after-run)"
+        )
+        self.idle_check = QCheckBox("only once its GPUs stayed under")
+        self.idle_check.setChecked(bool(idle))
+        self.idle_pct_spin = QDoubleSpinBox()
+        self.idle_pct_spin.setRange(1.0, 100.0)
+        self.idle_pct_spin.setDecimals(0)
+        self.idle_pct_spin.setSuffix(" %")
+        self.idle_pct_spin.setValue(float(idle.get("util_pct", 10.0)))
+        self.idle_minutes_spin = QDoubleSpinBox()
+        self.idle_minutes_spin.setRange(0.5, 24 * 60.0)
+        self.idle_minutes_spin.setDecimals(1)
+        self.idle_minutes_spin.setSuffix(" min")
+        self.idle_minutes_spin.setValue(float(idle.get("minutes", 10.0)))
+        self.idle_row = QWidget()
+        row = QHBoxLayout(self.idle_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.idle_check)
+        row.addWidget(self.idle_pct_spin)
+        row.addWidget(QLabel("for"))
+        row.addWidget(self.idle_minutes_spin)
+        row.addStretch(1)
+        self.idle_row.setToolTip(
+            "Stop-when-idle: wait until every GPU of the host stayed under this utilisation for this long after "
+            "the run ended, then run the command (SSH hosts and this machine)"
+        )
+        self.after_run_edit.textChanged.connect(self._update_idle)
+        self.idle_check.toggled.connect(self._update_idle)
+        self._update_idle()
+
+    @Slot()
+    def _update_idle(self, *args: Any) -> None:
+        has_command = bool(self.after_run_edit.text().strip())
+        self.idle_check.setEnabled(has_command)
+        for widget in (self.idle_pct_spin, self.idle_minutes_spin):
+            widget.setEnabled(has_command and self.idle_check.isChecked())
+
+    def after_run(self) -> tuple[str | None, dict[str, float] | None]:
+        command = self.after_run_edit.text().strip() or None
+        if command is None or not self.idle_check.isChecked():
+            return command, None
+        return command, {"util_pct": self.idle_pct_spin.value(), "minutes": self.idle_minutes_spin.value()}
 
     def _slurm_fields(self, host: Any) -> None:
         settings = dict((host.slurm or {}) if host is not None else {})
@@ -228,6 +283,7 @@ class HostDialog(QDialog):
         for _, widget in self.slurm_rows:
             if self._form.indexOf(widget) >= 0:
                 self._form.setRowVisible(widget, slurm)
+        self._form.setRowVisible(self.idle_row, not slurm)  # Slurm frees a job's nodes itself
         if self.host is None:
             self.setWindowTitle("Add Slurm cluster" if slurm else "Add SSH host")
 
@@ -249,8 +305,17 @@ class HostDialog(QDialog):
         from gpuplanner.launch.hosts import Host
 
         price = self.price_spin.value() or None
+        command, idle = self.after_run()
+        if self.kind == "slurm":
+            idle = None
         if self.host is not None and self.host.kind == "local":
-            return replace(self.host, price_usd_per_gpu_hour=price, pricing=self.pricing_combo.currentText())
+            return replace(
+                self.host,
+                price_usd_per_gpu_hour=price,
+                pricing=self.pricing_combo.currentText(),
+                after_run_command=command,
+                after_run_idle=idle,
+            )
         base = self.host or Host(name=self.name_edit.text().strip(), kind="ssh")
         slurm = self.kind == "slurm"
         return replace(
@@ -266,6 +331,8 @@ class HostDialog(QDialog):
             python=self.python_edit.text().strip() or None,
             price_usd_per_gpu_hour=price,
             pricing=self.pricing_combo.currentText(),
+            after_run_command=command,
+            after_run_idle=idle,
         )
 
     def problem(self) -> str | None:
@@ -281,6 +348,13 @@ class HostDialog(QDialog):
                 parse_settings(self.slurm_settings())
             except SlurmSettingsError as exc:
                 return f"Slurm setting {exc}"
+        from gpuplanner.launch.hosts import HostError, check_after_run, check_after_run_idle
+
+        try:
+            check_after_run(self.after_run()[0])
+            check_after_run_idle(self.result_host())
+        except HostError as exc:
+            return f"After each run: {exc}"
         return None
 
     def done(self, result: int) -> None:

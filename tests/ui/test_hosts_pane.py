@@ -279,3 +279,34 @@ def test_machine_column_of_a_probe() -> None:
     assert machine_text(big) == "208 CPUs · 1.8 TiB RAM · 2.5 GiB free"
     assert machine_text({"ok": True, "cpu_count": 1}) == "1 CPU"
     assert machine_text({"ok": False, "cpu_cores": 8}) == "—" and machine_text(None) == "—"
+
+
+def test_after_run_command_and_stop_when_idle_are_set_in_the_dialog(
+    qtbot: Any, hosts_pane: HostsPane, tmp_services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fill(dialog: HostDialog) -> int:
+        dialog.name_edit.setText("spot-box")
+        dialog.hostname_edit.setText("203.0.113.9")
+        assert not dialog.idle_check.isEnabled()  # no command yet: nothing to wait for
+        dialog.after_run_edit.setText("aws ec2 stop-instances --instance-ids i-0abc")
+        dialog.idle_check.setChecked(True)
+        dialog.idle_pct_spin.setValue(5)
+        dialog.idle_minutes_spin.setValue(15)
+        dialog.accept()
+        return QDialog.DialogCode.Accepted if dialog.result() == QDialog.DialogCode.Accepted else 0
+
+    monkeypatch.setattr(HostDialog, "exec", fill)
+    hosts_pane.add_button.click()
+    qtbot.waitUntil(lambda: not hosts_pane.saving(), timeout=10_000)
+    host = get_host(tmp_services.db_path, "spot-box")
+    assert host.after_run_command == "aws ec2 stop-instances --instance-ids i-0abc"
+    assert host.after_run_idle == {"util_pct": 5.0, "minutes": 15.0}
+    again = HostDialog(host)
+    qtbot.addWidget(again)
+    assert again.after_run_edit.text() == host.after_run_command and again.idle_check.isChecked()
+    assert (again.idle_pct_spin.value(), again.idle_minutes_spin.value()) == (5.0, 15.0)
+    again.after_run_edit.setText("   ")  # cleared: no command, no idle wait
+    assert again.result_host().after_run_command is None and again.result_host().after_run_idle is None
+    again.kind_combo.setCurrentIndex(again.kind_combo.findData("slurm"))
+    again.after_run_edit.setText("echo done")
+    assert again.result_host().after_run_idle is None  # Slurm frees its nodes itself: no idle wait
