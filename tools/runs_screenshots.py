@@ -176,26 +176,16 @@ def grab_launch_dialogs(out: Path, theme: str = "") -> None:
     from gpuplanner.ui.launch_dialog import LaunchDialog
 
     app = QApplication.instance()
-    dialog = LaunchDialog(
-        [("local", "This machine", None), ("h100-a", "h100-a", 2.49)],
-        {
+    hosts = [("local", "This machine", None), ("h100-a", "h100-a", 2.49)]
+    pictures = {
+        "launch-dialog": {
             "model": "llama-3.2-3b",
             "method": "lora",
             "seq_len": 2048,
             "micro_batch": 4,
             "data": ["~/data/chat.jsonl"],
         },
-        remember=False,
-    )
-    dialog.show()
-    for _ in range(5):
-        app.processEvents()
-    dialog.grab().save(str(out / f"launch-dialog{theme}.png"))
-    print(f"wrote {out / f'launch-dialog{theme}.png'} ({dialog.width()}x{dialog.height()})")
-    dialog.close()
-    command = LaunchDialog(
-        [("local", "This machine", None), ("h100-a", "h100-a", 2.49)],
-        {
+        "launch-command": {
             "host": "h100-a",
             "mode": "command",
             "gpus": 8,
@@ -205,14 +195,16 @@ def grab_launch_dialogs(out: Path, theme: str = "") -> None:
             "budget_usd": 400.0,
             "auto_resume": True,
         },
-        remember=False,
-    )
-    command.show()
-    for _ in range(5):
-        app.processEvents()
-    command.grab().save(str(out / f"launch-command{theme}.png"))
-    print(f"wrote {out / f'launch-command{theme}.png'} ({command.width()}x{command.height()})")
-    command.close()
+    }
+    for name, settings in pictures.items():
+        dialog = LaunchDialog(hosts, settings, remember=False)
+        dialog.show()
+        for _ in range(5):
+            app.processEvents()
+        path = out / f"{name}{theme}.png"
+        dialog.grab().save(str(path))
+        print(f"wrote {path} ({dialog.width()}x{dialog.height()})")
+        dialog.close()
 
 
 def main(

@@ -44,6 +44,20 @@ def sample_points_in_scene(plots: Any, key: str) -> list[QPointF]:
     return out
 
 
+def busy_plots(qtbot: Any) -> Any:
+    """The live plots at their size in a 1280x800 window, the whole of :func:`busy_telemetry` in view."""
+    from gpuplanner.ui.live_plots import LivePlots
+
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    plots.resize(1060, 480)
+    plots.set_follow(False)  # the full history: the preemption is in view
+    plots.show()
+    plots.redraw(busy_telemetry(), force=True)
+    qtbot.wait(30)
+    return plots
+
+
 @pytest.fixture
 def runs_window(qtbot: Any, tmp_services: Any) -> Any:
     """The Runs pane at the size it has in a 1280x800 window, an 8-GPU run two hours in (the picture of
@@ -85,15 +99,7 @@ def test_each_plot_has_room_at_1280x800_and_the_gpu_table_keeps_some_rows(qtbot:
 
 
 def test_the_gpu_legend_is_under_the_plots_and_covers_no_sample(qtbot: Any) -> None:
-    from gpuplanner.ui.live_plots import LivePlots
-
-    plots = LivePlots()
-    qtbot.addWidget(plots)
-    plots.resize(1060, 480)
-    plots.set_follow(False)  # the full history: the preemption is in view
-    plots.show()
-    plots.redraw(busy_telemetry(), force=True)
-    qtbot.wait(30)
+    plots = busy_plots(qtbot)
     legend = plots.plots["util"].legend
     assert len(legend.items) == 8 and legend.isVisible()
     rect = legend.sceneBoundingRect()
@@ -104,15 +110,7 @@ def test_the_gpu_legend_is_under_the_plots_and_covers_no_sample(qtbot: Any) -> N
 
 
 def test_preemption_labels_sit_above_the_samples_and_ticks_stay_0_to_100(qtbot: Any) -> None:
-    from gpuplanner.ui.live_plots import LivePlots
-
-    plots = LivePlots()
-    qtbot.addWidget(plots)
-    plots.resize(1060, 480)
-    plots.set_follow(False)  # the full history: the preemption is in view
-    plots.show()
-    plots.redraw(busy_telemetry(), force=True)
-    qtbot.wait(30)
+    plots = busy_plots(qtbot)
     labels = [plots.event_labels.mapRectToScene(rect) for rect, _ in plots.event_labels.layout()]
     assert labels, "the preemption and resume have a label"
     points = sample_points_in_scene(plots, "util")
