@@ -33,9 +33,10 @@ STEPS = 24
 
 
 def _flags(model_config: Path) -> list[str]:
-    # A checkpoint after every step: a SIGKILL always finds one to resume from, and checkpoint writes
-    # take most of the run's time, so a signal can be aimed into one.
-    return train_flags(model_config, steps=STEPS, checkpoint_every_steps=1)
+    # A checkpoint after every step: a SIGKILL always finds one to resume from, and a signal can be aimed
+    # into a write (~8 ms) or between two (a step of 128 sequences takes ~40 ms on one core: wide enough
+    # that "mid-step" does not land in the next write however fast the machine is; 4 sequences took ~3 ms).
+    return train_flags(model_config, steps=STEPS, checkpoint_every_steps=1, micro_batch=128, seq_len=48)
 
 
 @pytest.fixture(scope="module")

@@ -67,6 +67,12 @@ def test_the_cluster_answers_within_seconds(slurm_cluster: Any, tmp_path: Path) 
     assert "accounting storage is disabled" in slurm_cluster.run("sacct", "-j", job, check=False).stderr
 
 
+# Enough steps (about 6 s of training on one core) that the Stop sent after the first step arrives, over
+# SSH and scancel, while the job still trains, however fast the machine is that runs the test.
+STOP_TEST_STEPS = 3000
+REQUEUE_TEST_STEPS = 1500  # the requeue is a local scontrol call: a shorter margin is enough
+
+
 def test_sbatch_run_cut_stopped_resumed_to_completion_into_history(
     db_path: Path, model_config: Path, slurm_cluster: Any, slurm_login: Any, known_hosts: Path
 ) -> None:
@@ -84,7 +90,7 @@ def test_sbatch_run_cut_stopped_resumed_to_completion_into_history(
     manager = RunManager(db_path)
     run_id = manager.launch(
         "cluster",
-        train_flags(model_config, steps=300),
+        train_flags(model_config, steps=STOP_TEST_STEPS),
         env=TRAINER_ENV,
         on_records=watch.on_records,
         on_status=watch.on_status,
@@ -96,14 +102,14 @@ def test_sbatch_run_cut_stopped_resumed_to_completion_into_history(
     status = manager.wait(run_id, 120)
     assert (status.state, status.exit_code) == ("stopped", 75), status
     stopped_at = watch.steps()[-1]
-    assert stopped_at < 300
+    assert stopped_at < STOP_TEST_STEPS
     manager.resume(run_id)  # a new job on the same run directory
     watch.until(lambda: watch.steps()[-1] > stopped_at, 120)
     assert slurm_login.cut_connections() >= 1  # the login node drops us mid-run
     cut_at = watch.steps()[-1]
     status = manager.wait(run_id, 180)
     assert (status.state, status.exit_code, status.restarts) == ("finished", 0, 1), status
-    assert status.reconnects >= 1 and cut_at < 300
+    assert status.reconnects >= 1 and cut_at < STOP_TEST_STEPS
     job_id = status.pid
     assert job_id != first_job
     resumed = [r for r in watch.records if r["kind"] == "run_start"][-1]
@@ -112,7 +118,7 @@ def test_sbatch_run_cut_stopped_resumed_to_completion_into_history(
     assert_exactly_once(db_path, run_id, run_dir)
     lost = len(events_file_seqs(run_dir)) - len(all_seqs(db_path, run_id))
     assert lost == 0
-    assert watch.steps()[-1] == 300
+    assert watch.steps()[-1] == STOP_TEST_STEPS
     assert rows(db_path, "SELECT status, host, gpu_count FROM runs WHERE id = ?", run_id) == [
         ("finished", "cluster", 1)
     ]
@@ -141,7 +147,7 @@ def test_requeue_resumes_from_checkpoint_to_identical_weights(
 ) -> None:
     add_slurm_host(db_path, "cluster", slurm_login, trust=known_hosts, price=1.0, requeue=True)
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
-    flags = train_flags(model_config, steps=300)
+    flags = train_flags(model_config, steps=REQUEUE_TEST_STEPS)
     reference = manager.launch("local", flags)  # uninterrupted, alongside
     watch = Watch()
     run_id = manager.launch("cluster", flags, env=TRAINER_ENV, on_records=watch.on_records, on_status=watch.on_status)
@@ -158,7 +164,7 @@ def test_requeue_resumes_from_checkpoint_to_identical_weights(
         time.sleep(0.5)
     slurm_cluster.run("scontrol", "update", f"jobid={job_id}", "StartTime=now")
     status = manager.wait(run_id, 240)
-    assert requeued_at < 300
+    assert requeued_at < REQUEUE_TEST_STEPS
     assert (status.state, status.exit_code, status.restarts) == ("finished", 0, 0), status
     assert status.pid == job_id  # the same job ran again: Slurm restarted it, not the launcher
     kinds = [r["kind"] for r in watch.records]
