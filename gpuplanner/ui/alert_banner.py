@@ -7,10 +7,10 @@ from __future__ import annotations
 from html import escape
 
 from PySide6.QtCore import QEvent
-from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
 from gpuplanner.history.alert_rules import KIND_TITLES
+from gpuplanner.ui.palette import is_dark
 
 # (background, border, text) of the banner on a light and on a dark palette: amber, text >= 7:1 on it
 BANNER_COLORS = {False: ("#fff3cd", "#e0b100", "#5c4400"), True: ("#3d3212", "#b38600", "#ffe08a")}
@@ -39,8 +39,7 @@ class AlertBanner(QFrame):
             self.apply_palette()
 
     def apply_palette(self) -> None:
-        dark = self.palette().color(QPalette.ColorRole.Window).lightness() < 128
-        colors = BANNER_COLORS[dark]
+        colors = BANNER_COLORS[is_dark(self.palette())]
         if colors == self.colors and self.styleSheet():
             return
         self.colors = colors

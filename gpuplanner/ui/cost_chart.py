@@ -228,7 +228,8 @@ class CostChart(pg.PlotWidget):
             line.setVisible(False)
             item.addItem(line, ignoreBounds=True)
         self._legend_names: tuple[str, ...] | None = None
-        self._muted = "#7a7f87"
+        self._key_color = "#1d1f23"
+        self._title = ""
         self.point_labels: list[pg.TextItem] = []
         self._make_point_labels()
         self.key = ""  # the best options' key and what is above the scale: the title row, over the plot
@@ -251,9 +252,9 @@ class CostChart(pg.PlotWidget):
         self.setBackground(palette.color(QPalette.ColorRole.Base))
         fg = palette.color(QPalette.ColorRole.Text)
         self.legend.setLabelTextColor(fg)
-        self._muted = fg.name()  # the key in the text colour: small type needs the contrast
-        if getattr(self, "_title", None):
-            self.getPlotItem().setTitle(self._title, size="8pt", color=self._muted)
+        self._key_color = fg.name()  # the key in the text colour: small type needs the contrast
+        if self._title:
+            self.getPlotItem().setTitle(self._title, size="8pt", color=self._key_color)
         for name in ("left", "bottom"):
             axis = self.getPlotItem().getAxis(name)
             axis.setPen(pg.mkPen(fg))
@@ -312,12 +313,12 @@ class CostChart(pg.PlotWidget):
 
     def _set_title(self, text: str) -> None:
         """The title row: the key of the best options (and what is above the scale) in small type."""
-        if text == getattr(self, "_title", None):
+        if text == self._title:
             return
         self._title = text
         item = self.getPlotItem()
         if text:
-            item.setTitle(text, size="8pt", color=self._muted)
+            item.setTitle(text, size="8pt", color=self._key_color)
         else:
             item.setTitle(None)
 

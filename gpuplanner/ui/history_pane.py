@@ -820,12 +820,10 @@ class HistoryPane(QWidget):
         elif len(ids) == 1:
             summary = self._summary(ids[0])
             if summary is not None:
-                report.text(
-                    f"Run {summary.run_id}: {summary.status}, {human_hours(summary.hours)}, "
-                    f"{human_money(summary.cost_usd)}, "
-                    + (f"{summary.avg_util_pct:.0f}% average utilisation" if summary.avg_util_pct is not None else ""),
-                    bold=True,
-                )
+                parts = [summary.status, human_hours(summary.hours), human_money(summary.cost_usd)]
+                if summary.avg_util_pct is not None:
+                    parts.append(f"{summary.avg_util_pct:.0f}% average utilisation")
+                report.text(f"Run {summary.run_id}: " + ", ".join(parts), bold=True)
                 image = self.plots.grab().toImage()
                 if not image.isNull() and image.width() > 10:
                     report.image(

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpuplanner.ui.hosts_model import machine_text
+from gpuplanner.ui.hosts_model import gpus_text, machine_text
 from gpuplanner.ui.palette import BAD, GOOD
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
@@ -45,14 +45,7 @@ def probe_summary(result: dict[str, Any]) -> tuple[bool, str]:
         why = result.get("error") or (f"missing {missing}" if missing else "the probe failed")
         return False, f"Connected, but the host cannot train yet: {why}."
     gpus = result.get("gpus") or []
-    if gpus:
-        names = sorted({str(g.get("name", "?")) for g in gpus})
-        mem = gpus[0].get("mem_total_bytes")
-        size = f" {mem / (1 << 30):.0f} GiB" if isinstance(mem, (int, float)) else ""
-        what = f"{len(gpus)} x {', '.join(names)}{size}"
-    else:
-        what = "no GPU (CPU only)"
-    parts = [what]
+    parts = [gpus_text(gpus) if gpus else "no GPU (CPU only)"]
     if result.get("driver") or result.get("cuda_runtime"):
         parts.append(f"driver {result.get('driver') or '?'}, CUDA {result.get('cuda_runtime') or '?'}")
     parts.append(f"torch {result.get('torch') or 'not installed'}")

@@ -13,15 +13,18 @@ COLUMNS = ("Host", "Address", "Reachable", "GPUs", "Machine", "Driver / CUDA", "
 _Index = QModelIndex | QPersistentModelIndex
 
 
+def gpus_text(gpus: list[dict[str, Any]]) -> str:
+    """A probe's GPUs: "8 × NVIDIA H100 80GB HBM3 80 GiB" (count, names, the first one's memory)."""
+    names = sorted({str(g.get("name", "?")) for g in gpus})
+    mem = gpus[0].get("mem_total_bytes") if gpus else None
+    size = f" {mem / (1 << 30):.0f} GiB" if isinstance(mem, (int, float)) else ""
+    return f"{len(gpus)} × {', '.join(names)}{size}"
+
+
 def _gpus(probe: dict[str, Any] | None, host: Any) -> str:
     if probe and probe.get("ok"):
         gpus = probe.get("gpus") or []
-        if not gpus:
-            return "none (CPU only)"
-        names = sorted({str(g.get("name", "?")) for g in gpus})
-        mem = gpus[0].get("mem_total_bytes")
-        size = f" {mem / (1 << 30):.0f} GiB" if isinstance(mem, (int, float)) else ""
-        return f"{len(gpus)} × {', '.join(names)}{size}"
+        return gpus_text(gpus) if gpus else "none (CPU only)"
     if host.gpu_type:
         return f"{host.gpu_count or '?'} × {host.gpu_type}"
     return "—"

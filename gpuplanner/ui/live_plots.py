@@ -20,6 +20,7 @@ from PySide6.QtCore import QEvent, QLineF, QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPalette, QPen, QPolygonF
 from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
+from gpuplanner.ui.palette import is_dark
 from gpuplanner.ui.ring_buffer import Curves, PeakDecimator, RingBuffer
 from gpuplanner.ui.run_telemetry import Marker, RunTelemetry
 
@@ -900,7 +901,7 @@ class LivePlots(QWidget):
         self.no_price_label.setColor(self._text_color)
         for label in self.empty_labels.values():
             label.setColor(self._text_color)
-        dark = palette.color(QPalette.ColorRole.Base).lightness() < 128
+        dark = is_dark(palette)
         self.event_labels.set_colors(palette.color(QPalette.ColorRole.Base), QColor(LINE_LABEL_COLORS["plan"][dark]))
         self.budget_line.label.setColor(LINE_LABEL_COLORS["budget"][dark])
         self.plan_line.label.setColor(LINE_LABEL_COLORS["plan"][dark])

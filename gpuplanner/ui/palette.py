@@ -27,6 +27,11 @@ BAD = "#d64545"
 WARN = "#d98a00"
 
 
+def is_dark(palette: QPalette) -> bool:
+    """Whether ``palette`` is a dark one (its window colour is dark): pick the colours that read on it."""
+    return palette.color(QPalette.ColorRole.Window).lightness() < 128
+
+
 def app_icon() -> QIcon:
     """The scalable app icon (SVG: sharp at any device pixel ratio)."""
     return QIcon(str(resource_path("icons", "gpuplanner.svg")))

@@ -40,7 +40,7 @@ from gpuplanner.sweep.lookback import (
 from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.human import human_money, human_number
 from gpuplanner.ui.report_pdf import Report, write_pdf
-from gpuplanner.ui.sweep_text import TRIAL_HEADERS, trial_cells
+from gpuplanner.ui.sweep_text import TRIAL_HEADERS, cap_words, trial_cells
 from gpuplanner.ui.table_view import export_to_file
 
 OUTCOME_COLOURS = {"finished": "#2a9d4b", "pruned": "#8a8f98", "stopped": "#d98a00", "failed": "#c0392b"}
@@ -70,16 +70,14 @@ def summary_text(review: SearchReview) -> str:
     return "\n".join(lines)
 
 
-def cap_words(text: str) -> str:
-    """A runner's stop reason with the caps' flag names in words."""
-    return text.replace("budget_usd", "the budget").replace("max_gpu_hours", "the GPU-hour cap")
-
-
 class TrialTable(QTableWidget):
     """A search's trials in words (the Sweep pane and History > Searches): outcome in its colour, numbers
     right-aligned, the parameters in the last, stretching column (whole in the tooltip)."""
 
-    NUMERIC = frozenset({0, 2, 4, 5, 6, 7})
+    NUMERIC = frozenset(
+        TRIAL_HEADERS.index(name) for name in ("Trial", "Run", "Last step", "Eval loss", "Spend", "GPU-hours")
+    )
+    OUTCOME = TRIAL_HEADERS.index("Outcome")
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, len(TRIAL_HEADERS), parent)
@@ -102,8 +100,8 @@ class TrialTable(QTableWidget):
                 item = QTableWidgetItem(text)
                 if c in self.NUMERIC:
                     item.setTextAlignment(right)
-                if c == 1 and row[1] in OUTCOME_COLOURS:
-                    item.setForeground(pg.mkColor(OUTCOME_COLOURS[row[1]]))
+                if c == self.OUTCOME and text in OUTCOME_COLOURS:
+                    item.setForeground(pg.mkColor(OUTCOME_COLOURS[text]))
                 if c == len(TRIAL_HEADERS) - 1:
                     item.setToolTip(text)
                 self.setItem(r, c, item)

@@ -16,7 +16,6 @@ import threading
 from typing import Any
 
 from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal, Slot
-from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -48,6 +47,7 @@ from gpuplanner.sweep.runner import SweepResult, SweepRunner
 from gpuplanner.sweep.schedule import PRUNERS
 from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.human import human_money
+from gpuplanner.ui.palette import is_dark
 from gpuplanner.ui.run_controller import RunController
 from gpuplanner.ui.search_view import SearchPlots, TrialTable, summary_text
 from gpuplanner.ui.services import AppServices
@@ -291,7 +291,7 @@ class SweepPane(QWidget):
             return
         self._show_error("")
         catalog = self.services.catalog
-        dark = self.palette().color(QPalette.ColorRole.Base).lightness() < 128
+        dark = is_dark(self.palette())
         self._pool.start(
             BackgroundJob(lambda: estimate_text(args, catalog, dark), self._signals, "plan", describe=_describe)
         )

@@ -22,6 +22,13 @@ WARNING_COLORS = ("#8a4b00", "#f0a04b")
 MISSED_COLORS = ("#b00020", "#ff7b7b")
 
 
+def cap_words(text: str) -> str:
+    """A runner's stop reason with the caps' flag names in words ("budget_usd" -> "the budget")."""
+    for flag, words in CAP_WORDS.items():
+        text = text.replace(flag, words)
+    return text
+
+
 def trials_text(count: float) -> str:
     """An expected number of trials: whole when it is one, else to one decimal with "about"."""
     if abs(count - round(count)) < 1e-6:
