@@ -1,8 +1,8 @@
 """Download SkyPilot's hosted price catalogs (the network half of `gpuplanner catalog update`).
 
-Standard library only (``urllib``). Each cloud's ``<base>/<cloud>/vms.csv`` is fetched with a timeout and a
-size cap. Its date is the catalog's own: the HTTP ``Last-Modified`` header where the server sends one, else,
-for a file on ``raw.githubusercontent.com``, the date of the last commit that touched it (GitHub's commits
+Standard library only (``urllib``). Each cloud's ``<base>/<cloud>/vms.csv`` is fetched within a time limit for
+the whole download and a size cap. Its date is the catalog's own: the HTTP ``Last-Modified`` header where the
+server sends one (never a date in the future), else, for a file on ``raw.githubusercontent.com``, the date of the last commit that touched it (GitHub's commits
 API), else the download day, and the date's basis says which. A download that ends before its announced
 length is "cut short" and rejected. When the host cannot be reached at all the update stops with
 :class:`Offline` and nothing changes. Called only on the user's request; planning never waits for it.
@@ -15,6 +15,7 @@ import email.utils
 import http.client
 import json
 import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -25,6 +26,7 @@ from gpuplanner.plan.catalog_update import FetchedCatalog, cloud_url
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_BYTES = 64 * 1024 * 1024  # the largest SkyPilot vms.csv (AWS) is a few MB
+_CHUNK = 256 * 1024
 GITHUB_API = "https://api.github.com"
 _USER_AGENT = f"gpuplanner/{__version__} (catalog update)"
 
@@ -37,14 +39,37 @@ class FetchError(Exception):
     """One file could not be downloaded (HTTP error, cut short, too large, not UTF-8)."""
 
 
+def _read_within(response: http.client.HTTPResponse, url: str, deadline: float, timeout: float) -> bytes:
+    """The body, read piece by piece until ``deadline`` (``time.monotonic()``): ``--timeout`` bounds the whole
+    download, not each read, so a server that drips a byte at a time cannot hold the update for ever."""
+    sock = getattr(getattr(response.fp, "raw", None), "_sock", None)  # the socket under the response
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise FetchError(f"{url}: the download took longer than {timeout:g} s; not finished")
+        if isinstance(sock, socket.socket):
+            sock.settimeout(remaining)
+        try:
+            chunk = response.read1(_CHUNK)
+        except TimeoutError:
+            raise FetchError(f"{url}: the download took longer than {timeout:g} s; not finished") from None
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BYTES:
+            raise FetchError(f"{url}: larger than {MAX_BYTES // (1024 * 1024)} MB; not a price catalog")
+
+
 def _open(url: str, timeout: float) -> tuple[bytes, str | None]:
     request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT, "Accept-Encoding": "identity"})
+    deadline = time.monotonic() + timeout
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (http/https only)
             length = response.headers.get("Content-Length")
-            body = response.read(MAX_BYTES + 1)
-            if len(body) > MAX_BYTES:
-                raise FetchError(f"{url}: larger than {MAX_BYTES // (1024 * 1024)} MB; not a price catalog")
+            body = _read_within(response, url, deadline, timeout)
             if length is not None and length.isdigit() and len(body) < int(length):
                 raise FetchError(f"{url}: cut short: {len(body)} of {length} bytes arrived")
             return body, response.headers.get("Last-Modified")
@@ -63,14 +88,20 @@ def _open(url: str, timeout: float) -> tuple[bytes, str | None]:
         raise Offline(f"cannot reach {host} ({exc})") from None
 
 
-def _http_date(value: str | None) -> str | None:
+def _http_date(value: str | None, today: _dt.date | None = None) -> str | None:
+    """The date of a ``Last-Modified`` header, or None when there is none, it does not parse (any offset,
+    any year), or it lies in the future (a server's wrong clock must not date prices ahead and freeze them:
+    a later correct catalog would then count as older)."""
     if not value:
         return None
     try:
         parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        day = parsed.astimezone(_dt.UTC).date() if parsed.tzinfo else parsed.date()
+    except (TypeError, ValueError, OverflowError, IndexError):
         return None
-    return parsed.astimezone(_dt.UTC).date().isoformat() if parsed.tzinfo else parsed.date().isoformat()
+    if day > (today or _dt.datetime.now(_dt.UTC).date()) + _dt.timedelta(days=1):
+        return None
+    return day.isoformat()
 
 
 def github_commits_url(url: str, api_base: str = GITHUB_API) -> str | None:

@@ -22,14 +22,20 @@ Pure: standard library only, no network.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover (Windows)
+    fcntl = None  # type: ignore[assignment]
 
 from gpuplanner.plan.catalog import (
     Catalog,
@@ -337,6 +343,22 @@ def diff_offers(
 # ------------------------------------------------------------------------------------------ update
 
 
+@contextlib.contextmanager
+def _update_lock(folder: Path) -> Iterator[None]:
+    """Hold the cache's update lock (an advisory ``flock`` on ``<cache>/catalog/.update.lock``): two updates
+    at once (of different clouds, say) read, merge and write one after the other, so neither loses the
+    other's prices. Where ``fcntl`` is missing (Windows) updates are not serialised."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".update.lock", "a+b") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 def apply_update(
     fetched: Sequence[FetchedCatalog],
     failures: Mapping[str, tuple[str, str]] | None = None,
@@ -350,7 +372,20 @@ def apply_update(
     downloads that failed (the cloud keeps its cached offers). A cloud whose file is rejected also keeps
     them; a cloud whose catalog is older than the one cached keeps the cached one. ``advisor`` (the parsed
     AWS Spot Instance Advisor and its date) gives AWS spot offers their interruption rates. The cache is
-    rewritten only when some cloud was updated."""
+    rewritten only when some cloud was updated, and only with a text that parses back whole."""
+    with _update_lock(cache_folder(cache_dir)):
+        return _apply_update(fetched, failures, advisor=advisor, catalog=catalog, cache_dir=cache_dir, today=today)
+
+
+def _apply_update(
+    fetched: Sequence[FetchedCatalog],
+    failures: Mapping[str, tuple[str, str]] | None,
+    *,
+    advisor: tuple[Mapping[tuple[str, str], AdvisorBand], str] | None,
+    catalog: Catalog | None,
+    cache_dir: Path | None,
+    today: _dt.date | None,
+) -> UpdateReport:
     base = builtin_catalog()
     if catalog is None:
         catalog = Catalog(base.gpus, ())
@@ -395,10 +430,19 @@ def apply_update(
         return report
     kept_offers = [o for o in cached if o.provider not in updated]
     new_cache = kept_offers + [o for offers in updated.values() for o in offers]
+    text = offers_to_csv(new_cache)
+    try:  # what is written must read back whole, or one bad row would hide every fetched price
+        parse_prices(report.cache_path, catalog, text=text)
+    except CatalogError as exc:
+        for result in report.clouds:
+            if result.cloud in updated:
+                result.status, result.offers = "rejected", 0
+                result.message = f"rejected: the new cache would not read back ({exc}); nothing was written"
+        return report
     after = merge_newer(shipped, new_cache)
     report.new_offers, report.changes = diff_offers(before, after)
     folder = cache_folder(cache_dir)
-    atomic_write(report.cache_path, offers_to_csv(new_cache))
+    atomic_write(report.cache_path, text)
     atomic_write(folder / STATE_FILE, json.dumps({"version": 1, "clouds": state}, indent=2, sort_keys=True) + "\n")
     report.written = True
     return report

@@ -188,6 +188,9 @@ def import_vms_csv(
     return parse_vms_text(text, path, provider, catalog, as_of=as_of)
 
 
+# Prices per GPU-hour are kept (and cached) to the millionth of a dollar.
+PRICE_DECIMALS = 6
+
 _REQUIRED_VMS_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")
 
 
@@ -306,12 +309,26 @@ def parse_vms_text(
             entry[2] = min(entry[2], spot / gpus)
     if strict and report.rows == 0:
         raise CatalogError(name, "the file has a header but no rows: an empty or cut-short catalog")
+    if strict and text.strip() and not text.endswith(("\n", "\r")):
+        # A download cut inside its last cell still parses ("2.49" read as "2.4"); a catalog written by
+        # SkyPilot ends every row, the last one included, with a line end.
+        raise CatalogError(name, "the last row has no line end: the file is cut short")
+
 
     offers = []
     if source is None:
         source = f"SkyPilot catalog {Path(label).name}"
     for (region, instance, gpu_name), (gpus, on_demand, spot) in sorted(best.items()):
+        if round(on_demand, PRICE_DECIMALS) <= 0:
+            # Positive but under $0.000001 per GPU-hour: it would be written (and priced) as $0.
+            report.skipped_no_price += 1
+            if len(report.problems) < _MAX_PROBLEMS:
+                report.problems.append(f"{instance} in {region}: ${on_demand:.3g} per GPU-hour rounds to $0; skipped")
+            continue
         spot_usd: float | None = spot if math.isfinite(spot) else None
+        if spot_usd is not None and round(spot_usd, PRICE_DECIMALS) <= 0:
+            report.spot_dropped += 1
+            spot_usd = None
         if spot_usd is not None and spot_usd >= on_demand:
             report.spot_dropped += 1
             spot_usd = None
@@ -322,8 +339,8 @@ def parse_vms_text(
                 gpu=gpu_name,
                 gpu_count=gpus,
                 instance_type=instance,
-                on_demand_usd=round(on_demand, 6),
-                spot_usd=round(spot_usd, 6) if spot_usd is not None else None,
+                on_demand_usd=round(on_demand, PRICE_DECIMALS),
+                spot_usd=round(spot_usd, PRICE_DECIMALS) if spot_usd is not None else None,
                 interruptions_per_hour=None,
                 notice_s=SPOT_NOTICE_S.get(provider) if spot_usd is not None else None,
                 as_of=as_of,
