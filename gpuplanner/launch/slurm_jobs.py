@@ -26,6 +26,14 @@ from typing import Any
 from gpuplanner.launch.slurm_settings import SlurmSettings
 
 q = shlex.quote
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def comment(text: str) -> str:
+    """``text`` fit for a ``#`` comment line of a generated script: control characters (a newline would end
+    the comment and run the rest; a later ``#SBATCH`` line would be read as an option) become ``\\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
 
 # Job states (squeue/scontrol/sacct names) in which the job will still run or is running.
 ACTIVE_STATES = frozenset(
@@ -120,7 +128,7 @@ def batch_script(
     exit_file = q(f"{run_dir}/{tag}.exit")
     lines = [
         "#!/bin/bash",
-        f"# GPU Planner: {tag} of {run_dir} (submitted with: sbatch {shlex.join(settings.sbatch_options())})",
+        comment(f"# GPU Planner: {tag} of {run_dir} (submitted with: sbatch {shlex.join(settings.sbatch_options())})"),
         "set -u",
         f"cd {q(run_dir)} || exit 1",
         *(f"export {k}={q(v)}" for k, v in env.items()),

@@ -157,3 +157,35 @@ def test_batch_script_of_a_user_command_runs_the_monitor_on_every_node() -> None
         assert node in script and "torch.distributed.run" not in script
         assert ("srun --nodes 2" in script) == (settings.get("nodes") == 2)
         assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "/shared/runs/5\ntouch {marker}\n",
+        "/shared/runs/5\r\ntouch {marker}\n#SBATCH --wrap=x",
+        "/shared/runs/5\x0btouch {marker}",
+    ],
+)
+def test_a_run_root_with_a_newline_runs_nothing(hostile: str, tmp_path: pytest.TempPathFactory) -> None:
+    """A remote root containing a newline once went raw into the script's comment line, so the next line ran
+    on the cluster (issue 27 item 5). The script is run by bash here: it must stop at its ``cd`` (the folder
+    does not exist) without running the injected line, and sbatch must find no option line in it."""
+    marker = f"{tmp_path}/injected"
+    run_dir = hostile.format(marker=marker)
+    script = batch_script(
+        run_dir=run_dir,
+        tag="node0",
+        python="python3",
+        wrapper="/shared/payload/w.py",
+        command=["-m", "trainer", "train"],
+        env={},
+        settings=parse_settings({}),
+    )
+    lines = script.split("\n")
+    assert lines[1].startswith("# GPU Planner: node0 of /shared/runs/5\\x") and "touch" in lines[1]
+    header = lines[: next(i for i, line in enumerate(lines) if line and not line.startswith("#"))]
+    assert len(header) == 2 and not any(line.startswith("#SBATCH") for line in header)  # sbatch reads only these
+    done = subprocess.run(["bash", "-s"], input=script, text=True, capture_output=True, cwd=tmp_path)
+    assert done.returncode == 1  # `cd` failed: nothing after it ran
+    assert not (tmp_path / "injected").exists()
