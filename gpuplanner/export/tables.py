@@ -5,8 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import IO, Any
 
 from gpuplanner.export.human import significant
 
@@ -25,13 +25,35 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+# A cell a spreadsheet would read as a formula (or as a command, through DDE) when it starts with one of these.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
+def csv_cell(value: Any) -> Any:
+    """A value made safe for a CSV cell: None is empty; text that a spreadsheet would run as a formula
+    (``=HYPERLINK(...)``, ``+cmd|...``, ``@SUM(...)``; OWASP's "CSV injection") gets a leading ``'``, which
+    spreadsheets show as text. Numbers, and text that is just a number ("-0.5"), stay as they are."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        try:
+            float(value)
+        except ValueError:
+            return "'" + value
+    return value
+
+
+def write_csv(out: IO[str], columns: Sequence[str], rows: Iterable[Row]) -> None:
+    """The one CSV writer: a header line, then the rows, every cell through :func:`csv_cell`."""
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([csv_cell(c) for c in columns])
+    writer.writerows([csv_cell(v) for v in row] for row in rows)
+
+
 def to_csv(columns: Sequence[str], rows: Sequence[Row]) -> str:
     """CSV with a header line; numbers keep full precision, None is an empty cell."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow("" if v is None else v for v in row)
+    write_csv(out, columns, rows)
     return out.getvalue()
 
 

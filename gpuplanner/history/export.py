@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from sqlite_utils import Database
 
+from gpuplanner.export.tables import write_csv
 from gpuplanner.history import jsonsafe
 from gpuplanner.history.analytics import summarize
 from gpuplanner.history.schema import V4_METRICS
@@ -86,9 +86,7 @@ def _md_cell(value: Any) -> str:
 def write_table(out: TextIO, fmt: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """One table as CSV (header + rows) or a Markdown table."""
     if fmt == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([_cell(v) for v in row] for row in rows)
+        write_csv(out, columns, ([_cell(v) for v in row] for row in rows))
     elif fmt == "markdown":
         out.write("| " + " | ".join(columns) + " |\n")
         out.write("|" + "|".join("---" for _ in columns) + "|\n")

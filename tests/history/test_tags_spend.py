@@ -199,3 +199,44 @@ def test_two_processes_tagging_at_once_lose_nothing(tmp_path: Path) -> None:
             assert sorted(int(t["i"]) for t in tags.values() if t.get("owner") == who) == list(range(n))
         report = spend_report(db, by="owner")
         assert {r.group: r.runs for r in report.rows} == {"ana": n, "bob": n, None: 1}
+
+
+FORMULAS = ('=HYPERLINK("http://x.invalid","open")', "+cmd|' /C calc'!A0", "@SUM(1+1)*cmd|' /C calc'!A0", "-2+3")
+
+
+def test_csv_exports_never_write_a_formula(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run names and tag values are the user's text: in every CSV the product writes (runs list, runs export,
+    runs report) a cell a spreadsheet would run as a formula starts with a quote (issue 27 item 8), and a
+    number stays a number."""
+    db_path = tmp_path / "h.sqlite"
+    with open_db(db_path) as db:
+        for i, text in enumerate(FORMULAS):
+            run_id = create_run(
+                db, name=text, gpu_count=1, price_usd_per_gpu_hour=2.0, started_at=utc(2026, 11, 3), tags={"t": text}
+            )
+            update_run(db, run_id, first_t=utc(2026, 11, 3), last_t=utc(2026, 11, 3) + 3600.0 * (i + 1))
+    outputs = []
+    code, out, err = run(capsys, "runs", "list", "--db", str(db_path), "--csv")
+    assert code == 0, err
+    outputs.append(out)
+    code, out, err = run(capsys, "runs", "export", "1", "--db", str(db_path), "--format", "csv")
+    assert code == 0, err
+    outputs.append(out)
+    code, out, err = run(capsys, "runs", "report", "--db", str(db_path), "--by", "t", "--month", "2026-11", "--csv")
+    assert code == 0, err
+    outputs.append(out)
+    for text in outputs:
+        cells = [cell for row in csv.reader(io.StringIO(text)) for cell in row]
+        assert not [c for c in cells if c[:1] in ("=", "+", "@") or (c[:1] == "-" and not _number(c))], text
+    names = [row["name"] for row in csv.DictReader(io.StringIO(outputs[0]))]
+    assert sorted(names) == sorted("'" + text for text in FORMULAS)
+    groups = {row["t"] for row in csv.DictReader(io.StringIO(outputs[2]))}
+    assert {"'" + text for text in FORMULAS} <= groups
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
