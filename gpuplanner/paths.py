@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -63,3 +64,35 @@ def cache_dir() -> Path:
         return Path.home() / "Library" / "Caches" / APP_NAME
     value = os.environ.get("XDG_CACHE_HOME")
     return (Path(value) if value else Path.home() / ".cache") / APP_NAME
+
+
+def private_folder(path: Path) -> Path:
+    """Create ``path`` (with its parents) as a folder only its owner can open (0700), and tighten it to
+    0700 when it exists and is the user's own: the settings folder and the history's folder hold host names,
+    prices and run settings that other local users have no business reading. No-op for modes on Windows."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _tighten(path, 0o700)
+    return path
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 when it is missing; tighten it to 0600 when it is the user's own
+    and readable by others (a history written by an older version was 0644)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        _tighten(path, 0o600)
+    else:
+        os.close(fd)
+
+
+def _tighten(path: Path, mode: int) -> None:
+    if sys.platform == "win32":
+        return
+    try:
+        info = path.lstat()  # never through a link, never a device or a fifo
+        ours = stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)
+        if ours and info.st_uid == os.getuid() and info.st_mode & 0o777 & ~mode:
+            os.chmod(path, mode)
+    except OSError:
+        pass

@@ -18,7 +18,7 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from gpuplanner.history.schema import MIGRATIONS, SCHEMA_VERSION
-from gpuplanner.paths import data_dir
+from gpuplanner.paths import data_dir, private_file, private_folder
 
 DB_FILENAME = "history.sqlite"
 BUSY_TIMEOUT_MS = 30_000
@@ -118,7 +118,11 @@ def open_db(path: str | os.PathLike[str] | None = None, *, create: bool = True) 
     if file.is_dir():
         raise HistoryError(f"{file} is a folder, not a history database file")
     try:
-        file.parent.mkdir(parents=True, exist_ok=True)
+        if file.parent == data_dir():  # the app's own folder: private; a folder the user chose is left as it is
+            private_folder(file.parent)
+        else:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        private_file(file)  # 0600, and SQLite gives its -wal and -shm files the database's mode
     except OSError as exc:
         raise HistoryError(f"cannot create the folder of the history database {file}: {exc.strerror or exc}") from None
     try:

@@ -314,7 +314,6 @@ def parse_vms_text(
         # SkyPilot ends every row, the last one included, with a line end.
         raise CatalogError(name, "the last row has no line end: the file is cut short")
 
-
     offers = []
     if source is None:
         source = f"SkyPilot catalog {Path(label).name}"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings
 
-from gpuplanner.paths import window_settings_file
+from gpuplanner.paths import private_folder, window_settings_file
 
 log = logging.getLogger(__name__)
 
@@ -52,5 +52,9 @@ def migrate_legacy_settings(target: Path) -> bool:
 def app_settings() -> QSettings:
     """The window's settings file (``window.ini`` in the config folder), migrated from the old place once."""
     path = window_settings_file()
+    try:
+        private_folder(path.parent)  # 0700: the settings folder is the user's alone
+    except OSError as exc:
+        log.warning("could not create the settings folder %s: %s", path.parent, exc)
     migrate_legacy_settings(path)
     return QSettings(str(path), QSettings.Format.IniFormat)
