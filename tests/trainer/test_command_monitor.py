@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,10 +137,11 @@ def test_gpu_hour_cap_stops_a_command_that_checkpoints(tmp_path: Path) -> None:
 
 
 class _Metadata(http.server.BaseHTTPRequestHandler):
-    """An AWS metadata service that requires IMDSv2 tokens and announces a spot stop after ``notice_after``."""
+    """An AWS metadata service that requires IMDSv2 tokens and announces a spot stop once ``notice_when()``
+    holds (a state of the job, e.g. it has logged steps; never a clock)."""
 
     token = "test-token-123"
-    notice_at = 0.0
+    notice_when: Callable[[], bool] = staticmethod(lambda: True)  # type: ignore[assignment]
     seen: list[tuple[str, str | None]] = []
 
     def do_PUT(self) -> None:  # noqa: N802
@@ -153,7 +154,7 @@ class _Metadata(http.server.BaseHTTPRequestHandler):
         self.seen.append(("GET", got))
         if got != self.token:
             self._answer(401, "")
-        elif time.time() < self.notice_at:
+        elif not type(self).notice_when():
             self._answer(404, "")
         else:
             self._answer(200, json.dumps({"action": "terminate", "time": "2026-11-23T17:00:00Z"}))
@@ -181,7 +182,7 @@ def metadata() -> Iterator[str]:
 
 
 def test_aws_watcher_sends_an_imdsv2_token(metadata: str) -> None:
-    _Metadata.notice_at = 0.0
+    _Metadata.notice_when = staticmethod(lambda: True)  # type: ignore[assignment]
     watcher = MetadataWatcher(metadata, "aws", 0.5, lambda notice: None)
     assert watcher.poll_once() == "aws spot terminate at 2026-11-23T17:00:00Z"
     assert _Metadata.seen[0] == ("PUT", "21600") and _Metadata.seen[1] == ("GET", "test-token-123")
@@ -191,7 +192,9 @@ def test_aws_watcher_sends_an_imdsv2_token(metadata: str) -> None:
 
 def test_preemption_notice_reaches_the_command_and_exit_75_resumes(tmp_path: Path, metadata: str) -> None:
     run_dir = tmp_path / "run"
-    _Metadata.notice_at = time.time() + 3.0
+    # The notice comes once the script is in its loop (3 steps logged), so its SIGTERM handler is set and
+    # torch imported however slow the machine: the test waits for that state instead of a clock.
+    _Metadata.notice_when = staticmethod(lambda: _steps_logged(run_dir) >= 3)  # type: ignore[assignment]
     flags = ["--gpu-interval-s", "0", "--preemption-provider", "aws", "--preemption-url", metadata]
     flags += ["--preemption-interval-s", "0.2", "--price-per-gpu-hour", "1"]
     command = [sys.executable, str(PLAIN), "--steps", "100000", "--step-sleep", "0.01"]
@@ -221,6 +224,14 @@ def test_preemption_notice_reaches_the_command_and_exit_75_resumes(tmp_path: Pat
     steps = [s["step"] for s in kinds(recs, "step")]
     assert steps == list(range(1, stopped_at + 6))  # each step once: resumed after the checkpointed one
     assert recs[-1]["totals"]["spend_usd"] > end["totals"]["spend_usd"]
+
+
+def _steps_logged(run_dir: Path) -> int:
+    try:
+        text = (run_dir / "events.jsonl").read_text()
+    except OSError:
+        return 0
+    return text.count('"kind": "step"') + text.count('"kind":"step"')
 
 
 def torch_step(run_dir: Path) -> int:
