@@ -362,13 +362,17 @@ def _add(args: argparse.Namespace) -> int:
     slurm = _slurm_settings(args)
     try:
         base = ssh_config_host(args.name)
+        # `--hostname gpu-1` connects as `ssh gpu-1` would: the config's port, user, key and jump for it
+        via = ssh_config_host(args.hostname) if base is None and args.hostname else None
     except HostError as exc:
         raise UsageError(f"NAME: {exc}") from None
     if base is None and not args.hostname:
-        raise UsageError(f"--hostname: needed, {args.name!r} is not a Host alias of the SSH config")
+        raise UsageError(f"--hostname: needed, {args.name!r} is not a Host alias or pattern of the SSH config")
+    if via is not None:
+        base = dataclasses.replace(via, name=args.name)
     base = base or Host(name=args.name, kind="ssh", hostname=args.hostname)
     changes = {
-        "hostname": args.hostname,
+        "hostname": None if via is not None else args.hostname,
         "port": args.port,
         "user": args.user,
         "identity_file": args.identity_file,

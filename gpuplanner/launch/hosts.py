@@ -271,10 +271,11 @@ def ssh_config_hosts(path: str | os.PathLike[str] | None = "~/.ssh/config") -> l
 
 
 def ssh_config_host(alias: str, path: str | os.PathLike[str] | None = None) -> Host | None:
-    """One alias of the SSH config (``Host`` lines of the file and its includes), resolved; or None."""
+    """A name the SSH config knows (a ``Host`` alias, or a name a ``Host`` pattern such as ``gpu-*`` applies
+    to, in the file and its includes), resolved as ``ssh NAME`` would resolve it; or None."""
     file = _config_file(path)
     try:
-        if alias not in ssh_config.aliases(file):
+        if alias not in ssh_config.aliases(file) and not ssh_config.known(alias, file):
             return None
         return _config_host(ssh_config.resolve(alias, file))
     except ssh_config.SSHConfigError as exc:

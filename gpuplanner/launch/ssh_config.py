@@ -11,7 +11,8 @@ expanded; the client's default key list (``~/.ssh/id_*``) is left to the connect
 keys anyway.
 
 The aliases offered (``Host`` lines without wildcards or negations) are read from the file and every
-file it includes, relative paths being under ``~/.ssh`` as ``ssh_config(5)`` says.
+file it includes, relative paths being under ``~/.ssh`` as ``ssh_config(5)`` says. A name that only a
+pattern names (``Host gpu-*`` and ``gpu-1``) is :func:`known` too, and resolves as ``ssh gpu-1`` would.
 """
 
 from __future__ import annotations
@@ -108,6 +109,32 @@ def aliases(path: str | os.PathLike[str] | None = None) -> list[str]:
         if key == "host":
             found.update(a for a in args if not any(c in a for c in "*?!"))
     return sorted(found)
+
+
+def _pattern_matches(name: str, pattern: str) -> bool:
+    """``ssh_config(5)`` patterns: ``*`` any run of characters, ``?`` one; nothing else is special."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, name) is not None
+
+
+def known(name: str, path: str | os.PathLike[str] | None = None) -> bool:
+    """Whether a ``Host`` line of the config (or a file it includes) applies to ``name``: a concrete alias,
+    or a pattern such as ``gpu-*`` (with ``!`` negations, as ``ssh`` reads them). ``Host *`` alone (the
+    defaults every name gets) does not make a name known: a mistyped name must not pass as configured."""
+    file = Path(path) if path else default_path()
+    if not file.is_file():
+        return False
+    for _, line in _flatten(file):
+        key, args = _words(line)
+        if key != "host":
+            continue
+        negated = [a[1:] for a in args if a.startswith("!")]
+        positive = [a for a in args if not a.startswith("!") and a != "*"]
+        if any(_pattern_matches(name, p) for p in negated):
+            continue
+        if any(_pattern_matches(name, p) for p in positive):
+            return True
+    return False
 
 
 def expand_tokens(value: str, *, alias: str, hostname: str, port: int, user: str | None) -> str:

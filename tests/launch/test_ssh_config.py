@@ -148,3 +148,31 @@ def test_cli_adds_a_slurm_login_node(db_path: Path, capsys: pytest.CaptureFixtur
     args = ["--slurm", "--hostname", "h", "--time-limit", "2", "--signal-lead", "300"]
     assert main(["hosts", "add", "w", *db, *args]) == 2
     assert "--signal-lead:" in capsys.readouterr().err
+
+
+def test_a_name_a_wildcard_host_applies_to_can_be_added(
+    _private_home: Path, db_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``Host gpu-* !gpu-old`` then ``hosts add gpu-1``: as ``ssh gpu-1`` connects (issue 30 item 6); a
+    ``--hostname`` that a pattern names gets the config too; ``Host *`` alone makes no name known."""
+    (_private_home / ".ssh" / "config").write_text(
+        "Host gpu-* !gpu-old\n"
+        "    User trainer\n"
+        "    Port 2200\n"
+        "    IdentityFile ~/.ssh/gpu_%h\n"
+        "Host *\n"
+        "    ServerAliveInterval 30\n"
+    )
+    assert main(["hosts", "add", "gpu-1", "--db", str(db_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["hostname"], doc["port"], doc["user"]) == ("gpu-1", 2200, "trainer")
+    assert get_host(db_path, "gpu-1").identity_file == str(_private_home / ".ssh" / "gpu_gpu-1")
+    # a friendly name for a pattern-named machine
+    assert main(["hosts", "add", "box", "--hostname", "gpu-7", "--db", str(db_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["name"], doc["hostname"], doc["port"], doc["user"]) == ("box", "gpu-7", 2200, "trainer")
+    # negated, and a name only `Host *` covers: not configured, so --hostname is needed
+    for name in ("gpu-old", "typo"):
+        assert main(["hosts", "add", name, "--db", str(db_path)]) == 2
+        assert "--hostname: needed" in capsys.readouterr().err
+    assert ssh_config.known("gpu-1") and not ssh_config.known("gpu-old") and not ssh_config.known("gpu")
