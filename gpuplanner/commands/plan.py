@@ -102,7 +102,11 @@ def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     batch.add_argument("--grad-checkpointing", choices=CHECKPOINTING)
     batch.add_argument("--attention", choices=ATTENTION)
     hardware = parser.add_argument_group("hardware")
-    hardware.add_argument("--gpu", metavar="NAME", help=f"a catalog GPU (plan default {example.GPU}; compare: all)")
+    hardware.add_argument(
+        "--gpu",
+        metavar="NAME[:N]",
+        help=f"a catalog GPU, or GPU:COUNT such as H100:8 (plan default {example.GPU}; compare: all)",
+    )
     hardware.add_argument(
         "--gpus", type=flag_type("gpus"), metavar="N", help="GPUs in the run (plan: default 1; compare: 1, 2, 4 and 8)"
     )
@@ -514,8 +518,9 @@ def run_compare(args: argparse.Namespace) -> int:
     if _list_models(args):
         return 0
     catalog = _catalog()
-    request = with_calibration(request_from_args(args, default_gpu=None), args, catalog)
-    counts = (args.gpus,) if args.gpus else GPU_COUNTS
+    inputs = inputs_from_args(args)  # `--gpu H100:8` is read here as --gpu H100 --gpus 8
+    request = with_calibration(inputs.to_request(default_gpu=None), args, catalog)
+    counts = (inputs.gpus,) if inputs.gpus else GPU_COUNTS
     # with --fit-settings each option gets the fastest settings that fit (--pin keeps a setting)
     rows = compare(
         request,

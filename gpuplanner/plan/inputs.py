@@ -157,6 +157,20 @@ def check_range(field: str, value: Any, shown: Any = None) -> None:
         raise PlanInputError(field, f"{rule.describe()}, got {shown if shown is not None else value!r}")
 
 
+def split_gpu_count(text: str) -> tuple[str, int]:
+    """``H100:8`` (SkyPilot's and dstack's way to ask for GPUs) as ``("H100", 8)``; the count is checked as
+    ``--gpus`` is. :class:`PlanInputError` names ``gpu`` when the text is not ``NAME:COUNT``."""
+    name, _, count_text = text.rpartition(":")
+    if not name.strip() or not count_text.strip():
+        raise PlanInputError("gpu", f"expected NAME or NAME:COUNT (for example H100:8), got {text!r}")
+    if not count_text.strip().isdigit() or not count_text.strip().isascii():
+        raise PlanInputError("gpu", f"the count after ':' must be a whole number of GPUs, got {count_text!r}")
+    count = int(count_text)
+    if not RANGES["gpus"].admits(count):
+        raise PlanInputError("gpu", f"the count after ':' is GPUs: {RANGES['gpus'].describe()}, got {count_text!r}")
+    return name.strip(), count
+
+
 def split_targets(text: str) -> tuple[str, ...]:
     """LoRA targets typed as comma-separated names."""
     return tuple(t.strip() for t in str(text).split(",") if t.strip())
@@ -210,6 +224,12 @@ class PlanInputs:
     memory: str = "formula"
 
     def __post_init__(self) -> None:
+        if isinstance(self.gpu, str) and ":" in self.gpu:
+            name, count = split_gpu_count(self.gpu)
+            if self.gpus is not None and self.gpus != count:
+                raise PlanInputError("gpu", f"{self.gpu!r} says {count} GPUs but --gpus says {self.gpus}; give one")
+            object.__setattr__(self, "gpu", name)  # frozen: normalised once, here
+            object.__setattr__(self, "gpus", count)
         for field in NAMES:
             value = getattr(self, _attr(field))
             if value is not None and (not isinstance(value, str) or not value.strip()):

@@ -343,3 +343,46 @@ def test_fuzz_every_plan_and_compare_flag(data: st.DataObject, files: dict[str, 
     if "--json" in argv:  # (--list-models --json: a list of names)
         document = strict_json(out)
         assert all(math.isfinite(x) for x in numbers_in(document)), argv
+
+
+# ------------------------------------------------------------------------------ issue 30, item 5
+
+
+def test_gpu_colon_count_is_the_same_as_gpu_and_gpus() -> None:
+    """``--gpu H100:8`` (SkyPilot's and dstack's spelling) plans and compares as ``--gpu H100 --gpus 8``."""
+    assert PlanInputs(gpu="H100:8") == PlanInputs(gpu="H100", gpus=8)
+    assert PlanInputs(gpu="H100:8", gpus=8).gpus == 8  # the two forms agree: fine
+    code, colon, err = run("plan", "--gpu", "H100:8", "--json")
+    assert code == 0, err
+    code, spelled, err = run("plan", "--gpu", "H100", "--gpus", "8", "--json")
+    assert code == 0, err
+    assert strict_json(colon) == strict_json(spelled)
+    assert strict_json(colon)["inputs"]["gpus"] == 8
+    code, out, err = run("compare", "--gpu", "H100:8", "--json")
+    assert code == 0, err
+    rows = strict_json(out)["options"] if isinstance(strict_json(out), dict) else strict_json(out)
+    assert rows and {row["gpus"] for row in rows} == {8}
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("H100:x", "the count after ':' must be a whole number"),
+        ("H100:", "expected NAME or NAME:COUNT"),
+        (":8", "expected NAME or NAME:COUNT"),
+        ("H100:0", "--gpu: the count after ':' is GPUs"),
+        ("H100:٨", "the count after ':' must be a whole number"),
+    ],
+)
+def test_a_bad_gpu_count_is_one_line_naming_the_flag(text: str, words: str) -> None:
+    code, _, err = run("plan", "--gpu", text)
+    assert code == 2
+    assert_one_line_naming(err, "--gpu")
+    assert words in err
+
+
+def test_gpu_colon_count_and_a_different_gpus_conflict() -> None:
+    code, _, err = run("compare", "--gpu", "H100:8", "--gpus", "4")
+    assert code == 2
+    assert_one_line_naming(err, "--gpu")
+    assert "'H100:8' says 8 GPUs but --gpus says 4" in err
