@@ -1,4 +1,4 @@
-"""The main window: a sidebar for the four places (Plan, Hosts, Runs, History), the menu bar, settings.
+"""The main window: a sidebar for the places (``PLACES``: Plan, Hosts, Runs, History, Sweep), the menu bar, settings.
 
 Window geometry, splitter positions, the current place and the planner's last inputs are kept in
 :func:`gpuplanner.ui.settings.app_settings`: ``window.ini`` in the app's config folder
@@ -196,7 +196,7 @@ class MainWindow(QMainWindow):
         )
         help_menu.addAction(self.user_guide_action)
         self.welcome_action = self._action(
-            "&Welcome", self.show_welcome, tip="What the four places do, a demo run, where your data lives"
+            "&Welcome", self.show_welcome, tip="What the places do, a demo run, where your data lives"
         )
         help_menu.addAction(self.welcome_action)
         self.about_action = self._action("&About GPU Planner", self._on_about)
