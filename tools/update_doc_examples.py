@@ -15,7 +15,9 @@ What "matches" means:
 - the figures that change with the calendar (``530 days old``) are compared as ``N days old``.
 
 A block that cannot run here (it needs a history, a SkyPilot file, a GPU host, or it is a synopsis
-with ``[--json]``) says so on the line before its fence: ``<!-- example: not run (why) -->``. Every
+with ``[--json]``) says so on the line before its fence: ``<!-- example: not run (why) -->``. A table
+whose rows come from a history the example cannot have is marked ``<!-- example: header only (why) -->``:
+it is run in the empty folder and only its columns (the first line's words) are compared. Every
 other block with a ``$ gpuplanner`` line is run; tests/unit/test_readme.py fails on any drift, and this
 tool rewrites the drifted blocks from the commands' real output (an excerpt keeps its ``...`` lines:
 each documented run of lines is replaced by the printed lines from its first to its last line's shape).
@@ -37,6 +39,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # The documents whose examples are run: the README and the user guide.
 DOCUMENTS = (REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md")))
 NOT_RUN = re.compile(r"<!--\s*example:\s*not run\b.*-->")
+HEADER_ONLY = re.compile(r"<!--\s*example:\s*header only\b.*-->")
 ELLIPSIS = "..."
 # Printed figures that change with the calendar, not with the code: compared in this form.
 VOLATILE = ((re.compile(r"\b\d+ days old\b"), "N days old"),)
@@ -51,6 +54,7 @@ class Command:
     source: tuple[str, ...]  # the command's lines as written (continuations included)
     argv: tuple[str, ...]  # the arguments after ``gpuplanner``
     documented: tuple[str, ...]  # the output lines as written
+    header_only: bool = False  # only the table's columns are compared (its rows come from a history)
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ def _fences(lines: list[str]) -> list[tuple[int, int]]:
     return blocks
 
 
-def _commands(document: str, body: list[str], first: int) -> tuple[Command, ...]:
+def _commands(document: str, body: list[str], first: int, header_only: bool) -> tuple[Command, ...]:
     commands: list[Command] = []
     index = 0
     while index < len(body):
@@ -107,6 +111,7 @@ def _commands(document: str, body: list[str], first: int) -> tuple[Command, ...]
                     source=tuple(source),
                     argv=tuple(words[1:]),
                     documented=tuple(body[output_start:index]),
+                    header_only=header_only,
                 )
             )
     return tuple(commands)
@@ -122,11 +127,10 @@ def examples(path: Path) -> list[Example]:
     lines = path.read_text(encoding="utf-8").splitlines()
     found = []
     for opening, closing in _fences(lines):
-        body = lines[opening + 1 : closing]
-        commands = _commands(document, body, opening + 1)
+        before = next((line for line in reversed(lines[:opening]) if line.strip()), "")
+        commands = _commands(document, lines[opening + 1 : closing], opening + 1, bool(HEADER_ONLY.search(before)))
         if not commands:
             continue
-        before = next((line for line in reversed(lines[:opening]) if line.strip()), "")
         found.append(Example(document, opening + 1, closing, not NOT_RUN.search(before), commands))
     return found
 
@@ -216,6 +220,15 @@ def mismatch(documented: tuple[str, ...] | list[str], printed: list[str]) -> str
     return None
 
 
+def compare(command: Command, printed: list[str]) -> str | None:
+    """None when ``printed`` is what the command documents (its table's columns, for a header-only one)."""
+    if not command.header_only:
+        return mismatch(command.documented, printed)
+    documented = command.documented[0].split() if command.documented else []
+    columns = printed[0].split() if printed else []
+    return None if documented == columns else f"documented columns: {documented}\n   printed columns: {columns}"
+
+
 def _first_difference(segment: list[str], rest: list[str], offset: int) -> str:
     for index, line in enumerate(segment):
         printed = rest[index] if index < len(rest) else "<nothing>"
@@ -274,11 +287,13 @@ def update(path: Path, check: bool, base: Path) -> list[str]:
     commands = [c for example in examples(path) if example.run for c in example.commands]
     for command in reversed(commands):
         printed = run(command, base)
-        problem = mismatch(command.documented, printed)
+        problem = compare(command, printed)
         if problem is None:
             continue
         reports.append(f"{command.document}:{command.line}: gpuplanner {shlex.join(command.argv)}\n  {problem}")
-        if not check:
+        if command.header_only:
+            reports[-1] += "\n  (a header-only example: edit its columns and rows by hand)"
+        elif not check:
             first = command.line - 1 + len(command.source)
             lines[first : first + len(command.documented)] = rewritten(command.documented, printed)
     if reports and not check:

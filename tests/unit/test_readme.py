@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tools.update_doc_examples import Command, all_examples, mismatch, rewritten, run, update
+from tools.update_doc_examples import Command, all_examples, compare, mismatch, rewritten, run, update
 
 README = REPO_ROOT / "README.md"
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -54,7 +54,12 @@ def runnable_commands() -> list[Command]:
 def test_the_tour_and_the_guides_estimates_are_run() -> None:
     """The examples that are checked: the tour's plan and compare, and the guide's sweep estimates."""
     checked = {(c.document, c.argv[0]) for c in runnable_commands()}
-    assert {("README.md", "plan"), ("README.md", "compare"), ("docs/sweeps.md", "sweep")} <= checked
+    assert {
+        ("README.md", "plan"),
+        ("README.md", "compare"),
+        ("README.md", "runs"),
+        ("docs/sweeps.md", "sweep"),
+    } <= checked
     for example in all_examples():
         if not example.run:  # a block left out says why, on the line before its fence
             lines = (REPO_ROOT / example.document).read_text(encoding="utf-8").splitlines()
@@ -64,7 +69,7 @@ def test_the_tour_and_the_guides_estimates_are_run() -> None:
 @pytest.mark.parametrize("command", runnable_commands(), ids=lambda c: f"{c.document}:{c.line}")
 def test_every_console_example_prints_what_it_documents(command: Command, tmp_path: Path) -> None:
     printed = run(command, tmp_path)
-    problem = mismatch(command.documented, printed)
+    problem = compare(command, printed)
     assert problem is None, f"{command.document}:{command.line} drifted (tools/update_doc_examples.py):\n{problem}"
 
 
@@ -88,6 +93,14 @@ def test_an_example_matches_exactly_or_with_its_excerpts_cut() -> None:
     assert mismatch(PRINTED[:-1], PRINTED) is not None
     assert mismatch(["Speed    1,554 tokens/s", "...", "  gradients 0.05 GiB", "..."], PRINTED) is not None
     assert mismatch(["...", "Spot $31.18", "Spot $31.18"], PRINTED) is not None
+
+
+def test_a_header_only_example_compares_the_tables_columns() -> None:
+    documented = ("run_id  name  hours", "1       demo  0.009882")
+    command = Command("README.md", 1, ("$ gpuplanner runs list",), ("runs", "list"), documented, header_only=True)
+    assert compare(command, ["run_id  name  hours"]) is None  # the widths of an empty table differ
+    assert "tags" in str(compare(command, ["run_id  name  hours  tags"]))
+    assert compare(Command("README.md", 1, ("$ x",), ("runs", "list"), documented), ["run_id  name  hours"])
 
 
 def test_a_rewrite_takes_the_printed_lines_and_keeps_the_cuts() -> None:
