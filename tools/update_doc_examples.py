@@ -26,6 +26,7 @@ each documented run of lines is replaced by the printed lines from its first to 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
 import shlex
@@ -213,7 +214,7 @@ def mismatch(documented: tuple[str, ...] | list[str], printed: list[str]) -> str
             (i for i in range(cursor, len(out) - len(segment) + 1) if out[i : i + len(segment)] == segment), None
         )
         if found is None:
-            return f"documented lines not printed (in this order): {segment[0]!r} ..."
+            return _closest(segment, out[cursor:], cursor)
         cursor = found + len(segment)
     if tail and (len(out) - cursor < len(tail) or out[len(out) - len(tail) :] != tail):
         return _first_difference(tail, out[max(cursor, len(out) - len(tail)) :], max(cursor, len(out) - len(tail)))
@@ -227,6 +228,17 @@ def compare(command: Command, printed: list[str]) -> str | None:
     documented = command.documented[0].split() if command.documented else []
     columns = printed[0].split() if printed else []
     return None if documented == columns else f"documented columns: {documented}\n   printed columns: {columns}"
+
+
+def _closest(segment: list[str], rest: list[str], offset: int) -> str:
+    """Where an excerpt lines up best with what was printed (its most similar printed line), and the first difference."""
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    best, start = 0.0, 0
+    for index in range(len(rest)):
+        matcher.set_seqs(segment[0], rest[index])
+        if matcher.ratio() > best:
+            best, start = matcher.ratio(), index
+    return _first_difference(segment, rest[start:], offset + start)
 
 
 def _first_difference(segment: list[str], rest: list[str], offset: int) -> str:
