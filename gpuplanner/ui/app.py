@@ -59,11 +59,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return 1
     app = create_application((), theme=args.theme)
-    app_log.install()  # the loggers and any thread's uncaught exception go to the log file (Help > Show log)
+    log = app_log.install()  # the loggers and any thread's uncaught exception go to the log file (Help > Show log)
     crash_report.install()  # an exception in a slot is logged and shown, not lost in a terminal
-    window = create_window(args.db)
-    window.show()
-    return int(app.exec())
+    try:
+        window = create_window(args.db)
+        window.show()
+        return int(app.exec())
+    finally:
+        log.remove()
 
 
 if __name__ == "__main__":
