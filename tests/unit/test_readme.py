@@ -10,11 +10,13 @@ relative links are checked here.
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
 import pytest
 
+from gpuplanner.cli import build_parser
 from tests.conftest import REPO_ROOT
 from tools.update_doc_examples import Command, all_examples, compare, mismatch, rewritten, run, update
 
@@ -45,6 +47,16 @@ def test_every_relative_link_and_image_exists(document: str) -> None:
     if document == "README.md":
         images = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", README.read_text(encoding="utf-8"))
         assert images and all((REPO_ROOT / image).stat().st_size > 10_000 for image in images)
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/index.md"])
+def test_the_commands_named_on_the_front_page_are_the_clis(document: str) -> None:
+    text = " ".join((REPO_ROOT / document).read_text(encoding="utf-8").split())
+    listed = re.search(r"command line:? \(?(`gpuplanner plan`(?:, `[a-z-]+`)+)", text)
+    assert listed is not None
+    names = re.findall(r"`(?:gpuplanner )?([a-z-]+)`", listed.group(1))
+    subcommands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(names) == sorted(subcommands.choices)
 
 
 def runnable_commands() -> list[Command]:
