@@ -59,14 +59,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return 1
     app = create_application((), theme=args.theme)
-    log = app_log.install()  # the loggers and any thread's uncaught exception go to the log file (Help > Show log)
+    try:  # the loggers and any thread's uncaught exception go to the log file (Help > Show log)
+        log: app_log.AppLog | None = app_log.install()
+    except OSError as exc:  # a data folder that cannot be written does not stop the window
+        print(f"gpuplanner: no log file: {exc}", file=sys.stderr)
+        log = None
     crash_report.install()  # an exception in a slot is logged and shown, not lost in a terminal
     try:
         window = create_window(args.db)
         window.show()
         return int(app.exec())
     finally:
-        log.remove()
+        if log is not None:
+            log.remove()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import QThreadPool
 
+from gpuplanner import __version__
 from gpuplanner.launch import manager
 from gpuplanner.ui import app_log
 from gpuplanner.ui.background import BackgroundJob, JobSignals
@@ -40,7 +41,7 @@ def test_a_job_raising_on_a_worker_thread_ends_up_in_the_log(qtbot: Any, install
     assert failed.args == ["compare", 3, "the comparison had no rows"]  # the receiver still hears it
     pool.waitForDone()
     text = written(installed)
-    assert "gpuplanner 0.1.0: the window started" in text.splitlines()[0]
+    assert f"gpuplanner {__version__}: the window started" in text.splitlines()[0]
     assert "WARNING" in text and "gpuplanner.ui.background: background job 'compare' (generation 3) failed" in text
     assert "Traceback (most recent call last)" in text and "in load_the_comparison" in text
     assert "ValueError: the comparison had no rows" in text
@@ -114,3 +115,12 @@ def test_help_show_log_shows_the_files_content(qtbot: Any, services: Any) -> Non
     finally:
         window.shutdown(stop_runs=True)
         window._closing_done = True
+
+
+def test_a_log_that_cannot_be_written_changes_nothing(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    handlers, hook = list(logging.getLogger("gpuplanner").handlers), threading.excepthook
+    with pytest.raises(OSError):
+        app_log.install(blocker / "logs" / "gpuplanner.log")  # app.main then opens the window without one
+    assert logging.getLogger("gpuplanner").handlers == handlers and threading.excepthook is hook
