@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import QCoreApplication
 from PySide6.QtWidgets import QApplication
 
-from gpuplanner.ui import crash_report, xcb_check
+from gpuplanner.ui import app_log, crash_report, xcb_check
 from gpuplanner.ui.palette import SchemeFollower, app_icon
 
 
@@ -59,10 +59,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return 1
     app = create_application((), theme=args.theme)
+    try:  # the loggers and any thread's uncaught exception go to the log file (Help > Show log)
+        log: app_log.AppLog | None = app_log.install()
+    except OSError as exc:  # a data folder that cannot be written does not stop the window
+        print(f"gpuplanner: no log file: {exc}", file=sys.stderr)
+        log = None
     crash_report.install()  # an exception in a slot is logged and shown, not lost in a terminal
-    window = create_window(args.db)
-    window.show()
-    return int(app.exec())
+    try:
+        window = create_window(args.db)
+        window.show()
+        return int(app.exec())
+    finally:
+        if log is not None:
+            log.remove()
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ a :class:`BackgroundJob` to its pool. The job touches no widget; ``done(kind, ge
 of an older ``generation`` (a newer request superseded them). ``kind`` tells apart several requests of
 one receiver. A receiver that must tell failures apart by type (the run controller: an unknown host key
 asks the user, a changed one is refused) listens to ``raised(kind, generation, exception)`` as well,
-emitted right after ``failed``.
+emitted right after ``failed``. Each failure is also logged (``gpuplanner.ui.background``, with its
+traceback), so the window's log file (``app_log``) keeps it whatever the receiver shows.
 
 A pool with one thread (``setMaxThreadCount(1)``) runs its jobs one at a time in the order they were
 started: the serial worker of the run controller and of the Hosts pane's writes.
@@ -14,11 +15,14 @@ started: the serial worker of the run controller and of the Hosts pane's writes.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, Signal
+
+log = logging.getLogger(__name__)
 
 
 class JobSignals(QObject):
@@ -76,6 +80,7 @@ class BackgroundJob(QRunnable):
         try:
             payload = self.work()
         except Exception as exc:  # noqa: BLE001 - a worker reports, never dies silently
+            log.warning("background job %r (generation %d) failed", self.kind, self.generation, exc_info=True)
             self.signals.failed.emit(self.kind, self.generation, self.describe(exc))
             self.signals.raised.emit(self.kind, self.generation, exc)
         else:

@@ -3,7 +3,8 @@
 A slot that raises would otherwise print a traceback to a terminal a desktop user does not have, and
 the window would carry on as if nothing happened. :func:`install` replaces ``sys.excepthook`` while
 the window runs: each uncaught exception is appended, with its time and traceback, to
-``<data folder>/logs/errors.log``, and a non-modal dialog says what happened and where the details
+the window's log file (``app_log.log_path()``: ``<data folder>/logs/gpuplanner.log``, which
+``Help > Show log`` shows), and a non-modal dialog says what happened and where the details
 are. The app keeps running; the user decides whether to carry on.
 """
 
@@ -19,14 +20,10 @@ from types import TracebackType
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from gpuplanner import __version__
-from gpuplanner.paths import data_dir
+from gpuplanner.ui.app_log import log_path
 
 Hook = Callable[[type[BaseException], BaseException, TracebackType | None], None]
 _OPEN: list[QMessageBox] = []  # the dialogs on screen (a parentless dialog lives while Python holds it)
-
-
-def log_path() -> Path:
-    return data_dir() / "logs" / "errors.log"
 
 
 def write_report(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None, path: Path) -> Path:

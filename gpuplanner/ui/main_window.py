@@ -1,4 +1,4 @@
-"""The main window: a sidebar for the four places (Plan, Hosts, Runs, History), the menu bar, settings.
+"""The main window: a sidebar for the places (``PLACES``: Plan, Hosts, Runs, History, Sweep), the menu bar, settings.
 
 Window geometry, splitter positions, the current place and the planner's last inputs are kept in
 :func:`gpuplanner.ui.settings.app_settings`: ``window.ini`` in the app's config folder
@@ -196,9 +196,13 @@ class MainWindow(QMainWindow):
         )
         help_menu.addAction(self.user_guide_action)
         self.welcome_action = self._action(
-            "&Welcome", self.show_welcome, tip="What the four places do, a demo run, where your data lives"
+            "&Welcome", self.show_welcome, tip="What the places do, a demo run, where your data lives"
         )
         help_menu.addAction(self.welcome_action)
+        self.show_log_action = self._action(
+            "Show &log", self.show_log, tip="The window's log file: errors on any thread, with their tracebacks"
+        )
+        help_menu.addAction(self.show_log_action)
         self.about_action = self._action("&About GPU Planner", self._on_about)
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
         help_menu.addAction(self.about_action)
@@ -440,6 +444,21 @@ class MainWindow(QMainWindow):
         settings.sync()
 
     @Slot()
+    @Slot()
+    def show_log(self) -> Any:
+        """Help > Show log: the log file in a read-only viewer (one, not modal, reloaded each time); returns it."""
+        from gpuplanner.ui.app_log import log_path
+        from gpuplanner.ui.log_dialog import LogDialog
+
+        dialog = getattr(self, "log_dialog", None)
+        if dialog is None:
+            dialog = LogDialog(log_path(), self)
+            self.log_dialog = dialog
+        else:
+            dialog.reload()
+        dialog.show()
+        return dialog
+
     def _on_user_guide(self) -> None:
         url = self.user_guide_url()
         if not QDesktopServices.openUrl(url):

@@ -1,4 +1,4 @@
-"""The first-start welcome: what the four places do, a demo run to try, where the data lives.
+"""The first-start welcome: what the window's places do, a demo run to try, where the data lives.
 
 Shown (not modal) when the window opens until the user ticks "Don't show this again"; Help > Welcome
 shows it at any time.
@@ -20,6 +20,7 @@ PLACES_TEXT = (
     ("Hosts", "this machine and your SSH or Slurm hosts, probed for GPUs, with a price per GPU-hour"),
     ("Runs", "launch the bundled trainer and watch it live: utilisation, memory, loss, spend, preemptions"),
     ("History", "every past run: planned against actual, cost per sample, compare and export"),
+    ("Sweep", "a hyperparameter search under a budget: its estimate, its trials as runs, the best so far"),
 )
 
 

@@ -36,7 +36,7 @@ def test_an_exception_in_a_slot_is_logged_and_shown(qtbot: Any, tmp_path: Path, 
     (exc_type, exc, tb) = captured[0]
     hook(exc_type, exc, tb)
 
-    log = tmp_path / "data" / "logs" / "errors.log"
+    log = tmp_path / "data" / "logs" / "gpuplanner.log"
     text = log.read_text()
     assert "ValueError: the comparison had no rows" in text and "in explode" in text and "gpuplanner 0.1.0" in text
     boxes = _boxes()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +183,9 @@ def test_app_main_runs_the_event_loop(qtbot: Any, monkeypatch: pytest.MonkeyPatc
     assert ui_app.main(["--theme", "dark"]) == 0
     assert shown and os.environ.get("QT_QPA_PLATFORM") == "offscreen"
     assert sys.excepthook is not before and sys.excepthook.__qualname__ == "make_hook.<locals>.hook"
+    log = Path(os.environ["GPUPLANNER_DATA_DIR"]) / "logs" / "gpuplanner.log"  # written while it ran
+    assert "the window started" in log.read_text(encoding="utf-8")
+    assert not any(isinstance(h, RotatingFileHandler) for h in logging.getLogger("gpuplanner").handlers)  # closed
     ui_app.create_application((), theme="light")
 
 

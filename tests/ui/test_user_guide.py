@@ -51,7 +51,7 @@ def window(qtbot: Any, services: Any) -> Iterator[MainWindow]:
 
 def test_help_menu_has_the_user_guide_first_with_f1(window: MainWindow) -> None:
     help_menu = window.menuBar().actions()[-1].menu()
-    assert [a.text() for a in help_menu.actions()] == ["&User guide", "&Welcome", "&About GPU Planner"]
+    assert [a.text() for a in help_menu.actions()] == ["&User guide", "&Welcome", "Show &log", "&About GPU Planner"]
     assert QKeySequence("F1") in window.user_guide_action.shortcuts()
 
 
