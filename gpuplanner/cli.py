@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sqlite3
 import sys
 from collections.abc import Sequence
 
 from gpuplanner import __version__
 from gpuplanner.commands.errors import UsageError
+from gpuplanner.history.db import HistoryError, explain_error
 from gpuplanner.plan.setup import PlanInputError
 
 COMMAND_MODULES = (
@@ -94,6 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpuplanner {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
+        return 1
+    except sqlite3.Error as exc:  # a locked, read-only or full history, whichever command met it
+        print(f"gpuplanner {args.command}: error: {explain_error(exc)}", file=sys.stderr)
+        return 1
+    except HistoryError as exc:  # a history that cannot be opened (read-only folder, another app's file)
+        print(f"gpuplanner {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C (e.g. at a passphrase prompt): no traceback
         print(f"gpuplanner {args.command}: interrupted", file=sys.stderr)

@@ -143,6 +143,21 @@ def open_db(path: str | os.PathLike[str] | None = None, *, create: bool = True) 
     return db
 
 
+def explain_error(exc: sqlite3.Error) -> str:
+    """A SQLite error of the history in words a user can act on (one line, no traceback)."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return (
+            f"the run history is locked by another process (waited {BUSY_TIMEOUT_MS // 1000} s): "
+            "nothing was changed; try again when it is done"
+        )
+    if "readonly" in text or "read-only" in text:
+        return "the run history is read-only here (file, folder or disk): nothing was changed"
+    if "disk" in text and ("full" in text or "I/O" in text):
+        return f"the run history could not be written ({text}): nothing was changed"
+    return f"the run history: {text}"
+
+
 def _open_error(file: Path, exc: sqlite3.DatabaseError) -> str:
     text = str(exc)
     if "not a database" in text or "malformed" in text or "encrypted" in text:
