@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from gpuplanner.history.failures import load_failure
+from gpuplanner.launch.run_failure import error_line, read_tail, tail_text
 from gpuplanner.ui.launch_dialog import demo_dir
-from gpuplanner.ui.run_failure import error_line, load_failure, read_tail, tail_text
 from tests.ui.helpers import tiny_request, wait_for_history
 
 pytestmark = pytest.mark.xdist_group("ui_runs")
