@@ -47,16 +47,28 @@ def record_user_stop(db: Database, run_id: int, by: str, reason: str | None = No
     return record_launcher_event(db, run_id, USER_STOP, detail)
 
 
-def pending_stop(db: Database, run_id: int) -> int | None:
-    """The seq of the run's unanswered ``user_stop`` (see the module docstring), or None."""
+def _latest_stop(db: Database, run_id: int) -> tuple[int, dict[str, Any]] | None:
+    """The run's newest ``user_stop`` (seq, detail) when no ``restart`` came after it, else None."""
     row = db.execute(
         "SELECT seq, kind, detail_json FROM events WHERE run_id = ? AND seq < 0 AND kind IN (?, ?)"
         " ORDER BY seq LIMIT 1",
         [run_id, USER_STOP, RESTART],
     ).fetchone()
-    if row is None or row[1] != USER_STOP or "answered_seq" in load_detail(row[2]):
+    if row is None or row[1] != USER_STOP:
         return None
-    return int(row[0])
+    return int(row[0]), load_detail(row[2])
+
+
+def pending_stop(db: Database, run_id: int) -> int | None:
+    """The seq of the run's unanswered ``user_stop`` (see the module docstring), or None."""
+    latest = _latest_stop(db, run_id)
+    return latest[0] if latest is not None and "answered_seq" not in latest[1] else None
+
+
+def stopped_since_start(db: Database, run_id: int) -> bool:
+    """Whether the user asked the run's current process to stop (answered or not): a ``user_stop`` with no
+    ``restart`` after it. The launcher's supervisor reads it when the stop was sent by another process."""
+    return _latest_stop(db, run_id) is not None
 
 
 def apply_pending_stop(db: Database, run_id: int, record: dict[str, Any]) -> None:
@@ -99,5 +111,6 @@ __all__ = [
     "apply_pending_stop",
     "pending_stop",
     "record_user_stop",
+    "stopped_since_start",
     "stopped_by_user",
 ]

@@ -41,7 +41,7 @@ from gpuplanner.history.launcher_events import record_launcher_event
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, get_run, update_run
 from gpuplanner.history.slurm_queue import job_queue
-from gpuplanner.history.stops import STOPPED, pending_stop, record_user_stop
+from gpuplanner.history.stops import record_user_stop, stopped_since_start
 from gpuplanner.history.tags import check_tags
 from gpuplanner.launch import after_run, command_lines, preflight, supervisor
 from gpuplanner.launch.backend import Backend
@@ -1018,9 +1018,8 @@ class RunManager:
 
     def _stopped_elsewhere(self, db: Database, run: _Run) -> bool:
         """Whether the process that just ended was stopped by the user through another manager (``gpuplanner
-        run stop`` while the window watches): its stop is pending, or the run_end stored answered it."""
-        row = db.execute("SELECT status FROM runs WHERE id = ?", [run.run_id]).fetchone()
-        return bool(row and row[0] == STOPPED) or pending_stop(db, run.run_id) is not None
+        run stop`` while the window watches): a ``user_stop`` with no restart after it."""
+        return stopped_since_start(db, run.run_id)
 
     def _record_failure(self, run: _Run, code: int | None) -> None:
         """Keep a failed run's error and the stderr tail of its failed process (node 0 unless another node
