@@ -87,7 +87,7 @@ def check_launch(
         else:
             try:
                 loaded = json.loads(text)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 problems.append(f"Model config: {model_config} is not valid JSON ({exc.msg}, line {exc.lineno}).")
             else:
                 if isinstance(loaded, dict):
@@ -166,7 +166,7 @@ def backend_files(backend: Any) -> tuple[Callable[[str], bool], Callable[[str], 
 
     def read_bytes(path: str) -> bytes | None:
         try:
-            data = backend.read(path, 0, 4 * 1024 * 1024)
+            data: bytes = backend.read(path, 0, 4 * 1024 * 1024)
         except Exception:
             return None
         finally:
