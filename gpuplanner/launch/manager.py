@@ -974,8 +974,8 @@ class RunManager:
         ended = time.time()
         run.exit_code = code
         action = run.user_action if run.user_action != "node-failed" else None
-        if action is None and self._stopped_elsewhere(db, run):  # another process (the CLI, a window) stopped it
-            action = run.user_action = "stop"
+        if action is None and stopped_since_start(db, run.run_id):  # stopped through another process's manager
+            action = run.user_action = "stop"  # (gpuplanner run stop while the window watches): never restarted
         decision = supervisor.decide(
             code,
             user_action=action,
@@ -1015,11 +1015,6 @@ class RunManager:
             self._finish_db(db, run, "failed", code)
             return False
         return True
-
-    def _stopped_elsewhere(self, db: Database, run: _Run) -> bool:
-        """Whether the process that just ended was stopped by the user through another manager (``gpuplanner
-        run stop`` while the window watches): a ``user_stop`` with no restart after it."""
-        return stopped_since_start(db, run.run_id)
 
     def _record_failure(self, run: _Run, code: int | None) -> None:
         """Keep a failed run's error and the stderr tail of its failed process (node 0 unless another node
