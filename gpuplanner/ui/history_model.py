@@ -314,7 +314,9 @@ def describe_event(kind: str, detail: dict[str, Any]) -> str:
         text = str(detail.get("error") or "failed")
         return text + (f" · stderr: {tail[-1]}" if tail and tail[-1] not in text else "")
     if kind == "restart":
-        return f"{detail.get('reason', '')}: {detail.get('from_host', '?')} -> {detail.get('to_host', '?')}"
+        words = {"stopped": "a stop", "preempted": "a preemption", "failed": "a failure", "killed": "a kill"}
+        after = f" after {words.get(str(detail['after']), detail['after'])}" if detail.get("after") else ""
+        return f"{detail.get('reason', '')}{after}: {detail.get('from_host', '?')} -> {detail.get('to_host', '?')}"
     if kind == "checkpoint":
         size = detail.get("bytes")
         return str(detail.get("path") or "") + (f" ({size / 1024**3:,.2f} GiB)" if isinstance(size, int) else "")
