@@ -271,7 +271,7 @@ def main(
         pane.grab().save(str(out / f"runs{suffix}.png"))
         print(f"wrote {out / f'runs{suffix}.png'}")
     if extras and "runs" in places:
-        from gpuplanner.ui.run_failure import error_line, tail_text
+        from gpuplanner.launch.run_failure import error_line, tail_text
 
         records, stderr = failed_run_records()
         failed = pane._add_entry(42, "tiny GPT-2, sequences of 512", "local")

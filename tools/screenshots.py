@@ -212,7 +212,7 @@ def generated_runs(db_path: Path) -> list[int]:
                     power_w=62.0, temp_c=38.0, sm_clock_mhz=210, throttle_reasons=0, simulated=False)  # fmt: skip
             ingest_records(db, run_id, records)
             if status == "failed":
-                from gpuplanner.ui.run_failure import record_failure
+                from gpuplanner.history.failures import record_failure
 
                 tail = "\n".join(
                     [

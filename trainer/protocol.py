@@ -34,11 +34,16 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "eval": ("step", "eval_loss"),
     "checkpoint": ("step", "path"),
     "preempted": (),
+    "stopped": (),
     "resumed": (),
     "gpu": ("index", "util_pct", "mem_used_bytes", "mem_total_bytes"),
 }
 KINDS = frozenset(REQUIRED_FIELDS)
-RUN_END_STATUSES = frozenset({"finished", "preempted", "budget_stop", "early_stop", "failed"})
+RUN_END_STATUSES = frozenset({"finished", "preempted", "stopped", "budget_stop", "early_stop", "failed"})
+# A user's stop: the trainer cannot tell a user's SIGTERM from a host's, so it writes ``preempted`` and a
+# ``run_end`` with status ``preempted`` either way. The desktop's history stores those two records of a
+# process the user stopped as kind ``stopped`` and status ``stopped`` (the trainer's word kept in
+# ``trainer_kind`` / ``trainer_status``), so an exported run reads back the same. Trainers never write them.
 
 # The fields each kind usually carries, for documentation and for writers.
 STEP_FIELDS = (
@@ -259,7 +264,7 @@ STORED_NUMBERS: dict[str, tuple[tuple[str, int], ...]] = {
         "step": STEP_FIELDS,
         "gpu": tuple(f for f in GPU_FIELDS if f not in ("node", "simulated")),
         "eval": ("step", "eval_loss"),
-        **dict.fromkeys(("run_start", "run_end", "checkpoint", "preempted", "resumed"), _EVENT_NUMBERS),
+        **dict.fromkeys(("run_start", "run_end", "checkpoint", "preempted", "stopped", "resumed"), _EVENT_NUMBERS),
     }.items()
 }
 _ALLOWED = {

@@ -225,7 +225,7 @@ def _control(args: argparse.Namespace, action: str, run_id: int) -> int:
                 _report(args, manager.status(run_id))
                 return 1
             if action == "stop":
-                manager.stop(run_id)
+                manager.stop(run_id, by="cli")
             if action == "resume":
                 with_host_key_trust(args, lambda: manager.resume(run_id))
             manager.attach(run_id, progress.on_records, progress.on_status)

@@ -170,7 +170,7 @@ def register(subparsers: Any) -> None:
     p = actions.add_parser("list", help="runs, newest first")
     _output_flags(p)
     p.add_argument("--limit", type=_count, default=None, help="show at most this many runs")
-    p.add_argument("--status", help="only runs with this status (running, finished, preempted, ...)")
+    p.add_argument("--status", help="only runs with this status (running, finished, preempted, stopped, ...)")
     add_tag_flag(p, "only runs with this tag")
     p.set_defaults(handler=_list)
 

@@ -4,9 +4,11 @@ Every figure comes from the per-GPU rollups, the events and the steps (never a s
 samples), so a summary costs the same for a run of one thousand or ten million samples.
 
 - ``hours``: time the run held its GPUs: first to last record, minus the gaps between an
-  interruption (``preempted``) and the next ``run_start``/``resumed``. ``wall_hours`` includes them.
-- ``interruption_hours``: those gaps plus the work redone after each (from the checkpoint resumed
-  from to the interruption).
+  interruption (``preempted``) or a user's stop (``stopped``, see :mod:`gpuplanner.history.stops`)
+  and the next ``run_start``/``resumed``. ``wall_hours`` includes them.
+- ``interruptions``, ``interruption_hours``: preemptions only (a user's stop is not an interruption):
+  their count, and their gaps plus the work redone after each (from the checkpoint resumed from to
+  the interruption).
 - ``idle_gpu_hours``: GPU-hours x the share of samples under ``IDLE_UTIL_PCT`` utilisation.
 - ``data_wait_pct``: sum of the steps' data-wait time over the sum of their step time.
 - ``time_breakdown``: where the billed time went, per phase (``time_breakdown.py``).
@@ -41,6 +43,7 @@ class Interruptions:
     count: int
     downtime_s: float
     lost_work_s: float
+    stopped_s: float = 0.0  # time between a user's stop and the resume (not an interruption; not held either)
 
 
 @dataclass
@@ -108,9 +111,11 @@ def _json_object(text: str | None) -> dict[str, Any]:
 
 
 def interruptions(db: Database, run_id: int, last_t: float | None) -> Interruptions:
-    """Count interruptions and the time they cost (see the module docstring)."""
-    count, downtime, lost = 0, 0.0, 0.0
+    """Count interruptions and the time they cost, and the time the run spent stopped by the user
+    (see the module docstring)."""
+    count, downtime, lost, stopped = 0, 0.0, 0.0, 0.0
     interrupted_at: float | None = None
+    stopped_at: float | None = None
     checkpoints: list[tuple[float, int | None]] = []
     for t, kind, step, detail_json in db.execute(
         "SELECT t, kind, step, detail_json FROM events WHERE run_id = ? ORDER BY seq", [run_id]
@@ -119,9 +124,15 @@ def interruptions(db: Database, run_id: int, last_t: float | None) -> Interrupti
         if kind == "checkpoint":
             checkpoints.append((t, step))
         elif kind == "preempted" or (kind == "run_end" and detail.get("status") == "preempted"):
-            if interrupted_at is None:
+            if interrupted_at is None and stopped_at is None:
                 interrupted_at = t
                 count += 1
+        elif kind == "stopped" or (kind == "run_end" and detail.get("status") == "stopped"):
+            if interrupted_at is None and stopped_at is None:
+                stopped_at = t
+        elif kind in ("run_start", "resumed") and stopped_at is not None:
+            stopped += max(0.0, t - stopped_at)
+            stopped_at = None
         elif kind in ("run_start", "resumed") and interrupted_at is not None:
             downtime += max(0.0, t - interrupted_at)
             resumed_step = step
@@ -132,7 +143,9 @@ def interruptions(db: Database, run_id: int, last_t: float | None) -> Interrupti
             interrupted_at = None
     if interrupted_at is not None and last_t is not None:
         downtime += max(0.0, last_t - interrupted_at)
-    return Interruptions(count, downtime, lost)
+    if stopped_at is not None and last_t is not None:
+        stopped += max(0.0, last_t - stopped_at)
+    return Interruptions(count, downtime, lost, stopped)
 
 
 def _percentile_from_hist(hist: list[int], q: float) -> float | None:
@@ -178,7 +191,7 @@ def summarize(
     last_t = run.last_t if run.last_t is not None else run.ended_at
     wall_s = max(0.0, last_t - first_t) if first_t is not None and last_t is not None else 0.0
     gaps = interruptions(db, run_id, last_t)
-    active_s = max(0.0, wall_s - gaps.downtime_s)
+    active_s = max(0.0, wall_s - gaps.downtime_s - gaps.stopped_s)
 
     n, util_n, util_sum, idle_n, mem_max, simulated_n, n_gpus = db.execute(
         "SELECT COALESCE(SUM(n), 0), COALESCE(SUM(util_n), 0), COALESCE(SUM(util_sum), 0), COALESCE(SUM(idle_n), 0),"

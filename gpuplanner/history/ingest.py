@@ -6,6 +6,9 @@ batches, each in one write transaction together with the stream position (byte o
 last complete line, last ``seq``, malformed and unknown-kind counts) the batch covers. A record whose
 ``(run, seq)`` is already stored is ignored, so reading a stream again after a reconnect or a crash
 never duplicates anything. Use one ingestor per run at a time (the store serialises writers anyway).
+
+A user's stop: the trainer's ``preempted`` and ``run_end`` records of a process the user stopped are
+stored as ``stopped`` (:mod:`gpuplanner.history.stops`), and the record handed in is changed to match.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from sqlite_utils import Database
 from gpuplanner.history.db import HistoryError, write_transaction
 from gpuplanner.history.rollup import Rollups
 from gpuplanner.history.schema import V4_METRICS
+from gpuplanner.history.stops import apply_pending_stop
 from trainer.protocol import (
     INT64_MAX,
     PHASE_KINDS,
@@ -40,6 +44,7 @@ ENVELOPE = ("v", "seq", "t", "kind")
 # Kept in ``run_phases`` (the time breakdown), not in the eval's extras or the event's detail.
 _PHASE_FIELDS = ("phases", "phases_start")
 _SEQ_TABLES = ("gpu_samples", "steps", "evals", "events")
+USER_STOP_ANSWERS = ("preempted", "run_end")  # the trainer's records that a user's stop turns into "stopped"
 # gpu_samples columns in the order of the rows _write builds (the v4 metrics after the first 13)
 _GPU_EXTRA = tuple(column for column, _ in V4_METRICS if column != "sm_clock_mhz")
 _METRIC_FIELDS = tuple(column for column, _ in V4_METRICS)  # the rollup's order (sm_clock_mhz last)
@@ -285,6 +290,8 @@ class Ingestor:
                 duplicates += 1
                 continue
             seen.add(seq)
+            if record["kind"] in USER_STOP_ANSWERS:  # a process the user stopped: stored as "stopped"
+                apply_pending_stop(db, run_id, record)
             kind = record["kind"]
             t = float(record["t"])
             if kind == "gpu":

@@ -10,11 +10,17 @@ What a launch records (so another process can attach, stop or resume): the run r
 holds ``trainer_args`` and ``launch`` (nodes with host, run dir, process group id and command, GPUs,
 environment, supervisor settings, restarts). Supervisor restarts are stored as ``restart`` events
 with negative ``seq`` (the trainer's records use seq >= 0), carrying the time each restart cost.
+
+Run bookkeeping, the same whichever front end (``gpuplanner run``, the window, a sweep) asked: a
+``preflight`` launcher event with the pre-flight check's problems (:mod:`~gpuplanner.launch.preflight`),
+a ``user_stop`` before a user's stop is signalled (:mod:`gpuplanner.history.stops`: the run is then
+``stopped``, not ``preempted``), a ``failure`` with the stderr tail of a failed run
+(:mod:`~gpuplanner.launch.run_failure`), recorded before the final state is announced, and a resume's
+``restart`` event says what it resumed from (``after``: stopped, preempted, failed or killed).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import secrets
@@ -30,16 +36,20 @@ from sqlite_utils import Database
 from gpuplanner.history.billing import BILLED, billed_span
 from gpuplanner.history.calibration import record_bench
 from gpuplanner.history.db import connect, open_db, resolve_db_path, write_transaction
+from gpuplanner.history.failures import load_failure
+from gpuplanner.history.launcher_events import record_launcher_event
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, get_run, update_run
 from gpuplanner.history.slurm_queue import job_queue
+from gpuplanner.history.stops import record_user_stop, stopped_since_start
 from gpuplanner.history.tags import check_tags
-from gpuplanner.launch import after_run, command_lines, supervisor
+from gpuplanner.launch import after_run, command_lines, preflight, supervisor
 from gpuplanner.launch.backend import Backend
 from gpuplanner.launch.budget import BudgetError, check_budget
 from gpuplanner.launch.hosts import Host, HostError, get_host, update_host, validate_host
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 from gpuplanner.launch.local_backend import LocalBackend, TrainerPythonMissing
+from gpuplanner.launch.run_failure import collect_failure
 from gpuplanner.launch.slurm_backend import SlurmBackend
 from gpuplanner.launch.ssh_backend import SSHBackend
 from gpuplanner.launch.ssh_connection import AuthenticationFailed, PassphraseCallback, SSHError
@@ -261,6 +271,26 @@ class RunManager:
             update_host(self.db_path, replace(host, gpu_type=gpu_type, gpu_count=len(gpus), probe=result))
         return result
 
+    def preflight(self, host_name: str, values: Mapping[str, Any]) -> list[str]:
+        """The pre-flight check (:func:`gpuplanner.launch.preflight.check_launch`) of the launch dialog's
+        ``values`` on a stored host: this machine's files, or an SSH host's through its connection."""
+        host = get_host(self.db_path, host_name)
+        backend = None if host.kind == "local" else self._backend(host_name)
+        return preflight.check_on_host(host, backend, dict(values))
+
+    def _preflight_of(self, host_name: str, args: Sequence[str], user_command: Sequence[str]) -> dict[str, Any]:
+        """What :meth:`launch` records as the run's ``preflight`` event: the problems the check found (it
+        never refuses a launch; the launch dialog shows them before), or why nothing was checked."""
+        if user_command:
+            return {
+                "problems": [],
+                "not_checked": "a command of your own (only the bundled trainer's flags are checked)",
+            }
+        try:
+            return {"problems": self.preflight(host_name, preflight.values_from_args(args))}
+        except Exception as exc:  # noqa: BLE001 - a check that cannot run does not stop the launch
+            return {"problems": [], "not_checked": f"{type(exc).__name__}: {exc}"}
+
     def bench(
         self,
         host_name: str,
@@ -365,6 +395,7 @@ class RunManager:
                 except TrainerPythonMissing as exc:
                     raise RunError(str(exc)) from exc
         host = hosts[0]
+        checked = self._preflight_of(host_name, args, user_command)
         if len(host_names) > 1 and rdzv_port is None:
             rdzv_port = 29400 + secrets.randbelow(500)
         db = self._db()
@@ -395,6 +426,7 @@ class RunManager:
                 planned=planned,
                 tags=tags,
             )
+            record_launcher_event(db, run_id, "preflight", checked)
         finally:
             db.close()
         run = _Run(
@@ -425,6 +457,7 @@ class RunManager:
             self._start_nodes(run)
         except BaseException as exc:
             run.error = str(exc)
+            self._record_failure(run, None)
             self._set_state(run, "failed")
             self._mark_db(run_id, "failed")
             with self._lock:
@@ -567,9 +600,18 @@ class RunManager:
             if node.pgid is not None and not node.done:
                 self._backend(node.host).signal(node.pgid, signame)
 
-    def stop(self, run_id: int) -> None:
-        """Graceful stop: SIGTERM to the process group; the trainer checkpoints and exits 75."""
+    def stop(self, run_id: int, *, by: str = "user", reason: str | None = None) -> None:
+        """Graceful stop: SIGTERM to the process group; the trainer checkpoints and exits 75. The run ends
+        ``stopped`` (not ``preempted``): a ``user_stop`` is recorded first (``by``: who asked, e.g. ``cli``,
+        ``window``, ``sweep``; ``reason``: why, e.g. a sweep's ``pruned``), so whichever process stores the
+        trainer's run_end stores it as a stop (see :mod:`gpuplanner.history.stops`)."""
         run = self._run(run_id)
+        if run.state not in FINAL_STATES:
+            db = self._db()
+            try:
+                record_user_stop(db, run_id, by, reason)
+            finally:
+                db.close()
         run.user_action = "stop"
         if run.state in ("preempted", "resuming"):  # waiting for an automatic resume: cancel it
             run.wake.set()
@@ -615,10 +657,20 @@ class RunManager:
             raise RunError(f"run {run_id} has finished")
         with self._lock:
             self._runs[run_id] = run
+        after = run.state
         run.user_action, run.stop_evt = None, threading.Event()
         run.launched_at = time.time()  # a new billed span
-        self._restart(run, run.nodes[0].host, "resumed by the user", time.time())
+        self._restart(run, run.nodes[0].host, "resumed by the user", time.time(), after)
         self._start_watcher(run)
+
+    def failure(self, run_id: int) -> dict[str, Any] | None:
+        """Why a run failed, as recorded (:func:`gpuplanner.history.failures.load_failure`): the error, the
+        exit code and the stderr tail of the failed process; None when nothing was recorded."""
+        db = self._db()
+        try:
+            return load_failure(db, run_id)
+        finally:
+            db.close()
 
     def status(self, run_id: int) -> RunStatus:
         return self._status_of(self._run(run_id))
@@ -824,6 +876,7 @@ class RunManager:
         except Exception as exc:  # never let a watcher die silently
             log.exception("run %s: watcher failed", run.run_id)
             run.error = f"{type(exc).__name__}: {exc}"
+            self._record_failure(run, run.exit_code)
             self._set_state(run, "failed")
             try:  # the history ends in a final state too
                 self._finish_db(db, run, "failed", run.exit_code)
@@ -921,6 +974,8 @@ class RunManager:
         ended = time.time()
         run.exit_code = code
         action = run.user_action if run.user_action != "node-failed" else None
+        if action is None and stopped_since_start(db, run.run_id):  # stopped through another process's manager
+            action = run.user_action = "stop"  # (gpuplanner run stop while the window watches): never restarted
         decision = supervisor.decide(
             code,
             user_action=action,
@@ -930,6 +985,8 @@ class RunManager:
             host=run.nodes[0].host,
             resume_after_s=run.resume_after_s,
         )
+        if decision.state == "failed" and not decision.restart:
+            self._record_failure(run, code)  # before the state is announced: whoever shows it finds the tail
         self._set_state(run, decision.state)
         if not decision.restart:
             self._finish_db(db, run, decision.state, code)
@@ -953,18 +1010,44 @@ class RunManager:
             self._restart(run, decision.host or run.nodes[0].host, decision.reason, ended)
         except _DISCONNECTS + _PERMANENT as exc:
             run.error = f"restart failed: {exc}"
+            self._record_failure(run, code)
             self._set_state(run, "failed")
             self._finish_db(db, run, "failed", code)
             return False
         return True
+
+    def _record_failure(self, run: _Run, code: int | None) -> None:
+        """Keep a failed run's error and the stderr tail of its failed process (node 0 unless another node
+        failed) in the history; never raises (the failure itself must still be announced)."""
+        failed = next((n for n in run.nodes if n.done and n.exit_code not in (0, supervisor.EXIT_RESUME)), run.nodes[0])
+        db = self._db()
+        try:
+            collect_failure(
+                self._backend,
+                db,
+                run.run_id,
+                failed.host,
+                failed.run_dir,
+                failed.exit_code if failed.exit_code is not None else code,
+                tag=failed.tag,
+                error=run.error,
+            )
+        except Exception:
+            log.exception("run %s: could not record the failure", run.run_id)
+        finally:
+            db.close()
 
     def _finish_db(self, db: Database, run: _Run, state: str, code: int | None) -> None:
         """Record a final state when the trainer could not (it was lost, or killed before its run_end):
         the history never stays at "running" for a process that ended."""
         row = db.execute("SELECT status FROM runs WHERE id = ?", [run.run_id]).fetchone()
         stored = row[0] if row else None
-        if state == "killed" or (state in ("failed", "stopped", "preempted") and stored == "running"):
-            status = "preempted" if state == "stopped" else state
+        # A user's stop is "stopped" also when it cancelled an automatic resume after a real preemption.
+        if state == "killed" or (
+            (state in ("failed", "stopped", "preempted") and stored == "running")
+            or (state == "stopped" and stored == "preempted")
+        ):
+            status = state
             with write_transaction(db):
                 db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", [status, time.time(), run.run_id])
         if not run.stop_evt.is_set():  # the end was seen here (not a watcher closing while it waits)
@@ -1009,7 +1092,7 @@ class RunManager:
         self._save_launch(run)
         self._record_event(run, BILLED, detail)
 
-    def _restart(self, run: _Run, host_name: str, reason: str, since: float) -> None:
+    def _restart(self, run: _Run, host_name: str, reason: str, since: float, after: str | None = None) -> None:
         """Start the run again (the trainer resumes from its newest checkpoint, or the mirror on a new host)."""
         previous = run.nodes[0].host
         self._set_state(run, "resuming")
@@ -1027,33 +1110,29 @@ class RunManager:
             self._start_reaper(run, node)
         run.restarts += 1
         self._save_launch(run)
-        self._record_restart(run, previous, host_name, reason, time.time() - since)
+        self._record_restart(run, previous, host_name, reason, time.time() - since, after)
         self._set_state(run, "running")
 
-    def _record_restart(self, run: _Run, from_host: str, to_host: str, reason: str, cost_s: float) -> None:
-        self._record_event(
-            run,
-            "restart",
-            {
-                "from_host": from_host,
-                "to_host": to_host,
-                "reason": reason,
-                "cost_s": round(cost_s, 3),
-                "attempt": run.restarts,
-            },
-        )
+    def _record_restart(
+        self, run: _Run, from_host: str, to_host: str, reason: str, cost_s: float, after: str | None = None
+    ) -> None:
+        """A ``restart`` event; ``after``: the state a resume by hand started from (stopped, preempted, ...)."""
+        detail: dict[str, Any] = {
+            "from_host": from_host,
+            "to_host": to_host,
+            "reason": reason,
+            "cost_s": round(cost_s, 3),
+            "attempt": run.restarts,
+        }
+        if after is not None:
+            detail["after"] = after
+        self._record_event(run, "restart", detail)
 
     def _record_event(self, run: _Run, kind: str, detail: dict[str, Any]) -> None:
-        """A launcher event (negative seq, never colliding with the trainer's records)."""
+        """A launcher event (:mod:`gpuplanner.history.launcher_events`)."""
         db = self._db()
         try:
-            with write_transaction(db):
-                low = db.execute("SELECT MIN(seq) FROM events WHERE run_id = ?", [run.run_id]).fetchone()[0]
-                seq = min(-1, (low or 0) - 1)
-                db.execute(
-                    "INSERT INTO events (run_id, seq, t, kind, step, detail_json) VALUES (?,?,?,?,?,?)",
-                    [run.run_id, seq, time.time(), kind, None, json.dumps(detail)],
-                )
+            record_launcher_event(db, run.run_id, kind, detail)
         finally:
             db.close()
 

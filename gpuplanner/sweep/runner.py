@@ -338,7 +338,7 @@ class SweepRunner:
         study.tell(item.trial, state=optuna.trial.TrialState.PRUNED)
         item.decided = end
         try:
-            self.manager.stop(item.run_id)
+            self.manager.stop(item.run_id, by="sweep", reason=end)  # the search's decision: "stopped", not preempted
         except RunError as exc:
             self.say(f"trial {item.trial.number}: could not stop run {item.run_id}: {exc}")
         self.say(f"trial {item.trial.number}: {message}")

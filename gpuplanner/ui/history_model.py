@@ -19,8 +19,8 @@ from PySide6.QtGui import QBrush, QColor
 from sqlite_utils import Database
 
 from gpuplanner.history.analytics import RunSummary
+from gpuplanner.history.failures import load_failure
 from gpuplanner.ui.human import human_hours, human_number
-from gpuplanner.ui.run_failure import load_failure
 from gpuplanner.ui.table_view import ColumnsTableModel
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -296,7 +296,7 @@ class RunSeries:
     gpu: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # label -> (t, util, mem GiB, power)
     steps: tuple[np.ndarray, np.ndarray, np.ndarray]  # t, loss, tokens/s
     events: list[tuple[float, str, int | None, str]]  # t, kind, step, what happened in words
-    failure: dict[str, Any] | None = None  # a failed run's error and stderr tail (run_failure)
+    failure: dict[str, Any] | None = None  # a failed run's error and stderr tail (history/failures.py)
     plan_gpu: str | None = None  # the saved plan's GPUs ("1 x H100 SXM") when the run came from one
 
 
@@ -314,12 +314,17 @@ def describe_event(kind: str, detail: dict[str, Any]) -> str:
         text = str(detail.get("error") or "failed")
         return text + (f" · stderr: {tail[-1]}" if tail and tail[-1] not in text else "")
     if kind == "restart":
-        return f"{detail.get('reason', '')}: {detail.get('from_host', '?')} -> {detail.get('to_host', '?')}"
+        words = {"stopped": "a stop", "preempted": "a preemption", "failed": "a failure", "killed": "a kill"}
+        after = f" after {words.get(str(detail['after']), detail['after'])}" if detail.get("after") else ""
+        return f"{detail.get('reason', '')}{after}: {detail.get('from_host', '?')} -> {detail.get('to_host', '?')}"
     if kind == "checkpoint":
         size = detail.get("bytes")
         return str(detail.get("path") or "") + (f" ({size / 1024**3:,.2f} GiB)" if isinstance(size, int) else "")
     if kind == "user_stop":
-        return "Stop pressed in the window"
+        by = {"window": "in the window", "cli": "with gpuplanner run stop", "sweep": "by the sweep"}.get(
+            str(detail.get("by")), ""
+        )
+        return " ".join(w for w in ("Stop asked", by, f"({detail['reason']})" if detail.get("reason") else "") if w)
     if kind == "stopped":
         return "the trainer checkpointed and exited after Stop"
     if kind == "run_start":

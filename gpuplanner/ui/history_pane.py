@@ -55,6 +55,7 @@ from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.export import write_table
 from gpuplanner.history.gpu_metrics import METRIC_LABELS, METRICS, UTILISATION_NOTE, format_metric, throttle_text
 from gpuplanner.history.runs import delete_run, list_runs
+from gpuplanner.history.stops import stopped_by_user
 from gpuplanner.history.time_breakdown import TimeBreakdown, from_dict, sum_breakdowns
 from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.compare_plots import ComparePlots
@@ -79,7 +80,6 @@ from gpuplanner.ui.history_model import (
 )
 from gpuplanner.ui.human import human_bytes, human_duration, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
-from gpuplanner.ui.run_failure import stopped_by_user
 from gpuplanner.ui.run_plots import RunPlots
 from gpuplanner.ui.search_view import SearchesDialog
 from gpuplanner.ui.services import AppServices

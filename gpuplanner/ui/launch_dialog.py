@@ -44,8 +44,8 @@ from PySide6.QtWidgets import (
 
 from gpuplanner.history.tags import TagError, parse_tags
 from gpuplanner.launch.budget import budget_problem
+from gpuplanner.launch.preflight import hf_id_for
 from gpuplanner.resources import resources_dir
-from gpuplanner.ui.preflight import hf_id_for
 
 GRAD_CHECKPOINTING = {
     "none": "off",

@@ -262,7 +262,7 @@ class RunController(QObject):
                 live = list(manager.live_runs())
                 for run_id in live:
                     try:
-                        manager.stop(run_id)
+                        manager.stop(run_id, by="window")
                     except Exception as exc:  # a run that ended meanwhile
                         log.warning("stopping run %s: %s", run_id, exc)
                 for run_id in live:

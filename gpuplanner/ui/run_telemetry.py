@@ -24,7 +24,7 @@ STEP_COLUMNS = ("x", "step", "loss", "tokens_per_s", "spend_usd", "step_time_s",
 EVAL_COLUMNS = ("x", "step", "eval_loss")
 GPU_CAPACITY = 86_400  # a day of 1 Hz samples per GPU
 STEP_CAPACITY = 200_000
-MARKER_KINDS = ("checkpoint", "preempted", "resumed")
+MARKER_KINDS = ("checkpoint", "preempted", "stopped", "resumed")
 GIB = float(1 << 30)
 # the latest value of each of these is kept per GPU for the Runs pane's GPU table
 LIVE_GPU_FIELDS = (

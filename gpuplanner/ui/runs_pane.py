@@ -137,7 +137,7 @@ class RunEntry:
     finished_emitted: bool = False
     alerts: list[tuple[str, ...]] = field(default_factory=list)
     alerts_checked: float = 0.0
-    failure: dict[str, Any] | None = None  # error and stderr tail of a failed run (run_failure)
+    failure: dict[str, Any] | None = None  # error and stderr tail of a failed run (history/failures.py)
     time_breakdown: Any = None  # where the billed time went (history/time_breakdown.py), from the history
     failure_requested: bool = False
 
@@ -332,13 +332,11 @@ class RunsPane(QWidget):
         )
 
     def check_launch(self, values: dict[str, Any], dialog: LaunchDialog) -> None:
-        """The pre-launch checks (:mod:`preflight`) on the worker thread; the answer goes to ``dialog``."""
-        db_path, host = self.services.db_path, values.get("host")
+        """The pre-launch checks (``RunManager.preflight``) on the worker thread; the answer goes to ``dialog``."""
+        host = values.get("host")
 
         def job(manager: Any) -> list[str]:
-            from gpuplanner.ui.preflight import check_on_host
-
-            return check_on_host(manager, db_path, str(host), values)
+            return list(manager.preflight(str(host), values))
 
         def answer(problems: list[str], note: str | None = None) -> None:
             try:
@@ -523,8 +521,9 @@ class RunsPane(QWidget):
 
         def job(manager: Any) -> tuple[list[tuple[int, str, str, RunTelemetry]], Any]:
             from gpuplanner.history.db import connect
+            from gpuplanner.history.failures import load_failure
             from gpuplanner.history.runs import list_runs
-            from gpuplanner.ui.run_failure import load_failure, stopped_by_user
+            from gpuplanner.history.stops import stopped_by_user
 
             db = connect(db_path)
             try:
@@ -537,7 +536,7 @@ class RunsPane(QWidget):
                     tel.price_per_gpu_hour = run.price_usd_per_gpu_hour
                     tel.backfill_from_history(db, run.id)
                     state = ENDED_STATES.get(run.status, run.status)
-                    if run.status == "preempted" and stopped_by_user(db, run.id):
+                    if run.status == "preempted" and stopped_by_user(db, run.id):  # recorded by an older version
                         state = "stopped"
                     failure = load_failure(db, run.id) if run.status == "failed" else None
                     last = (run.id, run.name or f"Run {run.id}", run.host or "?", tel, state, failure)
@@ -611,22 +610,19 @@ class RunsPane(QWidget):
                 entry.alerts_checked = 0.0
                 if status.state == "failed" and not entry.failure_requested:
                     entry.failure_requested = True
-                    self._collect_failure(entry, status)  # runFinished once the failure is stored
+                    self._load_failure(entry)  # runFinished once the failure is read
                 else:
                     self.runFinished.emit(entry.run_id)
         elif status.state in ACTIVE_STATES:
             entry.finished_emitted = False
             entry.failure_requested, entry.failure = False, None
 
-    def _collect_failure(self, entry: RunEntry, status: Any) -> None:
-        """Read the failed run's stderr tail from its host and keep it in the history (worker thread)."""
-        db_path = self.services.db_path
-        run_id, host, run_dir, code = entry.run_id, status.host, status.run_dir or entry.run_dir, status.exit_code
+    def _load_failure(self, entry: RunEntry) -> None:
+        """The failed run's error and stderr tail, as the launcher recorded them, from the history (worker thread)."""
+        run_id = entry.run_id
 
         def job(manager: Any) -> dict[str, Any]:
-            from gpuplanner.ui.run_failure import collect_failure
-
-            return collect_failure(manager, db_path, run_id, host, run_dir or "", code)
+            return manager.failure(run_id) or {"error": None, "stderr_tail": ""}
 
         def done(detail: dict[str, Any]) -> None:
             entry.failure = detail
@@ -842,7 +838,7 @@ class RunsPane(QWidget):
             return
         run_id = entry.run_id
         calls = {
-            "stop": lambda m: m.stop(run_id),
+            "stop": lambda m: m.stop(run_id, by="window"),
             "kill": lambda m: m.kill(run_id),
             "preempt": lambda m: m.simulate_preemption(run_id),
             "resume": lambda m: m.resume(run_id),
@@ -850,22 +846,8 @@ class RunsPane(QWidget):
         self._say("")
         if action == "resume":
             entry.finished_emitted = False
-        if action == "stop":  # the trainer reports a stop like a preemption: the window knows better
+        if action == "stop":  # the plots call the trainer's next "preempted" a stop (the history stores it so)
             entry.telemetry.user_stopped = True
-            db_path, stop = self.services.db_path, calls["stop"]
-
-            def stop_and_record(manager: Any) -> None:
-                from gpuplanner.history.db import connect
-                from gpuplanner.ui.run_failure import record_event
-
-                stop(manager)
-                db = connect(db_path)
-                try:
-                    record_event(db, run_id, "user_stop", {"by": "window"})
-                finally:
-                    db.close()
-
-            calls["stop"] = stop_and_record
         self.controller.submit(calls[action], None, lambda exc: self._say(f"{action.capitalize()} failed: {exc}"))
 
     @Slot()

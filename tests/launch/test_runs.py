@@ -81,7 +81,7 @@ def test_local_launch_stream_stop_resume(db_path: Path, model_config: Path, tmp_
     manager.stop(run_id)
     status = manager.wait(run_id, 120)
     assert (status.state, status.exit_code) == ("stopped", 75)
-    assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("preempted",)]
+    assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("stopped",)]
     stopped_at = watch.steps()[-1]
     assert stopped_at < 300
     manager.resume(run_id)

@@ -288,7 +288,7 @@ def test_pending_job_shows_its_reason_and_a_stop_cancels_it(
         assert (status.state, status.exit_code) == ("stopped", 75), status
         final = slurm_events(db_path, run_id)[-1]
         assert final["state"] == "CANCELLED" and final["exit_code"] == 75 and final["billed_s"] == 0
-        assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("preempted",)]
+        assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("stopped",)]
         assert all_seqs(db_path, run_id) == []  # the trainer never ran
         manager.close()
     finally:

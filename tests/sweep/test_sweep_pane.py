@@ -161,7 +161,11 @@ def test_stop_ends_the_running_trials(
     assert len(result.trials) == 1 and result.trials[0]["end"] == "stopped"
     conn = connect(db_path)
     try:
-        (status,) = conn.execute("SELECT status FROM runs WHERE id = ?", [result.trials[0]["run_id"]]).fetchone()
+        run_id = result.trials[0]["run_id"]
+        (status,) = conn.execute("SELECT status FROM runs WHERE id = ?", [run_id]).fetchone()
+        stops = conn.execute("SELECT detail_json FROM events WHERE run_id = ? AND kind = 'user_stop'", [run_id])
+        stops = [json.loads(r[0]) for r in stops.fetchall()]
     finally:
         conn.close()
-    assert status in ("stopped", "preempted", "finished")
+    assert status in ("stopped", "finished")  # the search's stop is a stop, never a preemption
+    assert [(s["by"], s["reason"]) for s in stops] == [("sweep", "stopped")]

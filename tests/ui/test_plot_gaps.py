@@ -110,9 +110,9 @@ def test_a_user_stop_is_not_called_a_preemption(tmp_path: Any) -> None:
     from gpuplanner.history.db import open_db
     from gpuplanner.history.ingest import ingest_records
     from gpuplanner.history.runs import create_run
+    from gpuplanner.history.stops import record_user_stop
     from gpuplanner.ui.history_model import run_series
     from gpuplanner.ui.history_pane import load_summaries
-    from gpuplanner.ui.run_failure import record_event, stopped_by_user
 
     tel = RunTelemetry(1)
     tel.add_records([{"seq": 0, "t": 100.0, "kind": "run_start"}, *_segment(1, 101.0, 5, 1.0, 0)])
@@ -127,7 +127,7 @@ def test_a_user_stop_is_not_called_a_preemption(tmp_path: Any) -> None:
     try:
         run_id = create_run(db, name="stop-me", host="local", gpu_count=1)
         ingest_records(db, run_id, [{"v": 1, "seq": 0, "t": 100.0, "kind": "run_start", "config": {}}])
-        record_event(db, run_id, "user_stop", {"by": "window"})
+        record_user_stop(db, run_id, "window")
         ingest_records(
             db,
             run_id,
@@ -136,7 +136,7 @@ def test_a_user_stop_is_not_called_a_preemption(tmp_path: Any) -> None:
                 {"v": 1, "seq": 2, "t": 4e9 + 1, "kind": "run_end", "status": "preempted", "exit_code": 75},
             ],
         )
-        assert stopped_by_user(db, run_id)
+        assert db.execute("SELECT status FROM runs WHERE id = ?", [run_id]).fetchone()[0] == "stopped"
         kinds = [e[1] for e in run_series(db, run_id).events]
         assert "stopped" in kinds and "preempted" not in kinds
     finally:

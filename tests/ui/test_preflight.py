@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gpuplanner.launch.preflight import check_launch, hf_id_for, local_files, preset_named
 from gpuplanner.ui.launch_dialog import demo_dir
-from gpuplanner.ui.preflight import check_launch, hf_id_for, local_files, preset_named
 
 EXISTS, READ = local_files()
 

@@ -3,12 +3,14 @@ tail of the trainer's stderr are shown in Runs and in History (Summary and Event
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from gpuplanner.history.failures import load_failure
+from gpuplanner.launch.run_failure import error_line, read_tail, tail_text
 from gpuplanner.ui.launch_dialog import demo_dir
-from gpuplanner.ui.run_failure import error_line, load_failure, read_tail, tail_text
 from tests.ui.helpers import tiny_request, wait_for_history
 
 pytestmark = pytest.mark.xdist_group("ui_runs")
@@ -84,3 +86,42 @@ def test_failed_run_shows_its_error_and_stderr_in_runs_and_history(qtbot: Any, r
     row = kinds.index("failure")
     assert "IndexError" in history.events_table.item(row, 4).text()
     history.shutdown()
+
+
+@pytest.mark.slow
+def test_a_failed_run_is_recorded_the_same_from_the_cli_and_the_window(
+    qtbot: Any, runs_pane: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The launcher records the stderr tail (not the pane): ``gpuplanner run`` stores what the window does."""
+    import sys
+
+    from gpuplanner.cli import main
+    from gpuplanner.history.db import connect
+    from gpuplanner.ui.launch_dialog import LaunchRequest
+    from tests.conftest import REPO_ROOT
+
+    command = [sys.executable, str(REPO_ROOT / "tests" / "data" / "user_scripts" / "hold.py"), "--fail"]
+    db_path = runs_pane.services.db_path
+    assert main(["run", "--db", str(db_path), "--host", "local", "--json", "--", *command]) == 1
+    cli_run = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["run_id"]
+
+    finished: list[int] = []
+    runs_pane.runFinished.connect(finished.append)
+    runs_pane.launch(LaunchRequest(host_name="local", trainer_args=[], name="fails", command=command))
+    qtbot.waitUntil(lambda: len(finished) == 1, timeout=60_000)
+    entry = runs_pane.runs[finished[0]]
+    assert entry.state == "failed"
+
+    db = connect(db_path)
+    try:
+        stored = {run_id: load_failure(db, run_id) for run_id in (cli_run, entry.run_id)}
+    finally:
+        db.close()
+    cli, window = stored[cli_run], stored[entry.run_id]
+    assert cli is not None and window is not None
+    assert cli["stderr_tail"].endswith("ValueError: no rows in the data set")
+    assert "Traceback (most recent call last):" in cli["stderr_tail"]
+    assert cli["error"] == "ValueError: no rows in the data set" and cli["exit_code"] == 3
+    same = ("error", "exit_code", "stderr_tail")
+    assert {k: cli[k] for k in same} == {k: window[k] for k in same}
+    assert entry.failure is not None and entry.failure["stderr_tail"] == window["stderr_tail"]  # the pane shows it

@@ -14,9 +14,9 @@ from gpuplanner.ui.run_telemetry import RunTelemetry
 
 def test_after_a_restart_the_last_run_is_selected(qtbot: Any, tmp_services: Any) -> None:
     from gpuplanner.history.db import open_db
+    from gpuplanner.history.failures import record_failure
     from gpuplanner.history.ingest import ingest_records
     from gpuplanner.history.runs import create_run
-    from gpuplanner.ui.run_failure import record_failure
     from gpuplanner.ui.runs_pane import RunsPane
 
     db = open_db(tmp_services.db_path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from PySide6.QtCore import QTimer
@@ -354,6 +356,15 @@ def test_launch_from_dialog_then_stop_resume_from_buttons(qtbot, runs_pane, monk
     runs_pane.stop_button.click()
     qtbot.waitUntil(lambda: entry.state == "stopped", timeout=60_000)
     assert entry.exit_code == 75 and finished == [entry.run_id]
+    from gpuplanner.history.db import connect
+
+    db = connect(runs_pane.services.db_path)
+    try:  # the launcher recorded the Stop: a stop, not a preemption
+        assert db.execute("SELECT status FROM runs WHERE id = ?", [entry.run_id]).fetchone()[0] == "stopped"
+        by = db.execute("SELECT detail_json FROM events WHERE run_id = ? AND kind = 'user_stop'", [entry.run_id])
+        assert [json.loads(r[0])["by"] for r in by.fetchall()] == ["window"]
+    finally:
+        db.close()
     qtbot.waitUntil(runs_pane.resume_button.isEnabled, timeout=5_000)
     steps_before = entry.telemetry.current_step()
     runs_pane.resume_button.click()

@@ -1,6 +1,10 @@
 """Checks before a launch, in the launch dialog's words: what would make the trainer fail in its first seconds.
 
-No Qt here. :func:`check_launch` takes the dialog's values, the host (with its last probe, when it was
+:meth:`RunManager.preflight <gpuplanner.launch.manager.RunManager.preflight>` runs them for the launch
+dialog (before launching) and :meth:`RunManager.launch` runs them on every launch of the bundled trainer
+(values from its flags, :func:`values_from_args`) and records the outcome in the run's ``preflight``
+launcher event, so a run launched by the CLI, the window or a sweep carries the same record.
+:func:`check_launch` takes the dialog's values, the host (with its last probe, when it was
 probed) and two functions that look at the host's files (``exists(path)``, ``read_text(path)``), so the
 same checks run for this machine (the local file system) and an SSH host (through its connection).
 
@@ -14,10 +18,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from gpuplanner.launch.hosts import Host
 from gpuplanner.resources import resource_path
 
 POSITION_KEYS = ("n_positions", "max_position_embeddings", "n_ctx", "max_seq_len", "seq_length")
@@ -82,7 +87,7 @@ def check_launch(
         else:
             try:
                 loaded = json.loads(text)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 problems.append(f"Model config: {model_config} is not valid JSON ({exc.msg}, line {exc.lineno}).")
             else:
                 if isinstance(loaded, dict):
@@ -161,7 +166,7 @@ def backend_files(backend: Any) -> tuple[Callable[[str], bool], Callable[[str], 
 
     def read_bytes(path: str) -> bytes | None:
         try:
-            data = backend.read(path, 0, 4 * 1024 * 1024)
+            data: bytes = backend.read(path, 0, 4 * 1024 * 1024)
         except Exception:
             return None
         finally:
@@ -190,14 +195,34 @@ def backend_files(backend: Any) -> tuple[Callable[[str], bool], Callable[[str], 
     return exists, read_text
 
 
-def check_on_host(manager: Any, db_path: Any, host_name: str, values: dict[str, Any]) -> list[str]:
-    """:func:`check_launch` for a stored host (worker thread): local files here, an SSH host's through the
-    launcher's connection to it; the host's last probe from the history."""
-    from gpuplanner.launch.hosts import get_host
-
-    host = get_host(db_path, host_name)
+def check_on_host(host: Host, backend: Any, values: dict[str, Any]) -> list[str]:
+    """:func:`check_launch` for a stored host: local files here, an SSH host's through ``backend`` (the
+    launcher's connection to it); the host's last probe from its record."""
     if host.kind == "local":
         exists, read_text = local_files()
     else:
-        exists, read_text = backend_files(manager._backend(host_name))  # the launcher's connection
+        exists, read_text = backend_files(backend)
     return check_launch(values, host.display_name, host.probe, exists, read_text)
+
+
+def _flag(args: list[str], flag: str) -> list[str]:
+    """Every value of ``flag`` in a trainer command line (``--flag value`` or ``--flag=value``)."""
+    found: list[str] = []
+    for i, arg in enumerate(args):
+        if arg.startswith(flag + "="):
+            found.append(arg.split("=", 1)[1])
+        elif arg == flag and i + 1 < len(args):
+            found.append(args[i + 1])
+    return found
+
+
+def values_from_args(trainer_args: Sequence[str]) -> dict[str, Any]:
+    """The launch dialog's values (``model_config``, ``model``, ``seq_len``, ``data``) of a trainer command line."""
+    args = list(trainer_args)
+    seq_len = next(iter(_flag(args, "--seq-len")), None)
+    return {
+        "model_config": next(iter(_flag(args, "--model-config")), ""),
+        "model": next(iter(_flag(args, "--model")), ""),
+        "seq_len": int(seq_len) if seq_len and seq_len.isdigit() else 0,
+        "data": _flag(args, "--data"),
+    }
