@@ -18,7 +18,7 @@ from typing import Any
 from gpuplanner.history.db import connect, read_snapshot
 from gpuplanner.history.tags import tags_of
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.sweep.study import METRIC, storage_path, storage_url
+from gpuplanner.sweep.study import METRIC, open_storage, storage_path
 
 SWEEP_TAG = "sweep"  # the tag key naming a trial run's study (set by the runner on every trial)
 
@@ -146,7 +146,7 @@ def study_names(history_db: Path) -> list[str]:
     if not storage_path(history_db).exists():
         return []
     optuna = _optuna()
-    return sorted(s.study_name for s in optuna.get_all_study_summaries(storage_url(history_db)))
+    return sorted(s.study_name for s in optuna.get_all_study_summaries(open_storage(history_db)))
 
 
 def load_review(history_db: Path, study_name: str) -> SearchReview:
@@ -156,7 +156,7 @@ def load_review(history_db: Path, study_name: str) -> SearchReview:
         known = ", ".join(names) if names else "none yet"
         raise SearchNotFound(f"no search named {study_name!r} beside {history_db} (searches: {known})")
     optuna = _optuna()
-    study = optuna.load_study(study_name=study_name, storage=storage_url(history_db))
+    study = optuna.load_study(study_name=study_name, storage=open_storage(history_db))
     attrs = study.user_attrs
     caps = attrs.get("caps") or {}
     frozen_trials = study.get_trials(deepcopy=False)

@@ -7,10 +7,17 @@ continues when run again with the same study name.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover (Windows)
+    fcntl = None  # type: ignore[assignment]
 
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.sweep.schedule import Schedule
@@ -34,6 +41,32 @@ def storage_path(history_db: Path) -> Path:
 
 def storage_url(history_db: Path) -> str:
     return f"sqlite:///{storage_path(history_db)}"
+
+
+@contextlib.contextmanager
+def _storage_lock(history_db: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``<study file>.lock`` while Optuna creates or upgrades its tables: two
+    processes (a search and the window looking at it, or two searches) opening a fresh study file at once
+    both ran Optuna's schema set-up, and one failed with ``UNIQUE constraint failed:
+    alembic_version.version_num``."""
+    path = storage_path(history_db)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a+b") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def open_storage(history_db: Path) -> Any:
+    """The study storage beside ``history_db`` (Optuna's RDB storage on SQLite), its tables made under
+    :func:`_storage_lock`: the one way every part of a search opens it."""
+    optuna = _optuna()
+    with _storage_lock(history_db):
+        return optuna.storages.RDBStorage(storage_url(history_db), engine_kwargs={"connect_args": {"timeout": 30}})
 
 
 def make_sampler(name: str, seed: int | None) -> Any:
@@ -81,7 +114,7 @@ def eval_every(schedule: Schedule) -> int:
 def open_study(history_db: Path, name: str, schedule: Schedule, sampler: str, seed: int | None) -> Any:
     """Create the study, or load it to continue a search run before under this name."""
     optuna = _optuna()
-    storage = optuna.storages.RDBStorage(storage_url(history_db), engine_kwargs={"connect_args": {"timeout": 30}})
+    storage = open_storage(history_db)
     return optuna.create_study(
         study_name=name,
         storage=storage,
