@@ -44,7 +44,7 @@ class ByteTokenizer:
         return self.encode(text)[:max_len]
 
     def save_pretrained(self, path: str | Path) -> None:
-        Path(path, "byte_tokenizer.json").write_text(json.dumps({"type": "byte-level", "eos": 256}) + "\n")
+        Path(path, BYTE_TOKENIZER_FILE).write_text(json.dumps({"type": "byte-level", "eos": 256}) + "\n")
 
 
 class HFTokenizer:
@@ -72,15 +72,31 @@ class HFTokenizer:
         self.tok.save_pretrained(path)
 
 
-def load_tokenizer(model: str | None) -> ByteTokenizer | HFTokenizer:
-    if model:
-        try:
-            from transformers import AutoTokenizer
+BYTE_TOKENIZER_FILE = "byte_tokenizer.json"
 
-            return HFTokenizer(AutoTokenizer.from_pretrained(model))
-        except (OSError, ValueError, TypeError):
-            pass
-    return ByteTokenizer()
+
+class TokenizerError(ValueError):
+    """A pretrained model's tokenizer cannot be loaded: an error, never a silent switch to bytes."""
+
+
+def load_tokenizer(model: str | None) -> ByteTokenizer | HFTokenizer:
+    """The model's own tokenizer. Bytes (257 ids) only for a model built from a ``config.json`` (no
+    ``model``) or one this trainer saved so (its folder holds ``byte_tokenizer.json``); a pretrained
+    model whose tokenizer does not load raises :class:`TokenizerError`: a 128k-vocabulary model must
+    never train on bytes and exit 0."""
+    if not model or Path(model, BYTE_TOKENIZER_FILE).is_file():
+        return ByteTokenizer()
+    try:
+        from transformers import AutoTokenizer
+
+        return HFTokenizer(AutoTokenizer.from_pretrained(model))
+    except Exception as exc:  # noqa: BLE001 (transformers raises many kinds; each is the same refusal)
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise TokenizerError(
+            f"the tokenizer of {model} cannot be loaded ({type(exc).__name__}: {reason}); nothing was trained. "
+            "A model folder needs its tokenizer files (tokenizer.json, or tokenizer_config.json with its "
+            "vocabulary)"
+        ) from None
 
 
 def data_files(paths: list[str]) -> list[Path]:

@@ -239,7 +239,7 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
     try:
         trainer = _Trainer(config, info, device, run_dir, tele, bench, writer, started)
         return trainer.run()
-    except (checkpoint.ResumeConflict, losses.UnsupportedLoss, QLoRAUnavailable) as exc:  # bad configuration
+    except (checkpoint.ResumeConflict, losses.UnsupportedLoss, QLoRAUnavailable, data_mod.TokenizerError) as exc:
         warn(str(exc))
         phases = trainer.phase_fields() if trainer is not None else {}
         tele.emit("run_end", status="failed", error=str(exc), exit_code=EXIT_CONFIG, **phases)
@@ -305,6 +305,8 @@ class _Trainer:
     def _load_data(self) -> None:
         c = self.config
         self.tokenizer = data_mod.load_tokenizer(c.model if c.model else None)
+        if isinstance(self.tokenizer, data_mod.ByteTokenizer) and self.info.is_main:
+            warn("byte tokenizer (257 ids: one per byte, 256 = end of text): the model has no tokenizer of its own")
         files = data_mod.data_files(c.data)
         cache = Path(c.cache_dir) if c.cache_dir else self.run_dir / "token-cache"
         if c.task == "seq-cls":
