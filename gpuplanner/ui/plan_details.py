@@ -273,6 +273,19 @@ def summary_text(plan: Plan) -> str:
     return " ".join(parts)  # the price's date and source: rental_text
 
 
+def batch_text(plan: Plan) -> str:
+    """The form's hint under its fields: the model's size, the effective batch and the optimizer steps of the
+    form's own plan."""
+    model, setup = plan.request.model, plan.setup
+    tokens = setup.effective_batch * setup.seq_len
+    return (
+        f"{model.name}: {model.n_params / 1e9:,.2f}B parameters. Effective batch "
+        f"{setup.micro_batch} x {setup.grad_accum} x {setup.gpus} GPU(s) = {setup.effective_batch} sequences "
+        f"({tokens:,} tokens) per optimizer step; {plan.runtime.optimizer_steps:,} steps."
+        + (f" Largest micro-batch that fits: {plan.max_micro_batch}." if plan.max_micro_batch else "")
+    )
+
+
 def _what(choice: PriceChoice, gpus: int) -> str:
     """``1 x p5.48xlarge (8 GPUs)`` (``2 x p5.48xlarge (16 GPUs)`` across nodes), with the idle GPUs of a
     whole instance billed for a smaller run."""

@@ -8,11 +8,13 @@ to rent, settings, memory bar and advice; then the chart and the ranked table.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QRectF, QSize
 from PySide6.QtGui import QImage, QPainter, QPalette
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from gpuplanner.export.tables import to_csv, to_markdown
 from gpuplanner.planning import PlanResult
@@ -86,3 +88,24 @@ def plan_report(result: PlanResult | None, details: Details | None, view: Memory
     dim = [not row.usable for row in result.rows]
     report.table([c[0] for c in COLUMNS], table_cells(result.rows).texts, dim=dim)  # as the window shows them
     return report
+
+
+FILTERS = {"csv": "CSV (*.csv)", "markdown": "Markdown (*.md)", "png": "PNG image (*.png)", "pdf": "PDF (*.pdf)"}
+SUFFIXES = {"csv": ".csv", "markdown": ".md", "png": ".png", "pdf": ".pdf"}
+
+
+def ask_and_write(parent: QWidget, kind: str, writers: Mapping[str, Callable[[str], None]]) -> str | None:
+    """Ask where to write the ``kind`` export (its suffix added when missing), then write it with
+    ``writers[kind]``; the path, or None when the user cancelled or the file could not be written (said)."""
+    suffix = SUFFIXES[kind]
+    path, _ = QFileDialog.getSaveFileName(parent, "Export plan", f"gpu-plan{suffix}", FILTERS[kind])
+    if not path:
+        return None
+    if not path.endswith(suffix):
+        path += suffix
+    try:
+        writers[kind](path)
+    except OSError as exc:
+        QMessageBox.warning(parent, "Export", f"Cannot write {path}: {exc}")
+        return None
+    return path

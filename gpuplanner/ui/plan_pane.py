@@ -36,18 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, QThreadPool, QTimer, Signal, Slot
+from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal, Slot
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import (
-    QFileDialog,
-    QFrame,
     QHBoxLayout,
     QInputDialog,
-    QLabel,
     QMessageBox,
     QPushButton,
     QScrollArea,
-    QSplitter,
     QVBoxLayout,
     QWidget,
 )
@@ -65,6 +61,7 @@ from gpuplanner.ui.plan_details import (
     Details,
     Focus,
     OptionKey,
+    batch_text,
     describe,
     field_label,
     focus_request,
@@ -84,6 +81,7 @@ from gpuplanner.ui.plan_inputs import (
 )
 from gpuplanner.ui.plan_launch import option_settings
 from gpuplanner.ui.plan_options_table import OptionsTable
+from gpuplanner.ui.plan_splitter import PlanSplitter
 from gpuplanner.ui.plan_store import PlanStore, SavedPlan
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.services import AppServices
@@ -192,44 +190,19 @@ class PlanPane(QWidget):
         rv.setSpacing(4)
         rv.addLayout(self._buttons())
 
-        # The details of one option, in a scroll area that is the splitter's first pane: however long
-        # their text gets, the table and the chart below keep their place.
         self.details_view = view = PlanDetailsView()
         self.recommendation_label, self.status_label = view.recommendation_label, view.status_label
         self.form_note_label, self.focus_label = view.form_note_label, view.focus_label
         self.summary_label, self.rent_label = view.summary_label, view.rent_label
         self.sources_label, self.memory_bar, self.advice_label = view.sources_label, view.memory_bar, view.advice_label
-        self.details_scroll = QScrollArea()
-        self.details_scroll.setWidget(view)
-        self.details_scroll.setWidgetResizable(True)
-        self.details_scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.details_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.details_scroll.setMinimumHeight(90)
-
         self.options = OptionsTable()
-        self.options.setMinimumHeight(120)
         self.model, self.proxy, self.table = self.options.model, self.options.proxy, self.options.table
         self.usable_only, self.table_title = self.options.usable_only, self.options.title
         self.options.selectedChanged.connect(self._on_selection_changed)
         self.options.optionDoubleClicked.connect(self._on_option_double_clicked)
-        self._chart_placeholder = QLabel("")
-        self._chart_placeholder.setMinimumHeight(150)
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.details_scroll)
-        splitter.addWidget(self.options)
-        splitter.addWidget(self._chart_placeholder)
-        splitter.setStretchFactor(0, 0)
-        splitter.setStretchFactor(1, 1)
-        splitter.setStretchFactor(2, 1)
-        splitter.setChildrenCollapsible(False)
-        splitter.splitterMoved.connect(self._on_splitter_moved)
-        self.splitter = splitter
-        splitter.installEventFilter(self)
-        # The panes' heights are laid out from the pane's height (see _lay_out_splitter) until the user
-        # drags a handle or a saved layout is restored; new results never move them.
-        self.user_sized_splitter = False
-        self._sized_for: tuple[int, int] | None = None
-        rv.addWidget(splitter, 1)
+        self.splitter = PlanSplitter(view, self.options)
+        self.details_scroll = self.splitter.details_scroll
+        rv.addWidget(self.splitter, 1)
 
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -269,51 +242,16 @@ class PlanPane(QWidget):
         buttons.addWidget(self.launch_button)
         return buttons
 
-    # ------------------------------------------------------------------ splitter
+    # ------------------------------------------------------------------ splitter and chart
 
-    CHART_SHARE = 0.45  # of the height below the details, at least CHART_MIN_PX
-    CHART_MIN_PX = 200
-    DETAILS_SHARE = 0.45  # the details get the height their text needs, at most this share
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt naming)
-        if watched is self.splitter and event.type() == QEvent.Type.Resize:
-            self._lay_out_splitter()
-        return super().eventFilter(watched, event)
+    @property
+    def user_sized_splitter(self) -> bool:
+        """Whether the user sized the details, table and chart (the window saves that layout)."""
+        return self.splitter.user_sized
 
     def restore_splitter(self, state: Any) -> bool:
-        """Restore the user's saved splitter layout (from :meth:`QSplitter.saveState`); False when it does not
-        match this pane's three parts."""
-        if not self.splitter.restoreState(state) or len(self.splitter.sizes()) != 3:
-            return False
-        self.user_sized_splitter = True
-        return True
-
-    @Slot(int, int)
-    def _on_splitter_moved(self, _pos: int, _index: int) -> None:
-        self.user_sized_splitter = True
-
-    def _lay_out_splitter(self, *, force: bool = False) -> None:
-        """Details as tall as their text (up to :data:`DETAILS_SHARE`), the chart a real share of the rest,
-        the table what remains. Done for a new pane size (or once the first result has text), never for
-        new results, so nothing jumps while typing."""
-        if self.user_sized_splitter:
-            return
-        splitter = self.splitter
-        total = splitter.height() - 2 * splitter.handleWidth()
-        # the splitter's width less the details' scroll bar (the viewport may not have its new width yet)
-        width = splitter.width() - self.details_scroll.verticalScrollBar().sizeHint().width()
-        if total <= 0 or width <= 0 or (not force and self._sized_for == (width, total)):
-            return
-        self._sized_for = (width, total)
-        layout = self.details_view.layout()
-        need = (
-            layout.totalHeightForWidth(width) if layout.hasHeightForWidth() else self.details_view.sizeHint().height()
-        )
-        need += 2 * layout.spacing() + 8  # the wrapped labels' estimate runs a few pixels short
-        details = max(self.details_scroll.minimumHeight(), min(need, int(total * self.DETAILS_SHARE)))
-        rest = total - details
-        chart = max(self.CHART_MIN_PX, int(rest * self.CHART_SHARE))
-        splitter.setSizes([details, max(120, rest - chart), chart])
+        """Restore the user's saved splitter layout; False when it does not match this pane's three parts."""
+        return self.splitter.restore(state)
 
     @property
     def chart(self) -> Any:
@@ -328,10 +266,7 @@ class PlanPane(QWidget):
 
             chart = CostChart()
             chart.setMinimumHeight(150)
-            sizes = self.splitter.sizes()
-            self.splitter.replaceWidget(2, chart)
-            self._chart_placeholder.deleteLater()
-            self.splitter.setSizes(sizes)
+            self.splitter.set_chart(chart)
             self._chart = chart
             chart.optionClicked.connect(self._on_chart_option_clicked)
             if self.result is not None:
@@ -411,7 +346,7 @@ class PlanPane(QWidget):
         self.details_view.clear_input_error()
         self._apply(result, cells if cells is not None else table_cells(result.rows))
         if first:
-            self._lay_out_splitter(force=True)  # the details have their text now
+            self.splitter.lay_out(force=True)  # the details have their text now
         if self._edit_started is not None:
             self.last_latency_s = time.perf_counter() - self._edit_started
             self._edit_started = None
@@ -440,14 +375,7 @@ class PlanPane(QWidget):
             else "",
         )
         self.form.set_note("calibration", result.calibration_note)
-        setup = plan.setup
-        tokens = setup.effective_batch * setup.seq_len
-        self.form.hint.setText(
-            f"{request.model.name}: {request.model.n_params / 1e9:,.2f}B parameters. Effective batch "
-            f"{setup.micro_batch} x {setup.grad_accum} x {setup.gpus} GPU(s) = {setup.effective_batch} sequences "
-            f"({tokens:,} tokens) per optimizer step; {plan.runtime.optimizer_steps:,} steps."
-            + (f" Largest micro-batch that fits: {plan.max_micro_batch}." if plan.max_micro_batch else "")
-        )
+        self.form.hint.setText(batch_text(plan))
 
     # ------------------------------------------------------------------ the option the details describe
 
@@ -658,29 +586,13 @@ class PlanPane(QWidget):
         self.export_dialog(str(action.data()))
 
     def export_dialog(self, kind: str) -> str | None:
-        filters = {
-            "csv": "CSV (*.csv)",
-            "markdown": "Markdown (*.md)",
-            "png": "PNG image (*.png)",
-            "pdf": "PDF (*.pdf)",
-        }
-        suffix = {"csv": ".csv", "markdown": ".md", "png": ".png", "pdf": ".pdf"}[kind]
+        """Ask where to write the ``kind`` export ("csv", "markdown", "png" or "pdf") and write it; the path,
+        or None when nothing was written."""
         if self.result is None:
             QMessageBox.information(self, "Export", "There is no valid plan to export: fix the marked input first.")
             return None
-        path, _ = QFileDialog.getSaveFileName(self, "Export plan", f"gpu-plan{suffix}", filters[kind])
-        if not path:
-            return None
-        if not path.endswith(suffix):
-            path += suffix
-        try:
-            {"csv": self.export_csv, "markdown": self.export_markdown, "png": self.export_png, "pdf": self.export_pdf}[
-                kind
-            ](path)
-        except OSError as exc:
-            QMessageBox.warning(self, "Export", f"Cannot write {path}: {exc}")
-            return None
-        return path
+        writers = {"csv": self.export_csv, "markdown": self.export_markdown, "png": self.export_png}
+        return plan_export.ask_and_write(self, kind, {**writers, "pdf": self.export_pdf})
 
     # ------------------------------------------------------------------ lifetime
 
