@@ -137,19 +137,23 @@ def form_note(focus: Focus, form_plan: Plan) -> str:
 
 
 def speed_words(source: str) -> str:
-    """A throughput source in the details' words: "step model for MI300X (matmuls at ...)", "measured in runs
-    #3 on NVIDIA A10G", "peak FLOP/s of T4 x the MFU you gave (...)"; other sources as they are."""
+    """A throughput source in the details' words: "step model for MI300X (matmuls at ...)", "step model for
+    MI300X corrected by speeds measured on H100 SXM, efficiency x0.91; matmuls at ...", "measured in runs #3
+    on NVIDIA A10G", "T4 peak 65 TFLOP/s x MFU 0.40 (given)"; other sources as they are."""
     if source.startswith("calibrated: "):
         return "measured in " + source.removeprefix("calibrated: ")
+    corrected = re.match(
+        r"calibrated from speeds measured on (.+?) \(efficiency (x[\d.]+)\); (.+?) step model, (.+)$", source
+    )
+    if corrected:
+        where, scale, gpu, rest = corrected.groups()
+        return f"step model for {gpu} corrected by speeds measured on {where}, efficiency {scale}; {rest}"
     if source.startswith("estimate: "):
         rest = source.removeprefix("estimate: ")
         model = re.match(r"(.+?) step model, (.+)$", rest)
         if model:
             return f"step model for {model.group(1)} ({model.group(2)})"
-        peak = re.match(r"(.+?) peak (.+)$", rest)
-        if peak:
-            return f"peak FLOP/s of {peak.group(1)} x the MFU you gave ({peak.group(2)})"
-        return rest
+        return rest  # "T4 peak 65 TFLOP/s x MFU 0.40 (given)"
     return source
 
 

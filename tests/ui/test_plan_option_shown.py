@@ -214,3 +214,16 @@ def test_the_plan_pane_never_opens_the_history_on_the_gui_thread(
     assert pane.form.values()["micro-batch"] == "4" and pane.saved_plan_id == plan_id
     # the calculation read the history's measured speeds too (the file exists now)
     assert len(opened) >= 4 and not any(opened), opened
+
+
+def test_speed_sources_in_the_details_words() -> None:
+    from gpuplanner.ui.plan_details import speed_words
+
+    assert speed_words("estimate: MI300X step model, matmuls at 53% of 1307 TFLOP/s, MFU 0.30") == (
+        "step model for MI300X (matmuls at 53% of 1307 TFLOP/s, MFU 0.30)"
+    )
+    assert speed_words("calibrated: runs #3 on NVIDIA A10G") == "measured in runs #3 on NVIDIA A10G"
+    assert speed_words(
+        "calibrated from speeds measured on A10G (sequence 512) (efficiency x1.20); L4 step model, matmuls at 48%"
+    ) == ("step model for L4 corrected by speeds measured on A10G (sequence 512), efficiency x1.20; matmuls at 48%")
+    assert speed_words("estimate: T4 peak 65 TFLOP/s x MFU 0.40 (given)") == "T4 peak 65 TFLOP/s x MFU 0.40 (given)"
