@@ -227,3 +227,32 @@ def test_speed_sources_in_the_details_words() -> None:
         "calibrated from speeds measured on A10G (sequence 512) (efficiency x1.20); L4 step model, matmuls at 48%"
     ) == ("step model for L4 corrected by speeds measured on A10G (sequence 512), efficiency x1.20; matmuls at 48%")
     assert speed_words("estimate: T4 peak 65 TFLOP/s x MFU 0.40 (given)") == "T4 peak 65 TFLOP/s x MFU 0.40 (given)"
+
+
+def test_a_history_another_process_holds_locked_does_not_freeze_the_pane(qtbot: Any, pane: PlanPane) -> None:
+    """A writer elsewhere holds the history: saving waits on the store's worker while the pane still
+    recalculates and lists the saved plans; the save lands once the lock is gone."""
+    import sqlite3
+
+    with qtbot.waitSignal(pane.planSaved, timeout=10_000):
+        pane.save_plan("first")  # the file exists, in WAL mode
+    other = sqlite3.connect(pane.store.db_path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # the write lock, as another process's import would hold it
+        pane.save_plan("second")  # returns at once: the worker waits for the lock
+        assert pane.store.is_busy()
+        pane.form.set_values({"epochs": "2"})
+        with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
+            pane.recalculate()  # the calculation (and its read of the history) still answers
+        assert pane.result.request.workload.epochs == 2.0
+        assert pane.store.is_busy()  # the save is still waiting
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    with qtbot.waitSignal(pane.planSaved, timeout=10_000) as saved:
+        pass
+    listed: list[Any] = []
+    pane.store.list_saved(listed.append)
+    qtbot.waitUntil(lambda: bool(listed), timeout=10_000)
+    assert sorted(name for _, name, _ in listed[0]) == ["first", "second"]
+    assert saved.args[0] == max(pid for pid, _, _ in listed[0])
