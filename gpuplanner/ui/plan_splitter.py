@@ -81,6 +81,7 @@ class PlanSplitter(QSplitter):
             return
         self._sized_for = (width, total)
         layout = self.details.layout()
+        assert layout is not None, "the details have their layout from the start"
         need = layout.totalHeightForWidth(width) if layout.hasHeightForWidth() else self.details.sizeHint().height()
         need += 2 * layout.spacing() + 8  # the wrapped labels' estimate runs a few pixels short
         details = max(self.details_scroll.minimumHeight(), min(need, int(total * self.DETAILS_SHARE)))
