@@ -13,7 +13,7 @@ connection), ``alert-settings-dialog.png`` (Runs > Alert settings), each but the
 
 Everything happens in a temporary data and settings directory (the user's history is never touched):
 - plan.png: the planner with the example LoRA workload, a deadline and a budget;
-- plan-dark.png: the same on the dark palette, a full fine-tune that does not fit, with the advice;
+- plan-dark.png: the same on the dark palette, a full fine-tune that does not fit the form's GPU (its note at the top);
 - runs.png and hosts.png: by tools/runs_screenshots.py (an 8-GPU run two hours in, fed through the
   same record path as a live run; hosts with probes and a refused host key);
 - history-alerts.png: the summary of a run whose alerts fired (low utilisation, input-bound), each

@@ -46,6 +46,7 @@ from gpuplanner.history.tags import TagError, parse_tags
 from gpuplanner.launch.budget import budget_problem
 from gpuplanner.launch.preflight import hf_id_for
 from gpuplanner.resources import resources_dir
+from gpuplanner.ui.palette import WARN
 
 GRAD_CHECKPOINTING = {
     "none": "off",
@@ -193,11 +194,29 @@ def remember_values(values: dict[str, Any]) -> None:
     store.sync()
 
 
+def _is_demo_value(value: Any) -> bool:
+    """Whether a remembered value names the shipped demo's files (its model config or corpus)."""
+    demo = demo_dir().resolve()
+    paths = value if isinstance(value, list) else [value]
+    for path in paths:
+        if isinstance(path, str) and path:
+            try:
+                if Path(path).resolve().is_relative_to(demo):
+                    return True
+            except (OSError, ValueError):
+                continue
+    return False
+
+
 def merged_settings(remembered: dict[str, Any], given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     """What the dialog opens with: ``defaults`` < what was typed last time < the values it was given (a plan).
 
     A given value of None or "" does not hide a remembered one; a given model (id or config) replaces both
-    remembered model fields, so a plan's model never mixes with the last run's."""
+    remembered model fields, so a plan's model never mixes with the last run's. A plan's settings (they carry
+    its ``plan_id``) never take the shipped demo's model or corpus from the last run: the plan did not use
+    them."""
+    if given.get("plan_id") is not None:
+        remembered = {k: v for k, v in remembered.items() if not _is_demo_value(v)}
     merged = {**defaults, **remembered}
     if any(given.get(k) for k in MODEL_KEYS):
         for key in MODEL_KEYS:
@@ -251,6 +270,10 @@ class LaunchDialog(QDialog):
             if index >= 0:
                 self.host_combo.setCurrentIndex(index)
         self.host_combo.setToolTip("The machine the trainer runs on: this machine or an SSH host from the Hosts pane")
+        self.host_note_label = QLabel(str(self.settings.get("host_note") or ""))  # a plan's GPUs no host has
+        self.host_note_label.setWordWrap(True)
+        self.host_note_label.setStyleSheet(f"color: {WARN};")
+        self.host_note_label.setVisible(bool(self.settings.get("host_note")))
         self.gpus_spin = _spin(1, 64, int(settings.get("gpus") or 1), "GPUs on the host (more than one runs DDP)")
         self.device_combo = QComboBox()
         self.device_combo.addItems(DEVICES)
@@ -258,6 +281,7 @@ class LaunchDialog(QDialog):
         self.device_combo.setToolTip("auto: the GPU when there is one, else the CPU")
         form.addRow("Run name:", self.name_edit)
         form.addRow("Host:", self.host_combo)
+        form.addRow(self.host_note_label)
         form.addRow("GPUs:", self.gpus_spin)
         form.addRow("Device:", self.device_combo)
 

@@ -1,8 +1,11 @@
 """What the Plan pane's details say about one option of the comparison (no Qt).
 
-The details (headline, summary, what to rent, memory bar, chart highlight) describe one option at a time:
-the row selected in the table, else the recommended one (rank 1), else the form's own plan when nothing
-can be used. :class:`Focus` names that option; the functions here write its sentences.
+The details (headline, summary, speed, what to rent, settings, memory bar, advice, chart highlight)
+describe one option at a time: the row selected in the table, else the recommended one (rank 1), else the
+form's own plan when nothing can be used. :class:`Focus` names that option; the functions here write its
+sentences, and :func:`describe` gathers them (:class:`Details`) for the window and the PDF alike. What
+belongs to the form's own option when the details show another (it does not fit) is one sentence of its
+own, labelled as the form's (``Details.form_note``).
 """
 
 from __future__ import annotations
@@ -10,12 +13,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuplanner.plan.catalog import OWN_PROVIDER, Catalog
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.documents import range_basis
-from gpuplanner.plan.planner import GIB, Plan, PriceChoice
+from gpuplanner.plan.planner import GIB, Plan, PlanRequest, PriceChoice
 from gpuplanner.plan.price_dates import describe_age
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.ui.human import human_hours, human_money, human_number
@@ -94,9 +97,8 @@ def headline(focus: Focus, recommendation: str) -> str:
 def focus_line(focus: Focus, form_plan: Plan, *, hints: bool = True) -> str:
     """Which option the details describe; with ``hints`` (the window, not a report), how to see another."""
     gpu = form_plan.gpu.name if form_plan.gpu else "your GPU"
-    form = f"{form_plan.setup.gpus} x {gpu}, {form_plan.request.pricing_mode}"
     if focus.row is None:
-        return f"Details of the form's option ({form}): no option in the table can be used."
+        return f"Details of the form's option ({form_label(form_plan)}): no option in the table can be used."
     rank = f"#{focus.row.rank} " if focus.row.rank else ""
     what = f"{rank}{option_name(focus.row)}"
     fitted = f" Settings fitted to it: {', '.join(focus.row.fitted)}." if focus.row.fitted else ""
@@ -108,8 +110,133 @@ def focus_line(focus: Focus, form_plan: Plan, *, hints: bool = True) -> str:
         text = f"Details of the recommended option, {what} (select a row to see another)."
     text += fitted
     if option_key(focus.row) != (gpu, form_plan.setup.gpus, form_plan.request.pricing_mode):
-        text += f" Save and Launch use the form's {form}; double-click a row to plan with it."
+        text += " Launch runs this option; double-click its row to plan with it in the form."
     return text
+
+
+def form_label(form_plan: Plan) -> str:
+    """``1 x RTX 4090, on-demand``: the form's own option."""
+    gpu = form_plan.gpu.name if form_plan.gpu else "your GPU"
+    return f"{form_plan.setup.gpus} x {gpu}, {form_plan.request.pricing_mode}"
+
+
+def describes_form(focus: Focus, form_plan: Plan) -> bool:
+    """Whether the details describe the form's own settings on the form's GPU and count (either pricing:
+    what fits and what would make it fit are the same)."""
+    plan = focus.plan
+    return plan is form_plan or (plan.gpu == form_plan.gpu and plan.setup == form_plan.setup)
+
+
+def form_note(focus: Focus, form_plan: Plan) -> str:
+    """What the user must know about the form's own option while the details describe another: that it does
+    not fit, and what would make it fit. Empty when the details describe the form's option or it fits."""
+    if describes_form(focus, form_plan) or form_plan.fits is not False:
+        return ""
+    fix = f": to make it fit, {'; '.join(form_plan.suggestions)}" if form_plan.suggestions else ""
+    return f"The form's option ({form_label(form_plan)}) does not fit{fix}. The details below are of another option."
+
+
+def speed_words(source: str) -> str:
+    """A throughput source in the details' words: "step model for MI300X (matmuls at ...)", "step model for
+    MI300X corrected by speeds measured on H100 SXM, efficiency x0.91; matmuls at ...", "measured in runs #3
+    on NVIDIA A10G", "T4 peak 65 TFLOP/s x MFU 0.40 (given)"; other sources as they are."""
+    if source.startswith("calibrated: "):
+        return "measured in " + source.removeprefix("calibrated: ")
+    corrected = re.match(
+        r"calibrated from speeds measured on (.+?) \(efficiency (x[\d.]+)\); (.+?) step model, (.+)$", source
+    )
+    if corrected:
+        where, scale, gpu, rest = corrected.groups()
+        return f"step model for {gpu} corrected by speeds measured on {where}, efficiency {scale}; {rest}"
+    if source.startswith("estimate: "):
+        rest = source.removeprefix("estimate: ")
+        model = re.match(r"(.+?) step model, (.+)$", rest)
+        if model:
+            return f"step model for {model.group(1)} ({model.group(2)})"
+        return rest  # "T4 peak 65 TFLOP/s x MFU 0.40 (given)"
+    return source
+
+
+def sources_text(focus: Focus, form_plan: Plan) -> str:
+    """Where the described option's speed came from and which memory model answered (trace answers for the
+    form's own plan only: the table's options use the formulas)."""
+    plan = focus.plan
+    memory = plan.memory.source
+    note = ""
+    if form_plan.request.memory_source == "trace" and memory != "trace":
+        note = " (trace fell back to the formulas)" if plan is form_plan else " (trace answers for the form's option)"
+    return f"Speed: {speed_words(plan.throughput.source)}. Memory: {memory}{note}."
+
+
+def advice_lines(focus: Focus, form_plan: Plan) -> list[str]:
+    """What would make the described option fit (worked out for the form's plan only: the table's plans
+    skip it, so another option that does not fit says where to look), then its warnings."""
+    plan = focus.plan
+    suggestions = form_plan.suggestions if describes_form(focus, form_plan) else plan.suggestions
+    advice = []
+    if plan.fits is False:
+        if suggestions:
+            advice.append("To make it fit: " + "; ".join(suggestions) + ".")
+        elif describes_form(focus, form_plan):
+            advice.append("It does not fit and no simple change makes it fit: try a larger GPU or QLoRA.")
+        else:
+            advice.append("It does not fit: double-click its row to plan with it and see what would make it fit.")
+    advice += [
+        w[0].upper() + w[1:]
+        for w in plan.warnings
+        if not w.startswith(("does not fit", "no spot price known", "trace mode unavailable"))
+    ]
+    return advice
+
+
+def focus_request(focus: Focus, form_request: PlanRequest) -> PlanRequest:
+    """The form's request for the described option: its GPU, count, pricing and (fitted) settings, the
+    form's model, data, deadline and budget (what a saved or launched plan of that option records)."""
+    if focus.row is None:
+        return form_request
+    return replace(form_request, gpu=focus.row.gpu, setup=focus.plan.setup, pricing_mode=focus.row.pricing)
+
+
+def price_choice(focus: Focus) -> PriceChoice | None:
+    """The price the described option pays per GPU-hour (its row's pricing), None without one."""
+    return _choice(focus)
+
+
+@dataclass(frozen=True)
+class Details:
+    """Every sentence of the details of one option, as the window shows them and the PDF prints them."""
+
+    focus: Focus
+    headline: str
+    form_note: str
+    focus_line: str
+    summary: str
+    sources: str
+    rent: str
+    advice: tuple[str, ...]
+
+
+def describe(
+    rows: Sequence[CompareRow],
+    form_plan: Plan,
+    recommendation: str,
+    selected: OptionKey | None,
+    catalog: Catalog,
+    *,
+    hints: bool = True,
+) -> Details:
+    """The details of the selected option (else the recommended one, else the form's plan)."""
+    focus = choose_focus(rows, form_plan, selected)
+    return Details(
+        focus,
+        headline(focus, recommendation),
+        form_note(focus, form_plan),
+        focus_line(focus, form_plan, hints=hints),
+        summary_text(focus.plan),
+        sources_text(focus, form_plan),
+        rental_text(focus, catalog),
+        tuple(advice_lines(focus, form_plan)),
+    )
 
 
 def summary_text(plan: Plan) -> str:
@@ -148,6 +275,19 @@ def summary_text(plan: Plan) -> str:
         likely += f", {human_money(plan.cost_range[0])} to {human_money(plan.cost_range[1])}"
     parts.append(f"{likely} (P10-P90; {range_basis(plan).removesuffix(' (P10-P90)')}).")
     return " ".join(parts)  # the price's date and source: rental_text
+
+
+def batch_text(plan: Plan) -> str:
+    """The form's hint under its fields: the model's size, the effective batch and the optimizer steps of the
+    form's own plan."""
+    model, setup = plan.request.model, plan.setup
+    tokens = setup.effective_batch * setup.seq_len
+    return (
+        f"{model.name}: {model.n_params / 1e9:,.2f}B parameters. Effective batch "
+        f"{setup.micro_batch} x {setup.grad_accum} x {setup.gpus} GPU(s) = {setup.effective_batch} sequences "
+        f"({tokens:,} tokens) per optimizer step; {plan.runtime.optimizer_steps:,} steps."
+        + (f" Largest micro-batch that fits: {plan.max_micro_batch}." if plan.max_micro_batch else "")
+    )
 
 
 def _what(choice: PriceChoice, gpus: int) -> str:

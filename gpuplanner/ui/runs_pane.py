@@ -322,12 +322,21 @@ class RunsPane(QWidget):
         return [(h.name, h.display_name, h.price_usd_per_gpu_hour) for h in list_hosts(self.services.db_path)]
 
     def make_launch_dialog(self, settings: dict[str, Any]) -> LaunchDialog:
+        """The launch dialog for ``settings``. A plan's (they carry its ``plan_id``) get a host with the plan's
+        GPUs (:func:`~gpuplanner.ui.plan_launch.with_host`) and no demo corpus; others default to the demo's."""
+        from gpuplanner.launch.hosts import list_hosts
+        from gpuplanner.ui.plan_launch import with_host
+
+        hosts = list_hosts(self.services.db_path)
+        from_plan = settings.get("plan_id") is not None
+        if from_plan:
+            settings = with_host(settings, hosts, self.services.catalog)
         return LaunchDialog(
-            self.hosts_for_dialog(),
+            [(h.name, h.display_name, h.price_usd_per_gpu_hour) for h in hosts],
             settings,
             self,
             on_measure=self.measure,
-            defaults={"data": [str(demo_dir() / "corpus")]},
+            defaults={} if from_plan else {"data": [str(demo_dir() / "corpus")]},
             on_check=self.check_launch,
         )
 

@@ -66,3 +66,10 @@ def wait_for_history(qtbot: Any, pane: Any, timeout: int = 10_000) -> None:
 def wait_for_result(qtbot: Any, pane: Any, timeout: int = 10_000) -> None:
     """Wait until the Plan pane has no calculation pending and shows a result."""
     qtbot.waitUntil(lambda: not pane.is_busy() and pane.result is not None, timeout=timeout)
+
+
+def select_form_option(pane: Any) -> None:
+    """Select the table's row of the form's own option (its GPU, count and pricing): the details, the PDF
+    and Launch then describe it instead of the recommended one."""
+    plan = pane.result.plan
+    assert pane.select_option(plan.gpu.name, plan.setup.gpus, plan.request.pricing_mode)

@@ -22,7 +22,7 @@ from gpuplanner.ui.plan_inputs import (
     values_from_inputs,
 )
 from gpuplanner.ui.plan_pane import PlanPane
-from tests.ui.helpers import wait_for_result
+from tests.ui.helpers import select_form_option, wait_for_result
 
 # 8 x 4,096 tokens per micro-batch with full checkpointing: an 8B LoRA needs ~75 GiB, so a 48 GB RTX A6000
 # fits it only with a smaller micro-batch (the optimizer is always kept and one GPU has nothing to shard).
@@ -60,6 +60,7 @@ def test_pinned_micro_batch_does_not_fit_unpinned_is_fitted_and_launched(qtbot: 
     assert (row.plan.setup.micro_batch, row.plan.setup.grad_accum) == (2, 8)
     cells = shown_cells(pane, row)
     assert cells["fits"] == "yes" and cells["reason"] == "fitted: micro-batch 2 x 8 accumulation"
+    select_form_option(pane)  # Launch runs the option the details describe
     with qtbot.waitSignal(pane.launchRequested) as launched:
         pane.launch()
     settings = launched.args[0]
@@ -78,6 +79,7 @@ def test_pinned_micro_batch_does_not_fit_unpinned_is_fitted_and_launched(qtbot: 
     cells = shown_cells(pane, row)
     assert cells["fits"] == "no" and cells["reason"].startswith("needs ")
     assert not any("micro-batch" in change for r in pane.result.rows for change in r.fitted)
+    select_form_option(pane)  # Launch runs the option the details describe
     with qtbot.waitSignal(pane.launchRequested) as launched:
         pane.launch()
     assert (launched.args[0]["micro_batch"], launched.args[0]["grad_accum"]) == (8, 2)
@@ -144,6 +146,7 @@ def test_qlora_only_when_the_method_is_not_kept(qtbot: Any, pane: PlanPane) -> N
         for r in pane.result.rows
         if r.plan.request.setup.method == "lora" and not r.fitted
     )
+    select_form_option(pane)  # Launch runs the option the details describe
     with qtbot.waitSignal(pane.launchRequested) as launched:
         pane.launch()
     assert launched.args[0]["method"] == "qlora"

@@ -26,7 +26,7 @@ from gpuplanner.ui.plan_inputs import default_values, inputs_with_form, request_
 from gpuplanner.ui.plan_pane import PlanPane
 from gpuplanner.ui.plan_settings_text import settings_rows
 from gpuplanner.ui.report_pdf import MARGIN_MM
-from tests.ui.helpers import wait_for_result
+from tests.ui.helpers import select_form_option, wait_for_result
 from tests.ui.pdf_check import missing_words, outside, overlaps, read_words
 
 
@@ -225,13 +225,18 @@ def test_advice_when_the_model_does_not_fit(qtbot: Any, pane: PlanPane) -> None:
         pass
     wait_for_result(qtbot, pane)
     assert pane.result is not None and pane.result.plan.fits is False
-    assert pane.advice_label.text().startswith("To make it fit") or "does not fit" in pane.advice_label.text()
-    # the bar describes the option the details name (the recommended one while no row is selected), and
-    # the advice says that the form's own option does not fit
+    # the bar describes the option the details name (the recommended one while no row is selected)
     assert pane.memory_bar.view.gpu == pane.focus.plan.gpu.name
-    assert (
-        pane.focus.why != "recommended" or "The form's option (1 x RTX 4090) does not fit" in pane.advice_label.text()
-    )
+    assert pane.focus.why == "recommended" and pane.focus.plan.gpu.name != "RTX 4090"
+    # what the form's own option needs is said once, at the top, labelled as the form's, not in the advice
+    note = pane.form_note_label
+    assert note.isVisible() and note.text().startswith("The form's option (1 x RTX 4090, on-demand) does not fit")
+    assert "RTX 4090" not in pane.advice_label.text()
+    details = pane.details_view.layout()
+    assert details.indexOf(note) < details.indexOf(pane.focus_label) < details.indexOf(pane.summary_label)
+    # selecting the form's option: the details are its own, the advice says what would make it fit
+    select_form_option(pane)
+    assert not note.isVisible() and pane.advice_label.text().startswith("To make it fit")
 
 
 def test_exports_write_checked_files(pane: PlanPane, tmp_path: Path) -> None:
@@ -332,6 +337,7 @@ def test_launch_carries_the_trainer_settings(qtbot: Any, pane: PlanPane, service
     with qtbot.waitSignal(pane.resultsUpdated, timeout=10_000):
         pass
     wait_for_result(qtbot, pane)
+    select_form_option(pane)  # Launch runs the option the details describe
     with qtbot.waitSignal(pane.launchRequested) as launched:
         pane.launch()
     settings = launched.args[0]
@@ -555,6 +561,8 @@ def test_memory_source_says_which_answered(qtbot: Any, pane: PlanPane, tmp_path:
     torch_present = pane.result.memory_source == "trace"
     if torch_present:
         assert "Answered by trace" in pane.form.note_text("memory")
+        assert "Memory: formula (trace answers for the form's option)" in pane.sources_label.text()
+        select_form_option(pane)  # trace answers for the form's own option only
         assert "Memory: trace" in pane.sources_label.text()
     else:
         assert "trace mode unavailable" in pane.form.note_text("memory").lower()
@@ -563,6 +571,7 @@ def test_memory_source_says_which_answered(qtbot: Any, pane: PlanPane, tmp_path:
     qtbot.waitUntil(lambda: not pane.is_busy() and pane.result.request.setup.method == "lora", timeout=60_000)
     assert pane.result.memory_source == "formula"
     assert "trace mode unavailable" in pane.form.note_text("memory").lower()
+    select_form_option(pane)
     assert "fell back" in pane.sources_label.text()
 
 
@@ -608,7 +617,8 @@ def test_speeds_measured_in_the_history_calibrate_the_plan(
     qtbot.waitUntil(lambda: not pane.is_busy() and pane.result.request.setup.seq_len == 512, timeout=10_000)
     assert pane.result.plan.throughput.tokens_per_s == pytest.approx(12_345.0)
     assert pane.result.throughput_source.startswith("calibrated: runs #1 on NVIDIA A10G")
-    assert "calibrated: runs #1 on NVIDIA A10G" in pane.sources_label.text()
+    select_form_option(pane)  # the measured speed is the form's option's
+    assert "Speed: measured in runs #1 on NVIDIA A10G" in pane.sources_label.text()
     assert "calibrated: runs #1" in pane.form.note_text("calibration")
     cli = cli_plan(
         capsys,
@@ -659,6 +669,8 @@ def test_launch_uses_the_settings_fitted_to_the_plans_gpu(qtbot: Any, pane: Plan
     row = next(r for r in pane.result.rows if r.gpu == "RTX A6000" and r.gpus == 1 and r.pricing == "on-demand")
     assert row.fitted and row.plan.fits
     assert any(cells[column("reason")] == "fitted: " + ", ".join(row.fitted) for cells in shown_rows(pane))
+    select_form_option(pane)
+    assert pane.focus.row == row
     with qtbot.waitSignal(pane.launchRequested) as launched:
         pane.launch()
     settings = launched.args[0]
@@ -672,7 +684,7 @@ def test_saving_a_plan_writes_off_the_gui_thread_and_reports_a_failure(
 ) -> None:
     import threading
 
-    import gpuplanner.ui.plan_pane as plan_pane_module
+    import gpuplanner.ui.plan_store as plan_pane_module
 
     wait_for_result(qtbot, pane)
     writers: list[threading.Thread] = []
