@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "gpuplanner.commands.hosts",
     "gpuplanner.commands.run",
     "gpuplanner.commands.sweep",
+    "gpuplanner.commands.metrics",
 )
 
 
