@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuplanner.commands.errors import UsageError
+from gpuplanner.history import metrics as metrics_module
 from gpuplanner.history.db import resolve_db_path
 from gpuplanner.history.metrics import RECENT_S, Scraper
 
@@ -116,7 +117,17 @@ def _registry(args: argparse.Namespace) -> Any:
 
 
 def _log_to_stderr() -> None:
-    logging.basicConfig(level=logging.WARNING, format="gpuplanner metrics: %(message)s", stream=sys.stderr)
+    """The collector's reasons (an unreadable history) on stderr, once per change."""
+    logger = logging.getLogger(metrics_module.__name__)
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+
+
+class _StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is at the time (not the stream of when it was made)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"gpuplanner metrics: {record.getMessage()}", file=sys.stderr, flush=True)
 
 
 def _show(args: argparse.Namespace) -> int:
