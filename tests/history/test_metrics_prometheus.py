@@ -4,6 +4,7 @@ and its PromQL answers equal what `runs show --json` and `runs report --json` sa
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -57,9 +58,10 @@ def _cli(*argv: str) -> Any:
     return json.loads(done.stdout)
 
 
-@pytest.fixture
-def exporter(tmp_path: Path) -> Iterator[tuple[str, Path, dict[str, int]]]:
+@pytest.fixture(scope="module")
+def exporter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, dict[str, int]]]:
     """`gpuplanner metrics serve --port 0` on a seeded history: (its host:port, the history, the run ids)."""
+    tmp_path = tmp_path_factory.mktemp("exporter")
     db_path = tmp_path / "history.sqlite"
     ids = seed(db_path, time.time())
     errors = tmp_path / "exporter.err"
@@ -70,6 +72,12 @@ def exporter(tmp_path: Path) -> Iterator[tuple[str, Path, dict[str, int]]]:
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
+            # a module's fixture starts before the per-test private folders: give the server its own
+            env={
+                **os.environ,
+                "GPUPLANNER_DATA_DIR": str(tmp_path / "data"),
+                "GPUPLANNER_CONFIG_DIR": str(tmp_path / "config"),
+            },
         )
     try:
         line = proc.stdout.readline() if proc.stdout else ""  # the server prints this line once it listens
@@ -80,9 +88,10 @@ def exporter(tmp_path: Path) -> Iterator[tuple[str, Path, dict[str, int]]]:
         assert "Traceback" not in errors.read_text(), errors.read_text()
 
 
-@pytest.fixture
-def prometheus(tmp_path: Path, exporter: tuple[str, Path, dict[str, int]]) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory, exporter: tuple[str, Path, dict[str, int]]) -> Iterator[str]:
     """Our own Prometheus process scraping the exporter every second; its API base URL."""
+    tmp_path = tmp_path_factory.mktemp("prometheus")
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.fail("this test needs Debian's prometheus package: tools/ensure_system_packages.sh --for test")
@@ -164,3 +173,13 @@ def test_prometheus_scrapes_spend_utilisation_and_spend_by_tag(
     answer = _query(api, 'sum by (value) (gpuplanner_spend_by_tag_usd{key="project"})')
     assert {r["metric"]["value"]: pytest.approx(float(r["value"][1]), abs=1e-6) for r in answer} == expected
     assert _one(api, 'sum(gpuplanner_idle_gpu_day_seconds{host="h1"})') == 1800.0  # GPU 1, 30 minutes idle
+
+
+def test_every_dashboard_panel_gets_data_from_prometheus(
+    exporter: tuple[str, Path, dict[str, int]], prometheus: str
+) -> None:
+    from tests.unit.test_grafana_dashboard import dashboard
+
+    for panel in dashboard()["panels"]:
+        for target in panel["targets"]:
+            assert _query(prometheus, target["expr"]), f"panel {panel['title']!r}: no data for {target['expr']!r}"
