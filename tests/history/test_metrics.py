@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import calendar
+import re
 import sqlite3
 from pathlib import Path
 
@@ -173,3 +174,14 @@ def test_metrics_show_prints_the_exposition(
     captured = capsys.readouterr()
     assert "gpuplanner_history_up 0.0" in captured.out and "no history database" in captured.err
     assert main(["metrics", "serve", "--port", "70000"]) == 2
+
+
+def test_the_user_guide_lists_every_metric_with_its_labels() -> None:
+    from tests.conftest import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(gpuplanner_\w+)` \| ([^|]*) \|", text, re.MULTILINE)}
+    assert set(rows) == set(SPECS)
+    for name, (_, labels) in SPECS.items():
+        assert rows[name].strip() == (", ".join(labels) or "-"), name
+    assert set(re.findall(r"\bgpuplanner_[a-z_]*[a-z]\b", text)) <= set(SPECS)
