@@ -104,16 +104,18 @@ class HistoryCollector:
         return []  # registering must not read the history
 
 
-def _registry(args: argparse.Namespace) -> Any:
+def _registry(args: argparse.Namespace) -> tuple[Any, Scraper]:
+    """A registry holding only the history's collector (no process or platform metrics), and its scraper."""
     try:
         from prometheus_client import CollectorRegistry
     except ImportError:
         raise UsageError(
             "the prometheus-client package is missing: pip install prometheus-client (it ships with gpuplanner)"
         ) from None
+    scraper = Scraper(resolve_db_path(args.db), recent_s=args.recent_days * 86400.0)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(HistoryCollector(Scraper(resolve_db_path(args.db), recent_s=args.recent_days * 86400.0)))
-    return registry
+    registry.register(HistoryCollector(scraper))
+    return registry, scraper
 
 
 def _log_to_stderr() -> None:
@@ -134,14 +136,14 @@ def _show(args: argparse.Namespace) -> int:
     _log_to_stderr()
     from prometheus_client import generate_latest
 
-    text = generate_latest(_registry(args)).decode()
-    sys.stdout.write(text)
-    return 0 if "\ngpuplanner_history_up 1.0\n" in text else 1
+    registry, scraper = _registry(args)
+    sys.stdout.write(generate_latest(registry).decode())
+    return 0 if scraper.reason is None else 1
 
 
 def _serve(args: argparse.Namespace) -> int:
     _log_to_stderr()
-    registry = _registry(args)
+    registry, _ = _registry(args)
     from prometheus_client import start_http_server
 
     try:
