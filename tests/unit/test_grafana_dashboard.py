@@ -47,7 +47,7 @@ def test_the_dashboard_has_what_grafana_import_needs() -> None:
     required = {(r["type"], r["id"]) for r in d["__requires"]}
     assert ("grafana", "grafana") in required and ("datasource", "prometheus") in required
     assert isinstance(d["title"], str) and d["title"]
-    assert isinstance(d["uid"], str) and re.fullmatch(r"[A-Za-z0-9_-]{1,40}", d["uid"])
+    assert isinstance(d["uid"], str) and re.fullmatch(r"[A-Za-z0-9_-]{8,40}", d["uid"])
     assert d["id"] is None  # import assigns it
     assert isinstance(d["schemaVersion"], int) and d["schemaVersion"] >= 39
     assert isinstance(d["version"], int) and isinstance(d["editable"], bool)
