@@ -133,7 +133,9 @@ class SummaryCache:
     def get(self, db: Database, run: Run, *, with_alerts: bool) -> RunSummary:
         if run.status in LIVE:
             return run_cost(db, run.id, with_alerts=with_alerts)
-        stamp = data_stamp(db, run.id)
+        # the launcher's events (billed spans, Slurm jobs) take seqs below the trainer's: count them too
+        events = db.execute("SELECT COUNT(*), MIN(seq) FROM events WHERE run_id = ?", [run.id]).fetchone()
+        stamp = f"{data_stamp(db, run.id)} {events[0]} {events[1]}"
         kept = self._kept.get(run.id)
         if kept is not None and kept[0] == stamp and (kept[1] or not with_alerts):
             return kept[2]
@@ -147,14 +149,15 @@ class SummaryCache:
 
 
 def recent_runs(runs: list[Run], now: float, recent_s: float = RECENT_S) -> list[Run]:
-    """The runs with per-run series: live ones and those that ended (or last reported) within ``recent_s``,
-    newest first, at most :data:`MAX_RUNS`."""
-    chosen = []
+    """The runs with per-run series: live ones, then those that ended (or last reported) within
+    ``recent_s``, newest first, at most :data:`MAX_RUNS` in all."""
+    live = [run for run in runs if run.status in LIVE]
+    ended = []
     for run in runs:  # list_runs: newest first
         last = run.ended_at if run.ended_at is not None else run.last_t
-        if run.status in LIVE or (last is not None and last >= now - recent_s):
-            chosen.append(run)
-    return chosen[:MAX_RUNS]
+        if run.status not in LIVE and last is not None and last >= now - recent_s:
+            ended.append(run)
+    return [*live, *ended][:MAX_RUNS]
 
 
 def _months_back(now: float, count: int) -> set[str]:

@@ -14,7 +14,7 @@ from tests.history.streams import GIB, StreamBuilder
 LIVE_MINUTES = 30
 
 
-def _launcher_event(db_path: Path, run_id: int, t: float, kind: str, detail: dict[str, object]) -> None:
+def launcher_event(db_path: Path, run_id: int, t: float, kind: str, detail: dict[str, object]) -> None:
     """An event as the launcher records it (negative seq, beside the trainer's own records)."""
     with open_db(db_path) as db, write_transaction(db):
         low = db.execute("SELECT MIN(seq) FROM events WHERE run_id = ?", [run_id]).fetchone()[0]
@@ -59,14 +59,14 @@ def seed(db_path: Path, now: float) -> dict[str, int]:
         ids["old"] = create_run(db, gpu_count=4, price_usd_per_gpu_hour=1.0, gpu_type="L4")
         ingest_records(db, ids["old"], old.records)
     slurm_t = now - 3 * 3600.0 - 90.0
-    _launcher_event(
+    launcher_event(
         db_path,
         ids["slurm"],
         slurm_t,
         "slurm_job",
         {"job_id": 7, "state": "PENDING", "reason": "Resources", "submit_t": slurm_t},
     )
-    _launcher_event(
+    launcher_event(
         db_path,
         ids["slurm"],
         slurm_t + 90.0,

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from gpuplanner.cli import main
+from gpuplanner.history import metrics as metrics_module
 from gpuplanner.history import open_db
 from gpuplanner.history.analytics import summarize
-from gpuplanner.history.metrics import SPECS, Family, Scraper, read_metrics
+from gpuplanner.history.billing import billed_span
+from gpuplanner.history.metrics import SPECS, Family, Scraper, SummaryCache, read_metrics
 from gpuplanner.history.spend import spend_report
-from tests.history.metrics_seed import seed
+from tests.history.metrics_seed import launcher_event, seed
 
 NOW = float(calendar.timegm((2026, 11, 20, 12, 0, 0)))
 
@@ -185,3 +187,24 @@ def test_the_user_guide_lists_every_metric_with_its_labels() -> None:
     for name, (_, labels) in SPECS.items():
         assert rows[name].strip() == (", ".join(labels) or "-"), name
     assert set(re.findall(r"\bgpuplanner_[a-z_]*[a-z]\b", text)) <= set(SPECS)
+
+
+def test_a_cached_summary_is_refreshed_when_the_launcher_bills_the_run(seeded: tuple[Path, dict[str, int]]) -> None:
+    path, ids = seeded
+    cache = SummaryCache()
+    with open_db(path) as db:
+        assert read_metrics(db, now=NOW, cache=cache)["gpuplanner_run_billed_usd"].samples == []
+    launcher_event(path, ids["slurm"], NOW - 3600.0, "billed", billed_span(NOW - 3 * 3600.0, NOW - 3600.0, 1, 2.0))
+    with open_db(path) as db:
+        out = read_metrics(db, now=NOW, cache=cache)
+    assert value(out, "gpuplanner_run_billed_usd", run=ids["slurm"]) == pytest.approx(4.0)  # 2 h billed at $2
+
+
+def test_live_runs_keep_their_series_past_the_run_cap(
+    seeded: tuple[Path, dict[str, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, ids = seeded
+    monkeypatch.setattr(metrics_module, "MAX_RUNS", 1)
+    with open_db(path) as db:
+        out = read_metrics(db, now=NOW)
+    assert label_values(out, "gpuplanner_run_spend_usd", "run") == {str(ids["live"])}
