@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "gpuplanner.commands.hosts",
     "gpuplanner.commands.run",
     "gpuplanner.commands.sweep",
+    "gpuplanner.commands.metrics",
 )
 
 

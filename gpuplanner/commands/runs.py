@@ -33,8 +33,10 @@ from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import delete_run, get_run, list_runs, run_for_stream, update_run
 from gpuplanner.history.tags import format_tags, tags_of
 from gpuplanner.history.tail import events_file, ingest_file
+from gpuplanner.history.tensorboard_export import TensorBoardMissing, write_tensorboard
 from gpuplanner.history.time_breakdown import SHOWN_MIN_S
 
+TENSORBOARD = "tensorboard"
 LIST_COLUMNS = (
     "run_id",
     "name",
@@ -228,11 +230,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--follow", action="store_true", help="keep reading while the file grows, until run_end")
     p.set_defaults(handler=_import)
 
-    p = actions.add_parser("export", help="a run's summary, steps and GPU samples")
+    p = actions.add_parser(
+        "export", help="a run's summary, steps and GPU samples, or its curves as TensorBoard event files"
+    )
     p.add_argument("--db", help="history database file")
     p.add_argument("run_id", metavar="ID", type=_run_id)
-    p.add_argument("--format", choices=export_mod.FORMATS, default="json")
-    p.add_argument("--out", help="write to this file instead of stdout")
+    p.add_argument("--format", choices=(*export_mod.FORMATS, TENSORBOARD), default="json")
+    p.add_argument(
+        "--out", help="write to this file instead of stdout (tensorboard: the folder for the event file, needed)"
+    )
     p.set_defaults(handler=_export)
 
     p = actions.add_parser("compact", help="downsample old GPU samples to 1-minute rows and tidy the file")
@@ -602,11 +608,30 @@ def _import(args: argparse.Namespace) -> int:
 
 @_guard
 def _export(args: argparse.Namespace) -> int:
+    if args.format == TENSORBOARD:
+        return _export_tensorboard(args)
     with open_db(args.db, create=False) as db:
         if args.out:
             _export_to_file(db, args.run_id, args.format, Path(args.out))
         else:
             export_mod.export_run(db, args.run_id, args.format, sys.stdout)
+    return 0
+
+
+def _export_tensorboard(args: argparse.Namespace) -> int:
+    """The run's curves as a TensorBoard event file in the folder ``--out``."""
+    if not args.out:
+        raise UsageError("--format tensorboard: give the folder for the event file with --out DIR")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out: {out} is a file; --format tensorboard writes into a folder")
+    with open_db(args.db, create=False) as db:
+        try:
+            path, count = write_tensorboard(db, args.run_id, out)
+        except TensorBoardMissing as exc:
+            print(f"gpuplanner runs: error: {exc}", file=sys.stderr)
+            return 1
+    print(f"wrote {count} scalars of run {args.run_id} to {path} (open it with: tensorboard --logdir {out})")
     return 0
 
 
