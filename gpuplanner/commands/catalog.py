@@ -267,6 +267,10 @@ def _update(args: argparse.Namespace) -> int:
     base = base_url(args.url)
     if not base.startswith(("http://", "https://")):
         raise _usage_error(f"--url: an http:// or https:// address, got {base!r}")
+    advisor_url = args.spot_advisor_url
+    if advisor_url is not None and not advisor_url.startswith(("http://", "https://")):
+        # never a file:// or other scheme: a rejected "advisor file" would echo part of a local file
+        raise _usage_error(f"--spot-advisor-url: an http:// or https:// address, got {advisor_url!r}")
     clouds = tuple(dict.fromkeys(c.strip().lower() for c in (args.cloud or DEFAULT_CLOUDS)))
     for cloud in clouds:
         if not _PROVIDER.match(cloud) or cloud == OWN_PROVIDER:

@@ -21,7 +21,7 @@ from gpuplanner.history.analytics import RunSummary, summarize
 from gpuplanner.history.db import read_snapshot
 from gpuplanner.history.tags import tags_of
 
-MONTH_PATTERN = re.compile(r"(\d{4})-(\d{2})")
+MONTH_PATTERN = re.compile(r"([0-9]{4})-([0-9]{2})")  # ASCII digits only (\d matches "٢٠٢٦")
 UNTAGGED = "(none)"  # the group of runs without the grouping key, in text and tables
 
 

@@ -80,7 +80,7 @@ RANGES: dict[str, Range] = {
     "epochs": Range(False, 0.001, 10_000, what="a number of epochs"),
     "tokens-per-s": Range(False, 0.001, 1e12, what="a speed"),
     "samples-per-min": Range(False, 0.001, 1e12, what="a speed"),
-    "mfu": Range(False, 0.001, 1, what="a share of the peak (0.4 = 40%)"),
+    "mfu": Range(False, 0.001, 1, high_included=False, what="a share of the peak (0.4 = 40%)"),
     "headroom": Range(False, 0, 1, low_included=False, what="a share of the GPU memory (0.95 keeps 5% free)"),
     "price": Range(False, 0.0001, 100_000, what="a price in $ per GPU-hour"),
     "spot-price": Range(False, 0.0001, 100_000, what="a price in $ per GPU-hour"),
@@ -125,6 +125,8 @@ def parse_amount(field: str, text: str) -> float:
     if not isinstance(text, str):
         raise PlanInputError(field, f"expected a number, got {text!r}")
     cleaned = text.strip().replace("_", "").replace(",", "")
+    if not cleaned.isascii():  # float() reads "١" (Arabic-Indic one) as 1: a typed price must be what it shows
+        raise PlanInputError(field, f"expected a number written with the digits 0-9, got {text!r}")
     scale = 1.0
     if cleaned and cleaned[-1].lower() in _SUFFIXES:
         scale = _SUFFIXES[cleaned[-1].lower()]

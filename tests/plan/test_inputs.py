@@ -386,3 +386,23 @@ def test_gpu_colon_count_and_a_different_gpus_conflict() -> None:
     assert code == 2
     assert_one_line_naming(err, "--gpu")
     assert "'H100:8' says 8 GPUs but --gpus says 4" in err
+
+
+# ------------------------------------------------------------------------------ issue 27, items 11 and 12
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "words"),
+    [
+        (("compare", "--mfu", "1"), "--mfu", "below 1"),
+        (("compare", "--price", "\u0661"), "--price", "digits 0-9"),
+        (("plan", "--samples", "\u0661\u0660k"), "--samples", "digits 0-9"),
+        (("runs", "report", "--month", "\u0662\u0660\u0662\u0666-\u0661\u0661"), "--month", "YYYY-MM"),
+        (("catalog", "update", "--spot-advisor-url", "file:///etc/passwd"), "--spot-advisor-url", "http://"),
+    ],
+)
+def test_look_alike_numbers_and_local_files_are_refused(argv: tuple[str, ...], flag: str, words: str) -> None:
+    code, out, err = run(*argv)
+    assert code == 2, (out, err)
+    assert_one_line_naming(err, flag)
+    assert words in err
