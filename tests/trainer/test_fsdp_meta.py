@@ -15,6 +15,7 @@ import torch
 from tests.conftest import REPO_ROOT
 from tests.trainer.conftest import base_args, cli_args, final_weights, read_events, trainer_env
 from trainer import fsdp as fsdp_mod
+from trainer.data import ByteTokenizer
 from trainer.model import build_model
 
 TINY_LLAMA = dict(
@@ -40,6 +41,7 @@ def llama_dir(tmp_path: Path) -> Path:
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY_LLAMA))
     path = tmp_path / "tiny-llama"
     model.save_pretrained(path, safe_serialization=True)
+    ByteTokenizer().save_pretrained(path)  # as the trainer saves a config-built model: bytes, said so
     return path
 
 
