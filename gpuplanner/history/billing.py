@@ -18,6 +18,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from trainer.spend import spend_usd
+
 BILLED = "billed"
 
 
@@ -26,13 +28,14 @@ def billed_span(
 ) -> dict[str, Any]:
     """The ``billed`` event's detail for one span (``ended_at`` includes the after-run command)."""
     billed_s = max(0.0, ended_at - launched_at)
+    cost = spend_usd(price, gpus, billed_s)
     detail: dict[str, Any] = {
         "launched_at": launched_at,
         "ended_at": ended_at,
         "billed_s": round(billed_s, 3),
         "gpus": gpus,
         "price_usd_per_gpu_hour": price,
-        "billed_usd": round(billed_s / 3600.0 * gpus * price, 6) if price is not None else None,
+        "billed_usd": None if cost is None else round(cost, 6),
     }
     if after_run is not None:
         detail["after_run"] = after_run

@@ -27,6 +27,7 @@ from gpuplanner.plan.catalog import CatalogError, GpuSpec, load_catalog
 from gpuplanner.plan.inputs import PlanInputs
 from gpuplanner.plan.planner import make_plan
 from gpuplanner.plan.setup import PRECISIONS, PlanInputError
+from trainer.spend import cost_for_hours
 
 ACTIVE = ("running", "starting", "preempted")
 TARGET_MEM_FRAC = 0.8  # a suggested micro-batch keeps the planner's peak memory under this share
@@ -157,7 +158,7 @@ def _saving(ctx: RunContext, seconds_per_step: float | None, gpus: float | None 
     if steps is None or seconds_per_step is None:
         return None, None
     hours = steps * seconds_per_step / 3600.0
-    usd = hours * ctx.price * (gpus if gpus is not None else ctx.gpu_count) if ctx.price else None
+    usd = cost_for_hours(ctx.price or None, ctx.gpu_count if gpus is None else gpus, hours)
     return hours, usd
 
 
@@ -391,8 +392,8 @@ def communication(ctx: RunContext, planner: PlannerModel, alert: Alert) -> dict[
     hours = usd = None
     if steps is not None:
         hours = steps * (step - new_step) / 3600.0
-        if ctx.price:
-            usd = steps * (step * gpus - new_step * fewer) / 3600.0 * ctx.price
+        if ctx.price:  # the GPU-hours saved: fewer GPUs for longer steps
+            usd = cost_for_hours(ctx.price, 1, steps * (step * gpus - new_step * fewer) / 3600.0)
     text = (
         f"Each step spends about {comm:.2f} s of its {step:.2f} s waiting on the gradient exchange across {gpus} "
         f"GPUs ({ctx.config.get('grad_accum', base.grad_accum)} accumulation steps): train on {fewer} GPUs with "

@@ -54,6 +54,7 @@ from gpuplanner.history.analytics import RunSummary, summarize
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.export import write_table
 from gpuplanner.history.gpu_metrics import METRIC_LABELS, METRICS, UTILISATION_NOTE, format_metric, throttle_text
+from gpuplanner.history.run_cost import add_costs, unpriced_figure
 from gpuplanner.history.runs import delete_run, list_runs
 from gpuplanner.history.time_breakdown import TimeBreakdown, from_dict, sum_breakdowns
 from gpuplanner.ui.background import BackgroundJob, JobSignals
@@ -77,7 +78,7 @@ from gpuplanner.ui.history_model import (
     run_series,
     status_text,
 )
-from gpuplanner.ui.human import human_bytes, human_duration, human_hours, human_money
+from gpuplanner.ui.human import NO_PRICE, human_bytes, human_cost, human_duration, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.run_failure import stopped_by_user
 from gpuplanner.ui.run_plots import RunPlots
@@ -503,7 +504,12 @@ class HistoryPane(QWidget):
         return "".join(parts)
 
     @staticmethod
-    def billed_rows(s: RunSummary) -> list[tuple[str, str]]:
+    def _cost(s: RunSummary, usd: float | None) -> str:
+        """One of the run's cost figures: "no price" when the run has none (never $0 or a dash)."""
+        return NO_PRICE if unpriced_figure("cost_usd", usd, s.price_usd_per_gpu_hour) else human_money(usd)
+
+    @classmethod
+    def billed_rows(cls, s: RunSummary) -> list[tuple[str, str]]:
         """Billed time and what its idle part cost (billed minus training), and a Slurm run's queue wait."""
         out = []
         b = s.billed
@@ -511,10 +517,10 @@ class HistoryPane(QWidget):
             source = {"launcher": "launch to end", "sacct": "Slurm sacct", "scontrol": "Slurm scontrol"}
             via = html_lib.escape(source.get(b.get("billed_source") or "", b.get("billed_source") or ""))
             out.append(
-                ("Billed time", f"{human_hours(b['billed_hours'])} · {human_money(b['billed_cost_usd'])} ({via})")
+                ("Billed time", f"{human_hours(b['billed_hours'])} · {cls._cost(s, b['billed_cost_usd'])} ({via})")
             )
             if b.get("idle_billed_hours") is not None:
-                idle = f"{human_hours(b['idle_billed_hours'])} · {human_money(b.get('idle_cost_usd'))}"
+                idle = f"{human_hours(b['idle_billed_hours'])} · {cls._cost(s, b.get('idle_cost_usd'))}"
                 out.append(("Idle (billed − training)", idle))
         q = s.queue
         if q:
@@ -556,13 +562,13 @@ class HistoryPane(QWidget):
             else f"<i style='color:gray'>{esc(MISSING_RUN)}</i>"
         )
         right = [
-            ("Cost", human_money(s.cost_usd)),
+            ("Cost", cls._cost(s, s.cost_usd)),
             ("Avg utilisation", f"{format_value(s.avg_util_pct)} %"),
             ("Effective GPU-hours (NVML utilisation)", format_value(s.effective_gpu_hours)),
             ("Effective GPU-hours (SM activity)", sm_hours),
-            ("Cost per effective GPU-hour", human_money(s.cost_per_effective_gpu_hour_usd)),
-            ("Cost per sample", human_money(s.cost_per_sample_usd)),
-            ("Cost per 1M tokens", human_money(s.cost_per_million_tokens_usd)),
+            ("Cost per effective GPU-hour", cls._cost(s, s.cost_per_effective_gpu_hour_usd)),
+            ("Cost per sample", cls._cost(s, s.cost_per_sample_usd)),
+            ("Cost per 1M tokens", cls._cost(s, s.cost_per_million_tokens_usd)),
             ("Tokens/s (median)", format_value(s.tokens_per_s)),
             ("Data wait", f"{format_value(s.data_wait_pct)} %"),
             ("Final loss", format_value(s.final_loss)),
@@ -791,11 +797,14 @@ class HistoryPane(QWidget):
         columns, rows = self.export_rows()
         report = Report("GPU Planner: run history", time.strftime("%Y-%m-%d %H:%M"))
         runs = [s for s in self.visible_summaries() if s.run_id in {r[0] for r in rows}]
-        total = sum(s.cost_usd or 0.0 for s in runs)
+        costs = add_costs(s.cost_usd for s in runs)
         hours = sum(s.gpu_hours or 0.0 for s in runs)
         runs_text = f"{len(runs)} run" + ("" if len(runs) == 1 else "s")
-        report.text(f"{runs_text}, {hours:,.1f} GPU-hours, {human_money(total)} in total.", bold=True)
-        shown = [[display_text(c, v) for c, v in enumerate(row_values(s))] for s in runs]  # as the table shows them
+        unpriced = f" ({costs.unpriced_runs} without a price, not in it)" if costs.unpriced_runs else ""
+        report.text(f"{runs_text}, {hours:,.1f} GPU-hours, {human_cost(costs.cost_usd)} in total{unpriced}.", bold=True)
+        shown = [  # as the table shows them
+            [display_text(c, v, s.price_usd_per_gpu_hour) for c, v in enumerate(row_values(s))] for s in runs
+        ]
         report.table([c[0] for c in COLUMNS], shown)
         spent = sum_breakdowns(_breakdown(s) for s in runs)
         if spent.recorded:
@@ -820,7 +829,7 @@ class HistoryPane(QWidget):
         elif len(ids) == 1:
             summary = self._summary(ids[0])
             if summary is not None:
-                parts = [summary.status, human_hours(summary.hours), human_money(summary.cost_usd)]
+                parts = [summary.status, human_hours(summary.hours), self._cost(summary, summary.cost_usd)]
                 if summary.avg_util_pct is not None:
                     parts.append(f"{summary.avg_util_pct:.0f}% average utilisation")
                 report.text(f"Run {summary.run_id}: " + ", ".join(parts), bold=True)

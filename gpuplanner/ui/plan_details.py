@@ -182,7 +182,7 @@ def rental_text(focus: Focus, catalog: Catalog) -> str:
     if choice.provider == "given":
         return f"Rent: {gpus} GPU(s) at your price of {per_gpu}/GPU-h ({choice.source or 'given in the form'})."
     gpu = plan.gpu.name if plan.gpu else ""
-    instance = human_money(choice.usd_per_gpu_hour * choice.billed_gpus)
+    instance = human_money(choice.usd_per_instance_hour)
     if choice.provider == OWN_PROVIDER:
         return (
             f"Use your own machine {choice.instance_type} ({choice.billed_gpus} x {gpu}) at {per_gpu}/GPU-h "

@@ -18,6 +18,7 @@ from typing import Any
 from gpuplanner.history.gpu_metrics import MISSING, live_throttle_text
 from gpuplanner.ui.ring_buffer import RingBuffer
 from trainer.protocol import throttle_reason_names
+from trainer.spend import spend_usd as priced_spend
 
 GPU_COLUMNS = ("x", "util", "sm_active", "mem_used_gib", "mem_total_gib", "power_w")
 STEP_COLUMNS = ("x", "step", "loss", "tokens_per_s", "spend_usd", "step_time_s", "data_wait_s")
@@ -197,7 +198,7 @@ class RunTelemetry:
                 spend = _num(rec.get("spend_usd"))
                 x = self._x(t)
                 if math.isnan(spend) and self.price_per_gpu_hour:
-                    spend = self.price_per_gpu_hour * (self.gpu_count or 1) * x / 3600.0
+                    spend = priced_spend(self.price_per_gpu_hour, self.gpu_count or 1, x)
                 step_rows.append(
                     [
                         x,
