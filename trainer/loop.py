@@ -49,7 +49,7 @@ from .preemption import (
     SignalHandlers,
     StopFlag,
 )
-from .spend import SpendClock, cap_reached
+from .spend import SpendClock, SpendTotals, cap_reached
 from .telemetry import StepRateLimiter, Telemetry, node_rank_from_env, node_telemetry, warn
 
 causal_loss_sum = losses.causal_loss_sum  # the plain path (full logits), also what callers import from here
@@ -979,12 +979,13 @@ class _Trainer:
         elif self.steps_done == 2 and self._first_compute is not None:
             self.phases.move("compile", "train", min(self._first_compute, compute_s))
 
-    def _tick(self) -> None:
+    def _tick(self) -> SpendTotals:
         """Bring elapsed time, GPU-hours and spend up to now (cumulative across resumes)."""
         totals = self.spend_clock.totals()
         s = self.state
         s.elapsed_s, s.gpu_hours = totals.elapsed_s, totals.gpu_hours
         s.spend_usd = totals.spend_usd if totals.spend_usd is not None else 0.0
+        return totals
 
     def _spend(self) -> float | None:
         """The spend the records carry: None (unknown) without a price, never $0."""
@@ -992,9 +993,8 @@ class _Trainer:
 
     def _tick_budget(self) -> None:
         """:meth:`_tick`, then request the budget stop when a cap is reached (:func:`trainer.spend.cap_reached`)."""
-        self._tick()
-        c = self.config
-        reason = cap_reached(self.spend_clock.totals(), c.budget_usd, c.max_gpu_hours)
+        totals = self._tick()
+        reason = cap_reached(totals, self.config.budget_usd, self.config.max_gpu_hours)
         if reason is not None:
             self.flag.request(BUDGET_STOP, reason)
 
