@@ -58,20 +58,30 @@ def human_number(value: float | None) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def human_money(usd: float | None, places: int = 2) -> str:
+def human_money(usd: float | None, places: int | None = 2) -> str:
     """Dollars: to the cent (``places`` decimals: 0 for whole dollars, 3 or 4 for prices and small
-    spends), or to 3 significant figures below 10 cents ("$0.0000112")."""
+    spends), or to 3 significant figures below 10 cents ("$0.0000112"); ``places=None``: as given, with
+    no trailing zeros ("$2.5", a price a person typed)."""
     if not _finite(usd):
         return DASH
     assert usd is not None
     sign = "-" if usd < 0 else ""
     amount = abs(usd)
+    if places is None:
+        text = f"{amount:,.6f}".rstrip("0").rstrip(".")
+        return f"{sign}${text}" if text != "0" or amount == 0 else f"{sign}${significant(amount, 3)}"
     if amount >= 0.1 or amount == 0:
         return f"{sign}${amount:,.{places}f}"
     return f"{sign}${significant(amount, 3)}"
 
 
-def human_cost(usd: float | None, places: int = 2) -> str:
+def money_tick(usd: float, places: int) -> str:
+    """A dollar axis tick: always ``places`` decimals, so the ticks of one axis line up."""
+    sign = "-" if usd < 0 else ""
+    return f"{sign}${abs(usd):,.{places}f}"
+
+
+def human_cost(usd: float | None, places: int | None = 2) -> str:
     """A cost that is unknown without a price: :data:`NO_PRICE` for None, never $0 (see
     :mod:`gpuplanner.history.run_cost`)."""
     return NO_PRICE if usd is None else human_money(usd, places)
@@ -83,7 +93,7 @@ def usd_cell(usd: float | None) -> str:
     return NO_PRICE if usd is None else f"{usd:,.2f}"
 
 
-def human_rate(usd: float | None, unit: str = "GPU-h", places: int = 2) -> str:
+def human_rate(usd: float | None, unit: str = "GPU-h", places: int | None = 2) -> str:
     """A price per unit of time: "$2.50/GPU-h", "$20.00/instance-h"; :data:`NO_PRICE` for None."""
     return NO_PRICE if usd is None else f"{human_money(usd, places)}/{unit}"
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpuplanner.export.human import human_money
 from gpuplanner.history.alert_rules import Alert, AlertSettings, gpu_label
 from gpuplanner.plan.catalog import CatalogError, GpuSpec, load_catalog
 from gpuplanner.plan.inputs import PlanInputs
@@ -165,7 +166,7 @@ def _saving(ctx: RunContext, seconds_per_step: float | None, gpus: float | None 
 def _money(usd: float | None) -> str:
     if usd is None:
         return "no dollar figure (no price recorded)"
-    return f"${abs(usd):,.2f}" if abs(usd) < 100 else f"${abs(usd):,.0f}"
+    return f"{human_money(abs(usd))}" if abs(usd) < 100 else f"{human_money(abs(usd), 0)}"
 
 
 def _saving_text(hours: float | None, usd: float | None, basis: str) -> str:
@@ -189,7 +190,7 @@ def _diagnosis(
     trainer_settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if hours is not None:
-        basis = f"{ctx.steps_ahead()[1]} x {basis}" + (f" x ${ctx.price:g}/GPU-h" if ctx.price else "")
+        basis = f"{ctx.steps_ahead()[1]} x {basis}" + (f" x {human_money(ctx.price, None)}/GPU-h" if ctx.price else "")
     return {
         "cause": cause,
         "text": f"{text} {_saving_text(hours, usd, basis)}",
@@ -416,7 +417,9 @@ def idle(ctx: RunContext, planner: PlannerModel, alert: Alert) -> dict[str, Any]
     )
     result = _diagnosis(ctx, "idle_gpu", text, None, None, "")
     result["saving_hours"], result["saving_usd"] = 0.0, usd
-    basis = f"{ctx.steps_ahead()[1]}: {share:.0%} of one GPU's time" + (f" x ${ctx.price:g}/GPU-h" if ctx.price else "")
+    basis = f"{ctx.steps_ahead()[1]}: {share:.0%} of one GPU's time" + (
+        f" x {human_money(ctx.price, None)}/GPU-h" if ctx.price else ""
+    )
     result["basis"] = basis
     money = _money(usd) if hours_ahead is not None else "not estimated (no step time)"
     result["text"] = f"{text} Expected saving: no time, {money} of the idle GPU, over {basis}."

@@ -126,7 +126,7 @@ def summary_text(plan: Plan) -> str:
     ]
     if plan.on_demand is not None:
         parts.append(
-            f"On-demand {human_money(plan.on_demand_cost_usd)} at ${plan.on_demand.usd_per_gpu_hour:.2f}/GPU-h "
+            f"On-demand {human_money(plan.on_demand_cost_usd)} at {human_money(plan.on_demand.usd_per_gpu_hour)}/GPU-h "
             f"({plan.on_demand.provider})."
         )
     if plan.spot is not None:
@@ -139,7 +139,7 @@ def summary_text(plan: Plan) -> str:
     if plan.deadline_ok is not None and request.deadline_hours is not None:
         parts.append(f"Deadline {request.deadline_hours:g} h: {'met' if plan.deadline_ok else 'MISSED'}.")
     if plan.budget_ok is not None and request.budget_usd is not None:
-        parts.append(f"Budget ${request.budget_usd:,.2f}: {'within' if plan.budget_ok else 'OVER'}.")
+        parts.append(f"Budget {human_money(request.budget_usd)}: {'within' if plan.budget_ok else 'OVER'}.")
     if plan.gpu_hours_ok is not None and request.max_gpu_hours is not None:
         parts.append(f"GPU-hour cap {request.max_gpu_hours:,g}: {'within' if plan.gpu_hours_ok else 'OVER'}.")
     low, high = plan.hours_range

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplanner.history.gpu_metrics import MISSING, live_throttle_text
+from gpuplanner.ui.human import human_money
 from gpuplanner.ui.ring_buffer import RingBuffer
 from trainer.protocol import throttle_reason_names
 from trainer.spend import spend_usd as priced_spend
@@ -428,13 +429,13 @@ class RunTelemetry:
         spend, projected = self.spend_usd(), self.projected_cost_usd()
         if spend is not None and spend > self.planned_cost_usd:
             return (
-                f"Over plan: spent ${spend:,.2f}, the plan said ${self.planned_cost_usd:,.2f} "
+                f"Over plan: spent {human_money(spend)}, the plan said {human_money(self.planned_cost_usd)} "
                 f"({spend / self.planned_cost_usd - 1:+.0%})"
             )
         frac = self.progress() or 0.0
         if projected is not None and frac >= 0.1 and projected > 1.1 * self.planned_cost_usd:
             return (
-                f"Heading over plan: at this pace the run costs ${projected:,.2f}, the plan said "
-                f"${self.planned_cost_usd:,.2f} ({projected / self.planned_cost_usd - 1:+.0%})"
+                f"Heading over plan: at this pace the run costs {human_money(projected)}, the plan said "
+                f"{human_money(self.planned_cost_usd)} ({projected / self.planned_cost_usd - 1:+.0%})"
             )
         return None
