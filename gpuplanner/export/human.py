@@ -120,6 +120,17 @@ def human_duration(seconds: float | None) -> str:
     return f"{sign}{days:,} d" + (f" {hours} h" if hours else "")
 
 
+def human_clock(seconds: float) -> str:
+    """A duration to the second, for a figure that counts up while shown (a queue wait): "42 s",
+    "2m 05s", "1h 02m"."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
 def human_hours(hours: float | None) -> str:
     """A duration given in hours."""
     return DASH if not _finite(hours) else human_duration(float(hours) * 3600.0)  # type: ignore[arg-type]

@@ -26,6 +26,8 @@ HUMAN_HOME = "gpuplanner/export/human.py"
 # Not yet moved, with the reason: plan/compare.py belongs to the compare-row work of issue 23 (another
 # part); it is to call PriceChoice.usd_per_instance_hour when that lands.
 KNOWN = {("gpuplanner/plan/compare.py", "instance price")}
+# commands/run.py's progress line (its ETA) belongs to the ETA work of issue 23 (another part).
+KNOWN_DURATIONS = {"gpuplanner/commands/run.py"}
 
 
 def product_files() -> list[Path]:
@@ -96,6 +98,40 @@ def dollar_formatting(tree: ast.AST) -> list[int]:
     return lines
 
 
+def _splits_seconds(value: ast.FormattedValue) -> bool:
+    return any(
+        isinstance(op, ast.BinOp)
+        and isinstance(op.op, (ast.FloorDiv, ast.Mod))
+        and isinstance(op.right, ast.Constant)
+        and op.right.value in (60, 3600, 86400)
+        for op in ast.walk(value.value)
+    )
+
+
+def duration_formatting(tree: ast.AST) -> list[int]:
+    """f-strings that split seconds into hours and minutes themselves (``{s // 3600}h{s % 3600 // 60}m``:
+    two or more parts of one f-string)."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr)
+        and sum(isinstance(v, ast.FormattedValue) and _splits_seconds(v) for v in node.values) >= 2
+    ]
+
+
+def test_no_duration_formatting_outside_export_human() -> None:
+    copies = []
+    for path in product_files():
+        rel = path.relative_to(REPO_ROOT).as_posix()
+        if rel == HUMAN_HOME or rel in KNOWN_DURATIONS:
+            continue
+        copies += [f"{rel}:{line}" for line in duration_formatting(ast.parse(path.read_text(), rel))]
+    assert not copies, (
+        "a duration split into hours/minutes by hand; call gpuplanner/export/human.py: human_duration, "
+        "human_hours or human_clock (to the second):\n" + "\n".join(copies)
+    )
+
+
 def test_no_copy_of_the_instance_price_or_the_spend_clock() -> None:
     copies = []
     for path in product_files():
@@ -133,7 +169,11 @@ def test_the_scan_finds_what_it_bans() -> None:
         'd = f"spent ${spend:,.2f}"\n'
         "e = instance_hour_usd(price, gpus) * hours\n"
         'f = f"{human_money(x)} and ${y}"\n'
+        'g = f"{s // 3600}h{s % 3600 // 60:02d}m"\n'
+        "h = price / gpus\n"
+        'i = f"--time={limit_s // 60 + 1}"\n'
     )
     tree = ast.parse(code)
     assert arithmetic_copies(tree) == [(1, "instance price"), (2, "spend clock")]
     assert dollar_formatting(tree) == [4]
+    assert duration_formatting(tree) == [7]
