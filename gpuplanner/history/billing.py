@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from gpuplanner.history.run_cost import add_costs
 from trainer.spend import spend_usd
 
 BILLED = "billed"
@@ -63,8 +64,9 @@ def billed_of(db: Database, run_id: int, record_hours: float | None = None) -> d
     if not spans:
         return None
     hours = sum(float(s["billed_s"]) for s in spans) / 3600.0
-    costs = [s.get("billed_usd") for s in spans]
-    cost = sum(c for c in costs if isinstance(c, (int, float))) if any(c is not None for c in costs) else None
+    cost = add_costs(
+        s.get("billed_usd") if isinstance(s.get("billed_usd"), (int, float)) else None for s in spans
+    ).cost_usd
     idle = max(0.0, hours - record_hours) if record_hours is not None else None
     return {
         "billed_hours": hours,
