@@ -152,6 +152,13 @@ def metric_value(summary: RunSummary, attribute: str) -> Any:
     return getattr(summary, attribute)
 
 
+def metric_text(summary: RunSummary, attribute: str) -> str:
+    """One compared metric of a run as the Compare tab and the report show it: "no price" for a cost the
+    run cannot have without a price."""
+    value = metric_value(summary, attribute)
+    return NO_PRICE if unpriced_figure(attribute, value, summary.price_usd_per_gpu_hour) else format_value(value)
+
+
 def format_value(value: Any) -> str:
     if value is None:
         return "–"

@@ -72,6 +72,7 @@ from gpuplanner.ui.history_model import (
     export_values,
     format_time,
     format_value,
+    metric_text,
     metric_value,
     overlay_series,
     row_values,
@@ -714,6 +715,11 @@ class HistoryPane(QWidget):
         rows = [[label, *(metric_value(s, attr) for s in summaries)] for label, attr in COMPARE_METRICS]
         return headers, rows
 
+    def compare_texts(self, run_ids: Sequence[int]) -> list[list[str]]:
+        """:meth:`compare_rows` as the Compare tab and the PDF show them ("no price" where a run has none)."""
+        summaries = [s for s in (self._summary(i) for i in run_ids) if s is not None]
+        return [[label, *(metric_text(s, attr) for s in summaries)] for label, attr in COMPARE_METRICS]
+
     def show_compare(self, run_ids: Sequence[int]) -> None:
         self._series_run = None  # a series still loading is not shown over the comparison
         self._overlay_runs = list(run_ids)
@@ -721,7 +727,8 @@ class HistoryPane(QWidget):
         wanted = [(i, labels.get(i, f"#{i}")) for i in run_ids]
         path = self.services.db_path
         self._start("overlay", lambda: load_overlay(path, wanted))
-        headers, rows = self.compare_rows(run_ids)
+        headers, _ = self.compare_rows(run_ids)
+        rows = self.compare_texts(run_ids)
         self.compare_table.clear()
         self.compare_table.setColumnCount(len(headers))
         self.compare_table.setRowCount(len(rows))
@@ -729,7 +736,7 @@ class HistoryPane(QWidget):
         self.compare_table.setVerticalHeaderLabels([r[0] for r in rows])
         for r, row in enumerate(rows):
             for c, value in enumerate(row[1:]):
-                item = QTableWidgetItem(format_value(value))
+                item = QTableWidgetItem(value)
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.compare_table.setItem(r, c, item)
         self.compare_table.resizeColumnsToContents()
@@ -820,9 +827,9 @@ class HistoryPane(QWidget):
             )
         ids = self.selected_run_ids()
         if len(ids) >= 2:
-            headers, compare = self.compare_rows(ids)
+            headers, _ = self.compare_rows(ids)
             report.text("Compared side by side", bold=True)
-            report.table(["metric", *headers], [[r[0], *(format_value(v) for v in r[1:])] for r in compare])
+            report.table(["metric", *headers], self.compare_texts(ids))
             if self.overlay.series and {s.run_id for s in self.overlay.series} == set(ids):
                 report.text("The runs overlaid (" + self.overlay.x_combo.currentText() + ")", bold=True)
                 report.image(self.overlay.grab().toImage(), 110)

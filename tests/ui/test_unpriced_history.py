@@ -81,3 +81,12 @@ def test_details_and_report_say_no_price_and_count_the_unpriced_run(pane: Histor
     columns, rows, _, _ = next(block[1] for block in report.blocks if block[0] == "table")
     cost = {row[0]: row[columns.index("Cost $")] for row in rows}
     assert cost == {str(runs["free"]): "no price", str(runs["paid"]): "6.00"}
+
+
+def test_the_compare_tab_says_no_price(pane: HistoryPane, runs: dict[str, int]) -> None:
+    pane.show_compare([runs["free"], runs["paid"]])
+    table = pane.compare_table
+    labels = [table.verticalHeaderItem(r).text() for r in range(table.rowCount())]
+    for label, expected in (("Cost $", ["no price", "6.00"]), ("$/GPU-hour", ["no price", "3.00"])):
+        row = labels.index(label)
+        assert [table.item(row, c).text() for c in range(2)] == expected
