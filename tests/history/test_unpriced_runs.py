@@ -123,3 +123,10 @@ def test_a_run_priced_at_launch_keeps_its_price(tmp_path: Path) -> None:
         ingest_file(db, run_id, folder / "events.jsonl")
         summary = summarize(db, run_id, with_alerts=False)
     assert summary.price_usd_per_gpu_hour == 0.0 and summary.cost_usd == 0.0  # a free host, said so
+
+
+def test_runs_compare_text_says_no_price(history: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, text = run(capsys, "runs", "compare", "1", "2", "--db", str(history))
+    header, *lines = text.splitlines()
+    at = header.index("cost_usd")
+    assert [line[at:].split("  ")[0].strip() for line in lines] == ["no price", "6"]
