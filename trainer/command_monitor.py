@@ -14,7 +14,7 @@ writes the same ``events.jsonl`` as the bundled trainer:
 - ``run_end`` with the command's exit code and the totals.
 
 It enforces ``--budget-usd`` and ``--max-gpu-hours`` (spend = price x GPUs x time since this process
-started, added to what earlier attempts spent) by SIGTERM to the job's process group and SIGKILL after
+started, added to what earlier attempts spent: :mod:`trainer.spend`, the clock the trainer uses too) by SIGTERM to the job's process group and SIGKILL after
 ``--grace-s``; a cloud preemption notice (:class:`trainer.preemption.MetadataWatcher`) and a stop
 signal sent to the monitor (a launcher's stop) are passed on the same way. The job's exit code is the
 monitor's exit code (75: checkpointed, resume me), except after a budget stop, which is a finished run
@@ -38,6 +38,7 @@ from typing import Any
 from . import clock, early_signals, protocol
 from .nvml_sampler import Activity, NvmlSource, NvmlUnavailable, SimulatedSource
 from .preemption import DEFAULT_URLS, MetadataWatcher
+from .spend import SpendClock, SpendTotals, cap_reached
 from .telemetry import NODE_SEQ_STRIDE, Telemetry, node_events_file, warn
 
 EXIT_OK, EXIT_CONFIG, EXIT_RESUME = 0, 2, 75
@@ -58,7 +59,9 @@ def _env_int(name: str, default: int) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-dir", required=True, help="the run's folder (events.jsonl is written here)")
-    p.add_argument("--price-per-gpu-hour", type=float, default=0.0, help="US dollars per GPU-hour")
+    p.add_argument(
+        "--price-per-gpu-hour", type=float, help="US dollars per GPU-hour (none: the spend is unknown, never $0)"
+    )
     p.add_argument("--gpus", type=int, default=1, help="GPUs the job uses (priced and sampled)")
     p.add_argument("--budget-usd", type=float, help="stop the job (SIGTERM, then SIGKILL) at this spend")
     p.add_argument("--max-gpu-hours", type=float, help="stop the job at this many GPU-hours")
@@ -281,6 +284,11 @@ class Monitor:
         self.events = self.run_dir / node_events_file(args.node_rank)
         ended = previous_end(self.events) if self.main else None
         self.before = _numbers(ended["totals"]) if ended else {}
+        gpus = max(1, args.gpus) * max(1, args.nodes)  # spend counts GPUs x nodes
+        self.spend_clock = SpendClock(args.price_per_gpu_hour, gpus, self.started_mono)
+        if self.before:
+            b = self.before
+            self.spend_clock.carry_over(b.get("elapsed_s", 0.0), b.get("gpu_hours", 0.0), b.get("spend_usd"))
         self.tele = Telemetry(self.events)
         self.user = UserRecords(self.run_dir / USER_FILE)
         # An earlier attempt's records were merged up to where its run_end says (or, if it never
@@ -301,14 +309,9 @@ class Monitor:
         self.shared_group = False
 
     # -- spend -----------------------------------------------------------------------------------
-    def clock_totals(self) -> dict[str, float]:
-        this = max(0.0, time.monotonic() - self.started_mono)
-        gpus = max(1, self.args.gpus) * max(1, self.args.nodes)
-        return {
-            "elapsed_s": self.before.get("elapsed_s", 0.0) + this,
-            "gpu_hours": self.before.get("gpu_hours", 0.0) + gpus * this / 3600.0,
-            "spend_usd": self.before.get("spend_usd", 0.0) + self.args.price_per_gpu_hour * gpus * this / 3600.0,
-        }
+    def clock_totals(self) -> SpendTotals:
+        """Elapsed time, GPU-hours and spend: the trainer's spend clock (:mod:`trainer.spend`)."""
+        return self.spend_clock.totals()
 
     # -- stopping the job --------------------------------------------------------------------------
     def request_stop(self, reason: str, detail: str, send: bool = True) -> None:
@@ -346,12 +349,9 @@ class Monitor:
             return
         if not self.main:  # node 0 enforces the caps of the whole job
             return
-        totals = self.clock_totals()
-        budget, cap = self.args.budget_usd, self.args.max_gpu_hours
-        if budget is not None and totals["spend_usd"] >= budget:
-            self.request_stop("budget_stop", f"spend ${totals['spend_usd']:.4f} reached the budget ${budget:g}")
-        elif cap is not None and totals["gpu_hours"] >= cap:
-            self.request_stop("budget_stop", f"{totals['gpu_hours']:.4f} GPU-hours reached the cap {cap:g}")
+        reason = cap_reached(self.clock_totals(), self.args.budget_usd, self.args.max_gpu_hours)
+        if reason is not None:
+            self.request_stop("budget_stop", reason)
 
     # -- records ---------------------------------------------------------------------------------------
     def _merge_user(self) -> None:
@@ -364,7 +364,7 @@ class Monitor:
             at = rec.pop("t", None)
             at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
             if kind == "step":
-                rec.update({k: round(v, 6) for k, v in self.clock_totals().items()})
+                rec.update(_rounded(self.clock_totals()))
                 for key in ("tokens_total", "samples_total"):
                     if isinstance(rec.get(key), int):
                         self.totals[key] = rec[key]
@@ -403,9 +403,10 @@ class Monitor:
                 "GPUPLANNER_CHECKPOINT_DIR": str(self.run_dir / "checkpoints"),
                 "GPUPLANNER_RESUMED": "1" if self.before else "0",
                 "GPUPLANNER_EXIT_RESUME": str(EXIT_RESUME),
-                "GPUPLANNER_PRICE_PER_GPU_HOUR": repr(float(self.args.price_per_gpu_hour)),
             }
         )
+        if self.args.price_per_gpu_hour is not None:
+            env["GPUPLANNER_PRICE_PER_GPU_HOUR"] = repr(float(self.args.price_per_gpu_hour))
         if not self.main:  # node 0 merges the step records: another node's copy of the command logs none
             env.pop("GPUPLANNER_TELEMETRY_FILE")
         return env
@@ -512,13 +513,18 @@ class Monitor:
         if not self.main:  # node 0 reports how the run ended
             self.tele.close()
             return code
-        totals = {**self.totals, **{k: round(v, 6) for k, v in self.clock_totals().items()}}
+        totals = {**self.totals, **_rounded(self.clock_totals())}
         detail = {"reason": reason} if reason else {}
         if self.user.bad:
             detail["skipped_user_records"] = self.user.bad
         self.tele.emit("run_end", status=status, totals=totals, exit_code=code, user_offset=self.user.offset, **detail)
         self.tele.close()
         return code if exit_code is None else exit_code
+
+
+def _rounded(totals: SpendTotals) -> dict[str, float | None]:
+    """The clock's totals for a record: to 6 decimals, spend None (unknown) without a price."""
+    return {k: None if v is None else round(v, 6) for k, v in totals.as_dict().items()}
 
 
 def main(args: argparse.Namespace) -> int:

@@ -74,7 +74,7 @@ class TrainConfig:
     resume: bool = True
     schedule_change: str = "warn"
     # Budget
-    price_per_gpu_hour: float = 0.0
+    price_per_gpu_hour: float | None = None  # None: no price, so the spend is unknown (never $0)
     budget_usd: float | None = None
     max_gpu_hours: float | None = None
     # Preemption notices
@@ -241,7 +241,7 @@ def validate(config: TrainConfig) -> None:
             problems.append("--qlora quantises a pretrained checkpoint: give --model (not --model-config)")
         if config.fsdp:
             problems.append("--qlora does not run with --fsdp (4-bit weights are not sharded here); use DDP")
-    if config.price_per_gpu_hour < 0:
+    if config.price_per_gpu_hour is not None and config.price_per_gpu_hour < 0:
         problems.append("--price-per-gpu-hour must not be negative")
     if problems:
         raise ValueError("; ".join(problems))

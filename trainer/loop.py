@@ -49,6 +49,7 @@ from .preemption import (
     SignalHandlers,
     StopFlag,
 )
+from .spend import SpendClock, SpendTotals, cap_reached
 from .telemetry import StepRateLimiter, Telemetry, node_rank_from_env, node_telemetry, warn
 
 causal_loss_sum = losses.causal_loss_sum  # the plain path (full logits), also what callers import from here
@@ -286,7 +287,8 @@ class _Trainer:
         # Where this process's time goes, from its start (trainer/phases.py); records carry the totals.
         self.phases = PhaseClock(self.started_mono)
         self._first_compute: float | None = None  # --compile: the first step's compute time
-        self.clock_base = (0.0, 0.0, 0.0)  # elapsed, spend and GPU-hours carried over from the checkpoint
+        # elapsed, GPU-hours and spend from the process start plus what the checkpoint carried over
+        self.spend_clock = SpendClock(config.price_per_gpu_hour, info.world, self.started_mono)
         self.mirror = Mirror(config.mirror_url, config.keep_checkpoints) if config.mirror_url and info.is_main else None
 
     def phase_fields(self) -> dict[str, Any]:
@@ -734,7 +736,7 @@ class _Trainer:
         self._data()
         self._model()
         resumed = self._resume()
-        self.clock_base = (self.state.elapsed_s, self.state.spend_usd, self.state.gpu_hours)
+        self.spend_clock.carry_over(self.state.elapsed_s, self.state.gpu_hours, self.state.spend_usd)
         remaining = self._remaining_steps()
         self.total_steps = self.state.step + remaining
         self.warmup = c.warmup_steps if c.warmup_steps >= 0 else min(100, max(1, self.total_steps // 20))
@@ -790,7 +792,7 @@ class _Trainer:
                 "resumed",
                 step=start_step,
                 checkpoint=str(resumed),
-                spend_usd=self.state.spend_usd,
+                spend_usd=self._spend(),
                 **(
                     {"schedule_changes": [{"setting": k, "saved": a, "now": b} for k, a, b in changes]}
                     if changes
@@ -979,23 +981,24 @@ class _Trainer:
         elif self.steps_done == 2 and self._first_compute is not None:
             self.phases.move("compile", "train", min(self._first_compute, compute_s))
 
-    def _tick(self) -> None:
+    def _tick(self) -> SpendTotals:
         """Bring elapsed time, GPU-hours and spend up to now (cumulative across resumes)."""
-        s, c = self.state, self.config
-        elapsed0, spend0, gpu_h0 = self.clock_base
-        this_process = max(0.0, time.monotonic() - self.started_mono)
-        s.elapsed_s = elapsed0 + this_process
-        s.gpu_hours = gpu_h0 + self.info.world * this_process / 3600.0
-        s.spend_usd = spend0 + c.price_per_gpu_hour * self.info.world * this_process / 3600.0
+        totals = self.spend_clock.totals()
+        s = self.state
+        s.elapsed_s, s.gpu_hours = totals.elapsed_s, totals.gpu_hours
+        s.spend_usd = totals.spend_usd if totals.spend_usd is not None else 0.0
+        return totals
+
+    def _spend(self) -> float | None:
+        """The spend the records carry: None (unknown) without a price, never $0."""
+        return self.state.spend_usd if self.spend_clock.priced else None
 
     def _tick_budget(self) -> None:
-        """:meth:`_tick`, then request the budget stop when a cap is reached."""
-        self._tick()
-        c, s = self.config, self.state
-        if c.budget_usd is not None and s.spend_usd >= c.budget_usd:
-            self.flag.request(BUDGET_STOP, f"spend ${s.spend_usd:.4f} reached the budget ${c.budget_usd}")
-        if c.max_gpu_hours is not None and s.gpu_hours >= c.max_gpu_hours:
-            self.flag.request(BUDGET_STOP, f"{s.gpu_hours:.4f} GPU-hours reached the cap {c.max_gpu_hours}")
+        """:meth:`_tick`, then request the budget stop when a cap is reached (:func:`trainer.spend.cap_reached`)."""
+        totals = self._tick()
+        reason = cap_reached(totals, self.config.budget_usd, self.config.max_gpu_hours)
+        if reason is not None:
+            self.flag.request(BUDGET_STOP, reason)
 
     def _emit_step(
         self, win: dict[str, Any], gb: int, fpt: float, peak: float | None, lr: float, sample_ids: list[int] | None
@@ -1019,7 +1022,7 @@ class _Trainer:
             peak_mem_bytes=_peak_mem(self.device),
             mfu=(fpt * tokens_per_s / (peak * self.info.world)) if peak else None,
             hfu=(self.flops.hardware * tokens_per_s / (peak * self.info.world)) if peak else None,
-            spend_usd=s.spend_usd,
+            spend_usd=self._spend(),
             gpu_hours=s.gpu_hours,
             elapsed_s=s.elapsed_s,
             steps_in_record=win["steps"],
@@ -1039,7 +1042,7 @@ class _Trainer:
             "steps": s.step,
             "tokens_total": s.tokens_total,
             "samples_total": s.samples_total,
-            "spend_usd": s.spend_usd,
+            "spend_usd": self._spend(),
             "gpu_hours": s.gpu_hours,
             "elapsed_s": s.elapsed_s,
         }

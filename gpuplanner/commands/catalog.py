@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.commands.errors import UsageError
+from gpuplanner.export.human import human_money
 from gpuplanner.plan.catalog import (
     OWN_PROVIDER,
     Catalog,
@@ -312,13 +313,13 @@ def _update(args: argparse.Namespace) -> int:
     if report.written:
         print(f"new offers: {len(report.new_offers)}")
         for offer in report.new_offers[:_LISTED]:
-            print(f"  {_offer_words(offer)}: ${offer.on_demand_usd:.3f}/GPU-h on demand")
+            print(f"  {_offer_words(offer)}: {human_money(offer.on_demand_usd, 3)}/GPU-h on demand")
         if len(report.new_offers) > _LISTED:
             print(f"  ... and {len(report.new_offers) - _LISTED} more (`gpuplanner catalog prices` lists all)")
         print(f"price changes above {CHANGE_THRESHOLD:.0%}: {len(report.changes)}")
         for change in report.changes[:_LISTED]:
             print(
-                f"  {_offer_words(change.offer)} {change.pricing}: ${change.old_usd:.3f} -> ${change.new_usd:.3f}/GPU-h "
+                f"  {_offer_words(change.offer)} {change.pricing}: {human_money(change.old_usd, 3)} -> {human_money(change.new_usd, 3)}/GPU-h "
                 f"({change.change_pct:+.1f}%)"
             )
         if len(report.changes) > _LISTED:
@@ -468,7 +469,7 @@ def _tco(args: argparse.Namespace) -> int:
     hw = price.hardware
     print(f"Amortised price of {hw.gpus} x {spec.name} you own")
     print(
-        f"  capital      ${price.capital_usd_per_hour:8.3f}/h  (${hw.purchase_usd:,.0f} less ${hw.residual_usd:,.0f} "
+        f"  capital      {human_money(price.capital_usd_per_hour, 3):>9}/h  ({human_money(hw.purchase_usd, 0)} less {human_money(hw.residual_usd, 0)} "
         f"resale over {price.training_hours:,.0f} training hours: {hw.lifetime_years:g} years at {hw.utilisation:.0%})"
     )
     how = (
@@ -477,18 +478,22 @@ def _tco(args: argparse.Namespace) -> int:
         else "given"
     )
     print(
-        f"  energy       ${price.energy_usd_per_hour:8.3f}/h  ({hw.power_w:,.0f} W, {how}, at ${hw.electricity_usd_per_kwh:g}/kWh)"
+        f"  energy       {human_money(price.energy_usd_per_hour, 3):>9}/h  ({hw.power_w:,.0f} W, {how}, at {human_money(hw.electricity_usd_per_kwh, None)}/kWh)"
     )
     if hw.idle_power_w:
-        print(f"  idle energy  ${price.idle_energy_usd_per_hour:8.3f}/h  ({hw.idle_power_w:,.0f} W while not training)")
+        print(
+            f"  idle energy  {human_money(price.idle_energy_usd_per_hour, 3):>9}/h  ({hw.idle_power_w:,.0f} W while not training)"
+        )
     if hw.upkeep_usd_per_year:
-        print(f"  upkeep       ${price.upkeep_usd_per_hour:8.3f}/h  (${hw.upkeep_usd_per_year:,.0f} a year)")
+        print(
+            f"  upkeep       {human_money(price.upkeep_usd_per_hour, 3):>9}/h  ({human_money(hw.upkeep_usd_per_year, 0)} a year)"
+        )
     print(
-        f"  total        ${price.usd_per_machine_hour:8.3f} per machine-hour = ${price.usd_per_gpu_hour:.3f} per GPU-hour"
+        f"  total        {human_money(price.usd_per_machine_hour, 3):>9} per machine-hour = {human_money(price.usd_per_gpu_hour, 3)} per GPU-hour"
     )
     if cloud is not None:
         print(
-            f"cheapest cloud on demand for {spec.name}: ${cloud.on_demand_usd:.3f}/GPU-h "
+            f"cheapest cloud on demand for {spec.name}: {human_money(cloud.on_demand_usd, 3)}/GPU-h "
             f"({cloud.provider} {cloud.instance_type}, {cloud.gpu_count} GPU(s), {describe_age(cloud.as_of)})"
         )
     if saved:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from gpuplanner.commands.errors import UsageError
+from gpuplanner.export.human import human_money
 from gpuplanner.history.db import HistoryError
 from gpuplanner.launch.hosts import (
     LOCAL_HOST_NAME,
@@ -306,7 +307,9 @@ def _list(args: argparse.Namespace) -> int:
                 settings = h.slurm_settings
                 h = dataclasses.replace(h, gpu_count=settings.gpus_per_node * settings.nodes)
         price = (
-            f"${h.price_usd_per_gpu_hour:g}/GPU-h {h.pricing}" if h.price_usd_per_gpu_hour is not None else "no price"
+            f"{human_money(h.price_usd_per_gpu_hour, None)}/GPU-h {h.pricing}"
+            if h.price_usd_per_gpu_hour is not None
+            else "no price"
         )
         gpus = (
             f"{h.gpu_count} x {h.gpu_type}"
@@ -425,7 +428,11 @@ def _add_local(args: argparse.Namespace) -> int:
 
         host = dataclasses.replace(host, python=args.python)
         update_host(args.db, host)
-    print(json.dumps(_host_doc(host)) if args.json else f"this machine: ${args.price:g}/GPU-h {host.pricing}")
+    print(
+        json.dumps(_host_doc(host))
+        if args.json
+        else f"this machine: {human_money(args.price, None)}/GPU-h {host.pricing}"
+    )
     return 0
 
 
@@ -477,7 +484,7 @@ def _set_price(args: argparse.Namespace) -> int:
     elif price is None:
         print(f"{host.name}: no price")
     else:
-        print(f"{host.name}: ${price:g}/GPU-h {host.pricing}")
+        print(f"{host.name}: {human_money(price, None)}/GPU-h {host.pricing}")
     return 0
 
 

@@ -345,7 +345,7 @@ def _offer_line(block: dict[str, Any]) -> str:
     if block["provider"] == "given":
         return f"rents {block['rents']}; source: {block['source']}"
     return (
-        f"rents {block['rents']} in {block['region']}, ${block['price_per_instance_hour']:,.2f}/instance-h; "
+        f"rents {block['rents']} in {block['region']}, {human_money(block['price_per_instance_hour'])}/instance-h; "
         f"source: {block['source'] or '-'}, as of {block['as_of'] or '-'}"
     )
 
@@ -444,16 +444,16 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
             else ""
         )
         lines.append(
-            f"On-demand {_money(on_demand['cost_usd'])} at ${on_demand['price_per_gpu_hour']:.2f}/GPU-h x {on_demand['billed_gpus']}{where}"
+            f"On-demand {_money(on_demand['cost_usd'])} at {human_money(on_demand['price_per_gpu_hour'])}/GPU-h x {on_demand['billed_gpus']}{where}"
         )
         lines.append("         " + _offer_line(on_demand))
     if spot and spot["hours"] is None:  # interruptions come faster than checkpoints (see the warnings)
-        lines.append(f"Spot     never finishes at ${spot['price_per_gpu_hour']:.2f}/GPU-h")
+        lines.append(f"Spot     never finishes at {human_money(spot['price_per_gpu_hour'])}/GPU-h")
         lines.append("         " + _offer_line(spot))
     elif spot:
         lines.append(
             f"Spot     {_money(spot['cost_usd'])} expected ({_hours(spot['hours'])}), P50 {_money(spot['p50_cost_usd'])}, "
-            f"P90 {_money(spot['p90_cost_usd'])} at ${spot['price_per_gpu_hour']:.2f}/GPU-h"
+            f"P90 {_money(spot['p90_cost_usd'])} at {human_money(spot['price_per_gpu_hour'])}/GPU-h"
         )
         lines.append("         " + _offer_line(spot))
         if spot.get("interruptions_per_hour") is not None:
@@ -478,7 +478,7 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
         )
     if document["budget_ok"] is not None:
         lines.append(
-            f"Budget   ${inputs['budget_usd']:,.2f}: {'within' if document['budget_ok'] else 'OVER'} ({inputs['pricing']})"
+            f"Budget   {human_money(inputs['budget_usd'])}: {'within' if document['budget_ok'] else 'OVER'} ({inputs['pricing']})"
         )
     if document["gpu_hours_ok"] is not None:
         lines.append(

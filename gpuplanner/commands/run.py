@@ -25,6 +25,7 @@ from typing import Any
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.commands.hosts import add_trust_flag, terminal_prompter, with_host_key_trust
 from gpuplanner.commands.spend import add_tag_flag, tags_from_args
+from gpuplanner.export.human import human_money
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.plans import save_plan
 from gpuplanner.launch.budget import BudgetError, budget_problem
@@ -321,7 +322,7 @@ class _Progress:
         if r.get("tokens_per_s") is not None:
             parts.append(f"{r['tokens_per_s']:,.0f} tok/s")
         if r.get("spend_usd") is not None:
-            parts.append(f"${r['spend_usd']:.4f}")
+            parts.append(f"{human_money(r['spend_usd'], 4)}")
         if self.max_steps and first and step > first[1]:
             rate = (step - first[1]) / max(1e-9, time.monotonic() - first[0])
             parts.append(f"ETA {_duration(max(0, self.max_steps - step) / rate)}")

@@ -13,6 +13,7 @@ from typing import Any
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.commands.spend import add_tag_flag, tags_from_args
 from gpuplanner.commands.spend import register_actions as register_spend_actions
+from gpuplanner.export.human import NO_PRICE, human_money
 from gpuplanner.history import export as export_mod
 from gpuplanner.history import jsonsafe
 from gpuplanner.history.alert_rules import SPECS, AlertSettings, SettingsError
@@ -30,6 +31,7 @@ from gpuplanner.history.gpu_metrics import (
 )
 from gpuplanner.history.maintenance import downsample, optimize
 from gpuplanner.history.plans import get_plan, planned_figures
+from gpuplanner.history.run_cost import unpriced_figure
 from gpuplanner.history.runs import delete_run, get_run, list_runs, run_for_stream, update_run
 from gpuplanner.history.tags import format_tags, tags_of
 from gpuplanner.history.tail import events_file, ingest_file
@@ -297,13 +299,21 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _cell(row: dict[str, Any], column: str) -> str:
+    """One cell of a text table of runs: "no price" for a cost the run cannot have without a price."""
+    value = row.get(column)
+    if "price_usd_per_gpu_hour" in row and unpriced_figure(column, value, row["price_usd_per_gpu_hour"]):
+        return NO_PRICE
+    return _time(value) if column.endswith("_at") else _fmt(value)
+
+
 def _print_rows(fmt: str | None, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
     if fmt == "json":
         print(jsonsafe.dumps(rows, indent=1))
     elif fmt in ("csv", "markdown"):
         export_mod.write_table(sys.stdout, fmt, columns, [[row.get(c) for c in columns] for row in rows])
     else:
-        table = [[_time(r.get(c)) if c.endswith("_at") else _fmt(r.get(c)) for c in columns] for r in rows]
+        table = [[_cell(r, c) for c in columns] for r in rows]
         widths = [max([len(c)] + [len(row[i]) for row in table]) for i, c in enumerate(columns)]
         print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
         for row in table:
@@ -350,6 +360,9 @@ def _print_summary(
             "queue",
         ):
             continue
+        if unpriced_figure(key, value, summary.price_usd_per_gpu_hour):
+            print(f"{key:34} {NO_PRICE}")
+            continue
         print(f"{key:34} {_time(value) if key.endswith('_at') else _fmt(value)}")
     if summary.queue:
         print(f"{'queue wait':34} {_queue_text(summary.queue)}")
@@ -386,13 +399,6 @@ def _queue_text(queue: dict[str, Any]) -> str:
     return text
 
 
-def _dollars(usd: float) -> str:
-    """Dollars to the cent, or to 3 significant figures below a cent ("$0.0000567"), never in exponent form."""
-    if usd >= 0.01 or usd <= 0:
-        return f"${usd:,.2f}"
-    return f"${usd:.{2 - math.floor(math.log10(usd))}f}"
-
-
 def _breakdown_lines(data: dict[str, Any] | None) -> list[str]:
     """``runs show``'s "where the billed time went" lines (phases that took no time are left out)."""
     if not data:
@@ -404,7 +410,7 @@ def _breakdown_lines(data: dict[str, Any] | None) -> list[str]:
         if phase["seconds"] < SHOWN_MIN_S:
             continue
         cost = phase["cost_usd"]
-        money = "" if cost is None else f"  {_dollars(cost)}"
+        money = "" if cost is None else f"  {human_money(cost)}"
         lines.append(f"  {phase['label']:26} {phase['seconds']:>10,.1f} s  {phase['share'] * 100:5.1f}%{money}")
     return lines
 

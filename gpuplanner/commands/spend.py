@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.commands.errors import UsageError
+from gpuplanner.export.human import usd_cell
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.spend import MonthError, parse_month, spend_report
@@ -71,7 +72,7 @@ def render_report(report: Any, fmt: str) -> str:
         title = f"Spend by {report.by or 'month'}" + (f", {report.month}" if report.month else "")
         return f"# {title}\n\n" + to_markdown(report.columns(), report.table())
     # text: dollars with their cents, GPU-hours to 1/100 (to_text keeps 4 significant digits)
-    rows = [[*row[:3], f"{row[3]:,.2f}", f"{row[4]:,.2f}", row[5]] for row in report.table()]
+    rows = [[*row[:3], f"{row[3]:,.2f}", usd_cell(row[4]), row[5]] for row in report.table()]
     for column in (3, 4):  # right-aligned like the numbers
         width = max([len(report.columns()[column])] + [len(row[column]) for row in rows])
         for row in rows:

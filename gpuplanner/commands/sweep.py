@@ -24,6 +24,7 @@ from gpuplanner.commands.hosts import terminal_prompter
 from gpuplanner.commands.plan import _add_workload_arguments, request_from_args, with_calibration
 from gpuplanner.commands.spend import add_tag_flag
 from gpuplanner.commands.sweep_show import register_show
+from gpuplanner.export.human import human_money
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import resolve_db_path
 from gpuplanner.history.tags import TagError, parse_tags
@@ -257,7 +258,7 @@ def describe_search(estimate: SearchEstimate, document: dict[str, Any]) -> str:
     search, trial = document["search"], document["trial"]
     lines = [
         f"{search['trials']} trials, {search['parallel']} at a time, pruner {search['pruner']}; "
-        f"one full trial: {trial['hours']:,.3f} h, {trial['gpu_hours']:,.3f} GPU-hours, ${trial['cost_usd']:,.2f} "
+        f"one full trial: {trial['hours']:,.3f} h, {trial['gpu_hours']:,.3f} GPU-hours, {human_money(trial['cost_usd'])} "
         f"({trial['pricing']})",
         "",
     ]
@@ -272,7 +273,7 @@ def describe_search(estimate: SearchEstimate, document: dict[str, Any]) -> str:
     saving = document["saving"]
     if saving["pct"] is not None:
         lines.append(
-            f"pruning saves ${saving['cost_usd']:,.2f} ({saving['pct']:.1f}%) and {saving['gpu_hours']:,.2f} GPU-hours"
+            f"pruning saves {human_money(saving['cost_usd'])} ({saving['pct']:.1f}%) and {saving['gpu_hours']:,.2f} GPU-hours"
         )
     caps = document["caps"]
     if caps["binding"] is not None:
@@ -445,7 +446,7 @@ def describe_result(document: dict[str, Any]) -> str:
     lines = [to_text(TRIAL_COLUMNS, rows).rstrip("\n"), ""]
     caps = []
     if document["budget_usd"] is not None:
-        caps.append(f"${document['spent_usd']:,.4f} of ${document['budget_usd']:,.2f}")
+        caps.append(f"{human_money(document['spent_usd'], 4)} of {human_money(document['budget_usd'])}")
     if document["max_gpu_hours"] is not None:
         caps.append(f"{document['spent_gpu_hours']:,.6f} of {document['max_gpu_hours']:,g} GPU-hours")
     lines.append(f"study {document['study']}: {document['stop_reason']}; spent {', '.join(caps)}")
@@ -548,8 +549,8 @@ def _si(value: float) -> str:
 
 def describe_sizing(document: dict[str, Any]) -> str:
     inputs, compute, model, run, sources = (document[k] for k in ("inputs", "compute", "model", "run", "sources"))
-    price = "-" if compute["usd_per_gpu_hour"] is None else f"${compute['usd_per_gpu_hour']:,.2f}/GPU-h"
-    cost = "-" if run["cost_usd"] is None else f"${run['cost_usd']:,.2f}"
+    price = "-" if compute["usd_per_gpu_hour"] is None else f"{human_money(compute['usd_per_gpu_hour'])}/GPU-h"
+    cost = "-" if run["cost_usd"] is None else f"{human_money(run['cost_usd'])}"
     lines = [
         f"{inputs['gpus']} x {inputs['gpu'] or 'your GPU'} ({inputs['precision']}, {inputs['pricing']}): "
         f"{compute['gpu_hours']:,.2f} GPU-hours ({compute['binding_cap']} binds) = {compute['flops']:.3e} FLOPs",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.commands.errors import UsageError
+from gpuplanner.export.human import NO_PRICE, human_cost, human_money
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import resolve_db_path
 from gpuplanner.sweep.lookback import (
@@ -47,10 +48,12 @@ def summary_lines(review: SearchReview) -> list[str]:
     caps = []
     if review.budget_usd is not None:
         caps.append(
-            f"${review.spent_usd:,.4f} of ${review.budget_usd:,.2f} ({review.spent_usd / review.budget_usd:.0%})"
+            f"{human_money(review.spent_usd, 4)} of {human_money(review.budget_usd)} ({review.spent_usd / review.budget_usd:.0%})"
         )
     else:
-        caps.append(f"${review.spent_usd:,.4f}")
+        caps.append(NO_PRICE if review.unpriced else f"{human_money(review.spent_usd, 4)}")
+    if review.unpriced_trials and not review.unpriced:
+        caps[-1] += f" ({review.unpriced_trials} trial(s) without a price, not in it)"
     if review.max_gpu_hours is not None:
         caps.append(f"{review.spent_gpu_hours:,.6f} of {review.max_gpu_hours:,g} GPU-hours")
     lines = [
@@ -62,12 +65,12 @@ def summary_lines(review: SearchReview) -> list[str]:
     if review.best is not None:
         b = review.best
         lines.append(
-            f"best: trial {b.number} (run {b.run_id}), {review.metric} {b.value:.4f}, cost ${b.spend_usd:,.4f}: "
+            f"best: trial {b.number} (run {b.run_id}), {review.metric} {b.value:.4f}, cost {human_cost(b.spend_usd, 4)}: "
             f"{params_text(b.params)}"
         )
         lines.append(f"run it in full: {review.best_command}")
     if review.best_curve:
-        steps = "; ".join(f"${s:,.4f} -> {v:.4f} (trial {n})" for s, v, n in review.best_curve)
+        steps = "; ".join(f"{human_money(s, 4)} -> {v:.4f} (trial {n})" for s, v, n in review.best_curve)
         lines.append(f"best {review.metric} against spend: {steps}")
     if review.spend_curve:
         first, last = review.spend_curve[0][0], review.spend_curve[-1][0]

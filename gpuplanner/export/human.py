@@ -1,4 +1,5 @@
-"""Numbers for people: durations as "1 h 12 min", sizes in GiB, money to cents (3 significant figures when tiny).
+"""Numbers for people: durations as "1 h 12 min", sizes in GiB, money to cents (3 significant figures when tiny),
+prices per hour, and "no price" for a cost that is unknown.
 
 The one implementation: the window (through :mod:`gpuplanner.ui.human`), the engine's sentences
 (``compare``'s recommendation) and the CLI's text all format through these, so one value reads the same
@@ -13,6 +14,7 @@ from decimal import ROUND_HALF_UP, Decimal
 GIB = 1024**3
 MIB = 1024**2
 DASH = "–"
+NO_PRICE = "no price"  # a cost or price that is unknown because no price was given: never "$0"
 
 
 def _finite(value: float | None) -> bool:
@@ -56,16 +58,44 @@ def human_number(value: float | None) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def human_money(usd: float | None) -> str:
-    """Dollars: to the cent, or to 3 significant figures below 10 cents ("$0.0000112")."""
+def human_money(usd: float | None, places: int | None = 2) -> str:
+    """Dollars: to the cent (``places`` decimals: 0 for whole dollars, 3 or 4 for prices and small
+    spends), or to 3 significant figures below 10 cents ("$0.0000112"); ``places=None``: as given, with
+    no trailing zeros ("$2.5", a price a person typed)."""
     if not _finite(usd):
         return DASH
     assert usd is not None
     sign = "-" if usd < 0 else ""
     amount = abs(usd)
+    if places is None:
+        text = f"{amount:,.6f}".rstrip("0").rstrip(".")
+        return f"{sign}${text}" if text != "0" or amount == 0 else f"{sign}${significant(amount, 3)}"
     if amount >= 0.1 or amount == 0:
-        return f"{sign}${amount:,.2f}"
+        return f"{sign}${amount:,.{places}f}"
     return f"{sign}${significant(amount, 3)}"
+
+
+def money_tick(usd: float, places: int) -> str:
+    """A dollar axis tick: always ``places`` decimals, so the ticks of one axis line up."""
+    sign = "-" if usd < 0 else ""
+    return f"{sign}${abs(usd):,.{places}f}"
+
+
+def human_cost(usd: float | None, places: int | None = 2) -> str:
+    """A cost that is unknown without a price: :data:`NO_PRICE` for None, never $0 (see
+    :mod:`gpuplanner.history.run_cost`)."""
+    return NO_PRICE if usd is None else human_money(usd, places)
+
+
+def usd_cell(usd: float | None) -> str:
+    """Dollars to the cent without the sign, for a table column headed in dollars (``cost_usd``);
+    :data:`NO_PRICE` for None."""
+    return NO_PRICE if usd is None else f"{usd:,.2f}"
+
+
+def human_rate(usd: float | None, unit: str = "GPU-h", places: int | None = 2) -> str:
+    """A price per unit of time: "$2.50/GPU-h", "$20.00/instance-h"; :data:`NO_PRICE` for None."""
+    return NO_PRICE if usd is None else f"{human_money(usd, places)}/{unit}"
 
 
 def human_duration(seconds: float | None) -> str:
@@ -88,6 +118,17 @@ def human_duration(seconds: float | None) -> str:
     hours_total = round(total / 3600)
     days, hours = divmod(hours_total, 24)
     return f"{sign}{days:,} d" + (f" {hours} h" if hours else "")
+
+
+def human_clock(seconds: float) -> str:
+    """A duration to the second, for a figure that counts up while shown (a queue wait): "42 s",
+    "2m 05s", "1h 02m"."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
 
 
 def human_hours(hours: float | None) -> str:

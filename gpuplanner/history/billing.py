@@ -18,6 +18,9 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from gpuplanner.history.run_cost import add_costs
+from trainer.spend import spend_usd
+
 BILLED = "billed"
 
 
@@ -26,13 +29,14 @@ def billed_span(
 ) -> dict[str, Any]:
     """The ``billed`` event's detail for one span (``ended_at`` includes the after-run command)."""
     billed_s = max(0.0, ended_at - launched_at)
+    cost = spend_usd(price, gpus, billed_s)
     detail: dict[str, Any] = {
         "launched_at": launched_at,
         "ended_at": ended_at,
         "billed_s": round(billed_s, 3),
         "gpus": gpus,
         "price_usd_per_gpu_hour": price,
-        "billed_usd": round(billed_s / 3600.0 * gpus * price, 6) if price is not None else None,
+        "billed_usd": None if cost is None else round(cost, 6),
     }
     if after_run is not None:
         detail["after_run"] = after_run
@@ -60,8 +64,9 @@ def billed_of(db: Database, run_id: int, record_hours: float | None = None) -> d
     if not spans:
         return None
     hours = sum(float(s["billed_s"]) for s in spans) / 3600.0
-    costs = [s.get("billed_usd") for s in spans]
-    cost = sum(c for c in costs if isinstance(c, (int, float))) if any(c is not None for c in costs) else None
+    cost = add_costs(
+        s.get("billed_usd") if isinstance(s.get("billed_usd"), (int, float)) else None for s in spans
+    ).cost_usd
     idle = max(0.0, hours - record_hours) if record_hours is not None else None
     return {
         "billed_hours": hours,

@@ -22,11 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpuplanner.export.human import human_money
 from gpuplanner.history.alert_rules import Alert, AlertSettings, gpu_label
 from gpuplanner.plan.catalog import CatalogError, GpuSpec, load_catalog
 from gpuplanner.plan.inputs import PlanInputs
 from gpuplanner.plan.planner import make_plan
 from gpuplanner.plan.setup import PRECISIONS, PlanInputError
+from trainer.spend import cost_for_hours
 
 ACTIVE = ("running", "starting", "preempted")
 TARGET_MEM_FRAC = 0.8  # a suggested micro-batch keeps the planner's peak memory under this share
@@ -157,14 +159,14 @@ def _saving(ctx: RunContext, seconds_per_step: float | None, gpus: float | None 
     if steps is None or seconds_per_step is None:
         return None, None
     hours = steps * seconds_per_step / 3600.0
-    usd = hours * ctx.price * (gpus if gpus is not None else ctx.gpu_count) if ctx.price else None
+    usd = cost_for_hours(ctx.price or None, ctx.gpu_count if gpus is None else gpus, hours)
     return hours, usd
 
 
 def _money(usd: float | None) -> str:
     if usd is None:
         return "no dollar figure (no price recorded)"
-    return f"${abs(usd):,.2f}" if abs(usd) < 100 else f"${abs(usd):,.0f}"
+    return f"{human_money(abs(usd))}" if abs(usd) < 100 else f"{human_money(abs(usd), 0)}"
 
 
 def _saving_text(hours: float | None, usd: float | None, basis: str) -> str:
@@ -188,7 +190,7 @@ def _diagnosis(
     trainer_settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if hours is not None:
-        basis = f"{ctx.steps_ahead()[1]} x {basis}" + (f" x ${ctx.price:g}/GPU-h" if ctx.price else "")
+        basis = f"{ctx.steps_ahead()[1]} x {basis}" + (f" x {human_money(ctx.price, None)}/GPU-h" if ctx.price else "")
     return {
         "cause": cause,
         "text": f"{text} {_saving_text(hours, usd, basis)}",
@@ -391,8 +393,8 @@ def communication(ctx: RunContext, planner: PlannerModel, alert: Alert) -> dict[
     hours = usd = None
     if steps is not None:
         hours = steps * (step - new_step) / 3600.0
-        if ctx.price:
-            usd = steps * (step * gpus - new_step * fewer) / 3600.0 * ctx.price
+        if ctx.price:  # the GPU-hours saved: fewer GPUs for longer steps
+            usd = cost_for_hours(ctx.price, 1, steps * (step * gpus - new_step * fewer) / 3600.0)
     text = (
         f"Each step spends about {comm:.2f} s of its {step:.2f} s waiting on the gradient exchange across {gpus} "
         f"GPUs ({ctx.config.get('grad_accum', base.grad_accum)} accumulation steps): train on {fewer} GPUs with "
@@ -415,7 +417,9 @@ def idle(ctx: RunContext, planner: PlannerModel, alert: Alert) -> dict[str, Any]
     )
     result = _diagnosis(ctx, "idle_gpu", text, None, None, "")
     result["saving_hours"], result["saving_usd"] = 0.0, usd
-    basis = f"{ctx.steps_ahead()[1]}: {share:.0%} of one GPU's time" + (f" x ${ctx.price:g}/GPU-h" if ctx.price else "")
+    basis = f"{ctx.steps_ahead()[1]}: {share:.0%} of one GPU's time" + (
+        f" x {human_money(ctx.price, None)}/GPU-h" if ctx.price else ""
+    )
     result["basis"] = basis
     money = _money(usd) if hours_ahead is not None else "not estimated (no step time)"
     result["text"] = f"{text} Expected saving: no time, {money} of the idle GPU, over {basis}."

@@ -26,6 +26,7 @@ from sqlite_utils import Database
 
 from gpuplanner.history.db import HistoryError, write_transaction
 from gpuplanner.history.rollup import Rollups
+from gpuplanner.history.run_cost import known_price
 from gpuplanner.history.schema import V4_METRICS
 from gpuplanner.history.stops import apply_pending_stop
 from trainer.protocol import (
@@ -429,7 +430,7 @@ class Ingestor:
         config = config if isinstance(config, dict) else {}
         host = record.get("host")
         host_name = host.get("name") if isinstance(host, dict) else host
-        price = _num(config.get("price_per_gpu_hour"))
+        price = known_price(_num(config.get("price_per_gpu_hour")))  # 0 from an older trainer: no price
         db.execute(
             "UPDATE runs SET config_json = COALESCE(config_json, ?), started_at = COALESCE(started_at, ?),"
             " host = COALESCE(host, ?), gpu_count = COALESCE(gpu_count, ?), model_name = COALESCE(model_name, ?),"

@@ -15,6 +15,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from gpuplanner.export.human import human_clock
+
 SLURM_JOB = "slurm_job"
 WAITING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT"})
 
@@ -90,16 +92,7 @@ def queue_text(queue: dict[str, Any], now: float | None = None) -> str:
     else:
         wait = max(0.0, start - submit) if submit is not None and start is not None else None
         head = "waited"
-    text = head if wait is None else f"{head} {_duration(wait)}"
+    text = head if wait is None else f"{head} {human_clock(wait)}"
     if queue.get("reason"):
         text += f" ({queue['reason']})"
     return text + " in the Slurm queue"
-
-
-def _duration(seconds: float) -> str:
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    return f"{s // 3600}h {s % 3600 // 60:02d}m"

@@ -1,10 +1,12 @@
 """Spend attributed by tag and by month: the sums behind `gpuplanner runs report` and the window's
 Spend view.
 
-A run's spend is the history's own figure (:func:`gpuplanner.history.analytics.summarize`: price x GPUs x
-the hours the GPUs were held), so the report adds up exactly what History shows per run. A run counts in
-the month (UTC, as cloud bills are dated) in which it started. Runs without a price are counted in
-``unpriced_runs`` rather than left out, so no run disappears from the sums unnoticed.
+A run's spend is the history's own figure (:func:`gpuplanner.history.run_cost.run_cost_usd` through
+:func:`gpuplanner.history.analytics.summarize`: price x GPUs x the hours the GPUs were held), so the
+report adds up exactly what History shows per run. A run counts in the month (UTC, as cloud bills are
+dated) in which it started. Runs without a price are counted in ``unpriced_runs`` rather than left out
+or taken as $0 (:func:`gpuplanner.history.run_cost.add_costs`), so no run disappears from the sums
+unnoticed; a group of unpriced runs only has no cost (``cost_usd`` null, "no price").
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sqlite_utils import Database
 
 from gpuplanner.history.analytics import RunSummary, summarize
 from gpuplanner.history.db import read_snapshot
+from gpuplanner.history.run_cost import add_costs
 from gpuplanner.history.tags import tags_of
 
 MONTH_PATTERN = re.compile(r"([0-9]{4})-([0-9]{2})")  # ASCII digits only (\d matches "٢٠٢٦")
@@ -50,7 +53,7 @@ class SpendRow:
     month: str | None
     runs: int
     gpu_hours: float
-    cost_usd: float
+    cost_usd: float | None  # None: no run of the row has a price
     unpriced_runs: int
 
     def as_dict(self) -> dict[str, Any]:
@@ -59,7 +62,7 @@ class SpendRow:
             "month": self.month,
             "runs": self.runs,
             "gpu_hours": round(self.gpu_hours, 6),
-            "cost_usd": round(self.cost_usd, 6),
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
             "unpriced_runs": self.unpriced_runs,
         }
 
@@ -96,23 +99,17 @@ class SpendReport:
                 row.month if row.month is not None else "",
                 row.runs,
                 round(row.gpu_hours, 4),
-                round(row.cost_usd, 2),
+                None if row.cost_usd is None else round(row.cost_usd, 2),
                 row.unpriced_runs,
             )
             for row in rows
         ]
 
 
-def _add(
-    rows: dict[tuple[str | None, str | None], list[Any]], key: tuple[str | None, str | None], s: RunSummary
-) -> None:
-    cell = rows.setdefault(key, [0, 0.0, 0.0, 0])
-    cell[0] += 1
-    cell[1] += s.gpu_hours or 0.0
-    if s.cost_usd is None:
-        cell[3] += 1
-    else:
-        cell[2] += s.cost_usd
+def _row(group: str | None, month: str | None, summaries: list[RunSummary]) -> SpendRow:
+    costs = add_costs(s.cost_usd for s in summaries)
+    gpu_hours = sum(s.gpu_hours or 0.0 for s in summaries)
+    return SpendRow(group, month, costs.runs, gpu_hours, costs.cost_usd, costs.unpriced_runs)
 
 
 def spend_report(
@@ -141,14 +138,12 @@ def spend_report(
             if month is not None and month_of(summary.started_at) != month:
                 continue
             chosen.append((run_id, summary, tags))
-    groups: dict[tuple[str | None, str | None], list[Any]] = {}
-    total: dict[tuple[str | None, str | None], list[Any]] = {}
+    groups: dict[tuple[str | None, str | None], list[RunSummary]] = {}
     for _, summary, tags in chosen:
-        _add(groups, (tags.get(by) if by else None, month_of(summary.started_at)), summary)
-        _add(total, (None, month), summary)
+        groups.setdefault((tags.get(by) if by else None, month_of(summary.started_at)), []).append(summary)
     rows = [
-        SpendRow(group, mon, *values)
-        for (group, mon), values in sorted(groups.items(), key=lambda item: (item[0][1] or "", item[0][0] or "~"))
+        _row(group, mon, members)
+        for (group, mon), members in sorted(groups.items(), key=lambda item: (item[0][1] or "", item[0][0] or "~"))
     ]
-    t = total.get((None, month), [0, 0.0, 0.0, 0])
-    return SpendReport(by, month, where, rows, SpendRow(None, month, *t), [run_id for run_id, _, _ in chosen])
+    total = _row(None, month, [summary for _, summary, _ in chosen])
+    return SpendReport(by, month, where, rows, total, [run_id for run_id, _, _ in chosen])

@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from gpuplanner.history.run_cost import run_cost_usd
 from trainer.protocol import PHASE_NAMES
 
 IDLE_AFTER = "idle_after"
@@ -147,7 +148,7 @@ def breakdown_from_phases(
     seconds[UNACCOUNTED] = max(0.0, billed_s - sum(seconds.values()))
     total = sum(seconds.values())
     gpu_hours = billed_s * gpus / 3600.0
-    cost = gpu_hours * price_usd_per_gpu_hour if price_usd_per_gpu_hour is not None else None
+    cost = run_cost_usd(price_usd_per_gpu_hour, gpus, billed_s / 3600.0)
     out = []
     for name, value in seconds.items():
         share = value / total if total > 0 else 0.0
@@ -169,7 +170,7 @@ def run_breakdown(
     hours), ``last_t`` its last record's time, ``ended`` whether it has ended."""
     rows = db.execute("SELECT phases_json, t FROM run_phases WHERE run_id = ?", [run_id]).fetchall()
     gpu_hours = billed_s * gpus / 3600.0
-    cost = gpu_hours * price_usd_per_gpu_hour if price_usd_per_gpu_hour is not None else None
+    cost = run_cost_usd(price_usd_per_gpu_hour, gpus, billed_s / 3600.0)
     if not rows:
         return TimeBreakdown(False, billed_s, gpu_hours, cost)
     phases = _phase_totals((text,) for text, _ in rows)

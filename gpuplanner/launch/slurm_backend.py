@@ -53,6 +53,7 @@ from gpuplanner.launch.slurm_jobs import (
 from gpuplanner.launch.ssh_backend import SSHBackend, bench_result, env_assignments  # bench: as over SSH
 from gpuplanner.launch.ssh_connection import PassphraseCallback, SSHError
 from gpuplanner.launch.supervisor import EXIT_RESUME
+from trainer.spend import spend_usd
 
 log = logging.getLogger(__name__)
 q = shlex.quote
@@ -253,7 +254,7 @@ class SlurmBackend(SSHBackend):
             "billed_s": seconds,
             "gpus": gpus,
             "gpu_hours": seconds * gpus / 3600.0,
-            "spend_usd": None if price is None else seconds * gpus * price / 3600.0,
+            "spend_usd": spend_usd(price, gpus, seconds),
             "spend_source": "sacct" if rows else "scontrol",
         }
 

@@ -210,7 +210,7 @@ def _price_fields(choice: PriceChoice, gpus: int) -> dict[str, Any]:
     given = choice.provider == "given"
     return {
         "price_per_gpu_hour": choice.usd_per_gpu_hour,
-        "price_per_instance_hour": _num(choice.usd_per_gpu_hour * choice.billed_gpus, 6),
+        "price_per_instance_hour": _num(choice.usd_per_instance_hour, 6),
         "billed_gpus": choice.billed_gpus,
         "gpus_per_instance": choice.billed_gpus,
         "provider": choice.provider,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainer.spend import cost_for_hours
+
 
 @dataclass(frozen=True)
 class UnitEconomics:
@@ -36,10 +38,11 @@ def unit_economics(
     samples: int | None = None,
     tokens: int | None = None,
 ) -> UnitEconomics:
-    """Cost = price x GPUs x hours; effective GPU-hours = GPU-hours x average utilisation."""
+    """Cost = price x GPUs x hours (:func:`trainer.spend.cost_for_hours`; None without a price);
+    effective GPU-hours = GPU-hours x average utilisation."""
     gpu_hours = gpus * hours
     effective = gpu_hours * avg_util_pct / 100.0 if avg_util_pct is not None else None
-    cost = price_usd_per_gpu_hour * gpu_hours if price_usd_per_gpu_hour is not None else None
+    cost = cost_for_hours(price_usd_per_gpu_hour, gpus, hours)
     per_million = ratio(cost, tokens / 1e6 if tokens else None)
     return UnitEconomics(gpu_hours, effective, cost, ratio(cost, effective), ratio(cost, samples), per_million)
 

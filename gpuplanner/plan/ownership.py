@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplanner.export.human import human_money
 from gpuplanner.plan.setup import PlanInputError
 
 HOURS_PER_YEAR = 365.25 * 24
@@ -102,8 +103,8 @@ class AmortisedPrice:
         """One line on what the price rests on (the source of an own-machine offer)."""
         h = self.hardware
         return (
-            f"own hardware: ${h.purchase_usd:,.0f} over {h.lifetime_years:g} years at {h.utilisation:.0%} use, "
-            f"{h.power_w:,.0f} W at ${h.electricity_usd_per_kwh:g}/kWh"
+            f"own hardware: {human_money(h.purchase_usd, 0)} over {h.lifetime_years:g} years at {h.utilisation:.0%} use, "
+            f"{h.power_w:,.0f} W at {human_money(h.electricity_usd_per_kwh, None)}/kWh"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from gpuplanner.plan.spot import SpotEstimate, SpotTerms, estimate_spot
 from gpuplanner.plan.step_model import GPUS_PER_NODE
 from gpuplanner.plan.throughput import Throughput, estimate_throughput, measured_throughput
 from gpuplanner.plan.trace import TraceUnavailable, trace_memory
+from trainer.spend import instance_hour_usd
 
 GIB = 1024**3
 DEFAULT_HEADROOM = 0.95
@@ -154,6 +155,11 @@ class PriceChoice:
     source: str = ""  # where the offer's price comes from
     interruptions_source: str = ""  # what the interruption rate rests on ("assumed" where nothing does)
 
+    @property
+    def usd_per_instance_hour(self) -> float:
+        """What the billed instance costs per hour (:func:`trainer.spend.instance_hour_usd`)."""
+        return instance_hour_usd(self.usd_per_gpu_hour, self.billed_gpus)
+
 
 @dataclass(frozen=True)
 class SpotResult:
@@ -217,7 +223,7 @@ class Plan:
     def on_demand_cost_range(self) -> tuple[float, float] | None:
         if self.on_demand is None:
             return None
-        rate = self.on_demand.usd_per_gpu_hour * self.on_demand.billed_gpus
+        rate = self.on_demand.usd_per_instance_hour
         low, high = self.on_demand_hours_range
         return (low * rate, high * rate)
 
@@ -226,7 +232,7 @@ class Plan:
         hours = self.spot_hours_range
         if hours is None or self.spot is None:
             return None
-        rate = self.spot.price.usd_per_gpu_hour * self.spot.price.billed_gpus
+        rate = self.spot.price.usd_per_instance_hour
         return (hours[0] * rate, hours[1] * rate)
 
     @property
@@ -279,9 +285,7 @@ def cheapest_offer(offers: Sequence[PriceOffer], gpus: int, spot: bool) -> Price
     best: PriceChoice | None = None
     for offer in offers:
         choice = _offer_choice(offer, gpus, spot)
-        if choice and (
-            best is None or choice.usd_per_gpu_hour * choice.billed_gpus < best.usd_per_gpu_hour * best.billed_gpus
-        ):
+        if choice and (best is None or choice.usd_per_instance_hour < best.usd_per_instance_hour):
             best = choice
     return best
 
@@ -374,7 +378,7 @@ def spot_result(
     """Expected spot hours and cost (with P50/P90) for a run of ``runtime`` at the ``spot`` price."""
     terms = spot_terms(request, spot, write_s, warnings)
     estimate = estimate_spot(runtime.hours, terms, request.deadline_hours)
-    rate = spot.usd_per_gpu_hour * spot.billed_gpus
+    rate = spot.usd_per_instance_hour
     cost = estimate.hours * rate
     savings = None
     if on_demand_cost and math.isfinite(cost):
@@ -560,7 +564,7 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
     if on_demand is None:
         multi = f" (beyond one node: whole {GPUS_PER_NODE}-GPU nodes)" if setup.gpus > GPUS_PER_NODE else ""
         warnings.append(f"no catalog offer has {setup.gpus} x {gpu.name if gpu else 'this GPU'}{multi}: give --price")
-    on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
+    on_demand_cost = on_demand.usd_per_instance_hour * runtime.hours if on_demand else None
     if on_demand and on_demand.billed_gpus > setup.gpus:
         warnings.append(
             f"the cheapest instance ({on_demand.provider} {on_demand.instance_type}) has "

@@ -22,6 +22,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuplanner.export.human import human_money
+
 # Step costs are inflated by this factor (step times wander with load, evaluations and warm-up).
 SAFETY = 1.25
 # A trial whose full run fits gets this many times its estimated cost (as far as the caps allow).
@@ -141,8 +143,12 @@ def new_trial_allowance(
         first = min([*stops, max_steps])
         need = stop_cost(step_cost, first)
         which = "budget_usd" if caps.usd is not None and need.usd > room.usd else "max_gpu_hours"
-        left = f"${max(0.0, room.usd):,.4f}" if which == "budget_usd" else f"{max(0.0, room.gpu_hours):,.6f} GPU-hours"
-        cost = f"${need.usd:,.4f}" if which == "budget_usd" else f"{need.gpu_hours:,.6f} GPU-hours"
+        left = (
+            f"{human_money(max(0.0, room.usd), 4)}"
+            if which == "budget_usd"
+            else f"{max(0.0, room.gpu_hours):,.6f} GPU-hours"
+        )
+        cost = f"{human_money(need.usd, 4)}" if which == "budget_usd" else f"{need.gpu_hours:,.6f} GPU-hours"
         return Allowance(None, None, f"{which}: a trial's first milestone (step {first}) costs {cost}, {left} left")
     amount, step = best
     if step >= max_steps:

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplanner.export.human import human_money
 from gpuplanner.plan.planner import Plan
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.sweep.schedule import Milestone, Schedule
@@ -144,7 +145,7 @@ def estimate_search(plan: Plan, schedule: Schedule, inputs: SearchInputs) -> Sea
         if any(v > 1.0 for v in _shares(one, inputs).values()):
             warnings.append(
                 f"the cap is smaller than one trial's first milestone ({first:g} {schedule.unit}: "
-                f"${one.cost_usd:,.2f}, {one.gpu_hours:,.2f} GPU-hours): no trial can start"
+                f"{human_money(one.cost_usd)}, {one.gpu_hours:,.2f} GPU-hours): no trial can start"
             )
     if schedule.pruner == "none":
         warnings.append("no pruning: every trial runs in full")

@@ -4,7 +4,9 @@ the best metric against spend, the pruned/finished/stopped counts and the best t
 
 Everything is read, nothing written: the Optuna study (``history.sweeps.sqlite``) says which trial ran as
 which run and how it ended; the run history says what each run spent and when (the trainer's own
-``spend_usd`` of each step record, the figure the search's cap is enforced on).
+``spend_usd`` of each step record, the figure the search's cap is enforced on: the spend clock of
+``trainer/spend.py``). A trial whose run has no price has an unknown spend (``null``, "no price"), never
+$0, and is counted in ``unpriced_trials``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class TrialRow:
     value: float | None  # the final eval loss (complete trials)
     last_value: float | None  # the last eval loss reported (any trial)
     last_step: int | None
-    spend_usd: float
+    spend_usd: float | None  # None: the trial's run has no price
     gpu_hours: float
     started_at: float | None
     ended_at: float | None
@@ -61,7 +63,7 @@ class TrialRow:
             "value": self.value,
             "last_value": self.last_value,
             "last_step": self.last_step,
-            "spend_usd": round(self.spend_usd, 6),
+            "spend_usd": None if self.spend_usd is None else round(self.spend_usd, 6),
             "gpu_hours": round(self.gpu_hours, 9),
             "started_at": self.started_at,
             "ended_at": self.ended_at,
@@ -85,7 +87,18 @@ class SearchReview:
 
     @property
     def spent_usd(self) -> float:
-        return sum(t.spend_usd for t in self.trials)
+        """What the priced trials spent (the unpriced ones are counted in :attr:`unpriced_trials`)."""
+        return sum(t.spend_usd for t in self.trials if t.spend_usd is not None)
+
+    @property
+    def unpriced_trials(self) -> int:
+        """Trials whose run has no price: their spend is unknown, not $0."""
+        return sum(1 for t in self.trials if t.run_id is not None and t.spend_usd is None)
+
+    @property
+    def unpriced(self) -> bool:
+        """No trial that ran had a price: the search's spend is unknown ("no price"), not $0."""
+        return self.unpriced_trials > 0 and all(t.spend_usd is None for t in self.trials if t.run_id is not None)
 
     @property
     def spent_gpu_hours(self) -> float:
@@ -100,6 +113,7 @@ class SearchReview:
             "budget_usd": self.budget_usd,
             "max_gpu_hours": self.max_gpu_hours,
             "spent_usd": round(self.spent_usd, 6),
+            "unpriced_trials": self.unpriced_trials,
             "spent_gpu_hours": round(self.spent_gpu_hours, 9),
             "tags": dict(self.tags),
             "counts": dict(self.counts),
@@ -126,17 +140,22 @@ def _outcome(state: str, end: str | None) -> str:
     return "running"
 
 
-def run_spend(db: Any, run_id: int) -> tuple[float, float, int]:
-    """A run's recorded spend: dollars (its trainer's last ``spend_usd``), GPU-hours (the dollars over its
-    price, or GPUs x time without a price) and its last step (0 before the first step record)."""
+def run_spend(db: Any, run_id: int) -> tuple[float | None, float, int]:
+    """A run's recorded spend: dollars (its trainer's last ``spend_usd``; None when the run has no price),
+    GPU-hours (the dollars over its price, or GPUs x time without a price) and its last step (0 before
+    the first step record)."""
     row = db.execute(
         "SELECT MAX(s.spend_usd), MAX(s.step), MIN(s.t), MAX(s.t), r.price_usd_per_gpu_hour, r.gpu_count"
         " FROM runs r LEFT JOIN steps s ON s.run_id = r.id WHERE r.id = ?",
         [run_id],
     ).fetchone()
-    if row is None or row[1] is None:
+    if row is None:
         return 0.0, 0.0, 0
     usd, step, first_t, last_t, price, gpus = row
+    if step is None:
+        return (None if price is None else 0.0), 0.0, 0
+    if price is None:
+        return None, (last_t - first_t) / 3600.0 * (gpus or 1), int(step)
     usd = float(usd or 0.0)
     gpu_hours = usd / price if price else (last_t - first_t) / 3600.0 * (gpus or 1)
     return usd, gpu_hours, int(step)
@@ -166,7 +185,8 @@ def load_review(history_db: Path, study_name: str) -> SearchReview:
             rows, points, configs = [], [], {}
             for frozen in frozen_trials:
                 run_id = frozen.user_attrs.get("run_id")
-                usd = gpu_hours = 0.0
+                usd: float | None = 0.0
+                gpu_hours = 0.0
                 started = ended = None
                 if run_id is not None:
                     usd, gpu_hours, _ = run_spend(db, run_id)
@@ -318,7 +338,7 @@ def trial_table(review: SearchReview) -> list[tuple[Any, ...]]:
                 t.host,
                 t.last_step,
                 None if metric is None else round(metric, 6),
-                round(t.spend_usd, 4),
+                None if t.spend_usd is None else round(t.spend_usd, 4),
                 round(t.gpu_hours, 6),
                 params_text(t.params),
             )

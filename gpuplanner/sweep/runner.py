@@ -410,7 +410,7 @@ class SweepRunner:
 
     def _spend(self, db: Any, run_id: int) -> tuple[Amount, int]:
         usd, gpu_hours, step = run_spend(db, run_id)
-        return Amount(usd, gpu_hours), step
+        return Amount(usd or 0.0, gpu_hours), step  # no price: only a GPU-hour cap can bind
 
     def _free_slot(self, host: str | None = None) -> int | None:
         taken = {item.slot for item in self.active.values()}

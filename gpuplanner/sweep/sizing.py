@@ -15,6 +15,7 @@ from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.planner import cheapest_offer
 from gpuplanner.plan.scaling import FLOPS_PER_PARAM_TOKEN, compute_optimal, flops_for_budget
 from gpuplanner.plan.setup import PlanInputError
+from trainer.spend import instance_hour_usd
 
 FORMULA_SOURCE = "Hoffmann et al. 2022 (Chinchilla), approach 1: D_opt = 1.7424 C^0.5005 tokens, N_opt = C / (6 D_opt)"
 
@@ -83,7 +84,7 @@ def _price(request: SizingRequest, catalog: Catalog | None, gpu_name: str | None
     offer = cheapest_offer(catalog.offers_for(gpu_name), request.gpus, spot=request.pricing == "spot")
     if offer is None:
         return None, f"no {request.pricing} catalog offer has {request.gpus} x {gpu_name}"
-    per_gpu = offer.usd_per_gpu_hour * offer.billed_gpus / request.gpus  # whole instances are billed
+    per_gpu = instance_hour_usd(offer.usd_per_gpu_hour, offer.billed_gpus) / request.gpus  # whole instances billed
     where = f"{offer.provider} {offer.region} {offer.instance_type}".strip()
     billed = f", {offer.billed_gpus} GPUs billed" if offer.billed_gpus > request.gpus else ""
     return per_gpu, f"catalog: cheapest {request.pricing} offer ({where}{billed})"

@@ -17,7 +17,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QWidget
 
 from gpuplanner.plan.compare import CompareRow
-from gpuplanner.ui.human import human_hours, human_money, significant
+from gpuplanner.ui.human import human_hours, human_money, money_tick, significant
 
 ON_DEMAND = "#4e79a7"
 SPOT = "#f28e2b"
@@ -113,7 +113,7 @@ class MoneyAxis(pg.AxisItem):
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph naming)
         places = 0 if spacing >= 1 else min(6, max(2, math.ceil(-math.log10(spacing))))
-        return [f"${v:,.{places}f}" for v in values]
+        return [money_tick(v, places) for v in values]
 
 
 def _tip(x: float, y: float, data: object) -> str:

@@ -20,7 +20,8 @@ from sqlite_utils import Database
 
 from gpuplanner.history.analytics import RunSummary
 from gpuplanner.history.failures import load_failure
-from gpuplanner.ui.human import human_hours, human_number
+from gpuplanner.history.run_cost import run_cost_usd, unpriced_figure
+from gpuplanner.ui.human import NO_PRICE, human_hours, human_number
 from gpuplanner.ui.table_view import ColumnsTableModel
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -151,6 +152,13 @@ def metric_value(summary: RunSummary, attribute: str) -> Any:
     return getattr(summary, attribute)
 
 
+def metric_text(summary: RunSummary, attribute: str) -> str:
+    """One compared metric of a run as the Compare tab and the report show it: "no price" for a cost the
+    run cannot have without a price."""
+    value = metric_value(summary, attribute)
+    return NO_PRICE if unpriced_figure(attribute, value, summary.price_usd_per_gpu_hour) else format_value(value)
+
+
 def format_value(value: Any) -> str:
     if value is None:
         return "–"
@@ -169,9 +177,12 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def display_text(column: int, value: Any) -> str:
-    """A run table cell as the History table (and its PDF report) shows it."""
+def display_text(column: int, value: Any, price_usd_per_gpu_hour: float | None = 0.0) -> str:
+    """A run table cell as the History table (and its PDF report) shows it; the cost cells of a run
+    without a price (``price_usd_per_gpu_hour`` None) read "no price", never $0 or a dash."""
     name = EXPORT_COLUMNS[column]
+    if unpriced_figure(name, value, price_usd_per_gpu_hour):
+        return NO_PRICE
     if name == "started_at":
         return format_time(value)
     if name == "cost_vs_plan_pct" and value is not None:
@@ -221,7 +232,7 @@ class RunsTableModel(ColumnsTableModel):
             return None
         value = self._values[index.row()][index.column()]
         if role == Qt.ItemDataRole.DisplayRole:
-            return display_text(index.column(), value)
+            return display_text(index.column(), value, self._summaries[index.row()].price_usd_per_gpu_hour)
         if role == SORT_ROLE:
             if value is None:
                 return -math.inf
@@ -453,7 +464,7 @@ class OverlaySeries:
 def overlay_series(db: Database, run_id: int, label: str, points: int = 600) -> OverlaySeries:
     """A run's step metrics and mean GPU utilisation, bucketed to at most ``points`` each."""
     run = db.execute("SELECT price_usd_per_gpu_hour, gpu_count FROM runs WHERE id = ?", [run_id]).fetchone()
-    price, gpus = (run[0] or 0.0, run[1] or 1) if run else (0.0, 1)
+    price, gpus = (run[0], run[1] or 1) if run else (None, 1)
     lo_hi = db.execute(
         "SELECT MIN(t), MAX(t) FROM (SELECT t FROM steps WHERE run_id = ? UNION ALL"
         " SELECT t FROM gpu_samples WHERE run_id = ?)",
@@ -471,7 +482,7 @@ def overlay_series(db: Database, run_id: int, label: str, points: int = 600) -> 
     minutes = (arr[:, 0] - t0) / 60.0
     spend = arr[:, 4]
     if price and not (np.nan_to_num(spend) > 0).any():  # the trainer knew no price: the run's price x GPUs x time
-        spend = price * gpus * minutes / 60.0
+        spend = run_cost_usd(price, gpus, minutes / 60.0)  # elementwise over the buckets' minutes
     util = db.execute(
         "SELECT AVG(t), AVG(util_pct) FROM gpu_samples WHERE run_id = ? GROUP BY CAST((t - ?) / ? AS INTEGER) ORDER BY 1",
         [run_id, t0, bucket],

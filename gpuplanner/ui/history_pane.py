@@ -54,6 +54,7 @@ from gpuplanner.history.analytics import RunSummary, summarize
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.export import write_table
 from gpuplanner.history.gpu_metrics import METRIC_LABELS, METRICS, UTILISATION_NOTE, format_metric, throttle_text
+from gpuplanner.history.run_cost import add_costs, unpriced_figure
 from gpuplanner.history.runs import delete_run, list_runs
 from gpuplanner.history.stops import stopped_by_user
 from gpuplanner.history.time_breakdown import TimeBreakdown, from_dict, sum_breakdowns
@@ -72,13 +73,14 @@ from gpuplanner.ui.history_model import (
     export_values,
     format_time,
     format_value,
+    metric_text,
     metric_value,
     overlay_series,
     row_values,
     run_series,
     status_text,
 )
-from gpuplanner.ui.human import human_bytes, human_duration, human_hours, human_money
+from gpuplanner.ui.human import NO_PRICE, human_bytes, human_cost, human_duration, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.run_plots import RunPlots
 from gpuplanner.ui.search_view import SearchesDialog
@@ -503,7 +505,12 @@ class HistoryPane(QWidget):
         return "".join(parts)
 
     @staticmethod
-    def billed_rows(s: RunSummary) -> list[tuple[str, str]]:
+    def _cost(s: RunSummary, usd: float | None) -> str:
+        """One of the run's cost figures: "no price" when the run has none (never $0 or a dash)."""
+        return NO_PRICE if unpriced_figure("cost_usd", usd, s.price_usd_per_gpu_hour) else human_money(usd)
+
+    @classmethod
+    def billed_rows(cls, s: RunSummary) -> list[tuple[str, str]]:
         """Billed time and what its idle part cost (billed minus training), and a Slurm run's queue wait."""
         out = []
         b = s.billed
@@ -511,10 +518,10 @@ class HistoryPane(QWidget):
             source = {"launcher": "launch to end", "sacct": "Slurm sacct", "scontrol": "Slurm scontrol"}
             via = html_lib.escape(source.get(b.get("billed_source") or "", b.get("billed_source") or ""))
             out.append(
-                ("Billed time", f"{human_hours(b['billed_hours'])} · {human_money(b['billed_cost_usd'])} ({via})")
+                ("Billed time", f"{human_hours(b['billed_hours'])} · {cls._cost(s, b['billed_cost_usd'])} ({via})")
             )
             if b.get("idle_billed_hours") is not None:
-                idle = f"{human_hours(b['idle_billed_hours'])} · {human_money(b.get('idle_cost_usd'))}"
+                idle = f"{human_hours(b['idle_billed_hours'])} · {cls._cost(s, b.get('idle_cost_usd'))}"
                 out.append(("Idle (billed − training)", idle))
         q = s.queue
         if q:
@@ -556,13 +563,13 @@ class HistoryPane(QWidget):
             else f"<i style='color:gray'>{esc(MISSING_RUN)}</i>"
         )
         right = [
-            ("Cost", human_money(s.cost_usd)),
+            ("Cost", cls._cost(s, s.cost_usd)),
             ("Avg utilisation", f"{format_value(s.avg_util_pct)} %"),
             ("Effective GPU-hours (NVML utilisation)", format_value(s.effective_gpu_hours)),
             ("Effective GPU-hours (SM activity)", sm_hours),
-            ("Cost per effective GPU-hour", human_money(s.cost_per_effective_gpu_hour_usd)),
-            ("Cost per sample", human_money(s.cost_per_sample_usd)),
-            ("Cost per 1M tokens", human_money(s.cost_per_million_tokens_usd)),
+            ("Cost per effective GPU-hour", cls._cost(s, s.cost_per_effective_gpu_hour_usd)),
+            ("Cost per sample", cls._cost(s, s.cost_per_sample_usd)),
+            ("Cost per 1M tokens", cls._cost(s, s.cost_per_million_tokens_usd)),
             ("Tokens/s (median)", format_value(s.tokens_per_s)),
             ("Data wait", f"{format_value(s.data_wait_pct)} %"),
             ("Final loss", format_value(s.final_loss)),
@@ -708,6 +715,11 @@ class HistoryPane(QWidget):
         rows = [[label, *(metric_value(s, attr) for s in summaries)] for label, attr in COMPARE_METRICS]
         return headers, rows
 
+    def compare_texts(self, run_ids: Sequence[int]) -> list[list[str]]:
+        """:meth:`compare_rows` as the Compare tab and the PDF show them ("no price" where a run has none)."""
+        summaries = [s for s in (self._summary(i) for i in run_ids) if s is not None]
+        return [[label, *(metric_text(s, attr) for s in summaries)] for label, attr in COMPARE_METRICS]
+
     def show_compare(self, run_ids: Sequence[int]) -> None:
         self._series_run = None  # a series still loading is not shown over the comparison
         self._overlay_runs = list(run_ids)
@@ -715,7 +727,8 @@ class HistoryPane(QWidget):
         wanted = [(i, labels.get(i, f"#{i}")) for i in run_ids]
         path = self.services.db_path
         self._start("overlay", lambda: load_overlay(path, wanted))
-        headers, rows = self.compare_rows(run_ids)
+        headers, _ = self.compare_rows(run_ids)
+        rows = self.compare_texts(run_ids)
         self.compare_table.clear()
         self.compare_table.setColumnCount(len(headers))
         self.compare_table.setRowCount(len(rows))
@@ -723,7 +736,7 @@ class HistoryPane(QWidget):
         self.compare_table.setVerticalHeaderLabels([r[0] for r in rows])
         for r, row in enumerate(rows):
             for c, value in enumerate(row[1:]):
-                item = QTableWidgetItem(format_value(value))
+                item = QTableWidgetItem(value)
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.compare_table.setItem(r, c, item)
         self.compare_table.resizeColumnsToContents()
@@ -791,11 +804,14 @@ class HistoryPane(QWidget):
         columns, rows = self.export_rows()
         report = Report("GPU Planner: run history", time.strftime("%Y-%m-%d %H:%M"))
         runs = [s for s in self.visible_summaries() if s.run_id in {r[0] for r in rows}]
-        total = sum(s.cost_usd or 0.0 for s in runs)
+        costs = add_costs(s.cost_usd for s in runs)
         hours = sum(s.gpu_hours or 0.0 for s in runs)
         runs_text = f"{len(runs)} run" + ("" if len(runs) == 1 else "s")
-        report.text(f"{runs_text}, {hours:,.1f} GPU-hours, {human_money(total)} in total.", bold=True)
-        shown = [[display_text(c, v) for c, v in enumerate(row_values(s))] for s in runs]  # as the table shows them
+        unpriced = f" ({costs.unpriced_runs} without a price, not in it)" if costs.unpriced_runs else ""
+        report.text(f"{runs_text}, {hours:,.1f} GPU-hours, {human_cost(costs.cost_usd)} in total{unpriced}.", bold=True)
+        shown = [  # as the table shows them
+            [display_text(c, v, s.price_usd_per_gpu_hour) for c, v in enumerate(row_values(s))] for s in runs
+        ]
         report.table([c[0] for c in COLUMNS], shown)
         spent = sum_breakdowns(_breakdown(s) for s in runs)
         if spent.recorded:
@@ -811,16 +827,16 @@ class HistoryPane(QWidget):
             )
         ids = self.selected_run_ids()
         if len(ids) >= 2:
-            headers, compare = self.compare_rows(ids)
+            headers, _ = self.compare_rows(ids)
             report.text("Compared side by side", bold=True)
-            report.table(["metric", *headers], [[r[0], *(format_value(v) for v in r[1:])] for r in compare])
+            report.table(["metric", *headers], self.compare_texts(ids))
             if self.overlay.series and {s.run_id for s in self.overlay.series} == set(ids):
                 report.text("The runs overlaid (" + self.overlay.x_combo.currentText() + ")", bold=True)
                 report.image(self.overlay.grab().toImage(), 110)
         elif len(ids) == 1:
             summary = self._summary(ids[0])
             if summary is not None:
-                parts = [summary.status, human_hours(summary.hours), human_money(summary.cost_usd)]
+                parts = [summary.status, human_hours(summary.hours), self._cost(summary, summary.cost_usd)]
                 if summary.avg_util_pct is not None:
                     parts.append(f"{summary.avg_util_pct:.0f}% average utilisation")
                 report.text(f"Run {summary.run_id}: " + ", ".join(parts), bold=True)

@@ -7,7 +7,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QColor
 
-from gpuplanner.export.human import human_bytes
+from gpuplanner.export.human import human_bytes, human_money
 
 COLUMNS = ("Host", "Address", "Reachable", "GPUs", "Machine", "Driver / CUDA", "torch", "Price / GPU-h", "Pricing")
 _Index = QModelIndex | QPersistentModelIndex
@@ -166,7 +166,7 @@ class HostsTableModel(QAbstractTableModel):
             if column == "torch":
                 return (probe or {}).get("torch") or "—"
             if column == "Price / GPU-h":
-                return "—" if host.price_usd_per_gpu_hour is None else f"${host.price_usd_per_gpu_hour:,.2f}"
+                return "—" if host.price_usd_per_gpu_hour is None else f"{human_money(host.price_usd_per_gpu_hour)}"
             if column == "Pricing":
                 return host.pricing
         if role == Qt.ItemDataRole.ForegroundRole and column == "Reachable":

@@ -46,6 +46,7 @@ from gpuplanner.history.tags import TagError, parse_tags
 from gpuplanner.launch.budget import budget_problem
 from gpuplanner.launch.preflight import hf_id_for
 from gpuplanner.resources import resources_dir
+from gpuplanner.ui.human import NO_PRICE, human_money
 from gpuplanner.ui.palette import WARN
 
 GRAD_CHECKPOINTING = {
@@ -497,10 +498,12 @@ class LaunchDialog(QDialog):
 
     def _on_host_changed(self, _index: int = 0) -> None:
         price = self._prices.get(self.host_combo.currentData())
-        text = f"${price:,.2f} (the host's price)" if price else "none set for this host: spend shows as $0"
+        text = (
+            f"{human_money(price)} (the host's price)" if price is not None else f"{NO_PRICE}: none set for this host"
+        )
         planned = self.settings.get("price_per_gpu_hour")
         if planned:
-            text += f"; the plan assumed ${float(planned):,.2f}"
+            text += f"; the plan assumed {human_money(float(planned))}"
         self.price_label.setText(text)
 
     def _on_method_changed(self, method: str) -> None:

@@ -44,6 +44,7 @@ from gpuplanner.plan.ownership import HOST_OVERHEAD_W, AmortisedPrice, OwnHardwa
 from gpuplanner.plan.price_dates import describe_age
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.ui.background import BackgroundJob, JobSignals
+from gpuplanner.ui.human import human_money
 from gpuplanner.ui.palette import BAD
 from gpuplanner.ui.services import AppServices
 
@@ -251,24 +252,28 @@ class OwnHardwareDialog(QDialog):
         gpu = self.gpu_combo.currentText()
         how = f"estimated: {hw.gpus} x board power + {HOST_OVERHEAD_W:,.0f} W host" if estimated else "given"
         lines = [
-            f"Capital ${price.capital_usd_per_hour:,.3f}/h (${hw.purchase_usd:,.0f} less ${hw.residual_usd:,.0f} "
+            f"Capital {human_money(price.capital_usd_per_hour, 3)}/h ({human_money(hw.purchase_usd, 0)} less {human_money(hw.residual_usd, 0)} "
             f"resale over {price.training_hours:,.0f} training hours: {hw.lifetime_years:g} years at "
             f"{hw.utilisation:.0%})",
-            f"Energy ${price.energy_usd_per_hour:,.3f}/h ({hw.power_w:,.0f} W, {how}, at "
-            f"${hw.electricity_usd_per_kwh:g}/kWh)",
+            f"Energy {human_money(price.energy_usd_per_hour, 3)}/h ({hw.power_w:,.0f} W, {how}, at "
+            f"{human_money(hw.electricity_usd_per_kwh, None)}/kWh)",
         ]
         if hw.idle_power_w:
-            lines.append(f"Idle energy ${price.idle_energy_usd_per_hour:,.3f}/h ({hw.idle_power_w:,.0f} W when idle)")
+            lines.append(
+                f"Idle energy {human_money(price.idle_energy_usd_per_hour, 3)}/h ({hw.idle_power_w:,.0f} W when idle)"
+            )
         if hw.upkeep_usd_per_year:
-            lines.append(f"Upkeep ${price.upkeep_usd_per_hour:,.3f}/h (${hw.upkeep_usd_per_year:,.0f} a year)")
+            lines.append(
+                f"Upkeep {human_money(price.upkeep_usd_per_hour, 3)}/h ({human_money(hw.upkeep_usd_per_year, 0)} a year)"
+            )
         lines.append(
-            f"<b>${price.usd_per_machine_hour:,.3f} per machine-hour = ${price.usd_per_gpu_hour:,.3f} per GPU-hour</b>"
+            f"<b>{human_money(price.usd_per_machine_hour, 3)} per machine-hour = {human_money(price.usd_per_gpu_hour, 3)} per GPU-hour</b>"
         )
         rented = [o for o in self.catalog.offers_for(gpu) if not o.own]
         cloud = min(rented, key=lambda o: (o.on_demand_usd, o.provider, o.instance_type), default=None)
         if cloud is not None:
             lines.append(
-                f"Cheapest cloud on demand for {gpu}: ${cloud.on_demand_usd:,.3f}/GPU-h ({cloud.provider} "
+                f"Cheapest cloud on demand for {gpu}: {human_money(cloud.on_demand_usd, 3)}/GPU-h ({cloud.provider} "
                 f"{cloud.instance_type}, {cloud.gpu_count} GPU(s), {describe_age(cloud.as_of)})"
             )
         else:
@@ -345,12 +350,12 @@ class OwnHardwareDialog(QDialog):
         elif kind == "machine":
             name, path, per_gpu = result
             self.message_label.setText(
-                f"Added {name} to {path}: the Plan pane now compares it as provider 'own' (${per_gpu:,.3f}/GPU-h)."
+                f"Added {name} to {path}: the Plan pane now compares it as provider 'own' ({human_money(per_gpu, 3)}/GPU-h)."
             )
             self.machineSaved.emit(name)
         elif kind == "host":
             name, price = result
-            self.message_label.setText(f"{name} now costs ${price:,.3f} per GPU-hour.")
+            self.message_label.setText(f"{name} now costs {human_money(price, 3)} per GPU-hour.")
             self.hostPriceSet.emit(name, float(price))
         self._update_buttons()
 

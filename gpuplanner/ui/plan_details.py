@@ -253,7 +253,7 @@ def summary_text(plan: Plan) -> str:
     ]
     if plan.on_demand is not None:
         parts.append(
-            f"On-demand {human_money(plan.on_demand_cost_usd)} at ${plan.on_demand.usd_per_gpu_hour:.2f}/GPU-h "
+            f"On-demand {human_money(plan.on_demand_cost_usd)} at {human_money(plan.on_demand.usd_per_gpu_hour)}/GPU-h "
             f"({plan.on_demand.provider})."
         )
     if plan.spot is not None:
@@ -266,7 +266,7 @@ def summary_text(plan: Plan) -> str:
     if plan.deadline_ok is not None and request.deadline_hours is not None:
         parts.append(f"Deadline {request.deadline_hours:g} h: {'met' if plan.deadline_ok else 'MISSED'}.")
     if plan.budget_ok is not None and request.budget_usd is not None:
-        parts.append(f"Budget ${request.budget_usd:,.2f}: {'within' if plan.budget_ok else 'OVER'}.")
+        parts.append(f"Budget {human_money(request.budget_usd)}: {'within' if plan.budget_ok else 'OVER'}.")
     if plan.gpu_hours_ok is not None and request.max_gpu_hours is not None:
         parts.append(f"GPU-hour cap {request.max_gpu_hours:,g}: {'within' if plan.gpu_hours_ok else 'OVER'}.")
     low, high = plan.hours_range
@@ -322,7 +322,7 @@ def rental_text(focus: Focus, catalog: Catalog) -> str:
     if choice.provider == "given":
         return f"Rent: {gpus} GPU(s) at your price of {per_gpu}/GPU-h ({choice.source or 'given in the form'})."
     gpu = plan.gpu.name if plan.gpu else ""
-    instance = human_money(choice.usd_per_gpu_hour * choice.billed_gpus)
+    instance = human_money(choice.usd_per_instance_hour)
     if choice.provider == OWN_PROVIDER:
         return (
             f"Use your own machine {choice.instance_type} ({choice.billed_gpus} x {gpu}) at {per_gpu}/GPU-h "

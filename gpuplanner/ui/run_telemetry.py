@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplanner.history.gpu_metrics import MISSING, live_throttle_text
+from gpuplanner.ui.human import human_money
 from gpuplanner.ui.ring_buffer import RingBuffer
 from trainer.protocol import throttle_reason_names
+from trainer.spend import spend_usd as priced_spend
 
 GPU_COLUMNS = ("x", "util", "sm_active", "mem_used_gib", "mem_total_gib", "power_w")
 STEP_COLUMNS = ("x", "step", "loss", "tokens_per_s", "spend_usd", "step_time_s", "data_wait_s")
@@ -197,7 +199,7 @@ class RunTelemetry:
                 spend = _num(rec.get("spend_usd"))
                 x = self._x(t)
                 if math.isnan(spend) and self.price_per_gpu_hour:
-                    spend = self.price_per_gpu_hour * (self.gpu_count or 1) * x / 3600.0
+                    spend = priced_spend(self.price_per_gpu_hour, self.gpu_count or 1, x)
                 step_rows.append(
                     [
                         x,
@@ -427,13 +429,13 @@ class RunTelemetry:
         spend, projected = self.spend_usd(), self.projected_cost_usd()
         if spend is not None and spend > self.planned_cost_usd:
             return (
-                f"Over plan: spent ${spend:,.2f}, the plan said ${self.planned_cost_usd:,.2f} "
+                f"Over plan: spent {human_money(spend)}, the plan said {human_money(self.planned_cost_usd)} "
                 f"({spend / self.planned_cost_usd - 1:+.0%})"
             )
         frac = self.progress() or 0.0
         if projected is not None and frac >= 0.1 and projected > 1.1 * self.planned_cost_usd:
             return (
-                f"Heading over plan: at this pace the run costs ${projected:,.2f}, the plan said "
-                f"${self.planned_cost_usd:,.2f} ({projected / self.planned_cost_usd - 1:+.0%})"
+                f"Heading over plan: at this pace the run costs {human_money(projected)}, the plan said "
+                f"{human_money(self.planned_cost_usd)} ({projected / self.planned_cost_usd - 1:+.0%})"
             )
         return None

@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (
 from gpuplanner.history.slurm_queue import queue_text
 from gpuplanner.ui.alert_banner import AlertBanner
 from gpuplanner.ui.gpu_table import GpuTable
-from gpuplanner.ui.human import human_duration, human_money
+from gpuplanner.ui.human import NO_PRICE, human_duration, human_money
 from gpuplanner.ui.launch_dialog import LaunchDialog, LaunchRequest, demo_dir
 from gpuplanner.ui.live_plots import LivePlots
 from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
@@ -780,9 +780,10 @@ class RunsPane(QWidget):
         eta = tel.eta_s() if entry.state in ("running", "starting") else None
         self.eta_label.setText(f"Elapsed {_duration(tel.elapsed_s())} · ETA {_duration(eta)}")
         spend = tel.spend_usd()
-        parts = [f"Spend {_money(spend)}"]
-        if not tel.price_per_gpu_hour and not spend:
-            parts.append("(no price set for this host)")
+        if tel.price_per_gpu_hour is None and not spend:  # unknown, not $0
+            parts = [f"Spend: {NO_PRICE} (none set for this host)"]
+        else:
+            parts = [f"Spend {_money(spend)}"]
         if tel.budget_usd:
             parts.append(f"of budget {_money(tel.budget_usd)}" + (f" ({spend / tel.budget_usd:.0%})" if spend else ""))
         if tel.planned_cost_usd:

@@ -38,7 +38,7 @@ from gpuplanner.sweep.lookback import (
     trial_table,
 )
 from gpuplanner.ui.background import BackgroundJob, JobSignals
-from gpuplanner.ui.human import human_money, human_number
+from gpuplanner.ui.human import NO_PRICE, human_cost, human_money, human_number
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.sweep_text import TRIAL_HEADERS, cap_words, trial_cells
 from gpuplanner.ui.table_view import export_to_file
@@ -50,7 +50,9 @@ def summary_text(review: SearchReview) -> str:
     """A search's state in four lines of words: what it spent against its caps, its trials' outcomes, why
     it stopped and its best trial."""
     c = review.counts
-    spent = human_money(review.spent_usd)
+    spent = NO_PRICE if review.unpriced else human_money(review.spent_usd)
+    if review.unpriced_trials and not review.unpriced:
+        spent += f" ({review.unpriced_trials} trial(s) without a price, not in it)"
     if review.budget_usd is not None:
         spent += f" of the {human_money(review.budget_usd)} budget ({review.spent_usd / review.budget_usd:.0%})"
     if review.max_gpu_hours is not None:
@@ -65,7 +67,7 @@ def summary_text(review: SearchReview) -> str:
         b = review.best
         lines.append(
             f"Best: trial {b.number} (run #{b.run_id}), {review.metric.replace('_', ' ')} {b.value:.4f} "
-            f"for {human_money(b.spend_usd)}: {params_text(b.params)}."
+            f"for {human_cost(b.spend_usd)}: {params_text(b.params)}."
         )
     return "\n".join(lines)
 

@@ -231,9 +231,11 @@ def check_planner() -> str:
     best = rows[0]
     if best.get("rank") != 1 or not (isinstance(best.get("cost_usd"), (int, float)) and best["cost_usd"] > 0):
         raise RuntimeError(f"the best row has no rank 1 and positive cost: {best}")
+    from gpuplanner.ui.human import human_money
+
     return (
         f"{len(rows)} rows; best {best.get('gpus')} x {best.get('gpu')} {best.get('pricing')}"
-        f" ${best['cost_usd']:.2f} in {best.get('hours', float('nan')):.1f} h"
+        f" {human_money(best['cost_usd'])} in {best.get('hours', float('nan')):.1f} h"
     )
 
 

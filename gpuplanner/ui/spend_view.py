@@ -30,6 +30,7 @@ from gpuplanner.history.db import open_db
 from gpuplanner.history.spend import MonthError, SpendReport, parse_month, spend_report
 from gpuplanner.history.tags import TagError, parse_tags, tag_keys
 from gpuplanner.ui.background import BackgroundJob, JobSignals
+from gpuplanner.ui.human import human_cost, usd_cell
 from gpuplanner.ui.table_view import export_to_file
 
 NO_GROUP = "(month only)"
@@ -151,12 +152,12 @@ class SpendDialog(QDialog):
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
             for c, value in enumerate(row):
-                text = f"{value:,.2f}" if columns[c] == "cost_usd" else ("" if value is None else str(value))
+                text = usd_cell(value) if columns[c] == "cost_usd" else ("" if value is None else str(value))
                 self.table.setItem(r, c, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
         unpriced = report.total.unpriced_runs
         self.note.setText(
-            f"{report.total.runs} runs, ${report.total.cost_usd:,.2f}, {report.total.gpu_hours:,.2f} GPU-hours"
+            f"{report.total.runs} runs, {human_cost(report.total.cost_usd)}, {report.total.gpu_hours:,.2f} GPU-hours"
             + (f"; {unpriced} without a price (not in the $)" if unpriced else "")
         )
         for button in self.buttons.values():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from gpuplanner.export.human import DASH, human_hours, human_money, human_number
+from gpuplanner.export.human import DASH, human_cost, human_hours, human_money, human_number
 
 PRUNER_WORDS = {
     "successive-halving": "pruned by successive halving",
@@ -143,7 +143,7 @@ def trial_cells(row: tuple[Any, ...]) -> list[str]:
         host or DASH,
         DASH if last_step is None else f"{last_step:,}",
         DASH if metric is None else f"{metric:.4f}",
-        human_money(spend),
+        human_cost(spend),
         human_number(gpu_hours),
         params or DASH,
     ]

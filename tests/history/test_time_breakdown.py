@@ -223,11 +223,11 @@ def test_deleting_a_run_deletes_its_phases(db: Database, runs: dict[str, int]) -
 
 
 def test_tiny_dollars_read_without_an_exponent() -> None:
-    from gpuplanner.commands.runs import _dollars
+    from gpuplanner.export.human import human_money  # runs show's phase costs
 
-    assert [_dollars(v) for v in (0.22, 0.0137, 5.67e-05, 8.52e-08, 0.0, 1234.5)] == [
+    assert [human_money(v) for v in (0.22, 0.0137, 5.67e-05, 8.52e-08, 0.0, 1234.5)] == [
         "$0.22",
-        "$0.01",
+        "$0.0137",
         "$0.0000567",
         "$0.0000000852",
         "$0.00",

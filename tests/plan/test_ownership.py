@@ -118,7 +118,7 @@ def test_cli_tco_json_and_save(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
 
     code, out, _ = run_cli([*argv, "--save", "lab-box"], monkeypatch, capsys)
     assert code == 0
-    assert "total        $   1.558 per machine-hour = $0.389 per GPU-hour" in out
+    assert "total           $1.558 per machine-hour = $0.389 per GPU-hour" in out
     assert "estimated: 4 x 450 W board power + 250 W host" in out and "saved as machine 'lab-box'" in out
     saved = Path(config_dir() / "machines.toml").read_text()
     assert "power_w" not in saved.replace("idle_power_w", "")  # estimated again when read

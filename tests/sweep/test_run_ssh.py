@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuplanner.commands.sweep import describe_result, result_document
+from gpuplanner.export.human import human_money
 from gpuplanner.history.db import connect
 from gpuplanner.launch.hosts import Host, add_host
 from gpuplanner.launch.manager import RunManager
@@ -105,5 +106,6 @@ def test_trials_run_on_both_hosts_each_in_its_own_run_root(
         "spend_usd",
         "params",
     ]
-    assert f"study ssh-search: done: all 2 trials ran; spent ${document['spent_usd']:,.4f} of $100.00" in text
+    spent = human_money(document["spent_usd"], 4)  # export/human.py, as the command writes it
+    assert f"study ssh-search: done: all 2 trials ran; spent {spent} of $100.00" in text
     assert f"best: trial {result.best['number']} (run {result.best['run_id']})" in text

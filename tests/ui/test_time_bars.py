@@ -50,7 +50,7 @@ def test_the_bar_shows_each_phase_in_proportion_with_its_numbers(qtbot: Any, tmp
     widths = {phase: rect.width() / bar.width() for phase, rect in segments}
     assert widths["startup"] == pytest.approx(132 / 660) and widths["train"] == pytest.approx(358 / 660)
     assert widget.legend_texts[0] == "start-up and model load 20% of spend, $0.22 (2 min)"
-    assert "idle after the job 9% of spend, $0.100 (1 min)" in widget.legend_texts
+    assert "idle after the job 9% of spend, $0.10 (1 min)" in widget.legend_texts
     # hovering a segment names it (its tooltip is that phase's text)
     assert bar.phase_at(bar.width() * 0.5) == "train" and bar.phase_at(bar.width() * 0.1) == "startup"
     # what is on screen: the start-up segment is painted in its colour
