@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplanner.export.human import human_money
 from gpuplanner.plan.catalog import (
     Catalog,
     CatalogError,
@@ -322,7 +323,9 @@ def parse_vms_text(
             # Positive but under $0.000001 per GPU-hour: it would be written (and priced) as $0.
             report.skipped_no_price += 1
             if len(report.problems) < _MAX_PROBLEMS:
-                report.problems.append(f"{instance} in {region}: ${on_demand:.3g} per GPU-hour rounds to $0; skipped")
+                report.problems.append(
+                    f"{instance} in {region}: {human_money(on_demand)} per GPU-hour rounds to $0; skipped"
+                )
             continue
         spot_usd: float | None = spot if math.isfinite(spot) else None
         if spot_usd is not None and round(spot_usd, PRICE_DECIMALS) <= 0:
