@@ -53,9 +53,10 @@ class CompareRow:
 
     @property
     def p90_cost_usd(self) -> float | None:
-        if self.pricing == "spot":
-            return self.plan.spot.p90_cost_usd if self.plan.spot else None
-        return self.plan.on_demand_cost_usd
+        """The top of the row's likely (P10-P90) cost, ``plan.cost_range`` (the speed's error and, on spot, the
+        interruptions), so the P90 beside a range is that range's P90; None without a price."""
+        likely = self.plan.cost_range
+        return likely[1] if likely is not None else None
 
     @property
     def hours(self) -> float:
