@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuplanner.app.compare_row import COMPARE_COLUMNS, compare_cells, compare_documents
+from gpuplanner.app.percentiles import spot_percentiles
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.export.human import human_hours, human_money
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
@@ -449,8 +450,9 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
         lines.append("         " + _offer_line(spot))
     elif spot:
         lines.append(
-            f"Spot     {_money(spot['cost_usd'])} expected ({_hours(spot['hours'])}), P50 {_money(spot['p50_cost_usd'])}, "
-            f"P90 {_money(spot['p90_cost_usd'])} at ${spot['price_per_gpu_hour']:.2f}/GPU-h"
+            f"Spot     {_money(spot['cost_usd'])} expected ({_hours(spot['hours'])}), "
+            f"{spot_percentiles(_money(spot['p50_cost_usd']), _money(spot['p90_cost_usd']))} "
+            f"at ${spot['price_per_gpu_hour']:.2f}/GPU-h"
         )
         lines.append("         " + _offer_line(spot))
         if spot.get("interruptions_per_hour") is not None:

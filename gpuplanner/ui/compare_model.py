@@ -37,10 +37,18 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("GiB", "mem_gib", "Peak memory per GPU (GiB)"),
     ("Hours", "hours", "Wall-clock hours (spot: expected, with interruptions)"),
     ("Cost $", "cost_usd", "Cost (spot: expected)"),
-    ("P90 $", "p90_cost_usd", "Cost in 90% of simulated spot runs (on-demand: the cost)"),
-    ("On time", "meets_deadline", "Finishes before the deadline (spot: P90)"),
-    ("In budget", "within_budget", "Within the budget (spot: P90)"),
-    ("In GPU-h", "within_gpu_hours", "Within the GPU-hour cap (GPUs x hours; spot: P90)"),
+    (
+        "P90 $",
+        "p90_cost_usd",
+        "P90 cost: the top of the likely (P10-P90) cost, from the speed's error and, on spot, the interruptions",
+    ),
+    ("On time", "meets_deadline", "Finishes before the deadline (spot: the P90 over simulated interruptions)"),
+    ("In budget", "within_budget", "Within the budget (spot: the P90 over simulated interruptions)"),
+    (
+        "In GPU-h",
+        "within_gpu_hours",
+        "Within the GPU-hour cap (GPUs x hours; spot: the P90 over simulated interruptions)",
+    ),
     ("Why not", "reason", "Why the option cannot be used (hover a row for the whole reason)"),
 )
 EXPORT_COLUMNS = tuple(c[1] for c in COLUMNS)
