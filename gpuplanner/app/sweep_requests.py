@@ -23,7 +23,8 @@ from gpuplanner.plan.inputs import inputs_document
 from gpuplanner.plan.planner import PlanRequest, make_plan
 from gpuplanner.sweep.budget import Caps
 from gpuplanner.sweep.estimate import SearchEstimate, SearchInputs, estimate_search, search_document
-from gpuplanner.sweep.runner import SWEEP_TAG, SweepSettings
+from gpuplanner.sweep.lookback import SWEEP_TAG
+from gpuplanner.sweep.runner import SweepSettings
 from gpuplanner.sweep.schedule import Schedule
 from gpuplanner.sweep.space import RESERVED_FLAGS, SweepInputError, load_space
 

@@ -413,7 +413,7 @@ def train_tiny_run(python: Path, run_dir: Path, db_path: Path, *, deadline_s: fl
         steps, gpu_all, gpu_sim = counts.steps, counts.gpu_samples, counts.simulated_gpu_samples
         status = get_run(db, run_id).status
     finally:
-        db.conn.close()
+        db.close()
     if steps < 1:
         raise RuntimeError("the history holds no step records of the run")
     if gpu_all < 1 or gpu_sim != gpu_all:
