@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlite_utils import Database
+
+from gpuplanner.history.stored_records import recent_steps
+
 ETA_WINDOW = 30  # steps the rate is measured over
 
 
@@ -42,3 +46,9 @@ def eta_s(
     if not rate:
         return None
     return (steps_total - step) / rate
+
+
+def stored_eta_s(db: Database, run_id: int) -> float | None:
+    """The ETA of a run from what the history holds (`gpuplanner runs show` of a running run)."""
+    times, steps, total = recent_steps(db, run_id, ETA_WINDOW)
+    return eta_s(times, steps, total)

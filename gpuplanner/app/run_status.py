@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-# The RunManager's states of a live run, in the groups both front ends act on
-FINAL_STATES = ("finished", "failed", "stopped", "killed")
+from gpuplanner.launch.manager import FINAL_STATES as MANAGER_FINAL_STATES
+
+# The RunManager's states of a live run, in the groups both front ends act on (FINAL_STATES: the manager's)
+FINAL_STATES = MANAGER_FINAL_STATES
 ACTIVE_STATES = ("starting", "running", "stopping", "resuming", "unreachable")
 ENDED_STATES = {"budget_stop": "finished", "early_stop": "finished"}  # history status -> a live run's state
 

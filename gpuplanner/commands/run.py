@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.app.eta import ETA_WINDOW, eta_s
+from gpuplanner.app.run_status import state_words
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.commands.hosts import add_trust_flag, terminal_prompter, with_host_key_trust
 from gpuplanner.commands.spend import add_tag_flag, tags_from_args
@@ -279,9 +280,7 @@ def _report(args: argparse.Namespace, status: RunStatus) -> None:
         print(json.dumps(doc))
     else:
         print(
-            f"run {status.run_id}: {status.state}"
-            + (f" (exit {status.exit_code})" if status.exit_code is not None else "")
-            + f", run dir {status.host}:{status.run_dir}"
+            f"run {status.run_id}: {state_words(status.state, status.exit_code)}, run dir {status.host}:{status.run_dir}"
         )
 
 

@@ -86,3 +86,23 @@ def record_counts(db: Database, run_id: int) -> RecordCounts:
         "SELECT COUNT(*), COALESCE(SUM(simulated = 1), 0) FROM gpu_samples WHERE run_id = ?", [run_id]
     ).fetchone()
     return RecordCounts(int(steps), int(gpu_all), int(gpu_sim))
+
+
+def recent_steps(db: Database, run_id: int, limit: int) -> tuple[list[float], list[float], int | None]:
+    """The times and step numbers of the run's last ``limit`` step records (oldest first), and the steps in the
+    whole run as its latest ``run_start`` record says (None when it does not)."""
+    rows = db.execute(
+        "SELECT t, step FROM steps WHERE run_id = ? AND step IS NOT NULL ORDER BY seq DESC LIMIT ?", [run_id, limit]
+    ).fetchall()[::-1]
+    start = db.execute(
+        "SELECT detail_json FROM events WHERE run_id = ? AND kind = 'run_start' ORDER BY seq DESC LIMIT 1", [run_id]
+    ).fetchone()
+    total = None
+    if start and start[0]:
+        try:
+            detail = json.loads(start[0])
+        except ValueError:
+            detail = None
+        value = detail.get("steps_total") if isinstance(detail, dict) else None
+        total = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return [float(t) for t, _ in rows], [float(step) for _, step in rows], total

@@ -54,3 +54,25 @@ def test_cli_and_window_show_the_same_eta_for_the_same_telemetry() -> None:
     assert window.eta_s() == pytest.approx(930.0)
     assert cli.eta_s() == pytest.approx(window.eta_s())
     assert "ETA 15m30s" in cli.line() and "step 70/1000" in cli.line()
+
+
+def test_runs_show_gives_a_running_runs_eta_from_the_history(tmp_path, capsys) -> None:
+    """`runs show --json` of a running run: the same ETA as the live views, from the stored records."""
+    import json
+
+    from gpuplanner.cli import main
+    from gpuplanner.history.db import open_db
+    from gpuplanner.history.ingest import ingest_records
+    from gpuplanner.history.runs import create_run
+
+    db_path = tmp_path / "history.db"
+    records = _records()
+    with open_db(db_path) as db:
+        run_id = create_run(db, name="live", host="local", gpu_count=1)
+        ingest_records(db, run_id, records)
+    window = RunTelemetry(run_id=run_id)
+    window.add_records(records)
+    assert main(["runs", "show", str(run_id), "--db", str(db_path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["status"] == "running"
+    assert shown["eta_s"] == pytest.approx(930.0) == window.eta_s()
