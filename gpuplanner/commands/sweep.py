@@ -39,7 +39,7 @@ from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
 from gpuplanner.plan.setup import PRECISIONS, PlanInputError
 from gpuplanner.sweep.estimate import SearchEstimate
 from gpuplanner.sweep.runner import SweepResult, SweepRunner, SweepSettings
-from gpuplanner.sweep.schedule import PRUNERS, Schedule
+from gpuplanner.sweep.schedule import PRUNERS
 from gpuplanner.sweep.sizing import FORMULA_SOURCE, Sizing, SizingRequest, size_for_budget
 from gpuplanner.sweep.study import SAMPLERS
 
@@ -188,11 +188,6 @@ def schedule_request(args: argparse.Namespace) -> ScheduleRequest:
         prune_at=args.prune_at,
         startup_trials=args.startup_trials,
     )
-
-
-def schedule_from_args(args: argparse.Namespace, max_resource: float, unit: str) -> Schedule:
-    """The pruning schedule of the flags; ``--min-epochs``/``--min-steps`` defaults to max / eta^2."""
-    return schedule_request(args).schedule(max_resource, unit)
 
 
 def _catalog() -> Catalog:
