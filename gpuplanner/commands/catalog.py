@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gpuplanner.app.machines import MachineSaveError, machine_fields, save_machine
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.export.human import human_money
 from gpuplanner.plan.catalog import (
@@ -359,56 +360,6 @@ def _spot_advisor(args: argparse.Namespace, base: str) -> tuple[Any, dict[str, A
         }
     )
     return (bands, as_of), info
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
-    return repr(value)
-
-
-class MachineSaveError(ValueError):
-    """An own machine that cannot be added to machines.toml; the message says why (and names the file)."""
-
-
-def machine_fields(name: str, gpu: str, price: Any, power_estimated: bool) -> dict[str, Any]:
-    """The ``[[machine]]`` table of an amortised price (:class:`gpuplanner.plan.ownership.AmortisedPrice`);
-    an estimated power draw is left out, so it is estimated again from the catalog when read."""
-    fields: dict[str, Any] = {"name": name, "gpu": gpu, "gpu_count": price.hardware.gpus}
-    fields.update({k: v for k, v in price.to_dict()["inputs"].items() if k != "gpus"})
-    if power_estimated:
-        del fields["power_w"]
-    return fields
-
-
-def save_machine(name: str, fields: dict[str, Any], catalog: Catalog, config_dir: Path | None = None) -> Path:
-    """Append a [[machine]] table to the user's machines.toml (in ``config_dir``, default the app's), checked
-    by parsing the result first; raises :class:`MachineSaveError` and leaves the file as it was."""
-    from gpuplanner.plan.catalog import parse_machines
-    from gpuplanner.plan.skypilot import atomic_write
-
-    path = user_files(config_dir)["machines"]
-    existing = path.read_text(encoding="utf-8") if path.exists() else ""
-    if existing:
-        try:
-            machines = parse_machines(path, catalog)
-        except CatalogError as exc:
-            raise MachineSaveError(f"fix {path} first: {exc}") from None
-        if any(m.instance_type == name for m in machines):
-            raise MachineSaveError(f"a machine named {name!r} is already in {path}")
-    table = "[[machine]]\n" + "".join(f"{key} = {_toml_value(value)}\n" for key, value in fields.items())
-    text = existing + ("\n" if existing and not existing.endswith("\n\n") else "") + table
-    probe = path.with_name(f".{path.name}.check")
-    try:
-        probe.parent.mkdir(parents=True, exist_ok=True)
-        probe.write_text(text, encoding="utf-8")
-        parse_machines(probe, catalog)
-    except CatalogError as exc:
-        raise MachineSaveError(exc.message) from None
-    finally:
-        probe.unlink(missing_ok=True)
-    atomic_write(path, text)
-    return path
 
 
 def _save_machine(name: str, fields: dict[str, Any], catalog: Catalog) -> Path:

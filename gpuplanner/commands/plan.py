@@ -16,14 +16,16 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from gpuplanner.app.compare_row import COMPARE_COLUMNS, compare_cells, compare_documents
+from gpuplanner.app.percentiles import spot_percentiles
 from gpuplanner.commands.errors import UsageError
-from gpuplanner.export.human import human_hours, human_money, round_for_people
+from gpuplanner.export.human import human_hours, human_money
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import HistoryError, resolve_db_path
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
 from gpuplanner.plan.compare import GPU_COUNTS, compare, recommendation
-from gpuplanner.plan.documents import compare_document, plan_document, rental_note, rows_prices_as_of
+from gpuplanner.plan.documents import compare_document, plan_document, rows_prices_as_of
 from gpuplanner.plan.inputs import INPUT_NAMES, PlanInputs, inputs_document, parse_amount, parse_value, split_targets
 from gpuplanner.plan.planner import Plan, PlanRequest, make_plan
 from gpuplanner.plan.price_dates import describe_age, stale_warning
@@ -452,8 +454,9 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
         lines.append("         " + _offer_line(spot))
     elif spot:
         lines.append(
-            f"Spot     {_money(spot['cost_usd'])} expected ({_hours(spot['hours'])}), P50 {_money(spot['p50_cost_usd'])}, "
-            f"P90 {_money(spot['p90_cost_usd'])} at {human_money(spot['price_per_gpu_hour'])}/GPU-h"
+            f"Spot     {_money(spot['cost_usd'])} expected ({_hours(spot['hours'])}), "
+            f"{spot_percentiles(_money(spot['p50_cost_usd']), _money(spot['p90_cost_usd']))} "
+            f"at {human_money(spot['price_per_gpu_hour'])}/GPU-h"
         )
         lines.append("         " + _offer_line(spot))
         if spot.get("interruptions_per_hour") is not None:
@@ -492,27 +495,6 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
 
 # ----------------------------------------------------------------------------------- compare
 
-COMPARE_COLUMNS = (
-    "rank",
-    "gpu",
-    "gpus",
-    "pricing",
-    "provider",
-    "fits",
-    "mem_gib",
-    "hours",
-    "cost_usd",
-    "p90_cost_usd",
-    "meets_deadline",
-    "within_budget",
-    "within_gpu_hours",
-    "reason",
-    "rents",
-    "price_per_gpu_hour",
-    "price_as_of",
-    "price_source",
-)
-
 
 def run_compare(args: argparse.Namespace) -> int:
     if _list_models(args):
@@ -532,28 +514,9 @@ def run_compare(args: argparse.Namespace) -> int:
     )
     inputs = inputs_document(request)
     if args.format == "json":
-        print(to_json([compare_document(row, inputs) for row in rows]), end="")
+        print(to_json(compare_documents(rows, inputs)), end="")
         return 0
-    table = [
-        (
-            row.rank,
-            row.gpu,
-            row.gpus,
-            row.pricing,
-            row.provider,
-            row.plan.fits,
-            round(row.plan.memory.total / GIB, 2),
-            _round(row.hours, 2),
-            _round(row.cost_usd, 2),
-            _round(row.p90_cost_usd, 2),
-            row.plan.deadline_ok,
-            row.plan.budget_ok,
-            row.plan.gpu_hours_ok,
-            row.reason or ("fitted: " + ", ".join(row.fitted) if row.fitted else ""),
-            *_row_price(row),
-        )
-        for row in rows
-    ]
+    table = [compare_cells(row) for row in rows]
     as_of = rows_prices_as_of(rows)
     dated = describe_age(as_of).capitalize() + "; each row names its offer's date and source."
     stale = stale_warning(as_of)
@@ -575,15 +538,3 @@ def run_compare(args: argparse.Namespace) -> int:
             if line:
                 print(line.replace("Likely  ", "Likely for the best option:", 1))
     return 0
-
-
-def _row_price(row: Any) -> tuple[str | None, float | None, str | None, str | None]:
-    """What a comparison row rents, its price per GPU-hour, and that price's date and source."""
-    choice = row.plan.on_demand if row.pricing == "on-demand" else (row.plan.spot.price if row.plan.spot else None)
-    if choice is None:
-        return None, None, None, None
-    return rental_note(choice, row.gpus), choice.usd_per_gpu_hour, choice.as_of or None, choice.source or None
-
-
-def _round(value: float | None, digits: int) -> float | None:
-    return round_for_people(value, digits)  # a tiny run's hours and cost keep 3 significant figures

@@ -19,9 +19,12 @@ import math
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
+from gpuplanner.app.eta import ETA_WINDOW, eta_s
+from gpuplanner.app.run_status import state_words
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.commands.hosts import add_trust_flag, terminal_prompter, with_host_key_trust
 from gpuplanner.commands.spend import add_tag_flag, tags_from_args
@@ -278,9 +281,7 @@ def _report(args: argparse.Namespace, status: RunStatus) -> None:
         print(json.dumps(doc))
     else:
         print(
-            f"run {status.run_id}: {status.state}"
-            + (f" (exit {status.exit_code})" if status.exit_code is not None else "")
-            + f", run dir {status.host}:{status.run_dir}"
+            f"run {status.run_id}: {state_words(status.state, status.exit_code)}, run dir {status.host}:{status.run_dir}"
         )
 
 
@@ -293,7 +294,8 @@ class _Progress:
         self.lock = threading.Lock()
         self.last: dict[str, Any] = {}
         self.state = "starting"
-        self.first: tuple[float, int] | None = None
+        self.steps_total: int | None = None  # the trainer's own (run_start), else --max-steps
+        self.recent: deque[tuple[float, float]] = deque(maxlen=ETA_WINDOW)  # (t, step) of the last steps
         self.tty = sys.stderr.isatty()
         self.last_draw = 0.0
         self.drawn = False
@@ -301,10 +303,12 @@ class _Progress:
     def on_records(self, run_id: int, records: list[dict[str, Any]]) -> None:
         with self.lock:
             for record in records:
+                if record["kind"] == "run_start" and isinstance(record.get("steps_total"), int):
+                    self.steps_total = record["steps_total"] if record["steps_total"] > 0 else None
                 if record["kind"] == "step":
                     self.last = record
-                    if self.first is None:
-                        self.first = (time.monotonic(), int(record.get("step") or 0))
+                    if isinstance(record.get("t"), (int, float)) and isinstance(record.get("step"), (int, float)):
+                        self.recent.append((float(record["t"]), float(record["step"])))
 
     def on_status(self, status: RunStatus) -> None:
         with self.lock:
@@ -312,21 +316,28 @@ class _Progress:
 
     def line(self) -> str:
         with self.lock:
-            r, state, first = dict(self.last), self.state, self.first
+            r, state = dict(self.last), self.state
+            total = self.steps_total or self.max_steps
         if not r:
             return f"[{state}] waiting for the first step"
         step = int(r.get("step") or 0)
-        parts = [f"[{state}] step {step}" + (f"/{self.max_steps}" if self.max_steps else "")]
+        parts = [f"[{state}] step {step}" + (f"/{total}" if total else "")]
         if r.get("loss") is not None:
             parts.append(f"loss {r['loss']:.4f}")
         if r.get("tokens_per_s") is not None:
             parts.append(f"{r['tokens_per_s']:,.0f} tok/s")
         if r.get("spend_usd") is not None:
             parts.append(f"{human_money(r['spend_usd'], 4)}")
-        if self.max_steps and first and step > first[1]:
-            rate = (step - first[1]) / max(1e-9, time.monotonic() - first[0])
-            parts.append(f"ETA {_duration(max(0, self.max_steps - step) / rate)}")
+        eta = self.eta_s()
+        if eta is not None:
+            parts.append(f"ETA {_duration(eta)}")
         return "  ".join(parts)
+
+    def eta_s(self) -> float | None:
+        """Seconds left (:func:`gpuplanner.app.eta.eta_s`, as the Runs pane shows), or ``None`` when unknown."""
+        with self.lock:
+            recent, total = list(self.recent), self.steps_total or self.max_steps
+        return eta_s([t for t, _ in recent], [step for _, step in recent], total)
 
     def draw(self, final: bool = False) -> None:
         if self.quiet:

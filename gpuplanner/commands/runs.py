@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpuplanner.app.eta import stored_eta_s
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.commands.spend import add_tag_flag, tags_from_args
 from gpuplanner.commands.spend import register_actions as register_spend_actions
@@ -442,6 +443,8 @@ def _show(args: argparse.Namespace) -> int:
         summary = summarize(db, args.run_id, alert_settings=settings)
         # the billed figures stay top-level keys too (billed_hours, billed_cost_usd, idle_billed_hours, ...)
         extra = {**(summary.billed or {}), "nodes": node_totals(summary.gpus)}
+        if summary.status == "running":  # the ETA `gpuplanner run` and the Runs pane show
+            extra["eta_s"] = stored_eta_s(db, args.run_id)
         _print_summary(summary, args.fmt, tags_of(db, [args.run_id]).get(args.run_id), extra)
     return 0
 

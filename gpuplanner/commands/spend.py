@@ -8,14 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpuplanner.app.spend_report import REPORT_FORMATS, render_report
 from gpuplanner.commands.errors import UsageError
-from gpuplanner.export.human import usd_cell
-from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.spend import MonthError, parse_month, spend_report
 from gpuplanner.history.tags import TagError, parse_tag, parse_tags, set_tags
-
-REPORT_FORMATS = ("text", "csv", "markdown", "json")
 
 
 def add_tag_flag(parser: argparse.ArgumentParser, what: str) -> None:
@@ -61,26 +58,6 @@ def register_actions(actions: Any) -> None:
     p.add_argument("tags", metavar="KEY=VALUE", nargs="*", help="tags to add or change")
     p.add_argument("--remove", action="append", default=[], metavar="KEY", help="remove this tag (repeatable)")
     p.set_defaults(handler=_tag)
-
-
-def render_report(report: Any, fmt: str) -> str:
-    if fmt == "json":
-        return to_json(report.document())
-    if fmt == "csv":
-        return to_csv(report.columns(), report.table())
-    if fmt == "markdown":
-        title = f"Spend by {report.by or 'month'}" + (f", {report.month}" if report.month else "")
-        return f"# {title}\n\n" + to_markdown(report.columns(), report.table())
-    # text: dollars with their cents, GPU-hours to 1/100 (to_text keeps 4 significant digits)
-    rows = [[*row[:3], f"{row[3]:,.2f}", usd_cell(row[4]), row[5]] for row in report.table()]
-    for column in (3, 4):  # right-aligned like the numbers
-        width = max([len(report.columns()[column])] + [len(row[column]) for row in rows])
-        for row in rows:
-            row[column] = row[column].rjust(width)
-    text = to_text(report.columns(), rows)
-    if report.total.unpriced_runs:
-        text += f"note: {report.total.unpriced_runs} run(s) have no price; their spend is not in cost_usd\n"
-    return text
 
 
 def _report(args: argparse.Namespace) -> int:

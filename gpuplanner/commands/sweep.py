@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gpuplanner.app.sweep_requests import (
+    ScheduleRequest,
+    SearchPlanRequest,
+    SweepRunRequest,
+    split_hosts,
+    sweep_settings,
+)
+from gpuplanner.app.sweep_requests import search_estimate as app_search_estimate
 from gpuplanner.commands.hosts import terminal_prompter
 
 # The one place this command depends on `gpuplanner plan`'s flags: the per-trial workload is exactly a plan.
@@ -27,21 +34,14 @@ from gpuplanner.commands.sweep_show import register_show
 from gpuplanner.export.human import human_money
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import resolve_db_path
-from gpuplanner.history.tags import TagError, parse_tags
-from gpuplanner.launch.hosts import HostError, get_host
 from gpuplanner.launch.manager import RunManager
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
-from gpuplanner.plan.documents import plan_document
-from gpuplanner.plan.inputs import inputs_document
-from gpuplanner.plan.planner import make_plan
 from gpuplanner.plan.setup import PRECISIONS, PlanInputError
-from gpuplanner.sweep.budget import Caps
-from gpuplanner.sweep.estimate import SearchEstimate, SearchInputs, estimate_search, search_document
-from gpuplanner.sweep.runner import SWEEP_TAG, SweepResult, SweepRunner, SweepSettings
-from gpuplanner.sweep.schedule import PRUNERS, Schedule
+from gpuplanner.sweep.estimate import SearchEstimate
+from gpuplanner.sweep.runner import SweepResult, SweepRunner, SweepSettings
+from gpuplanner.sweep.schedule import PRUNERS
 from gpuplanner.sweep.sizing import FORMULA_SOURCE, Sizing, SizingRequest, size_for_budget
-from gpuplanner.sweep.space import RESERVED_FLAGS, SweepInputError, load_space
 from gpuplanner.sweep.study import SAMPLERS
 
 
@@ -179,22 +179,15 @@ def _add_schedule_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
         )
 
 
-def schedule_from_args(args: argparse.Namespace, max_resource: float, unit: str) -> Schedule:
-    """The pruning schedule of the flags; ``--min-epochs``/``--min-steps`` defaults to max / eta^2."""
-    min_resource = args.min_resource
-    if min_resource is None and args.pruner in ("successive-halving", "hyperband") and args.reduction_factor >= 2:
-        min_resource = max_resource / args.reduction_factor**2
-        if unit == "steps":
-            min_resource = max(1, math.floor(min_resource))
-    return Schedule(
+def schedule_request(args: argparse.Namespace) -> ScheduleRequest:
+    """The pruning schedule's flags."""
+    return ScheduleRequest(
         pruner=args.pruner,
-        max_resource=max_resource,
-        min_resource=min_resource,
+        min_resource=args.min_resource,
         reduction_factor=args.reduction_factor,
         prune_percent=args.prune_percent,
         prune_at=args.prune_at,
         startup_trials=args.startup_trials,
-        unit=unit,
     )
 
 
@@ -206,20 +199,18 @@ def _catalog() -> Catalog:
 
 
 def search_estimate(args: argparse.Namespace, catalog: Any) -> tuple[SearchEstimate, dict[str, Any]]:
-    """`sweep plan` for parsed flags (the CLI's and the window's Sweep place): the estimate and its JSON
-    document, with the speeds measured in the history at ``args.db``."""
-    request = with_calibration(_trial_request(args), args, catalog)
-    plan = make_plan(request, catalog)
-    schedule = schedule_from_args(args, float(args.epochs), unit="epochs")
-    inputs = SearchInputs(
+    """`sweep plan` for parsed flags: the estimate and its JSON document, with the speeds measured in the
+    history at ``args.db``."""
+    request = SearchPlanRequest(
+        trial=with_calibration(_trial_request(args), args, catalog),
         trials=args.trials,
+        schedule=schedule_request(args),
         parallel=args.parallel,
         budget_usd=args.budget_usd,
         max_gpu_hours=args.max_gpu_hours,
         trial_overhead_minutes=args.trial_overhead_minutes,
     )
-    estimate = estimate_search(plan, schedule, inputs)
-    return estimate, search_document(estimate, plan_document(plan, inputs_document(request)))
+    return app_search_estimate(request, catalog)
 
 
 def run_sweep_plan(args: argparse.Namespace) -> int:
@@ -336,55 +327,23 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace, db_path: Path) -> SweepSettings:
     """The search of the flags, checked; every problem is one line naming the flag or file."""
-    flags = [*args.words, *getattr(args, "passthrough", [])]
-    if not flags:
-        raise SweepInputError(
-            "TRAINER FLAGS", "give the trainer's flags after --, e.g. -- --model-config cfg.json --data d"
-        )
-    for flag in flags:
-        name = flag.split("=", 1)[0]
-        if name in RESERVED_FLAGS:
-            raise SweepInputError("TRAINER FLAGS", f"{name} is set by the search for every trial; leave it out")
-    if args.budget_usd is None and args.max_gpu_hours is None:
-        raise SweepInputError("--budget-usd", "a search needs a cap: give --budget-usd and/or --max-gpu-hours")
-    hosts = tuple(h.strip() for h in args.host.split(",") if h.strip())
-    if not hosts:
-        raise SweepInputError("--host", "name at least one host")
-    for name in dict.fromkeys(hosts):
-        try:
-            get_host(db_path, name)
-        except HostError as exc:
-            raise SweepInputError("--host", str(exc)) from None
-    env = []
-    for item in args.env:
-        key, sep, value = item.partition("=")
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise SweepInputError("--env", f"expected KEY=VALUE with a variable name as KEY, got {item!r}")
-        env.append((key, value))
-    try:
-        tags = parse_tags(args.tag)
-    except TagError as exc:
-        raise SweepInputError("--tag", str(exc)) from None
-    if SWEEP_TAG in tags:
-        raise SweepInputError("--tag", f"{SWEEP_TAG}= is set by the search (the study's name); use another key")
-    space = load_space(args.space)
-    schedule = schedule_from_args(args, float(args.max_steps), unit="steps")
-    if args.trials < 1:
-        raise SweepInputError("--trials", "at least 1")
-    return SweepSettings(
-        study=args.study or Path(args.space).stem,
-        hosts=hosts,
-        space=space,
+    request = SweepRunRequest(
+        hosts=split_hosts(args.host),
+        space=args.space,
         trials=args.trials,
-        schedule=schedule,
-        caps=Caps(args.budget_usd, args.max_gpu_hours),
-        trainer_flags=tuple(flags),
-        step_seconds=args.step_seconds,
+        max_steps=args.max_steps,
+        trainer_flags=(*args.words, *getattr(args, "passthrough", [])),
+        schedule=schedule_request(args),
+        budget_usd=args.budget_usd,
+        max_gpu_hours=args.max_gpu_hours,
+        study=args.study,
         sampler=args.sampler,
         seed=args.seed,
-        env=tuple(env),
-        tags=tuple(tags.items()),
+        step_seconds=args.step_seconds,
+        env=tuple(args.env),
+        tags=tuple(args.tag or ()),
     )
+    return sweep_settings(request, db_path)
 
 
 def run_sweep_run(args: argparse.Namespace) -> int:

@@ -15,12 +15,12 @@ from gpuplanner.plan.planner import (
     PRICINGS,
     Plan,
     PlanRequest,
-    checkpoint_write_seconds,
     choose_prices,
     deadline_budget,
     gpu_hours_verdict,
+    option_spot,
+    option_warnings,
     plan_throughput,
-    spot_result,
 )
 from gpuplanner.plan.runtime import Runtime, estimate_runtime
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
@@ -53,9 +53,10 @@ class CompareRow:
 
     @property
     def p90_cost_usd(self) -> float | None:
-        if self.pricing == "spot":
-            return self.plan.spot.p90_cost_usd if self.plan.spot else None
-        return self.plan.on_demand_cost_usd
+        """The top of the row's likely (P10-P90) cost, ``plan.cost_range`` (the speed's error and, on spot, the
+        interruptions), so the P90 beside a range is that range's P90; None without a price."""
+        likely = self.plan.cost_range
+        return likely[1] if likely is not None else None
 
     @property
     def hours(self) -> float:
@@ -208,10 +209,9 @@ def _compare_rows(
     runtime = estimate_runtime(request.workload, throughput, setup)
     on_demand, spot_price = choose_prices(request, offers, setup.gpus)
     on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
-    spot = None
-    if spot_price is not None:
-        write_s = checkpoint_write_seconds(memory, setup, trainable)
-        spot = spot_result(request, spot_price, runtime, write_s, on_demand_cost, warnings)
+    # make_plan's warnings and spot estimate for this option, none dropped
+    warnings += option_warnings(request, gpu, setup, memory, throughput, on_demand, spot_price)
+    spot = option_spot(request, setup, memory, trainable, runtime, on_demand, spot_price, warnings)
     rows = []
     for mode, mode_request in mode_requests.items():
         deadline_ok, budget_ok = deadline_budget(mode_request, runtime, on_demand_cost, spot)

@@ -825,7 +825,9 @@ def fit_suggestions(
         combos = [setup] + ([replace(setup, method="lora")] if setup.method == "full" else [])
         if setup.method != "qlora":
             combos.append(
-                replace(setup, method="qlora", precision="bf16-mixed" if setup.precision == "fp32" else setup.precision)
+                replace(setup, method="qlora", precision="bf16-mixed", tf32=False)  # TF32 is for fp32 only
+                if setup.precision == "fp32"
+                else replace(setup, method="qlora")
             )
         for base in combos:
             ck = replace(base, grad_checkpointing="full")

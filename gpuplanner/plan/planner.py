@@ -512,6 +512,65 @@ def _memory_warnings(memory: MemoryBreakdown, capacity: float | None, headroom: 
     return warnings
 
 
+def option_spot(
+    request: PlanRequest,
+    setup: TrainSetup,
+    memory: MemoryBreakdown,
+    trainable: int,
+    runtime: Runtime,
+    on_demand: PriceChoice | None,
+    spot_price: PriceChoice | None,
+    warnings: list[str],
+) -> SpotResult | None:
+    """One option's spot estimate: at the spot price, or with a flat ``spot_overhead_pct`` at the on-demand
+    price; None without either (spot's own warnings are added to ``warnings``)."""
+    if spot_price is None and request.pricing.spot_overhead_pct is None:
+        return None
+    choice = spot_price or on_demand
+    if choice is None:
+        return None
+    on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
+    write_s = checkpoint_write_seconds(memory, setup, trainable)
+    return spot_result(request, choice, runtime, write_s, on_demand_cost, warnings)
+
+
+def option_warnings(
+    request: PlanRequest,
+    gpu: GpuSpec | None,
+    setup: TrainSetup,
+    memory: MemoryBreakdown,
+    throughput: Throughput,
+    on_demand: PriceChoice | None,
+    spot_price: PriceChoice | None,
+) -> list[str]:
+    """The warnings of one GPU option once its memory, speed and prices are known: the one list
+    :func:`make_plan` and every row of :func:`gpuplanner.plan.compare.compare` give (the GPU's missing bf16
+    and spot's own warnings are added where those are worked out)."""
+    warnings: list[str] = []
+    if gpu is not None and setup.tf32 and not gpu.tflops.get("tf32"):
+        warnings.append(f"{gpu.name} has no TF32 tensor cores: fp32 matmuls run at the plain fp32 rate")
+    warnings += _memory_warnings(memory, gpu.memory_gib if gpu else None, request.headroom, setup)
+    if throughput.scaling_efficiency < LOW_SCALING_EFFICIENCY:
+        warnings.append(
+            f"communication dominates: {setup.gpus} GPUs reach only {throughput.scaling_efficiency:.0%} "
+            "scaling efficiency; raise --grad-accum or the micro-batch, or use fewer GPUs"
+        )
+    stale = stale_warning(oldest(c.as_of for c in (on_demand, spot_price) if c is not None))
+    if stale:
+        warnings.append(stale)
+    if on_demand is None:
+        multi = f" (beyond one node: whole {GPUS_PER_NODE}-GPU nodes)" if setup.gpus > GPUS_PER_NODE else ""
+        warnings.append(f"no catalog offer has {setup.gpus} x {gpu.name if gpu else 'this GPU'}{multi}: give --price")
+    if on_demand and on_demand.billed_gpus > setup.gpus:
+        warnings.append(
+            f"the cheapest instance ({on_demand.provider} {on_demand.instance_type}) has "
+            f"{on_demand.billed_gpus} GPUs: you pay for all of them"
+        )
+    if spot_price is None and request.pricing.spot_overhead_pct is None:
+        warnings.append("no spot price known: give --spot-price or --spot-discount to see spot")
+    return warnings
+
+
 def _larger_gpus(catalog: Catalog | None, capacity: float | None) -> list[tuple[str, float]]:
     if catalog is None or capacity is None:
         return []
@@ -542,42 +601,17 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
         if note:
             setup = replace(setup, precision=precision)
             warnings.append(note)
-        if setup.tf32 and not gpu.tflops.get("tf32"):
-            warnings.append(f"{gpu.name} has no TF32 tensor cores: fp32 matmuls run at the plain fp32 rate")
     memory = _plan_memory(request, setup, warnings)
     trainable = trainable_params(request.model, setup)
     capacity = gpu.memory_gib if gpu else None
     fits = None if capacity is None else memory.total / GIB <= capacity * request.headroom
-    warnings += _memory_warnings(memory, capacity, request.headroom, setup)
     throughput = plan_throughput(request, setup, gpu, trainable, allow_measured=True)
-    if throughput.scaling_efficiency < LOW_SCALING_EFFICIENCY:
-        warnings.append(
-            f"communication dominates: {setup.gpus} GPUs reach only {throughput.scaling_efficiency:.0%} "
-            "scaling efficiency; raise --grad-accum or the micro-batch, or use fewer GPUs"
-        )
     runtime = estimate_runtime(request.workload, throughput, setup)
     offers = catalog.offers_for(gpu.name) if (catalog is not None and gpu is not None) else ()
     on_demand, spot_price = choose_prices(request, offers, setup.gpus)
-    stale = stale_warning(oldest(c.as_of for c in (on_demand, spot_price) if c is not None))
-    if stale:
-        warnings.append(stale)
-    if on_demand is None:
-        multi = f" (beyond one node: whole {GPUS_PER_NODE}-GPU nodes)" if setup.gpus > GPUS_PER_NODE else ""
-        warnings.append(f"no catalog offer has {setup.gpus} x {gpu.name if gpu else 'this GPU'}{multi}: give --price")
+    warnings += option_warnings(request, gpu, setup, memory, throughput, on_demand, spot_price)
     on_demand_cost = on_demand.usd_per_instance_hour * runtime.hours if on_demand else None
-    if on_demand and on_demand.billed_gpus > setup.gpus:
-        warnings.append(
-            f"the cheapest instance ({on_demand.provider} {on_demand.instance_type}) has "
-            f"{on_demand.billed_gpus} GPUs: you pay for all of them"
-        )
-    spot = None
-    if spot_price is not None or request.pricing.spot_overhead_pct is not None:
-        spot_choice = spot_price or on_demand
-        if spot_choice is not None:
-            write_s = checkpoint_write_seconds(memory, setup, trainable)
-            spot = spot_result(request, spot_choice, runtime, write_s, on_demand_cost, warnings)
-    else:
-        warnings.append("no spot price known: give --spot-price or --spot-discount to see spot")
+    spot = option_spot(request, setup, memory, trainable, runtime, on_demand, spot_price, warnings)
     deadline_ok, budget_ok = deadline_budget(request, runtime, on_demand_cost, spot)
     suggestions: tuple[str, ...] = ()
     largest_batch = None

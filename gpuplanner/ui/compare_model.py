@@ -16,9 +16,9 @@ from typing import Any
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette
 
+from gpuplanner.app.compare_row import TABLE_COLUMNS, table_row_cells
 from gpuplanner.plan.compare import CompareRow
-from gpuplanner.plan.planner import GIB
-from gpuplanner.ui.human import round_for_people, significant
+from gpuplanner.ui.human import significant
 from gpuplanner.ui.table_view import ColumnsTableModel
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -37,13 +37,22 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("GiB", "mem_gib", "Peak memory per GPU (GiB)"),
     ("Hours", "hours", "Wall-clock hours (spot: expected, with interruptions)"),
     ("Cost $", "cost_usd", "Cost (spot: expected)"),
-    ("P90 $", "p90_cost_usd", "Cost in 90% of simulated spot runs (on-demand: the cost)"),
-    ("On time", "meets_deadline", "Finishes before the deadline (spot: P90)"),
-    ("In budget", "within_budget", "Within the budget (spot: P90)"),
-    ("In GPU-h", "within_gpu_hours", "Within the GPU-hour cap (GPUs x hours; spot: P90)"),
+    (
+        "P90 $",
+        "p90_cost_usd",
+        "P90 cost: the top of the likely (P10-P90) cost, from the speed's error and, on spot, the interruptions",
+    ),
+    ("On time", "meets_deadline", "Finishes before the deadline (spot: the P90 over simulated interruptions)"),
+    ("In budget", "within_budget", "Within the budget (spot: the P90 over simulated interruptions)"),
+    (
+        "In GPU-h",
+        "within_gpu_hours",
+        "Within the GPU-hour cap (GPUs x hours; spot: the P90 over simulated interruptions)",
+    ),
     ("Why not", "reason", "Why the option cannot be used (hover a row for the whole reason)"),
 )
 EXPORT_COLUMNS = tuple(c[1] for c in COLUMNS)
+assert EXPORT_COLUMNS == TABLE_COLUMNS, "the table shows the CLI's columns, in its order"
 TEXT_COLUMNS = ("gpu", "pricing", "provider", "reason")
 
 
@@ -52,24 +61,8 @@ def _finite(value: float | None) -> float | None:
 
 
 def table_row(row: CompareRow) -> tuple[Any, ...]:
-    """One comparison row as plain values, in :data:`EXPORT_COLUMNS` order (as `gpuplanner compare`)."""
-    r = round_for_people  # a tiny run's hours and cost keep 3 significant figures (not 0.0)
-    return (
-        row.rank,
-        row.gpu,
-        row.gpus,
-        row.pricing,
-        row.provider,
-        row.plan.fits,
-        round(row.plan.memory.total / GIB, 2),
-        r(row.hours, 2),
-        r(row.cost_usd, 2),
-        r(row.p90_cost_usd, 2),
-        row.plan.deadline_ok,
-        row.plan.budget_ok,
-        row.plan.gpu_hours_ok,
-        row.reason or ("fitted: " + ", ".join(row.fitted) if row.fitted else ""),
-    )
+    """One comparison row as plain values, in :data:`EXPORT_COLUMNS` order (`gpuplanner compare`'s cells)."""
+    return table_row_cells(row)
 
 
 def export_rows(rows: Sequence[CompareRow]) -> list[tuple[Any, ...]]:

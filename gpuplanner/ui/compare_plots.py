@@ -11,7 +11,7 @@ from PySide6.QtCore import QEvent
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from gpuplanner.ui.history_model import OverlaySeries
+from gpuplanner.app.run_series import OverlaySeries
 
 RUN_COLORS = ("#4e79a7", "#e15759", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7")
 PLOTS = (

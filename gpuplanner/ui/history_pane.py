@@ -49,6 +49,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuplanner.app.run_series import OverlaySeries, RunSeries, overlay_series
+from gpuplanner.app.run_status import status_text
 from gpuplanner.history.alert_rules import KIND_TITLES, AlertSettings
 from gpuplanner.history.analytics import RunSummary, summarize
 from gpuplanner.history.db import HistoryError, open_db
@@ -65,8 +67,6 @@ from gpuplanner.ui.history_model import (
     COMPARE_METRICS,
     EXPORT_COLUMNS,
     RUN_ID_ROLE,
-    OverlaySeries,
-    RunSeries,
     RunsFilterProxy,
     RunsTableModel,
     display_text,
@@ -75,10 +75,8 @@ from gpuplanner.ui.history_model import (
     format_value,
     metric_text,
     metric_value,
-    overlay_series,
     row_values,
     run_series,
-    status_text,
 )
 from gpuplanner.ui.human import NO_PRICE, human_bytes, human_cost, human_duration, human_hours, human_money
 from gpuplanner.ui.report_pdf import Report, write_pdf

@@ -306,7 +306,7 @@ class OwnHardwareDialog(QDialog):
 
     def add_to_comparison(self) -> bool:
         """Save the machine in machines.toml (on the worker); False when there is nothing valid to save."""
-        from gpuplanner.commands.catalog import machine_fields, save_machine
+        from gpuplanner.app.machines import machine_fields, save_machine
 
         name = self.name_edit.text().strip()
         if not name:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from gpuplanner.app.percentiles import LIKELY, spot_percentiles
 from gpuplanner.plan.catalog import OWN_PROVIDER, Catalog
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.documents import range_basis
@@ -260,8 +261,8 @@ def summary_text(plan: Plan) -> str:
         est = plan.spot.estimate
         parts.append(
             f"Spot {human_money(plan.spot.cost_usd)} expected in {human_hours(est.hours)} "
-            f"(+{human_hours(est.overhead_hours)} overhead), P50 {human_money(plan.spot.p50_cost_usd)}, "
-            f"P90 {human_money(plan.spot.p90_cost_usd)}."
+            f"(+{human_hours(est.overhead_hours)} overhead), "
+            f"{spot_percentiles(human_money(plan.spot.p50_cost_usd), human_money(plan.spot.p90_cost_usd))}."
         )
     if plan.deadline_ok is not None and request.deadline_hours is not None:
         parts.append(f"Deadline {request.deadline_hours:g} h: {'met' if plan.deadline_ok else 'MISSED'}.")
@@ -273,7 +274,7 @@ def summary_text(plan: Plan) -> str:
     likely = f"Likely {human_hours(low)} to {human_hours(high)}"
     if plan.cost_range is not None:
         likely += f", {human_money(plan.cost_range[0])} to {human_money(plan.cost_range[1])}"
-    parts.append(f"{likely} (P10-P90; {range_basis(plan).removesuffix(' (P10-P90)')}).")
+    parts.append(f"{likely} ({LIKELY}; {range_basis(plan).removesuffix(f' ({LIKELY})')}).")
     return " ".join(parts)  # the price's date and source: rental_text
 
 

@@ -10,7 +10,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QWidget
 
-from gpuplanner.ui.history_model import RunSeries, with_gaps
+from gpuplanner.app.run_series import RunSeries, with_gaps
 
 EVENT_PENS = {
     "checkpoint": "#59a14f",

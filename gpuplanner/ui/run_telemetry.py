@@ -9,13 +9,14 @@ Owned by one thread (the GUI thread); not locked.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplanner.app.eta import ETA_WINDOW, eta_s, steps_per_s
 from gpuplanner.history.gpu_metrics import MISSING, live_throttle_text
+from gpuplanner.history.stored_records import stored_records
 from gpuplanner.ui.human import human_money
 from gpuplanner.ui.ring_buffer import RingBuffer
 from trainer.protocol import throttle_reason_names
@@ -277,62 +278,7 @@ class RunTelemetry:
 
     def backfill_from_history(self, db: Any, run_id: int) -> int:
         """Load what the history already holds for the run (reattach after a restart)."""
-        records: list[dict[str, Any]] = []
-        extra = tuple(name for name in LIVE_GPU_FIELDS if name != "util_pct")
-        for seq, t, node, idx, util, used, total, power, sim, *values in db.execute(
-            "SELECT seq, t, node, gpu_index, util_pct, mem_used_bytes, mem_total_bytes, power_w, simulated, "
-            + ", ".join(extra)
-            + " FROM gpu_samples WHERE run_id = ?",
-            [run_id],
-        ).fetchall():
-            record = {
-                "seq": seq,
-                "t": t,
-                "kind": "gpu",
-                "node": node,
-                "index": idx,
-                "util_pct": util,
-                "mem_used_bytes": used,
-                "mem_total_bytes": total,
-                "power_w": power,
-                "simulated": bool(sim) if sim is not None else None,
-            }
-            record.update(zip(extra, values))
-            records.append(record)
-        for seq, t, step, loss, tps, st, dw, spend in db.execute(
-            "SELECT seq, t, step, loss, tokens_per_s, step_time_s, data_wait_s, spend_usd FROM steps WHERE run_id = ?",
-            [run_id],
-        ).fetchall():
-            records.append(
-                {
-                    "seq": seq,
-                    "t": t,
-                    "kind": "step",
-                    "step": step,
-                    "loss": loss,
-                    "tokens_per_s": tps,
-                    "step_time_s": st,
-                    "data_wait_s": dw,
-                    "spend_usd": spend,
-                }
-            )
-        for seq, t, step, eval_loss in db.execute(
-            "SELECT seq, t, step, eval_loss FROM evals WHERE run_id = ?", [run_id]
-        ).fetchall():
-            records.append({"seq": seq, "t": t, "kind": "eval", "step": step, "eval_loss": eval_loss})
-        for seq, t, kind, step, detail in db.execute(
-            "SELECT seq, t, kind, step, detail_json FROM events WHERE run_id = ?", [run_id]
-        ).fetchall():
-            rec: dict[str, Any] = {}
-            if detail:
-                try:
-                    loaded = json.loads(detail)
-                    rec = loaded if isinstance(loaded, dict) else {}
-                except ValueError:
-                    rec = {}
-            rec.update({"seq": seq, "t": t, "kind": kind, "step": step})
-            records.append(rec)
-        return self.add_records(records)
+        return self.add_records(stored_records(db, run_id, LIVE_GPU_FIELDS))
 
     # -- reader side -----------------------------------------------------------------------------
     @property
@@ -390,27 +336,17 @@ class RunTelemetry:
             return None
         return max(0.0, min(1.0, step / self.steps_total))
 
-    def steps_per_s(self, window: int = 30) -> float | None:
-        n = len(self.steps)
-        if n < 2:
-            return None
-        xs = self.steps.view("x")[-window:]
-        steps = self.steps.view("step")[-window:]
-        dx, ds = float(xs[-1] - xs[0]), float(steps[-1] - steps[0])
-        if dx <= 0 or ds <= 0:
-            return None
-        return ds / dx
+    def _recent_steps(self) -> tuple[list[float], list[float]]:
+        """The times and step numbers of the last :data:`ETA_WINDOW` step records."""
+        return self.steps.view("x")[-ETA_WINDOW:].tolist(), self.steps.view("step")[-ETA_WINDOW:].tolist()
+
+    def steps_per_s(self) -> float | None:
+        return steps_per_s(*self._recent_steps())
 
     def eta_s(self) -> float | None:
-        """Seconds left at the recent step rate, or ``None`` when unknown."""
-        step, rate = self.current_step(), self.steps_per_s()
-        if step is None or not self.steps_total:
-            return None
-        if step >= self.steps_total:
-            return 0.0
-        if not rate:
-            return None
-        return (self.steps_total - step) / rate
+        """Seconds left at the recent step rate, or ``None`` when unknown (:func:`gpuplanner.app.eta.eta_s`,
+        which `gpuplanner run` shows too)."""
+        return eta_s(*self._recent_steps(), self.steps_total)
 
     def spend_usd(self) -> float | None:
         return self.steps.last("spend_usd")

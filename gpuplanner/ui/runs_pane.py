@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuplanner.app.run_status import ACTIVE_STATES, ENDED_STATES, FINAL_STATES
 from gpuplanner.history.slurm_queue import queue_text
 from gpuplanner.ui.alert_banner import AlertBanner
 from gpuplanner.ui.gpu_table import GpuTable
@@ -49,9 +50,6 @@ from gpuplanner.ui.run_telemetry import RunTelemetry
 from gpuplanner.ui.time_bars import TimeBars
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
-FINAL_STATES = ("finished", "failed", "stopped", "killed")
-ENDED_STATES = {"budget_stop": "finished", "early_stop": "finished"}  # history status -> the pane's state
-ACTIVE_STATES = ("starting", "running", "stopping", "resuming", "unreachable")
 REDRAW_HZ = 15
 ALERT_EVERY_S = 5.0
 WINDOWS = (("Last 10 minutes", 600.0), ("Last hour", 3600.0), ("Full history", 0.0))

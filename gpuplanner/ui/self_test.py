@@ -7,7 +7,7 @@ prints one line per check (``PASS``, ``FAIL`` or ``SKIP`` and a detail), then a 
   app looks for them (checkout, installed wheel or frozen bundle alike);
 - ``imports``: every ``gpuplanner`` module and the libraries loaded at run time import (a frozen
   bundle that misses one fails here with the ``ModuleNotFoundError``);
-- ``planner``: ``gpuplanner compare --json`` on the example workload gives ranked rows of finite numbers;
+- ``planner``: the rows of ``gpuplanner compare --json`` on the example workload are ranked and finite;
 - ``window``, one ``pane ...`` line per pane, ``plots``: the main window opens, every pane is
   shown and grabbed to a non-empty image, and so is every pyqtgraph plot;
 - ``plan pane``: the Plan pane's comparison table fills in;
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import io
 import json
 import math
 import os
@@ -212,19 +211,10 @@ def _finite_numbers(value: Any, where: str = "") -> None:
 
 
 def check_planner() -> str:
-    import argparse
+    from gpuplanner.app.compare_row import example_comparison
+    from gpuplanner.export.tables import to_json
 
-    from gpuplanner.commands import plan as plan_command
-
-    parser = argparse.ArgumentParser(prog="gpuplanner")
-    plan_command.register(parser.add_subparsers())
-    args = parser.parse_args(["compare", "--json"])
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = args.handler(args)  # `gpuplanner compare --json`, in this process
-    if code != 0:
-        raise RuntimeError(f"gpuplanner compare exited {code}: {err.getvalue().strip()}")
-    rows = json.loads(out.getvalue())
+    rows = json.loads(to_json(example_comparison()))  # the rows of `gpuplanner compare --json`
     if not rows:
         raise RuntimeError("the comparison table is empty")
     _finite_numbers(rows, "rows")
@@ -380,6 +370,7 @@ def train_tiny_run(python: Path, run_dir: Path, db_path: Path, *, deadline_s: fl
     """Train the demo model a few steps with ``python``, ingest its events, check the history holds them."""
     from gpuplanner.history.db import open_db
     from gpuplanner.history.runs import create_run, get_run
+    from gpuplanner.history.stored_records import record_counts
     from gpuplanner.history.tail import ingest_file
     from gpuplanner.resources import resource_path
     from gpuplanner.trainer_python import trainer_env
@@ -420,13 +411,11 @@ def train_tiny_run(python: Path, run_dir: Path, db_path: Path, *, deadline_s: fl
     try:
         run_id = create_run(db, name="self-test", host="localhost", gpu_count=1, source=str(run_dir))
         ingest_file(db, run_id, run_dir)
-        steps = db.execute("SELECT COUNT(*) FROM steps WHERE run_id = ?", [run_id]).fetchone()[0]
-        gpu_all, gpu_sim = db.execute(
-            "SELECT COUNT(*), COALESCE(SUM(simulated = 1), 0) FROM gpu_samples WHERE run_id = ?", [run_id]
-        ).fetchone()
+        counts = record_counts(db, run_id)
+        steps, gpu_all, gpu_sim = counts.steps, counts.gpu_samples, counts.simulated_gpu_samples
         status = get_run(db, run_id).status
     finally:
-        db.conn.close()
+        db.close()
     if steps < 1:
         raise RuntimeError("the history holds no step records of the run")
     if gpu_all < 1 or gpu_sim != gpu_all:

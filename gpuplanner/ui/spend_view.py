@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpuplanner.commands.spend import render_report  # the CLI's renderer: one format for both
+from gpuplanner.app.spend_report import render_report  # the CLI's renderer: one format for both
 from gpuplanner.history.db import open_db
 from gpuplanner.history.spend import MonthError, SpendReport, parse_month, spend_report
 from gpuplanner.history.tags import TagError, parse_tags, tag_keys

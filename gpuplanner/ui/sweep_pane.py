@@ -1,7 +1,7 @@
 """The Sweep pane: plan a budgeted hyperparameter search, start one, and watch it run.
 
-Both halves build the same flags as `gpuplanner sweep plan` / `sweep run` and go through the same checks
-(:mod:`gpuplanner.commands.sweep`), so a bad input gets the CLI's message, shown under the form. The
+Both halves fill the same typed requests as `gpuplanner sweep plan` / `sweep run` and go through the same
+checks (:mod:`gpuplanner.app.sweep_requests`), so a bad input gets the CLI's message, shown under the form. The
 estimate, the search itself (:class:`gpuplanner.sweep.runner.SweepRunner`) and the periodic look at its
 study (:func:`gpuplanner.sweep.lookback.load_review`) run on worker threads; the GUI thread only lays out.
 Closing the window leaves a running search's trials going; starting it again with the same study name
@@ -10,9 +10,8 @@ continues it.
 
 from __future__ import annotations
 
-import argparse
 import shlex
-import threading
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal, Slot
@@ -36,12 +35,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpuplanner.commands import sweep as sweep_command
-from gpuplanner.commands.sweep import settings_from_args
+from gpuplanner.app.sweep_requests import (
+    ScheduleRequest,
+    SearchPlanRequest,
+    SweepRunRequest,
+    search_estimate,
+    split_hosts,
+    sweep_settings,
+)
 from gpuplanner.launch.manager import RunManager
 from gpuplanner.plan import example
+from gpuplanner.plan.inputs import PlanInputs, parse_value
 from gpuplanner.plan.model_spec import list_presets
 from gpuplanner.plan.setup import PlanInputError
+from gpuplanner.planning import calibrated_request
 from gpuplanner.sweep.lookback import SearchReview, load_review
 from gpuplanner.sweep.runner import SweepResult, SweepRunner
 from gpuplanner.sweep.schedule import PRUNERS
@@ -64,15 +71,14 @@ def _describe(exc: Exception) -> str:
     return f"{exc.field}: {exc.message}" if isinstance(exc, PlanInputError) else str(exc)
 
 
-def _number(text: str) -> float | None:
-    text = text.strip()
-    return float(text) if text else None
-
-
-def estimate_text(args: Any, catalog: Any, dark: bool = False) -> tuple[dict[str, Any], str]:
-    """`gpuplanner sweep plan` for parsed flags: the JSON document and the window's report of it (HTML)."""
-    _estimate, document = sweep_command.search_estimate(args, catalog)
-    return document, estimate_html(document, gpu=args.gpu, dark=dark)
+def estimate_text(
+    request: SearchPlanRequest, catalog: Any, db_path: Any, dark: bool = False
+) -> tuple[dict[str, Any], str]:
+    """`gpuplanner sweep plan` for the form's request, with the speeds measured in the history at ``db_path``:
+    the JSON document and the window's report of it (HTML)."""
+    trial = calibrated_request(request.trial, db_path, catalog)
+    _estimate, document = search_estimate(replace(request, trial=trial), catalog)
+    return document, estimate_html(document, gpu=trial.gpu, dark=dark)
 
 
 def _spin(low: int, high: int, value: int) -> QSpinBox:
@@ -264,72 +270,82 @@ class SweepPane(QWidget):
 
     # ------------------------------------------------------------------ plan
 
-    def plan_args(self) -> Any:
-        """The `sweep plan` flags of the form, parsed by the CLI's own parser."""
-        argv = [
-            "sweep", "plan", "--model", self.model_combo.currentText(), "--gpu", self.gpu_combo.currentText(),
-            "--samples", self.samples_edit.text().strip() or "0", "--epochs", str(self.epochs_spin.value()),
-            "--pricing", self.pricing_combo.currentText(), "--trials", str(self.plan_trials_spin.value()),
-            "--pruner", self.plan_pruner_combo.currentText(), "--reduction-factor", str(self.plan_eta_spin.value()),
-            "--parallel", str(self.parallel_spin.value()),
-        ]  # fmt: skip
-        if self.min_epochs_spin.value() > 0:
-            argv += ["--min-epochs", f"{self.min_epochs_spin.value():g}"]
-        for flag, edit in (("--budget-usd", self.plan_budget_edit), ("--max-gpu-hours", self.plan_hours_edit)):
-            if edit.text().strip():
-                argv += [flag, edit.text().strip()]
-        args = _parse(argv)
-        args.db = str(self.services.db_path)
-        return args
+    def plan_request(self) -> SearchPlanRequest:
+        """The search the form describes (the inputs of `gpuplanner sweep plan`), checked by the planner's own
+        input rules; a bad value raises :class:`PlanInputError` naming the flag."""
+        budget, hours = (_amount(flag, edit) for flag, edit in _caps(self.plan_budget_edit, self.plan_hours_edit))
+        samples = parse_value("samples", self.samples_edit.text().strip() or "0")
+        trial = PlanInputs(
+            model=self.model_combo.currentText(),
+            gpu=self.gpu_combo.currentText(),
+            samples=int(samples),
+            epochs=float(self.epochs_spin.value()),
+            pricing=self.pricing_combo.currentText(),
+        ).to_request(default_gpu=example.GPU)
+        schedule = ScheduleRequest(
+            pruner=self.plan_pruner_combo.currentText(),
+            min_resource=self.min_epochs_spin.value() or None,
+            reduction_factor=self.plan_eta_spin.value(),
+        )
+        return SearchPlanRequest(
+            trial=trial,
+            trials=self.plan_trials_spin.value(),
+            schedule=schedule,
+            parallel=self.parallel_spin.value(),
+            budget_usd=budget,
+            max_gpu_hours=hours,
+        )
 
     @Slot()
     def plan_search(self) -> None:
         try:
-            args = self.plan_args()
+            request = self.plan_request()
         except ValueError as exc:
-            self._show_error(str(exc))
+            self._show_error(_message(exc))
             return
         self._show_error("")
-        catalog = self.services.catalog
+        catalog, db_path = self.services.catalog, self.services.db_path
         dark = is_dark(self.palette())
         self._pool.start(
-            BackgroundJob(lambda: estimate_text(args, catalog, dark), self._signals, "plan", describe=_describe)
+            BackgroundJob(
+                lambda: estimate_text(request, catalog, db_path, dark), self._signals, "plan", describe=_describe
+            )
         )
 
     # ------------------------------------------------------------------ run
 
-    def run_args(self) -> Any:
-        argv = [
-            "sweep", "run", "--host", self.hosts_edit.text().strip() or ",", "--space",
-            self.space_edit.text().strip() or "(none)", "--trials", str(self.run_trials_spin.value()),
-            "--max-steps", str(self.max_steps_spin.value()), "--pruner", self.run_pruner_combo.currentText(),
-            "--reduction-factor", str(self.run_eta_spin.value()),
-        ]  # fmt: skip
-        if self.min_steps_spin.value() > 0:
-            argv += ["--min-steps", str(self.min_steps_spin.value())]
-        if self.study_edit.text().strip():
-            argv += ["--study", self.study_edit.text().strip()]
-        for flag, edit in (("--budget-usd", self.run_budget_edit), ("--max-gpu-hours", self.run_hours_edit)):
-            if edit.text().strip():
-                argv += [flag, edit.text().strip()]
-        for tag in self.tags_edit.text().replace(",", " ").split():
-            argv += ["--tag", tag]
+    def run_request(self) -> SweepRunRequest:
+        """The search the form describes (the inputs of `gpuplanner sweep run`); :func:`sweep_settings` checks it."""
+        budget, hours = (_amount(flag, edit) for flag, edit in _caps(self.run_budget_edit, self.run_hours_edit))
         try:
-            flags = shlex.split(self.flags_edit.text())
+            flags = tuple(shlex.split(self.flags_edit.text()))
         except ValueError as exc:
             raise ValueError(f"Trainer flags: {exc}") from None
-        args = _parse(argv)
-        args.words, args.passthrough = flags, []
-        return args
+        schedule = ScheduleRequest(
+            pruner=self.run_pruner_combo.currentText(),
+            min_resource=self.min_steps_spin.value() or None,
+            reduction_factor=self.run_eta_spin.value(),
+        )
+        return SweepRunRequest(
+            hosts=split_hosts(self.hosts_edit.text()),
+            space=self.space_edit.text().strip() or "(none)",
+            trials=self.run_trials_spin.value(),
+            max_steps=self.max_steps_spin.value(),
+            trainer_flags=flags,
+            schedule=schedule,
+            budget_usd=budget,
+            max_gpu_hours=hours,
+            study=self.study_edit.text().strip() or None,
+            tags=tuple(self.tags_edit.text().replace(",", " ").split()),
+        )
 
     @Slot()
     def start_search(self) -> None:
         if self.runner is not None:
             return
         try:
-            args = self.run_args()
             # the CLI's checks (space, caps, hosts, tags, flags); reading a small TOML and the hosts table
-            settings = settings_from_args(args, self.services.db_path)
+            settings = sweep_settings(self.run_request(), self.services.db_path)
         except (ValueError, PlanInputError) as exc:
             self._show_error(_message(exc))
             return
@@ -443,24 +459,14 @@ class SweepPane(QWidget):
             self.manager = None
 
 
-_PARSER_LOCK = threading.Lock()
+def _caps(budget: QLineEdit, hours: QLineEdit) -> tuple[tuple[str, QLineEdit], tuple[str, QLineEdit]]:
+    return ("budget-usd", budget), ("max-gpu-hours", hours)
 
 
-def _parse(argv: list[str]) -> Any:
-    """Parse with the CLI's parser; argparse's own complaint becomes a ValueError naming the flag."""
-    import contextlib
-    import io
-
-    with _PARSER_LOCK:
-        parser = argparse.ArgumentParser(prog="gpuplanner")
-        sweep_command.register(parser.add_subparsers(dest="command"))
-        err = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(err):
-                return parser.parse_args(argv)
-        except SystemExit:
-            lines = [line for line in err.getvalue().splitlines() if "error:" in line]
-            raise ValueError(lines[-1].split("error:", 1)[1].strip() if lines else "invalid input") from None
+def _amount(flag: str, edit: QLineEdit) -> float | None:
+    """A cap typed in the form: empty is none; else the planner's parser and range for the flag."""
+    text = edit.text().strip()
+    return float(parse_value(flag, text)) if text else None
 
 
 def _message(exc: Exception) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuplanner.app.run_status import describe_event, status_text
 from gpuplanner.history.db import open_db
 from gpuplanner.history.ingest import ingest_records
 from gpuplanner.history.runs import create_run
-from gpuplanner.ui.history_model import EXPORT_COLUMNS, describe_event, status_text
+from gpuplanner.ui.history_model import EXPORT_COLUMNS
 from gpuplanner.ui.history_pane import HistoryPane
 from gpuplanner.ui.live_plots import NO_GPU_SAMPLES, NO_STEPS, LivePlots
 from gpuplanner.ui.run_telemetry import RunTelemetry

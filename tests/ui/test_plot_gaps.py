@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuplanner.ui.history_model import RunSeries
+from gpuplanner.app.run_series import RunSeries
 from gpuplanner.ui.history_pane import RunPlots
 from gpuplanner.ui.live_plots import LivePlots, break_at_gaps
 from gpuplanner.ui.run_telemetry import RunTelemetry
@@ -146,10 +146,10 @@ def test_a_user_stop_is_not_called_a_preemption(tmp_path: Any) -> None:
 
 
 def test_history_gaps_keep_x_finite_and_break_y(tmp_path: Any) -> None:
+    from gpuplanner.app.run_series import overlay_series, with_gaps
     from gpuplanner.history.db import open_db
     from gpuplanner.history.ingest import ingest_records
     from gpuplanner.history.runs import create_run
-    from gpuplanner.ui.history_model import overlay_series, with_gaps
 
     t = np.array([0.0, 1.0, 2.0, 3.0, 60.0, 61.0, 62.0])
     gx, gy = with_gaps(t, t * 10)

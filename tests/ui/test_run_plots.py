@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 
-from gpuplanner.ui.history_model import RunSeries
+from gpuplanner.app.run_series import RunSeries
 from gpuplanner.ui.run_plots import EVENT_PENS, RunPlots
 
 

@@ -88,3 +88,49 @@ def test_every_qt_free_window_module_is_held_to_it() -> None:
     qt_free = {m for m in imports if not m.endswith("__init__") and not loads_qt(m)}
     assert {"gpuplanner.ui.plan_inputs", "gpuplanner.ui.run_telemetry"} <= qt_free
     assert sorted(qt_free - listed) == []
+
+
+def test_the_window_and_the_commands_are_siblings_over_the_application_layer() -> None:
+    """`ui` and `commands` are independent siblings above `app`; the window never imports the CLI's modules
+    nor runs SQL itself (no sqlite3 or sqlite_utils import), and the commands never import the window."""
+    layers = next(c for c in contracts() if c["type"] == "layers")["layers"]
+    assert layers[:4] == ["cli", "ui | commands", "app", "sweep"]
+    forbidden = {c["id"]: c for c in contracts() if c["type"] == "forbidden"}
+    assert forbidden["ui-not-commands"]["source_modules"] == ["gpuplanner.ui"]
+    assert forbidden["ui-not-commands"]["forbidden_modules"] == ["gpuplanner.commands"]
+    assert forbidden["commands-not-ui"]["source_modules"] == ["gpuplanner.commands"]
+    assert forbidden["commands-not-ui"]["forbidden_modules"] == ["gpuplanner.ui"]
+    assert forbidden["ui-no-sql"]["source_modules"] == ["gpuplanner.ui"]
+    assert {"sqlite3", "sqlite_utils"} <= set(forbidden["ui-no-sql"]["forbidden_modules"])
+    assert {"PySide6", "argparse"} <= set(forbidden["app-headless"]["forbidden_modules"])
+
+
+def test_lint_imports_holds() -> None:
+    """Every import-linter contract is kept (the window imported four CLI modules and sqlite_utils before)."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run(
+        [str(lint), "--no-cache"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "0 broken" in result.stdout
+
+
+# gpuplanner/ui/run_failure.py moves to gpuplanner/launch with the run bookkeeping (issue 23): its queries go too
+SQL_IN_UI_ALLOWED = {"run_failure.py"}
+
+
+def test_the_window_runs_no_sql_of_its_own() -> None:
+    """No window module calls ``execute`` on a database: its queries are functions of history/ or app/."""
+    offenders = []
+    for path in sorted((REPO_ROOT / "gpuplanner" / "ui").glob("*.py")):
+        if path.name in SQL_IN_UI_ALLOWED:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        offenders += [
+            f"{path.name}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("execute", "executemany", "executescript", "query")
+        ]
+    assert offenders == []
