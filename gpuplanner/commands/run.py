@@ -28,7 +28,7 @@ from gpuplanner.app.run_status import state_words
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.commands.hosts import add_trust_flag, terminal_prompter, with_host_key_trust
 from gpuplanner.commands.spend import add_tag_flag, tags_from_args
-from gpuplanner.export.human import human_money
+from gpuplanner.export.human import human_duration, human_money
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.plans import save_plan
 from gpuplanner.launch.budget import BudgetError, budget_problem
@@ -330,7 +330,7 @@ class _Progress:
             parts.append(f"{human_money(r['spend_usd'], 4)}")
         eta = self.eta_s()
         if eta is not None:
-            parts.append(f"ETA {_duration(eta)}")
+            parts.append(f"ETA {human_duration(eta)}")  # as the Runs pane says it
         return "  ".join(parts)
 
     def eta_s(self) -> float | None:
@@ -371,10 +371,3 @@ def _flag_int(flags: list[str], name: str) -> int | None:
             except ValueError:
                 return None
     return None
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    return (
-        f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
-    )

@@ -208,7 +208,7 @@ def _compare_rows(
         return [_unusable_row(mode_requests[mode], gpu, setup, memory, fits, exc.message) for mode in PRICINGS]
     runtime = estimate_runtime(request.workload, throughput, setup)
     on_demand, spot_price = choose_prices(request, offers, setup.gpus)
-    on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
+    on_demand_cost = on_demand.usd_per_instance_hour * runtime.hours if on_demand else None
     # make_plan's warnings and spot estimate for this option, none dropped
     warnings += option_warnings(request, gpu, setup, memory, throughput, on_demand, spot_price)
     spot = option_spot(request, setup, memory, trainable, runtime, on_demand, spot_price, warnings)

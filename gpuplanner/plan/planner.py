@@ -529,7 +529,7 @@ def option_spot(
     choice = spot_price or on_demand
     if choice is None:
         return None
-    on_demand_cost = on_demand.usd_per_gpu_hour * on_demand.billed_gpus * runtime.hours if on_demand else None
+    on_demand_cost = on_demand.usd_per_instance_hour * runtime.hours if on_demand else None
     write_s = checkpoint_write_seconds(memory, setup, trainable)
     return spot_result(request, choice, runtime, write_s, on_demand_cost, warnings)
 

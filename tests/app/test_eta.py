@@ -6,6 +6,7 @@ import pytest
 
 from gpuplanner.app.eta import ETA_WINDOW, eta_s, steps_per_s
 from gpuplanner.commands.run import _Progress
+from gpuplanner.export.human import human_duration
 from gpuplanner.ui.run_telemetry import RunTelemetry
 from trainer.protocol import make_record
 
@@ -53,7 +54,9 @@ def test_cli_and_window_show_the_same_eta_for_the_same_telemetry() -> None:
     assert ETA_WINDOW == 30
     assert window.eta_s() == pytest.approx(930.0)
     assert cli.eta_s() == pytest.approx(window.eta_s())
-    assert "ETA 15m30s" in cli.line() and "step 70/1000" in cli.line()
+    # and in the same words as the Runs pane's ETA label (export/human.py's duration)
+    assert "ETA 16 min" in cli.line() and f"ETA {human_duration(window.eta_s())}" in cli.line()
+    assert "step 70/1000" in cli.line()
 
 
 def test_runs_show_gives_a_running_runs_eta_from_the_history(tmp_path, capsys) -> None:
