@@ -310,7 +310,7 @@ def _median(db: Database, column: str, run_id: int, count: int) -> float | None:
         f"SELECT {column} FROM steps WHERE run_id = ? AND {column} IS NOT NULL ORDER BY {column} LIMIT ? OFFSET ?",
         [run_id, 2 - n % 2, (n - 1) // 2],
     ).fetchall()
-    return sum(r[0] for r in rows) / len(rows)
+    return float(sum(r[0] for r in rows)) / len(rows)
 
 
 def _last(db: Database, sql: str, run_id: int) -> Any:

@@ -248,7 +248,8 @@ def parse_spot_advisor(text: str, name: str) -> dict[tuple[str, str], AdvisorBan
         if not isinstance(linux, dict):
             continue
         for instance, facts in linux.items():
-            band = bands.get(facts.get("r")) if isinstance(facts, dict) else None
+            rate = facts.get("r") if isinstance(facts, dict) else None
+            band = bands.get(rate) if isinstance(rate, int) else None
             if band is not None:
                 result[(region, instance.lower())] = band
     if not result:
@@ -355,7 +356,8 @@ def apply_update(
     if catalog is None:
         catalog = Catalog(base.gpus, ())
     shipped = base.offers
-    report = UpdateReport(cache_path=cached_prices_path(cache_dir))
+    cache_path = cached_prices_path(cache_dir)
+    report = UpdateReport(cache_path=cache_path)
     state = read_state(cache_dir)
     cached = read_cached_offers(catalog, cache_dir)
     before = merge_newer(shipped, cached)
@@ -398,7 +400,7 @@ def apply_update(
     after = merge_newer(shipped, new_cache)
     report.new_offers, report.changes = diff_offers(before, after)
     folder = cache_folder(cache_dir)
-    atomic_write(report.cache_path, offers_to_csv(new_cache))
+    atomic_write(cache_path, offers_to_csv(new_cache))
     atomic_write(folder / STATE_FILE, json.dumps({"version": 1, "clouds": state}, indent=2, sort_keys=True) + "\n")
     report.written = True
     return report
