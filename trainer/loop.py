@@ -49,6 +49,7 @@ from .preemption import (
     SignalHandlers,
     StopFlag,
 )
+from .reports import BenchInfo
 from .telemetry import StepRateLimiter, Telemetry, node_rank_from_env, node_telemetry, warn
 
 causal_loss_sum = losses.causal_loss_sum  # the plain path (full logits), also what callers import from here
@@ -94,7 +95,7 @@ class BenchStats:
     flops_per_token: float = 0.0
     hardware_flops_per_token: float = 0.0
     peak_flops: float | None = None
-    info: dict[str, Any] = field(default_factory=dict)
+    info: BenchInfo = field(default_factory=BenchInfo)
 
 
 def lr_at(step: int, base: float, warmup: int, total: int, min_ratio: float) -> float:

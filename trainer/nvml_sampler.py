@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .reports import GpuUtilisation
 from .telemetry import warn
 
 
@@ -400,7 +401,7 @@ class GpuSampler:
         self.source.close()
 
 
-def utilisation_once(interval_s: float = 1.0) -> dict[str, Any]:
+def utilisation_once(interval_s: float = 1.0) -> GpuUtilisation:
     """This machine's GPUs' utilisation now, over ``interval_s`` (``python -m trainer.nvml_sampler``: the
     launcher's stop-when-idle check). Without NVML the simulated source answers, labelled ``simulated``:
     nothing runs in this process, so it reads idle."""
