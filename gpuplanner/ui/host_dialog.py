@@ -414,7 +414,7 @@ class HostDialog(QDialog):
         self._show_test(f"Could not connect: {failure_text(exc)}", False)
 
     def _show_test(self, text: str, ok: bool | None) -> None:
-        colour = {True: GOOD, False: BAD}.get(ok)  # type: ignore[call-overload]
+        colour = None if ok is None else (GOOD if ok else BAD)
         self.test_label.setStyleSheet(f"color: {colour}" if colour else "")
         self.test_label.setText(text)
         self.test_label.setVisible(True)

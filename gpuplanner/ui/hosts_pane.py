@@ -16,6 +16,7 @@ Signals:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -177,7 +178,7 @@ class HostsPane(QWidget):
         """True while a host is being written to the history (off the GUI thread)."""
         return self._writes > 0
 
-    def _write(self, what: str, work: Any, select: str | None, message: str) -> None:
+    def _write(self, what: str, work: Any, select: str | None, message: str | Callable[[Any], str]) -> None:
         """Run ``work()`` (history writes) on the pane's write thread, then reread the hosts there too;
         the table, the selection and ``message`` follow on the GUI thread, an error is shown instead."""
         from gpuplanner.launch.hosts import list_hosts

@@ -420,6 +420,8 @@ class PlanPane(QWidget):
             return
         self._sized_for = (width, total)
         layout = self.details.layout()
+        if layout is None:
+            return
         need = layout.totalHeightForWidth(width) if layout.hasHeightForWidth() else self.details.sizeHint().height()
         need += 2 * layout.spacing() + 8  # the wrapped labels' estimate runs a few pixels short
         details = max(self.details_scroll.minimumHeight(), min(need, int(total * self.DETAILS_SHARE)))
@@ -902,7 +904,7 @@ class PlanPane(QWidget):
         return image
 
     def export_png(self, path: str | Path) -> None:
-        if not self.charts_image().save(str(path), "PNG"):
+        if not self.charts_image().save(str(path), b"PNG"):
             raise OSError(f"cannot write {path}")
 
     def report(self) -> Report:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from gpuplanner.launch.host_reports import HostProbe
 from gpuplanner.resources import resource_path
 
 POSITION_KEYS = ("n_positions", "max_position_embeddings", "n_ctx", "max_seq_len", "seq_length")
@@ -64,7 +65,7 @@ def _looks_like_path(text: str) -> bool:
 def check_launch(
     values: dict[str, Any],
     host_label: str,
-    probe: dict[str, Any] | None,
+    probe: HostProbe | None,
     exists: Callable[[str], bool],
     read_text: Callable[[str], str | None],
 ) -> list[str]:
@@ -82,7 +83,7 @@ def check_launch(
         else:
             try:
                 loaded = json.loads(text)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 problems.append(f"Model config: {model_config} is not valid JSON ({exc.msg}, line {exc.lineno}).")
             else:
                 if isinstance(loaded, dict):
