@@ -172,6 +172,8 @@ def _from_row(row: dict[str, Any]) -> Host:
     fields = {f.name for f in dataclasses.fields(Host)}
     values = {k: v for k, v in row.items() if k in fields}
     values.setdefault("kind", "local" if row["name"] == LOCAL_HOST_NAME else "ssh")
+    if not isinstance(values.get("probe"), dict):  # a stored probe that is no document counts as none
+        values["probe"] = None
     return Host(**values)
 
 

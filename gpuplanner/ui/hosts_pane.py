@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner.history.db import BUSY_TIMEOUT_MS
+from gpuplanner.launch.host_reports import HostProbe
 from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.host_dialog import HostDialog
 from gpuplanner.ui.hosts_model import COLUMNS, HostsTableModel
@@ -339,7 +340,7 @@ class HostsPane(QWidget):
         self.model.set_probing(name, False)
         self.busy.setVisible(self._in_flight > 0)
 
-    def _on_probed(self, name: str, result: dict[str, Any]) -> None:
+    def _on_probed(self, name: str, result: HostProbe) -> None:
         self._done(name)
         self.reload()
         row = self.model.row_of(name)
