@@ -904,7 +904,7 @@ class PlanPane(QWidget):
         return image
 
     def export_png(self, path: str | Path) -> None:
-        if not self.charts_image().save(str(path), b"PNG"):
+        if not self.charts_image().save(str(path), "PNG"):  # type: ignore[call-overload]  # str at run time, bytes in the stub
             raise OSError(f"cannot write {path}")
 
     def report(self) -> Report:
