@@ -38,8 +38,8 @@ run:
 	$(MAKE) --no-print-directory setup
 	$(BIN)/gpuplanner
 
-# ruff (lint and format), the import-linter contracts of pyproject.toml, the user guide with broken
-# links and images as errors, then every test.
+# ruff (lint and format), the import-linter contracts of pyproject.toml, mypy ([tool.mypy]: strict on
+# plan, history, export and app), the user guide with broken links and images as errors, then every test.
 test:
 	$(MAKE) --no-print-directory system-packages-test
 	$(MAKE) --no-print-directory setup
@@ -50,6 +50,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/python -m mypy
 
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir $(SITE_DIR)

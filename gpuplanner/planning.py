@@ -54,13 +54,16 @@ def measured_speeds(request: PlanRequest, db_path: Path, catalog: Catalog) -> di
             best[gpu.name] = calibration
     measured: dict[str, MeasuredSpeed] = {}
     for name, calibration in best.items():
+        speed = calibration.tokens_per_s_per_gpu
+        if speed is None:  # left out above; narrows the type
+            continue
         where = "runs" if calibration.source == "run" else "trainer bench results"
         source = f"{where} {', '.join(f'#{i}' for i in calibration.ids)} on {calibration.gpu_type}"
         peak = calibration.peak_mem_bytes / 1024**3 if calibration.peak_mem_bytes else None
         exact = calibration.seq_len == request.setup.seq_len
         measured[name] = MeasuredSpeed(
             name,
-            calibration.tokens_per_s_per_gpu,
+            speed,
             source,
             peak if exact else None,
             seq_len=calibration.seq_len,

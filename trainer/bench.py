@@ -5,13 +5,13 @@ from __future__ import annotations
 import statistics
 import tempfile
 from dataclasses import replace
-from typing import Any
 
 from .config import TrainConfig
 from .loop import BenchStats, train
+from .reports import BenchReport
 
 
-def bench(config: TrainConfig, warmup_steps: int = 5, steps: int = 30) -> dict[str, Any]:
+def bench(config: TrainConfig, warmup_steps: int = 5, steps: int = 30) -> BenchReport:
     import torch
 
     with tempfile.TemporaryDirectory(prefix="trainer-bench-") as tmp:
@@ -45,30 +45,32 @@ def bench(config: TrainConfig, warmup_steps: int = 5, steps: int = 30) -> dict[s
     start = stats.step_ends[first - 1] if first > 0 else stats.loop_start
     total_time = stats.step_ends[-1] - start
     tokens_per_s = stats.tokens_per_step * n / total_time
-    return {
-        **stats.info,
-        "method": "lora" if cfg.lora_rank > 0 else "full",
-        "seq_len": cfg.seq_len,
-        "micro_batch": cfg.micro_batch,
-        "grad_accum": cfg.grad_accum,
-        "warmup_steps": warmup_steps,
-        "measured_steps": n,
-        "tokens_per_s": tokens_per_s,
-        "samples_per_s": stats.samples_per_step * n / total_time,
-        "step_time_s": total_time / n,
-        "step_time_p50_s": statistics.median(stats.step_times),
-        "data_wait_share": sum(stats.data_waits) / total_time,
-        "peak_mem_allocated_bytes": stats.peak_allocated or None,
-        "peak_mem_reserved_bytes": stats.peak_reserved or None,
-        "flops_per_token": stats.flops_per_token,
-        "hardware_flops_per_token": stats.hardware_flops_per_token,
-        "peak_flops": stats.peak_flops,
-        # MFU as the field reports it (model FLOPs: no recompute, no embedding lookup); HFU with recompute.
-        "mfu": utilisation(stats.flops_per_token, tokens_per_s, stats.peak_flops, stats.info.get("world_size", 1)),
-        "hfu": utilisation(
-            stats.hardware_flops_per_token, tokens_per_s, stats.peak_flops, stats.info.get("world_size", 1)
-        ),
-    }
+    world = stats.info.get("world_size", 1)
+    report: BenchReport = {**stats.info}
+    report.update(
+        {
+            "method": "lora" if cfg.lora_rank > 0 else "full",
+            "seq_len": cfg.seq_len,
+            "micro_batch": cfg.micro_batch,
+            "grad_accum": cfg.grad_accum,
+            "warmup_steps": warmup_steps,
+            "measured_steps": n,
+            "tokens_per_s": tokens_per_s,
+            "samples_per_s": stats.samples_per_step * n / total_time,
+            "step_time_s": total_time / n,
+            "step_time_p50_s": statistics.median(stats.step_times),
+            "data_wait_share": sum(stats.data_waits) / total_time,
+            "peak_mem_allocated_bytes": stats.peak_allocated or None,
+            "peak_mem_reserved_bytes": stats.peak_reserved or None,
+            "flops_per_token": stats.flops_per_token,
+            "hardware_flops_per_token": stats.hardware_flops_per_token,
+            "peak_flops": stats.peak_flops,
+            # MFU as the field reports it (model FLOPs: no recompute, no embedding lookup); HFU with recompute.
+            "mfu": utilisation(stats.flops_per_token, tokens_per_s, stats.peak_flops, world),
+            "hfu": utilisation(stats.hardware_flops_per_token, tokens_per_s, stats.peak_flops, world),
+        }
+    )
+    return report
 
 
 def utilisation(flops_per_token: float, tokens_per_s: float, peak_flops: float | None, world: int) -> float | None:

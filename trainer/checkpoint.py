@@ -65,7 +65,9 @@ def _fsync_dir(path: Path) -> None:
 
 
 def rng_state() -> dict[str, Any]:
-    np_state = np.random.get_state()
+    np_state = np.random.get_state(legacy=True)
+    if not isinstance(np_state, tuple):  # legacy=True: the Mersenne Twister's tuple
+        raise TypeError(f"numpy's global random state is not a Mersenne Twister: {type(np_state).__name__}")
     state: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],

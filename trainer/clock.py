@@ -10,16 +10,16 @@ training is called.
 
 import time
 
-_started = None
+_started: tuple[float, float] | None = None
 
 
-def mark():
+def mark() -> None:
     """Note the process start (the first call wins)."""
     global _started
     if _started is None:
         _started = (time.time(), time.monotonic())
 
 
-def started():
+def started() -> tuple[float, float] | None:
     """``(wall time, monotonic time)`` of :func:`mark`, or None when it was never called."""
     return _started

@@ -514,7 +514,7 @@ class Monitor:
             self.tele.close()
             return code
         totals = {**self.totals, **_rounded(self.clock_totals())}
-        detail = {"reason": reason} if reason else {}
+        detail: dict[str, Any] = {"reason": reason} if reason else {}
         if self.user.bad:
             detail["skipped_user_records"] = self.user.bad
         self.tele.emit("run_end", status=status, totals=totals, exit_code=code, user_offset=self.user.offset, **detail)

@@ -227,7 +227,7 @@ class StepPlan(torch.utils.data.Dataset):
 
     def __init__(
         self,
-        data: PackedData,
+        data: Data,
         seed: int,
         start: Position,
         micro_batch: int,
@@ -346,6 +346,10 @@ class ClassificationData:
         return {"input_ids": ids, "attention_mask": mask, "labels": torch.from_numpy(rows[:, self.seq_len + 1])}
 
 
+# What the loop trains on: packed text or one row per classified example (both index as StepPlan needs).
+Data = PackedData | ClassificationData
+
+
 def classification_cached(
     files: list[Path], tokenizer: Any, text_field: str, label_field: str, seq_len: int, cache_dir: Path
 ) -> tuple[np.ndarray, list[str]]:
@@ -393,7 +397,7 @@ def split_classification(
     return data
 
 
-def eval_batches(data: PackedData, micro_batch: int, n_batches: int, rank: int = 0, world: int = 1) -> list[np.ndarray]:
+def eval_batches(data: Data, micro_batch: int, n_batches: int, rank: int = 0, world: int = 1) -> list[np.ndarray]:
     """Held-out sequences in fixed order, split across ranks."""
     idx = np.arange(data.n_train, data.n_total)[rank::world]
     out = [idx[i : i + micro_batch] for i in range(0, len(idx), micro_batch)]

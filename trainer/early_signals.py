@@ -10,7 +10,7 @@ step boundary (or before the first step, with nothing to lose) and exits 75.
 import signal
 
 SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1")
-_received = []
+_received: list[int] = []
 
 
 def _note(signum, frame):

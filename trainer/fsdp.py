@@ -47,7 +47,7 @@ def _own_group_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     except (AttributeError, NotImplementedError):
         return []
     emb_w, head_w = getattr(emb, "weight", None), getattr(head, "weight", None)
-    if emb_w is None or head_w is None or emb_w is head_w:
+    if emb is None or head is None or emb_w is None or head_w is None or emb_w is head_w:
         return []
     return [emb, head]
 
@@ -94,7 +94,7 @@ def meta_init_wanted(config: Any) -> bool:
 def materialise(
     model: torch.nn.Module,
     device: torch.device,
-    full_state: dict[str, torch.Tensor] | None,
+    full_state: dict[str, Any] | None,
     buffers: dict[str, torch.Tensor] | None,
 ) -> None:
     """Collective, after :func:`shard` of a model built on the meta device: allocate each rank's shards
@@ -130,7 +130,7 @@ def _options(**kw: Any) -> Any:
     return StateDictOptions(full_state_dict=True, **kw)
 
 
-def full_model_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def full_model_state(model: torch.nn.Module) -> dict[str, Any]:
     """Collective (every rank calls it): the unsharded state dict on CPU, on rank 0 (empty elsewhere)."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
@@ -144,7 +144,7 @@ def full_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimize
     return get_optimizer_state_dict(model, optimizer, options=_options(cpu_offload=True))
 
 
-def load_model_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+def load_model_state(model: torch.nn.Module, state: dict[str, Any]) -> None:
     """Every rank passes the full state dict; each keeps its own shard. Keys not given stay as they are."""
     from torch.distributed.checkpoint.state_dict import set_model_state_dict
 

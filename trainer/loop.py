@@ -49,6 +49,7 @@ from .preemption import (
     SignalHandlers,
     StopFlag,
 )
+from .reports import BenchInfo
 from .spend import SpendClock, SpendTotals, cap_reached
 from .telemetry import StepRateLimiter, Telemetry, node_rank_from_env, node_telemetry, warn
 
@@ -95,7 +96,7 @@ class BenchStats:
     flops_per_token: float = 0.0
     hardware_flops_per_token: float = 0.0
     peak_flops: float | None = None
-    info: dict[str, Any] = field(default_factory=dict)
+    info: BenchInfo = field(default_factory=BenchInfo)
 
 
 def lr_at(step: int, base: float, warmup: int, total: int, min_ratio: float) -> float:
@@ -108,7 +109,8 @@ def lr_at(step: int, base: float, warmup: int, total: int, min_ratio: float) -> 
 
 
 def make_optimizer(model: torch.nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for _, p in model.named_parameters():
         if p.requires_grad:
             (decay if p.dim() >= 2 else no_decay).append(p)
@@ -145,11 +147,12 @@ def classification_loss_sum(
 
 def _grad_sync(model: torch.nn.Module, world: int, last: bool) -> Any:
     """DDP: ``no_sync`` before the last micro-batch. FSDP2: gradient reduce-scatter only on the last."""
-    if world > 1 and hasattr(model, "set_requires_gradient_sync"):
-        model.set_requires_gradient_sync(last)
+    set_sync, no_sync = getattr(model, "set_requires_gradient_sync", None), getattr(model, "no_sync", None)
+    if world > 1 and set_sync is not None:
+        set_sync(last)
         return contextlib.nullcontext()
-    if world > 1 and not last and hasattr(model, "no_sync"):
-        return model.no_sync()
+    if world > 1 and not last and no_sync is not None:
+        return no_sync()
     return contextlib.nullcontext()
 
 
@@ -322,7 +325,7 @@ class _Trainer:
                 load()
             dist.barrier(self.info)
             rows, labels = load()
-            self.data = data_mod.split_classification(
+            self.data: data_mod.Data = data_mod.split_classification(
                 rows, labels, c.seq_len, self.tokenizer.pad_token_id, c.eval_fraction, c.seed
             )
             return
@@ -335,7 +338,7 @@ class _Trainer:
     def _model(self) -> None:
         c = self.config
         self.cls = c.task == "seq-cls"
-        labels = self.data.labels if self.cls else None
+        labels = self.data.labels if isinstance(self.data, data_mod.ClassificationData) else None
         self.precision = resolve_precision(c.precision, self.device)
         self.dtype = self.precision.compute
         build = functools.partial(
@@ -784,20 +787,19 @@ class _Trainer:
             fsdp=self.fsdp,
             meta_init=self.meta_init,
             param_bytes_per_rank=fsdp_mod.local_parameter_bytes(self.model),
-            **({"labels": self.data.labels} if self.cls else {}),
+            **({"labels": self.data.labels} if isinstance(self.data, data_mod.ClassificationData) else {}),
         )
         if resumed is not None:
             changes = self._check_schedule(resumed)
+            listed: dict[str, Any] = (
+                {"schedule_changes": [{"setting": k, "saved": a, "now": b} for k, a, b in changes]} if changes else {}
+            )
             self.tele.emit(
                 "resumed",
                 step=start_step,
                 checkpoint=str(resumed),
                 spend_usd=self._spend(),
-                **(
-                    {"schedule_changes": [{"setting": k, "saved": a, "now": b} for k, a, b in changes]}
-                    if changes
-                    else {}
-                ),
+                **listed,
             )
         if self.bench is not None:
             self.bench.flops_per_token, self.bench.peak_flops = fpt, peak
@@ -870,7 +872,7 @@ class _Trainer:
         limiter = StepRateLimiter(c.log_every_steps, c.log_interval_s)
         params = [p for p in self.model.parameters() if p.requires_grad]
         global_targets = gb if self.cls else gb * (c.seq_len - 1)
-        win = {
+        win: dict[str, Any] = {
             "t": time.perf_counter(),
             "steps": 0,
             "wait": 0.0,
@@ -1075,7 +1077,7 @@ class _Trainer:
         if self.mirror is not None:
             self.mirror.wait(timeout=120)
         code = EXIT_RESUME if reason == PREEMPTED else EXIT_OK
-        detail = {"reason": self.flag.detail} if self.flag.detail else {}
+        detail: dict[str, Any] = {"reason": self.flag.detail} if self.flag.detail else {}
         self._tick()  # saving is paid time too: the totals price the run up to this, its last record
         if self.compile_clock is not None:
             detail["compile_s"] = round(self.compile_clock.seconds, 3)

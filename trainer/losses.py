@@ -84,7 +84,7 @@ def chunk_loss_and_grad(
 
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any,
         hidden: torch.Tensor,
         weight: torch.Tensor,
@@ -134,7 +134,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         return loss
 
     @staticmethod
-    def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[Any, ...]:
         if ctx.done:
             raise RuntimeError("the chunked cross-entropy's backward runs once (its gradients are scaled in place)")
         ctx.done = True
@@ -227,7 +227,7 @@ class HeadLoss:
             self.loss = self.fn(hidden, module.weight, module.bias, self.targets)
             return self.loss
 
-        head.forward = types.MethodType(forward, head)
+        head.forward = types.MethodType(forward, head)  # type: ignore[method-assign]  # this instance only
 
     @contextlib.contextmanager
     def pending(self, targets: torch.Tensor) -> Iterator[HeadLoss]:

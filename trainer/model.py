@@ -140,7 +140,7 @@ def build_model(
     elif meta:
         if cls or config.qlora or config.lora_rank > 0:
             raise ValueError("meta-device initialisation is for full fine-tuning of a causal LM")
-        hf_config = transformers.AutoConfig.from_pretrained(config.model)
+        hf_config = transformers.AutoConfig.from_pretrained(_model_name(config))
         with torch.device("meta"):
             model = auto.from_config(hf_config, **kwargs)
     else:
@@ -151,7 +151,7 @@ def build_model(
         if config.qlora:
             kwargs.update(qlora_load_kwargs(transformers, precision, device or pick_device(config.device)))
             load_dtype = precision.compute
-        model = auto.from_pretrained(config.model, **kwargs, **_dtype_kwarg(transformers, load_dtype))
+        model = auto.from_pretrained(_model_name(config), **kwargs, **_dtype_kwarg(transformers, load_dtype))
         if config.qlora:
             prepare_kbit(model)
     if cls and getattr(model.config, "pad_token_id", None) is None:
@@ -334,7 +334,7 @@ def apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
     lora = peft.LoraConfig(
         task_type=task,
         r=config.lora_rank,
-        lora_alpha=config.lora_alpha or 2 * config.lora_rank,
+        lora_alpha=config.lora_alpha or 2 * config.lora_rank,  # type: ignore[arg-type]  # peft says int; scales as alpha / r
         lora_dropout=config.lora_dropout,
         # peft's shorthand for every linear but the output head (the QLoRA paper's choice) is a string
         target_modules="all-linear" if config.lora_targets == ["all-linear"] else (config.lora_targets or None),
@@ -372,11 +372,19 @@ class TrainingFlops:
     attention: float
 
 
+def _model_name(config: TrainConfig) -> str:
+    """The Hugging Face model to load (``--model``; validate() asks for it without ``--model-config``)."""
+    if not config.model:
+        raise ValueError("no model to load: give --model or --model-config")
+    return config.model
+
+
 def output_head(model: torch.nn.Module) -> torch.nn.Module | None:
     """The model's output projection, or None for a model without one (not a Hugging Face model, or one
     whose class does not define it: transformers raises NotImplementedError there)."""
+    get = getattr(model, "get_output_embeddings", None)
     try:
-        return model.get_output_embeddings()
+        return get() if get is not None else None
     except (AttributeError, NotImplementedError):
         return None
 
@@ -456,15 +464,16 @@ def save_final(
     kwargs: dict[str, Any] = {"safe_serialization": True}
     if state_dict is not None:
         kwargs["state_dict"] = state_dict
-    if hasattr(model, "should_save_on_this_rank"):
+    hf: Any = model  # a transformers PreTrainedModel (or a peft model around one): its own attributes
+    if hasattr(hf, "should_save_on_this_rank"):
         # Recent transformers write only on global rank 0 under torch.distributed; we call this on the
         # writer of each node's own run directory (separate disks), so this rank must write.
-        model.should_save_on_this_rank = lambda is_main_process: True
-    restore = [m for m in model.modules() if getattr(m, "_trainer_restore_use_cache", False)]
+        hf.should_save_on_this_rank = lambda is_main_process: True
+    restore: list[Any] = [m for m in model.modules() if getattr(m, "_trainer_restore_use_cache", False)]
     for m in restore:
         m.config.use_cache = True
     try:
-        model.save_pretrained(path, **kwargs)
+        hf.save_pretrained(path, **kwargs)
     finally:
         for m in restore:
             m.config.use_cache = False

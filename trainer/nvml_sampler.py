@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .reports import GpuUtilisation
 from .telemetry import warn
 
 
@@ -169,7 +170,7 @@ class NvmlSource:
         codes = {getattr(self.nv, "NVML_ERROR_NOT_SUPPORTED", 3), getattr(self.nv, "NVML_ERROR_FUNCTION_NOT_FOUND", 13)}
         return getattr(exc, "value", None) in codes
 
-    def call(self, field: str, fn: Callable[[], Any]) -> Any:
+    def call(self, field: str, fn: Callable[..., Any]) -> Any:  # called with no arguments (lambdas bind h=h)
         if field in self.disabled:
             return None
         try:
@@ -267,9 +268,9 @@ class NvmlSource:
         if links is None:
             links = []
             state = getattr(self.nv, "nvmlDeviceGetNvLinkState", None)
-            for link in range(int(getattr(self.nv, "NVML_NVLINK_MAX_LINKS", 18))) if state is not None else ():
+            for link in range(int(getattr(self.nv, "NVML_NVLINK_MAX_LINKS", 18)) if state is not None else 0):
                 try:
-                    if state(h, link):
+                    if state is not None and state(h, link):
                         links.append(link)
                 except Exception:  # NotSupported (no NVLink), InvalidArgument (past the last link)
                     break
@@ -400,7 +401,7 @@ class GpuSampler:
         self.source.close()
 
 
-def utilisation_once(interval_s: float = 1.0) -> dict[str, Any]:
+def utilisation_once(interval_s: float = 1.0) -> GpuUtilisation:
     """This machine's GPUs' utilisation now, over ``interval_s`` (``python -m trainer.nvml_sampler``: the
     launcher's stop-when-idle check). Without NVML the simulated source answers, labelled ``simulated``:
     nothing runs in this process, so it reads idle."""

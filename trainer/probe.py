@@ -8,7 +8,8 @@ import shutil
 import socket
 import sys
 from pathlib import Path
-from typing import Any
+
+from .reports import GpuProbe, ProbeReport
 
 
 def _ram_bytes() -> int | None:
@@ -43,11 +44,11 @@ def _nvml_driver() -> tuple[str | None, str | None]:
         return None, None
 
 
-def probe(run_root: str | Path = ".") -> dict[str, Any]:
+def probe(run_root: str | Path = ".") -> ProbeReport:
     import torch
 
     driver, driver_cuda = _nvml_driver()
-    gpus = []
+    gpus: list[GpuProbe] = []
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
@@ -66,6 +67,7 @@ def probe(run_root: str | Path = ".") -> dict[str, Any]:
     while not root.exists() and root != root.parent:
         root = root.parent
     disk = shutil.disk_usage(root)
+    cores: int | None
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:

@@ -113,7 +113,7 @@ class Telemetry:
                 self._report("file", f"cannot write {path}: {exc}; telemetry goes to stdout only")
                 self._fh = None
         if stdout is not None:
-            self._stdout = stdout
+            self._stdout: TextIO | None = stdout
             self._queue = queue.Queue(maxsize=queue_size)
             self._thread = threading.Thread(target=self._pump, name="telemetry-stdout", daemon=True)
             self._thread.start()

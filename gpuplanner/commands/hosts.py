@@ -8,7 +8,7 @@ import getpass
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.export.human import human_money
@@ -17,6 +17,7 @@ from gpuplanner.launch.hosts import (
     LOCAL_HOST_NAME,
     Host,
     HostError,
+    IdleRule,
     add_host,
     check_price,
     get_host,
@@ -27,6 +28,7 @@ from gpuplanner.launch.hosts import (
     ssh_config_host,
 )
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
+from gpuplanner.launch.slurm_settings import SlurmSettingsDoc
 from gpuplanner.launch.ssh_connection import SSHError
 from gpuplanner.plan.catalog import catalog_gpu
 
@@ -389,7 +391,7 @@ def _add(args: argparse.Namespace) -> int:
         **{k: v for k, v in changes.items() if v is not None},
         pricing="spot" if args.spot else "on-demand",
         kind="slurm" if slurm is not None else "ssh",
-        slurm=slurm,
+        slurm=cast(SlurmSettingsDoc | None, slurm),  # as the user gave them: checked just below
     )
     if host.kind == "slurm":
         try:
@@ -440,7 +442,7 @@ def _set_after_run(args: argparse.Namespace) -> int:
     command = None if args.after_run.strip().lower() in ("none", "-") else args.after_run
     if command is not None and not command.strip():
         raise UsageError("COMMAND: an empty command; give 'none' to remove the after-run command")
-    idle = None
+    idle: IdleRule | None = None
     if args.when_idle_below is not None or args.idle_minutes is not None:
         if command is None:
             raise UsageError("--when-idle-below: needs an after-run COMMAND to run")

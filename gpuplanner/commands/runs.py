@@ -34,6 +34,7 @@ from gpuplanner.history.maintenance import downsample, optimize
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.run_cost import unpriced_figure
 from gpuplanner.history.runs import delete_run, get_run, list_runs, run_for_stream, update_run
+from gpuplanner.history.slurm_queue import QueueSummary
 from gpuplanner.history.tags import format_tags, tags_of
 from gpuplanner.history.tail import events_file, ingest_file
 from gpuplanner.history.tensorboard_export import TensorBoardMissing, write_tensorboard
@@ -387,7 +388,7 @@ def _print_summary(
             print(f"  why: {diagnosis['text']}")
 
 
-def _queue_text(queue: dict[str, Any]) -> str:
+def _queue_text(queue: QueueSummary) -> str:
     """A Slurm run's queue wait: "12.0 s (3 jobs)" and, while pending, "pending: Resources"."""
     wait = queue.get("queue_wait_s")
     text = "unknown" if wait is None else f"{wait:,.1f} s"

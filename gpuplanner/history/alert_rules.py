@@ -256,7 +256,10 @@ def mem_pressure(gpus: Mapping[GpuKey, Sequence[GpuMinute]], s: AlertSettings) -
     return out
 
 
-THROTTLE_CAUSES = (("power", "power_share", "power"), ("thermal", "thermal_share", "temperature"))
+THROTTLE_CAUSES: tuple[tuple[str, str, str], ...] = (
+    ("power", "power_share", "power"),
+    ("thermal", "thermal_share", "temperature"),
+)
 THROTTLE_CAUSES += (("hw_slowdown", "hw_share", "hardware slowdown"),)
 
 

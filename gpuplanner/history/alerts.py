@@ -221,8 +221,9 @@ def stored_alerts(db: Database, run_id: int) -> list[Alert]:
         f"SELECT {_COLUMNS} FROM run_alerts WHERE run_id = ? ORDER BY id", [run_id]
     ).fetchall():
         stored = _json_object(diagnosis_json)
-        detail = stored.get("detail") if isinstance(stored.get("detail"), dict) else {}
-        diagnosis = stored.get("diagnosis") if isinstance(stored.get("diagnosis"), dict) else None
+        stored_detail, stored_diagnosis = stored.get("detail"), stored.get("diagnosis")
+        detail = stored_detail if isinstance(stored_detail, dict) else {}
+        diagnosis = stored_diagnosis if isinstance(stored_diagnosis, dict) else None
         out.append(Alert(kind, message, start, end, minutes or 0.0, value or 0.0, node, index, detail, diagnosis))
     return out
 

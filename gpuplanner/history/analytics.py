@@ -33,7 +33,7 @@ from gpuplanner.history.billing import billed_of
 from gpuplanner.history.gpu_metrics import run_gpu_metrics
 from gpuplanner.history.rollup import IDLE_UTIL_PCT
 from gpuplanner.history.runs import Run, get_run
-from gpuplanner.history.slurm_queue import queue_of
+from gpuplanner.history.slurm_queue import QueueSummary, queue_of
 from gpuplanner.history.time_breakdown import run_breakdown
 from gpuplanner.plan.economics import diff_pct, ratio, unit_economics
 
@@ -95,7 +95,7 @@ class RunSummary:
     cost_per_effective_gpu_hour_sm_usd: float | None = None
     gpus: list[dict[str, Any]] = field(default_factory=list)
     billed: dict[str, Any] | None = None  # billing.billed_of: billed hours and cost, idle hours and cost
-    queue: dict[str, Any] | None = None  # slurm_queue.queue_of: a Slurm run's queue wait and pending reason
+    queue: QueueSummary | None = None  # slurm_queue.queue_of: a Slurm run's queue wait and pending reason
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -323,7 +323,7 @@ def _median(db: Database, column: str, run_id: int, count: int) -> float | None:
         f"SELECT {column} FROM steps WHERE run_id = ? AND {column} IS NOT NULL ORDER BY {column} LIMIT ? OFFSET ?",
         [run_id, 2 - n % 2, (n - 1) // 2],
     ).fetchall()
-    return sum(r[0] for r in rows) / len(rows)
+    return float(sum(r[0] for r in rows)) / len(rows)
 
 
 def _last(db: Database, sql: str, run_id: int) -> Any:

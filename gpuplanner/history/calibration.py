@@ -24,6 +24,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from gpuplanner.history.db import HistoryError, write_transaction
+from trainer.reports import BenchReport
 
 FINISHED = ("finished", "budget_stop", "early_stop")
 # (gpu_type, model_name, method, seq_len, arithmetic): what must match for measurements to be combined
@@ -84,7 +85,7 @@ def record_bench(
     *,
     gpu_type: str,
     model_name: str,
-    result: Mapping[str, Any],
+    result: BenchReport,
     host: str | None = None,
     measured_at: float | None = None,
 ) -> int:

@@ -148,7 +148,7 @@ class PlannerModel:
         inputs = self.inputs(**changes)
         if inputs is None:
             return None
-        keys = ("model", "method", "lora_rank", "precision", "micro_batch", "grad_accum", "seq_len")
+        keys: tuple[str, ...] = ("model", "method", "lora_rank", "precision", "micro_batch", "grad_accum", "seq_len")
         keys += ("grad_checkpointing", "gpu", "gpus", "sharding", "price", "tokens_per_s")
         return {k: getattr(inputs, k) for k in keys if getattr(inputs, k) is not None}
 
@@ -332,7 +332,7 @@ def memory(ctx: RunContext, planner: PlannerModel, alert: Alert) -> dict[str, An
         )
         return _diagnosis(ctx, "memory", text, None, None, planner.why_not or "no planner estimate")
     if base.micro_batch >= 2:
-        change = {"micro_batch": base.micro_batch // 2, "grad_accum": base.grad_accum * 2}
+        change: dict[str, int | str] = {"micro_batch": base.micro_batch // 2, "grad_accum": base.grad_accum * 2}
         what = (
             f"lower the micro-batch from {base.micro_batch} to {change['micro_batch']} and raise accumulation to "
             f"{change['grad_accum']} (same effective batch)"

@@ -104,7 +104,7 @@ def stream_position(db: Database, run_id: int, source: str) -> StreamPosition:
 def _num(value: Any) -> float | None:
     kind = type(value)
     if kind is float:
-        return value if math.isfinite(value) else None  # type: ignore[no-any-return]
+        return value if math.isfinite(value) else None
     if kind is int:
         return float(value) if -INT64_MAX <= value <= INT64_MAX else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -124,7 +124,7 @@ def _int(value: Any) -> int | None:
             value = int(value)
         except (OverflowError, ValueError):
             return None
-    return value if -INT64_MAX <= value <= INT64_MAX else None  # type: ignore[no-any-return]
+    return value if -INT64_MAX <= value <= INT64_MAX else None
 
 
 def _json(value: Any) -> str:
@@ -365,7 +365,7 @@ class Ingestor:
                     )
                 )
             elif kind == "eval":
-                extra = {
+                eval_extra = {
                     k: v
                     for k, v in record.items()
                     if k not in ENVELOPE and k not in ("step", "eval_loss") and k not in _PHASE_FIELDS
@@ -377,7 +377,7 @@ class Ingestor:
                         t,
                         _int(record.get("step")),
                         _num(record.get("eval_loss")),
-                        _json(extra) if extra else None,
+                        _json(eval_extra) if eval_extra else None,
                     )
                 )
             else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlite_utils import Database
 
@@ -21,11 +21,44 @@ SLURM_JOB = "slurm_job"
 WAITING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT"})
 
 
-def queue_of(db: Database, run_id: int, now: float | None = None) -> dict[str, Any] | None:
+class QueueState(TypedDict):
+    """A live Slurm job in the queue (``RunStatus.queue``, ``job_queue``): ``reason`` is the last pending
+    reason, kept once the job started; the times are Unix seconds (``start_t`` None while pending)."""
+
+    job_id: int
+    state: str
+    pending: bool
+    reason: str | None
+    submit_t: float | None
+    start_t: float | None
+
+
+class QueueAttempt(TypedDict):
+    """One attempt of a run's Slurm job (a resume submits a new job; a requeue restarts the same one)."""
+
+    job_id: int
+    restarts: int
+    reason: str | None
+    queue_wait_s: float | None
+    state: str
+
+
+class QueueSummary(TypedDict):
+    """A run's time in the Slurm queue from its events (``queue_of``; ``RunSummary.queue``)."""
+
+    state: str
+    pending: bool
+    reason: str | None  # the latest pending reason of any attempt
+    queue_wait_s: float | None  # all attempts together
+    attempts: list[QueueAttempt]
+
+
+def queue_of(db: Database, run_id: int, now: float | None = None) -> QueueSummary | None:
     """``state``, ``reason`` (the latest pending reason), ``pending``, ``queue_wait_s`` (all attempts) and
     ``attempts`` (job id, restarts, reason, wait each); None for a run that never was a Slurm job."""
-    attempts: dict[tuple[int, int], dict[str, Any]] = {}
-    last: dict[str, Any] | None = None
+    attempts: dict[tuple[int, int], QueueAttempt] = {}
+    since: dict[tuple[int, int], float] = {}  # each attempt's submit time (its first event's until known)
+    last: QueueAttempt | None = None
     for t, text in db.execute(
         "SELECT t, detail_json FROM events WHERE run_id = ? AND kind = ? ORDER BY t, seq DESC", [run_id, SLURM_JOB]
     ).fetchall():
@@ -37,11 +70,12 @@ def queue_of(db: Database, run_id: int, now: float | None = None) -> dict[str, A
             continue
         key = (detail["job_id"], int(detail.get("restarts") or 0))
         attempt = attempts.setdefault(
-            key, {"job_id": key[0], "restarts": key[1], "reason": None, "queue_wait_s": None, "since": t}
+            key, {"job_id": key[0], "restarts": key[1], "reason": None, "queue_wait_s": None, "state": ""}
         )
+        since.setdefault(key, float(t))
         submit = detail.get("submit_t")
         if isinstance(submit, (int, float)):
-            attempt["since"] = float(submit)
+            since[key] = float(submit)
         state = str(detail.get("state") or "")
         if state in WAITING_STATES and detail.get("reason"):
             attempt["reason"] = detail["reason"]
@@ -53,10 +87,9 @@ def queue_of(db: Database, run_id: int, now: float | None = None) -> dict[str, A
     if last is None:
         return None
     now = time.time() if now is None else now
-    for attempt in attempts.values():  # still waiting (or ended before it started): until now / unknown
+    for key, attempt in attempts.items():  # still waiting (or ended before it started): until now / unknown
         if attempt["queue_wait_s"] is None and attempt["state"] in WAITING_STATES:
-            attempt["queue_wait_s"] = max(0.0, now - attempt.pop("since"))
-        attempt.pop("since", None)
+            attempt["queue_wait_s"] = max(0.0, now - since[key])
     waits = [a["queue_wait_s"] for a in attempts.values() if a["queue_wait_s"] is not None]
     return {
         "state": last["state"],
@@ -67,7 +100,7 @@ def queue_of(db: Database, run_id: int, now: float | None = None) -> dict[str, A
     }
 
 
-def job_queue(job: Any, before: dict[str, Any] | None = None) -> dict[str, Any]:
+def job_queue(job: Any, before: QueueState | None = None) -> QueueState:
     """A live job's queue state (``RunStatus.queue``) from what Slurm says of it (a ``JobInfo``); the
     pending reason is kept once the job starts (Slurm then says "None")."""
     reason = job.reason if job.state in WAITING_STATES else None
@@ -83,7 +116,7 @@ def job_queue(job: Any, before: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-def queue_text(queue: dict[str, Any], now: float | None = None) -> str:
+def queue_text(queue: QueueState, now: float | None = None) -> str:
     """How long a live job waited or has been waiting, and why: "queued 2m 05s · Resources"."""
     submit, start = queue.get("submit_t"), queue.get("start_t")
     if queue.get("pending"):

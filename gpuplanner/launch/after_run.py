@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuplanner.launch.hosts import Host
+from trainer.reports import GpuUtilisation
 
 TIMEOUT_S = 600.0
 TAIL_CHARS = 2000
@@ -53,7 +54,7 @@ IDLE_READ_FAILURES = 3  # consecutive failed readings after which the wait gives
 
 
 def wait_until_idle(
-    read: Callable[[], dict[str, Any]],
+    read: Callable[[], GpuUtilisation],
     util_pct: float,
     minutes: float,
     stop: threading.Event,

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from gpuplanner.launch.host_reports import HostProbe
+from trainer.reports import BenchReport, GpuUtilisation
+
 
 @dataclass(frozen=True)
 class ProcessState:
@@ -40,14 +43,14 @@ class Backend(Protocol):
         """Bytes of a file from ``offset`` (b"" at its end or when it does not exist yet)."""
         ...
 
-    def probe(self) -> dict: ...
+    def probe(self) -> HostProbe: ...
 
-    def bench(self, args: list[str], timeout_s: float) -> dict:
+    def bench(self, args: list[str], timeout_s: float) -> BenchReport:
         """Run ``python -m trainer bench ARGS`` in the foreground; its JSON result (RuntimeError with the
         trainer's last error lines when it fails)."""
         ...
 
-    def gpu_utilisation(self) -> dict:
+    def gpu_utilisation(self) -> GpuUtilisation:
         """The host's GPUs' utilisation now, ``{"node", "simulated", "util_pct": [...]}`` (``python -m
         trainer.nvml_sampler`` there), for stop-when-idle."""
         ...

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
+
+from trainer.reports import BenchReport
 
 MANAGED_FLAGS = ("--run-dir", "--price-per-gpu-hour", "--budget-usd")
 
@@ -153,7 +155,7 @@ def node_command(
     return train_args
 
 
-def bench_result(status: int, stdout: str, stderr: str, limit_s: float | None = None) -> dict:
+def bench_result(status: int, stdout: str, stderr: str, limit_s: float | None = None) -> BenchReport:
     """The JSON document ``python -m trainer bench`` printed, or RuntimeError with its last error lines.
     ``limit_s``: the bench ran under the host's ``timeout`` with this limit (exit 124/137: it ran out)."""
     if limit_s is not None and status in (124, 137):
@@ -168,7 +170,7 @@ def bench_result(status: int, stdout: str, stderr: str, limit_s: float | None = 
         except ValueError:
             result = None
         if isinstance(result, dict):
-            return result
+            return cast(BenchReport, result)  # the document trainer/bench.py printed
         tail = " | ".join(line.strip() for line in stdout.strip().splitlines()[-3:]) or "nothing"
         raise RuntimeError(f"trainer bench printed no JSON result (it printed: {tail})")
     lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]

@@ -13,13 +13,14 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.hosts import delete_host_row, get_host_row, insert_host_row, list_host_rows, upsert_host_row
 from gpuplanner.launch import ssh_config
+from gpuplanner.launch.host_reports import HostProbe
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
-from gpuplanner.launch.slurm_settings import SlurmSettings, SlurmSettingsError, parse_settings
+from gpuplanner.launch.slurm_settings import SlurmSettings, SlurmSettingsDoc, SlurmSettingsError, parse_settings
 
 __all__ = [
     "Host",
@@ -46,6 +47,14 @@ PRICING_NAMES = ("on-demand", "spot")
 _DB_PRICING = {"on-demand": "on_demand", "spot": "spot"}
 
 
+class IdleRule(TypedDict):
+    """Stop-when-idle (``Host.after_run_idle``): the after-run command waits until every GPU of the host
+    stayed under ``util_pct`` for ``minutes``."""
+
+    util_pct: float
+    minutes: float
+
+
 class HostError(ValueError):
     """A host that cannot be stored or found; the message says why."""
 
@@ -63,16 +72,16 @@ class Host:
     pricing: str = "on-demand"  # or "spot"
     gpu_type: str | None = None
     gpu_count: int | None = None
-    probe: dict[str, Any] | None = None  # last probe JSON
+    probe: HostProbe | None = None  # the last probe
     python: str | None = None  # interpreter (default: python3 over SSH; locally the one trainer_python finds)
     remote_root: str | None = None  # SSH: folder for the payload and run dirs (default ~/.gpuplanner)
-    slurm: dict[str, Any] | None = None  # Slurm: the job settings (SlurmSettings as a dict)
+    slurm: SlurmSettingsDoc | None = None  # Slurm: the job settings (SlurmSettings as a dict)
     # A shell command run on this machine once a run on the host has ended (e.g. a cloud CLI that stops
     # the instance); the history bills the host from launch until it has finished.
     after_run_command: str | None = None
     # Stop-when-idle: run the after-run command only once the host's GPUs stayed under ``util_pct`` for
     # ``minutes`` after the run ended ({"util_pct": ..., "minutes": ...}; None: right after the run).
-    after_run_idle: dict[str, float] | None = None
+    after_run_idle: IdleRule | None = None
 
     @property
     def db_pricing(self) -> str:
@@ -163,6 +172,8 @@ def _from_row(row: dict[str, Any]) -> Host:
     fields = {f.name for f in dataclasses.fields(Host)}
     values = {k: v for k, v in row.items() if k in fields}
     values.setdefault("kind", "local" if row["name"] == LOCAL_HOST_NAME else "ssh")
+    if not isinstance(values.get("probe"), dict):  # a stored probe that is no document counts as none
+        values["probe"] = None
     return Host(**values)
 
 
@@ -178,7 +189,7 @@ def set_price(
 
 
 def set_after_run(
-    db_path: str | os.PathLike[str] | None, name: str, command: str | None, idle: dict[str, float] | None = None
+    db_path: str | os.PathLike[str] | None, name: str, command: str | None, idle: IdleRule | None = None
 ) -> Host:
     """Set (or with None remove) the command run on this machine after each run on host ``name`` ends;
     with ``idle`` ({"util_pct", "minutes"}) only once the host's GPUs stayed under it that long."""

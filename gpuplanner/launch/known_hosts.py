@@ -133,7 +133,7 @@ class KnownHosts:
 def _decode_key(key_type: str, blob: str) -> paramiko.PKey | None:
     try:
         return paramiko.PKey.from_type_string(key_type, base64.b64decode(blob, validate=True))
-    except (binascii.Error, ValueError, TypeError, paramiko.SSHException, paramiko.UnknownKeyType):
+    except (binascii.Error, ValueError, TypeError, paramiko.SSHException, paramiko.pkey.UnknownKeyType):
         return None
     except Exception:  # noqa: BLE001 (a key blob that crashes a key class: skipped like any unreadable line)
         return None
@@ -224,7 +224,7 @@ class _RaiseUnknown(paramiko.MissingHostKeyPolicy):
         raise UnknownHostKey(name, self.port, key, self.known_hosts_path)
 
 
-def prepare_client(client: paramiko.SSHClient, port: int, known_hosts_path: Path | None = None) -> Path:
+def prepare_client(client: paramiko.SSHClient, port: int, known_hosts_path: str | Path | None = None) -> Path:
     """Load the system and user known_hosts into ``client`` and make unknown keys raise; returns the user file.
 
     A known key that is also revoked for a name is left out for that name, so paramiko never accepts

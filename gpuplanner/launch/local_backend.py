@@ -18,16 +18,17 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from gpuplanner import trainer_python
 from gpuplanner.launch.backend import ProcessState
 from gpuplanner.launch.command_lines import bench_result
+from gpuplanner.launch.host_reports import HostProbe, parse_utilisation
 from gpuplanner.launch.hosts import Host, HostError
 from gpuplanner.launch.payload import local_payload
 from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
 from gpuplanner.launch.wrapper import STOP_SIGNALS
 from gpuplanner.paths import data_dir
+from trainer.reports import BenchReport, GpuUtilisation
 
 # Children started by this process, shared by every backend instance: a Popen is never dropped
 # while its process runs (and a child is reaped, never left a zombie), even after the manager that
@@ -180,7 +181,7 @@ class LocalBackend:
         except FileNotFoundError:
             return b""
 
-    def probe(self) -> dict[str, Any]:
+    def probe(self) -> HostProbe:
         try:
             python = self.python
         except TrainerPythonMissing as exc:
@@ -206,15 +207,15 @@ class LocalBackend:
             return {"ok": False, **report, "error": out.stderr.strip()[-2000:]}
         return {"ok": True, **json.loads(out.stdout), **report}
 
-    def gpu_utilisation(self) -> dict[str, Any]:
+    def gpu_utilisation(self) -> GpuUtilisation:
         out = subprocess.run(
             [self.python, "-m", "trainer.nvml_sampler"], capture_output=True, text=True, env=self._env({}), timeout=60
         )
         if out.returncode != 0:
             raise RuntimeError(f"reading the GPUs' utilisation failed: {out.stderr.strip()[-500:]}")
-        return dict(json.loads(out.stdout))
+        return parse_utilisation(out.stdout)
 
-    def bench(self, args: list[str], timeout_s: float) -> dict[str, Any]:
+    def bench(self, args: list[str], timeout_s: float) -> BenchReport:
         proc = subprocess.Popen(
             [self.python, "-m", "trainer", "bench", *args],
             stdout=subprocess.PIPE,

@@ -40,12 +40,13 @@ from gpuplanner.history.failures import load_failure
 from gpuplanner.history.launcher_events import record_launcher_event
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import create_run, get_run, update_run
-from gpuplanner.history.slurm_queue import job_queue
+from gpuplanner.history.slurm_queue import QueueState, job_queue
 from gpuplanner.history.stops import record_user_stop, stopped_since_start
 from gpuplanner.history.tags import check_tags
 from gpuplanner.launch import after_run, command_lines, preflight, supervisor
 from gpuplanner.launch.backend import Backend
 from gpuplanner.launch.budget import BudgetError, check_budget
+from gpuplanner.launch.host_reports import BenchResult, HostProbe
 from gpuplanner.launch.hosts import Host, HostError, get_host, update_host, validate_host
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 from gpuplanner.launch.local_backend import LocalBackend, TrainerPythonMissing
@@ -89,7 +90,7 @@ class RunStatus:
     last_reconnect_s: float | None = None
     error: str | None = None
     # a Slurm run's job in the queue: job_id, state, reason (the last pending one), submit_t, start_t
-    queue: dict[str, Any] | None = None
+    queue: QueueState | None = None
 
 
 class RunError(RuntimeError):
@@ -143,7 +144,7 @@ class _Run:
     disconnected_at: float | None = None
     error: str | None = None
     orphans: list[_Node] = field(default_factory=list)  # nodes left behind on an unreachable host (failover)
-    queue: dict[str, Any] | None = None  # RunStatus.queue
+    queue: QueueState | None = None  # RunStatus.queue
 
     @property
     def hosts(self) -> list[str]:
@@ -248,7 +249,7 @@ class RunManager:
         else:
             backend.close()
 
-    def test_host(self, host: Host) -> dict[str, Any]:
+    def test_host(self, host: Host) -> HostProbe:
         """Connect to ``host`` as it is (not yet saved: the Add host dialog's Test connection), probe it as
         :meth:`probe` does, close the connection and return the probe; the history is not touched. An
         invalid host raises HostError; an unknown or changed host key, a refused login or an unreachable
@@ -257,11 +258,11 @@ class RunManager:
         backend = self._make_backend(host)
         try:
             backend.connect()
-            return dict(backend.probe())
+            return backend.probe().copy()
         finally:
             backend.close()
 
-    def probe(self, host_name: str) -> dict[str, Any]:
+    def probe(self, host_name: str) -> HostProbe:
         """Upload the payload if needed, run ``python -m trainer probe``; store GPU type/count on the host."""
         host = get_host(self.db_path, host_name)
         result = self._backend(host_name).probe()
@@ -301,7 +302,7 @@ class RunManager:
         gpu_type: str | None = None,
         record: bool = True,
         timeout_s: float = 3600.0,
-    ) -> dict[str, Any]:
+    ) -> BenchResult:
         """Run ``python -m trainer bench`` with ``trainer_args`` on the host (in the foreground) and return its
         JSON result. With ``record``, a GPU measurement is stored in the history's bench results (the
         planner's calibration; ``recorded_id`` in the result): under ``gpu_type`` when given (the catalog
@@ -312,7 +313,7 @@ class RunManager:
             raise ValueError("bench needs at least 1 measured step and no negative warm-up")
         bench_args = [*args, "--bench-warmup-steps", str(warmup_steps), "--bench-steps", str(steps)]
         try:
-            result = dict(self._backend(host_name).bench(bench_args, timeout_s))
+            result = BenchResult(**self._backend(host_name).bench(bench_args, timeout_s))
         except (RuntimeError, TrainerPythonMissing) as exc:  # a failed bench; no Python that can run it
             raise RunError(f"{host_name}: {exc}") from exc
         device = result.get("device")
@@ -752,7 +753,7 @@ class RunManager:
             run.reconnects,
             run.last_reconnect_s,
             run.error,
-            dict(run.queue) if run.queue else None,
+            run.queue.copy() if run.queue else None,
         )
 
     def _set_state(self, run: _Run, state: str) -> None:
@@ -943,10 +944,11 @@ class RunManager:
                 node.done = True
                 continue
             state = backends[node.host].state(node.run_dir, node.tag, node.pgid)
-            if getattr(state, "job", None) is not None:
-                run.queue = job_queue(state.job, run.queue)
-            if getattr(state, "event", None):  # a Slurm job's state changed (pending, requeued, ended + spend)
-                self._record_event(run, "slurm_job", state.event)
+            job, event = getattr(state, "job", None), getattr(state, "event", None)  # a SlurmState's
+            if job is not None:
+                run.queue = job_queue(job, run.queue)
+            if event:  # a Slurm job's state changed (pending, requeued, ended + spend)
+                self._record_event(run, "slurm_job", event)
                 self._set_state(run, run.state)  # watchers see the new queue state and reason
             if not state.alive:
                 node.done, node.exit_code = True, state.exit_code

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from gpuplanner.launch.host_reports import HostProbe
 from gpuplanner.launch.hosts import Host
 from gpuplanner.resources import resource_path
 
@@ -69,7 +70,7 @@ def _looks_like_path(text: str) -> bool:
 def check_launch(
     values: dict[str, Any],
     host_label: str,
-    probe: dict[str, Any] | None,
+    probe: HostProbe | None,
     exists: Callable[[str], bool],
     read_text: Callable[[str], str | None],
 ) -> list[str]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from gpuplanner.launch.host_reports import ProbeCheck
 
 NEEDED = ("torch", "transformers")
 OPTIONAL = ("pynvml", "peft", "safetensors")
@@ -15,13 +16,13 @@ CHECK_CODE = (
 )
 
 
-def missing_report(check_output: str, python: str) -> dict[str, Any]:
+def missing_report(check_output: str, python: str) -> ProbeCheck:
     """From CHECK_CODE's output: ``python``, ``missing`` (needed modules), ``missing_optional``, ``install_hint``."""
     doc = json.loads(check_output.strip().splitlines()[-1])
     modules = doc.get("modules", {})
     missing = [m for m in NEEDED if not modules.get(m)]
     optional = [m for m in OPTIONAL if not modules.get(m)]
-    report: dict[str, Any] = {"python": doc.get("python"), "missing": missing, "missing_optional": optional}
+    report: ProbeCheck = {"python": doc.get("python"), "missing": missing, "missing_optional": optional}
     if missing or optional:
         names = " ".join(PIP_NAMES.get(m, m) for m in missing + optional)
         report["install_hint"] = f"{python} -m pip install {names}"

@@ -37,6 +37,7 @@ from typing import Any
 import paramiko
 
 from gpuplanner.launch.backend import ProcessState
+from gpuplanner.launch.host_reports import HostProbe
 from gpuplanner.launch.hosts import Host, HostError
 from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
 from gpuplanner.launch.slurm_jobs import (
@@ -53,6 +54,7 @@ from gpuplanner.launch.slurm_jobs import (
 from gpuplanner.launch.ssh_backend import SSHBackend, bench_result, env_assignments  # bench: as over SSH
 from gpuplanner.launch.ssh_connection import PassphraseCallback, SSHError
 from gpuplanner.launch.supervisor import EXIT_RESUME
+from trainer.reports import BenchReport
 from trainer.spend import spend_usd
 
 log = logging.getLogger(__name__)
@@ -276,7 +278,7 @@ class SlurmBackend(SSHBackend):
             out += [f"--container-image={s.container_image}", f"--container-mounts={self.root}:{self.root}"]
         return out
 
-    def probe(self) -> dict[str, Any]:
+    def probe(self) -> HostProbe:
         conn = self._conn()
         checks = " ".join(f"command -v {c} >/dev/null || echo {c};" for c in SLURM_COMMANDS)
         _, missing, _ = conn.run(checks, timeout_s=30)
@@ -316,7 +318,7 @@ class SlurmBackend(SSHBackend):
             "slurm": self.settings.to_dict(),
         }
 
-    def bench(self, args: list[str], timeout_s: float) -> dict[str, Any]:
+    def bench(self, args: list[str], timeout_s: float) -> BenchReport:
         payload = self.payload()
         command = " ".join(
             [

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 _NAME = re.compile(r"[A-Za-z0-9_.+\-]+\Z")
 # Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
@@ -42,6 +43,23 @@ def time_limit_seconds(text: str) -> int:
     return int(mins) * 60
 
 
+class SlurmSettingsDoc(TypedDict, total=False):
+    """A Slurm host's job settings as stored with the host (``Host.slurm``) and shown in its probe:
+    SlurmSettings' fields by name (``SlurmSettings.to_dict``, ``parse_settings``)."""
+
+    partition: str | None
+    account: str | None
+    qos: str | None
+    gpus_per_node: int
+    nodes: int
+    time_limit: str | None
+    container_image: str | None
+    requeue: bool
+    signal_lead_s: int
+    gpu_flag: str
+    setup: str | None
+
+
 @dataclass(frozen=True)
 class SlurmSettings:
     partition: str | None = None
@@ -56,8 +74,9 @@ class SlurmSettings:
     gpu_flag: str = "gpus-per-node"  # or "gres" (--gres=gpu:N, for clusters without select/cons_tres)
     setup: str | None = None  # shell lines run before the trainer (module load ..., source venv/bin/activate)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> SlurmSettingsDoc:
+        # asdict writes exactly the fields SlurmSettingsDoc names (test_slurm_settings_doc_names_every_field)
+        return cast(SlurmSettingsDoc, dataclasses.asdict(self))
 
     @property
     def processes_per_node(self) -> int:
@@ -89,7 +108,7 @@ class SlurmSettings:
         return out
 
 
-def _int(doc: dict[str, Any], key: str, default: int, low: int) -> int:
+def _int(doc: Mapping[str, Any], key: str, default: int, low: int) -> int:
     value = doc.get(key, default)
     if value is None:
         return default
@@ -103,7 +122,7 @@ def _int(doc: dict[str, Any], key: str, default: int, low: int) -> int:
     return value
 
 
-def parse_settings(doc: dict[str, Any] | None) -> SlurmSettings:
+def parse_settings(doc: Mapping[str, Any] | None) -> SlurmSettings:
     """Checked settings from a stored or user-given dict (unknown keys are refused)."""
     doc = dict(doc or {})
     known = {f.name for f in dataclasses.fields(SlurmSettings)}

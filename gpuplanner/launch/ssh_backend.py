@@ -21,10 +21,12 @@ import paramiko
 
 from gpuplanner.launch.backend import ProcessState
 from gpuplanner.launch.command_lines import bench_result
+from gpuplanner.launch.host_reports import HostProbe, parse_utilisation
 from gpuplanner.launch.hosts import Host
 from gpuplanner.launch.payload import Payload, ensure_remote
 from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
 from gpuplanner.launch.ssh_connection import PassphraseCallback, SessionOpenError, SSHConnection, SSHError
+from trainer.reports import BenchReport, GpuUtilisation
 
 DEFAULT_REMOTE_ROOT = "~/.gpuplanner"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -202,7 +204,7 @@ class SSHBackend:
                 self._files.pop(path, None)
                 raise SSHError(f"{self.name}: reading {path} failed: {exc}") from exc
 
-    def probe(self) -> dict[str, Any]:
+    def probe(self) -> HostProbe:
         conn = self._conn()
         status, out, err = conn.run(f"{q(self.python)} -c {q(CHECK_CODE)}", timeout_s=60)
         if status != 0:
@@ -230,15 +232,15 @@ class SSHBackend:
             "payload_uploaded": self.uploaded,
         }
 
-    def gpu_utilisation(self) -> dict[str, Any]:
+    def gpu_utilisation(self) -> GpuUtilisation:
         payload = self.payload()
         command = f"env {q('PYTHONPATH=' + payload.pythonpath)} {q(self.python)} -m trainer.nvml_sampler"
         status, out, err = self._run(command, timeout_s=60)
         if status != 0:
             raise SSHError(f"{self.name}: reading the GPUs' utilisation failed: {err.strip()[-500:]}")
-        return dict(json.loads(out))
+        return parse_utilisation(out)
 
-    def bench(self, args: list[str], timeout_s: float) -> dict[str, Any]:
+    def bench(self, args: list[str], timeout_s: float) -> BenchReport:
         payload = self.payload()
         # `timeout` ends the bench on the host too when our deadline passes (closing the channel would not)
         command = " ".join(

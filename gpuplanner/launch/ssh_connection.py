@@ -143,7 +143,7 @@ def forget_passphrases() -> None:
 
 def _read_key(file: str, password: bytes | None) -> paramiko.PKey:
     # positional: the argument is ``passphrase`` in paramiko 3 and 4, ``password`` in paramiko 5
-    return paramiko.PKey.from_path(file, password)
+    return paramiko.PKey.from_path(file, password)  # type: ignore[arg-type]  # the stub says str; it takes bytes
 
 
 def load_key(path: str, passphrase_callback: PassphraseCallback | None) -> paramiko.PKey | None:
@@ -159,7 +159,7 @@ def load_key(path: str, passphrase_callback: PassphraseCallback | None) -> param
     if not _is_encrypted(data):
         try:
             return _read_key(file, None)
-        except (ValueError, TypeError, paramiko.SSHException, paramiko.UnknownKeyType) as exc:
+        except (ValueError, TypeError, paramiko.SSHException, paramiko.pkey.UnknownKeyType) as exc:
             raise AuthenticationFailed(f"could not read key {file}: {exc}") from exc
     cache_key = (file, stat.st_ino, stat.st_size, stat.st_mtime_ns)
     with _key_locks_lock:
@@ -176,7 +176,7 @@ def load_key(path: str, passphrase_callback: PassphraseCallback | None) -> param
             return None
         try:
             key = _read_key(file, answer if isinstance(answer, bytes) else answer.encode())
-        except (ValueError, TypeError, paramiko.SSHException, paramiko.UnknownKeyType) as exc:
+        except (ValueError, TypeError, paramiko.SSHException, paramiko.pkey.UnknownKeyType) as exc:
             raise AuthenticationFailed(f"wrong passphrase for key {file} (it could not be decrypted)") from exc
         with _key_locks_lock:
             _decrypted[cache_key] = key
@@ -260,6 +260,8 @@ class SSHConnection:
 
     def _connect(self, pkey: paramiko.PKey | None, sock: paramiko.Channel | None) -> None:
         host = self.host
+        if not host.hostname:  # validate_host gives every SSH host one
+            raise SSHError(f"{host.name}: no hostname to connect to")
         client = paramiko.SSHClient()
         self._client = client  # closed by close() if anything below raises
         self._user_known_hosts = prepare_client(client, host.port, self.known_hosts_path)
@@ -377,9 +379,13 @@ class SSHConnection:
         with self._sftp_lock:
             if self._sftp is None:
                 try:
-                    self._sftp = paramiko.SFTPClient.from_transport(self.transport)
+                    sftp = paramiko.SFTPClient.from_transport(self.transport)
                 except (paramiko.SSHException, OSError, EOFError) as exc:
                     raise SSHError(f"{self.host.name}: cannot start SFTP: {exc}") from exc
-                assert self._sftp is not None
-                self._sftp.get_channel().settimeout(SFTP_TIMEOUT_S)
+                if sftp is None:
+                    raise SSHError(f"{self.host.name}: cannot start SFTP: the server opened no channel")
+                channel = sftp.get_channel()
+                if channel is not None:
+                    channel.settimeout(SFTP_TIMEOUT_S)
+                self._sftp = sftp
             return self._sftp

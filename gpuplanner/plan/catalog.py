@@ -396,7 +396,7 @@ def _gpu_from_table(
                 raise fail(key, "must be a list of non-empty strings")
         elif not isinstance(value, expected):
             raise fail(key, f"must be {'true or false' if expected is bool else 'a string'}, got {value!r}")
-        elif expected is str and not value.strip():
+        elif isinstance(value, str) and not value.strip():
             raise fail(key, "must not be empty")
     if "interconnect" in table and table["interconnect"] not in INTERCONNECTS:
         raise fail("interconnect", f"must be one of {', '.join(INTERCONNECTS)}, got {table['interconnect']!r}")

@@ -254,7 +254,8 @@ def parse_spot_advisor(text: str, name: str) -> dict[tuple[str, str], AdvisorBan
         if not isinstance(linux, dict):
             continue
         for instance, facts in linux.items():
-            band = bands.get(facts.get("r")) if isinstance(facts, dict) else None
+            rate = facts.get("r") if isinstance(facts, dict) else None
+            band = bands.get(rate) if isinstance(rate, int) else None
             if band is not None:
                 result[(region, instance.lower())] = band
     if not result:
@@ -390,7 +391,8 @@ def _apply_update(
     if catalog is None:
         catalog = Catalog(base.gpus, ())
     shipped = base.offers
-    report = UpdateReport(cache_path=cached_prices_path(cache_dir))
+    cache_path = cached_prices_path(cache_dir)
+    report = UpdateReport(cache_path=cache_path)
     state = read_state(cache_dir)
     cached = read_cached_offers(catalog, cache_dir)
     before = merge_newer(shipped, cached)
@@ -432,7 +434,7 @@ def _apply_update(
     new_cache = kept_offers + [o for offers in updated.values() for o in offers]
     text = offers_to_csv(new_cache)
     try:  # what is written must read back whole, or one bad row would hide every fetched price
-        parse_prices(report.cache_path, catalog, text=text)
+        parse_prices(cache_path, catalog, text=text)
     except CatalogError as exc:
         for result in report.clouds:
             if result.cloud in updated:
@@ -442,7 +444,7 @@ def _apply_update(
     after = merge_newer(shipped, new_cache)
     report.new_offers, report.changes = diff_offers(before, after)
     folder = cache_folder(cache_dir)
-    atomic_write(report.cache_path, text)
+    atomic_write(cache_path, text)
     atomic_write(folder / STATE_FILE, json.dumps({"version": 1, "clouds": state}, indent=2, sort_keys=True) + "\n")
     report.written = True
     return report

@@ -141,7 +141,8 @@ def compare(
         memory = memory_of(setup)
         trainable = trainable_params(request.model, setup)
         for gpu in specs:
-            use, use_memory, changes = setup, memory, ()
+            changes: tuple[str, ...] = ()
+            use, use_memory = setup, memory
             if fit_settings and memory.total / GIB > gpu.memory_gib * request.headroom:
                 speed = _speed_of(request, gpu, trainable)
                 fitted = fastest_candidate(*fitting(setup.method), gpu.memory_gib, request.headroom, speed)

@@ -61,7 +61,7 @@ def range_basis(plan: Plan) -> str:
 
 def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The stable JSON document of one plan (names documented in docs/json.md)."""
-    memory = {key: _num(value) for key, value in plan.memory.as_gib().items()}
+    memory: dict[str, Any] = {key: _num(value) for key, value in plan.memory.as_gib().items()}
     memory.update(
         {
             "capacity_gib": _num(plan.capacity_gib),

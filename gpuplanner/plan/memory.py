@@ -148,7 +148,10 @@ class MemoryBreakdown:
         return self.total
 
     def as_gib(self) -> dict[str, float]:
-        g = lambda v: round(v / GIB, 3)  # noqa: E731
+
+        def g(v: float) -> float:
+            return round(v / GIB, 3)
+
         return {
             "weights_gib": g(self.weights),
             "gradients_gib": g(self.gradients),
@@ -178,34 +181,35 @@ class MemoryBreakdown:
 # gradient needs it) or the module paths / norm names whose weight gradient needs it; an entry is
 # dropped when none of those train (frozen base under LoRA).
 
-Ledger = tuple[tuple[int, int, tuple[str, ...] | None], ...]
+LedgerItem = tuple[int, int, tuple[str, ...] | None]
+Ledger = tuple[LedgerItem, ...]
 
 
-def _norm_out(out: int, res: int, c: int, regime: str, consumers: tuple[str, ...]) -> list:
+def _norm_out(out: int, res: int, c: int, regime: str, consumers: tuple[str, ...]) -> list[LedgerItem]:
     """A normalised tensor consumed by ``consumers`` linears: one shared copy, or one cast per linear."""
     if regime == "amp":
         return [(out, HALF, (m,)) for m in consumers]
     return [(out, c, consumers)]
 
 
-def _rmsnorm(h: int, res: int, c: int, regime: str, name: str, consumers: tuple[str, ...]) -> list:
+def _rmsnorm(h: int, res: int, c: int, regime: str, name: str, consumers: tuple[str, ...]) -> list[LedgerItem]:
     # LlamaRMSNorm: x.to(float32); pow(2) saves the fp32 input; x * rsqrt(var) saves it and rsqrt;
     # weight * x.to(input_dtype) saves the normalised copy only when the weight trains.
-    items = [(h, FP32, None), (1, FP32, None), (h, res, (name,))]
+    items: list[LedgerItem] = [(h, FP32, None), (1, FP32, None), (h, res, (name,))]
     if consumers:
         items += _norm_out(h, res, c, regime, consumers) if regime != "half" else [(h, c, consumers)]
     return items
 
 
-def _layernorm(h: int, res: int, c: int, regime: str, consumers: tuple[str, ...]) -> list:
+def _layernorm(h: int, res: int, c: int, regime: str, consumers: tuple[str, ...]) -> list[LedgerItem]:
     # native_layer_norm saves its input and fp32 mean/rstd; its output is saved by the next linears.
-    items = [(h, res, None), (2, FP32, None)]
+    items: list[LedgerItem] = [(h, res, None), (2, FP32, None)]
     if consumers:
         items += _norm_out(h, res, c, regime, consumers)
     return items
 
 
-def _llama_ledger(spec: ModelSpec, regime: str) -> list:
+def _llama_ledger(spec: ModelSpec, regime: str) -> list[LedgerItem]:
     h, q, kv, inter = (
         spec.hidden_size,
         spec.num_heads * spec.head_dim,
@@ -240,14 +244,14 @@ def _llama_ledger(spec: ModelSpec, regime: str) -> list:
     return items
 
 
-def _gelu_items(inter: int, c: int, consumer: str) -> list:
+def _gelu_items(inter: int, c: int, consumer: str) -> list[LedgerItem]:
     # One-kernel GELU or SiLU: saves its input; the next linear saves the output. GPT-2's ``gelu_new``
     # counts as one kernel too: transformers writes it op by op (five saved tensors), but the bundled
     # trainer runs it as ``torch.nn.GELU(approximate="tanh")`` (``--fused-kernels``, on by default).
     return [(inter, c, None), (inter, c, (consumer,))]
 
 
-def _gpt2_ledger(spec: ModelSpec, regime: str) -> list:
+def _gpt2_ledger(spec: ModelSpec, regime: str) -> list[LedgerItem]:
     h, inter = spec.hidden_size, spec.intermediate_size
     res = FP32 if regime in ("fp32", "amp") else HALF
     c = FP32 if regime == "fp32" else HALF
@@ -262,7 +266,7 @@ def _gpt2_ledger(spec: ModelSpec, regime: str) -> list:
     return items
 
 
-def _bert_ledger(spec: ModelSpec, regime: str) -> list:
+def _bert_ledger(spec: ModelSpec, regime: str) -> list[LedgerItem]:
     h, inter = spec.hidden_size, spec.intermediate_size
     res = FP32 if regime in ("fp32", "amp") else HALF
     c = FP32 if regime == "fp32" else HALF
@@ -580,7 +584,7 @@ def estimate_memory(
     if setup.uses_adapters and regime != "fp32" and trained is not None:
         # the frozen 16-bit base linears save no input; peft's fp32 copies (counted below) replace them
         ledger_trained = frozenset(t for t in trained if t == "lm_head")
-    if setup.method == "qlora" and trained is not None:
+    if setup.method == "qlora" and ledger_trained is not None:
         # bitsandbytes' MatMul4Bit saves its (16-bit) input A whenever the input needs a gradient, so
         # every quantized block linear keeps its input although its weight is frozen
         ledger_trained = ledger_trained | frozenset(m.path for m in spec.linears if m.in_block)

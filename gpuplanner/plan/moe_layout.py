@@ -94,10 +94,10 @@ def moe_layout(cfg: Mapping[str, Any], model_type: str, h: int, layers: int, int
         mlp += [("mlp.down_proj", inter, h, False, dense)]
     if moe_layers:
         n = moe_layers * experts
-        first, second, down = names  # two h -> mi projections, then mi -> h
+        first_up, second_up, down = names  # two h -> mi projections, then mi -> h
         mlp += [
-            (f"{prefix}.experts.{first}", h, mi, False, n),
-            (f"{prefix}.experts.{second}", h, mi, False, n),
+            (f"{prefix}.experts.{first_up}", h, mi, False, n),
+            (f"{prefix}.experts.{second_up}", h, mi, False, n),
             (f"{prefix}.experts.{down}", mi, h, False, n),
             (router, h, experts, False, moe_layers),
         ]

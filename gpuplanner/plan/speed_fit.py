@@ -17,7 +17,7 @@ not depend on the values in the shipped file. Pure Python.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,7 +107,9 @@ def _geomean(values: Iterable[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def _nelder_mead(f, x0: list[float], scale: float = 0.4, iterations: int = 1500) -> list[float]:
+def _nelder_mead(
+    f: Callable[[list[float]], float], x0: list[float], scale: float = 0.4, iterations: int = 1500
+) -> list[float]:
     """Minimise ``f`` from ``x0`` with the Nelder-Mead simplex (standard coefficients)."""
     n = len(x0)
     simplex = [list(x0)] + [[x + (scale if i == k else 0.0) for i, x in enumerate(x0)] for k in range(n)]

@@ -141,7 +141,7 @@ class _Simulation:
             state = self._state
         # first segment whose reach covers the work (0 for a run none covers, set to inf below)
         index = (state.best_reach >= work).argmax(axis=1) + state.row_offsets
-        wall = state.start_wall.take(index) + work - state.start_progress.take(index)
+        wall: np.ndarray = state.start_wall.take(index) + work - state.start_progress.take(index)
         wall[state.final_reach < work] = np.inf
         return wall
 

@@ -64,20 +64,35 @@ OPTIMIZER_BYTES = {
 
 
 class ModelShape(Protocol):
-    n_params: int
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    tied_embeddings: bool
+    """What the speed formulas read of a model (read-only, so frozen dataclasses such as ModelSpec match)."""
+
+    @property
+    def n_params(self) -> int: ...
+    @property
+    def hidden_size(self) -> int: ...
+    @property
+    def num_layers(self) -> int: ...
+    @property
+    def num_heads(self) -> int: ...
+    @property
+    def head_dim(self) -> int: ...
+    @property
+    def intermediate_size(self) -> int: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def tied_embeddings(self) -> bool: ...
 
 
 class GpuLike(Protocol):
-    name: str
-    bandwidth_gbs: float
-    interconnect_gbs: float
+    """What the step model reads of a GPU (read-only, so the frozen GpuSpec matches)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def bandwidth_gbs(self) -> float: ...
+    @property
+    def interconnect_gbs(self) -> float: ...
 
     def peak_tflops(self, precision: str) -> float: ...
 

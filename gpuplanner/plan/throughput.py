@@ -19,6 +19,8 @@ from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.speed_params import SpeedModel, load_speed_model
 from gpuplanner.plan.step_model import (
     FORWARD_FLOPS_PER_PARAM,
+    GpuLike,
+    ModelShape,
     StepParams,
     StepTime,
     hardware_flops_per_token,
@@ -41,25 +43,13 @@ FSDP_OVERLAP = 0.8
 PRECISION_TO_PEAK = {"fp32": "fp32", "fp16-mixed": "fp16", "bf16-mixed": "bf16", "bf16": "bf16"}
 
 
-class ModelShape(Protocol):
-    n_params: int
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    tied_embeddings: bool
+class GpuPeaks(GpuLike, Protocol):
+    """What the throughput estimate reads of a GPU beyond the step model's GpuLike."""
 
-
-class GpuPeaks(Protocol):
-    name: str
-    architecture: str
-    bandwidth_gbs: float
-    interconnect: str
-    interconnect_gbs: float
-
-    def peak_tflops(self, precision: str) -> float: ...
+    @property
+    def architecture(self) -> str: ...
+    @property
+    def interconnect(self) -> str: ...
 
 
 @dataclass(frozen=True)

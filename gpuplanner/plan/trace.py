@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 from gpuplanner.plan.memory import ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES, MemoryBreakdown
@@ -207,7 +208,7 @@ def _grad_full(spec: ModelSpec, setup: TrainSetup) -> int:
     return trainable_params(spec, setup) * (2 if setup.precision == "bf16" and setup.method == "full" else 4)
 
 
-def _optimizer(torch: Any, setup: TrainSetup, params: list) -> Any:
+def _optimizer(torch: Any, setup: TrainSetup, params: list[Any]) -> Any:
     if setup.optimizer == "adamw":
         return torch.optim.AdamW(params, lr=1e-4, foreach=True)
     if setup.optimizer == "adamw-fused":
@@ -232,7 +233,7 @@ def _peak_total(mt: Any) -> int:
     return sum(s.get("Total", 0) for s in mt.get_tracker_snapshot("peak").values())
 
 
-def _dev_snapshot(snap: dict) -> dict[str, int]:
+def _dev_snapshot(snap: Mapping[Any, Mapping[str, int]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for dev_snap in snap.values():
         for key, value in dev_snap.items():

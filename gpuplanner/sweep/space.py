@@ -73,6 +73,8 @@ class Param:
 
     def suggest(self, trial: Any) -> Any:
         """Ask an Optuna trial for this parameter's value."""
+        if self.low is None or self.high is None:  # a categorical parameter (parse_param gives the others both)
+            return trial.suggest_categorical(self.name, list(self.choices))
         if self.type == "float":
             return trial.suggest_float(self.name, self.low, self.high, log=self.log, step=self.step)
         if self.type == "int":
@@ -162,12 +164,16 @@ def _param(name: str, spec: Any, where: str) -> Param:
         return Param(name, kind, flag, choices=tuple(choices))
     if "choices" in spec:
         raise bad(f"choices apply to categorical parameters, not {kind}")
-    low, high = spec.get("low"), spec.get("high")
-    for key, value in (("low", low), ("high", high)):
+
+    def bound(key: str) -> float:
+        value = spec.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise bad(f"{key} must be a finite number, got {value!r}")
         if kind == "int" and value != int(value):
             raise bad(f"{key} of an int parameter must be a whole number, got {value!r}")
+        return value
+
+    low, high = bound("low"), bound("high")
     if not low < high:
         raise bad(f"low ({low}) must be below high ({high})")
     log = spec.get("log", False)

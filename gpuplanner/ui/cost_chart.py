@@ -436,7 +436,7 @@ class CostChart(pg.PlotWidget):
         return f"{row.gpus} x {row.gpu} {row.pricing}"
 
     def _update_ticks(self) -> None:
-        x_range = getattr(self, "_x_range", None)
+        x_range: tuple[float, float] | None = getattr(self, "_x_range", None)  # None until the first chart
         if x_range is None:
             return
         item = self.getPlotItem()

@@ -523,7 +523,8 @@ class HistoryPane(QWidget):
                 out.append(("Idle (billed − training)", idle))
         q = s.queue
         if q:
-            wait = human_hours(q["queue_wait_s"] / 3600.0) if q.get("queue_wait_s") is not None else "–"
+            waited = q.get("queue_wait_s")
+            wait = human_hours(waited / 3600.0) if waited is not None else "–"
             why = f" · pending: {q.get('reason') or '?'}" if q.get("pending") else ""
             if not why and q.get("reason"):
                 why = f" (was {q['reason']})"

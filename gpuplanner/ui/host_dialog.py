@@ -29,16 +29,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuplanner.launch.host_reports import HostProbe
 from gpuplanner.ui.hosts_model import gpus_text, machine_text
 from gpuplanner.ui.palette import BAD, GOOD
 from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
 KIND_LABELS = {"ssh": "SSH host", "slurm": "Slurm cluster (login node)"}
 # (host, on_result, on_error): probe the host off the GUI thread, then call one of the two on it
-Tester = Callable[[Any, Callable[[dict[str, Any]], None], Callable[[Exception], None]], None]
+Tester = Callable[[Any, Callable[[HostProbe], None], Callable[[Exception], None]], None]
 
 
-def probe_summary(result: dict[str, Any]) -> tuple[bool, str]:
+def probe_summary(result: HostProbe) -> tuple[bool, str]:
     """A test's probe in one sentence, and whether the host can run training as it is."""
     if not result.get("ok", True) or result.get("error") or result.get("missing"):
         missing = ", ".join(result.get("missing") or [])
@@ -103,7 +104,7 @@ class HostDialog(QDialog):
         self.tester = tester
         self.testing = False
         self.closed = False  # set when the dialog is closed: a test's late answer is then dropped
-        self.test_result: dict[str, Any] | None = None
+        self.test_result: HostProbe | None = None
         local = host is not None and host.kind == "local"
         self.setWindowTitle("Edit host" if host else "Add SSH host")
         form = QFormLayout(self)
@@ -389,7 +390,7 @@ class HostDialog(QDialog):
         self.test_button.setText("Test connection")
         return True
 
-    def _on_tested(self, result: dict[str, Any]) -> None:
+    def _on_tested(self, result: HostProbe) -> None:
         if not self._finish_test():
             return
         self.test_result = result
@@ -414,7 +415,7 @@ class HostDialog(QDialog):
         self._show_test(f"Could not connect: {failure_text(exc)}", False)
 
     def _show_test(self, text: str, ok: bool | None) -> None:
-        colour = {True: GOOD, False: BAD}.get(ok)  # type: ignore[call-overload]
+        colour = None if ok is None else (GOOD if ok else BAD)
         self.test_label.setStyleSheet(f"color: {colour}" if colour else "")
         self.test_label.setText(text)
         self.test_label.setVisible(True)

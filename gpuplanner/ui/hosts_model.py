@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QColor
 
 from gpuplanner.export.human import human_bytes, human_money
+from gpuplanner.launch.host_reports import HostProbe
+from trainer.reports import GpuProbe
 
 COLUMNS = ("Host", "Address", "Reachable", "GPUs", "Machine", "Driver / CUDA", "torch", "Price / GPU-h", "Pricing")
 _Index = QModelIndex | QPersistentModelIndex
 
 
-def gpus_text(gpus: list[dict[str, Any]]) -> str:
+def gpus_text(gpus: Sequence[GpuProbe]) -> str:
     """A probe's GPUs: "8 × NVIDIA H100 80GB HBM3 80 GiB" (count, names, the first one's memory)."""
     names = sorted({str(g.get("name", "?")) for g in gpus})
     mem = gpus[0].get("mem_total_bytes") if gpus else None
@@ -21,7 +24,7 @@ def gpus_text(gpus: list[dict[str, Any]]) -> str:
     return f"{len(gpus)} × {', '.join(names)}{size}"
 
 
-def _gpus(probe: dict[str, Any] | None, host: Any) -> str:
+def _gpus(probe: HostProbe | None, host: Any) -> str:
     if probe and probe.get("ok"):
         gpus = probe.get("gpus") or []
         return gpus_text(gpus) if gpus else "none (CPU only)"
@@ -38,7 +41,7 @@ def _size(count: float) -> str:
     return f"{gib:.0f} GiB" if gib >= 10 else human_bytes(count)
 
 
-def machine_text(probe: dict[str, Any] | None) -> str:
+def machine_text(probe: HostProbe | None) -> str:
     """CPU cores, memory and free disk (in the run folder) of a probed host: "16 CPUs · 125 GiB RAM · 40 GiB free"."""
     if not probe or not probe.get("ok"):
         return "—"
@@ -143,7 +146,7 @@ class HostsTableModel(QAbstractTableModel):
         if not index.isValid() or not (0 <= index.row() < len(self._hosts)) or not (0 <= index.column() < len(COLUMNS)):
             return None
         host = self._hosts[index.row()]
-        probe = host.probe if isinstance(host.probe, dict) else None
+        probe = host.probe
         column = COLUMNS[index.column()]
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
             if column == "Host":

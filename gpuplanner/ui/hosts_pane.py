@@ -16,6 +16,7 @@ Signals:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -35,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner.history.db import BUSY_TIMEOUT_MS
+from gpuplanner.launch.host_reports import HostProbe
 from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.host_dialog import HostDialog
 from gpuplanner.ui.hosts_model import COLUMNS, HostsTableModel
@@ -177,7 +179,7 @@ class HostsPane(QWidget):
         """True while a host is being written to the history (off the GUI thread)."""
         return self._writes > 0
 
-    def _write(self, what: str, work: Any, select: str | None, message: str) -> None:
+    def _write(self, what: str, work: Any, select: str | None, message: str | Callable[[Any], str]) -> None:
         """Run ``work()`` (history writes) on the pane's write thread, then reread the hosts there too;
         the table, the selection and ``message`` follow on the GUI thread, an error is shown instead."""
         from gpuplanner.launch.hosts import list_hosts
@@ -338,7 +340,7 @@ class HostsPane(QWidget):
         self.model.set_probing(name, False)
         self.busy.setVisible(self._in_flight > 0)
 
-    def _on_probed(self, name: str, result: dict[str, Any]) -> None:
+    def _on_probed(self, name: str, result: HostProbe) -> None:
         self._done(name)
         self.reload()
         row = self.model.row_of(name)

@@ -371,13 +371,8 @@ class LaunchDialog(QDialog):
         self.steps_spin.setSpecialValueText("use epochs")
         self.ckpt_spin = QDoubleSpinBox()
         self.ckpt_spin.setRange(0.0, 1440.0)
-        self.ckpt_spin.setValue(
-            float(
-                settings.get("checkpoint_every_minutes")
-                if settings.get("checkpoint_every_minutes") is not None
-                else 10.0
-            )
-        )
+        every_minutes = settings.get("checkpoint_every_minutes")
+        self.ckpt_spin.setValue(float(every_minutes) if every_minutes is not None else 10.0)
         self.ckpt_spin.setSuffix(" min")
         self.ckpt_spin.setToolTip("time-based checkpoints: the safety net on spot hosts")
         form.addRow("Precision:", self.precision_combo)
@@ -440,12 +435,12 @@ class LaunchDialog(QDialog):
                 column.addWidget(box)
             column.addStretch(1)
             columns.addLayout(column, 1)
-        self.scroll = QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setWidget(content)
+        self.scroll_area = QScrollArea()  # not ``scroll``: that is QWidget.scroll(dx, dy)
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setWidget(content)
         self.content = content
-        outer.addWidget(self.scroll, 1)
+        outer.addWidget(self.scroll_area, 1)
 
         self.error_label = QLabel()
         self.error_label.setWordWrap(True)
@@ -488,7 +483,9 @@ class LaunchDialog(QDialog):
         self.command_box.setVisible(command)
         for widget in (self.model_box, self.train_box, self.device_combo):
             widget.setVisible(not command)
-        device_label = self.device_combo.parentWidget().layout().labelForField(self.device_combo)
+        holder = self.device_combo.parentWidget()
+        form = holder.layout() if holder is not None else None
+        device_label = form.labelForField(self.device_combo) if isinstance(form, QFormLayout) else None
         if device_label is not None:
             device_label.setVisible(not command)
         self.measure_button.setVisible(not command)
@@ -628,9 +625,12 @@ class LaunchDialog(QDialog):
     # -- size ------------------------------------------------------------------------------------
     def preferred_size(self) -> QSize:
         """The size that shows every field without scrolling (the two columns and the buttons)."""
-        margins = self.layout().contentsMargins()
-        spacing = max(0, self.layout().spacing())
-        self.content.layout().activate()  # fields shown or hidden since (a command or the trainer) count now
+        outer, inner = self.layout(), self.content.layout()
+        if outer is None or inner is None:  # not built yet
+            return self.sizeHint()
+        margins = outer.contentsMargins()
+        spacing = max(0, outer.spacing())
+        inner.activate()  # fields shown or hidden since (a command or the trainer) count now
         content = self.content.sizeHint()
         width = content.width() + margins.left() + margins.right() + 4
         height = content.height() + margins.top() + margins.bottom() + 4
@@ -643,7 +643,8 @@ class LaunchDialog(QDialog):
     def fit_to_screen(self) -> None:
         """Open at the preferred size, or the screen's available area (less a margin) when it is smaller:
         the fields scroll then, the buttons stay visible."""
-        screen = self.screen() if self.parentWidget() is None else self.parentWidget().screen()
+        parent = self.parentWidget()
+        screen = self.screen() if parent is None else parent.screen()
         wanted = self.preferred_size()
         if screen is None:
             self.resize(wanted)

@@ -78,7 +78,7 @@ class ElapsedAxis(pg.AxisItem):
     def major_step(cls, span: float, size: float) -> float:
         """Seconds between labelled ticks for ``span`` seconds over ``size`` pixels."""
         target = span * cls.TICK_PX / size
-        major = next((step for step in cls.TIME_STEPS if step >= target), None)
+        major: float | None = next((step for step in cls.TIME_STEPS if step >= target), None)
         if major is None:
             major = 86400.0 * _nice_step(target / 86400.0)
         return float(major)
@@ -476,7 +476,7 @@ class _PlotLines(pg.GraphicsObject):
         if not polys and owner not in self._lines:
             return
         self._about_to_change()
-        if polys:
+        if bounds is not None:  # some points: polylines and their bounds
             self._lines[owner] = (pen, polys, bounds)
         else:
             del self._lines[owner]
@@ -1024,15 +1024,15 @@ class LivePlots(QWidget):
             if len(inside):
                 wanted["loss"] += [float(np.fmin.reduce(inside)), float(np.fmax.reduce(inside))]
         wanted["spend"] += [v for v in (tel.budget_usd, tel.planned_cost_usd) if v]
-        for key, values in wanted.items():
-            if not values or (key == "mem" and self._capacity > 0):
+        for plot_key, values in wanted.items():
+            if not values or (plot_key == "mem" and self._capacity > 0):
                 continue
             values_arr = np.asarray(values, dtype=float)
-            current = self._y_ranges.get(key)
+            current = self._y_ranges.get(plot_key)
             new = _fit_range(current, float(np.fmin.reduce(values_arr)), float(np.fmax.reduce(values_arr)))
             if new is not None and new != current:
-                self._y_ranges[key] = new
-                self.plots[key].setYRange(*new, padding=0)
+                self._y_ranges[plot_key] = new
+                self.plots[plot_key].setYRange(*new, padding=0)
 
     def y_range(self, key: str) -> tuple[float, float]:
         """The y range plot ``key`` shows."""
@@ -1073,7 +1073,8 @@ class LivePlots(QWidget):
             self._x_range = (x_lo, x_hi)
             for plot in self.plots.values():
                 plot.getViewBox().setXRange(x_lo, x_hi, padding=0)
-            for item in (*self._grids, *self.marker_lines.values(), self.event_labels):
+            items: list[QGraphicsItem] = [*self._grids, *self.marker_lines.values(), self.event_labels]
+            for item in items:
                 item.update()
         for key in tel.gpu_keys:
             buf = tel.gpus[key]

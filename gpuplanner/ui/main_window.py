@@ -263,8 +263,9 @@ class MainWindow(QMainWindow):
         placeholder = self.stack.widget(index)
         current = self.stack.currentIndex()
         self.stack.insertWidget(index, pane)
-        self.stack.removeWidget(placeholder)
-        placeholder.deleteLater()
+        if placeholder is not None:
+            self.stack.removeWidget(placeholder)
+            placeholder.deleteLater()
         self.stack.setCurrentIndex(current)
         return pane
 
@@ -433,7 +434,7 @@ class MainWindow(QMainWindow):
             dialog.guideRequested.connect(self._on_user_guide)
             dialog.finished.connect(self._on_welcome_finished)
             self.welcome_dialog = dialog
-        dialog.dont_show.setChecked(app_settings().value("welcome/dismissed", False, type=bool))
+        dialog.dont_show.setChecked(bool(app_settings().value("welcome/dismissed", False, type=bool)))
         dialog.show()
         return dialog
 

@@ -206,7 +206,8 @@ class PlanForm(QWidget):
         for key, wanted in (("model", "preset"), ("model-config", "config.json"), ("params", "parameter count")):
             editor = self.editors[key]
             target = self.browse_button.parentWidget() if key == "model-config" else editor
-            self._set_row_visible(key, target, source == wanted)
+            if target is not None:
+                self._set_row_visible(key, target, source == wanted)
             if source != wanted:
                 self._show_error(key, "")
         values = self.values()

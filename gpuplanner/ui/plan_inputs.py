@@ -486,17 +486,18 @@ def inputs_from_values(values: Mapping[str, str]) -> PlanInputs:
     }
     tokens = v["data-unit"] == "tokens"
     size = _number("samples", v["samples"], "tokens" if tokens else "samples")
+    # the table's fields by PlanInputs name: choices as text, numbers as parse_value gives them
+    fields: dict[str, Any] = {key.replace("-", "_"): v[key] for key in CHOICE_KEYS}
+    fields.update({key.replace("-", "_"): value for key, value in numbers.items()})
+    fields["samples"], fields["tokens"] = (None, size) if tokens else (size, None)
     return PlanInputs(
         model=model,
         model_config=model_config,
         params=params,
         lora_targets=split_targets(v["lora-targets"]),
-        samples=None if tokens else size,
-        tokens=size if tokens else None,
         gpu=v["gpu"] or None,
         tf32=v["tf32"] == "on",
-        **{key.replace("-", "_"): v[key] for key in CHOICE_KEYS},
-        **{key.replace("-", "_"): value for key, value in numbers.items()},
+        **fields,
     )
 
 

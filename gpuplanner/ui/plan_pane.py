@@ -566,7 +566,7 @@ class PlanPane(QWidget):
         return plan_export.charts_image(self.memory_bar.view, self.chart.grab().toImage(), self.palette(), width)
 
     def export_png(self, path: str | Path) -> None:
-        if not self.charts_image().save(str(path), "PNG"):
+        if not self.charts_image().save(str(path), "PNG"):  # type: ignore[call-overload]  # str at run time, bytes in the stub
             raise OSError(f"cannot write {path}")
 
     def report(self) -> Report:

@@ -70,7 +70,7 @@ class RingBuffer:
         """Append one row (one value per column; ``None`` becomes NaN)."""
         self.extend(np.asarray([[np.nan if v is None else v for v in row]], dtype=np.float64))
 
-    def extend(self, rows: np.ndarray) -> None:
+    def extend(self, rows: np.ndarray | Sequence[Sequence[float]]) -> None:
         """Append rows given as an array of shape ``(m, len(columns))``."""
         rows = np.asarray(rows, dtype=np.float64)
         if rows.ndim != 2 or rows.shape[1] != len(self.columns):

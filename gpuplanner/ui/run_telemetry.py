@@ -227,7 +227,8 @@ class RunTelemetry:
                 total = rec.get("steps_total")
                 if isinstance(total, int) and total > 0:
                     self.steps_total = total
-                config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+                given = rec.get("config")
+                config = given if isinstance(given, dict) else {}
                 price = _num(config.get("price_per_gpu_hour"))
                 if not math.isnan(price):
                     self.price_per_gpu_hour = price

@@ -66,7 +66,8 @@ def demo_steps() -> int:
     from gpuplanner.ui.launch_dialog import _settings_store
 
     try:
-        steps = int(_settings_store().value(DEMO_STEPS_KEY, DEMO_STEPS))
+        stored = _settings_store().value(DEMO_STEPS_KEY, DEMO_STEPS)
+        steps = int(stored) if isinstance(stored, (int, float, str)) else DEMO_STEPS
     except (TypeError, ValueError):
         return DEMO_STEPS
     return max(10, steps)
@@ -698,7 +699,7 @@ class RunsPane(QWidget):
 
             db = connect(db_path)
             try:  # evaluated under the window's alert settings and stored with the run
-                alerts = [
+                alerts: list[tuple[str, ...]] = [
                     (a.kind, a.message, (a.diagnosis or {}).get("text", ""))
                     for a in refresh_alerts(db, run_id, settings)
                 ]
@@ -732,7 +733,7 @@ class RunsPane(QWidget):
         """The run's time breakdown bar: once the trainer reported phases, or the run has ended."""
         breakdown = entry.time_breakdown if entry is not None else None
         show = breakdown is not None and (breakdown.recorded or entry.state in FINAL_STATES)  # type: ignore[union-attr]
-        if show:
+        if show and breakdown is not None:
             self.time_bars.set_bars([("Where the time went", breakdown)])
         self.time_bars.setVisible(bool(show))
 

@@ -22,6 +22,7 @@ Exit status 0 when nothing failed (skips allowed), 1 otherwise.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import json
 import math
@@ -463,7 +464,7 @@ def run_self_test(out: TextIO | None = None, *, train: bool = True) -> int:
             window = WindowChecks(selftest)
             if selftest.check("window", window.open):
                 for pane in window.panes:
-                    selftest.check(f"pane {type(pane).__name__}", lambda pane=pane: window.visit(pane))
+                    selftest.check(f"pane {type(pane).__name__}", functools.partial(window.visit, pane))
                 selftest.check("plots", window.plots)
                 selftest.check("plan pane", window.plan_table)
             selftest.check("window closed", window.close)

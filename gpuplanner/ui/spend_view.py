@@ -101,8 +101,8 @@ class SpendDialog(QDialog):
 
     def inputs(self) -> tuple[str | None, str | None, dict[str, str]]:
         """The fields checked (raises ValueError with the field's name first)."""
-        by = self.by_combo.currentText().strip()
-        by = None if by in ("", NO_GROUP) else by
+        text = self.by_combo.currentText().strip()
+        by = None if text in ("", NO_GROUP) else text
         if by is not None:
             try:
                 parse_tags([f"{by}=x"])

@@ -5,6 +5,7 @@ JSON keep their own column names."""
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
 from gpuplanner.export.human import DASH, human_cost, human_hours, human_money, human_number
@@ -45,7 +46,7 @@ def _resource(value: float, unit: str) -> str:
     return f"{human_number(value)} {unit}"
 
 
-def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     head = "".join(f"<th align='{'left' if i == 0 else 'right'}'>{html.escape(h)}</th>" for i, h in enumerate(headers))
     body = "".join(
         "<tr>"
@@ -93,7 +94,7 @@ def estimate_html(document: dict[str, Any], gpu: str | None = None, dark: bool =
         f"{human_money(trial['cost_usd'])} ({html.escape(trial['pricing'])}, "
         f"{human_money(trial['usd_per_hour'])} an hour{dated}).</p>"
     ]
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for name, key in (("With pruning", "pruned"), ("Without pruning", "unpruned")):
         part = document[key]
         rows.append(

@@ -148,7 +148,7 @@ class TimeBars(QWidget):
     def set_bars(self, bars: list[tuple[str, TimeBreakdown]], focus: int = -1) -> None:
         while self._grid.count():
             item = self._grid.takeAt(0)
-            widget = item.widget()
+            widget = item.widget() if item is not None else None
             if widget is not None:
                 widget.hide()
                 widget.setParent(None)

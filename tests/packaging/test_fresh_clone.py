@@ -47,7 +47,7 @@ def env_without_make_flags() -> dict[str, str]:
     return env
 
 
-def test_make_test_checks_system_packages_lint_and_docs_before_pytest(clone: Path) -> None:
+def test_make_test_checks_system_packages_lint_types_and_docs_before_pytest(clone: Path) -> None:
     result = subprocess.run(
         ["make", "-n", "test"], cwd=clone, env=env_without_make_flags(), capture_output=True, text=True, timeout=120
     )
@@ -65,6 +65,7 @@ def test_make_test_checks_system_packages_lint_and_docs_before_pytest(clone: Pat
         first("ruff check ."),
         first("ruff format --check ."),
         first("lint-imports"),
+        first("-m mypy"),
         first("mkdocs build --strict"),
         first("-m pytest"),
     ]

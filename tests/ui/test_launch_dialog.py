@@ -42,7 +42,7 @@ def test_opens_smaller_than_its_screen_and_scrolls(qtbot: Any) -> None:
     qtbot.waitExposed(dialog)
     assert dialog.width() <= room.width() and dialog.height() <= room.height()
     dialog.resize(700, 420)  # a tiny screen: the fields scroll, the buttons stay
-    qtbot.waitUntil(lambda: dialog.scroll.verticalScrollBar().maximum() > 0)
+    qtbot.waitUntil(lambda: dialog.scroll_area.verticalScrollBar().maximum() > 0)
     assert dialog.launch_button.isVisible() and dialog.launch_button.geometry().bottom() < dialog.height()
 
 

@@ -28,7 +28,7 @@ import math
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Literal, overload
 
 ENV_FILE = "GPUPLANNER_TELEMETRY_FILE"
 EXIT_RESUME = 75
@@ -57,6 +57,10 @@ def resumed() -> bool:
     return os.environ.get("GPUPLANNER_RESUMED") == "1"
 
 
+@overload
+def _number(name: str, value: Any, whole: Literal[True]) -> int | None: ...
+@overload
+def _number(name: str, value: Any, whole: Literal[False] = False) -> float | None: ...
 def _number(name: str, value: Any, whole: bool = False) -> float | int | None:
     if value is None:
         return None
@@ -104,9 +108,10 @@ def log_step(
     **extra: Any,
 ) -> dict[str, Any] | None:
     """Record optimizer step ``step``; returns the record written (None when not enabled)."""
-    step = _number("step", step, whole=True)
-    if step is None:
+    checked_step = _number("step", step, whole=True)
+    if checked_step is None:
         raise TypeError("gpuplanner_telemetry: step must be a whole number, not None")
+    step = checked_step
     tokens, samples = _number("tokens", tokens, True), _number("samples", samples, True)
     tokens_total, samples_total = (
         _number("tokens_total", tokens_total, True),
@@ -145,11 +150,11 @@ def log_step(
 
 def log_eval(step: int, eval_loss: float | None = None, **metrics: Any) -> dict[str, Any] | None:
     """Record an evaluation at ``step`` (``eval_loss`` and any other numbers)."""
-    step = _number("step", step, whole=True)
+    whole_step = _number("step", step, whole=True)
     eval_loss = _number("eval_loss", eval_loss)
     if not enabled():
         return None
-    record = {"kind": "eval", "t": time.time(), "step": step, "eval_loss": eval_loss}
+    record = {"kind": "eval", "t": time.time(), "step": whole_step, "eval_loss": eval_loss}
     record.update({k: v for k, v in metrics.items() if k not in record})
     with _lock:
         _write(record)
