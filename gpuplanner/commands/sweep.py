@@ -42,6 +42,7 @@ from gpuplanner.sweep.schedule import PRUNERS, Schedule
 from gpuplanner.sweep.sizing import FORMULA_SOURCE, Sizing, SizingRequest, size_for_budget
 from gpuplanner.sweep.space import RESERVED_FLAGS, SweepInputError, load_space
 from gpuplanner.sweep.study import SAMPLERS
+from trainer.settings import TrainSettings
 
 
 def _number(text: str) -> float:
@@ -344,6 +345,10 @@ def settings_from_args(args: argparse.Namespace, db_path: Path) -> SweepSettings
         name = flag.split("=", 1)[0]
         if name in RESERVED_FLAGS:
             raise SweepInputError("TRAINER FLAGS", f"{name} is set by the search for every trial; leave it out")
+    try:  # flags the trainer would refuse fail here, not in every trial (the settings contract parses them)
+        TrainSettings.from_argv(flags)
+    except ValueError as exc:
+        raise SweepInputError("TRAINER FLAGS", str(exc).removeprefix("trainer flags: ")) from None
     if args.budget_usd is None and args.max_gpu_hours is None:
         raise SweepInputError("--budget-usd", "a search needs a cap: give --budget-usd and/or --max-gpu-hours")
     hosts = tuple(h.strip() for h in args.host.split(",") if h.strip())
