@@ -208,6 +208,19 @@ class TrainSettings:
                 out += [flag, str(value)]
         return out
 
+    def to_config(self) -> dict[str, object]:
+        """The settings that are set as trainer config entries (``run_start``'s ``config`` keys: the method as
+        ``lora_rank`` and ``qlora``); ``from_config()`` reads them back."""
+        out: dict[str, object] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "method" or value is None or value == ():
+                continue
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        if self.method != "full":
+            out["qlora"] = self.method == "qlora"
+        return out
+
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> TrainSettings:
         """The shared settings in trainer flags (parsed by the trainer's own parser; its other flags are

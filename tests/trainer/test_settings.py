@@ -79,6 +79,32 @@ def test_the_trainer_resolves_the_flags_to_the_same_settings() -> None:
     assert names <= set(trainer_config.FIELDS), "every shared setting is a trainer config field"
 
 
+def test_config_round_trip_over_every_field() -> None:
+    for method, rank in (("full", None), ("lora", 4), ("qlora", 8)):
+        one = dataclasses.replace(EVERY_FIELD, method=method, lora_rank=rank)
+        assert TrainSettings.from_config(json.loads(json.dumps(one.to_config()))) == one
+    assert TrainSettings().to_config() == {}
+
+
+def test_a_user_commands_plan_facts_are_read_as_every_run_is() -> None:
+    """A command of one's own launched against a QLoRA plan with selective checkpointing: its facts are trainer
+    config entries that calibration files under qlora and the diagnosis reads back in planner words."""
+    from gpuplanner.history.calibration import method_of
+    from gpuplanner.launch.command_lines import plan_facts
+
+    inputs = {"model": "gpt2", "method": "qlora", "lora_rank": 32, "precision": "bf16-mixed", "seq_len": 256}
+    facts = plan_facts({"inputs": {**inputs, "grad_checkpointing": "selective", "gpu": "H100 SXM"}})
+    assert facts["grad_checkpointing"] == "selective" and facts["qlora"] is True and "method" not in facts
+    settings = TrainSettings.from_config(facts)
+    assert (method_of(facts), settings.lora_rank, settings.seq_len, settings.planner_precision) == (
+        "qlora",
+        32,
+        256,
+        "bf16-mixed",
+    )
+    assert plan_facts({"inputs": {"method": "lora", "lora_rank": 0}}) == {}  # not a plan: no facts
+
+
 def test_unknown_or_bad_flags_are_a_value_error() -> None:
     with pytest.raises(ValueError, match="--no-such-flag"):
         TrainSettings.from_argv(["--no-such-flag", "1"])
