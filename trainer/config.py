@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer.settings import TRAINER_CHECKPOINTING, TRAINER_PRECISIONS
+
 
 @dataclass
 class TrainConfig:
@@ -92,8 +94,8 @@ class TrainConfig:
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 CHOICES = {
-    "precision": ("auto", "bf16-mixed", "fp16-mixed", "bf16", "fp16", "fp32"),
-    "grad_checkpointing": ("off", "every", "every-other", "selective"),
+    "precision": TRAINER_PRECISIONS,  # the vocabulary and its planner names: trainer/settings.py
+    "grad_checkpointing": TRAINER_CHECKPOINTING,
     "task": ("causal-lm", "seq-cls"),
     "preemption_provider": ("auto", "aws", "gcp", "azure"),
     "attn_implementation": ("sdpa", "eager", "flash_attention_2"),

@@ -259,6 +259,19 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
         dist.shutdown()
 
 
+def _model_arch(model: torch.nn.Module) -> dict[str, Any] | None:
+    """The model's Hugging Face config for ``run_start`` (:func:`trainer.protocol.model_arch`); None without one
+    (a LoRA-wrapped model forwards ``config`` to its base)."""
+    hf_config = getattr(model, "config", None)
+    to_dict = getattr(hf_config, "to_dict", None)
+    if not callable(to_dict):
+        return None
+    try:
+        return protocol.model_arch(to_dict())
+    except (TypeError, ValueError):
+        return None
+
+
 class _Trainer:
     def __init__(
         self,
@@ -787,6 +800,7 @@ class _Trainer:
             fsdp=self.fsdp,
             meta_init=self.meta_init,
             param_bytes_per_rank=fsdp_mod.local_parameter_bytes(self.model),
+            model_arch=_model_arch(raw),
             **({"labels": self.data.labels} if isinstance(self.data, data_mod.ClassificationData) else {}),
         )
         if resumed is not None:

@@ -11,6 +11,10 @@ its start (``startup``, ``compile``, ``data``, ``train``, ``checkpoint``, ``eval
 ``phases_start`` is that process's start (Unix seconds, the ``t`` of its ``run_start``), which tells
 the processes of a resumed run apart. Records without them (older trainers) stay valid.
 
+``run_start`` may carry ``model_arch`` (trainers since the settings contract): the model's architecture as
+its Hugging Face config describes it (:func:`model_arch`), so the desktop side can plan a model built from a
+``config.json`` that is not a planner preset. Records without it stay valid (readers fall back to the name).
+
 Readers must survive half-written last lines, garbage and unknown kinds: :class:`StreamParser` skips
 and counts them and tracks the byte offset up to which input was consumed, so a reader can resume a
 stream exactly where it stopped.
@@ -185,6 +189,31 @@ def config_model_name(path: str) -> str:
     if name.lower() == "config.json" and len(parts) > 1 and parts[-2] != "..":
         return parts[-2]
     return name[:-5] if name.lower().endswith(".json") and len(name) > 5 else name
+
+
+# Hugging Face config entries that describe labels or tokenizer ids, not the architecture: left out
+_NOT_ARCH = frozenset({"id2label", "label2id", "task_specific_params", "architectures"})
+
+
+def model_arch(hf_config: dict[str, Any]) -> dict[str, Any]:
+    """The architecture fields of a Hugging Face config (``PretrainedConfig.to_dict()``) for ``run_start``'s
+    ``model_arch``: entries that are JSON numbers, strings, booleans or null, and nested objects of them
+    (``text_config``); private keys (``_...``) and label maps left out."""
+
+    def plain(value: Any) -> bool:
+        return (
+            value is None or isinstance(value, (str, bool, int)) or (isinstance(value, float) and math.isfinite(value))
+        )
+
+    out: dict[str, Any] = {}
+    for key, value in hf_config.items():
+        if not isinstance(key, str) or key.startswith("_") or key in _NOT_ARCH:
+            continue
+        if plain(value):
+            out[key] = value
+        elif isinstance(value, dict):
+            out[key] = {k: v for k, v in value.items() if isinstance(k, str) and not k.startswith("_") and plain(v)}
+    return out
 
 
 def make_record(kind: str, seq: int, t: float, **fields: Any) -> dict[str, Any]:

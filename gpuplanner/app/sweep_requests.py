@@ -27,6 +27,7 @@ from gpuplanner.sweep.lookback import SWEEP_TAG
 from gpuplanner.sweep.runner import SweepSettings
 from gpuplanner.sweep.schedule import Schedule
 from gpuplanner.sweep.space import RESERVED_FLAGS, SweepInputError, load_space
+from trainer.settings import TrainSettings
 
 SearchDocument = dict[str, Any]  # the JSON document of `sweep plan --json` (names in docs/sweeps.md)
 
@@ -131,6 +132,10 @@ def sweep_settings(request: SweepRunRequest, db_path: Path) -> SweepSettings:
         name = flag.split("=", 1)[0]
         if name in RESERVED_FLAGS:
             raise SweepInputError("TRAINER FLAGS", f"{name} is set by the search for every trial; leave it out")
+    try:  # flags the trainer would refuse fail here, not in every trial (the settings contract parses them)
+        TrainSettings.from_argv(list(flags))
+    except ValueError as exc:
+        raise SweepInputError("TRAINER FLAGS", str(exc).removeprefix("trainer flags: ")) from None
     if request.budget_usd is None and request.max_gpu_hours is None:
         raise SweepInputError("--budget-usd", "a search needs a cap: give --budget-usd and/or --max-gpu-hours")
     _positive("--budget-usd", request.budget_usd)

@@ -128,6 +128,7 @@ def run_context(db: Database, run_id: int, steps: StepStats) -> RunContext:
         price=price,
         config=config,
         precision=precision if isinstance(precision, str) else None,
+        model_arch=detail.get("model_arch") if isinstance(detail.get("model_arch"), dict) else None,
         cpu_count=cpu_count if isinstance(cpu_count, int) and cpu_count > 0 else None,
         gpus_per_node=len(gpus_list) if isinstance(gpus_list, list) and gpus_list else 1,
         steps_done=last_step,

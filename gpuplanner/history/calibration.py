@@ -24,7 +24,9 @@ from typing import Any
 from sqlite_utils import Database
 
 from gpuplanner.history.db import HistoryError, write_transaction
+from gpuplanner.history.runs import json_object
 from trainer.reports import BenchReport
+from trainer.settings import METHODS, TrainSettings
 
 FINISHED = ("finished", "budget_stop", "early_stop")
 # (gpu_type, model_name, method, seq_len, arithmetic): what must match for measurements to be combined
@@ -66,14 +68,15 @@ def arithmetic_of(precision: Any) -> str:
 
 
 def method_of(config: Mapping[str, Any]) -> str:
-    """The training method a run's config or a bench result describes: an explicit ``method`` key, else
-    "lora" when it trained LoRA adapters (``lora_rank`` > 0, or fewer trainable than total parameters)."""
+    """The training method a run's config or a bench result describes, read by the settings contract
+    (:class:`trainer.settings.TrainSettings`: ``lora_rank`` > 0 is lora, with ``qlora`` qlora; an older
+    row's explicit ``method``), else "lora" when fewer parameters were trainable than there are."""
     method = config.get("method")
-    if isinstance(method, str) and method.strip():
-        return method.strip().lower()
-    rank = _num(config.get("lora_rank"))
-    if rank is not None and rank > 0:
-        return "lora"
+    if isinstance(method, str) and method.strip() and method.strip().lower() not in METHODS:
+        return method.strip().lower()  # a method the contract does not know, named by an imported run
+    settings = TrainSettings.from_config(config)
+    if settings.method != "full":
+        return settings.method
     trainable, total = _num(config.get("trainable_params")), _num(config.get("params"))
     if trainable is not None and total is not None and 0 < trainable < total:
         return "lora"
@@ -158,14 +161,9 @@ def _from_runs(db: Database, gpu_type: str | None, model_name: str | None) -> li
         sps = _median([r[1] for r in throughput])
         if tps is None and sps is None:
             continue
-        config = _json_object(config_json)
-        key = (
-            gpu,
-            model,
-            method_of(config),
-            _int_or_none(_num(config.get("seq_len"))),
-            arithmetic_of(config.get("precision")),
-        )
+        config = json_object(config_json)  # the trainer's run_start config
+        settings = TrainSettings.from_config(config)
+        key = (gpu, model, method_of(config), settings.seq_len, arithmetic_of(settings.precision))
         groups.setdefault(key, []).append((run_id, gpus, ended_at, peak, tps, sps, config))
     out = []
     for (gpu, model, method, seq_len, arithmetic), rows in groups.items():
@@ -190,19 +188,11 @@ def _from_runs(db: Database, gpu_type: str | None, model_name: str | None) -> li
                 len(rows),
                 tuple(r[0] for r in rows),
                 seq_len,
-                _int_or_none(_num(rows[-1][6].get("micro_batch"))),
+                TrainSettings.from_config(rows[-1][6]).micro_batch,
                 max((r[2] or 0.0) for r in rows),
             )
         )
     return out
-
-
-def _json_object(text: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _num(value: Any) -> float | None:
@@ -223,7 +213,7 @@ def _from_bench(db: Database, gpu_type: str | None, model_name: str | None) -> l
         params.append(model_name)
     groups: dict[Key, list[tuple[Any, ...]]] = {}
     for row in db.execute(sql + " ORDER BY id", params).fetchall():
-        result = _json_object(row[9])
+        result = json_object(row[9])
         key = (row[1], row[2], method_of(result), row[3], arithmetic_of(result.get("precision")))
         groups.setdefault(key, []).append(row)
     out = []

@@ -26,13 +26,14 @@ from gpuplanner.export.human import human_money
 from gpuplanner.history.alert_rules import Alert, AlertSettings, gpu_label
 from gpuplanner.plan.catalog import CatalogError, GpuSpec, load_catalog
 from gpuplanner.plan.inputs import PlanInputs
+from gpuplanner.plan.model_spec import ModelSpec, from_config
 from gpuplanner.plan.planner import make_plan
-from gpuplanner.plan.setup import PRECISIONS, PlanInputError
+from gpuplanner.plan.setup import PlanInputError
+from trainer.settings import TrainSettings, precision_to_planner
 from trainer.spend import cost_for_hours
 
 ACTIVE = ("running", "starting", "preempted")
 TARGET_MEM_FRAC = 0.8  # a suggested micro-batch keeps the planner's peak memory under this share
-CHECKPOINTING = {"off": "none", "every": "full", "every-other": "every-other"}
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class RunContext:
     price: float | None = None  # $ per GPU-hour
     config: Mapping[str, Any] = field(default_factory=dict)  # the trainer's settings (run_start)
     precision: str | None = None  # the precision the trainer ran (run_start), else the configured one
+    model_arch: Mapping[str, Any] | None = None  # the model's Hugging Face config (run_start's model_arch)
     cpu_count: int | None = None
     gpus_per_node: int = 1
     steps_done: int | None = None
@@ -69,9 +71,10 @@ class PlannerModel:
         self.ctx = ctx
         self.gpu: GpuSpec | None = None
         self.base: PlanInputs | None = None
+        self.spec: ModelSpec | None = None  # the model from its recorded architecture (not a preset)
         self.why_not = ""
         self._cache: dict[tuple[tuple[str, Any], ...], Any] = {}
-        config = ctx.config
+        settings = TrainSettings.from_config(ctx.config)  # the settings contract: one reading of the config
         if not ctx.gpu_type:
             self.why_not = "the run's GPU type is not recorded"
             return
@@ -83,28 +86,35 @@ class PlannerModel:
         if self.gpu is None:
             self.why_not = f"the catalog does not know the GPU {ctx.gpu_type!r}"
             return
-        model = config.get("model")
-        if not isinstance(model, str) or not model:
-            self.why_not = "the run's model is not a planner preset"
+        if ctx.model_arch:
+            try:
+                self.spec = from_config(ctx.model_arch, settings.model_name, source="the run's recorded config")
+            except (PlanInputError, ValueError, KeyError, TypeError, OverflowError):
+                self.spec = None
+        if self.spec is None and not settings.model:
+            self.why_not = "the run's model is not a planner preset and the trainer recorded no model description"
             return
-        precision = ctx.precision if ctx.precision in PRECISIONS else "bf16-mixed"
-        lora = int(config.get("lora_rank") or 0)
+        try:
+            precision = precision_to_planner(ctx.precision or settings.precision or "auto") or "bf16-mixed"
+        except ValueError:
+            precision = "bf16-mixed"
         try:
             self.base = PlanInputs(
-                model=model,
-                method="lora" if lora > 0 else "full",
-                lora_rank=lora if lora > 0 else 16,
+                model=settings.model if self.spec is None else None,
+                method=settings.method,
+                lora_rank=settings.lora_rank or 16,
                 precision=precision,
-                micro_batch=int(config.get("micro_batch") or 1),
-                grad_accum=int(config.get("grad_accum") or 1),
-                seq_len=int(config.get("seq_len") or 512),
-                grad_checkpointing=CHECKPOINTING.get(str(config.get("grad_checkpointing")), "none"),
+                micro_batch=settings.micro_batch or 1,
+                grad_accum=settings.grad_accum or 1,
+                seq_len=settings.seq_len or 512,
+                grad_checkpointing=settings.planner_checkpointing,
                 gpu=self.gpu.name,
                 gpus=ctx.gpu_count,
-                sharding="fsdp" if config.get("fsdp") else "ddp",
+                sharding="fsdp" if settings.fsdp else "ddp",
                 price=ctx.price if ctx.price and ctx.price > 0 else None,
             )
-            self.base.model_spec()  # a model the planner knows (a preset)
+            if self.spec is None:
+                self.base.model_spec()  # a model the planner knows (a preset)
         except (PlanInputError, ValueError, TypeError) as exc:
             self.base = None
             self.why_not = f"the planner cannot take the run's settings ({exc})"
@@ -124,7 +134,10 @@ class PlannerModel:
             plan = None
             if inputs is not None:
                 try:
-                    plan = make_plan(inputs.to_request(default_gpu=None), load_catalog(), suggest=False)
+                    request = inputs.to_request(default_gpu=None)
+                    if self.spec is not None:  # the run's own model, not the form's preset
+                        request = replace(request, model=self.spec)
+                    plan = make_plan(request, load_catalog(), suggest=False)
                 except (PlanInputError, CatalogError, ValueError, ZeroDivisionError, OverflowError):
                     plan = None
             self._cache[key] = plan
@@ -150,7 +163,11 @@ class PlannerModel:
             return None
         keys: tuple[str, ...] = ("model", "method", "lora_rank", "precision", "micro_batch", "grad_accum", "seq_len")
         keys += ("grad_checkpointing", "gpu", "gpus", "sharding", "price", "tokens_per_s")
-        return {k: getattr(inputs, k) for k in keys if getattr(inputs, k) is not None}
+        out = {k: getattr(inputs, k) for k in keys if getattr(inputs, k) is not None}
+        if self.spec is not None:  # a model from a config file: the Plan form gets its parameter count
+            out.pop("model", None)
+            out["params"] = self.spec.n_params
+        return out
 
 
 def _saving(ctx: RunContext, seconds_per_step: float | None, gpus: float | None = None) -> tuple[float | None, ...]:

@@ -27,6 +27,7 @@ from sqlite_utils import Database
 from gpuplanner.history.db import HistoryError, write_transaction
 from gpuplanner.history.rollup import Rollups
 from gpuplanner.history.run_cost import known_price
+from gpuplanner.history.runs import json_object
 from gpuplanner.history.schema import V4_METRICS
 from gpuplanner.history.stops import apply_pending_stop
 from trainer.protocol import (
@@ -431,8 +432,12 @@ class Ingestor:
         host = record.get("host")
         host_name = host.get("name") if isinstance(host, dict) else host
         price = known_price(_num(config.get("price_per_gpu_hour")))  # 0 from an older trainer: no price
+        # The run's config is what the trainer really ran: the newest run_start's config, over what the row
+        # held (a user command's plan facts; the launcher's own document is in runs.launch_json)
+        old = db.execute("SELECT config_json FROM runs WHERE id = ?", [run_id]).fetchone()
+        config = {**json_object(old[0] if old else None), **config}
         db.execute(
-            "UPDATE runs SET config_json = COALESCE(config_json, ?), started_at = COALESCE(started_at, ?),"
+            "UPDATE runs SET config_json = ?, started_at = COALESCE(started_at, ?),"
             " host = COALESCE(host, ?), gpu_count = COALESCE(gpu_count, ?), model_name = COALESCE(model_name, ?),"
             " price_usd_per_gpu_hour = COALESCE(price_usd_per_gpu_hour, ?) WHERE id = ?",
             [

@@ -4,6 +4,10 @@ An events file belongs to one run (``run_streams``, keyed by the file's resolved
 :func:`run_for_stream` finds or creates that run in one ``BEGIN IMMEDIATE`` transaction, so any number
 of processes importing one file at once end up with one run, and importing the run directory of a run
 that ``gpuplanner run`` launched finds that run instead of making a copy.
+
+A run's ``config`` is the trainer's own ``run_start`` config (what it really ran; a user command's run
+also keeps the plan facts it was launched with); ``launch`` is what GPU Planner launched
+(:class:`LaunchDocument`), None for an imported run.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlite_utils import Database
 
@@ -46,7 +50,19 @@ RUN_COLUMNS = (
     "planned_samples_per_s",
     "source",
     "created_at",
+    "launch_json",
 )
+
+
+class LaunchDocument(TypedDict, total=False):
+    """What GPU Planner launched (``runs.launch_json``): the bundled trainer's flags or the user's own
+    command with its working directory, and ``launch`` (nodes, process groups, restarts, price, budget ...:
+    ``gpuplanner.launch.manager``'s launch record)."""
+
+    trainer_args: list[str]
+    command: list[str]
+    workdir: str | None
+    launch: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -74,14 +90,27 @@ class Run:
     planned_samples_per_s: float | None
     source: str | None
     created_at: float
+    launch_json: str | None = None
 
     @property
     def config(self) -> dict[str, Any]:
-        try:
-            value = json.loads(self.config_json) if self.config_json else {}
-        except (ValueError, RecursionError):  # damaged outside the app: no config rather than a crash
-            return {}
-        return value if isinstance(value, dict) else {}
+        """The trainer's ``run_start`` config ({} until it arrives)."""
+        return json_object(self.config_json)
+
+    @property
+    def launch(self) -> LaunchDocument | None:
+        """What GPU Planner launched; None for an imported run."""
+        value = json_object(self.launch_json)
+        return LaunchDocument(**value) if value else None  # type: ignore[typeddict-item]
+
+
+def json_object(text: str | None) -> dict[str, Any]:
+    """A JSON object stored in a text column; {} for nothing, damage or another JSON type."""
+    try:
+        value = json.loads(text) if text else {}
+    except (ValueError, RecursionError):  # damaged outside the app: nothing rather than a crash
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def create_run(
@@ -100,6 +129,7 @@ def create_run(
     started_at: float | None = None,
     planned: dict[str, float | None] | None = None,
     tags: Mapping[str, str] | None = None,
+    launch: LaunchDocument | None = None,
 ) -> int:
     """Insert a run (status ``running``) and return its id. ``planned`` keys: hours, cost_usd,
     peak_mem_bytes, tokens_per_s, samples_per_s; ``tags`` (``key: value``) are stored with it, in the same
@@ -120,6 +150,7 @@ def create_run(
             source=source,
             started_at=started_at,
             planned=planned,
+            launch=launch,
         )
         insert_tags(db, run_id, tags)
         return run_id
@@ -140,6 +171,7 @@ def _insert_run(
     source: str | None,
     started_at: float | None,
     planned: dict[str, float | None] | None,
+    launch: LaunchDocument | None = None,
 ) -> int:
     """The INSERT of :func:`create_run`, inside the caller's write transaction."""
     if pricing not in PRICING:
@@ -156,8 +188,8 @@ def _insert_run(
     cursor = db.execute(
         "INSERT INTO runs (name, host_id, host, gpu_type, gpu_count, price_usd_per_gpu_hour, pricing, model_name,"
         " config_json, plan_id, status, started_at, planned_hours, planned_cost_usd, planned_peak_mem_bytes,"
-        " planned_tokens_per_s, planned_samples_per_s, source, created_at)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,'running',?,?,?,?,?,?,?,?)",
+        " planned_tokens_per_s, planned_samples_per_s, source, created_at, launch_json)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,'running',?,?,?,?,?,?,?,?,?)",
         [
             name,
             host_id,
@@ -177,6 +209,7 @@ def _insert_run(
             planned.get("samples_per_s"),
             source,
             time.time(),
+            json.dumps(launch) if launch is not None else None,
         ],
     )
     assert cursor.lastrowid is not None
@@ -226,10 +259,10 @@ _CREATE_DEFAULTS: dict[str, Any] = {
 }
 
 
-def _node_streams(config_json: str | None) -> list[tuple[str, str]]:
+def _node_streams(launch_json: str | None) -> list[tuple[str, str]]:
     """(host, run_dir) of each node a launched run recorded; nothing for anything unreadable."""
     try:
-        nodes = json.loads(config_json or "{}").get("launch", {}).get("nodes", [])
+        nodes = json.loads(launch_json or "{}").get("launch", {}).get("nodes", [])
         return [(str(n["host"]), str(n["run_dir"])) for n in nodes if n.get("run_dir")]
     except (ValueError, TypeError, AttributeError, KeyError):
         return []
@@ -239,11 +272,11 @@ def _launched_run(db: Database, source: str) -> tuple[int, str] | None:
     folder = str(Path(source).parent)
     name = Path(source).name
     rows = db.execute(
-        "SELECT id, config_json FROM runs WHERE source LIKE ? AND config_json LIKE '%\"run_dir\"%' ORDER BY id",
+        "SELECT id, launch_json FROM runs WHERE source LIKE ? AND launch_json LIKE '%\"run_dir\"%' ORDER BY id",
         [LAUNCH_SOURCE_PREFIX + "%"],
     ).fetchall()
-    for run_id, config_json in rows:
-        for host, run_dir in _node_streams(config_json):
+    for run_id, launch_json in rows:
+        for host, run_dir in _node_streams(launch_json):
             try:
                 same = Path(run_dir).resolve() == Path(folder)
             except (OSError, RuntimeError, ValueError):
@@ -256,7 +289,7 @@ def _launched_run(db: Database, source: str) -> tuple[int, str] | None:
 
 def _stream_name(db: Database, run_id: int, source: str) -> str:
     """The stream name under which the run reads ``source``: its watcher's, for a launched run."""
-    row = db.execute("SELECT source, config_json FROM runs WHERE id = ?", [run_id]).fetchone()
+    row = db.execute("SELECT source FROM runs WHERE id = ?", [run_id]).fetchone()
     if row is None or not str(row[0] or "").startswith(LAUNCH_SOURCE_PREFIX):
         return source
     found = _launched_run(db, source)
@@ -298,9 +331,12 @@ def list_runs(db: Database, *, limit: int | None = None, status: str | None = No
 
 
 def update_run(db: Database, run_id: int, **values: Any) -> None:
-    """Set columns of a run (names from :data:`RUN_COLUMNS`, ``config`` as a dict)."""
+    """Set columns of a run (names from :data:`RUN_COLUMNS`, ``config`` as a dict, ``launch`` as a
+    :class:`LaunchDocument`)."""
     if "config" in values:
         values["config_json"] = json.dumps(values.pop("config"))
+    if "launch" in values:
+        values["launch_json"] = json.dumps(values.pop("launch"))
     bad = [k for k in values if k not in RUN_COLUMNS or k == "id"]
     if bad:
         raise ValueError(f"unknown run columns: {', '.join(bad)}")

@@ -26,6 +26,13 @@ phase as its newest record reports them, keyed by the process start), for the ti
 (``time_breakdown.py``). Runs recorded before it have no rows and say "not recorded".
 Version 7 (``m008_tags``) adds ``run_tags``: optional ``key=value`` tags per run (a project, an owner, a search), for
 filtering and summing spend (additive: no existing row changes).
+Version 8 (``m009_launch_document``) gives the launcher's document its own column: ``runs.config_json`` is the
+trainer's own ``run_start`` config (what the trainer really ran: method, sequence length, precision,
+checkpointing in its spelling, ``trainer/settings.py``), ``runs.launch_json`` what GPU Planner launched (the
+trainer flags or the user's command, and ``launch``: nodes, process groups, restarts ...). Launched runs stored
+before it held the launch document in ``config_json``; it moves to ``launch_json`` and the config becomes the
+run's newest stored ``run_start`` config (a user command's plan facts stay in the config), so calibration and
+diagnosis read one field.
 ``PRAGMA user_version`` mirrors the number of applied migrations.
 """
 
@@ -401,4 +408,38 @@ def m008_tags(db: Database) -> None:
     _run_script(db, TAGS)
 
 
-SCHEMA_VERSION = 7
+# The keys of a launch document (``runs.launch_json``), as launched runs stored them in their config before v8
+LAUNCH_KEYS = ("trainer_args", "launch", "command", "workdir")
+
+
+@MIGRATIONS(name="m009_launch_document")
+def m009_launch_document(db: Database) -> None:
+    import json
+
+    db.execute("ALTER TABLE runs ADD COLUMN launch_json TEXT")
+    rows = db.execute("SELECT id, config_json FROM runs WHERE config_json IS NOT NULL").fetchall()
+    for run_id, config_json in rows:
+        try:
+            config = json.loads(config_json)
+        except ValueError:
+            continue
+        if not isinstance(config, dict) or not any(k in config for k in LAUNCH_KEYS):
+            continue
+        launch = {k: config[k] for k in LAUNCH_KEYS if k in config}
+        rest = {k: v for k, v in config.items() if k not in LAUNCH_KEYS}  # a user command's plan facts
+        start = db.execute(
+            "SELECT detail_json FROM events WHERE run_id = ? AND kind = 'run_start' ORDER BY seq DESC LIMIT 1", [run_id]
+        ).fetchone()
+        try:
+            detail = json.loads(start[0]) if start and start[0] else {}
+        except ValueError:
+            detail = {}
+        trainer = detail.get("config") if isinstance(detail, dict) else None
+        new = {**rest, **trainer} if isinstance(trainer, dict) else rest
+        db.execute(
+            "UPDATE runs SET config_json = ?, launch_json = ? WHERE id = ?",
+            [json.dumps(new) if new else None, json.dumps(launch), run_id],
+        )
+
+
+SCHEMA_VERSION = 8

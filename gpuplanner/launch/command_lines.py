@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from trainer.reports import BenchReport
+from trainer.settings import TrainSettings
 
 MANAGED_FLAGS = ("--run-dir", "--price-per-gpu-hour", "--budget-usd")
 
@@ -53,14 +54,20 @@ def check_user_command(
     return out
 
 
-def plan_facts(document: dict[str, Any] | None) -> dict[str, Any]:
-    """What a run of the user's own command is calibrated under, from the plan it was launched against:
-    the model, method, precision, sequence length and micro-batch (``inputs`` of ``plan --json``)."""
+def plan_facts(document: dict[str, Any] | None) -> dict[str, object]:
+    """What a run of the user's own command is calibrated and diagnosed under, from the plan it was launched
+    against (``inputs`` of ``plan --json``): the model, method (LoRA rank), precision, checkpointing, sequence
+    length, micro-batch and accumulation, as trainer config entries (the settings contract's spelling, which
+    the history reads for every run)."""
     inputs = document.get("inputs") if isinstance(document, dict) else None
     if not isinstance(inputs, dict):
         return {}
-    keys = ("model", "method", "precision", "seq_len", "micro_batch", "grad_accum")
-    return {k: inputs[k] for k in keys if inputs.get(k) is not None}
+    keys = ("model", "method", "lora_rank", "precision", "grad_checkpointing", "seq_len", "micro_batch", "grad_accum")
+    given = {k: inputs[k] for k in keys if inputs.get(k) is not None}
+    try:
+        return TrainSettings.from_planner(**given).to_config()
+    except (ValueError, TypeError):  # a plan document from elsewhere: nothing rather than wrong facts
+        return {}
 
 
 def monitor_args(

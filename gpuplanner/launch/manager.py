@@ -39,7 +39,7 @@ from gpuplanner.history.db import connect, open_db, resolve_db_path, write_trans
 from gpuplanner.history.failures import load_failure
 from gpuplanner.history.launcher_events import record_launcher_event
 from gpuplanner.history.plans import get_plan, planned_figures
-from gpuplanner.history.runs import create_run, get_run, update_run
+from gpuplanner.history.runs import LaunchDocument, create_run, get_run, update_run
 from gpuplanner.history.slurm_queue import QueueState, job_queue
 from gpuplanner.history.stops import record_user_stop, stopped_since_start
 from gpuplanner.history.tags import check_tags
@@ -56,6 +56,7 @@ from gpuplanner.launch.ssh_backend import SSHBackend
 from gpuplanner.launch.ssh_connection import AuthenticationFailed, PassphraseCallback, SSHError
 from gpuplanner.launch.streaming import NodeStream
 from trainer.protocol import EVENTS_FILE, config_model_name
+from trainer.settings import TrainSettings
 from trainer.telemetry import NODE_SEQ_STRIDE, node_events_file
 
 log = logging.getLogger(__name__)
@@ -175,7 +176,12 @@ class _Run:
 
 def _model_name(args: Sequence[str]) -> str | None:
     """The model a trainer command line trains, named as the history names it (``--flag value`` or
-    ``--flag=value``)."""
+    ``--flag=value``): read by the shared settings contract, or, for flags it does not parse (``trainer
+    bench``'s), found by name."""
+    try:
+        return TrainSettings.from_argv(args).model_name
+    except ValueError:
+        pass
     args = list(args)
     for flag in ("--model", "--model-config"):
         value = next((a.split("=", 1)[1] for a in args if a.startswith(flag + "=")), None)
@@ -405,11 +411,14 @@ class RunManager:
             if plan_id is not None:
                 planned_doc = get_plan(db, plan_id).document
                 planned = planned_figures(planned_doc, host.db_pricing)
-            config: dict[str, Any] = {"trainer_args": args}
+            # The config is the trainer's own (its run_start fills it); what was launched has its own column
+            config: dict[str, Any] | None = None
+            launch: LaunchDocument = {"trainer_args": args}
             if user_command:
                 # What the planner's calibration matches a run on, taken from the plan it was launched
                 # against (a user's command says nothing about its model).
-                config = {"command": user_command, "workdir": workdir, **command_lines.plan_facts(planned_doc)}
+                config = command_lines.plan_facts(planned_doc) or None
+                launch = {"command": user_command, "workdir": workdir}
             run_id = create_run(
                 db,
                 name=name,
@@ -420,8 +429,9 @@ class RunManager:
                     price_usd_per_gpu_hour if price_usd_per_gpu_hour is not None else host.price_usd_per_gpu_hour
                 ),
                 pricing=host.db_pricing,
-                model_name=config.get("model") if user_command else _model_name(args),
+                model_name=(config or {}).get("model") if user_command else _model_name(args),
                 config=config,
+                launch=launch,
                 plan_id=plan_id,
                 source=f"launch:{host_name}",
                 planned=planned,
@@ -518,11 +528,11 @@ class RunManager:
     def _save_launch(self, run: _Run) -> None:
         db = self._db()
         try:
-            config = get_run(db, run.run_id).config
+            launch = get_run(db, run.run_id).launch or LaunchDocument()
             if not run.command:
-                config["trainer_args"] = run.trainer_args
-            config["launch"] = run.launch_doc()
-            update_run(db, run.run_id, config=config, host=run.nodes[0].host)
+                launch["trainer_args"] = run.trainer_args
+            launch["launch"] = run.launch_doc()
+            update_run(db, run.run_id, launch=launch, host=run.nodes[0].host)
         finally:
             db.close()
 
@@ -559,7 +569,8 @@ class RunManager:
             raise RunError(str(exc)) from exc
         finally:
             db.close()
-        doc = row.config.get("launch")
+        launched = row.launch or LaunchDocument()
+        doc = launched.get("launch")
         if not doc:
             raise RunError(f"run {run_id} was not launched by GPU Planner (imported); it cannot be controlled")
         nodes = [_Node(n["host"], n["run_dir"], n["tag"], n.get("pgid"), n.get("command", [])) for n in doc["nodes"]]
@@ -575,7 +586,7 @@ class RunManager:
         orphans = [_Node(n["host"], n["run_dir"], n["tag"], n.get("pgid")) for n in doc.get("orphans", [])]
         return _Run(
             run_id,
-            row.config.get("trainer_args", []),
+            launched.get("trainer_args", []),
             nodes,
             gpus=doc.get("gpus", 1),
             env=doc.get("env", {}),

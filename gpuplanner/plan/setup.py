@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-METHODS = ("full", "lora", "qlora")
-PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "bf16")
+from trainer import settings as train_settings
+
+# The planner's names; trainer/settings.py maps each to the trainer's spelling (one vocabulary, both ways)
+METHODS = train_settings.METHODS
+PRECISIONS = train_settings.PLANNER_PRECISIONS
 OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor")
-CHECKPOINTING = ("none", "full", "every-other", "selective")
+CHECKPOINTING = train_settings.PLANNER_CHECKPOINTING
 ATTENTION = ("eager", "sdpa")
 SHARDING = ("ddp", "zero2", "fsdp")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")

@@ -182,7 +182,7 @@ def load_review(history_db: Path, study_name: str) -> SearchReview:
     db = connect(history_db)
     try:
         with read_snapshot(db):
-            rows, points, configs = [], [], {}
+            rows, points, launches = [], [], {}
             for frozen in frozen_trials:
                 run_id = frozen.user_attrs.get("run_id")
                 usd: float | None = 0.0
@@ -191,12 +191,12 @@ def load_review(history_db: Path, study_name: str) -> SearchReview:
                 if run_id is not None:
                     usd, gpu_hours, _ = run_spend(db, run_id)
                     run = db.execute(
-                        "SELECT COALESCE(first_t, started_at), COALESCE(last_t, ended_at), config_json FROM runs"
+                        "SELECT COALESCE(first_t, started_at), COALESCE(last_t, ended_at), launch_json FROM runs"
                         " WHERE id = ?",
                         [run_id],
                     ).fetchone()
                     if run is not None:
-                        started, ended, configs[frozen.number] = run
+                        started, ended, launches[frozen.number] = run
                     points += db.execute(
                         "SELECT t, ?, spend_usd FROM steps WHERE run_id = ? AND spend_usd IS NOT NULL ORDER BY t",
                         [run_id, run_id],
@@ -232,7 +232,7 @@ def load_review(history_db: Path, study_name: str) -> SearchReview:
     tags = attrs.get("tags") or (run_tags.get(best.run_id, {}) if best and best.run_id else {})
     command = None
     if best is not None:
-        command = best_run_command(study_name, best, configs.get(best.number), run_tags.get(best.run_id or -1, tags))
+        command = best_run_command(study_name, best, launches.get(best.number), run_tags.get(best.run_id or -1, tags))
     counts = {name: sum(1 for r in rows if r.outcome == name) for name in OUTCOMES}
     counts["trials"] = len(rows)
     return SearchReview(
@@ -290,13 +290,13 @@ def best_against_spend(rows: list[TrialRow], curve: list[tuple[float, float]]) -
     return out
 
 
-def best_run_command(study: str, best: TrialRow, config_json: str | None, tags: dict[str, str]) -> str:
+def best_run_command(study: str, best: TrialRow, launch_json: str | None, tags: dict[str, str]) -> str:
     """`gpuplanner run` for the best trial's exact trainer flags as a full run (its share of the cap left out;
-    ``--budget-usd`` is for the user to add)."""
+    ``--budget-usd`` is for the user to add). ``launch_json``: the trial run's launch document (``runs.launch_json``)."""
     import json
 
     try:
-        args = list(json.loads(config_json or "{}").get("trainer_args") or [])
+        args = list(json.loads(launch_json or "{}").get("trainer_args") or [])
     except (ValueError, AttributeError):
         args = []
     kept: list[str] = []

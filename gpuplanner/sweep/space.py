@@ -16,6 +16,10 @@
     type = "categorical"
     choices = [2, 4, 8]         # strings, numbers or booleans (true/false become --flag / --no-flag)
 
+    [params.grad_checkpointing]
+    type = "categorical"
+    choices = ["none", "selective", "full"]   # the planner's names or the trainer's (trainer/settings.py)
+
 Every problem is reported as one line naming the file and the parameter.
 """
 
@@ -28,6 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.plan.setup import PlanInputError
+from trainer.settings import checkpointing_to_trainer, precision_to_trainer
+
+# Flags whose values the planner and the trainer spell differently: a choice in either spelling is passed in the
+# trainer's (the settings contract's one vocabulary)
+TRAINER_SPELLING = {"--grad-checkpointing": checkpointing_to_trainer, "--precision": precision_to_trainer}
 
 TYPES = ("float", "int", "categorical")
 # Flags the search itself sets on every trial (or the launcher does): a space may not search them.
@@ -82,7 +91,9 @@ class Param:
         return trial.suggest_categorical(self.name, list(self.choices))
 
     def flags(self, value: Any) -> list[str]:
-        """The trainer flags that set ``value``."""
+        """The trainer flags that set ``value`` (checkpointing and precision in the trainer's spelling)."""
+        if self.flag in TRAINER_SPELLING:
+            return [self.flag, TRAINER_SPELLING[self.flag](str(value))]
         if isinstance(value, bool):
             return [self.flag] if value else ["--no-" + self.flag.removeprefix("--")]
         if isinstance(value, float):
@@ -158,6 +169,13 @@ def _param(name: str, spec: Any, where: str) -> Param:
             raise bad("choices must be strings, numbers or booleans")
         if len(set(map(repr, choices))) != len(choices):
             raise bad("choices repeat a value")
+        if flag in TRAINER_SPELLING:
+            try:
+                spelled = [TRAINER_SPELLING[flag](str(c)) for c in choices]
+            except ValueError as exc:
+                raise bad(str(exc)) from None
+            if len(set(spelled)) != len(spelled):
+                raise bad("choices repeat a setting (in the planner's and the trainer's spelling)")
         for key in ("low", "high", "log", "step"):
             if key in spec:
                 raise bad(f"{key} does not apply to a categorical parameter")

@@ -48,15 +48,8 @@ from gpuplanner.launch.preflight import hf_id_for
 from gpuplanner.resources import resources_dir
 from gpuplanner.ui.human import NO_PRICE, human_money
 from gpuplanner.ui.palette import WARN
+from trainer.settings import TrainSettings
 
-GRAD_CHECKPOINTING = {
-    "none": "off",
-    "off": "off",
-    "full": "every",
-    "every": "every",
-    "every-other": "every-other",
-    "selective": "selective",
-}
 PRECISIONS = ("auto", "bf16-mixed", "fp16-mixed", "fp32", "bf16")
 METHODS = ("full", "lora", "qlora")
 DEVICES = ("auto", "cpu", "cuda")
@@ -109,37 +102,34 @@ def parse_env(text: str) -> dict[str, str]:
 
 
 def trainer_args(values: dict[str, Any]) -> list[str]:
-    """Trainer flags for the form's values (keys as in the Plan pane's settings plus the dialog's own:
-    ``data`` (list of paths), ``max_steps``, ``device``, ``checkpoint_every_minutes``, ``extra``), without
-    the flags the launcher sets itself (run dir, the host's price, the budget)."""
-    args: list[str] = []
-    if values.get("model_config"):
-        args += ["--model-config", str(values["model_config"])]
-    elif values.get("model"):
-        args += ["--model", str(values["model"])]
-    for path in values.get("data") or []:
-        args += ["--data", str(path)]
-    method = values.get("method") or "full"
-    if method in ("lora", "qlora") and int(values.get("lora_rank") or 0) > 0:
-        args += ["--lora-rank", str(int(values["lora_rank"]))]
-        if method == "qlora":  # the base in 4-bit NF4, as planned (bitsandbytes on the host)
-            args.append("--qlora")
-    precision = values.get("precision")
-    if precision and precision != "auto":
-        args += ["--precision", str(precision)]
-    for key in ("micro_batch", "grad_accum", "seq_len", "epochs"):
-        if values.get(key):
-            args += ["--" + key.replace("_", "-"), str(int(values[key]))]
-    if int(values.get("max_steps") or 0) > 0:
-        args += ["--max-steps", str(int(values["max_steps"]))]
-    gc = GRAD_CHECKPOINTING.get(str(values.get("grad_checkpointing") or "none"), "off")
-    if gc != "off":
-        args += ["--grad-checkpointing", gc]
-    if values.get("device") and values["device"] != "auto":
-        args += ["--device", str(values["device"])]
-    # --price-per-gpu-hour and --budget-usd are set by the launcher (the host's price, the budget below)
-    if values.get("checkpoint_every_minutes") is not None:
-        args += ["--checkpoint-every-minutes", f"{float(values['checkpoint_every_minutes']):g}"]
+    """Trainer flags for the form's values (keys as in the Plan pane's settings, planner spellings, plus the
+    dialog's own: ``data`` (list of paths), ``max_steps``, ``device``, ``checkpoint_every_minutes``,
+    ``extra``), without the flags the launcher sets itself (run dir, the host's price, the budget). The
+    planner -> trainer mapping is the settings contract's (:class:`trainer.settings.TrainSettings`)."""
+
+    def whole(key: str) -> int | None:
+        return int(values[key]) if values.get(key) else None
+
+    method = str(values.get("method") or "full")
+    rank = int(values.get("lora_rank") or 0)
+    minutes = values.get("checkpoint_every_minutes")
+    settings = TrainSettings.from_planner(
+        model_config=str(values["model_config"]) if values.get("model_config") else None,
+        model=str(values["model"]) if values.get("model") and not values.get("model_config") else None,
+        data=tuple(str(p) for p in values.get("data") or ()),
+        method=method if method in ("lora", "qlora") and rank > 0 else "full",
+        lora_rank=rank or None,
+        precision=str(values.get("precision") or "auto"),
+        grad_checkpointing=str(values.get("grad_checkpointing") or "none"),
+        micro_batch=whole("micro_batch"),
+        grad_accum=whole("grad_accum"),
+        seq_len=whole("seq_len"),
+        epochs=whole("epochs"),
+        max_steps=whole("max_steps") if int(values.get("max_steps") or 0) > 0 else None,
+        device=str(values["device"]) if values.get("device") and values["device"] != "auto" else None,
+        checkpoint_every_minutes=float(minutes) if minutes is not None else None,
+    )
+    args = settings.to_argv()
     extra = values.get("extra")
     if extra:
         args += shlex.split(extra) if isinstance(extra, str) else [str(a) for a in extra]

@@ -537,7 +537,7 @@ class RunsPane(QWidget):
             try:
                 last = None  # the newest run launched from here that ended: shown (selected) when none runs
                 for run in list_runs(db):
-                    if run.status == "running" or not (run.config or {}).get("launch"):
+                    if run.status == "running" or not (run.launch or {}).get("launch"):
                         continue
                     tel = RunTelemetry(run.id)
                     tel.planned_cost_usd = run.planned_cost_usd
@@ -551,7 +551,7 @@ class RunsPane(QWidget):
                     break
                 found = []
                 for run in list_runs(db, status="running"):
-                    if not (run.config or {}).get("launch"):
+                    if not (run.launch or {}).get("launch"):
                         continue
                     tel = RunTelemetry(run.id)
                     tel.planned_cost_usd = run.planned_cost_usd

@@ -155,9 +155,9 @@ def test_import_of_a_launched_runs_directory_finds_that_run(tmp_path: Path, caps
             host="local",
             gpu_count=2,
             source="launch:local",
-            config={"trainer_args": [], "launch": {"nodes": [{"host": "local", "run_dir": str(run_dir), "tag": "n0"}]}},
+            launch={"trainer_args": [], "launch": {"nodes": [{"host": "local", "run_dir": str(run_dir), "tag": "n0"}]}},
         )
-        create_run(db, source="launch:local", config={"launch": {"nodes": [{"host": "local", "run_dir": "/x/2"}]}})
+        create_run(db, source="launch:local", launch={"launch": {"nodes": [{"host": "local", "run_dir": "/x/2"}]}})
         half = stream(40)[: len(stream(40)) // 2]
         (tmp_path / "half.jsonl").write_bytes(half[: half.rindex(b"\n") + 1])
         ingest_file(db, launched, tmp_path / "half.jsonl", source=watcher_source)  # what the watcher stored

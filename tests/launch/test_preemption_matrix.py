@@ -70,7 +70,7 @@ class CliRun:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                found = rows(self.db_path, "SELECT config_json FROM runs")
+                found = rows(self.db_path, "SELECT launch_json FROM runs")
             except Exception:  # the history is being created by the CLI thread
                 found = []
             if found and found[0][0]:

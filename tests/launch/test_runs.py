@@ -92,7 +92,7 @@ def test_local_launch_stream_stop_resume(db_path: Path, model_config: Path, tmp_
     run_dir = Path(status.run_dir)
     stored = assert_exactly_once(db_path, run_id, [run_dir])
     assert [r["seq"] for r in watch.records] == stored  # the callbacks saw each record once, in order
-    row = rows(db_path, "SELECT status, host, name, config_json FROM runs WHERE id = ?", run_id)[0]
+    row = rows(db_path, "SELECT status, host, name, launch_json FROM runs WHERE id = ?", run_id)[0]
     assert row[:3] == ("finished", "local", "local run")
     launch = json.loads(row[3])["launch"]
     assert launch["nodes"][0]["pgid"] == status.pid and launch["restarts"] == 1

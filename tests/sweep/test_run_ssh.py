@@ -79,7 +79,7 @@ def test_trials_run_on_both_hosts_each_in_its_own_run_root(
     assert {t["host"] for t in result.trials} == {"box-a", "box-b"}
     conn = connect(db_path)
     try:
-        runs = conn.execute("SELECT id, host, config_json FROM runs ORDER BY id").fetchall()
+        runs = conn.execute("SELECT id, host, launch_json FROM runs ORDER BY id").fetchall()
     finally:
         conn.close()
     assert len(runs) == 2

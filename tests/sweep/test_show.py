@@ -115,9 +115,9 @@ def test_sweep_show_looks_back_at_a_real_search(
     full = json.loads(out)
     conn = connect(db_path)
     try:
-        args = json.loads(conn.execute("SELECT config_json FROM runs WHERE id = ?", [full["run_id"]]).fetchone()[0])
+        args = json.loads(conn.execute("SELECT launch_json FROM runs WHERE id = ?", [full["run_id"]]).fetchone()[0])
         best_args = json.loads(
-            conn.execute("SELECT config_json FROM runs WHERE id = ?", [review["best"]["run_id"]]).fetchone()[0]
+            conn.execute("SELECT launch_json FROM runs WHERE id = ?", [review["best"]["run_id"]]).fetchone()[0]
         )
         assert tags_of(conn, [full["run_id"]])[full["run_id"]] == {"project": "search", "owner": "ana"}
     finally:

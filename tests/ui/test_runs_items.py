@@ -22,7 +22,7 @@ def test_after_a_restart_the_last_run_is_selected(qtbot: Any, tmp_services: Any)
     db = open_db(tmp_services.db_path)
     try:
         launch = {"launch": {"nodes": [{"host": "local", "run_dir": "/tmp/x", "tag": "node0", "pgid": None}]}}
-        older = create_run(db, name="older", host="local", gpu_count=1, config=launch, started_at=1000.0)
+        older = create_run(db, name="older", host="local", gpu_count=1, launch=launch, started_at=1000.0)
         ingest_records(
             db,
             older,
@@ -31,7 +31,7 @@ def test_after_a_restart_the_last_run_is_selected(qtbot: Any, tmp_services: Any)
                 {"v": 1, "seq": 1, "t": 1010.0, "kind": "run_end", "status": "finished"},
             ],
         )
-        newest = create_run(db, name="broke", host="local", gpu_count=1, config=launch, started_at=2000.0)
+        newest = create_run(db, name="broke", host="local", gpu_count=1, launch=launch, started_at=2000.0)
         ingest_records(
             db,
             newest,

@@ -105,7 +105,7 @@ def make_search(db_path: Path) -> dict[str, Any]:
             trial = study.ask({"lr": optuna.distributions.FloatDistribution(1e-4, 1.0, log=True)})
             run_id = create_run(
                 db, name=f"demo-{trial.number}", host="local", gpu_count=1, price_usd_per_gpu_hour=3600.0,
-                config={"trainer_args": ["--lr", str(lr), "--max-steps", "6", "--max-gpu-hours", "0.1"]},
+                launch={"trainer_args": ["--lr", str(lr), "--max-steps", "6", "--max-gpu-hours", "0.1"]},
                 tags={"project": "search", "sweep": "demo"},
             )  # fmt: skip
             for seq, (dt, usd) in enumerate(spends):

@@ -115,8 +115,8 @@ def test_lint_imports_holds() -> None:
     assert "0 broken" in result.stdout
 
 
-# gpuplanner/ui/run_failure.py moves to gpuplanner/launch with the run bookkeeping (issue 23): its queries go too
-SQL_IN_UI_ALLOWED = {"run_failure.py"}
+# No exceptions: a failed run's record moved to gpuplanner/history/failures.py with the run bookkeeping
+SQL_IN_UI_ALLOWED: set[str] = set()
 
 
 def test_the_window_runs_no_sql_of_its_own() -> None:
