@@ -165,7 +165,8 @@ def overlay_series(db: Database, run_id: int, label: str, points: int = 600) -> 
     minutes = (arr[:, 0] - t0) / 60.0
     spend = arr[:, 4]
     if price and not (np.nan_to_num(spend) > 0).any():  # the trainer knew no price: the run's price x GPUs x time
-        spend = run_cost_usd(price, gpus, minutes / 60.0)  # elementwise over the buckets' minutes
+        per_hour = run_cost_usd(price, gpus, 1.0)  # the run's price x GPUs, through the one cost definition
+        spend = minutes / 60.0 * (per_hour if per_hour is not None else math.nan)
     util = db.execute(
         "SELECT AVG(t), AVG(util_pct) FROM gpu_samples WHERE run_id = ? GROUP BY CAST((t - ?) / ? AS INTEGER) ORDER BY 1",
         [run_id, t0, bucket],

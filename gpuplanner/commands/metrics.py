@@ -156,7 +156,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    host, port = server.server_address[:2]
+    address, port = server.server_address[:2]
+    host = address.decode() if isinstance(address, bytes) else address
     print(f"serving http://{host}:{port}/metrics from {resolve_db_path(args.db)}", flush=True)
     try:
         while not stop.wait(3600):

@@ -500,9 +500,9 @@ def run_compare(args: argparse.Namespace) -> int:
     if _list_models(args):
         return 0
     catalog = _catalog()
-    inputs = inputs_from_args(args)  # `--gpu H100:8` is read here as --gpu H100 --gpus 8
-    request = with_calibration(inputs.to_request(default_gpu=None), args, catalog)
-    counts = (inputs.gpus,) if inputs.gpus else GPU_COUNTS
+    given = inputs_from_args(args)  # `--gpu H100:8` is read here as --gpu H100 --gpus 8
+    request = with_calibration(given.to_request(default_gpu=None), args, catalog)
+    counts = (given.gpus,) if given.gpus else GPU_COUNTS
     # with --fit-settings each option gets the fastest settings that fit (--pin keeps a setting)
     rows = compare(
         request,

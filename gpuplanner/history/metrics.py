@@ -231,7 +231,7 @@ def _run_series(
         out["gpuplanner_run_effective_gpu_seconds"].add(labels, _seconds(s.effective_gpu_hours))
         out["gpuplanner_run_utilization_ratio"].add(labels, _ratio(s.avg_util_pct))
         out["gpuplanner_run_tokens_per_second"].add(labels, s.tokens_per_s)
-        out["gpuplanner_run_queue_wait_seconds"].add(labels, (s.queue or {}).get("queue_wait_s"))
+        out["gpuplanner_run_queue_wait_seconds"].add(labels, s.queue["queue_wait_s"] if s.queue else None)
         counts: dict[str, int] = {}
         for alert in s.alerts:
             counts[alert["kind"]] = counts.get(alert["kind"], 0) + 1

@@ -67,8 +67,9 @@ def install(path: Path | None = None) -> AppLog:
     def thread_hook(args: threading.ExceptHookArgs) -> None:
         if args.exc_type is not SystemExit:
             name = args.thread.name if args.thread is not None else "a thread"
+            error = args.exc_value if args.exc_value is not None else args.exc_type()
             logging.getLogger(f"{LOGGER}.threads").error(
-                "uncaught exception in %s", name, exc_info=(args.exc_type, args.exc_value, args.exc_traceback)
+                "uncaught exception in %s", name, exc_info=(args.exc_type, error, args.exc_traceback)
             )
         previous_hook(args)
 

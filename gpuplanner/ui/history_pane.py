@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import html as html_lib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -665,7 +665,7 @@ class HistoryPane(QWidget):
     @staticmethod
     def planned_html(planned: dict[str, Any], plan_gpu: str | None, run_gpu: str) -> str:
         """Planned against actual as a small table in people's units, the GPUs of both, flagged if they differ."""
-        shown = {
+        shown: dict[str, tuple[str, Callable[[Any], str]]] = {
             "hours": ("Duration", human_hours),
             "cost_usd": ("Cost", human_money),
             "peak_mem_bytes": ("Peak memory per GPU", human_bytes),
