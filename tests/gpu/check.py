@@ -42,13 +42,14 @@ REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "corpus"
 DRY_RUN_GPU = "H100 SXM"  # the catalog GPU the dry run plans for
 WRITE_RESERVE_S = 10.0  # kept back from --time-limit-s for writing the results
+# bitsandbytes 0.50.2's wheel (43 MB, py3-none-manylinux_2_24_x86_64) holds libbitsandbytes_cuda130.so, for
+# the GPU machine's torch cu130; torch, numpy and packaging, its only needs, are there already.
 BNB_CARRY = (
-    "bitsandbytes is not installed: carry its wheel (here, in the repository root: "
+    "bitsandbytes is not installed: carry its wheel (43 MB). Here, in the repository root: "
     "echo /.whl/ >> .git/info/exclude; python3 -m pip download --no-deps --only-binary=:all: "
-    "--python-version 3.12 --implementation cp --platform manylinux_2_24_x86_64 --platform manylinux_2_28_x86_64 "
-    "--platform manylinux2014_x86_64 -d .whl bitsandbytes; then run with carry [.whl] and start the command with "
-    "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "
-    ".whl/*.whl && export PYTHONPATH=/tmp/site:$PYTHONPATH)"
+    "--python-version 3.12 --implementation cp --platform manylinux_2_24_x86_64 -d .whl bitsandbytes==0.50.2; "
+    "then run with carry [.whl] and start the command with: python3 -m pip install -q --no-index --no-deps "
+    "--no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site"
 )
 
 
@@ -228,9 +229,10 @@ def _run_rows(
         reason = _why_not(row, dry, env, only)
         if reason is None and row["oom_probe"] and predicted is None:
             reason = f"no configuration the planner says does not fit ({plan_error})"
-        if reason is None and left < row["budget_s"]:
+        if reason is None and left < row["expect_s"]:
             reason = (
-                f"out of time: its budget is {row['budget_s']} s and {max(0.0, left):.0f} s of --time-limit-s were left"
+                f"out of time: it needs about {row['expect_s']} s (budget {row['budget_s']} s) and "
+                f"{max(0.0, left):.0f} s of --time-limit-s were left"
             )
         if reason is not None:
             rec.update(status="skipped", reason=reason)
