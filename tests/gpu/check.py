@@ -187,7 +187,6 @@ def _run_rows(
     # micro-batch of a tiny model exceeds a GPU's memory
     full_size = {name: shapes.write_config(name, False, work / "configs") for name in shapes.SHAPES}
     rows = matrix.rows(dry)
-    gpu = env["gpu_catalog"]
     data = write_data(work, max(r["micro_batch"] * (r["seq_len"] + 1) for r in rows) * 64 + 100_000)
     records: list[dict[str, Any]] = []
     for row in rows:
@@ -207,22 +206,7 @@ def _run_rows(
             "smi_command": smi_command,
         }
         rec: dict[str, Any] = {"name": row["name"], "oom_probe": row["oom_probe"], "pairs_with": row["pairs_with"]}
-        predicted, plan_error = None, None
-        if gpu is None:
-            plan_error = f"the catalog knows no GPU called {env['gpu_name']!r}: nothing predicted"
-        else:
-            try:
-                if row["oom_probe"]:
-                    mb = does_not_fit_micro_batch(spec, gpu)
-                    if mb is None:
-                        plan_error = "no micro-batch up to 4096 the planner says does not fit"
-                    else:
-                        spec["micro_batch"] = mb
-                predicted = predict(spec, gpu) if plan_error is None else None
-            except Exception as exc:  # the planner refusing a configuration is a finding, not a crash
-                plan_error = f"{type(exc).__name__}: {exc}"
-        if row["kind"] == "hf" and predicted is not None:
-            predicted["note"] = "the planner has no hf-trainer engine: these are the bundled engine's figures"
+        predicted, plan_error = _plan(spec, env["gpu_catalog"], env)
         rec["settings"] = {k: spec[k] for k in (*row.keys(), "device", "precision", "warmup_steps", "steps")}
         rec["predicted"], rec["plan_error"] = predicted, plan_error
         left = args.time_limit_s - (time.monotonic() - started) - WRITE_RESERVE_S
@@ -241,20 +225,42 @@ def _run_rows(
             rec.update(run_worker(spec, work, min(row["budget_s"], left)))
         rec["errors"] = report.errors(predicted, rec.get("measured"))
         if row["oom_probe"] and predicted is not None:
-            verdict = (
-                f"the planner says micro-batch {spec['micro_batch']} does not fit "
-                f"({predicted['total_bytes'] / report.GIB:.0f} GiB of {predicted['capacity_gib']} GiB)"
-            )
-            if rec["status"] == "skipped":
-                rec["oom_verdict"] = f"{verdict}; not run: {rec['reason']}"
-            else:
-                held = rec["status"] == "oom" and predicted["fits"] is False
-                rec["planner_does_not_fit_held"] = held
-                rec["oom_verdict"] = f"{verdict}; it " + (
-                    "ran out of memory: held" if held else f"ended {rec['status']}: NOT held"
-                )
+            _oom_verdict(rec, spec["micro_batch"], predicted)
         records.append(rec)
     return records
+
+
+def _plan(spec: dict[str, Any], gpu: str | None, env: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """The planner's prediction for a configuration, or why there is none. For the OOM probe, first the
+    micro-batch the planner says does not fit (written into ``spec``)."""
+    if gpu is None:
+        return None, f"the catalog knows no GPU called {env['gpu_name']!r}: nothing predicted"
+    try:
+        if spec["oom_probe"]:
+            mb = does_not_fit_micro_batch(spec, gpu)
+            if mb is None:
+                return None, "no micro-batch up to 4096 the planner says does not fit"
+            spec["micro_batch"] = mb
+        predicted = predict(spec, gpu)
+    except Exception as exc:  # the planner refusing a configuration is a finding, not a crash
+        return None, f"{type(exc).__name__}: {exc}"
+    if spec["kind"] == "hf":
+        predicted["note"] = "the planner has no hf-trainer engine: these are the bundled engine's figures"
+    return predicted, None
+
+
+def _oom_verdict(rec: dict[str, Any], micro_batch: int, predicted: dict[str, Any]) -> None:
+    """Whether the planner's "does not fit" held: the probe ran out of memory."""
+    verdict = (
+        f"the planner says micro-batch {micro_batch} does not fit "
+        f"({predicted['total_bytes'] / report.GIB:.0f} GiB of {predicted['capacity_gib']} GiB)"
+    )
+    if rec["status"] == "skipped":
+        rec["oom_verdict"] = f"{verdict}; not run: {rec['reason']}"
+        return
+    held = rec["status"] == "oom" and predicted["fits"] is False
+    rec["planner_does_not_fit_held"] = held
+    rec["oom_verdict"] = f"{verdict}; it " + ("ran out of memory: held" if held else f"ended {rec['status']}: NOT held")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -106,6 +106,22 @@ def summary_markdown(doc: dict[str, Any]) -> str:
             f"{_gib(m.get('smi_used_max_bytes'))} | {_gib(p.get('smi_used_max_bytes'))} | "
             f"{_pct(e.get('smi_used_max_bytes'))} | {_fmt(rec.get('ratio_ours_over_hf'), 2)} |"
         )
+    timed = [r for r in doc["records"] if (r.get("measured") or {}).get("phases_s")]
+    if timed:
+        lines += [
+            "",
+            "Where each bundled-trainer run's time went (s, the trainer's phases; data wait: share of the measured span):",
+            "",
+            "| config | wall | startup | compile | data | train | data wait |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for rec in timed:
+            m, ph = rec["measured"], rec["measured"]["phases_s"]
+            lines.append(
+                f"| {rec['name']} | {_fmt(m.get('wall_s'), 1)} | {_fmt(ph.get('startup'), 1)} | "
+                f"{_fmt(ph.get('compile'), 1)} | {_fmt(ph.get('data'), 1)} | {_fmt(ph.get('train'), 1)} | "
+                f"{_fmt(m.get('data_wait_share'), 3)} |"
+            )
     for rec in doc["records"]:
         if rec.get("oom_probe"):
             lines += ["", f"OOM probe {rec['name']}: {rec.get('oom_verdict', '-')}"]
