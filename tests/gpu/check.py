@@ -108,8 +108,14 @@ def write_data(folder: Path, n_bytes: int) -> Path:
     return path
 
 
-def run_worker(spec: dict[str, Any], folder: Path, timeout_s: float) -> dict[str, Any]:
-    """Runs one configuration; returns status (measured, oom, failed, timed_out), measured and the reason."""
+WORKER = ("-m", "tests.gpu.worker")  # python3 arguments before SPEC OUT
+
+
+def run_worker(
+    spec: dict[str, Any], folder: Path, timeout_s: float, worker: tuple[str, ...] = WORKER
+) -> dict[str, Any]:
+    """Runs one configuration; returns status (measured, oom, failed, timed_out), measured and the reason.
+    Its whole process group is killed at ``timeout_s``."""
     spec_path, out_path = folder / f"{spec['name']}.spec.json", folder / f"{spec['name']}.out.json"
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
     env = {
@@ -117,7 +123,7 @@ def run_worker(spec: dict[str, Any], folder: Path, timeout_s: float) -> dict[str
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.gpu.worker", str(spec_path), str(out_path)],
+        [sys.executable, *worker, str(spec_path), str(out_path)],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -143,11 +149,8 @@ def run_worker(spec: dict[str, Any], folder: Path, timeout_s: float) -> dict[str
 
 
 def _why_not(row: dict[str, Any], dry_run: bool, env: dict[str, Any], only: set[str] | None) -> str | None:
-    if row["method"] == "qlora":
-        if dry_run:
-            return "QLoRA needs CUDA (bitsandbytes' 4-bit kernels): not on the CPU"
-        if not env["bitsandbytes"]:
-            return BNB_CARRY
+    if row["method"] == "qlora" and not env["bitsandbytes"]:
+        return BNB_CARRY  # (bitsandbytes' CPU backend runs the dry run's QLoRA row where it is installed)
     if row["oom_probe"] and dry_run:
         return "the CPU has no device memory to exceed (the planner's verdict is recorded)"
     if only is not None and row["name"] not in only:
@@ -197,7 +200,7 @@ def _run_rows(
             "cache_dir": str(work / "token-cache"),
             "work_dir": str(work),
             "device": "cpu" if dry else "cuda",
-            "precision": "fp32" if dry else "bf16-mixed",
+            "precision": "bf16-mixed",
             "compile_backend": "eager" if dry else "inductor",
             "warmup_steps": 0 if row["oom_probe"] else warmup,
             "steps": 1 if row["oom_probe"] else steps,

@@ -1,7 +1,8 @@
 """The GPU check (``python3 -m tests.gpu.check``) on the CPU: its dry run, its time budget, ``--record``.
 
-The dry run trains two of the matrix's configurations for real (tiny Llama shapes, the bundled trainer
-and the Hugging Face ``Trainer``, each in its own process), samples the fake NVML beside the fake
+The dry run trains three of the matrix's configurations for real (tiny Llama shapes in bf16-mixed: the
+bundled trainer, the Hugging Face ``Trainer``, QLoRA where bitsandbytes is installed; each in its own
+process), samples the fake NVML beside the fake
 nvidia-smi, and plans each configuration; every other configuration must be listed as skipped with a
 reason. The other tests need no training.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.gpu import matrix, report
-from tests.gpu.check import main
+from tests.gpu.check import BNB_CARRY, main, run_worker
 
 STATUSES = {"measured", "skipped", "oom", "failed", "timed_out"}
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "planner_accuracy.py"
@@ -49,7 +50,7 @@ def _check_schema(doc: dict) -> None:
 @pytest.mark.slow
 def test_dry_run_measures_plans_and_lists_the_rest(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    code = main(["--dry-run", "--out", str(out), "--only", "full-1b-s2048,hf-full-1b-s2048"])
+    code = main(["--dry-run", "--out", str(out), "--only", "full-1b-s2048,hf-full-1b-s2048,qlora-1b-s2048"])
     assert code == 0
     doc = _load(out)
     _check_schema(doc)
@@ -81,7 +82,12 @@ def test_dry_run_measures_plans_and_lists_the_rest(tmp_path: Path) -> None:
     assert nv["nvml_only"]["tensor_active_pct"]["mean"] == pytest.approx(42.25)
     assert nv["smi_unsupported_fields"] == ["pcie.link.width.current"]  # refused, then left out
     # what could not run here says why; the OOM probe still has the planner's verdict
-    assert "CUDA" in recs["qlora-1b-s2048"]["reason"]
+    qlora = recs["qlora-1b-s2048"]
+    if importlib.util.find_spec("bitsandbytes") is None:
+        assert qlora["status"] == "skipped" and qlora["reason"] == BNB_CARRY
+    else:  # bitsandbytes' CPU backend: the random model is saved, loaded in 4 bit and trained
+        assert qlora["status"] == "measured", qlora.get("log_tail")
+        assert 0 < qlora["measured"]["trainable_params"] < qlora["measured"]["params"]
     oom = recs["oom-1b-s2048"]
     assert oom["status"] == "skipped" and oom["predicted"]["fits"] is False
     assert "does not fit" in oom["oom_verdict"]
@@ -183,3 +189,29 @@ def test_record_refuses_a_dry_run(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="dry run"):
         report.record(tmp_path, tmp_path / "gpu_check.csv")
     assert not (tmp_path / "gpu_check.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("script", "status", "reason"),
+    [
+        (
+            "import sys; print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate'); sys.exit(1)",
+            "oom",
+            "CUDA out of memory",
+        ),
+        ("import sys; sys.exit(3)", "failed", "exit 3"),
+        ("import time; time.sleep(600)", "timed_out", "stopped at its budget of 1 s"),
+    ],
+)
+def test_a_worker_that_runs_out_of_memory_fails_or_overruns_is_told_apart(
+    tmp_path: Path, script: str, status: str, reason: str
+) -> None:
+    got = run_worker({"name": "probe"}, tmp_path, timeout_s=1, worker=("-c", script))
+    assert (got["status"], got["reason"]) == (status, reason)
+    assert "measured" not in got
+
+
+def test_a_worker_that_writes_its_figures_is_measured(tmp_path: Path) -> None:
+    script = "import json, sys; open(sys.argv[2], 'w').write(json.dumps({'tokens_per_s': 5.0}))"
+    got = run_worker({"name": "ok"}, tmp_path, timeout_s=60, worker=("-c", script))
+    assert got["status"] == "measured" and got["measured"] == {"tokens_per_s": 5.0}
