@@ -73,9 +73,10 @@ def predict(row: dict[str, Any], gpu: str) -> dict[str, Any]:
     }
 
 
-def does_not_fit_micro_batch(row: dict[str, Any], gpu: str, margin: float = 1.3, limit: int = 4096) -> int | None:
+def does_not_fit_micro_batch(row: dict[str, Any], gpu: str, margin: float = 2.0, limit: int = 4096) -> int | None:
     """The smallest power-of-two micro-batch whose planned peak is at least ``margin`` x the GPU's memory
-    (the deliberate OOM probe: clearly over, not at the edge where the estimate's error decides)."""
+    (the deliberate OOM probe: clearly over, not at the edge where the estimate's error decides; twice,
+    because part of the planned peak, the fp32 logits, is what the trainer's chunked loss avoids)."""
     mb = 1
     while mb <= limit:
         got = predict({**row, "micro_batch": mb}, gpu)
