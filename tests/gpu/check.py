@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -159,30 +160,50 @@ def _why_not(row: dict[str, Any], dry_run: bool, env: dict[str, Any], only: set[
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The whole check. After each configuration the results so far are written to ``args.out``
+    (``complete: false``), so a run cut off from outside still leaves what it measured."""
     started = time.monotonic()
     dry = args.dry_run
     smi_command = [sys.executable, "-m", "tests.gpu.fake_smi"] if dry else default_command()
-    env = environment(dry, args.commit, smi_command)
+    doc: dict[str, Any] = {
+        "schema": report.SCHEMA,
+        "complete": False,
+        "environment": environment(dry, args.commit, smi_command),
+        "time_limit_s": args.time_limit_s,
+        "wall_s": 0.0,
+        "records": [],
+    }
+
+    def progress() -> None:
+        doc["wall_s"] = time.monotonic() - started
+        _pair_ratios(doc["records"])
+        report.write(args.out, doc)
+
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
-        records = _run_rows(args, env, smi_command, Path(tmp), started)
+        _run_rows(args, doc, smi_command, Path(tmp), started, progress)
+    doc["complete"] = True
+    progress()
+    return doc
+
+
+def _pair_ratios(records: list[dict[str, Any]]) -> None:
+    """Each Hugging Face row's ``ratio_ours_over_hf``: the bundled trainer's tokens/s over its own."""
     by_name = {r["name"]: r for r in records}
     for rec in records:
         ours = by_name.get(rec["pairs_with"] or "")
         if ours and rec["status"] == "measured" and ours["status"] == "measured":
             rec["ratio_ours_over_hf"] = ours["measured"]["tokens_per_s"] / rec["measured"]["tokens_per_s"]
-    return {
-        "schema": report.SCHEMA,
-        "environment": env,
-        "time_limit_s": args.time_limit_s,
-        "wall_s": time.monotonic() - started,
-        "records": records,
-    }
 
 
 def _run_rows(
-    args: argparse.Namespace, env: dict[str, Any], smi_command: list[str] | None, work: Path, started: float
-) -> list[dict[str, Any]]:
-    dry = args.dry_run
+    args: argparse.Namespace,
+    doc: dict[str, Any],
+    smi_command: list[str] | None,
+    work: Path,
+    started: float,
+    progress: Callable[[], None],
+) -> None:
+    dry, env, records = args.dry_run, doc["environment"], doc["records"]
     only = {n.strip() for n in args.only.split(",") if n.strip()} if args.only else None
     warmup, steps = (1, 2) if dry else (args.warmup_steps, args.steps)
     configs = {name: shapes.write_config(name, dry, work / "configs") for name in shapes.SHAPES}
@@ -191,7 +212,6 @@ def _run_rows(
     full_size = {name: shapes.write_config(name, False, work / "configs") for name in shapes.SHAPES}
     rows = matrix.rows(dry)
     data = write_data(work, max(r["micro_batch"] * (r["seq_len"] + 1) for r in rows) * 64 + 100_000)
-    records: list[dict[str, Any]] = []
     for row in rows:
         spec = {
             **row,
@@ -230,7 +250,7 @@ def _run_rows(
         if row["oom_probe"] and predicted is not None:
             _oom_verdict(rec, spec["micro_batch"], predicted)
         records.append(rec)
-    return records
+        progress()
 
 
 def _plan(spec: dict[str, Any], gpu: str | None, env: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
@@ -290,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None:
         p.error("give --out DIR (or --record DIR)")
     doc = run(args)
-    print(report.write(args.out, doc))
+    print(report.summary_markdown(doc))
     return 0 if any(r["status"] == "measured" for r in doc["records"]) else 1
 
 

@@ -85,7 +85,8 @@ def _pct(value: Any) -> str:
 def summary_markdown(doc: dict[str, Any]) -> str:
     env = doc["environment"]
     lines = [
-        f"# GPU check{' (dry run: CPU, tiny shapes, fake NVML: no figure here is a GPU measurement)' if env['dry_run'] else ''}",
+        f"# GPU check{' (dry run: CPU, tiny shapes, fake NVML: no figure here is a GPU measurement)' if env['dry_run'] else ''}"
+        f"{'' if doc.get('complete', True) else ' (in progress or cut off: later configurations missing)'}",
         "",
         f"GPU: {env['gpu_name'] or '-'} (planned as {env['gpu_catalog'] or '-'}), driver {env['driver'] or '-'}, "
         f"torch {env['torch']}, transformers {env['transformers']}, peft {env['peft']}, "

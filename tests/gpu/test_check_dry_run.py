@@ -30,7 +30,7 @@ def _load(out: Path) -> dict:
 
 
 def _check_schema(doc: dict) -> None:
-    assert doc["schema"] == report.SCHEMA
+    assert doc["schema"] == report.SCHEMA and doc["complete"] is True
     env = doc["environment"]
     for key in ("gpu_name", "gpu_catalog", "driver", "torch", "commit", "date", "dry_run"):
         assert key in env
