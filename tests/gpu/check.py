@@ -309,6 +309,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:
         p.error("give --out DIR (or --record DIR)")
+    if not args.dry_run and default_command() is None:
+        print(
+            "gpu-check: no nvidia-smi here: the check measures an NVIDIA GPU; --dry-run runs it on the CPU",
+            file=sys.stderr,
+        )
+        return 2
     doc = run(args)
     print(report.summary_markdown(doc))
     return 0 if any(r["status"] == "measured" for r in doc["records"]) else 1

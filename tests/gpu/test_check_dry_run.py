@@ -13,6 +13,7 @@ import csv
 import importlib.util
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -215,3 +216,10 @@ def test_a_worker_that_writes_its_figures_is_measured(tmp_path: Path) -> None:
     script = "import json, sys; open(sys.argv[2], 'w').write(json.dumps({'tokens_per_s': 5.0}))"
     got = run_worker({"name": "ok"}, tmp_path, timeout_s=60, worker=("-c", script))
     assert got["status"] == "measured" and got["measured"] == {"tokens_per_s": 5.0}
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU machine would run the check")
+def test_without_a_gpu_the_check_refuses_and_names_the_dry_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["--out", str(tmp_path / "out")]) == 2
+    assert "--dry-run" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
