@@ -42,6 +42,7 @@ from tests.gpu.smi import SmiReader, default_command
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "corpus"
 DRY_RUN_GPU = "H100 SXM"  # the catalog GPU the dry run plans for
+RECORD_ENVIRONMENT = ("gpu_name", "gpu_catalog", "driver", "torch", "commit", "date", "dry_run")
 WRITE_RESERVE_S = 10.0  # kept back from --time-limit-s for writing the results
 # bitsandbytes 0.50.2's wheel (43 MB, py3-none-manylinux_2_24_x86_64) holds libbitsandbytes_cuda130.so, for
 # the GPU machine's torch cu130; torch, numpy and packaging, its only needs, are there already.
@@ -228,7 +229,12 @@ def _run_rows(
             "dry_run": dry,
             "smi_command": smi_command,
         }
-        rec: dict[str, Any] = {"name": row["name"], "oom_probe": row["oom_probe"], "pairs_with": row["pairs_with"]}
+        rec: dict[str, Any] = {
+            "name": row["name"],
+            **{key: env[key] for key in RECORD_ENVIRONMENT},  # each record stands on its own
+            "oom_probe": row["oom_probe"],
+            "pairs_with": row["pairs_with"],
+        }
         predicted, plan_error = _plan(spec, env["gpu_catalog"], env)
         rec["settings"] = {k: spec[k] for k in (*row.keys(), "device", "precision", "warmup_steps", "steps")}
         rec["predicted"], rec["plan_error"] = predicted, plan_error

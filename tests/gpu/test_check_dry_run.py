@@ -41,6 +41,7 @@ def _check_schema(doc: dict) -> None:
     for rec in doc["records"]:
         assert rec["status"] in STATUSES
         assert rec["settings"]["name"] == rec["name"]
+        assert all(rec[key] == env[key] for key in ("gpu_name", "driver", "torch", "commit", "date"))
         if rec["status"] == "measured":
             m = rec["measured"]
             assert m["tokens_per_s"] > 0 and m["step_time_s"] > 0
