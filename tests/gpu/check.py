@@ -12,6 +12,15 @@ the reason, as is one that cannot run here (QLoRA without bitsandbytes, with the
 it). It writes ``DIR/results.json`` and ``DIR/summary.md`` (:mod:`tests.gpu.report`) and prints the
 summary.
 
+``results.json``: ``schema``, ``complete``, ``environment`` (GPU name and its catalog GPU, driver, torch,
+transformers, peft and bitsandbytes versions, commit, date, ``dry_run``), ``time_limit_s``, ``wall_s`` and
+``records``, one per configuration in matrix order: ``name``, the environment's GPU, driver, torch, commit
+and date, ``settings``, ``status`` (measured, skipped, oom, failed, timed_out) with ``reason`` unless
+measured, ``measured`` (``tests/gpu/worker.py``), ``predicted`` (``tests/gpu/predict.py``) or
+``plan_error``, ``errors`` (% per compared figure, ``tests/gpu/report.py``), ``ratio_ours_over_hf`` on
+the Hugging Face rows, ``oom_verdict`` and ``planner_does_not_fit_held`` on the OOM probe, and the end
+of the configuration's output (``log_tail``).
+
 It runs with a plain ``python3`` that has torch, transformers, peft and nvidia-ml-py (the GPU machine's):
 it imports ``trainer/``, ``gpuplanner.plan`` (pure) and the standard library only. ``--dry-run`` runs
 the same code paths on the CPU at tiny shapes with the fake NVML (``tests/gpu/test_check_dry_run.py``).

@@ -17,6 +17,7 @@ budget.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -98,16 +99,13 @@ def run_bench(spec: dict[str, Any], work: Path) -> dict[str, Any]:
 
     cfg = _train_config(spec, work)
     records = RunEndRecords()
-    paired = None
-    with MemoryWatch(spec["smi_command"]) as watch:
+    with contextlib.ExitStack() as stack:
+        watch = stack.enter_context(MemoryWatch(spec["smi_command"]))
+        paired = None
         if spec.get("nvml"):
-            paired = PairedSampling(open_sampler_source(spec["dry_run"]), spec["smi_command"], spec["nvml_interval_s"])
-            paired.__enter__()
-        try:
-            result = bench(cfg, warmup_steps=spec["warmup_steps"], steps=spec["steps"], records=records)
-        finally:
-            if paired is not None:
-                paired.__exit__(None, None, None)
+            source = open_sampler_source(spec["dry_run"])
+            paired = stack.enter_context(PairedSampling(source, spec["smi_command"], spec["nvml_interval_s"]))
+        result = bench(cfg, warmup_steps=spec["warmup_steps"], steps=spec["steps"], records=records)
     phases = (records.run_end or {}).get("phases") or {}
     out: dict[str, Any] = {
         "tokens_per_s": result["tokens_per_s"],
