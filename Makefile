@@ -13,7 +13,7 @@ SYSTEM_PACKAGES := PYTHON=$(PYTHON) bash tools/ensure_system_packages.sh
 # The user guide is built here (ignored by git, like the rest of build/).
 SITE_DIR ?= build/site
 
-.PHONY: run test setup bench clean docs lint system-packages-test system-packages-run
+.PHONY: run test setup bench clean docs lint system-packages-test system-packages-run gpu-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,14 @@ bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python tests/benchmarks/history_ingest.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python tests/benchmarks/ui_speed.py
 	OMP_NUM_THREADS=2 PYTHONPATH=. $(BIN)/python tests/benchmarks/trainer_vs_hf.py
+
+# The GPU check (issue 26, README "GPU check"): on a machine with one NVIDIA GPU, with the plain python3
+# that has torch, transformers, peft and nvidia-ml-py (no virtual environment, no install): trains,
+# plans and samples a fixed matrix and writes results.json and summary.md to GPU_CHECK_OUT.
+GPU_CHECK_OUT ?= build/gpu-check
+GPU_CHECK_TIME_LIMIT_S ?= 420
+gpu-check:
+	$(PYTHON) -m tests.gpu.check --out $(GPU_CHECK_OUT) --time-limit-s $(GPU_CHECK_TIME_LIMIT_S)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache

@@ -5,13 +5,16 @@ from __future__ import annotations
 import statistics
 import tempfile
 from dataclasses import replace
+from typing import TextIO
 
 from .config import TrainConfig
 from .loop import BenchStats, train
 from .reports import BenchReport
 
 
-def bench(config: TrainConfig, warmup_steps: int = 5, steps: int = 30) -> BenchReport:
+def bench(config: TrainConfig, warmup_steps: int = 5, steps: int = 30, records: TextIO | None = None) -> BenchReport:
+    """``records``: a text stream that receives the run's records (step records and ``run_end`` with the
+    time per phase), as ``trainer train`` prints them; None (``trainer bench``): no records."""
     import torch
 
     with tempfile.TemporaryDirectory(prefix="trainer-bench-") as tmp:
@@ -24,14 +27,14 @@ def bench(config: TrainConfig, warmup_steps: int = 5, steps: int = 30) -> BenchR
             checkpoint_every_minutes=0,
             resume=False,
             eval_every_steps=0,
-            events_stdout=False,
+            events_stdout=records is not None,
             gpu_interval_s=0,
             cache_dir=config.cache_dir or tmp + "/token-cache",
         )
         stats = BenchStats(warmup_steps=warmup_steps)
         if torch.cuda.is_available() and cfg.device != "cpu":
             torch.cuda.reset_peak_memory_stats()
-        code = train(cfg, bench=stats)
+        code = train(cfg, stdout=records, bench=stats)
         if code != 0 or not stats.step_times:
             raise RuntimeError(f"benchmark run failed (exit {code})")
         if torch.cuda.is_available() and cfg.device != "cpu":

@@ -12,6 +12,10 @@ source but one and scored on the one left out, which is what a user's new model 
     .venv/bin/python tests/benchmarks/planner_accuracy.py            # the table
     .venv/bin/python tests/benchmarks/planner_accuracy.py --json     # the figures as JSON
     .venv/bin/python tests/benchmarks/planner_accuracy.py --fit      # refit the shipped parameters
+
+Rows measured by this project on a GPU (``tests/data/measured/gpu_check.csv``, written by
+``python3 -m tests.gpu.check --record``) are scored in tables of their own, never mixed with the
+published sources (and not fitted on): "no measured rows yet" until a GPU run is recorded.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from gpuplanner.plan.model_spec import ModelSpec, from_config
 from gpuplanner.plan.setup import TrainSetup
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "published"
+MEASURED = Path(__file__).resolve().parents[1] / "data" / "measured"
 GIB = 1024**3
 # Checkpointing names the sources use, as the planner's settings. torchtitan's "selective op" keeps the
 # outputs of every other matmul and of flash attention, and recomputes the rest of each block in the
@@ -131,6 +136,65 @@ def _peak_gib(rec: dict[str, str]) -> float:
 
 def memory_rows() -> list[Row]:
     return _rows("memory.csv", MEMORY_CHECKPOINTING, _peak_gib)
+
+
+def measured_rows(csv_path: Path | None = None) -> tuple[list[Row], list[Row]]:
+    """The GPU check's measured rows of the bundled engine (``tests/data/measured/gpu_check.csv``):
+    (speed: tokens/s of one GPU, memory: peak allocated GiB). One source per GPU and date."""
+    csv_path = csv_path or MEASURED / "gpu_check.csv"
+    if not csv_path.exists():
+        return [], []
+    raw = json.loads((MEASURED / "models.json").read_text())
+    models = {
+        name: from_config({k: v for k, v in cfg.items() if not k.startswith("_")}, name) for name, cfg in raw.items()
+    }
+    catalog = load_catalog()
+    speed: list[Row] = []
+    memory: list[Row] = []
+    with csv_path.open(newline="") as handle:
+        for rec in csv.DictReader(handle):
+            if rec["engine"] != "bundled":  # the planner has no hf-trainer engine to score yet
+                continue
+            spec = models[rec["shape"]]
+            setup = TrainSetup(
+                method=rec["method"],
+                lora_rank=int(rec["lora_rank"] or 16),
+                lora_targets=tuple(rec["lora_targets"].split()) or ("q_proj", "k_proj", "v_proj", "o_proj"),
+                precision=rec["precision"],
+                micro_batch=int(rec["micro_batch"]),
+                seq_len=int(rec["seq_len"]),
+                grad_checkpointing=rec["checkpointing"],
+            )
+            gpu = catalog.gpu(rec["gpu_catalog"])
+            source = f"gpu-check {gpu.name} {rec['date']}"
+            label = f"{rec['config']} ({rec['commit'][:10]})"
+            trainable = trainable_params(spec, setup)
+            speed.append(Row(source, spec, gpu, setup, trainable, float(rec["tokens_per_s"]), label))
+            if rec["peak_allocated_gib"]:
+                memory.append(
+                    Row(
+                        source,
+                        spec,
+                        gpu,
+                        setup,
+                        trainable,
+                        float(rec["peak_allocated_gib"]),
+                        label,
+                        measure="allocated",
+                    )
+                )
+    return speed, memory
+
+
+def measured_figures(csv_path: Path | None = None) -> dict[str, dict[str, Score]]:
+    """The measured rows' tables (empty without rows)."""
+    speed, memory = measured_rows(csv_path)
+    tables = {}
+    if speed:
+        tables["Measured here (GPU check): tokens/s per GPU, planner vs measured"] = by_source(speed, predict_speed)
+    if memory:
+        tables["Measured here (GPU check): peak allocated GiB, planner vs measured"] = by_source(memory, predict_memory)
+    return tables
 
 
 # ------------------------------------------------------------------------------------ predictions
@@ -285,6 +349,11 @@ def run(as_json: bool = False) -> dict[str, float]:
         return overall
     for title, scores in tables.items():
         _print_table(title, scores)
+    measured = measured_figures()
+    for title, scores in measured.items():
+        _print_table(title, scores)
+    if not measured:
+        print("\nMeasured here (tests/data/measured/gpu_check.csv): no measured rows yet")
     print()
     for key, value in overall.items():
         print(f"{key}: {value:.1f}" if isinstance(value, float) else f"{key}: {value}")

@@ -51,13 +51,24 @@ def ours(cfg_path: Path, args: argparse.Namespace, tmp: Path, fused_kernels: boo
     return result["tokens_per_s"], result
 
 
-def hf(cfg_path: Path, args: argparse.Namespace, tmp: Path) -> float:
+def hf(
+    cfg_path: Path,
+    args: argparse.Namespace,
+    tmp: Path,
+    data: list[str] | None = None,
+    lora: dict | None = None,
+    checkpointing: bool = False,
+) -> float:
+    """Tokens/s of the Hugging Face ``Trainer`` on ``data`` (default: the shipped corpus); ``lora``
+    (``{"rank": r, "targets": [...]}``): adapters through peft on a 16-bit frozen base, as the bundled
+    trainer runs LoRA; ``checkpointing``: transformers' gradient checkpointing of every layer.
+    ``args.precision`` ``bf16`` or ``bf16-mixed`` is the Trainer's ``bf16=True`` (autocast)."""
     import transformers
 
     from trainer import data as data_mod
 
     tokens = data_mod.tokenize_cached(
-        data_mod.data_files([str(CORPUS)]), data_mod.ByteTokenizer(), "text", tmp / "cache"
+        data_mod.data_files(data or [str(CORPUS)]), data_mod.ByteTokenizer(), "text", tmp / "cache"
     )
     packed = data_mod.pack(tokens, args.seq_len, 256, 0.0)
 
@@ -74,6 +85,19 @@ def hf(cfg_path: Path, args: argparse.Namespace, tmp: Path) -> float:
     model = transformers.AutoModelForCausalLM.from_config(
         transformers.AutoConfig.for_model(raw.pop("model_type"), **raw), attn_implementation="sdpa"
     )
+    bf16 = args.precision in ("bf16", "bf16-mixed")
+    if lora:
+        import peft
+
+        if bf16:
+            model = model.to(torch.bfloat16)  # the frozen base in 16 bit; peft keeps the adapters in fp32
+        config = peft.LoraConfig(
+            task_type=peft.TaskType.CAUSAL_LM,
+            r=lora["rank"],
+            lora_alpha=2 * lora["rank"],
+            target_modules=lora["targets"],
+        )
+        model = peft.get_peft_model(model, config)
     span: dict[str, float] = {}
     seen = {"tokens": 0}
 
@@ -109,7 +133,8 @@ def hf(cfg_path: Path, args: argparse.Namespace, tmp: Path) -> float:
         save_strategy="no",
         report_to=[],
         use_cpu=args.device == "cpu",
-        bf16=args.precision == "bf16",
+        bf16=bf16,
+        gradient_checkpointing=checkpointing,
         dataloader_num_workers=0,
         disable_tqdm=True,
         dataloader_drop_last=True,
