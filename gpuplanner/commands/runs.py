@@ -301,6 +301,16 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _summary_value(key: str, value: Any) -> str:
+    """One line's value of `runs show`: times as dates, dollars as the window writes them (export/human.py:
+    "$1,234.50", "$0.0137"; the JSON keeps the full figure), the rest as numbers."""
+    if key.endswith("_at"):
+        return _time(value)
+    if key.endswith("_usd") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return human_money(value)
+    return _fmt(value)
+
+
 def _cell(row: dict[str, Any], column: str) -> str:
     """One cell of a text table of runs: "no price" for a cost the run cannot have without a price."""
     value = row.get(column)
@@ -365,7 +375,7 @@ def _print_summary(
         if unpriced_figure(key, value, summary.price_usd_per_gpu_hour):
             print(f"{key:34} {NO_PRICE}")
             continue
-        print(f"{key:34} {_time(value) if key.endswith('_at') else _fmt(value)}")
+        print(f"{key:34} {_summary_value(key, value)}")
     if summary.queue:
         print(f"{'queue wait':34} {_queue_text(summary.queue)}")
     print(f"{'util_histogram (0-10%..90-100%)':34} {' '.join(str(n) for n in summary.util_histogram)}")
