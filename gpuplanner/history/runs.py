@@ -113,6 +113,13 @@ def json_object(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+# The next run id: above every id the history holds or ever held (schema v9 keeps deleted ids), so a deleted
+# run's id, and the folder named after it, never come back. One statement: a concurrent writer waits.
+NEXT_RUN_ID = (
+    "SELECT 1 + MAX(COALESCE((SELECT MAX(id) FROM runs), 0), COALESCE((SELECT MAX(id) FROM deleted_run_ids), 0))"
+)
+
+
 def create_run(
     db: Database,
     *,
@@ -186,10 +193,10 @@ def _insert_run(
         row = db.execute("SELECT id FROM hosts WHERE name = ?", [host]).fetchone()
         host_id = row[0] if row else None
     cursor = db.execute(
-        "INSERT INTO runs (name, host_id, host, gpu_type, gpu_count, price_usd_per_gpu_hour, pricing, model_name,"
+        "INSERT INTO runs (id, name, host_id, host, gpu_type, gpu_count, price_usd_per_gpu_hour, pricing, model_name,"
         " config_json, plan_id, status, started_at, planned_hours, planned_cost_usd, planned_peak_mem_bytes,"
         " planned_tokens_per_s, planned_samples_per_s, source, created_at, launch_json)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,'running',?,?,?,?,?,?,?,?,?)",
+        f" VALUES (({NEXT_RUN_ID}),?,?,?,?,?,?,?,?,?,?,'running',?,?,?,?,?,?,?,?,?)",
         [
             name,
             host_id,

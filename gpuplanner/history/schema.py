@@ -442,4 +442,25 @@ def m009_launch_document(db: Database) -> None:
         )
 
 
-SCHEMA_VERSION = 8
+# v9: a run id is never given twice. runs.id is an INTEGER PRIMARY KEY without AUTOINCREMENT, which SQLite
+# reuses after the highest run is deleted (and the new run then found the deleted one's folder and resumed
+# from its checkpoint). Every deleted id is kept (a trigger, whatever deletes the row) and create_run takes
+# the next id above both.
+RUN_ID_TOMBSTONES = """
+CREATE TABLE IF NOT EXISTS deleted_run_ids (id INTEGER PRIMARY KEY);
+CREATE TRIGGER IF NOT EXISTS runs_keep_deleted_ids AFTER DELETE ON runs
+BEGIN
+    INSERT OR IGNORE INTO deleted_run_ids (id) VALUES (OLD.id);
+END;
+"""
+
+
+@MIGRATIONS(name="m010_run_ids_never_reused")
+def m010_run_ids_never_reused(db: Database) -> None:
+    # one statement at a time, the trigger whole (its body has a ';' of its own)
+    table, trigger = RUN_ID_TOMBSTONES.split(";", 1)
+    db.execute(table)
+    db.execute(trigger.strip().removesuffix(";"))
+
+
+SCHEMA_VERSION = 9
