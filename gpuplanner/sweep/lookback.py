@@ -11,6 +11,8 @@ $0, and is counted in ``unpriced_trials``.
 
 from __future__ import annotations
 
+import json
+import math
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -141,9 +143,10 @@ def _outcome(state: str, end: str | None) -> str:
 
 
 def run_spend(db: Any, run_id: int) -> tuple[float | None, float, int]:
-    """A run's recorded spend: dollars (its trainer's last ``spend_usd``; None when the run has no price),
-    GPU-hours (the dollars over its price, or GPUs x time without a price) and its last step (0 before
-    the first step record)."""
+    """A run's recorded spend: dollars (the larger of its trainer's last step ``spend_usd`` and the totals of
+    its latest ``run_end``, which count start-up and the time after the last step; None when the run has no
+    price), GPU-hours (likewise, or GPUs x time without a price) and its last step (0 before the first step
+    record). A trial that ends before its first step spent its start-up: that is not $0 (issue 27 item 1)."""
     row = db.execute(
         "SELECT MAX(s.spend_usd), MAX(s.step), MIN(s.t), MAX(s.t), r.price_usd_per_gpu_hour, r.gpu_count"
         " FROM runs r LEFT JOIN steps s ON s.run_id = r.id WHERE r.id = ?",
@@ -152,13 +155,36 @@ def run_spend(db: Any, run_id: int) -> tuple[float | None, float, int]:
     if row is None:
         return 0.0, 0.0, 0
     usd, step, first_t, last_t, price, gpus = row
-    if step is None:
-        return (None if price is None else 0.0), 0.0, 0
+    end_usd, end_gpu_hours = _end_totals(db, run_id)
+    last_step = int(step) if step is not None else 0
     if price is None:
-        return None, (last_t - first_t) / 3600.0 * (gpus or 1), int(step)
-    usd = float(usd or 0.0)
-    gpu_hours = usd / price if price else (last_t - first_t) / 3600.0 * (gpus or 1)
-    return usd, gpu_hours, int(step)
+        held = (last_t - first_t) / 3600.0 * (gpus or 1) if step is not None else 0.0
+        return None, max(held, end_gpu_hours or 0.0), last_step
+    usd = max(float(usd or 0.0), end_usd or 0.0)
+    gpu_hours = max(usd / price if price else 0.0, end_gpu_hours or 0.0)
+    return usd, gpu_hours, last_step
+
+
+def _end_totals(db: Any, run_id: int) -> tuple[float | None, float | None]:
+    """``spend_usd`` and ``gpu_hours`` of the totals of the run's latest ``run_end`` record, if any."""
+    end = db.execute(
+        "SELECT detail_json FROM events WHERE run_id = ? AND kind = 'run_end' ORDER BY seq DESC LIMIT 1", [run_id]
+    ).fetchone()
+    try:
+        detail = json.loads(end[0]) if end and end[0] else {}
+    except ValueError:
+        return None, None
+    totals = detail.get("totals") if isinstance(detail, dict) else None
+    if not isinstance(totals, dict):
+        return None, None
+
+    def number(key: str) -> float | None:
+        value = totals.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return float(value) if math.isfinite(value) and value >= 0 else None
+
+    return number("spend_usd"), number("gpu_hours")
 
 
 def study_names(history_db: Path) -> list[str]:
@@ -197,10 +223,16 @@ def load_review(history_db: Path, study_name: str) -> SearchReview:
                     ).fetchone()
                     if run is not None:
                         started, ended, launches[frozen.number] = run
-                    points += db.execute(
+                    run_points = db.execute(
                         "SELECT t, ?, spend_usd FROM steps WHERE run_id = ? AND spend_usd IS NOT NULL ORDER BY t",
                         [run_id, run_id],
                     ).fetchall()
+                    if usd is not None and usd > (run_points[-1][2] if run_points else 0.0):
+                        # spent after its last step (or before any): the curve ends at the run's whole spend
+                        at = ended if ended is not None else (run_points[-1][0] if run_points else started)
+                        if at is not None:
+                            run_points.append((at, run_id, usd))
+                    points += run_points
                 state = frozen.state.name.lower()
                 end = frozen.user_attrs.get("end")
                 values = frozen.intermediate_values

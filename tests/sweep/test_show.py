@@ -66,6 +66,9 @@ def test_sweep_show_looks_back_at_a_real_search(
     try:
         tags = tags_of(conn)
         spend = dict(conn.execute("SELECT run_id, MAX(spend_usd) FROM steps GROUP BY run_id").fetchall())
+        for run_id, detail in conn.execute("SELECT run_id, detail_json FROM events WHERE kind = 'run_end'"):
+            end = (json.loads(detail).get("totals") or {}).get("spend_usd") or 0.0  # spent after the last step
+            spend[run_id] = max(spend.get(run_id) or 0.0, end)
     finally:
         conn.close()
     run_ids = [t["run_id"] for t in result["trials"]]
@@ -81,7 +84,7 @@ def test_sweep_show_looks_back_at_a_real_search(
     assert counts["trials"] == 3 == sum(counts[k] for k in ("finished", "pruned", "stopped", "failed", "running"))
     assert counts["finished"] == sum(1 for t in result["trials"] if t["state"] == "complete") >= 1
     assert counts["pruned"] == sum(1 for t in result["trials"] if t["end"] == "pruned")
-    for row in review["trials"]:  # cost per trial: the trainer's own spend record of its run
+    for row in review["trials"]:  # cost per trial: the trainer's own spend records of its run, its end too
         assert row["spend_usd"] == pytest.approx(spend[row["run_id"]], abs=1e-6)
     assert review["spent_usd"] == pytest.approx(sum(spend[r] for r in run_ids), abs=1e-5)
     curve = [p["spent_usd"] for p in review["spend_curve"]]
