@@ -9,7 +9,8 @@ import numpy as np
 
 from gpuplanner.app.run_series import RunSeries
 from gpuplanner.ui.history_pane import RunPlots
-from gpuplanner.ui.live_plots import LivePlots, break_at_gaps
+from gpuplanner.ui.live_plots import LivePlots
+from gpuplanner.ui.plot_lines import break_at_gaps
 from gpuplanner.ui.run_telemetry import RunTelemetry
 
 
