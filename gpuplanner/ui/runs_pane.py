@@ -6,6 +6,10 @@ buffers (:class:`RunTelemetry`); one 15 Hz timer redraws the plots of the select
 updates the text (progress, ETA, spend, state, alerts). Blocking work (launch, stop, resume, database
 queries for alerts) runs on the controller's worker thread.
 
+Its parts live beside it: launching and "Measure speed" (:mod:`run_launching`, mixed in), the words of
+the labels (:mod:`run_status_text`), the worker's history reads (:mod:`runs_history`), the failure panel
+(:mod:`run_failure_panel`), one run's entry (:mod:`run_entry`) and the demo run (:mod:`run_demo`).
+
 Signals:
     runFinished(int run_id)  a run ended (finished, failed, stopped, killed); the History pane reloads
     alertSettingsChanged()   the user changed the alert settings (``services.alert_settings``)
