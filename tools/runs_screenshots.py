@@ -154,7 +154,7 @@ def failed_run_records() -> tuple[list[dict], str]:
     import subprocess
 
     from gpuplanner.trainer_python import trainer_env
-    from gpuplanner.ui.launch_dialog import demo_dir
+    from gpuplanner.ui.launch_request import demo_dir
 
     run_dir = Path(tempfile.mkdtemp()) / "run"
     demo = demo_dir()
@@ -221,7 +221,7 @@ def main(
     app = QApplication.instance() or QApplication([])
     from gpuplanner.launch.hosts import Host, add_host, local_host, update_host
     from gpuplanner.ui.hosts_pane import HostsPane
-    from gpuplanner.ui.launch_dialog import LaunchRequest
+    from gpuplanner.ui.launch_request import LaunchRequest
     from gpuplanner.ui.runs_pane import RunsPane
     from gpuplanner.ui.services import AppServices
 

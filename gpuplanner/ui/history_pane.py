@@ -19,14 +19,12 @@ and stored with the run; the summary shows each with its diagnosis and a "Carry 
 
 from __future__ import annotations
 
-import dataclasses
-import html as html_lib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSize, Qt, QThreadPool, QUrl, Signal, Slot
+from PySide6.QtCore import Qt, QThreadPool, QUrl, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QImage
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -49,19 +47,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpuplanner.app.run_series import OverlaySeries, RunSeries, overlay_series
+from gpuplanner.app.run_series import RunSeries
 from gpuplanner.app.run_status import status_text
-from gpuplanner.history.alert_rules import KIND_TITLES, AlertSettings
-from gpuplanner.history.analytics import RunSummary, summarize
-from gpuplanner.history.db import HistoryError, open_db
+from gpuplanner.history.analytics import RunSummary
 from gpuplanner.history.export import write_table
-from gpuplanner.history.gpu_metrics import METRIC_LABELS, METRICS, UTILISATION_NOTE, format_metric, throttle_text
-from gpuplanner.history.run_cost import add_costs, unpriced_figure
-from gpuplanner.history.runs import delete_run, list_runs
-from gpuplanner.history.stops import stopped_by_user
-from gpuplanner.history.time_breakdown import TimeBreakdown, from_dict, sum_breakdowns
+from gpuplanner.history.time_breakdown import TimeBreakdown, sum_breakdowns
 from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.compare_plots import ComparePlots
+from gpuplanner.ui.history_loads import delete_and_load, load_overlay, load_series, load_summaries
 from gpuplanner.ui.history_model import (
     COLUMNS,
     COMPARE_METRICS,
@@ -69,87 +62,22 @@ from gpuplanner.ui.history_model import (
     RUN_ID_ROLE,
     RunsFilterProxy,
     RunsTableModel,
-    display_text,
     export_values,
     format_time,
-    format_value,
     metric_text,
     metric_value,
-    row_values,
-    run_series,
 )
-from gpuplanner.ui.human import NO_PRICE, human_bytes, human_cost, human_duration, human_hours, human_money
+from gpuplanner.ui.history_report import runs_report
+from gpuplanner.ui.history_summary import run_breakdown, run_title, summary_html
 from gpuplanner.ui.report_pdf import Report, write_pdf
 from gpuplanner.ui.run_plots import RunPlots
 from gpuplanner.ui.search_view import SearchesDialog
 from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.spend_view import SpendDialog
 from gpuplanner.ui.table_view import export_menu_button, sortable_table
-from gpuplanner.ui.time_bars import COLORS, OTHER_COLOR, TimeBars, phase_text
+from gpuplanner.ui.time_bars import TimeBars
 
-MISSING_RUN = "not reported by this run's GPUs (SM activity needs GPM: Hopper and newer)"
 STATUSES = ("", "running", "finished", "preempted", "stopped", "budget_stop", "early_stop", "failed")
-
-
-def _breakdown(summary: RunSummary) -> TimeBreakdown:
-    return from_dict(summary.time_breakdown) or TimeBreakdown(False, 0.0, 0.0, None)
-
-
-def _run_title(summary: RunSummary) -> str:
-    name = summary.name or summary.model_name or ""
-    text = f"#{summary.run_id} {name}".strip()
-    return text if len(text) <= 32 else text[:31] + "…"
-
-
-def load_summaries(path: Path, alert_settings: AlertSettings | None = None) -> list[RunSummary]:
-    """Every run's summary, its alerts evaluated under ``alert_settings`` and stored with the run (a
-    worker's job: its own connection; an absent file is an empty history)."""
-    if not path.exists():
-        return []
-    db = open_db(path)
-    try:
-        summaries = []
-        for run in list_runs(db):
-            try:
-                summary = summarize(db, run.id, alert_settings=alert_settings, store_alerts=True)
-            except HistoryError:
-                continue
-            if summary.status == "preempted" and stopped_by_user(db, run.id):
-                summary = dataclasses.replace(summary, status="stopped")  # the user's Stop, not a preemption
-            summaries.append(summary)
-        return summaries
-    finally:
-        db.close()
-
-
-def load_series(path: Path, run_id: int) -> RunSeries:
-    db = open_db(path)
-    try:
-        return run_series(db, run_id)
-    finally:
-        db.close()
-
-
-def load_overlay(path: Path, runs: Sequence[tuple[int, str]]) -> list[OverlaySeries]:
-    """The curves of several runs for the overlay (a worker's job)."""
-    db = open_db(path)
-    try:
-        return [overlay_series(db, run_id, label) for run_id, label in runs]
-    finally:
-        db.close()
-
-
-def delete_and_load(path: Path, run_ids: Sequence[int]) -> list[RunSummary]:
-    db = open_db(path)
-    try:
-        for run_id in run_ids:
-            try:
-                delete_run(db, run_id)
-            except HistoryError:
-                continue
-    finally:
-        db.close()
-    return load_summaries(path)
 
 
 class HistoryPane(QWidget):
@@ -392,17 +320,17 @@ class HistoryPane(QWidget):
         rows: list[tuple[str, TimeBreakdown]] = []
         if len(ids) >= 2:
             chosen = [s for s in (self._summary(i) for i in ids) if s is not None]
-            rows = [(_run_title(s), _breakdown(s)) for s in chosen]
+            rows = [(run_title(s), run_breakdown(s)) for s in chosen]
             rows.append((f"Selected {len(chosen)} runs", sum_breakdowns(b for _, b in rows)))
             return rows, len(rows) - 1
         visible = self.visible_summaries()
         if not visible:
             return [], -1
         if len(ids) == 1 and (one := self._summary(ids[0])) is not None:
-            rows.append((_run_title(one), _breakdown(one)))
+            rows.append((run_title(one), run_breakdown(one)))
         shown = "shown" if len(visible) < len(self.model.summaries()) else ""
         title = f"All {len(visible)} runs {shown}".strip() if len(visible) != 1 else f"The run {shown}".strip()
-        rows.append((title, sum_breakdowns(_breakdown(s) for s in visible)))
+        rows.append((title, sum_breakdowns(run_breakdown(s) for s in visible)))
         return rows, 0
 
     def update_time_bars(self) -> None:
@@ -452,7 +380,7 @@ class HistoryPane(QWidget):
         summary = self._summary(run_id)
         if summary is None:
             return
-        self.summary_view.setHtml(self.summary_html(summary))
+        self.summary_view.setHtml(summary_html(summary))
         if self.detail_tabs.currentWidget() is self.compare_table:
             self.detail_tabs.setCurrentWidget(self.summary_view)
         self._series_run = run_id
@@ -479,223 +407,8 @@ class HistoryPane(QWidget):
         self.events_table.resizeColumnsToContents()
         summary = self._summary(run_id)
         if summary is not None:
-            self.summary_view.setHtml(self.summary_html(summary, series.failure, series.plan_gpu))
+            self.summary_view.setHtml(summary_html(summary, series.failure, series.plan_gpu))
         self.seriesShown.emit(run_id)
-
-    @staticmethod
-    def failure_html(failure: dict[str, Any] | None) -> str:
-        """Why a run failed: the error and the tail of the trainer's stderr (kept in the history)."""
-        if not failure:
-            return ""
-        code = failure.get("exit_code")
-        head = "Why it failed" + (f" (exit {code})" if code is not None else "")
-        parts = [f"<h4 style='color:#d64545'>{html_lib.escape(head)}</h4>"]
-        if failure.get("error"):
-            parts.append(f"<p><b>{html_lib.escape(str(failure['error']))}</b></p>")
-        tail = str(failure.get("stderr_tail") or "").strip()
-        if tail:
-            parts.append(
-                f"<p style='color:gray'>Last lines of stderr on {html_lib.escape(str(failure.get('host') or '?'))}:</p>"
-            )
-            parts.append(f"<pre style='font-size:small'>{html_lib.escape(tail)}</pre>")
-        elif failure.get("stderr_problem"):
-            parts.append(f"<p style='color:gray'>{html_lib.escape(str(failure['stderr_problem']))}</p>")
-        return "".join(parts)
-
-    @staticmethod
-    def _cost(s: RunSummary, usd: float | None) -> str:
-        """One of the run's cost figures: "no price" when the run has none (never $0 or a dash)."""
-        return NO_PRICE if unpriced_figure("cost_usd", usd, s.price_usd_per_gpu_hour) else human_money(usd)
-
-    @classmethod
-    def billed_rows(cls, s: RunSummary) -> list[tuple[str, str]]:
-        """Billed time and what its idle part cost (billed minus training), and a Slurm run's queue wait."""
-        out = []
-        b = s.billed
-        if b:
-            source = {"launcher": "launch to end", "sacct": "Slurm sacct", "scontrol": "Slurm scontrol"}
-            via = html_lib.escape(source.get(b.get("billed_source") or "", b.get("billed_source") or ""))
-            out.append(
-                ("Billed time", f"{human_hours(b['billed_hours'])} · {cls._cost(s, b['billed_cost_usd'])} ({via})")
-            )
-            if b.get("idle_billed_hours") is not None:
-                idle = f"{human_hours(b['idle_billed_hours'])} · {cls._cost(s, b.get('idle_cost_usd'))}"
-                out.append(("Idle (billed − training)", idle))
-        q = s.queue
-        if q:
-            waited = q.get("queue_wait_s")
-            wait = human_hours(waited / 3600.0) if waited is not None else "–"
-            why = f" · pending: {q.get('reason') or '?'}" if q.get("pending") else ""
-            if not why and q.get("reason"):
-                why = f" (was {q['reason']})"
-            out.append(("Queue wait", html_lib.escape(wait + why)))
-        return out
-
-    @classmethod
-    def summary_html(cls, s: RunSummary, failure: dict[str, Any] | None = None, plan_gpu: str | None = None) -> str:
-        def row(label: str, value: Any) -> str:
-            return f"<tr><td style='padding-right:14px;color:gray'>{label}</td><td>{value}</td></tr>"
-
-        esc = html_lib.escape
-        title = esc(f"Run {s.run_id}" + (f": {s.name}" if s.name else ""))
-        sim = " <i>(simulated GPU telemetry)</i>" if s.simulated else ""
-        run_gpu = f"{s.gpu_count} x {s.gpu_type or '?'}"
-        left = [
-            ("Status", esc(status_text(s.status))),
-            ("Host", esc(s.host or "–")),
-            ("GPU", esc(run_gpu)),
-            ("Model", esc(s.model_name or "–")),
-            ("Started", format_time(s.started_at)),
-            ("Time held", human_hours(s.hours)),
-            ("GPU-hours", format_value(s.gpu_hours)),
-            ("Interruptions", f"{s.interruptions} ({human_hours(s.interruption_hours)} lost)"),
-            *cls.billed_rows(s),
-        ]
-        sm_hours = (
-            f"{format_value(s.effective_gpu_hours_sm)} (SM activity {format_value(s.avg_sm_active_pct)} %"
-            + (
-                f", {format_value(s.sm_active_coverage_pct)} % of samples)"
-                if s.sm_active_coverage_pct is not None and s.sm_active_coverage_pct < 99.5
-                else ")"
-            )
-            if s.effective_gpu_hours_sm is not None
-            else f"<i style='color:gray'>{esc(MISSING_RUN)}</i>"
-        )
-        right = [
-            ("Cost", cls._cost(s, s.cost_usd)),
-            ("Avg utilisation", f"{format_value(s.avg_util_pct)} %"),
-            ("Effective GPU-hours (NVML utilisation)", format_value(s.effective_gpu_hours)),
-            ("Effective GPU-hours (SM activity)", sm_hours),
-            ("Cost per effective GPU-hour", cls._cost(s, s.cost_per_effective_gpu_hour_usd)),
-            ("Cost per sample", cls._cost(s, s.cost_per_sample_usd)),
-            ("Cost per 1M tokens", cls._cost(s, s.cost_per_million_tokens_usd)),
-            ("Tokens/s (median)", format_value(s.tokens_per_s)),
-            ("Data wait", f"{format_value(s.data_wait_pct)} %"),
-            ("Final loss", format_value(s.final_loss)),
-        ]
-        html = [
-            f"<h3>{title}{sim}</h3>",
-            cls.failure_html(failure) if s.status == "failed" else "",
-            "<table><tr><td valign='top'><table>",
-            *(row(k, v) for k, v in left),
-            "</table></td><td valign='top' style='padding-left:30px'><table>",
-            *(row(k, v) for k, v in right),
-            "</table></td></tr></table>",
-            f"<p style='color:gray'>{esc(UTILISATION_NOTE)}</p>",
-            cls.gpus_html(s.gpus),
-        ]
-        html.append(cls.time_html(s))
-        if s.alerts:
-            html.append(cls.alerts_html(s.alerts))
-        if s.planned:
-            html.append(cls.planned_html(s.planned, plan_gpu, run_gpu))
-        return "".join(html)
-
-    @staticmethod
-    def time_html(s: RunSummary) -> str:
-        """Where the run's billed time went: a stacked bar (table cells) and a legend with the numbers."""
-        breakdown = _breakdown(s)
-        if not breakdown.recorded:
-            return (
-                f"<p><span style='color:gray'>Where the time went:</span> {html_lib.escape(breakdown.note or '')}</p>"
-            )
-        shown = [p for p in breakdown.phases if p.shown]
-        cells = "".join(
-            f"<td width='{max(1, round(p.share * 100))}%' bgcolor='{COLORS.get(p.phase, OTHER_COLOR)}'>&nbsp;</td>"
-            for p in shown
-        )
-        legend = "<br>".join(
-            f"<span style='color:{COLORS.get(p.phase, OTHER_COLOR)}'>&#9632;</span> "
-            f"{html_lib.escape(phase_text(breakdown, p.phase))}"
-            for p in shown
-        )
-        return (
-            "<h4>Where the billed time went</h4>"
-            f"<table width='100%' cellspacing='0' cellpadding='2'><tr>{cells}</tr></table>"
-            f"<p>{legend}</p>"
-        )
-
-    @staticmethod
-    def alerts_html(alerts: list[dict[str, Any]]) -> str:
-        """Each alert, its diagnosis (with the expected saving) and a link that carries its suggestion."""
-        esc = html_lib.escape
-        items, carried = [], 0
-        for alert in alerts:
-            title = KIND_TITLES.get(str(alert.get("kind")), str(alert.get("kind")))
-            item = f"<li><b style='color:#b26b00'>&#9888; {esc(title)}:</b> {esc(str(alert.get('message', '')))}"
-            diagnosis = alert.get("diagnosis") or {}
-            if diagnosis.get("text"):
-                item += f"<br>{esc(str(diagnosis['text']))}"
-            if diagnosis.get("plan_inputs"):
-                item += f" <a href='carry:{carried}'>Carry to plan</a>"
-                carried += 1
-            items.append(item + "</li>")
-        return "<h4>Alerts</h4><ul>" + "".join(items) + "</ul>"
-
-    @staticmethod
-    def gpus_html(gpus: list[dict[str, Any]]) -> str:
-        """One row per GPU of the run's telemetry means; a metric the GPU did not report says so."""
-        if not gpus:
-            return ""
-        esc = html_lib.escape
-        columns = [key for key, _, _ in METRICS if key not in ("sm_occupancy_pct", "slowdown_pct")]
-        head = "".join(f"<th align='left' style='padding-right:10px'>{esc(METRIC_LABELS[k])}</th>" for k in columns)
-        rows = []
-        for gpu in gpus:
-            cells = []
-            for key in columns:
-                value = gpu.get(key)
-                text = format_metric(key, value)
-                if key == "sm_clock_mhz" and value is not None and gpu.get("sm_clock_max_mhz"):
-                    text = f"{value:.0f} / {gpu['sm_clock_max_mhz']:.0f} MHz"
-                style = "padding-right:10px" + (";color:gray;font-style:italic" if value is None else "")
-                cells.append(f"<td style='{style}'>{esc(text)}</td>")
-            throttle = throttle_text(gpu.get("throttle_pct"))
-            throttle_style = "color:gray;font-style:italic" if gpu.get("throttle_pct") is None else ""
-            cells.append(f"<td style='{throttle_style}'>{esc(throttle)}</td>")
-            rows.append(
-                f"<tr><td style='padding-right:10px'>{esc(str(gpu['node']))}:{gpu['index']}</td>{''.join(cells)}</tr>"
-            )
-        return (
-            "<h4>GPUs (means over the run)</h4><table cellspacing='0'>"
-            f"<tr><th align='left' style='padding-right:10px'>GPU</th>{head}<th align='left'>Throttled (share of"
-            f" samples)</th></tr>{''.join(rows)}</table>"
-        )
-
-    @staticmethod
-    def planned_html(planned: dict[str, Any], plan_gpu: str | None, run_gpu: str) -> str:
-        """Planned against actual as a small table in people's units, the GPUs of both, flagged if they differ."""
-        shown: dict[str, tuple[str, Callable[[Any], str]]] = {
-            "hours": ("Duration", human_hours),
-            "cost_usd": ("Cost", human_money),
-            "peak_mem_bytes": ("Peak memory per GPU", human_bytes),
-            "tokens_per_s": ("Tokens/s", format_value),
-            "samples_per_min": ("Samples/min", format_value),
-        }
-        out = [
-            "<h4>Planned against actual</h4><table cellspacing='0' cellpadding='3'>"
-            "<tr><th align='left'></th><th align='right'>planned</th><th align='right'>actual</th>"
-            "<th align='right'>difference</th></tr>"
-        ]
-        if plan_gpu:
-            differs = plan_gpu.replace(" ", "").lower() != run_gpu.replace(" ", "").lower()
-            flag = "<span style='color:#d64545'>different GPU: the numbers below compare unlike runs</span>"
-            out.append(
-                f"<tr><td>GPU</td><td align='right'>{html_lib.escape(plan_gpu)}</td>"
-                f"<td align='right'>{html_lib.escape(run_gpu)}</td><td align='right'>{flag if differs else 'same'}</td></tr>"
-            )
-        for key, cell in planned.items():
-            if not isinstance(cell, dict) or (cell.get("planned") is None and cell.get("actual") is None):
-                continue
-            label, fmt = shown.get(key, (key.replace("_", " "), format_value))
-            diff = cell.get("diff_pct")
-            out.append(
-                f"<tr><td>{label}</td><td align='right'>{fmt(cell.get('planned'))}</td>"
-                f"<td align='right'>{fmt(cell.get('actual'))}</td>"
-                f"<td align='right'>{'' if diff is None else f'{diff:+.1f} %'}</td></tr>"
-            )
-        out.append("</table>")
-        return "".join(out)
 
     # ------------------------------------------------------------------ compare
 
@@ -800,56 +513,19 @@ class HistoryPane(QWidget):
         return self.plots.grab().toImage()
 
     def report(self) -> Report:
-        columns, rows = self.export_rows()
-        report = Report("GPU Planner: run history", time.strftime("%Y-%m-%d %H:%M"))
-        runs = [s for s in self.visible_summaries() if s.run_id in {r[0] for r in rows}]
-        costs = add_costs(s.cost_usd for s in runs)
-        hours = sum(s.gpu_hours or 0.0 for s in runs)
-        runs_text = f"{len(runs)} run" + ("" if len(runs) == 1 else "s")
-        unpriced = f" ({costs.unpriced_runs} without a price, not in it)" if costs.unpriced_runs else ""
-        report.text(f"{runs_text}, {hours:,.1f} GPU-hours, {human_cost(costs.cost_usd)} in total{unpriced}.", bold=True)
-        shown = [  # as the table shows them
-            [display_text(c, v, s.price_usd_per_gpu_hour) for c, v in enumerate(row_values(s))] for s in runs
-        ]
-        report.table([c[0] for c in COLUMNS], shown)
-        spent = sum_breakdowns(_breakdown(s) for s in runs)
-        if spent.recorded:
-            note = f" ({spent.note})" if spent.note else ""
-            report.text(f"Where the billed time went{note}", bold=True)
-            report.table(
-                ["phase", "share", "cost", "time"],
-                [
-                    [p.label, f"{p.share:.0%}", human_money(p.cost_usd), human_duration(p.seconds)]
-                    for p in spent.phases
-                    if p.shown
-                ],
-            )
+        """The PDF report of the exported runs (:func:`runs_report`), with the selection's comparison or plots."""
+        _, rows = self.export_rows()
+        exported = {r[0] for r in rows}
+        runs = [s for s in self.visible_summaries() if s.run_id in exported]
         ids = self.selected_run_ids()
+        compare, overlay, one_run = None, None, None
         if len(ids) >= 2:
-            headers, _ = self.compare_rows(ids)
-            report.text("Compared side by side", bold=True)
-            report.table(["metric", *headers], self.compare_texts(ids))
+            compare = (self.compare_rows(ids)[0], self.compare_texts(ids))
             if self.overlay.series and {s.run_id for s in self.overlay.series} == set(ids):
-                report.text("The runs overlaid (" + self.overlay.x_combo.currentText() + ")", bold=True)
-                report.image(self.overlay.grab().toImage(), 110)
-        elif len(ids) == 1:
-            summary = self._summary(ids[0])
-            if summary is not None:
-                parts = [summary.status, human_hours(summary.hours), self._cost(summary, summary.cost_usd)]
-                if summary.avg_util_pct is not None:
-                    parts.append(f"{summary.avg_util_pct:.0f}% average utilisation")
-                report.text(f"Run {summary.run_id}: " + ", ".join(parts), bold=True)
-                image = self.plots.grab().toImage()
-                if not image.isNull() and image.width() > 10:
-                    report.image(
-                        image.scaled(
-                            QSize(1400, 800),
-                            Qt.AspectRatioMode.KeepAspectRatio,
-                            Qt.TransformationMode.SmoothTransformation,
-                        ),
-                        110,
-                    )
-        return report
+                overlay = (self.overlay.x_combo.currentText(), self.overlay.grab().toImage())
+        elif len(ids) == 1 and (summary := self._summary(ids[0])) is not None:
+            one_run = (summary, self.plots.grab().toImage())
+        return runs_report(runs, compare, overlay, one_run)
 
     @Slot()
     def open_spend(self) -> SpendDialog:

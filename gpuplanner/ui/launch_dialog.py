@@ -1,22 +1,18 @@
 """The launch dialog: host, what runs (the bundled trainer with its settings, prefilled from a plan, or a
 command of the user's own with its working directory and environment), budget and spot behaviour.
 
-:func:`trainer_args` turns the form's values into ``python -m trainer train`` flags (docs/trainer.md);
-:func:`parse_env` reads the environment box; :class:`LaunchDialog` collects the values and hands back a
-:class:`LaunchRequest`.
+:class:`LaunchDialog` builds one group box per section (``_build_*``), collects the values and hands back
+a :class:`~gpuplanner.ui.launch_request.LaunchRequest` (the values as trainer flags: ``launch_request``;
+what it remembers between launches: ``launch_memory``).
 """
 
 from __future__ import annotations
 
-import json
-import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, QSize, Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -42,98 +38,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpuplanner.history.tags import TagError, parse_tags
+from gpuplanner.history.tags import TagError
 from gpuplanner.launch.budget import budget_problem
 from gpuplanner.launch.preflight import hf_id_for
-from gpuplanner.resources import resources_dir
 from gpuplanner.ui.human import NO_PRICE, human_money
+from gpuplanner.ui.launch_memory import merged_settings, remember_values, remembered_values
+from gpuplanner.ui.launch_request import LaunchRequest, parse_env, parse_tags_text, trainer_args
 from gpuplanner.ui.palette import WARN
-from trainer.settings import TrainSettings
 
 PRECISIONS = ("auto", "bf16-mixed", "fp16-mixed", "fp32", "bf16")
 METHODS = ("full", "lora", "qlora")
 DEVICES = ("auto", "cpu", "cuda")
-
-
-def demo_dir() -> Path:
-    """The shipped demo files (tiny GPT-2 config and corpus), installed or from a checkout."""
-    return resources_dir() / "demo"
-
-
-@dataclass
-class LaunchRequest:
-    """What the Runs pane passes to ``RunManager.launch`` (plus what it shows next to the run)."""
-
-    host_name: str
-    trainer_args: list[str]
-    name: str | None = None
-    plan_id: int | None = None
-    gpus: int = 1
-    auto_resume: bool = False
-    fallback_hosts: list[str] = field(default_factory=list)
-    max_restarts: int = 3
-    budget_usd: float | None = None
-    price_per_gpu_hour: float | None = None
-    planned_cost_usd: float | None = None
-    tags: dict[str, str] = field(default_factory=dict)
-    command: list[str] = field(default_factory=list)  # a command of the user's own (empty: the bundled trainer)
-    workdir: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-
-
-def parse_tags_text(text: str) -> dict[str, str]:
-    """The Tags field: ``key=value`` pairs separated by spaces or commas (the rules of ``--tag``)."""
-    return parse_tags(t for t in re.split(r"[\s,]+", text.strip()) if t)
-
-
-def parse_env(text: str) -> dict[str, str]:
-    """``NAME=VALUE`` lines (blank lines and ``#`` comments skipped); ValueError naming the bad line."""
-    env: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        name, sep, value = line.partition("=")
-        name = name.strip()
-        if not sep or not name or not name.replace("_", "a").isalnum() or name[0].isdigit() or not name.isascii():
-            raise ValueError(f"line {number}: NAME=VALUE with a name of letters, digits and _, not {line!r}")
-        env[name] = value
-    return env
-
-
-def trainer_args(values: dict[str, Any]) -> list[str]:
-    """Trainer flags for the form's values (keys as in the Plan pane's settings, planner spellings, plus the
-    dialog's own: ``data`` (list of paths), ``max_steps``, ``device``, ``checkpoint_every_minutes``,
-    ``extra``), without the flags the launcher sets itself (run dir, the host's price, the budget). The
-    planner -> trainer mapping is the settings contract's (:class:`trainer.settings.TrainSettings`)."""
-
-    def whole(key: str) -> int | None:
-        return int(values[key]) if values.get(key) else None
-
-    method = str(values.get("method") or "full")
-    rank = int(values.get("lora_rank") or 0)
-    minutes = values.get("checkpoint_every_minutes")
-    settings = TrainSettings.from_planner(
-        model_config=str(values["model_config"]) if values.get("model_config") else None,
-        model=str(values["model"]) if values.get("model") and not values.get("model_config") else None,
-        data=tuple(str(p) for p in values.get("data") or ()),
-        method=method if method in ("lora", "qlora") and rank > 0 else "full",
-        lora_rank=rank or None,
-        precision=str(values.get("precision") or "auto"),
-        grad_checkpointing=str(values.get("grad_checkpointing") or "none"),
-        micro_batch=whole("micro_batch"),
-        grad_accum=whole("grad_accum"),
-        seq_len=whole("seq_len"),
-        epochs=whole("epochs"),
-        max_steps=whole("max_steps") if int(values.get("max_steps") or 0) > 0 else None,
-        device=str(values["device"]) if values.get("device") and values["device"] != "auto" else None,
-        checkpoint_every_minutes=float(minutes) if minutes is not None else None,
-    )
-    args = settings.to_argv()
-    extra = values.get("extra")
-    if extra:
-        args += shlex.split(extra) if isinstance(extra, str) else [str(a) for a in extra]
-    return args
 
 
 def _spin(minimum: int, maximum: int, value: int, tip: str) -> QSpinBox:
@@ -154,66 +69,6 @@ def _money(value: float, tip: str, special: str | None = None) -> QDoubleSpinBox
     if special:
         box.setSpecialValueText(special)
     return box
-
-
-REMEMBERED_KEY = "launch_dialog/values"
-NOT_REMEMBERED = ("name", "price_per_gpu_hour", "host_checked")  # per run, or the host's (not the user's)
-MODEL_KEYS = ("model", "model_config")
-
-
-def _settings_store() -> QSettings:
-    from gpuplanner.ui.settings import app_settings  # the window's one settings file
-
-    return app_settings()
-
-
-def remembered_values() -> dict[str, Any]:
-    """The values typed in the last launch dialog that was accepted or measured (empty when none)."""
-    raw = _settings_store().value(REMEMBERED_KEY)
-    if not raw:
-        return {}
-    try:
-        values = json.loads(str(raw))
-    except ValueError:
-        return {}
-    return values if isinstance(values, dict) else {}
-
-
-def remember_values(values: dict[str, Any]) -> None:
-    store = _settings_store()
-    store.setValue(REMEMBERED_KEY, json.dumps({k: v for k, v in values.items() if k not in NOT_REMEMBERED}))
-    store.sync()
-
-
-def _is_demo_value(value: Any) -> bool:
-    """Whether a remembered value names the shipped demo's files (its model config or corpus)."""
-    demo = demo_dir().resolve()
-    paths = value if isinstance(value, list) else [value]
-    for path in paths:
-        if isinstance(path, str) and path:
-            try:
-                if Path(path).resolve().is_relative_to(demo):
-                    return True
-            except (OSError, ValueError):
-                continue
-    return False
-
-
-def merged_settings(remembered: dict[str, Any], given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    """What the dialog opens with: ``defaults`` < what was typed last time < the values it was given (a plan).
-
-    A given value of None or "" does not hide a remembered one; a given model (id or config) replaces both
-    remembered model fields, so a plan's model never mixes with the last run's. A plan's settings (they carry
-    its ``plan_id``) never take the shipped demo's model or corpus from the last run: the plan did not use
-    them."""
-    if given.get("plan_id") is not None:
-        remembered = {k: v for k, v in remembered.items() if not _is_demo_value(v)}
-    merged = {**defaults, **remembered}
-    if any(given.get(k) for k in MODEL_KEYS):
-        for key in MODEL_KEYS:
-            merged.pop(key, None)
-    merged.update({k: v for k, v in given.items() if v is not None and v != "" and v != []})
-    return merged
 
 
 class LaunchDialog(QDialog):
@@ -248,6 +103,26 @@ class LaunchDialog(QDialog):
         self._fitted = False
         outer = QVBoxLayout(self)
 
+        self._build_sections(hosts, settings, outer)
+        self._build_footer(outer)
+        self._connect_and_sync()
+
+    def _build_sections(
+        self, hosts: list[tuple[str, str, float | None]], settings: dict[str, Any], outer: QVBoxLayout
+    ) -> None:
+        """The form's group boxes in two columns: what runs and where, the command or the model and data;
+        the training settings, the budget and spot behaviour."""
+        where = self._build_where(hosts, settings)
+        what_box = self._build_what(settings)
+        self.command_box = self._build_command(settings)
+        self.model_box = self._build_model(settings)
+        self.train_box = self._build_training(settings)
+        money_box = self._build_money(hosts, settings)
+        self._build_columns(((what_box, where, self.command_box, self.model_box), (self.train_box, money_box)))
+        outer.addWidget(self.scroll_area, 1)
+
+    def _build_where(self, hosts: list[tuple[str, str, float | None]], settings: dict[str, Any]) -> QGroupBox:
+        """Run name, host (with a plan's note on its GPUs), GPUs and device."""
         where = QGroupBox("Where")
         form = QFormLayout(where)
         self.name_edit = QLineEdit(str(settings.get("name") or ""))
@@ -275,7 +150,10 @@ class LaunchDialog(QDialog):
         form.addRow(self.host_note_label)
         form.addRow("GPUs:", self.gpus_spin)
         form.addRow("Device:", self.device_combo)
+        return where
 
+    def _build_what(self, settings: dict[str, Any]) -> QGroupBox:
+        """The bundled trainer or a command of the user's own."""
         what_box = QGroupBox("What runs")
         what = QVBoxLayout(what_box)
         self.trainer_radio = QRadioButton("The bundled trainer (settings below)")
@@ -287,9 +165,12 @@ class LaunchDialog(QDialog):
         (self.command_radio if settings.get("mode") == "command" else self.trainer_radio).setChecked(True)
         what.addWidget(self.trainer_radio)
         what.addWidget(self.command_radio)
+        return what_box
 
-        self.command_box = QGroupBox("Command")
-        form = QFormLayout(self.command_box)
+    def _build_command(self, settings: dict[str, Any]) -> QGroupBox:
+        """A command of the user's own: its command line, working directory and environment."""
+        box = QGroupBox("Command")
+        form = QFormLayout(box)
         self.command_edit = QLineEdit(str(settings.get("command") or ""))
         self.command_edit.setPlaceholderText("e.g. torchrun --nproc-per-node 8 train.py --config big.yaml")
         self.command_edit.setToolTip("The command line as a shell would split it (quotes work; no pipes or &&)")
@@ -304,7 +185,10 @@ class LaunchDialog(QDialog):
         form.addRow("Command:", self.command_edit)
         form.addRow("Working directory:", self.workdir_edit)
         form.addRow("Environment:", self.env_edit)
+        return box
 
+    def _build_model(self, settings: dict[str, Any]) -> QGroupBox:
+        """The bundled trainer's model, data, method and LoRA rank."""
         model_box = QGroupBox("Model and data")
         form = QFormLayout(model_box)
         self.model_edit = QLineEdit(str(settings.get("model") or ""))
@@ -335,7 +219,10 @@ class LaunchDialog(QDialog):
         form.addRow("Data:", data_row)
         form.addRow("Method:", self.method_combo)
         form.addRow("LoRA rank:", self.lora_spin)
+        return model_box
 
+    def _build_training(self, settings: dict[str, Any]) -> QGroupBox:
+        """The bundled trainer's settings (a plan's fitted ones noted), checkpoints and extra flags."""
         train_box = QGroupBox("Training")
         form = QFormLayout(train_box)
         if self.settings.get("fitted"):
@@ -376,7 +263,10 @@ class LaunchDialog(QDialog):
         self.extra_edit = QLineEdit(str(settings.get("extra") or ""))
         self.extra_edit.setPlaceholderText("more trainer flags, e.g. --lr 1e-4 --eval-every-steps 100")
         form.addRow("Extra flags:", self.extra_edit)
+        return train_box
 
+    def _build_money(self, hosts: list[tuple[str, str, float | None]], settings: dict[str, Any]) -> QGroupBox:
+        """The host's price, the budget, tags, resuming after preemptions and the fallback hosts."""
         money_box = QGroupBox("Budget and spot")
         form = QFormLayout(money_box)
         self.price_label = QLabel()
@@ -413,13 +303,14 @@ class LaunchDialog(QDialog):
         form.addRow("", self.auto_resume_check)
         form.addRow("Max restarts:", self.max_restarts_spin)
         form.addRow("Fallback hosts:", self.fallback_list)
+        return money_box
 
-        # two columns in a scroll area: the buttons stay on screen whatever the screen's size
+    def _build_columns(self, layout: tuple[tuple[QGroupBox, ...], ...]) -> None:
+        """The boxes in columns in a scroll area: the buttons stay on screen whatever the screen's size."""
         content = QWidget()
         columns = QHBoxLayout(content)
         columns.setContentsMargins(0, 0, 0, 0)
-        self.model_box, self.train_box = model_box, train_box
-        for boxes in ((what_box, where, self.command_box, model_box), (train_box, money_box)):
+        for boxes in layout:
             column = QVBoxLayout()
             for box in boxes:
                 column.addWidget(box)
@@ -430,8 +321,9 @@ class LaunchDialog(QDialog):
         self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll_area.setWidget(content)
         self.content = content
-        outer.addWidget(self.scroll_area, 1)
 
+    def _build_footer(self, outer: QVBoxLayout) -> None:
+        """The error line, the answer of Measure speed, and the buttons."""
         self.error_label = QLabel()
         self.error_label.setWordWrap(True)
         self.error_label.setStyleSheet("color: #b00020")
@@ -454,6 +346,9 @@ class LaunchDialog(QDialog):
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         outer.addWidget(self.buttons)
+
+    def _connect_and_sync(self) -> None:
+        """Follow the method, host and mode choices (and show the current ones)."""
         self.method_combo.currentTextChanged.connect(self._on_method_changed)
         self._on_method_changed(self.method_combo.currentText())
         self.host_combo.currentIndexChanged.connect(self._on_host_changed)

@@ -6,6 +6,10 @@ buffers (:class:`RunTelemetry`); one 15 Hz timer redraws the plots of the select
 updates the text (progress, ETA, spend, state, alerts). Blocking work (launch, stop, resume, database
 queries for alerts) runs on the controller's worker thread.
 
+Its parts live beside it: launching and "Measure speed" (:mod:`run_launching`, mixed in), the words of
+the labels (:mod:`run_status_text`), the worker's history reads (:mod:`runs_history`), the failure panel
+(:mod:`run_failure_panel`), one run's entry (:mod:`run_entry`) and the demo run (:mod:`run_demo`).
+
 Signals:
     runFinished(int run_id)  a run ended (finished, failed, stopped, killed); the History pane reloads
     alertSettingsChanged()   the user changed the alert settings (``services.alert_settings``)
@@ -13,23 +17,19 @@ Signals:
 
 from __future__ import annotations
 
-import html
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal, Slot
-from PySide6.QtGui import QDesktopServices, QFontDatabase
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QComboBox,
-    QDialog,
     QHBoxLayout,
     QLabel,
     QListView,
     QListWidget,
     QListWidgetItem,
-    QPlainTextEdit,
     QProgressBar,
     QPushButton,
     QSplitter,
@@ -37,18 +37,22 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpuplanner.app.run_status import ACTIVE_STATES, ENDED_STATES, FINAL_STATES
-from gpuplanner.history.slurm_queue import queue_text
+from gpuplanner.app.run_status import ACTIVE_STATES, FINAL_STATES
 from gpuplanner.ui.alert_banner import AlertBanner
 from gpuplanner.ui.gpu_table import GpuTable
-from gpuplanner.ui.human import NO_PRICE, human_duration, human_money
-from gpuplanner.ui.launch_dialog import LaunchDialog, LaunchRequest, demo_dir
+from gpuplanner.ui.launch_dialog import LaunchDialog
+from gpuplanner.ui.launch_request import LaunchRequest
 from gpuplanner.ui.live_plots import LivePlots
 from gpuplanner.ui.passphrase_dialog import PassphrasePrompter
 from gpuplanner.ui.run_controller import RunController
+from gpuplanner.ui.run_demo import demo_request
+from gpuplanner.ui.run_entry import RunEntry
+from gpuplanner.ui.run_failure_panel import FailurePanel
+from gpuplanner.ui.run_launching import RunLaunching
+from gpuplanner.ui.run_status_text import elapsed_eta, failure_text, progress, spend_line, state_line
 from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.runs_history import Found, LastEnded, run_alerts, runs_to_reattach
 from gpuplanner.ui.time_bars import TimeBars
-from gpuplanner.ui.trust_dialog import ask_trust, show_changed_key
 
 REDRAW_HZ = 15
 ALERT_EVERY_S = 5.0
@@ -57,91 +61,7 @@ PLOTS_MIN_HEIGHT = 300  # six plots in two rows: about 110 px of data each at th
 GPU_TABLE_HEIGHT = 130  # the header, three GPUs' rows and the note under them (drag the handle for more)
 
 
-DEMO_STEPS_KEY = "demo/steps"
-DEMO_STEPS = 3000  # about a minute and a half on one CPU core: time to try Stop and Simulate preemption
-
-
-def demo_steps() -> int:
-    """How many steps the demo run trains (the settings' ``demo/steps``, else :data:`DEMO_STEPS`)."""
-    from gpuplanner.ui.launch_dialog import _settings_store
-
-    try:
-        stored = _settings_store().value(DEMO_STEPS_KEY, DEMO_STEPS)
-        steps = int(stored) if isinstance(stored, (int, float, str)) else DEMO_STEPS
-    except (TypeError, ValueError):
-        return DEMO_STEPS
-    return max(10, steps)
-
-
-def demo_request(max_steps: int | None = None) -> LaunchRequest:
-    """The demo run: the shipped tiny GPT-2 config and corpus on this machine, fast telemetry; it trains
-    ``max_steps`` (default :func:`demo_steps`), checkpointing every 250 steps so Resume has one to use."""
-    if max_steps is None:
-        max_steps = demo_steps()
-    every = str(max(10, min(250, max_steps // 4)))
-    demo = demo_dir()
-    args = [
-        "--model-config",
-        str(demo / "tiny-gpt2.json"),
-        "--data",
-        str(demo / "corpus"),
-        "--seq-len",
-        "64",
-        "--micro-batch",
-        "8",
-        "--max-steps",
-        str(max_steps),
-        "--lr",
-        "2e-3",
-        "--warmup-steps",
-        "20",
-        "--eval-every-steps",
-        every,
-        "--eval-batches",
-        "2",
-        "--checkpoint-every-steps",
-        every,
-        "--checkpoint-every-minutes",
-        "0",
-        "--log-interval-s",
-        "0.25",
-        "--gpu-interval-s",
-        "0.5",
-    ]
-    return LaunchRequest(host_name="local", trainer_args=args, name="Demo run (tiny GPT-2)", gpus=1)
-
-
-def _money(value: float | None) -> str:
-    return "—" if value is None else human_money(value)
-
-
-def _duration(seconds: float | None) -> str:
-    return "—" if seconds is None else human_duration(seconds)
-
-
-@dataclass
-class RunEntry:
-    """What the pane knows about one run it shows."""
-
-    run_id: int
-    telemetry: RunTelemetry
-    name: str
-    host: str
-    item: QListWidgetItem
-    state: str = "starting"
-    status: Any = None
-    request: LaunchRequest | None = None
-    run_dir: str | None = None
-    exit_code: int | None = None
-    finished_emitted: bool = False
-    alerts: list[tuple[str, ...]] = field(default_factory=list)
-    alerts_checked: float = 0.0
-    failure: dict[str, Any] | None = None  # error and stderr tail of a failed run (history/failures.py)
-    time_breakdown: Any = None  # where the billed time went (history/time_breakdown.py), from the history
-    failure_requested: bool = False
-
-
-class RunsPane(QWidget):
+class RunsPane(RunLaunching, QWidget):
     """See the module docstring."""
 
     runFinished = Signal(int)
@@ -260,22 +180,8 @@ class RunsPane(QWidget):
         self.time_bars.setToolTip("Where this run's billed time went so far (from the history)")
         self.time_bars.setVisible(False)
         rlay.addWidget(self.time_bars)
-        self.failure_panel = QWidget()
-        flay = QVBoxLayout(self.failure_panel)
-        flay.setContentsMargins(0, 0, 0, 0)
-        self.failure_label = QLabel()
-        self.failure_label.setWordWrap(True)
-        self.failure_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.failure_label.setStyleSheet("color: #b00020; font-weight: bold")
-        self.failure_text = QPlainTextEdit()
-        self.failure_text.setReadOnly(True)
-        self.failure_text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.failure_text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        self.failure_text.setMaximumHeight(150)
-        self.failure_text.setToolTip("The last lines the trainer wrote to stderr on the host (kept in the history)")
-        flay.addWidget(self.failure_label)
-        flay.addWidget(self.failure_text)
-        self.failure_panel.setVisible(False)
+        self.failure_panel = FailurePanel()
+        self.failure_label, self.failure_text = self.failure_panel.label, self.failure_panel.text
         rlay.addWidget(self.failure_panel)
         self.plots = LivePlots()
         self.plots.setMinimumHeight(PLOTS_MIN_HEIGHT)
@@ -315,132 +221,14 @@ class RunsPane(QWidget):
         layout.addWidget(splitter, 1)
 
     # -- public API -----------------------------------------------------------------------------
-    def hosts_for_dialog(self) -> list[tuple[str, str, float | None]]:
-        from gpuplanner.launch.hosts import list_hosts
-
-        return [(h.name, h.display_name, h.price_usd_per_gpu_hour) for h in list_hosts(self.services.db_path)]
-
-    def make_launch_dialog(self, settings: dict[str, Any]) -> LaunchDialog:
-        """The launch dialog for ``settings``. A plan's (they carry its ``plan_id``) get a host with the plan's
-        GPUs (:func:`~gpuplanner.ui.plan_launch.with_host`) and no demo corpus; others default to the demo's."""
-        from gpuplanner.launch.hosts import list_hosts
-        from gpuplanner.ui.plan_launch import with_host
-
-        hosts = list_hosts(self.services.db_path)
-        from_plan = settings.get("plan_id") is not None
-        if from_plan:
-            settings = with_host(settings, hosts, self.services.catalog)
-        return LaunchDialog(
-            [(h.name, h.display_name, h.price_usd_per_gpu_hour) for h in hosts],
-            settings,
-            self,
-            on_measure=self.measure,
-            defaults={} if from_plan else {"data": [str(demo_dir() / "corpus")]},
-            on_check=self.check_launch,
-        )
-
-    def check_launch(self, values: dict[str, Any], dialog: LaunchDialog) -> None:
-        """The pre-launch checks (``RunManager.preflight``) on the worker thread; the answer goes to ``dialog``."""
-        host = values.get("host")
-
-        def job(manager: Any) -> list[str]:
-            return list(manager.preflight(str(host), values))
-
-        def answer(problems: list[str], note: str | None = None) -> None:
-            try:
-                if dialog.isVisible():
-                    dialog.check_finished(problems, note)
-            except RuntimeError:  # the dialog is gone
-                pass
-
-        self.controller.submit(job, answer, lambda exc: answer([], f"Could not check the settings on {host}: {exc}"))
-
-    def open_launch_dialog(self, settings: dict[str, Any]) -> None:
-        """The launch dialog prefilled from the Plan pane's settings; launches on OK."""
-        dialog = self.make_launch_dialog(settings)
-        if dialog.exec() == QDialog.DialogCode.Accepted:
-            request = dialog.request()
-            if request.planned_cost_usd is None and settings:
-                request.planned_cost_usd = settings.get("planned_cost_usd")
-            self.launch(request)
-
-    def measure(self, request: LaunchRequest, dialog: LaunchDialog | None = None) -> None:
-        """``trainer bench`` of the request's settings on its host, on a thread of its own; the result goes
-        to the message line (and to ``dialog`` when it is still open) and to ``speedMeasured`` (the Plan
-        pane recalculates with it)."""
-        self._measure_dialog = dialog
-        self._say(f"Measuring the speed on {request.host_name} (trainer bench, about a minute)…", error=False)
-        self.controller.bench(
-            request,
-            lambda result: self._on_measured(result, request),
-            lambda exc: self._on_measure_failed(exc, request),
-        )
-
     def _say(self, text: str, error: bool = True) -> None:
         """The line above the plots: problems in red, progress and results in the normal colour."""
         self.message_label.setStyleSheet("color: #b00020" if error else "")
         self.message_label.setText(text)
 
-    def _measurement_answer(self, text: str, error: bool) -> None:
-        """A measurement's outcome: on the message line, and in the launch dialog if it is still open."""
-        self._say(text, error)
-        dialog, self._measure_dialog = self._measure_dialog, None
-        if dialog is not None:
-            try:
-                if dialog.isVisible():
-                    dialog.show_measurement(text, error)
-            except RuntimeError:  # the dialog is gone
-                pass
-
-    def _on_measured(self, result: dict[str, Any], request: LaunchRequest) -> None:
-        mfu = f", MFU {result['mfu']:.1%}" if isinstance(result.get("mfu"), (int, float)) else ""
-        text = (
-            f"Measured on {request.host_name} ({result.get('device')}, {result.get('precision')}): "
-            f"{result.get('tokens_per_s', 0):,.0f} tokens/s, {result.get('step_time_s', 0) * 1000:,.0f} ms "
-            f"per step{mfu}. "
-        )
-        if "recorded_id" in result and result.get("catalog_knows_gpu") is False:
-            text += (
-                f"Recorded as bench result #{result['recorded_id']}, but the catalog knows no GPU named "
-                f"{result['recorded_gpu_type']!r}, so the Plan pane cannot use it "
-                "(`gpuplanner hosts bench --gpu-type` records it under a catalog name)."
-            )
-        elif "recorded_id" in result:
-            text += (
-                f"Recorded as bench result #{result['recorded_id']} for {result['recorded_gpu_type']}: "
-                "the Plan pane uses it for this model, method, precision and sequence length."
-            )
-        else:
-            text += f"Not recorded ({result.get('not_recorded')})."
-        self._measurement_answer(text, error=False)
-        self.speedMeasured.emit(result)
-
-    def _on_measure_failed(self, exc: Exception, request: LaunchRequest) -> None:
-        from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
-
-        if isinstance(exc, UnknownHostKey):
-            self._say("")
-            if ask_trust(exc, self):
-                self.measure(request, self._measure_dialog)
-            else:
-                self._measurement_answer(f"Not measured: the key of {exc.hostname} was not trusted.", error=True)
-            return
-        if isinstance(exc, ChangedHostKey):
-            self._measurement_answer(f"Refused: the host key of {exc.hostname} changed.", error=True)
-            show_changed_key(exc, self)
-            return
-        self._measurement_answer(f"Measuring failed: {exc}", error=True)
-
     def start_demo_run(self) -> None:
         """Launch the tiny demo run on this machine."""
         self.launch(demo_request())
-
-    def launch(self, request: LaunchRequest) -> None:
-        """Launch on the worker thread; a new host key is asked about here, then the launch is retried."""
-        self._say(f"Launching on {request.host_name}…", error=False)
-        self.controller.launch(
-            request, lambda run_id: self._on_launched(run_id, request), lambda exc: self._on_launch_failed(exc, request)
-        )
 
     def has_live_runs(self) -> bool:
         return bool(self.controller.live_runs())
@@ -498,81 +286,20 @@ class RunsPane(QWidget):
             self._add_entry(run_id, name, host)
             self._update_text()
 
-    def _on_launched(self, run_id: int, request: LaunchRequest) -> None:
-        self._say("")
-        self._add_entry(run_id, request.name or f"Run {run_id}", request.host_name, request=request)
-        self._update_text()
-
-    def _on_launch_failed(self, exc: Exception, request: LaunchRequest) -> None:
-        from gpuplanner.launch.hosts import HostError
-        from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
-
-        if isinstance(exc, UnknownHostKey):
-            self._say("")
-            if ask_trust(exc, self):
-                self.launch(request)
-            else:
-                self._say(f"Not launched: the key of {exc.hostname} was not trusted.")
-            return
-        if isinstance(exc, ChangedHostKey):
-            self._say(f"Refused: the host key of {exc.hostname} changed.")
-            show_changed_key(exc, self)
-            return
-        prefix = "Host problem" if isinstance(exc, HostError) else "Launch failed"
-        self._say(f"{prefix}: {exc}")
-
     def _reattach(self) -> None:
         """Pick up runs a previous session left running (they went on detached): backfill, then follow."""
         if self._shut_down:
             return
         db_path = self.services.db_path
 
-        def job(manager: Any) -> tuple[list[tuple[int, str, str, RunTelemetry]], Any]:
-            from gpuplanner.history.db import connect
-            from gpuplanner.history.failures import load_failure
-            from gpuplanner.history.runs import list_runs
-            from gpuplanner.history.stops import stopped_by_user
-
-            db = connect(db_path)
-            try:
-                last = None  # the newest run launched from here that ended: shown (selected) when none runs
-                for run in list_runs(db):
-                    if run.status == "running" or not (run.launch or {}).get("launch"):
-                        continue
-                    tel = RunTelemetry(run.id)
-                    tel.planned_cost_usd = run.planned_cost_usd
-                    tel.price_per_gpu_hour = run.price_usd_per_gpu_hour
-                    tel.backfill_from_history(db, run.id)
-                    state = ENDED_STATES.get(run.status, run.status)
-                    if run.status == "preempted" and stopped_by_user(db, run.id):  # recorded by an older version
-                        state = "stopped"
-                    failure = load_failure(db, run.id) if run.status == "failed" else None
-                    last = (run.id, run.name or f"Run {run.id}", run.host or "?", tel, state, failure)
-                    break
-                found = []
-                for run in list_runs(db, status="running"):
-                    if not (run.launch or {}).get("launch"):
-                        continue
-                    tel = RunTelemetry(run.id)
-                    tel.planned_cost_usd = run.planned_cost_usd
-                    tel.price_per_gpu_hour = run.price_usd_per_gpu_hour
-                    tel.backfill_from_history(db, run.id)
-                    try:
-                        manager.attach(
-                            run.id, on_records=self.controller.on_records, on_status=self.controller.on_status
-                        )
-                    except Exception:
-                        continue
-                    found.append((run.id, run.name or f"Run {run.id}", run.host or "?", tel))
-                return found, last
-            finally:
-                db.close()
+        def job(manager: Any) -> tuple[list[Found], LastEnded | None]:
+            return runs_to_reattach(db_path, manager, self.controller.on_records, self.controller.on_status)
 
         self.controller.submit(
             job, self._on_reattached, lambda exc: self._say(f"Could not reattach to running runs: {exc}")
         )
 
-    def _on_reattached(self, answer: tuple[list[tuple[int, str, str, RunTelemetry]], Any]) -> None:
+    def _on_reattached(self, answer: tuple[list[Found], LastEnded | None]) -> None:
         found, last = answer
         if last is not None and last[0] not in self.runs:
             run_id, name, host, tel, state, failure = last
@@ -652,23 +379,7 @@ class RunsPane(QWidget):
         if entry is None or entry.state != "failed":
             self.failure_panel.setVisible(False)
             return
-        failure = entry.failure or {}
-        error = failure.get("error") or entry.telemetry.end_error
-        code = entry.exit_code if entry.exit_code is not None else failure.get("exit_code")
-        head = "Failed" + (f" (exit {code})" if code is not None else "")
-        if error:
-            head += f": {error}"
-        elif entry.failure is None:
-            head += ": reading the error from the host…"
-        tail = failure.get("stderr_tail") or ""
-        if entry.failure is not None and not tail:
-            tail = failure.get("stderr_problem") or "(the trainer wrote nothing to stderr)"
-        self.failure_label.setText(head)
-        if self.failure_text.toPlainText() != tail:
-            self.failure_text.setPlainText(tail)
-            self.failure_text.verticalScrollBar().setValue(self.failure_text.verticalScrollBar().maximum())
-        self.failure_text.setVisible(bool(tail))
-        self.failure_panel.setVisible(True)
+        self.failure_panel.show_failure(*failure_text(entry.failure, entry.exit_code, entry.telemetry.end_error))
 
     # -- timers ---------------------------------------------------------------------------------
     @Slot()
@@ -691,23 +402,7 @@ class RunsPane(QWidget):
         settings = self.services.alert_settings
 
         def job(manager: Any) -> tuple[list[tuple[str, ...]], float | None, Any]:
-            from gpuplanner.history.alerts import refresh_alerts
-            from gpuplanner.history.analytics import summarize
-            from gpuplanner.history.db import connect
-            from gpuplanner.history.runs import get_run
-            from gpuplanner.history.time_breakdown import from_dict
-
-            db = connect(db_path)
-            try:  # evaluated under the window's alert settings and stored with the run
-                alerts: list[tuple[str, ...]] = [
-                    (a.kind, a.message, (a.diagnosis or {}).get("text", ""))
-                    for a in refresh_alerts(db, run_id, settings)
-                ]
-                planned = get_run(db, run_id).planned_cost_usd
-                breakdown = from_dict(summarize(db, run_id, with_alerts=False).time_breakdown)
-            finally:
-                db.close()
-            return alerts, planned, breakdown
+            return run_alerts(db_path, run_id, settings)
 
         def done(result: tuple[list[tuple[str, ...]], float | None, Any]) -> None:
             alerts, planned, breakdown = result
@@ -761,36 +456,14 @@ class RunsPane(QWidget):
             table = min(max(sizes[1], GPU_TABLE_HEIGHT), self.gpu_table.maximumHeight())
             self.plots_split.setSizes([sum(sizes) - table, table])
         self.title_label.setText(f"#{entry.run_id} {entry.name}")
-        code = f", exit {entry.exit_code}" if entry.exit_code is not None else ""
-        end = f" ({tel.end_status})" if tel.end_status and tel.end_status != entry.state else ""
-        device = f" · {tel.device}" if tel.device else ""
         queue = getattr(entry.status, "queue", None)  # a Slurm job: its wait in the queue and the reason
-        queued = f" · {html.escape(queue_text(queue))}" if queue else ""
-        self.state_label.setText(f"on {entry.host}{device} · <b>{entry.state}</b>{end}{code}{queued}")
+        self.state_label.setText(state_line(entry.host, entry.state, tel, entry.exit_code, queue))
         self.simulated_badge.setVisible(bool(tel.simulated))
-        frac = tel.progress()
-        step = tel.current_step()
-        if frac is None:
-            self.progress.setValue(0)
-            self.progress.setFormat("waiting for the first step…" if entry.state in ACTIVE_STATES else "—")
-        else:
-            self.progress.setValue(int(frac * 1000))
-            self.progress.setFormat(f"step {step:,} of {tel.steps_total:,} ({frac:.0%})")
-        eta = tel.eta_s() if entry.state in ("running", "starting") else None
-        self.eta_label.setText(f"Elapsed {_duration(tel.elapsed_s())} · ETA {_duration(eta)}")
-        spend = tel.spend_usd()
-        if tel.price_per_gpu_hour is None and not spend:  # unknown, not $0
-            parts = [f"Spend: {NO_PRICE} (none set for this host)"]
-        else:
-            parts = [f"Spend {_money(spend)}"]
-        if tel.budget_usd:
-            parts.append(f"of budget {_money(tel.budget_usd)}" + (f" ({spend / tel.budget_usd:.0%})" if spend else ""))
-        if tel.planned_cost_usd:
-            parts.append(f"· plan {_money(tel.planned_cost_usd)}")
-        projected = tel.projected_cost_usd()
-        if projected is not None and entry.state in ACTIVE_STATES:
-            parts.append(f"· projected {_money(projected)}")
-        self.spend_label.setText(" ".join(parts))
+        value, text = progress(tel, entry.state)
+        self.progress.setValue(value)
+        self.progress.setFormat(text)
+        self.eta_label.setText(elapsed_eta(tel, entry.state))
+        self.spend_label.setText(spend_line(tel, entry.state))
         active = entry.state in ACTIVE_STATES
         self.stop_button.setEnabled(active or entry.state in ("preempted",))
         self.kill_button.setEnabled(active or entry.state in ("preempted", "stopping"))

@@ -9,6 +9,7 @@ from gpuplanner.history.db import open_db
 from gpuplanner.history.gpu_metrics import MISSING, UTILISATION_NOTE
 from gpuplanner.history.runs import create_run
 from gpuplanner.ui.history_pane import HistoryPane
+from gpuplanner.ui.history_summary import summary_html
 from gpuplanner.ui.run_telemetry import GPU_TABLE_COLUMNS, MISSING_SHORT, RunTelemetry
 from tests.fake_nvml import FakeGpu, FakeNvml
 from tests.history.test_gpu_metrics import ingest, nvml_stream
@@ -96,7 +97,5 @@ def test_history_summary_shows_both_effective_figures_and_missing_metrics(qtbot:
     gpu1 = text[text.index("n0:1") : text.index("n0:2")]  # the PCIe card's row (one cell per line)
     assert gpu1.count(MISSING) == 4  # SM activity, tensor activity, NVLink TX and RX
     assert text.count(MISSING) == 6  # and the A100's SM and tensor activity; none on the Hopper GPU
-    assert (
-        pane.summary_html(next(s for s in pane.summaries() if s.run_id == plain)).count("not reported by this run") == 1
-    )
+    assert summary_html(next(s for s in pane.summaries() if s.run_id == plain)).count("not reported by this run") == 1
     pane.shutdown()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpuplanner.ui.history_model import format_value
 from gpuplanner.ui.history_pane import HistoryPane
+from gpuplanner.ui.history_summary import planned_html
 
 GIB = 1024**3
 
@@ -16,11 +17,11 @@ def test_planned_against_actual_reads_as_people_write() -> None:
         "peak_mem_bytes": {"planned": 40 * GIB, "actual": 38.5 * GIB, "diff_pct": -3.75},
         "tokens_per_s": {"planned": None, "actual": None, "diff_pct": None},
     }
-    html = HistoryPane.planned_html(planned, "1 x H100 SXM", "2 x A100 80GB")
+    html = planned_html(planned, "1 x H100 SXM", "2 x A100 80GB")
     assert "1 h 12 min" in html and "1 h 30 min" in html and "$2.99" in html and "$3.60" in html
     assert "40.0 GiB" in html and "38.5 GiB" in html and "+25.0 %" in html
     assert "different GPU" in html and "Tokens/s" not in html  # nothing to compare: no row
-    same = HistoryPane.planned_html(planned, "1 x H100 SXM", "1 x H100 SXM")
+    same = planned_html(planned, "1 x H100 SXM", "1 x H100 SXM")
     assert "different GPU" not in same and ">same<" in same
 
 

@@ -11,6 +11,7 @@ from gpuplanner.history.ingest import ingest_records
 from gpuplanner.history.runs import create_run
 from gpuplanner.ui.history_model import EXPORT_COLUMNS
 from gpuplanner.ui.history_pane import HistoryPane
+from gpuplanner.ui.history_summary import summary_html
 from gpuplanner.ui.live_plots import NO_GPU_SAMPLES, NO_STEPS, LivePlots
 from gpuplanner.ui.run_telemetry import RunTelemetry
 from tests.history.streams import StreamBuilder
@@ -45,7 +46,7 @@ def test_history_says_statuses_in_words_and_still_filters_by_them(qtbot: Any, se
     pane.set_filter("stopped early")  # and the text filter finds the words the table shows
     assert pane.proxy.rowCount() == 1
     summary = pane._summary(run_id)
-    html = pane.summary_html(summary)
+    html = summary_html(summary)
     assert "stopped early" in html and "early_stop" not in html
     assert describe_event("run_end", {"status": "budget_stop"}) == "stopped at the budget"
     assert status_text("failed") == "failed" and status_text(None) == "–"

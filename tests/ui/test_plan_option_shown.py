@@ -14,7 +14,8 @@ from PySide6.QtWidgets import QInputDialog
 from gpuplanner.launch.hosts import Host, add_host, update_host
 from gpuplanner.launch.preflight import hf_id_for
 from gpuplanner.plan.compare import CompareRow
-from gpuplanner.ui.launch_dialog import demo_dir, remember_values
+from gpuplanner.ui.launch_memory import remember_values
+from gpuplanner.ui.launch_request import demo_dir
 from gpuplanner.ui.plan_pane import PlanPane
 from tests.ui.helpers import wait_for_result
 from tests.ui.pdf_check import missing_words, read_words

@@ -64,7 +64,7 @@ def runs_window(qtbot: Any, tmp_services: Any) -> Any:
     docs/screenshots/runs.png, fed through the same record path as a live run)."""
     import runs_screenshots
 
-    from gpuplanner.ui.launch_dialog import LaunchRequest
+    from gpuplanner.ui.launch_request import LaunchRequest
     from gpuplanner.ui.runs_pane import RunsPane
 
     pane = RunsPane(tmp_services)

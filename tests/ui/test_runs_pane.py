@@ -329,7 +329,7 @@ def test_launch_from_dialog_then_stop_resume_from_buttons(qtbot, runs_pane, monk
     monkeypatch.setattr(LaunchDialog, "exec", accept)
     finished: list[int] = []
     runs_pane.runFinished.connect(finished.append)
-    demo_model = str(__import__("gpuplanner.ui.launch_dialog", fromlist=["demo_dir"]).demo_dir() / "tiny-gpt2.json")
+    demo_model = str(__import__("gpuplanner.ui.launch_request", fromlist=["demo_dir"]).demo_dir() / "tiny-gpt2.json")
     runs_pane.open_launch_dialog(
         {
             "model": None,

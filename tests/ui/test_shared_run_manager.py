@@ -66,7 +66,7 @@ def test_panes_share_the_windows_controller(qtbot: Any, services: Any, monkeypat
 
 
 def test_a_run_started_for_a_search_shows_in_runs(qtbot: Any, window: MainWindow) -> None:
-    from gpuplanner.ui.runs_pane import demo_request
+    from gpuplanner.ui.run_demo import demo_request
 
     runs = window.pane("Runs")
     first = window.run_controller.manager  # the window's one manager (built now unless the reattach built it)

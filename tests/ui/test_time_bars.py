@@ -96,8 +96,8 @@ def test_history_shows_a_bar_per_run_and_the_sum(qtbot: Any, services: Any) -> N
 
 
 def test_the_runs_pane_shows_the_run_s_bar(runs_pane: Any, tmp_path: Path) -> None:
+    from gpuplanner.ui.run_entry import RunEntry
     from gpuplanner.ui.run_telemetry import RunTelemetry
-    from gpuplanner.ui.runs_pane import RunEntry
 
     db_path = tmp_path / "other.sqlite"
     ids = make_runs(db_path)

@@ -12,6 +12,7 @@ from gpuplanner.history.ingest import ingest_records
 from gpuplanner.history.runs import create_run
 from gpuplanner.ui.history_model import EXPORT_COLUMNS
 from gpuplanner.ui.history_pane import HistoryPane
+from gpuplanner.ui.history_summary import summary_html
 from tests.history.streams import StreamBuilder
 from tests.ui.helpers import wait_for_history
 
@@ -69,7 +70,7 @@ def test_the_table_says_no_price_and_the_priced_run_keeps_its_dollars(pane: Hist
 def test_details_and_report_say_no_price_and_count_the_unpriced_run(pane: HistoryPane, runs: dict[str, int]) -> None:
     summary = pane._summary(runs["free"])
     assert summary is not None and summary.cost_usd is None and summary.price_usd_per_gpu_hour is None
-    html = HistoryPane.summary_html(summary)
+    html = summary_html(summary)
     assert "no price" in html and "$0" not in html
     for label in ("Cost", "Cost per effective GPU-hour", "Cost per sample", "Cost per 1M tokens"):
         assert f"{label}</td><td>no price</td>" in html
