@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, GpuSpec, PriceOffer, catalog_gpu, precision_for
-from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, fit_suggestions, max_micro_batch, trainable_params
+from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, trainable_params
+from gpuplanner.plan.memory_fit import fit_suggestions, max_micro_batch
 from gpuplanner.plan.model_spec import ModelSpec
 from gpuplanner.plan.price_dates import oldest, stale_warning
 from gpuplanner.plan.ranges import hours_range, spot_hours_range

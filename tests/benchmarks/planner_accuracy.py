@@ -40,7 +40,7 @@ GIB = 1024**3
 # Checkpointing names the sources use, as the planner's settings. torchtitan's "selective op" keeps the
 # outputs of every other matmul and of flash attention, and recomputes the rest of each block in the
 # backward. Speed: counted as no recompute (the shipped step model was fitted that way). Memory: the
-# planner's selective checkpointing with torchtitan's policy (memory.SELECTIVE_ALTERNATE_MATMUL).
+# planner's selective checkpointing with torchtitan's policy (activation_ledger.SELECTIVE_ALTERNATE_MATMUL).
 SPEED_CHECKPOINTING = {"none": "none", "full": "full", "every-other": "every-other", "selective-op": "none"}
 MEMORY_CHECKPOINTING = {"none": "none", "full": "full", "every-other": "every-other", "selective-op": "selective"}
 SELECTIVE_POLICY = {"selective-op": "alternate-matmul"}
@@ -58,7 +58,7 @@ class Row:
     label: str
     loss: str = "fp32"  # how the run's loss treats the logits (memory rows; see memory.LOSS_KINDS)
     measure: str = "nvidia-smi"  # what the published peak counts (memory rows; see memory.MEASURES)
-    selective_policy: str = "every-matmul"  # memory rows; see memory.SELECTIVE_POLICIES
+    selective_policy: str = "every-matmul"  # memory rows; see activation_ledger.SELECTIVE_POLICIES
     mixed_precision: str = "autocast"  # memory rows; see memory.MIXED_PRECISION_KINDS
     fsdp_accumulation: str = "reduce-each"  # memory rows; see memory.FSDP_ACCUMULATION_KINDS
 
