@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gpuplanner.plan.model_spec import ModelSpec
+from gpuplanner.plan.model_shape import ModelSpec
 
 FP32, HALF, MASK = 4, 2, 1  # torch.float32, bf16/fp16, torch.bool dropout masks
 

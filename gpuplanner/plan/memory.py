@@ -27,7 +27,8 @@ from gpuplanner.plan.activation_ledger import (
     layer_bytes,
     selective_layer_bytes,
 )
-from gpuplanner.plan.model_spec import ModelSpec, resolve_targets
+from gpuplanner.plan.model_shape import ModelSpec
+from gpuplanner.plan.model_spec import resolve_targets
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 
 GIB = 1024**3

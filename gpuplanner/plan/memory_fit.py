@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuplanner.plan.memory import GIB, estimate_memory, fits
-from gpuplanner.plan.model_spec import ModelSpec
+from gpuplanner.plan.model_shape import ModelSpec
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 
 MAX_MICRO_BATCH = 1024

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from gpuplanner.plan.catalog import GpuSpec, load_catalog
 from gpuplanner.plan.memory import estimate_memory, trainable_params
-from gpuplanner.plan.model_spec import ModelSpec, from_config
+from gpuplanner.plan.model_shape import ModelSpec
+from gpuplanner.plan.model_spec import from_config
 from gpuplanner.plan.setup import TrainSetup
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "published"
