@@ -11,13 +11,7 @@ import argparse
 from typing import Any
 
 from gpuplanner.commands.errors import UsageError
-from gpuplanner.commands.runs_args import (
-    alert_flags,
-    count_arg,
-    id_arg,
-    nonnegative_arg,
-    output_flags,
-)
+from gpuplanner.commands.runs_args import alert_flags, count_arg, id_arg, nonnegative_arg, output_flags
 from gpuplanner.commands.runs_data import (
     TENSORBOARD,
     compact_action,

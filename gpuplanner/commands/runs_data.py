@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.commands.errors import UsageError
-from gpuplanner.commands.runs_args import (
-    guard,
-)
+from gpuplanner.commands.runs_args import guard
 from gpuplanner.history import export as export_mod
 from gpuplanner.history import jsonsafe
 from gpuplanner.history.calibration import delete_bench

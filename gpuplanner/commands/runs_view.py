@@ -7,13 +7,7 @@ import sys
 from typing import Any
 
 from gpuplanner.app.eta import stored_eta_s
-from gpuplanner.commands.runs_args import (
-    alert_settings,
-    fmt_value,
-    guard,
-    print_rows,
-    time_text,
-)
+from gpuplanner.commands.runs_args import alert_settings, fmt_value, guard, print_rows, time_text
 from gpuplanner.commands.spend import tags_from_args
 from gpuplanner.export.human import NO_PRICE, human_money
 from gpuplanner.history import export as export_mod
@@ -22,14 +16,7 @@ from gpuplanner.history.alerts import refresh_alerts
 from gpuplanner.history.analytics import RunSummary, compare, summarize
 from gpuplanner.history.calibration import measurements
 from gpuplanner.history.db import open_db, read_snapshot
-from gpuplanner.history.gpu_metrics import (
-    METRICS,
-    MISSING,
-    UTILISATION_NOTE,
-    format_metric,
-    node_totals,
-    throttle_text,
-)
+from gpuplanner.history.gpu_metrics import METRICS, MISSING, UTILISATION_NOTE, format_metric, node_totals, throttle_text
 from gpuplanner.history.run_cost import unpriced_figure
 from gpuplanner.history.runs import get_run, list_runs
 from gpuplanner.history.slurm_queue import QueueSummary

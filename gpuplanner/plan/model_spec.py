@@ -26,13 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from gpuplanner.plan.model_config import (
-    MAX_PARAMS,
-    MAX_SYNTH_PARAMS,
-    check_config,
-    config_int,
-    config_opt,
-)
+from gpuplanner.plan.model_config import MAX_PARAMS, MAX_SYNTH_PARAMS, check_config, config_int, config_opt
 from gpuplanner.plan.model_shape import LinearModule as LinearModule  # re-exported
 from gpuplanner.plan.model_shape import ModelSpec as ModelSpec  # re-exported
 from gpuplanner.plan.moe_layout import MOE_TYPES, is_moe, latent_attention, moe_layout

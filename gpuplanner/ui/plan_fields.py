@@ -11,14 +11,7 @@ from gpuplanner.plan.inputs import EXCLUSIVE as INPUT_EXCLUSIVE
 from gpuplanner.plan.inputs import RANGES
 from gpuplanner.plan.model_spec import list_presets
 from gpuplanner.plan.planner import DEFAULT_HEADROOM
-from gpuplanner.plan.setup import (
-    ATTENTION,
-    CHECKPOINTING,
-    METHODS,
-    OPTIMIZERS,
-    PRECISIONS,
-    SHARDING,
-)
+from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING
 
 MODEL_SOURCES = ("preset", "config.json", "parameter count")
 MEMORY_SOURCES = ("formula", "trace")

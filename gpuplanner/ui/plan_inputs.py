@@ -17,10 +17,7 @@ from typing import Any
 from gpuplanner.plan import example
 from gpuplanner.plan.inputs import PlanInputs, inputs_document, parse_value, split_targets
 from gpuplanner.plan.planner import PlanRequest
-from gpuplanner.plan.setup import (
-    PlanInputError,
-    TrainSetup,
-)
+from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.ui.plan_fields import (
     ALWAYS_KEPT,
     CALIBRATION,

@@ -37,15 +37,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal, Slot
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import (
-    QHBoxLayout,
-    QInputDialog,
-    QMessageBox,
-    QPushButton,
-    QScrollArea,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QHBoxLayout, QInputDialog, QMessageBox, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.documents import plan_document
