@@ -13,7 +13,6 @@ Pure Python; every call is a handful of arithmetic operations on numbers precomp
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -536,7 +535,3 @@ def estimate_memory(
 
 def fits(breakdown: MemoryBreakdown, capacity_gib: float, headroom: float = 0.95) -> bool:
     return breakdown.total <= capacity_gib * headroom * GIB
-
-
-def _finite(x: float) -> bool:
-    return math.isfinite(x)
