@@ -26,7 +26,8 @@ from gpuplanner.export.human import human_money
 from gpuplanner.history.alert_rules import Alert, AlertSettings, gpu_label
 from gpuplanner.plan.catalog import CatalogError, GpuSpec, load_catalog
 from gpuplanner.plan.inputs import PlanInputs
-from gpuplanner.plan.model_spec import ModelSpec, from_config
+from gpuplanner.plan.model_shape import ModelSpec
+from gpuplanner.plan.model_spec import from_config
 from gpuplanner.plan.planner import make_plan
 from gpuplanner.plan.setup import PlanInputError
 from trainer.settings import TrainSettings, precision_to_planner

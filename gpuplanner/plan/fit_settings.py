@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, fits
-from gpuplanner.plan.model_spec import ModelSpec
+from gpuplanner.plan.model_shape import ModelSpec
 from gpuplanner.plan.setup import TrainSetup
 
 # Settings ``pinned`` may name (TrainSetup field names).

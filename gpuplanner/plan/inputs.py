@@ -16,7 +16,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from gpuplanner.plan import example
-from gpuplanner.plan.model_spec import ModelSpec, from_config_file, from_param_count, from_preset
+from gpuplanner.plan.model_shape import ModelSpec
+from gpuplanner.plan.model_spec import from_config_file, from_param_count, from_preset
 from gpuplanner.plan.planner import DEFAULT_HEADROOM, MEMORY_SOURCES, PRICINGS, PlanRequest, PricingInputs
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import (

@@ -13,7 +13,8 @@ Which Hugging Face class a config counts as:
   classifier of ``num_labels``), otherwise ``BertModel`` (with pooler).
 - ``llama`` family (llama, mistral, qwen2, qwen3, gemma, gemma2 and look-alikes): ``*ForCausalLM``.
 
-Pure Python, standard library only.
+The types are in :mod:`gpuplanner.plan.model_shape` (re-exported here) and the reading and checking of a
+``config.json`` in :mod:`gpuplanner.plan.model_config`. Pure Python, standard library only.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from gpuplanner.plan.model_config import MAX_PARAMS, MAX_SYNTH_PARAMS, check_config, config_int, config_opt
+from gpuplanner.plan.model_shape import LinearModule as LinearModule  # re-exported
+from gpuplanner.plan.model_shape import ModelSpec as ModelSpec  # re-exported
 from gpuplanner.plan.moe_layout import MOE_TYPES, is_moe, latent_attention, moe_layout
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.resources import resource_path
@@ -45,285 +48,10 @@ LLAMA_LIKE = (
     *MOE_TYPES,
 )
 
-# bitsandbytes 8-bit optimizers keep 32-bit state for tensors below this many elements
-# (``min_8bit_size=4096`` in bnb.optim.Optimizer8bit).
-BNB_MIN_8BIT_SIZE = 4096
-
-
-@dataclass(frozen=True)
-class LinearModule:
-    """One linear (or GPT-2 ``Conv1D``) module; ``count`` is how many the model has (per-layer ones x layers).
-
-    ``path`` is the module's name below the layer (``self_attn.q_proj``) or below the model for the
-    ones outside the blocks (``lm_head``). ``in_block`` is True for the decoder/encoder blocks' linears
-    (what bitsandbytes quantizes for QLoRA and what peft's ``all-linear`` targets).
-    """
-
-    path: str
-    in_features: int
-    out_features: int
-    bias: bool
-    count: int
-    in_block: bool = True
-    is_output: bool = False  # the output embedding (peft's all-linear leaves it out)
-    tied: bool = False  # weight shared with the input embedding (counted there)
-
-    @property
-    def weight_params(self) -> int:
-        return self.in_features * self.out_features
-
-    @property
-    def name(self) -> str:
-        return self.path.rsplit(".", 1)[-1]
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    family: str
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    tied_embeddings: bool
-    n_params: int
-    source: str
-    model_type: str = "llama"
-    architecture: str = ""
-    activation: str = "silu"
-    norm: str = "rmsnorm"  # "rmsnorm" | "layernorm"
-    norms_per_layer: int = 2
-    qk_norm: bool = False
-    attn_bias: bool = False
-    max_positions: int = 0
-    # dropout probabilities that matter for saved masks (GPT-2 / BERT)
-    resid_dropout: float = 0.0
-    attn_dropout: float = 0.0
-    logit_softcap: bool = False
-    # Gemma 2 soft-caps the attention scores too (tanh), which keeps one more score-sized tensor
-    # under eager attention
-    attn_softcap: bool = False
-    linears: tuple[LinearModule, ...] = ()
-    # parameter tensors, for exact optimizer bookkeeping:
-    # (numel, rows, cols) per tensor kind, with a count; rows/cols 0 for 1-D tensors
-    tensors: tuple[tuple[int, int, int, int], ...] = ()
-    hf_config: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
-    # mixture of experts: every expert's weights are held (n_params), each token passes through
-    # experts_per_token of them (n_active_params; 0 for a dense model, where it equals n_params)
-    num_experts: int = 0
-    experts_per_token: int = 0
-    n_active_params: int = 0
-
-    @property
-    def active_params(self) -> int:
-        """Parameters one token's forward pass uses: all of them for a dense model."""
-        return self.n_active_params or self.n_params
-
-    # --- precomputed aggregates (cheap properties for the estimator) ---
-    @property
-    def layer_params(self) -> int:
-        """Parameters of one block (what FSDP gathers per wrapped layer)."""
-        return _derived(self)["layer_params"]
-
-    @property
-    def root_params(self) -> int:
-        """Parameters outside the blocks (embeddings, head, final norm)."""
-        return max(0, self.n_params - self.num_layers * self.layer_params)
-
-    @property
-    def quantizable_params(self) -> int:
-        """Weights of the block linears: what QLoRA stores in 4 bit."""
-        return _derived(self)["quantizable"]
-
-    @property
-    def n_tensors(self) -> int:
-        return _derived(self)["n_tensors"]
-
-    @property
-    def small_tensor_params(self) -> int:
-        """Parameters in tensors under bitsandbytes' 8-bit threshold (kept with 32-bit state)."""
-        return _derived(self)["small_params"]
-
-    @property
-    def adafactor_state_elems(self) -> int:
-        """Elements of Adafactor's factored second moment: rows+cols per matrix, numel per vector."""
-        return _derived(self)["adafactor"]
-
-    @property
-    def largest_tensor(self) -> int:
-        return _derived(self)["largest"]
-
-    @property
-    def block_linear_params(self) -> int:
-        return _derived(self)["block_linear"]
-
-
-@lru_cache(maxsize=512)
-def _derived(spec: ModelSpec) -> dict[str, int]:
-    quant = sum(m.weight_params * m.count for m in spec.linears if m.in_block)
-    # one block's share of the block linears (a dense model has count == layers for each)
-    layer_lin = sum(
-        (m.weight_params + (m.out_features if m.bias else 0)) * m.count for m in spec.linears if m.in_block
-    ) // max(1, spec.num_layers)
-    layer_other = _layer_norm_params(spec)
-    n_tensors = sum(c for _, _, _, c in spec.tensors)
-    small = sum(n * c for n, _, _, c in spec.tensors if n < BNB_MIN_8BIT_SIZE)
-    ada = sum(((r + k) if r and k else n) * c for n, r, k, c in spec.tensors)
-    largest = max((n for n, _, _, _ in spec.tensors), default=spec.n_params)
-    return {
-        "layer_params": layer_lin + layer_other,
-        "quantizable": min(quant, spec.n_params),
-        "n_tensors": n_tensors,
-        "small_params": small,
-        "adafactor": ada,
-        "largest": largest,
-        "block_linear": quant,
-    }
-
-
-def _layer_norm_params(spec: ModelSpec) -> int:
-    h = spec.hidden_size
-    if spec.norm == "layernorm":
-        return spec.norms_per_layer * 2 * h
-    return spec.norms_per_layer * h + (2 * spec.head_dim if spec.qk_norm else 0)
-
 
 # --------------------------------------------------------------------------------------------------
 # Building specs from configs
 # --------------------------------------------------------------------------------------------------
-
-
-def _get(cfg: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
-    for key in keys:
-        if key in cfg and cfg[key] is not None:
-            return cfg[key]
-    text = cfg.get("text_config")
-    if isinstance(text, Mapping):
-        for key in keys:
-            if key in text and text[key] is not None:
-                return text[key]
-    if default is not None:
-        return default
-    raise PlanInputError("model-config", f"config has no {' / '.join(keys)}")
-
-
-def _pos_int(cfg: Mapping[str, Any], *keys: str, default: Any = None) -> int:
-    value = _get(cfg, *keys, default=default)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or int(value) != value
-        or value < 1
-    ):
-        raise PlanInputError("model-config", f"{keys[0]} must be a positive whole number, got {_shown(value)}")
-    return int(value)
-
-
-# --------------------------------------------------------------------------------------------------
-# What a config.json may hold: every field the spec reads, with limits no real model comes near
-# (the largest dense models have ~130 layers, hidden 25,600, vocabularies of 262,144 and contexts of
-# 10M tokens). Anything else in the file is ignored.
-# --------------------------------------------------------------------------------------------------
-
-_INT_LIMITS: dict[str, int] = {
-    **dict.fromkeys(("hidden_size", "n_embd", "d_model"), 1 << 17),
-    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), 4096),
-    **dict.fromkeys(("num_attention_heads", "n_head", "num_heads", "num_key_value_heads"), 4096),
-    "head_dim": 1 << 14,
-    **dict.fromkeys(("intermediate_size", "ffn_dim", "n_inner"), 1 << 21),
-    "vocab_size": 1 << 23,
-    **dict.fromkeys(("max_position_embeddings", "n_positions"), 1 << 27),
-    "type_vocab_size": 1 << 16,
-    "num_labels": 1 << 20,
-    # mixture of experts and latent attention (see moe_layout.py)
-    **dict.fromkeys(("num_local_experts", "num_experts", "n_routed_experts"), 1 << 16),
-    **dict.fromkeys(("num_experts_per_tok", "n_shared_experts"), 1 << 12),
-    **dict.fromkeys(("moe_intermediate_size", "shared_expert_intermediate_size"), 1 << 21),
-    **dict.fromkeys(("moe_layer_freq", "decoder_sparse_step"), 4096),
-    **dict.fromkeys(("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), 1 << 17),
-}
-_PROBABILITIES = ("resid_pdrop", "attn_pdrop", "hidden_dropout_prob", "attention_probs_dropout_prob")
-_BOOLS = ("tie_word_embeddings", "attention_bias", "mlp_bias")
-_STRINGS = ("model_type", "hidden_act", "hidden_activation", "activation_function", "_name_or_path", "name")
-MAX_STRING = 512
-MAX_PARAMS = 10**14  # 100T parameters: 50x the largest models trained
-MAX_SYNTH_PARAMS = 10**13  # --params: the Llama-like shapes made up for a bare count stay within the limits
-
-
-def _opt(cfg: Mapping[str, Any], key: str, default: Any) -> Any:
-    """A field's value, or ``default`` when it is missing or null (a checked field, see check_config)."""
-    value = cfg.get(key)
-    return default if value is None else value
-
-
-def _shown(value: Any) -> str:
-    text = repr(value) if not isinstance(value, (dict, list)) else f"a JSON {type(value).__name__}"
-    return text if len(text) <= 40 else text[:40] + "..."
-
-
-def _bad(field: str, message: str) -> PlanInputError:
-    return PlanInputError("model-config", f"field {field}: {message}")
-
-
-def check_config(cfg: Any, where: str = "") -> None:
-    """Raise :class:`PlanInputError` naming the first field of a config dict (and ``text_config``) that
-    holds what no real model has: a wrong type, NaN/infinity, or a number beyond the limits above."""
-    if not isinstance(cfg, Mapping):
-        raise PlanInputError("model-config", "the config must be a JSON object")
-    for key, limit in _INT_LIMITS.items():
-        value = cfg.get(key)
-        if value is None:
-            continue
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or not math.isfinite(value) or int(value) != value or not 1 <= value <= limit:
-            raise _bad(where + key, f"must be a whole number from 1 to {limit:,}, got {_shown(value)}")
-    for key in _PROBABILITIES:
-        value = cfg.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise _bad(where + key, f"must be a probability from 0 to 1, got {_shown(value)}")
-    for key in _BOOLS:
-        value = cfg.get(key)
-        if value is not None and not isinstance(value, bool):
-            raise _bad(where + key, f"must be true or false, got {_shown(value)}")
-    for key in _STRINGS:
-        value = cfg.get(key)
-        if value is not None and (not isinstance(value, str) or len(value) > MAX_STRING):
-            raise _bad(where + key, f"must be a string of at most {MAX_STRING} characters, got {_shown(value)}")
-    first_dense = cfg.get("first_k_dense_replace")
-    if first_dense is not None and (
-        isinstance(first_dense, bool) or not isinstance(first_dense, int) or not 0 <= first_dense <= 4096
-    ):
-        raise _bad(
-            where + "first_k_dense_replace", f"must be a whole number from 0 to 4,096, got {_shown(first_dense)}"
-        )
-    for key in ("final_logit_softcapping", "attn_logit_softcapping"):
-        soft = cfg.get(key)
-        if soft is not None and (
-            isinstance(soft, bool) or not isinstance(soft, (int, float)) or not 0 <= soft < math.inf
-        ):
-            raise _bad(where + key, f"must be a finite number, 0 or more, got {_shown(soft)}")
-    archs = cfg.get("architectures")
-    if archs is not None and (
-        not isinstance(archs, list)
-        or len(archs) > 64
-        or not all(isinstance(a, str) and len(a) <= MAX_STRING for a in archs)
-    ):
-        raise _bad(where + "architectures", f"must be a list of class names, got {_shown(archs)}")
-    labels = cfg.get("id2label")
-    if labels is not None and (not isinstance(labels, Mapping) or len(labels) > _INT_LIMITS["num_labels"]):
-        raise _bad(where + "id2label", f"must be an object of at most {_INT_LIMITS['num_labels']:,} labels")
-    text = cfg.get("text_config")
-    if text is not None:
-        if not isinstance(text, Mapping):
-            raise _bad(where + "text_config", f"must be a JSON object, got {_shown(text)}")
-        if not where:
-            check_config(text, "text_config.")
 
 
 def _family_of(model_type: str) -> str:
@@ -378,20 +106,20 @@ def _linear_tensors(mods: list[LinearModule], layers: int) -> list[tuple[int, in
 
 
 def _llama(cfg: Mapping[str, Any], label: str, source: str, family: str, model_type: str) -> ModelSpec:
-    h = _pos_int(cfg, "hidden_size", "n_embd", "d_model")
-    layers = _pos_int(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _pos_int(cfg, "num_attention_heads", "n_head", "num_heads")
-    kv = _pos_int(cfg, "num_key_value_heads", default=heads)
+    h = config_int(cfg, "hidden_size", "n_embd", "d_model")
+    layers = config_int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    heads = config_int(cfg, "num_attention_heads", "n_head", "num_heads")
+    kv = config_int(cfg, "num_key_value_heads", default=heads)
     hd_raw = cfg.get("head_dim")
     hd = int(hd_raw) if isinstance(hd_raw, (int, float)) and not isinstance(hd_raw, bool) and hd_raw > 0 else h // heads
     if hd < 1:
         raise PlanInputError("model-config", "hidden_size must be at least num_attention_heads")
-    inter = _pos_int(cfg, "intermediate_size", "ffn_dim", "n_inner", default=4 * h)
-    vocab = _pos_int(cfg, "vocab_size")
-    tied = bool(_opt(cfg, "tie_word_embeddings", model_type.startswith("gemma")))
-    attn_bias = bool(_opt(cfg, "attention_bias", False)) or model_type in ("qwen2", "qwen2_moe")
-    o_bias = bool(_opt(cfg, "attention_bias", False))
-    mlp_bias = bool(_opt(cfg, "mlp_bias", False))
+    inter = config_int(cfg, "intermediate_size", "ffn_dim", "n_inner", default=4 * h)
+    vocab = config_int(cfg, "vocab_size")
+    tied = bool(config_opt(cfg, "tie_word_embeddings", model_type.startswith("gemma")))
+    attn_bias = bool(config_opt(cfg, "attention_bias", False)) or model_type in ("qwen2", "qwen2_moe")
+    o_bias = bool(config_opt(cfg, "attention_bias", False))
+    mlp_bias = bool(config_opt(cfg, "mlp_bias", False))
     gemma2 = model_type in ("gemma2", "gemma3_text")
     qk_norm = model_type in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2")
     norms = 4 if gemma2 else 2
@@ -400,7 +128,7 @@ def _llama(cfg: Mapping[str, Any], label: str, source: str, family: str, model_t
     L = layers
     latent_norms = 0
     if cfg.get("kv_lora_rank"):  # DeepSeek's multi-head latent attention
-        raw, latent_norms, hd = latent_attention(cfg, h, heads, L, _pos_int)
+        raw, latent_norms, hd = latent_attention(cfg, h, heads, L, config_int)
         attention = [LinearModule(*m) for m in raw]
         kv = heads  # keys and values are expanded per head from the latent
     else:
@@ -410,7 +138,7 @@ def _llama(cfg: Mapping[str, Any], label: str, source: str, family: str, model_t
             LinearModule("self_attn.v_proj", h, kvd, attn_bias, L),
             LinearModule("self_attn.o_proj", q, h, o_bias, L),
         ]
-    moe = moe_layout(cfg, model_type, h, L, inter, _pos_int) if is_moe(cfg) else None
+    moe = moe_layout(cfg, model_type, h, L, inter, config_int) if is_moe(cfg) else None
     if moe is None:
         mlp = [
             LinearModule("mlp.gate_proj", h, inter, mlp_bias, L),
@@ -493,12 +221,12 @@ def _arch(cfg: Mapping[str, Any]) -> str:
 
 
 def _gpt2(cfg: Mapping[str, Any], label: str, source: str) -> ModelSpec:
-    h = _pos_int(cfg, "n_embd", "hidden_size")
-    L = _pos_int(cfg, "n_layer", "num_hidden_layers")
-    heads = _pos_int(cfg, "n_head", "num_attention_heads")
-    inter = _pos_int(cfg, "n_inner", default=4 * h)
-    vocab = _pos_int(cfg, "vocab_size")
-    pos = _pos_int(cfg, "n_positions", "max_position_embeddings", default=1024)
+    h = config_int(cfg, "n_embd", "hidden_size")
+    L = config_int(cfg, "n_layer", "num_hidden_layers")
+    heads = config_int(cfg, "n_head", "num_attention_heads")
+    inter = config_int(cfg, "n_inner", default=4 * h)
+    vocab = config_int(cfg, "vocab_size")
+    pos = config_int(cfg, "n_positions", "max_position_embeddings", default=1024)
     mods = [
         LinearModule("attn.c_attn", h, 3 * h, True, L),
         LinearModule("attn.c_proj", h, h, True, L),
@@ -526,13 +254,13 @@ def _gpt2(cfg: Mapping[str, Any], label: str, source: str) -> ModelSpec:
         source=source,
         model_type="gpt2",
         architecture=_arch(cfg) or "GPT2LMHeadModel",
-        activation=str(_opt(cfg, "activation_function", "gelu_new")),
+        activation=str(config_opt(cfg, "activation_function", "gelu_new")),
         norm="layernorm",
         norms_per_layer=2,
         attn_bias=True,
         max_positions=pos,
-        resid_dropout=float(_opt(cfg, "resid_pdrop", 0.1)),
-        attn_dropout=float(_opt(cfg, "attn_pdrop", 0.1)),
+        resid_dropout=float(config_opt(cfg, "resid_pdrop", 0.1)),
+        attn_dropout=float(config_opt(cfg, "attn_pdrop", 0.1)),
         linears=tuple(mods),
         tensors=_tensor_list(tensors),
         hf_config=dict(cfg),
@@ -540,13 +268,13 @@ def _gpt2(cfg: Mapping[str, Any], label: str, source: str) -> ModelSpec:
 
 
 def _bert(cfg: Mapping[str, Any], label: str, source: str) -> ModelSpec:
-    h = _pos_int(cfg, "hidden_size")
-    L = _pos_int(cfg, "num_hidden_layers")
-    heads = _pos_int(cfg, "num_attention_heads")
-    inter = _pos_int(cfg, "intermediate_size", default=4 * h)
-    vocab = _pos_int(cfg, "vocab_size")
-    pos = _pos_int(cfg, "max_position_embeddings", default=512)
-    types = _pos_int(cfg, "type_vocab_size", default=2)
+    h = config_int(cfg, "hidden_size")
+    L = config_int(cfg, "num_hidden_layers")
+    heads = config_int(cfg, "num_attention_heads")
+    inter = config_int(cfg, "intermediate_size", default=4 * h)
+    vocab = config_int(cfg, "vocab_size")
+    pos = config_int(cfg, "max_position_embeddings", default=512)
+    types = config_int(cfg, "type_vocab_size", default=2)
     arch = _arch(cfg) or "BertModel"
     mods = [
         LinearModule("attention.self.query", h, h, True, L),
@@ -600,13 +328,13 @@ def _bert(cfg: Mapping[str, Any], label: str, source: str) -> ModelSpec:
         source=source,
         model_type="bert",
         architecture=arch,
-        activation=str(_opt(cfg, "hidden_act", "gelu")),
+        activation=str(config_opt(cfg, "hidden_act", "gelu")),
         norm="layernorm",
         norms_per_layer=2,
         attn_bias=True,
         max_positions=pos,
-        resid_dropout=float(_opt(cfg, "hidden_dropout_prob", 0.1)),
-        attn_dropout=float(_opt(cfg, "attention_probs_dropout_prob", 0.1)),
+        resid_dropout=float(config_opt(cfg, "hidden_dropout_prob", 0.1)),
+        attn_dropout=float(config_opt(cfg, "attention_probs_dropout_prob", 0.1)),
         linears=tuple(mods + head),
         tensors=_tensor_list(tensors),
         hf_config=dict(cfg),

@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuplanner.plan.memory import ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES, MemoryBreakdown
-from gpuplanner.plan.model_spec import ModelSpec, resolve_targets
+from gpuplanner.plan.model_shape import ModelSpec
+from gpuplanner.plan.model_spec import resolve_targets
 from gpuplanner.plan.setup import TrainSetup
 
 

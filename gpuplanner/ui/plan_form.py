@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from gpuplanner.ui.palette import BAD
-from gpuplanner.ui.plan_inputs import ALWAYS_KEPT, EXCLUSIVE, FIELDS, GROUPS, KEEP_CHOICES, default_values, widget_key
+from gpuplanner.ui.plan_fields import ALWAYS_KEPT, EXCLUSIVE, FIELDS, GROUPS, KEEP_CHOICES, default_values, widget_key
 
 _ERROR_STYLE = f"color: {BAD};"
 # Fields under which the pane writes what answered (memory model, measured speeds).

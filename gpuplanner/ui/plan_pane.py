@@ -32,28 +32,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal, Slot
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import (
-    QHBoxLayout,
-    QInputDialog,
-    QMessageBox,
-    QPushButton,
-    QScrollArea,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QHBoxLayout, QInputDialog, QMessageBox, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
-from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.documents import plan_document
-from gpuplanner.plan.planner import PlanRequest
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.planning import WINDOW_PINNED, MeasuredCache, PlanResult, compute
+from gpuplanner.planning import WINDOW_PINNED, MeasuredCache, PlanResult
 from gpuplanner.ui import plan_export
 from gpuplanner.ui.background import BackgroundJob, JobSignals, Latest
 from gpuplanner.ui.compare_model import TableCells, table_cells
@@ -69,9 +58,9 @@ from gpuplanner.ui.plan_details import (
     option_name,
 )
 from gpuplanner.ui.plan_details_view import PlanDetailsView
+from gpuplanner.ui.plan_fields import MEMORY_SOURCES
 from gpuplanner.ui.plan_form import PlanForm
 from gpuplanner.ui.plan_inputs import (
-    MEMORY_SOURCES,
     allows_qlora,
     inputs_with_form,
     pinned_fields,
@@ -79,6 +68,7 @@ from gpuplanner.ui.plan_inputs import (
     uses_calibration,
     values_from_inputs,
 )
+from gpuplanner.ui.plan_job import InputRefused, PlanAnswer, compute_answer
 from gpuplanner.ui.plan_launch import option_settings
 from gpuplanner.ui.plan_options_table import OptionsTable
 from gpuplanner.ui.plan_splitter import PlanSplitter
@@ -88,41 +78,6 @@ from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.table_view import export_menu_button
 
 DEBOUNCE_MS = 150
-
-
-@dataclass(frozen=True)
-class _Answer:
-    """What the worker hands back for one request: the engine's result and the table's cells."""
-
-    result: PlanResult
-    cells: TableCells
-
-
-@dataclass(frozen=True)
-class _Refused:
-    """The engine refused an input: the field it names and why."""
-
-    field: str
-    message: str
-
-
-def _work(
-    generation: int,
-    request: PlanRequest,
-    values: dict[str, str],
-    catalog: Catalog,
-    db_path: Path | None,
-    cache: MeasuredCache,
-    pinned: tuple[str, ...],
-    allow_qlora: bool,
-) -> _Answer | _Refused:
-    """One recalculation on the pane's worker thread: the engine, then every cell of the table (plain
-    Python), so the GUI thread only shows them."""
-    try:
-        result = compute(generation, request, values, catalog, db_path, cache, pinned=pinned, allow_qlora=allow_qlora)
-    except PlanInputError as exc:
-        return _Refused(exc.field, exc.message)
-    return _Answer(result, table_cells(result.rows))
 
 
 def _describe_failure(exc: Exception) -> str:
@@ -302,8 +257,8 @@ class PlanPane(QWidget):
             self.form.set_note("memory", "Tracing one training step…")
         catalog, cache = self.catalog, self._measured_cache
 
-        def work() -> _Answer | _Refused:
-            return _work(generation, request, values, catalog, db_path, cache, pinned, qlora)
+        def work() -> PlanAnswer | InputRefused:
+            return compute_answer(generation, request, values, catalog, db_path, cache, pinned, qlora)
 
         self._pool.start(BackgroundJob(work, self._signals, "plan", generation, _describe_failure, self._latest))
         return True
@@ -322,7 +277,7 @@ class PlanPane(QWidget):
         self._in_flight.discard(generation)
         if generation != self._latest.value:
             return  # an older request: a newer one is on its way
-        if isinstance(answer, _Refused):
+        if isinstance(answer, InputRefused):
             self._show_input_error(answer.field, answer.message)
             return
         self._on_result(answer.result, answer.cells)

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from gpuplanner.plan.catalog import GpuSpec, load_catalog
 from gpuplanner.plan.memory import estimate_memory, trainable_params
-from gpuplanner.plan.model_spec import ModelSpec, from_config
+from gpuplanner.plan.model_shape import ModelSpec
+from gpuplanner.plan.model_spec import from_config
 from gpuplanner.plan.setup import TrainSetup
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "published"
@@ -40,7 +41,7 @@ GIB = 1024**3
 # Checkpointing names the sources use, as the planner's settings. torchtitan's "selective op" keeps the
 # outputs of every other matmul and of flash attention, and recomputes the rest of each block in the
 # backward. Speed: counted as no recompute (the shipped step model was fitted that way). Memory: the
-# planner's selective checkpointing with torchtitan's policy (memory.SELECTIVE_ALTERNATE_MATMUL).
+# planner's selective checkpointing with torchtitan's policy (activation_ledger.SELECTIVE_ALTERNATE_MATMUL).
 SPEED_CHECKPOINTING = {"none": "none", "full": "full", "every-other": "every-other", "selective-op": "none"}
 MEMORY_CHECKPOINTING = {"none": "none", "full": "full", "every-other": "every-other", "selective-op": "selective"}
 SELECTIVE_POLICY = {"selective-op": "alternate-matmul"}
@@ -58,7 +59,7 @@ class Row:
     label: str
     loss: str = "fp32"  # how the run's loss treats the logits (memory rows; see memory.LOSS_KINDS)
     measure: str = "nvidia-smi"  # what the published peak counts (memory rows; see memory.MEASURES)
-    selective_policy: str = "every-matmul"  # memory rows; see memory.SELECTIVE_POLICIES
+    selective_policy: str = "every-matmul"  # memory rows; see activation_ledger.SELECTIVE_POLICIES
     mixed_precision: str = "autocast"  # memory rows; see memory.MIXED_PRECISION_KINDS
     fsdp_accumulation: str = "reduce-each"  # memory rows; see memory.FSDP_ACCUMULATION_KINDS
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from sqlite_utils import Database
 
-from gpuplanner.commands import runs as runs_cmd
+from gpuplanner.commands import runs_view
 from gpuplanner.history import Ingestor
 from gpuplanner.history.analytics import summarize
 from gpuplanner.history.gpu_metrics import MISSING, format_metric, throttle_text
@@ -140,13 +140,13 @@ def test_runs_show_prints_both_effective_figures_and_missing_labels(
 ) -> None:
     data, _ = nvml_stream()
     run_id = ingest(db, data)
-    runs_cmd._print_summary(summarize(db, run_id), None)
+    runs_view._print_summary(summarize(db, run_id), None)
     out = capsys.readouterr().out
     assert "effective GPU-hours (NVML utilisation)" in out and "effective GPU-hours (SM activity)" in out
     assert "SM activity counts the share of SMs busy" in out or "share of SMs busy" in out
     gpu1 = next(line for line in out.splitlines() if line.startswith("  GPU n0:1"))
     assert f"SM activity {MISSING}" in gpu1 and f"NVLink TX {MISSING}" in gpu1
-    runs_cmd._print_summary(summarize(db, run_id), "json")
+    runs_view._print_summary(summarize(db, run_id), "json")
     doc = json.loads(capsys.readouterr().out)
     assert doc["effective_gpu_hours_sm"] == pytest.approx(doc["gpu_hours"] * doc["avg_sm_active_pct"] / 100)
     assert doc["gpus"][1]["sm_active_pct"] is None and "sm_active_pct" in doc["gpus"][1]["missing"]

@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 
 from gpuplanner.cli import main
 from gpuplanner.plan.inputs import RANGES, PlanInputs, parse_value
-from gpuplanner.plan.memory import fit_suggestions
+from gpuplanner.plan.memory_fit import fit_suggestions
 from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
-from gpuplanner.ui.plan_inputs import default_values, inputs_from_values, request_from_values
+from gpuplanner.ui.plan_fields import default_values
+from gpuplanner.ui.plan_inputs import inputs_from_values, request_from_values
 
 
 def run(*argv: str) -> tuple[int, str, str]:

@@ -9,7 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpuplanner.plan import activation_ledger as ledger
 from gpuplanner.plan import memory as mem
+from gpuplanner.plan import memory_fit
 from gpuplanner.plan import model_spec as ms
 from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, OPTIMIZERS, PRECISIONS, SHARDING, PlanInputError, TrainSetup
 
@@ -144,7 +146,7 @@ def test_logits_term_by_hand() -> None:
 def test_activation_ledger_llama_half_by_hand() -> None:
     spec = _spec()
     h, q, kv, inter, nh = 64, 64, 32, 160, 4
-    per_layer, outside = mem._layer_bytes(spec, "half", None)
+    per_layer, outside = ledger.layer_bytes(spec, "half", None)
     norm = 4 * h + 4 + 2 * h + 2 * h  # fp32 upcast, rsqrt, normalised copy, output
     attn = 2 * q + 2 * kv + 2 * kv + 2 * q + 4 * nh + 2 * q
     mlp = 4 * 2 * inter
@@ -155,7 +157,7 @@ def test_activation_ledger_llama_half_by_hand() -> None:
 def test_checkpointing_keeps_layer_inputs_plus_one_layer() -> None:
     spec = _spec()
     s = TrainSetup(precision="bf16", micro_batch=4, seq_len=64, optimizer="adamw-fused")
-    per_layer, outside = mem._layer_bytes(spec, "half", None)
+    per_layer, outside = ledger.layer_bytes(spec, "half", None)
     tokens = 4 * 64
     full = mem.estimate_memory(spec, replace(s, grad_checkpointing="full"))
     none = mem.estimate_memory(spec, s)
@@ -285,12 +287,12 @@ def test_larger_micro_batch_never_lowers_memory(spec, s, extra) -> None:
 def test_fits_and_max_micro_batch() -> None:
     spec = ms.from_preset("llama-3.2-1b")
     s = TrainSetup(precision="bf16-mixed", seq_len=2048, grad_checkpointing="full")
-    mb = mem.max_micro_batch(spec, s, 79.6)
+    mb = memory_fit.max_micro_batch(spec, s, 79.6)
     assert mb >= 1
     assert mem.fits(mem.estimate_memory(spec, replace(s, micro_batch=mb)), 79.6)
-    if mb < mem.MAX_MICRO_BATCH:
+    if mb < memory_fit.MAX_MICRO_BATCH:
         assert not mem.fits(mem.estimate_memory(spec, replace(s, micro_batch=mb + 1)), 79.6)
-    assert mem.max_micro_batch(ms.from_preset("llama-3.1-70b"), TrainSetup(), 22.0) == 0
+    assert memory_fit.max_micro_batch(ms.from_preset("llama-3.1-70b"), TrainSetup(), 22.0) == 0
 
 
 @pytest.mark.parametrize(
@@ -305,7 +307,7 @@ def test_fits_and_max_micro_batch() -> None:
 def test_every_suggestion_fits(model, setup, cap) -> None:
     spec = ms.from_preset(model)
     assert not mem.fits(mem.estimate_memory(spec, setup), cap)
-    out = mem.fit_suggestions(spec, setup, cap, larger_gpus=[("H200", 139.8), ("B200", 178.0)])
+    out = memory_fit.fit_suggestions(spec, setup, cap, larger_gpus=[("H200", 139.8), ("B200", 178.0)])
     assert out, "at least one change should make it fit"
     # each suggestion is re-estimated inside; check the micro-batch/accumulation one keeps the batch
     for text in out:
@@ -314,7 +316,7 @@ def test_every_suggestion_fits(model, setup, cap) -> None:
             assert k * m == setup.micro_batch * setup.grad_accum
             assert mem.fits(mem.estimate_memory(spec, replace(setup, micro_batch=k, grad_accum=m)), cap)
     assert (
-        mem.fit_suggestions(
+        memory_fit.fit_suggestions(
             spec,
             replace(
                 setup, method="qlora", micro_batch=1, seq_len=256, grad_checkpointing="full", precision="bf16-mixed"
@@ -463,8 +465,8 @@ def test_qlora_keeps_every_quantized_linears_input() -> None:
     spec = _spec()
     h, q, inter = spec.hidden_size, spec.num_heads * spec.head_dim, spec.intermediate_size
     block = frozenset(m.path for m in spec.linears if m.in_block)
-    with_inputs, _ = mem._layer_bytes(spec, "amp", block)
-    without, _ = mem._layer_bytes(spec, "amp", frozenset())
+    with_inputs, _ = ledger.layer_bytes(spec, "amp", block)
+    without, _ = ledger.layer_bytes(spec, "amp", frozenset())
     # q, k and v each cast the norm output, o_proj keeps q, gate and up each cast the second norm's
     # output, down_proj keeps the gated product: all 16 bit
     assert with_inputs - without == 2 * (3 * h + q + 2 * h + inter)
@@ -476,7 +478,7 @@ def test_qlora_keeps_every_quantized_linears_input() -> None:
         for m in ms.resolve_targets(spec, setup.lora_targets)
         if m.in_block
     )
-    outside = mem._layer_bytes(spec, "amp", frozenset())[1]
+    outside = ledger.layer_bytes(spec, "amp", frozenset())[1]
     expected = spec.num_layers * with_inputs * tokens + adapters * tokens + outside * tokens
     assert b.activations == pytest.approx(expected, abs=spec.num_layers)
 
@@ -487,15 +489,15 @@ def test_qlora_keeps_every_quantized_linears_input() -> None:
 def test_alternate_matmul_selective_keeps_every_other_matmul_by_hand() -> None:
     """torchtitan's "op" policy: the 1st, 3rd, 5th and 7th matmul of a Llama block (q, v, gate, down)."""
     spec = ms.from_preset("llama-3.1-8b")
-    every = mem.selective_layer_bytes(spec, "half", "sdpa")
-    alternate = mem.selective_layer_bytes(spec, "half", "sdpa", mem.SELECTIVE_ALTERNATE_MATMUL)
+    every = ledger.selective_layer_bytes(spec, "half", "sdpa")
+    alternate = ledger.selective_layer_bytes(spec, "half", "sdpa", ledger.SELECTIVE_ALTERNATE_MATMUL)
     attn = 2 * 4096 + 4 * 32  # SDPA output and fp32 log-sum-exp per head
     assert every == 2 * (4096 + 1024 + 1024 + 4096 + 14336 + 14336 + 4096) + attn
     assert alternate == 2 * (4096 + 1024 + 14336 + 4096) + attn
     s = TrainSetup(
         precision="bf16", micro_batch=8, seq_len=8192, grad_checkpointing="selective", gpus=8, sharding="fsdp"
     )
-    a = mem.estimate_memory(spec, s, selective_policy=mem.SELECTIVE_ALTERNATE_MATMUL)
+    a = mem.estimate_memory(spec, s, selective_policy=ledger.SELECTIVE_ALTERNATE_MATMUL)
     b = mem.estimate_memory(spec, s)
     assert a.peak_moment == b.peak_moment == "start-of-backward"
     assert b.activations - a.activations == 32 * 2 * (1024 + 4096 + 14336) * 8 * 8192
@@ -629,7 +631,7 @@ def test_a_blocks_backward_holds_its_gradient_buffers() -> None:
     s = TrainSetup(precision="bf16", micro_batch=2, seq_len=256, optimizer="adamw-fused", grad_checkpointing="full")
     b = mem.estimate_memory(spec, s)
     tokens = 2 * 256
-    per_layer, outside = mem._layer_bytes(spec, "half", None)
+    per_layer, outside = ledger.layer_bytes(spec, "half", None)
     grad_work = 3 * 4096 * 2 * tokens
     n = spec.n_params
     stored = 2 * 2 * 256 * tokens + outside * tokens  # each block's 16-bit input

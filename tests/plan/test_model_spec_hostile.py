@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuplanner import cli
+from gpuplanner.plan import model_config
 from gpuplanner.plan import model_spec as ms
 from gpuplanner.plan.setup import PlanInputError
 
@@ -118,7 +119,16 @@ JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
     max_leaves=20,
 )
-KNOWN = sorted({*ms._INT_LIMITS, *ms._PROBABILITIES, *ms._BOOLS, *ms._STRINGS, "architectures", "text_config"})
+KNOWN = sorted(
+    {
+        *model_config._INT_LIMITS,
+        *model_config._PROBABILITIES,
+        *model_config._BOOLS,
+        *model_config._STRINGS,
+        "architectures",
+        "text_config",
+    }
+)
 FIELD_VALUES = st.one_of(
     JSON,
     st.integers(min_value=1, max_value=200),

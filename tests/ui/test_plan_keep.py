@@ -11,10 +11,9 @@ from PySide6.QtCore import QPoint, Qt
 from gpuplanner.commands.plan import PIN_FLAGS
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.ui.compare_model import EXPORT_COLUMNS
+from gpuplanner.ui.plan_fields import KEEP_CHOICES, default_values
 from gpuplanner.ui.plan_form import KeepList
 from gpuplanner.ui.plan_inputs import (
-    KEEP_CHOICES,
-    default_values,
     inputs_with_form,
     kept_settings,
     pinned_fields,
