@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplanner.app.plan_fields import FIELD_BY_FLAG, PLAN_FIELDS
 from gpuplanner.plan import example
 from gpuplanner.plan.inputs import EXCLUSIVE as INPUT_EXCLUSIVE
 from gpuplanner.plan.inputs import RANGES, PlanInputs, inputs_document, parse_value, split_targets
@@ -67,6 +68,8 @@ GROUPS = (
     "Deadline and budget",
 )
 
+# The form's fields in its order. For a planner input the form shows the label, tooltip, group and choices of
+# the shared table (gpuplanner/app/plan_fields.py, see ui/plan_form.py's shown_field), not the texts here.
 FIELDS: tuple[Field, ...] = (
     # --- model and method
     Field(
@@ -432,7 +435,7 @@ KEEP_CHOICES: tuple[tuple[str, str, str], ...] = (
 # Always kept in the window: the bundled trainer has no 8-bit optimizer states to launch.
 ALWAYS_KEPT = ("optimizer",)
 # Choice fields that are planner inputs (the others choose how the form itself reads its texts).
-CHOICE_KEYS = ("method", "precision", "optimizer", "grad-checkpointing", "attention", "sharding", "pricing", "memory")
+CHOICE_KEYS = tuple(row.flag for row in PLAN_FIELDS if row.kind == "choice" and row.shown_in_form)
 # Engine field names that belong to a differently named form field.
 FIELD_ALIASES = {"tokens": "samples", "lora_rank": "lora-rank"}
 # Fields of which at most one may be filled: the input layer's rule where all of them are optional form
@@ -487,8 +490,8 @@ def inputs_from_values(values: Mapping[str, str]) -> PlanInputs:
     tokens = v["data-unit"] == "tokens"
     size = _number("samples", v["samples"], "tokens" if tokens else "samples")
     # the table's fields by PlanInputs name: choices as text, numbers as parse_value gives them
-    fields: dict[str, Any] = {key.replace("-", "_"): v[key] for key in CHOICE_KEYS}
-    fields.update({key.replace("-", "_"): value for key, value in numbers.items()})
+    fields: dict[str, Any] = {FIELD_BY_FLAG[key].attr: v[key] for key in CHOICE_KEYS}
+    fields.update({FIELD_BY_FLAG[key].attr: value for key, value in numbers.items()})
     fields["samples"], fields["tokens"] = (None, size) if tokens else (size, None)
     return PlanInputs(
         model=model,
