@@ -18,6 +18,7 @@ from typing import Any
 
 from gpuplanner.app.compare_row import COMPARE_COLUMNS, compare_cells, compare_documents
 from gpuplanner.app.percentiles import spot_percentiles
+from gpuplanner.app.plan_fields import CLI_GROUPS, PLAN_FIELDS, PlanField
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.export.human import human_hours, human_money
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
@@ -29,7 +30,7 @@ from gpuplanner.plan.documents import compare_document, plan_document, rows_pric
 from gpuplanner.plan.inputs import INPUT_NAMES, PlanInputs, inputs_document, parse_amount, parse_value, split_targets
 from gpuplanner.plan.planner import Plan, PlanRequest, make_plan
 from gpuplanner.plan.price_dates import describe_age, stale_warning
-from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING, PlanInputError
+from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.planning import calibrated_request
 
 GIB = 1024**3
@@ -66,145 +67,38 @@ def positive_int(text: str) -> int:
     return int(value)
 
 
+def _argument_kind(row: PlanField) -> dict[str, Any]:
+    """The add_argument keywords of a table row's kind: its parser and metavar, choices, or a switch."""
+    if row.kind == "flag":
+        return {"action": "store_true"}
+    if row.kind == "choice":
+        return {"choices": row.choices}
+    if row.kind == "number":
+        return {"metavar": row.metavar, "type": flag_type(row.flag)}
+    if row.kind == "names":
+        return {"metavar": row.metavar, "type": split_targets}
+    return {"metavar": row.metavar}  # a name or a path, as typed
+
+
 def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
-    model = parser.add_argument_group("model and method")
-    which = model.add_mutually_exclusive_group()
-    which.add_argument(
-        "--model",
-        metavar="NAME",
-        help=f"a preset (default {example.MODEL}); `gpuplanner plan --list-models` lists them",
-    )
-    which.add_argument("--model-config", metavar="FILE", help="a Hugging Face config.json")
-    which.add_argument("--params", type=flag_type("params"), metavar="N", help="a bare parameter count, e.g. 7B")
-    model.add_argument("--list-models", action="store_true", help="list the model presets and exit")
-    model.add_argument("--method", choices=METHODS, help="full fine-tune, LoRA or QLoRA (4-bit base)")
-    model.add_argument("--lora-rank", type=flag_type("lora-rank"), metavar="R")
-    model.add_argument(
-        "--lora-targets",
-        type=split_targets,
-        metavar="NAMES",
-        help="comma-separated module names, or `attention` / `all-linear`",
-    )
-    model.add_argument("--precision", choices=PRECISIONS)
-    model.add_argument("--optimizer", choices=OPTIMIZERS)
-    batch = parser.add_argument_group("batch and sequence")
-    batch.add_argument(
-        "--micro-batch",
-        type=flag_type("micro-batch"),
-        metavar="N",
-        help="sequences per GPU per forward pass",
-    )
-    batch.add_argument(
-        "--grad-accum",
-        type=flag_type("grad-accum"),
-        metavar="N",
-        help="micro-batches per optimizer step",
-    )
-    batch.add_argument("--seq-len", type=flag_type("seq-len"), metavar="TOKENS")
-    batch.add_argument("--grad-checkpointing", choices=CHECKPOINTING)
-    batch.add_argument("--attention", choices=ATTENTION)
-    hardware = parser.add_argument_group("hardware")
-    hardware.add_argument(
-        "--gpu",
-        metavar="NAME[:N]",
-        help=f"a catalog GPU, or GPU:COUNT such as H100:8 (plan default {example.GPU}; compare: all)",
-    )
-    hardware.add_argument(
-        "--gpus", type=flag_type("gpus"), metavar="N", help="GPUs in the run (plan: default 1; compare: 1, 2, 4 and 8)"
-    )
-    hardware.add_argument(
-        "--sharding",
-        choices=SHARDING,
-        help="ddp replicates, zero2 shards grads+optimizer, fsdp shards everything",
-    )
-    hardware.add_argument(
-        "--tf32",
-        action="store_true",
-        help="with --precision fp32: matmuls on TF32 tensor cores (Ampere and newer; PyTorch's default is off)",
-    )
-    hardware.add_argument(
-        "--mfu", type=flag_type("mfu"), metavar="SHARE", help="model-FLOPs utilisation to assume (default: the GPU's)"
-    )
-    hardware.add_argument(
-        "--headroom",
-        type=flag_type("headroom"),
-        metavar="SHARE",
-        help="share of GPU memory a plan may use (default 0.95)",
-    )
-    data = parser.add_argument_group("data and speed")
-    size = data.add_mutually_exclusive_group()
-    size.add_argument(
-        "--samples",
-        type=flag_type("samples"),
-        metavar="N",
-        help=f"training sequences per epoch (default {example.SAMPLES:,})",
-    )
-    size.add_argument("--tokens", type=flag_type("tokens"), metavar="N", help="training tokens per epoch")
-    data.add_argument("--epochs", type=flag_type("epochs"), metavar="N")
-    speed = data.add_mutually_exclusive_group()
-    speed.add_argument(
-        "--tokens-per-s", type=flag_type("tokens-per-s"), metavar="X", help="measured speed of the whole run"
-    )
-    speed.add_argument(
-        "--samples-per-min", type=flag_type("samples-per-min"), metavar="X", help="measured speed of the whole run"
-    )
-    prices = parser.add_argument_group("pricing and spot")
-    prices.add_argument(
-        "--price", type=flag_type("price"), metavar="USD", help="on-demand $ per GPU-hour (without --gpu: no catalog)"
-    )
-    spot_price = prices.add_mutually_exclusive_group()
-    spot_price.add_argument("--spot-price", type=flag_type("spot-price"), metavar="USD", help="spot $ per GPU-hour")
-    spot_price.add_argument(
-        "--spot-discount", type=flag_type("spot-discount"), metavar="SHARE", help="0.6 = spot costs 60%% less per hour"
-    )
-    rate = prices.add_mutually_exclusive_group()
-    rate.add_argument("--interruptions-per-hour", type=flag_type("interruptions-per-hour"), metavar="RATE")
-    rate.add_argument(
-        "--mean-hours-between-interruptions", type=flag_type("mean-hours-between-interruptions"), metavar="HOURS"
-    )
-    rate.add_argument(
-        "--spot-overhead-pct",
-        type=flag_type("spot-overhead-pct"),
-        metavar="PCT",
-        help="10 = spot takes 10%% longer than on-demand (instead of the interruption model)",
-    )
-    prices.add_argument(
-        "--restart-minutes",
-        type=flag_type("restart-minutes"),
-        metavar="MIN",
-        help="boot, load checkpoint, warm up (default 10)",
-    )
-    prices.add_argument(
-        "--checkpoint-minutes",
-        type=flag_type("checkpoint-minutes"),
-        metavar="MIN",
-        help="checkpoint interval (default 30)",
-    )
-    prices.add_argument(
-        "--checkpoint-write-s",
-        type=flag_type("checkpoint-write-s"),
-        metavar="S",
-        help="seconds to write one checkpoint (default: estimated from its size)",
-    )
-    prices.add_argument(
-        "--pricing",
-        choices=("on-demand", "spot"),
-        help="which price the deadline and budget checks use (plan)",
-    )
-    goals = parser.add_argument_group("deadline and budget")
-    goals.add_argument("--deadline-hours", type=flag_type("deadline-hours"), metavar="H")
-    goals.add_argument("--budget-usd", type=flag_type("budget-usd"), metavar="USD")
-    goals.add_argument(
-        "--max-gpu-hours",
-        type=flag_type("max-gpu-hours"),
-        metavar="H",
-        help="cap on GPU-hours (GPUs trained on x hours; spot: P90 hours); options over it are marked",
-    )
-    parser.add_argument(
-        "--memory",
-        choices=("formula", "trace"),
-        help="trace: run one real training step on fake tensors to measure memory (needs torch)",
-    )
+    # The planner's inputs: one argument per row of the shared table (flag, help, metavar, kind), grouped
+    # and made mutually exclusive as the table and the input layer say.
+    groups: dict[str, argparse._ArgumentGroup | argparse.ArgumentParser] = {
+        title: parser.add_argument_group(title) if title else parser for title in CLI_GROUPS
+    }
+    exclusive: dict[tuple[str, ...], argparse._MutuallyExclusiveGroup] = {}
+    for row in PLAN_FIELDS:
+        group = groups[row.cli_group]
+        target: argparse._ActionsContainer = group
+        if row.exclusive_with:
+            if row.exclusive_with not in exclusive:
+                exclusive[row.exclusive_with] = group.add_mutually_exclusive_group()
+            target = exclusive[row.exclusive_with]
+        target.add_argument(row.option, help=row.argparse_help, **_argument_kind(row))
+        if row.flag == "params":  # beside the model's source, as always
+            groups[row.cli_group].add_argument(
+                "--list-models", action="store_true", help="list the model presets and exit"
+            )
     parser.add_argument("--db", metavar="FILE", help="run history to take measured speeds from (default: the user's)")
     parser.add_argument("--no-calibration", action="store_true", help="ignore speeds measured in the run history")
     out = parser.add_mutually_exclusive_group()

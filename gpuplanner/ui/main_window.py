@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 from gpuplanner import __version__
 from gpuplanner.history.alert_rules import AlertSettings
 from gpuplanner.ui.palette import app_icon
-from gpuplanner.ui.plan_fields import FIELD_BY_KEY
+from gpuplanner.ui.plan_form_fields import FIELD_BY_KEY
 from gpuplanner.ui.plan_pane import PlanPane
 from gpuplanner.ui.run_controller import make_shared_controller
 from gpuplanner.ui.services import AppServices

@@ -23,7 +23,7 @@ from gpuplanner.plan.planner import GIB, Plan, PlanRequest, PriceChoice
 from gpuplanner.plan.price_dates import describe_age
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.ui.human import human_hours, human_money, human_number
-from gpuplanner.ui.plan_fields import FIELD_BY_KEY
+from gpuplanner.ui.plan_form_fields import FIELD_BY_KEY
 
 OptionKey = tuple[str, int, str]  # (GPU, GPU count, pricing)
 

@@ -7,6 +7,7 @@ Signals:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
@@ -25,8 +26,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuplanner.app.plan_fields import FIELD_BY_FLAG
 from gpuplanner.ui.palette import BAD
-from gpuplanner.ui.plan_fields import ALWAYS_KEPT, EXCLUSIVE, FIELDS, GROUPS, KEEP_CHOICES, default_values, widget_key
+from gpuplanner.ui.plan_form_fields import (
+    ALWAYS_KEPT,
+    EXCLUSIVE,
+    FIELDS,
+    GROUPS,
+    KEEP_CHOICES,
+    Field,
+    default_values,
+    widget_key,
+)
 
 _ERROR_STYLE = f"color: {BAD};"
 # Fields under which the pane writes what answered (memory model, measured speeds).
@@ -40,6 +51,26 @@ _KEEP_TIPS = {
     "sharding": "Ticked: the sharding stays as given. ",
     "method": "Ticked: a LoRA stays LoRA. Unticked: a LoRA that nothing else fits may become QLoRA. ",
 }
+
+
+def shown_field(spec: Field) -> Field:
+    """The field as the form shows it: a planner input takes its label (with its unit), tooltip, group and
+    choices from the shared table (:mod:`gpuplanner.app.plan_fields`, the CLI's help and groups too); the
+    form's own fields (model source, data unit, calibration, keep) and its defaults and placeholders are
+    :mod:`gpuplanner.ui.plan_inputs`'s."""
+    row = FIELD_BY_FLAG.get(spec.key)
+    if row is None or not row.shown_in_form:
+        return spec
+    return replace(
+        spec,
+        label=row.form_label,
+        tooltip=row.help,
+        group=row.form_group,
+        choices=row.choices or spec.choices,  # presets, GPUs and off/on are the form's own lists
+    )
+
+
+SHOWN_FIELDS: tuple[Field, ...] = tuple(shown_field(spec) for spec in FIELDS)
 
 
 class KeepList(QWidget):
@@ -103,7 +134,7 @@ class PlanForm(QWidget):
             form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
             form.setVerticalSpacing(3)
             form.setContentsMargins(8, 6, 8, 6)
-            for spec in (f for f in FIELDS if f.group == group):
+            for spec in (f for f in SHOWN_FIELDS if f.group == group):
                 editor = self._make_editor(spec.key, spec.kind, spec.choices or tuple(gpu_names), spec.placeholder)
                 editor.setToolTip(spec.tooltip)
                 editor.setAccessibleName(spec.label)
@@ -156,7 +187,7 @@ class PlanForm(QWidget):
         self, key: str, kind: str, choices: tuple[str, ...], placeholder: str
     ) -> QLineEdit | QComboBox | KeepList:
         if kind == "keep":
-            keep = KeepList(next(f.tooltip for f in FIELDS if f.key == key))
+            keep = KeepList(next(f.tooltip for f in SHOWN_FIELDS if f.key == key))
             keep.setObjectName(key)
             keep.toggled.connect(self._on_changed)
             return keep

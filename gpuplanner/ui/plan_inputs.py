@@ -1,5 +1,5 @@
 """How the planner form's texts become a :class:`PlanRequest` and back (no Qt here); the fields themselves
-are :mod:`gpuplanner.ui.plan_fields`.
+are :mod:`gpuplanner.ui.plan_form_fields`.
 
 Every field is keyed by the ``gpuplanner plan`` flag it stands for (``micro-batch``, ``budget-usd``
 ...), so a :class:`PlanInputError` raised by the engine (whose ``field`` is that flag name) lands at
@@ -14,11 +14,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from gpuplanner.app.plan_fields import FIELD_BY_FLAG
 from gpuplanner.plan import example
 from gpuplanner.plan.inputs import PlanInputs, inputs_document, parse_value, split_targets
 from gpuplanner.plan.planner import PlanRequest
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
-from gpuplanner.ui.plan_fields import (
+from gpuplanner.ui.plan_form_fields import (
     ALWAYS_KEPT,
     CALIBRATION,
     CHOICE_KEYS,
@@ -61,8 +62,8 @@ def inputs_from_values(values: Mapping[str, str]) -> PlanInputs:
     tokens = v["data-unit"] == "tokens"
     size = _number("samples", v["samples"], "tokens" if tokens else "samples")
     # the table's fields by PlanInputs name: choices as text, numbers as parse_value gives them
-    fields: dict[str, Any] = {key.replace("-", "_"): v[key] for key in CHOICE_KEYS}
-    fields.update({key.replace("-", "_"): value for key, value in numbers.items()})
+    fields: dict[str, Any] = {FIELD_BY_FLAG[key].attr: v[key] for key in CHOICE_KEYS}
+    fields.update({FIELD_BY_FLAG[key].attr: value for key, value in numbers.items()})
     fields["samples"], fields["tokens"] = (None, size) if tokens else (size, None)
     return PlanInputs(
         model=model,

@@ -58,8 +58,8 @@ from gpuplanner.ui.plan_details import (
     option_name,
 )
 from gpuplanner.ui.plan_details_view import PlanDetailsView
-from gpuplanner.ui.plan_fields import MEMORY_SOURCES
 from gpuplanner.ui.plan_form import PlanForm
+from gpuplanner.ui.plan_form_fields import MEMORY_SOURCES
 from gpuplanner.ui.plan_inputs import (
     allows_qlora,
     inputs_with_form,

@@ -9,7 +9,7 @@ import pytest
 from gpuplanner.plan.compare import compare
 from gpuplanner.planning import comparison_request
 from gpuplanner.ui.compare_model import EXPORT_COLUMNS
-from gpuplanner.ui.plan_fields import default_values
+from gpuplanner.ui.plan_form_fields import default_values
 from gpuplanner.ui.plan_inputs import request_from_values
 from gpuplanner.ui.plan_pane import PlanPane
 from tests.ui.helpers import wait_for_result

@@ -11,8 +11,8 @@ from PySide6.QtCore import QPoint, Qt
 from gpuplanner.commands.plan import PIN_FLAGS
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.ui.compare_model import EXPORT_COLUMNS
-from gpuplanner.ui.plan_fields import KEEP_CHOICES, default_values
 from gpuplanner.ui.plan_form import KeepList
+from gpuplanner.ui.plan_form_fields import KEEP_CHOICES, default_values
 from gpuplanner.ui.plan_inputs import (
     inputs_with_form,
     kept_settings,

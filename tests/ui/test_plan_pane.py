@@ -22,7 +22,7 @@ from gpuplanner.plan.setup import TrainSetup
 from gpuplanner.planning import WINDOW_PINNED, comparison_request
 from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE, table_cells
 from gpuplanner.ui.human import human_hours
-from gpuplanner.ui.plan_fields import default_values
+from gpuplanner.ui.plan_form_fields import default_values
 from gpuplanner.ui.plan_inputs import inputs_with_form, request_from_values
 from gpuplanner.ui.plan_pane import PlanPane
 from gpuplanner.ui.plan_settings_text import settings_rows
@@ -450,7 +450,7 @@ def test_every_plan_flag_has_a_field() -> None:
     import argparse
 
     from gpuplanner.commands.plan import register
-    from gpuplanner.ui.plan_fields import FIELD_BY_KEY
+    from gpuplanner.ui.plan_form_fields import FIELD_BY_KEY
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuplanner.app.plan_fields import PLAN_FIELDS
 from gpuplanner.plan import example
 from gpuplanner.plan.inputs import EXCLUSIVE as INPUT_EXCLUSIVE
 from gpuplanner.plan.inputs import RANGES
@@ -50,6 +51,8 @@ GROUPS = (
     "Deadline and budget",
 )
 
+# The form's fields in its order. For a planner input the form shows the label, tooltip, group and choices of
+# the shared table (gpuplanner/app/plan_fields.py, see ui/plan_form.py's shown_field), not the texts here.
 FIELDS: tuple[Field, ...] = (
     # --- model and method
     Field(
@@ -415,7 +418,7 @@ KEEP_CHOICES: tuple[tuple[str, str, str], ...] = (
 # Always kept in the window: the bundled trainer has no 8-bit optimizer states to launch.
 ALWAYS_KEPT = ("optimizer",)
 # Choice fields that are planner inputs (the others choose how the form itself reads its texts).
-CHOICE_KEYS = ("method", "precision", "optimizer", "grad-checkpointing", "attention", "sharding", "pricing", "memory")
+CHOICE_KEYS = tuple(row.flag for row in PLAN_FIELDS if row.kind == "choice" and row.shown_in_form)
 # Engine field names that belong to a differently named form field.
 FIELD_ALIASES = {"tokens": "samples", "lora_rank": "lora-rank"}
 # Fields of which at most one may be filled: the input layer's rule where all of them are optional form
