@@ -36,7 +36,13 @@ from gpuplanner.plan.catalog import (
     user_files,
 )
 from gpuplanner.plan.catalog_update import CHANGE_THRESHOLD
-from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, describe_age
+from gpuplanner.plan.price_dates import (
+    STALE_AFTER_DAYS,
+    describe_age,
+    describe_offer_ages,
+    offer_ages,
+    stale_offers_warning,
+)
 
 
 def _usage_error(message: str) -> Exception:
@@ -137,12 +143,34 @@ def _gpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def _summary(offers: Sequence[PriceOffer], as_json: bool) -> int:
+    """How old the offers are: the share older than a year (a release ships at most a quarter so), and the
+    offers older than 90 days per provider."""
+    ages = offer_ages((o.provider, o.as_of) for o in offers if not o.own)
+    if as_json:
+        print(json.dumps(ages.to_dict(), indent=2))
+        return 0
+    print(describe_offer_ages(ages))
+    print(
+        f"{ages.over_a_year} of {ages.total} offers ({ages.over_a_year_share:.0%}) are older than a year "
+        f"(newest {ages.newest}, oldest {ages.oldest})"
+    )
+    warning = stale_offers_warning(ages)
+    if warning:
+        print(f"warning: {warning}")
+    return 0
+
+
 def _prices(args: argparse.Namespace) -> int:
     if args.json and args.csv:
         raise _usage_error("--json, --csv: choose one output format")
+    if args.summary and args.csv:
+        raise _usage_error("--summary, --csv: choose one output format")
     catalog = _load()
     offers = catalog.offers_for(args.gpu) if args.gpu else catalog.offers
     offers = tuple(sorted(offers, key=lambda o: (o.gpu, o.on_demand_usd, o.provider, o.region, o.instance_type)))
+    if args.summary:
+        return _summary(offers, args.json)
     if args.json:
         print(json.dumps([offer_dict(o) for o in offers], indent=2))
         return 0
@@ -499,6 +527,11 @@ def register(subparsers: Any) -> None:
     prices.add_argument("--gpu", metavar="NAME", help="only this GPU (any alias, e.g. h100, 'NVIDIA A10G')")
     prices.add_argument("--json", action="store_true", help="print one JSON document")
     prices.add_argument("--csv", action="store_true", help="print CSV in the prices.csv format")
+    prices.add_argument(
+        "--summary",
+        action="store_true",
+        help="only how old the offers are: the share older than a year, and per provider those older than 90 days",
+    )
     prices.set_defaults(handler=_prices)
 
     skypilot = sub.add_parser(

@@ -147,7 +147,8 @@ def test_compare_outputs_carry_dates(capsys: pytest.CaptureFixture[str]) -> None
     assert all(r["price_as_of"] for r in table if r["price_per_gpu_hour"])
 
     code, out, _ = run(capsys, "compare", *WORKLOAD, "--gpus", "1", "--markdown")
-    assert f"Prices as of {SHIPPED_DATE} (" in out and "| price_as_of |" in out.splitlines()[0] + " |"
+    assert f"to {SHIPPED_DATE}: " in out and " offers older than 90 days (" in out
+    assert "| price_as_of |" in out.splitlines()[0] + " |"
 
 
 def test_a_saved_plan_keeps_the_prices_it_used(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
