@@ -16,7 +16,7 @@ from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, GpuSpec, PriceOffer, catalog_gpu, precision_for
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, fit_suggestions, max_micro_batch, trainable_params
 from gpuplanner.plan.model_spec import ModelSpec
-from gpuplanner.plan.price_dates import oldest, stale_warning
+from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, age_days, oldest, stale_warning
 from gpuplanner.plan.ranges import hours_range, spot_hours_range
 from gpuplanner.plan.runtime import Runtime, Workload, estimate_runtime
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
@@ -555,7 +555,11 @@ def option_warnings(
             f"communication dominates: {setup.gpus} GPUs reach only {throughput.scaling_efficiency:.0%} "
             "scaling efficiency; raise --grad-accum or the micro-batch, or use fewer GPUs"
         )
-    stale = stale_warning(oldest(c.as_of for c in (on_demand, spot_price) if c is not None))
+    dated = [c for c in (on_demand, spot_price) if c is not None and c.as_of]
+    stale_as_of = oldest(c.as_of for c in dated)
+    stale = stale_warning(
+        stale_as_of, providers=(c.provider for c in dated if (age_days(c.as_of) or 0) > STALE_AFTER_DAYS)
+    )
     if stale:
         warnings.append(stale)
     if on_demand is None:

@@ -49,17 +49,21 @@ def describe_age(as_of: str | None, on: _dt.date | None = None) -> str:
     return f"prices as of {as_of} ({days} day{'s' if days != 1 else ''} old)"
 
 
-def stale_warning(as_of: str | None, on: _dt.date | None = None) -> str | None:
-    """A warning when prices dated ``as_of`` are older than :data:`STALE_AFTER_DAYS`, else None."""
+def stale_warning(as_of: str | None, on: _dt.date | None = None, providers: Iterable[str] = ()) -> str | None:
+    """A warning when prices dated ``as_of`` are older than :data:`STALE_AFTER_DAYS`, else None. Where every
+    one of ``providers`` (those of the stale prices) is one `catalog update` does not fetch, the warning says
+    to check their pages instead: an update could not clear it."""
     if not as_of:
         return None
     days = age_days(as_of, on)
     if days is None or days <= STALE_AFTER_DAYS:
         return None
-    return (
-        f"prices are {days} days old (as of {as_of}, older than {STALE_AFTER_DAYS} days): "
-        "run `gpuplanner catalog update` or check the provider's page"
-    )
+    named = sorted({p for p in providers if p})
+    if named and not any(p in UPDATED_PROVIDERS for p in named):
+        cure = f"check the pricing page of {', '.join(named)} (`gpuplanner catalog update` does not fetch it)"
+    else:
+        cure = "run `gpuplanner catalog update` or check the provider's page"
+    return f"prices are {days} days old (as of {as_of}, older than {STALE_AFTER_DAYS} days): {cure}"
 
 
 # A year, for the share of offers a release may ship that old (see `catalog prices --summary`).

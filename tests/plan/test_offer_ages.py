@@ -70,3 +70,23 @@ def test_catalog_prices_summary_counts_the_offers_it_lists(capsys: pytest.Captur
     assert " offers older than 90 days (" in out and "are older than a year" in out
 
     assert main(["catalog", "prices", "--summary", "--csv"]) == 2
+
+
+def test_a_plan_priced_by_a_provider_the_update_does_not_fetch_says_where_to_look(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    old = (dt.date.today() - dt.timedelta(days=200)).isoformat()
+    folder = config_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "prices.csv").write_text(
+        ",".join(PRICE_COLUMNS) + "\n" + f"mycloud,eu-1,T4,1,t4-one,0.01,0.005,,,{old},my old quote,\n",
+        encoding="utf-8",
+    )
+    argv = ["plan", "--model", "gpt2", "--samples", "1000", "--seq-len", "512", "--gpu", "T4", "--json"]
+    assert main(argv) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["on_demand"]["provider"] == document["spot"]["provider"] == "mycloud"
+    stale = [w for w in document["warnings"] if w.startswith("prices are 200 days old")]
+    assert stale and stale[0].endswith(
+        "check the pricing page of mycloud (`gpuplanner catalog update` does not fetch it)"
+    ), document["warnings"]

@@ -45,6 +45,12 @@ def test_age_words_and_the_stale_threshold() -> None:
     assert describe_age("2025-09-13", on) == "prices as of 2025-09-13 (today)"
     assert describe_age(None) == "prices given by you (no catalog date)"
     assert stale_warning("2025-06-15", on) is None  # 90 days: not yet stale
+    # a provider `catalog update` does not fetch: the warning says so rather than send the user to an update
+    only = stale_warning("2025-06-14", on, providers=["vultr"])
+    assert only is not None and only.endswith(
+        "check the pricing page of vultr (`gpuplanner catalog update` does not fetch it)"
+    )
+    assert "run `gpuplanner catalog update`" in str(stale_warning("2025-06-14", on, providers=["vultr", "aws"]))
     warning = stale_warning("2025-06-14", on)
     assert warning is not None and "91 days old" in warning and "gpuplanner catalog update" in warning
     assert STALE_AFTER_DAYS == 90
