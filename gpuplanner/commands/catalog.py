@@ -267,6 +267,11 @@ def _import_skypilot(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
         return 0
     print(f"read {report.rows} rows from {path}")
+    if args.as_of is None:
+        print(
+            f"dated {as_of}, the file's modification day (a SkyPilot vms.csv carries no date of its own): "
+            "give --as-of DATE if it was copied later than SkyPilot wrote it"
+        )
     print(f"imported {report.imported} offers for provider {provider!r}", end="")
     if merged:
         print(f" into {merged.path} ({merged.added} added, {merged.replaced} replaced, {merged.total} in the file)")

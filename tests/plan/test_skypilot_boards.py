@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuplanner.plan.catalog import builtin_catalog
+from gpuplanner import cli
+from gpuplanner.plan.catalog import builtin_catalog, load_catalog
 from gpuplanner.plan.skypilot import import_vms_csv, instance_board, parse_vms_text
 
 H100_INFO = "\"{'Gpus': [{'Name': 'H100', 'Manufacturer': 'NVIDIA', 'Count': %s, 'MemoryInfo': {'SizeInMiB': 81920}}], 'TotalGpuMemoryInMiB': 81920}\""  # noqa: E501
@@ -106,8 +107,21 @@ def test_gcp_accelerators_are_priced_with_their_host_machine() -> None:
     assert len(result.offers) == 3
 
 
-def test_cli_import_reports_gpu_only_rows(tmp_path: Path) -> None:
+def test_cli_import_reports_gpu_only_rows_and_its_date(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "vms.csv"
     path.write_text(GCP)
     result = import_vms_csv(path, "gcp", builtin_catalog(), as_of="2026-11-20")
     assert result.report.gpu_only == 1 and result.report.imported == 3
+
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("gpuplanner.commands.catalog",))
+    assert cli.main(["catalog", "import-skypilot", str(path), "--provider", "gcp"]) == 0
+    out = capsys.readouterr().out
+    assert "the file's modification day (a SkyPilot vms.csv carries no date of its own)" in out
+    assert "skipped 0 malformed rows and 1 GPU-only rows" in out
+    assert cli.main(["catalog", "import-skypilot", str(path), "--provider", "gcp", "--as-of", "2026-11-20"]) == 0
+    out = capsys.readouterr().out
+    assert "modification day" not in out
+    a3 = next(o for o in load_catalog().offers if o.instance_type == "a3-highgpu-8g" and o.region == "us-central1")
+    assert a3.as_of == "2026-11-20" and a3.on_demand_usd == pytest.approx((88.2 + 9.46006) / 8)
