@@ -223,6 +223,19 @@ def board_variant(catalog: Catalog, spec: GpuSpec, board: str | None) -> GpuSpec
     return found
 
 
+def instance_memory_variant(catalog: Catalog, spec: GpuSpec, accelerator: str, instance: str) -> GpuSpec:
+    """``spec`` in the memory size the instance type names (``gpu_8x_a100_80gb_sxm4`` is an A100 80GB even
+    where its accelerator column says ``A100``), where the catalog has that size; else ``spec``."""
+    for token in instance.lower().replace("-", "_").replace(".", "_").split("_"):
+        if token.endswith("gb") and token[:-2].isdigit():
+            size = int(token[:-2])
+            if abs(spec.marketing_memory_gb - size) > 0.2 * size:
+                sized = catalog.find_gpu(f"{accelerator}-{size}GB")
+                if sized is not None:
+                    return sized
+    return spec
+
+
 # GCP sells these accelerators only inside their own machine family: the catalog lists the accelerator's price
 # (a row without an InstanceType) and the machine's (a row without an accelerator) apart, and a rentable offer
 # is their sum in the same zone. Accelerator name (as in SkyPilot's catalog) -> {GPUs: host machine type}.
@@ -409,6 +422,7 @@ def parse_vms_text(
                 spot = spot + host_spot if spot is not None and host_spot is not None else None
             else:
                 instance = f"{gpus}x {accelerator} (accelerator only)"
+        spec = instance_memory_variant(catalog, spec, accelerator, instance)
         spec = board_variant(catalog, spec, instance_board(provider, instance))
         key = (region, instance, spec.name)
         entry = best.setdefault(key, [gpus, math.inf, math.inf])

@@ -125,3 +125,15 @@ def test_cli_import_reports_gpu_only_rows_and_its_date(
     assert "modification day" not in out
     a3 = next(o for o in load_catalog().offers if o.instance_type == "a3-highgpu-8g" and o.region == "us-central1")
     assert a3.as_of == "2026-11-20" and a3.on_demand_usd == pytest.approx((88.2 + 9.46006) / 8)
+
+
+def test_the_memory_size_in_the_instance_type_picks_the_variant() -> None:
+    # the accelerator column says only "A100" and GpuInfo is empty: the instance type says 80 GB, SXM4
+    text = (
+        "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice\n"
+        "gpu_8x_a100_80gb_sxm4,A100,8.0,240.0,1800.0,14.32,us-east-1,,\n"
+        "gpu_1x_a100,A100,1.0,30.0,200.0,1.29,us-west-1,,\n"
+    )
+    offers = {o.instance_type: o for o in offers_of(text, "lambda").offers}
+    assert offers["gpu_8x_a100_80gb_sxm4"].gpu == "A100 80GB"
+    assert offers["gpu_1x_a100"].gpu == "A100 40GB PCIe"
