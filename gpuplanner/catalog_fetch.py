@@ -1,9 +1,10 @@
 """Download SkyPilot's hosted price catalogs (the network half of `gpuplanner catalog update`).
 
 Standard library only (``urllib``). Each cloud's ``<base>/<cloud>/vms.csv`` is fetched within a time limit for
-the whole download and a size cap. Its date is the catalog's own: the HTTP ``Last-Modified`` header where the
-server sends one (never a date in the future), else, for a file on ``raw.githubusercontent.com``, the date of the last commit that touched it (GitHub's commits
-API), else the download day, and the date's basis says which. A download that ends before its announced
+the whole download and a size cap. Its date is the catalog's own where it has one (for a file on
+``raw.githubusercontent.com``, the date of the last commit that touched it, from GitHub's commits API), else the
+date the user gives (``--as-of``), else the HTTP ``Last-Modified`` header (never a date in the future; a mirror's
+copy day, so the basis says so), else the download day, and the date's basis says which. A download that ends before its announced
 length is "cut short" and rejected. When the host cannot be reached at all the update stops with
 :class:`Offline` and nothing changes. Called only on the user's request; planning never waits for it.
 """
@@ -129,28 +130,45 @@ def commit_date(api_url: str, timeout: float) -> str | None:
         return None
 
 
-def fetch_dated(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, api_base: str = GITHUB_API) -> tuple[str, str, str]:
-    """``(text, as_of, date basis)`` of one file. Raises :class:`Offline` or :class:`FetchError`."""
+LAST_MODIFIED = "Last-Modified header"
+GIVEN = "date given with --as-of"
+
+
+def fetch_dated(
+    url: str, *, timeout: float = DEFAULT_TIMEOUT_S, api_base: str = GITHUB_API, as_of: str | None = None
+) -> tuple[str, str, str]:
+    """``(text, as_of, date basis)`` of one file. Raises :class:`Offline` or :class:`FetchError`.
+
+    The date is the catalog's own where it has one (the last commit of a file on GitHub), else ``as_of``
+    (``--as-of``, for a mirror or a copy), else the server's ``Last-Modified`` (which a mirror sets to the day
+    it copied the file: the basis says so), else the download day."""
     body, last_modified = _open(url, timeout)
     try:
         text = body.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise FetchError(f"{url}: not UTF-8 text ({exc.reason})") from None
-    as_of, basis = _http_date(last_modified), "Last-Modified header"
-    if as_of is None:
-        api = github_commits_url(url, api_base)
-        as_of, basis = (commit_date(api, timeout), "git commit date") if api else (None, "")
-    if as_of is None:
-        as_of, basis = _dt.date.today().isoformat(), "download date (the catalog gave none)"
-    return text, as_of, basis
+    api = github_commits_url(url, api_base)
+    date, basis = (commit_date(api, timeout), "git commit date") if api else (None, "")
+    if date is None and as_of is not None:
+        date, basis = as_of, GIVEN
+    if date is None:
+        date, basis = _http_date(last_modified), LAST_MODIFIED
+    if date is None:
+        date, basis = _dt.date.today().isoformat(), "download date (the catalog gave none)"
+    return text, date, basis
 
 
 def fetch_cloud(
-    base: str, cloud: str, *, timeout: float = DEFAULT_TIMEOUT_S, api_base: str = GITHUB_API
+    base: str,
+    cloud: str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    api_base: str = GITHUB_API,
+    as_of: str | None = None,
 ) -> FetchedCatalog:
     """Download one cloud's ``vms.csv`` with its date. Raises :class:`Offline` or :class:`FetchError`."""
     url = cloud_url(base, cloud)
-    text, as_of, basis = fetch_dated(url, timeout=timeout, api_base=api_base)
+    text, as_of, basis = fetch_dated(url, timeout=timeout, api_base=api_base, as_of=as_of)
     return FetchedCatalog(cloud, url, text, as_of, basis)
 
 
@@ -161,6 +179,7 @@ def fetch_all(
     timeout: float = DEFAULT_TIMEOUT_S,
     api_base: str = GITHUB_API,
     on_progress: Callable[[str], None] | None = None,
+    as_of: str | None = None,
 ) -> tuple[list[FetchedCatalog], dict[str, tuple[str, str]]]:
     """Every cloud's catalog, and per cloud that failed ``(url, message)``. Raises :class:`Offline` when no
     cloud's host could be reached at all (then nothing is returned and nothing may change)."""
@@ -171,7 +190,7 @@ def fetch_all(
         if on_progress:
             on_progress(cloud)
         try:
-            fetched.append(fetch_cloud(base, cloud, timeout=timeout, api_base=api_base))
+            fetched.append(fetch_cloud(base, cloud, timeout=timeout, api_base=api_base, as_of=as_of))
         except Offline as exc:
             offline.append(exc)
             failures[cloud] = (cloud_url(base, cloud), f"offline: {exc}")

@@ -36,7 +36,13 @@ from gpuplanner.plan.catalog import (
     user_files,
 )
 from gpuplanner.plan.catalog_update import CHANGE_THRESHOLD
-from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, describe_age
+from gpuplanner.plan.price_dates import (
+    STALE_AFTER_DAYS,
+    describe_age,
+    describe_offer_ages,
+    offer_ages,
+    stale_offers_warning,
+)
 
 
 def _usage_error(message: str) -> Exception:
@@ -137,12 +143,34 @@ def _gpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def _summary(offers: Sequence[PriceOffer], as_json: bool) -> int:
+    """How old the offers are: the share older than a year (a release ships at most a quarter so), and the
+    offers older than 90 days per provider."""
+    ages = offer_ages((o.provider, o.as_of) for o in offers if not o.own)
+    if as_json:
+        print(json.dumps(ages.to_dict(), indent=2))
+        return 0
+    print(describe_offer_ages(ages))
+    print(
+        f"{ages.over_a_year} of {ages.total} offers ({ages.over_a_year_share:.0%}) are older than a year "
+        f"(newest {ages.newest}, oldest {ages.oldest})"
+    )
+    warning = stale_offers_warning(ages)
+    if warning:
+        print(f"warning: {warning}")
+    return 0
+
+
 def _prices(args: argparse.Namespace) -> int:
     if args.json and args.csv:
         raise _usage_error("--json, --csv: choose one output format")
+    if args.summary and args.csv:
+        raise _usage_error("--summary, --csv: choose one output format")
     catalog = _load()
     offers = catalog.offers_for(args.gpu) if args.gpu else catalog.offers
     offers = tuple(sorted(offers, key=lambda o: (o.gpu, o.on_demand_usd, o.provider, o.region, o.instance_type)))
+    if args.summary:
+        return _summary(offers, args.json)
     if args.json:
         print(json.dumps([offer_dict(o) for o in offers], indent=2))
         return 0
@@ -239,6 +267,11 @@ def _import_skypilot(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
         return 0
     print(f"read {report.rows} rows from {path}")
+    if args.as_of is None:
+        print(
+            f"dated {as_of}, the file's modification day (a SkyPilot vms.csv carries no date of its own): "
+            "give --as-of DATE if it was copied later than SkyPilot wrote it"
+        )
     print(f"imported {report.imported} offers for provider {provider!r}", end="")
     if merged:
         print(f" into {merged.path} ({merged.added} added, {merged.replaced} replaced, {merged.total} in the file)")
@@ -253,6 +286,11 @@ def _import_skypilot(args: argparse.Namespace) -> int:
         print(f"unknown accelerators (add them in gpus.toml to import them): {names}")
     if report.bad_gpu_info:
         print(f"{report.bad_gpu_info} rows had an unreadable GpuInfo cell (AcceleratorName used instead)")
+    if report.malformed or report.gpu_only:
+        print(
+            f"skipped {report.malformed} malformed rows and {report.gpu_only} GPU-only rows "
+            "(an accelerator without its host machine's price: not rentable)"
+        )
     for problem in report.problems:
         print(f"  {problem}")
     return 0
@@ -263,7 +301,7 @@ def _offer_words(offer: PriceOffer) -> str:
 
 
 def _update(args: argparse.Namespace) -> int:
-    from gpuplanner.catalog_fetch import Offline, fetch_all
+    from gpuplanner.catalog_fetch import LAST_MODIFIED, Offline, fetch_all
     from gpuplanner.plan.catalog_update import DEFAULT_CLOUDS, apply_update, base_url
 
     base = base_url(args.url)
@@ -279,9 +317,15 @@ def _update(args: argparse.Namespace) -> int:
             raise _usage_error(f"--cloud: a SkyPilot cloud name such as {', '.join(DEFAULT_CLOUDS)}, got {cloud!r}")
     if not args.timeout > 0:
         raise _usage_error(f"--timeout: a positive number of seconds, got {args.timeout!r}")
+    as_of = args.as_of
+    if as_of is not None:
+        try:
+            _dt.date.fromisoformat(as_of)
+        except ValueError:
+            raise _usage_error(f"--as-of: an ISO date like 2026-11-20, got {as_of!r}") from None
     catalog = _load()
     try:
-        fetched, failures = fetch_all(base, clouds, timeout=args.timeout)
+        fetched, failures = fetch_all(base, clouds, timeout=args.timeout, as_of=as_of)
     except Offline as exc:
         if args.json:
             print(json.dumps({"ok": False, "offline": str(exc), "written": False}, indent=2))
@@ -292,7 +336,9 @@ def _update(args: argparse.Namespace) -> int:
     if any(f.cloud == "aws" for f in fetched):
         advisor, advisor_info = _spot_advisor(args, base)
     try:
-        report = apply_update(fetched, failures, advisor=advisor, catalog=Catalog(catalog.gpus, ()))
+        report = apply_update(
+            fetched, failures, advisor=advisor, catalog=Catalog(catalog.gpus, ()), replace_newer=args.replace
+        )
     except OSError as exc:
         raise _usage_error(f"cannot write the price cache: {exc}") from None
     if args.json:
@@ -304,11 +350,25 @@ def _update(args: argparse.Namespace) -> int:
         if cloud.status in ("updated", "kept-newer-cache"):
             line = f"{cloud.cloud}: {describe_age(cloud.as_of)} (from the {cloud.date_basis})"
             line += f", {cloud.offers} offers" if cloud.status == "updated" else f": kept, {cloud.message}"
+            if cloud.status == "updated" and cloud.message:
+                line += f"; {cloud.message}"
             if cloud.stale_days is not None:
                 line += f"; STALE: older than {STALE_AFTER_DAYS} days"
         else:
             line = f"{cloud.cloud}: {cloud.status}: {cloud.message}"
         print(line)
+        if cloud.status == "updated" and cloud.date_basis == LAST_MODIFIED:
+            print(
+                f"  {cloud.cloud}: dated by the server's Last-Modified header, not by the catalog: a mirror or a copy "
+                "dates it by the day it was copied; give the catalog's date with --as-of DATE"
+            )
+        if cloud.malformed or cloud.gpu_only:
+            print(
+                f"  {cloud.cloud}: skipped {cloud.malformed} malformed rows and {cloud.gpu_only} GPU-only rows "
+                "(an accelerator without its host machine's price: not rentable)"
+            )
+            for problem in cloud.problems:
+                print(f"    {problem}")
     if advisor_info is not None:
         print(f"aws spot interruptions: {advisor_info['message']}")
     if report.written:
@@ -472,6 +532,11 @@ def register(subparsers: Any) -> None:
     prices.add_argument("--gpu", metavar="NAME", help="only this GPU (any alias, e.g. h100, 'NVIDIA A10G')")
     prices.add_argument("--json", action="store_true", help="print one JSON document")
     prices.add_argument("--csv", action="store_true", help="print CSV in the prices.csv format")
+    prices.add_argument(
+        "--summary",
+        action="store_true",
+        help="only how old the offers are: the share older than a year, and per provider those older than 90 days",
+    )
     prices.set_defaults(handler=_prices)
 
     skypilot = sub.add_parser(
@@ -511,6 +576,17 @@ def register(subparsers: Any) -> None:
         metavar="URL",
         help="AWS Spot Instance Advisor JSON for AWS spot interruption rates (default: $GPUPLANNER_SPOT_ADVISOR_URL, "
         "AWS's feed with the default catalog, or <BASE>/aws/spot-advisor-data.json with --url)",
+    )
+    update.add_argument(
+        "--as-of",
+        metavar="DATE",
+        help="the catalogs' date (ISO) where they carry none of their own, e.g. for a mirror or a copy "
+        "(default: the server's Last-Modified, else the download day)",
+    )
+    update.add_argument(
+        "--replace",
+        action="store_true",
+        help="let an older catalog replace a cached one dated newer (to correct a wrong date)",
     )
     update.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds per download (default 30)")
     update.add_argument("--json", action="store_true", help="print one JSON document")

@@ -26,10 +26,10 @@ from gpuplanner.history.db import HistoryError, resolve_db_path
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
 from gpuplanner.plan.compare import GPU_COUNTS, compare, recommendation
-from gpuplanner.plan.documents import compare_document, plan_document, rows_prices_as_of
+from gpuplanner.plan.documents import compare_document, plan_document, rows_offer_ages
 from gpuplanner.plan.inputs import INPUT_NAMES, PlanInputs, inputs_document, parse_amount, parse_value, split_targets
 from gpuplanner.plan.planner import Plan, PlanRequest, make_plan
-from gpuplanner.plan.price_dates import describe_age, stale_warning
+from gpuplanner.plan.price_dates import describe_age, describe_offer_ages, stale_offers_warning
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.planning import calibrated_request
 
@@ -411,9 +411,9 @@ def run_compare(args: argparse.Namespace) -> int:
         print(to_json(compare_documents(rows, inputs)), end="")
         return 0
     table = [compare_cells(row) for row in rows]
-    as_of = rows_prices_as_of(rows)
-    dated = describe_age(as_of).capitalize() + "; each row names its offer's date and source."
-    stale = stale_warning(as_of)
+    ages = rows_offer_ages(rows)
+    dated = describe_offer_ages(ages) + "; each row names its offer's date and source."
+    stale = stale_offers_warning(ages)
     if args.format == "csv":
         print(to_csv(COMPARE_COLUMNS, table), end="")
     elif args.format == "markdown":

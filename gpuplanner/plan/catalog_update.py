@@ -3,9 +3,9 @@
 The fetching (network) lives in :mod:`gpuplanner.catalog_fetch`; this module gets the fetched texts with
 their dates and:
 
-- parses each cloud's ``vms.csv`` strictly (:func:`gpuplanner.plan.skypilot.parse_vms_text`): a malformed
-  or cut-short file is rejected whole, with a message naming the file and the row, and the cloud keeps what
-  the cache held before;
+- parses each cloud's ``vms.csv`` strictly (:func:`gpuplanner.plan.skypilot.parse_vms_text`): a cut-short
+  file is rejected whole, with a message naming the file and the row, and the cloud keeps what the cache
+  held before; a malformed row inside an otherwise whole file is skipped and counted (its line reported);
 - dates every offer with the catalog's own date (never the download day, unless the catalog has none, and
   then the source says so);
 - keeps the spot interruption rates the shipped snapshot has for the same instance type (SkyPilot
@@ -48,7 +48,7 @@ from gpuplanner.plan.catalog import (
     parse_prices,
 )
 from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, age_days
-from gpuplanner.plan.skypilot import atomic_write, parse_vms_text
+from gpuplanner.plan.skypilot import ImportReport, atomic_write, parse_vms_text
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs/v7"
 BASE_URL_ENV = "GPUPLANNER_CATALOG_URL"
@@ -89,9 +89,15 @@ class CloudResult:
     offers: int = 0
     message: str = ""
     stale_days: int | None = None
+    malformed: int = 0  # rows skipped as malformed
+    gpu_only: int = 0  # accelerator rows without their host machine's price: not rentable, skipped
+    problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "malformed_rows": self.malformed,
+            "gpu_only": self.gpu_only,
+            "problems": list(self.problems),
             "cloud": self.cloud,
             "url": self.url,
             "status": self.status,
@@ -307,12 +313,19 @@ def with_shipped_interruptions(offers: Iterable[PriceOffer], shipped: Iterable[P
 
 def parse_fetched(fetched: FetchedCatalog, catalog: Catalog, shipped: Sequence[PriceOffer]) -> list[PriceOffer]:
     """The offers of one fetched catalog; raises :class:`CatalogError` naming the URL and row when it is
-    malformed or cut short."""
+    cut short."""
+    return parse_fetched_report(fetched, catalog, shipped)[0]
+
+
+def parse_fetched_report(
+    fetched: FetchedCatalog, catalog: Catalog, shipped: Sequence[PriceOffer]
+) -> tuple[list[PriceOffer], ImportReport]:
+    """:func:`parse_fetched` with the import's report (rows skipped as malformed or GPU only, by line)."""
     source = f"SkyPilot catalog {fetched.cloud}/vms.csv ({fetched.url}; dated by {fetched.date_basis})"
     result = parse_vms_text(
         fetched.text, fetched.url, fetched.cloud, catalog, as_of=fetched.as_of, source=source, strict=True
     )
-    return with_shipped_interruptions(result.offers, shipped)
+    return with_shipped_interruptions(result.offers, shipped), result.report
 
 
 # ------------------------------------------------------------------------------------------ changes
@@ -368,14 +381,25 @@ def apply_update(
     catalog: Catalog | None = None,
     cache_dir: Path | None = None,
     today: _dt.date | None = None,
+    replace_newer: bool = False,
 ) -> UpdateReport:
     """Merge fetched catalogs into the cache and report. ``failures`` maps a cloud to ``(url, message)`` for
     downloads that failed (the cloud keeps its cached offers). A cloud whose file is rejected also keeps
     them; a cloud whose catalog is older than the one cached keeps the cached one. ``advisor`` (the parsed
     AWS Spot Instance Advisor and its date) gives AWS spot offers their interruption rates. The cache is
-    rewritten only when some cloud was updated, and only with a text that parses back whole."""
+    rewritten only when some cloud was updated, and only with a text that parses back whole. ``replace_newer``
+    (``--replace``) lets an older catalog replace the cached one: a cache dated wrongly ahead (a mirror's copy
+    day) is corrected by the right, older date."""
     with _update_lock(cache_folder(cache_dir)):
-        return _apply_update(fetched, failures, advisor=advisor, catalog=catalog, cache_dir=cache_dir, today=today)
+        return _apply_update(
+            fetched,
+            failures,
+            advisor=advisor,
+            catalog=catalog,
+            cache_dir=cache_dir,
+            today=today,
+            replace_newer=replace_newer,
+        )
 
 
 def _apply_update(
@@ -386,6 +410,7 @@ def _apply_update(
     catalog: Catalog | None,
     cache_dir: Path | None,
     today: _dt.date | None,
+    replace_newer: bool = False,
 ) -> UpdateReport:
     base = builtin_catalog()
     if catalog is None:
@@ -404,7 +429,10 @@ def _apply_update(
         report.clouds.append(result)
         previous = state.get(item.cloud, {})
         try:
-            offers = parse_fetched(item, catalog, shipped)
+            parsed = parse_fetched_report(item, catalog, shipped)
+            offers = parsed[0]
+            result.malformed, result.gpu_only = parsed[1].malformed, parsed[1].gpu_only
+            result.problems = [p for p in parsed[1].problems if "malformed" in p or "GPU only" in p]
             if advisor is not None:
                 offers = with_advisor_interruptions(offers, advisor[0], advisor[1])
         except CatalogError as exc:
@@ -416,9 +444,14 @@ def _apply_update(
         if days is not None and days > STALE_AFTER_DAYS:
             result.stale_days = days
         if previous.get("as_of") and str(previous["as_of"]) > item.as_of:
-            result.status = "kept-newer-cache"
-            result.message = f"the cache holds prices from {previous['as_of']}, newer than this catalog's {item.as_of}"
-            continue
+            if not replace_newer:
+                result.status = "kept-newer-cache"
+                result.message = (
+                    f"the cache holds prices from {previous['as_of']}, newer than this catalog's {item.as_of} "
+                    "(`--replace` puts this older catalog in its place)"
+                )
+                continue
+            result.message = f"replaced the cache's prices dated {previous['as_of']} (--replace)"
         result.offers = len(offers)
         updated[item.cloud] = offers
         state[item.cloud] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -10,7 +11,7 @@ from gpuplanner.export.human import round_for_people
 from gpuplanner.plan.catalog import ASSUMED
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import FALLBACK_INTERRUPTIONS_PER_HOUR, Plan, PriceChoice
-from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, age_days, describe_age, oldest
+from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, OfferAges, age_days, describe_age, offer_ages, oldest
 
 
 def _num(value: float | None, digits: int = 4) -> float | None:
@@ -165,6 +166,16 @@ def prices_note(plan: Plan) -> str:
         return head
     text = "; ".join(parts)
     return f"{head}. {text[0].upper()}{text[1:]}"
+
+
+def rows_offer_ages(rows: list[CompareRow], on: _dt.date | None = None) -> OfferAges:
+    """How old the distinct catalog offers a comparison's rows use are (:func:`offer_ages`)."""
+    seen: dict[tuple[str, str, str, str], str] = {}
+    for row in rows:
+        for choice in (row.plan.on_demand, row.plan.spot.price if row.plan.spot else None):
+            if choice is not None and choice.as_of:
+                seen[(choice.provider, choice.region, choice.instance_type, choice.as_of)] = choice.as_of
+    return offer_ages(((key[0], as_of) for key, as_of in seen.items()), on)
 
 
 def rows_prices_as_of(rows: list[CompareRow]) -> str | None:

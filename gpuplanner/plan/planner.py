@@ -29,7 +29,7 @@ from gpuplanner.plan.plan_request import (
     PricingInputs,
     SpotResult,
 )
-from gpuplanner.plan.price_dates import oldest, stale_warning
+from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, age_days, oldest, stale_warning
 from gpuplanner.plan.runtime import Runtime, estimate_runtime
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.speed_fit import efficiency_scale
@@ -377,7 +377,11 @@ def option_warnings(
             f"communication dominates: {setup.gpus} GPUs reach only {throughput.scaling_efficiency:.0%} "
             "scaling efficiency; raise --grad-accum or the micro-batch, or use fewer GPUs"
         )
-    stale = stale_warning(oldest(c.as_of for c in (on_demand, spot_price) if c is not None))
+    dated = [c for c in (on_demand, spot_price) if c is not None and c.as_of]
+    stale_as_of = oldest(c.as_of for c in dated)
+    stale = stale_warning(
+        stale_as_of, providers=(c.provider for c in dated if (age_days(c.as_of) or 0) > STALE_AFTER_DAYS)
+    )
     if stale:
         warnings.append(stale)
     if on_demand is None:

@@ -57,6 +57,8 @@ class ImportReport:
     skipped_fractional: int = 0
     bad_gpu_info: int = 0
     spot_dropped: int = 0
+    malformed: int = 0
+    gpu_only: int = 0
     unknown_accelerators: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -67,6 +69,12 @@ class ImportReport:
     def note(self, line: int, message: str) -> None:
         if len(self.problems) < _MAX_PROBLEMS:
             self.problems.append(f"line {line}: {message}")
+
+    def skip_malformed(self, line: int, message: str) -> None:
+        """A row that does not read (a price that is no number, cells missing mid-file): skipped, counted and
+        named by its line; the rest of the file still counts."""
+        self.malformed += 1
+        self.note(line, f"malformed row skipped: {message}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +91,8 @@ class ImportReport:
             "unknown_accelerators": dict(sorted(self.unknown_accelerators.items())),
             "bad_gpu_info": self.bad_gpu_info,
             "spot_dropped": self.spot_dropped,
+            "malformed_rows": self.malformed,
+            "gpu_only": self.gpu_only,
             "problems": list(self.problems),
         }
 
@@ -171,6 +181,80 @@ def _resolve(catalog: Catalog, name: str, memory_mib: float | None) -> GpuSpec |
     return spec
 
 
+# Board variants the instance type names (PCIe or SXM). The accelerator column says only "H100" or "A100"; the
+# instance type says which board: Lambda's ``gpu_1x_h100_pcie`` is an H100 PCIe, ``gpu_1x_h100_sxm5`` an SXM.
+_PCIE_TOKENS = ("pcie",)
+_SXM_TOKENS = ("sxm", "sxm2", "sxm4", "sxm5", "sxm6")
+# Instance types that name no board but are sold as one (Lambda's instance-types API: "1x A100 (40 GB PCIe)",
+# and the 2x and 4x sizes, are PCIe boards; its 8x A100 is SXM4).
+_BOARD_BY_INSTANCE = {
+    ("lambda", "gpu_1x_a100"): "pcie",
+    ("lambda", "gpu_2x_a100"): "pcie",
+    ("lambda", "gpu_4x_a100"): "pcie",
+    ("lambda", "gpu_8x_a100"): "sxm",
+}
+
+
+def instance_board(provider: str, instance: str) -> str | None:
+    """``"pcie"``, ``"sxm"`` or None: the board an instance type names (its own tokens, else a known type)."""
+    tokens = instance.lower().replace("-", "_").replace(".", "_").split("_")
+    if any(t in _PCIE_TOKENS for t in tokens):
+        return "pcie"
+    if any(t in _SXM_TOKENS for t in tokens):
+        return "sxm"
+    return _BOARD_BY_INSTANCE.get((provider, instance.lower()))
+
+
+def board_variant(catalog: Catalog, spec: GpuSpec, board: str | None) -> GpuSpec:
+    """The catalog GPU of ``spec``'s model and memory on ``board`` (e.g. H100 SXM -> H100 PCIe), where the
+    catalog has one; else ``spec``."""
+    if board is None:
+        return spec
+    is_pcie = spec.name.endswith(" PCIe")
+    if board == "pcie" and not is_pcie:
+        base = spec.name.removesuffix(" SXM")
+        found = catalog.find_gpu(f"{base} PCIe")
+    elif board == "sxm" and is_pcie:
+        found = catalog.find_gpu(spec.name.removesuffix(" PCIe"))
+    else:
+        return spec
+    if found is None or abs(found.marketing_memory_gb - spec.marketing_memory_gb) > 0.2 * spec.marketing_memory_gb:
+        return spec
+    return found
+
+
+def instance_memory_variant(catalog: Catalog, spec: GpuSpec, accelerator: str, instance: str) -> GpuSpec:
+    """``spec`` in the memory size the instance type names (``gpu_8x_a100_80gb_sxm4`` is an A100 80GB even
+    where its accelerator column says ``A100``), where the catalog has that size; else ``spec``."""
+    for token in instance.lower().replace("-", "_").replace(".", "_").split("_"):
+        if token.endswith("gb") and token[:-2].isdigit():
+            size = int(token[:-2])
+            if abs(spec.marketing_memory_gb - size) > 0.2 * size:
+                sized = catalog.find_gpu(f"{accelerator}-{size}GB")
+                if sized is not None:
+                    return sized
+    return spec
+
+
+# GCP sells these accelerators only inside their own machine family: the catalog lists the accelerator's price
+# (a row without an InstanceType) and the machine's (a row without an accelerator) apart, and a rentable offer
+# is their sum in the same zone. Accelerator name (as in SkyPilot's catalog) -> {GPUs: host machine type}.
+GCP_HOSTS: dict[str, dict[int, str]] = {
+    "A100": {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g", 16: "a2-megagpu-16g"},
+    "A100-80GB": {1: "a2-ultragpu-1g", 2: "a2-ultragpu-2g", 4: "a2-ultragpu-4g", 8: "a2-ultragpu-8g"},
+    "H100": {1: "a3-highgpu-1g", 2: "a3-highgpu-2g", 4: "a3-highgpu-4g", 8: "a3-highgpu-8g"},
+    "H100-MEGA": {8: "a3-megagpu-8g"},
+    "H200": {8: "a3-ultragpu-8g"},
+    "B200": {8: "a4-highgpu-8g"},
+    "L4": {1: "g2-standard-4", 2: "g2-standard-24", 4: "g2-standard-48", 8: "g2-standard-96"},
+}
+
+
+def gcp_host(accelerator: str, count: int) -> str | None:
+    """The GCP machine type an accelerator-only row needs, or None where it attaches to any VM (T4, V100)."""
+    return GCP_HOSTS.get(accelerator.strip(), {}).get(count)
+
+
 def import_vms_csv(
     path: Path | str,
     provider: str,
@@ -195,18 +279,17 @@ PRICE_DECIMALS = 6
 _REQUIRED_VMS_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")
 
 
-def _strict_price(text: str, name: Path | str, line: int, column: str) -> None:
-    """In strict mode a price cell is empty or a positive finite number; anything else rejects the file."""
+def _strict_price(text: str, column: str) -> str | None:
+    """In strict mode a price cell is empty or a positive finite number; else what is wrong with it."""
     if not text:
-        return
+        return None
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise CatalogError(
-            name, f"{column} must be a positive number of dollars, got {text!r}", line=line, field=column
-        )
+        return f"{column} must be a positive number of dollars, got {text[:20]!r}"
+    return None
 
 
 def parse_vms_text(
@@ -222,8 +305,13 @@ def parse_vms_text(
     """Offers from the text of a SkyPilot ``vms.csv`` (``name`` names it in messages: a path or a URL).
 
     Lenient by default (rows without a usable price are counted and skipped). ``strict`` (for catalogs
-    fetched over the network) rejects the whole file, naming the row, when a row has a different number of
-    cells than the header (a file cut short) or a price that is not a positive number."""
+    fetched over the network) rejects the whole file when it is cut short (its last row has fewer cells than
+    the header or no line end, or it has no rows); a malformed row elsewhere (cells missing, a price that is
+    not a positive number) is skipped, counted and named by its line.
+
+    Board variants come from the instance type (:func:`instance_board`), one offer per instance; GCP
+    accelerator-only rows of the a2/a3/a4/g2 families are priced with their host machine from the same
+    zone, or, where the catalog has no such machine, counted as GPU only and skipped."""
     provider = provider.strip().lower()
     if catalog is None:
         catalog = load_catalog()
@@ -242,17 +330,31 @@ def parse_vms_text(
                 name, "this does not look like a SkyPilot vms.csv: a column is missing", line=1, field=column
             )
 
+    rows = [(line, cells) for line, cells in csv_rows(reader, name) if any(c.strip() for c in cells)]
+    last_line = rows[-1][0] if rows else 0
+    # GCP: the price of each host machine by (region, zone, machine type), for accelerator-only rows.
+    hosts: dict[tuple[str, str, str], tuple[float | None, float | None]] = {}
+    for _line, cells in rows:
+        if len(cells) != len(header):
+            continue
+        row = dict(zip(header, cells, strict=True))
+        if _cell(row, "InstanceType") and not _cell(row, "AcceleratorName"):
+            key = (_cell(row, "Region"), _cell(row, "AvailabilityZone"), _cell(row, "InstanceType"))
+            hosts[key] = (_price(_cell(row, "Price")), _price(_cell(row, "SpotPrice")))
+
     # (region, instance type, gpu) -> [count, cheapest on-demand, cheapest spot]
     best: dict[tuple[str, str, str], list[Any]] = {}
-    for line, cells in csv_rows(reader, name):
-        if not any(c.strip() for c in cells):
-            continue
+    for line, cells in rows:
         if strict and len(cells) != len(header):
-            raise CatalogError(
-                name,
-                f"the row has {len(cells)} cells but the header has {len(header)}: the file is cut short or malformed",
-                line=line,
-            )
+            if line == last_line:  # the last row stops mid-way: a download cut short
+                raise CatalogError(
+                    name,
+                    f"the row has {len(cells)} cells but the header has {len(header)}: the file is cut short or malformed",
+                    line=line,
+                )
+            report.rows += 1
+            report.skip_malformed(line, f"{len(cells)} cells, the header has {len(header)}")
+            continue
         row = {h: (cells[i] if i < len(cells) else "") for i, h in enumerate(header)}
         report.rows += 1
         accelerator = _cell(row, "AcceleratorName")
@@ -270,16 +372,17 @@ def parse_vms_text(
             count = float(count_text) if count_text else 0.0
         except ValueError:
             if strict:
-                raise CatalogError(
-                    name, f"AcceleratorCount is not a number: {count_text!r}", line=line, field="AcceleratorCount"
-                ) from None
+                report.skip_malformed(line, f"AcceleratorCount is not a number: {count_text[:20]!r}")
+                continue
             count = 0.0
+        if strict:
+            problem = _strict_price(_cell(row, "Price"), "Price") or _strict_price(_cell(row, "SpotPrice"), "SpotPrice")
+            if problem:
+                report.skip_malformed(line, problem)
+                continue
         if not accelerator or not math.isfinite(count) or count <= 0:
             report.skipped_no_accelerator += 1
             continue
-        if strict:
-            _strict_price(_cell(row, "Price"), name, line, "Price")
-            _strict_price(_cell(row, "SpotPrice"), name, line, "SpotPrice")
         if count > _MAX_GPUS_PER_INSTANCE:
             report.skipped_no_accelerator += 1
             report.note(line, f"AcceleratorCount {count_text[:20]} is more GPUs than an instance has")
@@ -301,13 +404,33 @@ def parse_vms_text(
             report.skipped_no_price += 1
             report.note(line, "no Region")
             continue
-        instance = _cell(row, "InstanceType") or f"{int(count)}x {accelerator} (accelerator only)"
         gpus = int(count)
+        instance = _cell(row, "InstanceType")
+        if not instance:
+            host = gcp_host(accelerator, gpus) if provider == "gcp" else None
+            if host is not None:
+                host_on_demand, host_spot = hosts.get((region, _cell(row, "AvailabilityZone"), host), (None, None))
+                if host_on_demand is None:
+                    # the accelerator cannot be rented without its machine: GPU only, not a rentable offer
+                    report.gpu_only += 1
+                    report.note(
+                        line, f"{gpus}x {accelerator} in {region}: no {host} price to rent it with; GPU only, skipped"
+                    )
+                    continue
+                instance = host
+                price += host_on_demand
+                spot = spot + host_spot if spot is not None and host_spot is not None else None
+            else:
+                instance = f"{gpus}x {accelerator} (accelerator only)"
+        spec = instance_memory_variant(catalog, spec, accelerator, instance)
+        spec = board_variant(catalog, spec, instance_board(provider, instance))
         key = (region, instance, spec.name)
         entry = best.setdefault(key, [gpus, math.inf, math.inf])
         entry[1] = min(entry[1], price / gpus)
         if spot is not None:
             entry[2] = min(entry[2], spot / gpus)
+    if strict and rows and report.malformed == report.rows:
+        raise CatalogError(name, f"every one of its {report.rows} rows is malformed; not a price catalog")
     if strict and report.rows == 0:
         raise CatalogError(name, "the file has a header but no rows: an empty or cut-short catalog")
     if strict and text.strip() and not text.endswith(("\n", "\r")):

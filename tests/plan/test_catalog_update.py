@@ -214,10 +214,8 @@ def test_shipped_prices_newer_than_the_cache_are_kept() -> None:
 @pytest.mark.parametrize(
     ("text", "line", "words"),
     [
-        # a price that is not a number
-        (GOOD_AWS.replace("0.70,0.25", "abc,0.25"), 3, "field 'Price': Price must be a positive number"),
-        # a negative spot price
-        (GOOD_AWS.replace("0.70,0.22", "0.70,-0.22"), 4, "field 'SpotPrice'"),
+        # (a malformed row inside a whole file is skipped and counted, not fatal since issue 31: see
+        # test_a_malformed_row_is_skipped_and_counted_and_the_rest_updates)
         # cut short: the last row stops mid-way (a partial download without a length)
         (GOOD_AWS[: GOOD_AWS.rindex("55.04")], 5, "the file is cut short or malformed"),
         # not a vms.csv at all
@@ -379,3 +377,65 @@ def test_spot_advisor_url_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert spot_advisor_url("http://x/a.json", DEFAULT_BASE_URL) == "http://x/a.json"
     monkeypatch.setenv("GPUPLANNER_SPOT_ADVISOR_URL", "http://env/a.json")
     assert spot_advisor_url(None, DEFAULT_BASE_URL) == "http://env/a.json"
+
+
+def test_a_malformed_row_is_skipped_and_counted_and_the_rest_updates(
+    server: CatalogServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Azure's catalog was once rejected whole for one bad CPU row; now the row is skipped, counted and named.
+    text = GOOD_AWS.replace("m6i.large,,,2.0,8.0,,0.096,0.035,", "m6i.large,,,2.0,8.0,,abc,0.035,").replace(
+        "0.70,0.22", "0.70,-0.22"
+    )
+    server.put("aws", text, days_old=2)
+    code, out, _ = update(server, monkeypatch, capsys, "aws")
+    assert code == 0, out
+    assert "aws: skipped 2 malformed rows and 0 GPU-only rows" in out
+    assert "line 2: malformed row skipped: Price must be a positive number of dollars, got 'abc'" in out
+    assert "line 4: malformed row skipped: SpotPrice must be a positive number of dollars, got '-0.22'" in out
+    t4 = aws_t4(load_catalog())
+    assert t4.as_of == days_ago(2)
+    assert t4.spot_usd == 0.25  # the us-east-1b row (spot 0.22, but malformed) counts for nothing
+    code, out, _ = update(server, monkeypatch, capsys, "aws", json_out=True)
+    aws = json.loads(out)["clouds"][0]
+    assert aws["malformed_rows"] == 2 and aws["gpu_only"] == 0
+
+
+def test_a_mirror_dated_with_as_of_prices_as_given_and_replace_corrects_a_wrong_newer_date(
+    server: CatalogServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A mirror serves the file with today's Last-Modified: dated so, and said so.
+    server.put("aws", GOOD_AWS, days_old=0)
+    code, out, _ = update(server, monkeypatch, capsys, "aws")
+    assert code == 0 and f"aws: prices as of {days_ago(0)} (today)" in out
+    assert "dated by the server's Last-Modified header, not by the catalog" in out
+    assert aws_t4(load_catalog()).as_of == days_ago(0)
+
+    # The correct, older date is refused without --replace ...
+    argv = ["catalog", "update", "--url", server.base, "--timeout", "5", "--cloud", "aws", "--as-of", days_ago(40)]
+    code, out, _ = run_cli(argv, monkeypatch, capsys)
+    assert code == 0 and "kept, the cache holds prices from" in out and "--replace" in out
+    assert aws_t4(load_catalog()).as_of == days_ago(0)
+
+    # ... and replaces the wrong newer one with it.
+    code, out, _ = run_cli([*argv, "--replace"], monkeypatch, capsys)
+    assert code == 0, out
+    assert f"aws: prices as of {days_ago(40)} (40 days old) (from the date given with --as-of)" in out
+    assert f"replaced the cache's prices dated {days_ago(0)} (--replace)" in out
+    assert "Last-Modified" not in out
+    t4 = aws_t4(load_catalog())
+    assert t4.as_of == days_ago(40) and t4.on_demand_usd == 0.70
+    assert read_state()["aws"]["as_of"] == days_ago(40)
+
+    code, _, err = run_cli([*argv[:-1], "2026-13-01"], monkeypatch, capsys)
+    assert code == 2 and "--as-of: an ISO date" in err
+
+
+def test_as_of_dates_a_served_file_before_its_last_modified(server: CatalogServer) -> None:
+    from gpuplanner.catalog_fetch import fetch_dated
+
+    api = server.base.rsplit("/catalogs", 1)[0]
+    server.put("aws", GOOD_AWS, days_old=0)
+    _, as_of, basis = fetch_dated(f"{server.base}/aws/vms.csv", timeout=5, api_base=api, as_of="2026-10-01")
+    assert (as_of, basis) == ("2026-10-01", "date given with --as-of")
+    _, as_of, basis = fetch_dated(f"{server.base}/aws/vms.csv", timeout=5, api_base=api)
+    assert (as_of, basis) == (days_ago(0), "Last-Modified header")

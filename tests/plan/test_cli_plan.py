@@ -118,7 +118,9 @@ def test_compare_text_ends_with_a_recommendation(capsys: pytest.CaptureFixture[s
     lines = out.strip().splitlines()
     # header, rule, 5 rows, blank, the prices' date, the stale warning, the recommendation, the likely range
     assert lines[0].startswith("rank") and len(lines) == 2 + 5 + 5
-    assert lines[-4].startswith("Prices as of ") and lines[-3].startswith("warning: prices are ")
+    # how many of the offers shown are stale and whose (issue 31), not only the oldest row's date
+    assert lines[-4].startswith("Prices as of ") and " offers older than 90 days (" in lines[-4]
+    assert lines[-3].startswith("warning: prices of ") and "run `gpuplanner catalog update` for " in lines[-3]
     assert " at " in lines[-2] and lines[-2].endswith(".")
     # the winner's likely (P10-P90) hours and cost follow the recommendation
     assert lines[-1].startswith("Likely for the best option: ") and "P10-P90" in lines[-1]

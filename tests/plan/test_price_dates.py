@@ -45,6 +45,12 @@ def test_age_words_and_the_stale_threshold() -> None:
     assert describe_age("2025-09-13", on) == "prices as of 2025-09-13 (today)"
     assert describe_age(None) == "prices given by you (no catalog date)"
     assert stale_warning("2025-06-15", on) is None  # 90 days: not yet stale
+    # a provider `catalog update` does not fetch: the warning says so rather than send the user to an update
+    only = stale_warning("2025-06-14", on, providers=["vultr"])
+    assert only is not None and only.endswith(
+        "check the pricing page of vultr (`gpuplanner catalog update` does not fetch it)"
+    )
+    assert "run `gpuplanner catalog update`" in str(stale_warning("2025-06-14", on, providers=["vultr", "aws"]))
     warning = stale_warning("2025-06-14", on)
     assert warning is not None and "91 days old" in warning and "gpuplanner catalog update" in warning
     assert STALE_AFTER_DAYS == 90
@@ -147,7 +153,8 @@ def test_compare_outputs_carry_dates(capsys: pytest.CaptureFixture[str]) -> None
     assert all(r["price_as_of"] for r in table if r["price_per_gpu_hour"])
 
     code, out, _ = run(capsys, "compare", *WORKLOAD, "--gpus", "1", "--markdown")
-    assert f"Prices as of {SHIPPED_DATE} (" in out and "| price_as_of |" in out.splitlines()[0] + " |"
+    assert f"to {SHIPPED_DATE}: " in out and " offers older than 90 days (" in out
+    assert "| price_as_of |" in out.splitlines()[0] + " |"
 
 
 def test_a_saved_plan_keeps_the_prices_it_used(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
