@@ -20,6 +20,9 @@ from .trainer_core import TrainerCore
 
 
 class Building(TrainerCore):
+    """Sets ``tokenizer``, ``data``, ``model``, the loss, ``optimizer`` and ``scaler``, then seeds the
+    per-rank dropout stream (a resume then restores the saved RNG state over it)."""
+
     def _data(self) -> None:
         """Read and tokenise the data set (the ``data`` phase)."""
         previous = self.phases.switch("data")
@@ -132,15 +135,6 @@ class Building(TrainerCore):
             torch.amp.GradScaler("cuda") if self.dtype == torch.float16 and self.device.type == "cuda" else None
         )
         torch.manual_seed(c.seed * 1000 + self.info.rank)  # dropout stream, per rank
-
-    def param_dtypes(self) -> dict[str, int]:
-        """Parameter count per dtype: trained parameters (and so their gradients and optimizer states)
-        and frozen ones separately, as the precision promises them."""
-        out: dict[str, int] = {}
-        for p in self._raw_model().parameters():
-            key = ("trained_" if p.requires_grad else "frozen_") + str(p.dtype).replace("torch.", "")
-            out[key] = out.get(key, 0) + p.numel()
-        return out
 
     def multi_storage_ok(self) -> bool:
         """False when some node writes its own copy of the checkpoints (run dirs on separate disks)."""

@@ -16,6 +16,8 @@ from .trainer_core import TrainerCore
 
 
 class Evaluating(TrainerCore):
+    """Runs the held-out evaluation and requests the early stop it calls for."""
+
     @torch.no_grad()
     def evaluate(self) -> tuple[float, dict[str, Any]] | None:
         """Held-out loss (and accuracy for classification), summed over ranks."""

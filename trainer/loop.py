@@ -4,14 +4,14 @@
 a stop signal or preemption notice, 1 failed. :class:`_Trainer` composes the run's parts (each in its
 own module over ``trainer_core.TrainerCore``: ``building``, ``resuming``, ``saving``, ``evaluation``,
 ``run_records``) and owns the order: set up, the ``run_start`` record, the step loop with its stop
-agreement and checkpoint schedule, and the finish (last checkpoint, final model, ``run_end``). The
-arithmetic of one step is in ``step.py``.
+agreement and checkpoint schedule (the GPU sampler and notice watcher beside it, ``side_monitors``),
+and the finish (last checkpoint, final model, ``run_end``). The arithmetic of one step is in
+``step.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import time
 import traceback
@@ -20,22 +20,22 @@ from typing import Any, TextIO
 
 import torch
 
-from . import allocator, checkpoint, clock, dist, losses, protocol
+from . import checkpoint, clock, dist, losses, protocol
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .building import Building
-from .config import TrainConfig, to_dict, write_resolved
+from .config import TrainConfig, write_resolved
 from .evaluation import Evaluating
 from .flops import peak_flops, set_tf32
 from .model import QLoRAUnavailable, count_params, pick_device, save_final, training_flops
-from .nvml_sampler import GpuSampler, open_source
-from .preemption import NONE, PREEMPTED, REASON_STATUS, MetadataWatcher, SignalHandlers
+from .preemption import NONE, PREEMPTED, REASON_STATUS, SignalHandlers
 from .resuming import Resuming
-from .run_records import Reporting, host_info, model_arch
+from .run_records import Reporting
 from .run_state import BenchStats
 from .saving import Saving
+from .side_monitors import side_monitors
 from .step import accumulate, lr_at, wrap_ddp
-from .telemetry import StepRateLimiter, Telemetry, node_rank_from_env, node_telemetry, warn
+from .telemetry import StepRateLimiter, Telemetry, warn
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_RESUME = 0, 1, 2, 75
 
@@ -76,6 +76,8 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
 
 
 class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
+    """One process's run, its parts in the order :meth:`run` calls them."""
+
     def run(self) -> int:
         c, info = self.config, self.info
         self._data()
@@ -102,90 +104,17 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
         peak = c.peak_tflops * 1e12 if c.peak_tflops else peak_flops(dev_name, self.dtype, tf32)
         gb = c.micro_batch * c.grad_accum * info.world
         start_step = self.state.step
-        self.tele.emit(
-            "run_start",
-            at=self.started_wall,
-            config=to_dict(c),
-            **host_info(self.device),
-            world_size=info.world,
-            device=dev_name,
-            precision=self.precision.name,
-            param_dtypes=self.param_dtypes(),
-            tf32=tf32,
-            loss_impl=self.loss_impl,
-            compile=self.compiled,
-            alloc_conf=allocator.current() if self.device.type == "cuda" else None,
-            params=n_params,
-            trainable_params=n_trainable,
-            train_sequences=self.data.n_train,
-            eval_sequences=self.data.n_eval,
-            steps_total=self.total_steps,
-            flops_per_token=fpt,
-            hardware_flops_per_token=self.flops.hardware,
-            peak_flops=peak,
-            resumed_from_step=start_step if resumed else None,
-            pid=os.getpid(),
-            task=c.task,
-            fsdp=self.fsdp,
-            meta_init=self.meta_init,
-            param_bytes_per_rank=fsdp_mod.local_parameter_bytes(self.model),
-            model_arch=model_arch(raw),
-            **({"labels": self.data.labels} if isinstance(self.data, data_mod.ClassificationData) else {}),
-        )
+        resumed_from = start_step if resumed else None
+        self._emit_run_start(raw, dev_name, tf32, peak, n_params, n_trainable, resumed_from)
         if resumed is not None:
-            changes = self._check_schedule(resumed)
-            listed: dict[str, Any] = (
-                {"schedule_changes": [{"setting": k, "saved": a, "now": b} for k, a, b in changes]} if changes else {}
-            )
-            self.tele.emit(
-                "resumed",
-                step=start_step,
-                checkpoint=str(resumed),
-                spend_usd=self._spend(),
-                **listed,
-            )
+            self._announce_resume(resumed, start_step)
         if self.bench is not None:
-            self.bench.flops_per_token, self.bench.peak_flops = fpt, peak
-            self.bench.hardware_flops_per_token = self.flops.hardware
-            self.bench.tokens_per_step, self.bench.samples_per_step = gb * c.seq_len, gb
-            self.bench.info = {
-                "device": dev_name,
-                "precision": self.precision.name,
-                "tf32": tf32,
-                "param_dtypes": self.param_dtypes(),
-                "loss_impl": self.loss_impl,
-                "compile": self.compiled,
-                "params": n_params,
-                "trainable_params": n_trainable,
-                "world_size": info.world,
-            }
-
-        sampler = node_tele = None
-        if info.local_rank == 0 and self.bench is None and c.gpu_interval_s > 0:  # one sampler per node
-            indices = None if self.device.type != "cuda" else list(range(max(1, info.local_world)))
-            source = open_source(indices, self.activity, force_simulated=self.device.type != "cuda")
-            if not info.is_main:  # another node's GPUs: its own events file (see telemetry.node_telemetry)
-                node_tele = node_telemetry(self.run_dir, node_rank_from_env(info.rank, info.local_world))
-            sampler = GpuSampler(source, (node_tele or self.tele).emit, c.gpu_interval_s).start()
-        watcher = None
-        if c.preemption_url or c.preemption_provider != "auto":
-            watcher = MetadataWatcher(
-                c.preemption_url,
-                c.preemption_provider,
-                c.preemption_poll_s,
-                lambda notice: self.flag.request(PREEMPTED, notice),
-            ).start()
-        try:
-            with SignalHandlers(self.flag):
-                reason = self._loop(fwd_model, remaining, gb, fpt, peak)
-        finally:
-            if watcher is not None:
-                watcher.stop()
-            if sampler is not None:
-                sampler.sample_once()
-                sampler.stop()
-            if node_tele is not None:
-                node_tele.close()
+            self._fill_bench(dev_name, tf32, peak, n_params, n_trainable, gb)
+        monitors = side_monitors(
+            c, info, self.device, self.run_dir, self.tele, self.activity, self.flag, sample=self.bench is None
+        )
+        with monitors, SignalHandlers(self.flag):
+            reason = self._loop(fwd_model, remaining, gb, fpt, peak)
         return self._finish(reason)
 
     def _loop(self, fwd_model: torch.nn.Module, remaining: int, gb: int, fpt: float, peak: float | None) -> int:

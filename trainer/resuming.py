@@ -17,6 +17,8 @@ from .trainer_core import TrainerCore
 
 
 class Resuming(TrainerCore):
+    """Loads the newest valid checkpoint into the built model and optimizer and restores ``state``."""
+
     def _resume(self) -> Path | None:
         c = self.config
         if not c.resume or self.bench is not None:
@@ -133,6 +135,21 @@ class Resuming(TrainerCore):
         if self.info.is_main:
             warn(what + "; continuing on the new schedule")
         return changes
+
+    def _announce_resume(self, path: Path, step: int) -> None:
+        """After ``run_start``: check the schedule (:meth:`_check_schedule`, which may refuse) and emit
+        the ``resumed`` record, listing any schedule change."""
+        changes = self._check_schedule(path)
+        listed: dict[str, Any] = (
+            {"schedule_changes": [{"setting": k, "saved": a, "now": b} for k, a, b in changes]} if changes else {}
+        )
+        self.tele.emit(
+            "resumed",
+            step=step,
+            checkpoint=str(path),
+            spend_usd=self._spend(),
+            **listed,
+        )
 
     def _remaining_steps(self) -> int:
         c, s, n = self.config, self.state, self.data.n_train

@@ -1,5 +1,6 @@
-"""What a run reports about itself: the host and model facts of ``run_start``, the windowed ``step``
-record (throughput, MFU/HFU, spend) and the totals ``run_end`` carries."""
+"""What a run reports about itself: the ``run_start`` record (host, device and model facts), the same
+facts for ``trainer bench``, the windowed ``step`` record (throughput, MFU/HFU, spend) and the totals
+``run_end`` carries."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from typing import Any
 
 import torch
 
-from . import protocol
+from . import allocator, protocol
+from . import data as data_mod
+from . import fsdp as fsdp_mod
+from .config import to_dict
 from .trainer_core import TrainerCore
 
 
@@ -48,6 +52,81 @@ def model_arch(model: torch.nn.Module) -> dict[str, Any] | None:
 
 
 class Reporting(TrainerCore):
+    """Emits the run's ``run_start`` and ``step`` records and sums up its totals."""
+
+    def _emit_run_start(
+        self,
+        raw: torch.nn.Module,
+        dev_name: str,
+        tf32: bool,
+        peak: float | None,
+        n_params: int,
+        n_trainable: int,
+        resumed_from_step: int | None,
+    ) -> None:
+        """The ``run_start`` record (trainer/protocol.py): what this process trains, where and how."""
+        c, info = self.config, self.info
+        self.tele.emit(
+            "run_start",
+            at=self.started_wall,
+            config=to_dict(c),
+            **host_info(self.device),
+            world_size=info.world,
+            device=dev_name,
+            precision=self.precision.name,
+            param_dtypes=self.param_dtypes(),
+            tf32=tf32,
+            loss_impl=self.loss_impl,
+            compile=self.compiled,
+            alloc_conf=allocator.current() if self.device.type == "cuda" else None,
+            params=n_params,
+            trainable_params=n_trainable,
+            train_sequences=self.data.n_train,
+            eval_sequences=self.data.n_eval,
+            steps_total=self.total_steps,
+            flops_per_token=self.flops.model,
+            hardware_flops_per_token=self.flops.hardware,
+            peak_flops=peak,
+            resumed_from_step=resumed_from_step,
+            pid=os.getpid(),
+            task=c.task,
+            fsdp=self.fsdp,
+            meta_init=self.meta_init,
+            param_bytes_per_rank=fsdp_mod.local_parameter_bytes(self.model),
+            model_arch=model_arch(raw),
+            **({"labels": self.data.labels} if isinstance(self.data, data_mod.ClassificationData) else {}),
+        )
+
+    def _fill_bench(
+        self, dev_name: str, tf32: bool, peak: float | None, n_params: int, n_trainable: int, gb: int
+    ) -> None:
+        """``trainer bench``: the run's facts into :class:`~trainer.run_state.BenchStats`."""
+        assert self.bench is not None
+        c = self.config
+        self.bench.flops_per_token, self.bench.peak_flops = self.flops.model, peak
+        self.bench.hardware_flops_per_token = self.flops.hardware
+        self.bench.tokens_per_step, self.bench.samples_per_step = gb * c.seq_len, gb
+        self.bench.info = {
+            "device": dev_name,
+            "precision": self.precision.name,
+            "tf32": tf32,
+            "param_dtypes": self.param_dtypes(),
+            "loss_impl": self.loss_impl,
+            "compile": self.compiled,
+            "params": n_params,
+            "trainable_params": n_trainable,
+            "world_size": self.info.world,
+        }
+
+    def param_dtypes(self) -> dict[str, int]:
+        """Parameter count per dtype: trained parameters (and so their gradients and optimizer states)
+        and frozen ones separately, as the precision promises them."""
+        out: dict[str, int] = {}
+        for p in self._raw_model().parameters():
+            key = ("trained_" if p.requires_grad else "frozen_") + str(p.dtype).replace("torch.", "")
+            out[key] = out.get(key, 0) + p.numel()
+        return out
+
     def _emit_step(
         self, win: dict[str, Any], gb: int, fpt: float, peak: float | None, lr: float, sample_ids: list[int] | None
     ) -> None:

@@ -15,6 +15,8 @@ from .trainer_core import TrainerCore
 
 
 class Saving(TrainerCore):
+    """Writes a checkpoint of the current step (in the ``checkpoint`` phase)."""
+
     def save_checkpoint(self) -> None:
         previous = self.phases.switch("checkpoint")
         try:

@@ -1,7 +1,8 @@
 """One optimizer step's arithmetic: the learning-rate schedule, the optimizer, the loss of a micro-batch,
 gradient accumulation normalised by the real target count, and the DDP wrapper.
 
-Pure functions of their arguments; the training loop (``trainer/loop.py``) calls them once per step.
+Functions of their arguments, no trainer state; the training loop (``trainer/loop.py``) calls them
+once per step.
 """
 
 from __future__ import annotations

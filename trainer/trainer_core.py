@@ -30,6 +30,8 @@ from .telemetry import Telemetry
 
 
 class TrainerCore:
+    """The state every part reads, the clocks (phases, spend, compile time) and the budget stop."""
+
     # set by building.py (data, model, optimizer)
     tokenizer: data_mod.ByteTokenizer | data_mod.HFTokenizer
     data: data_mod.Data
