@@ -8,8 +8,9 @@ from dataclasses import replace
 from typing import TextIO
 
 from .config import TrainConfig
-from .loop import BenchStats, train
+from .loop import train
 from .reports import BenchReport
+from .run_state import BenchStats
 
 
 def bench(config: TrainConfig, warmup_steps: int = 5, steps: int = 30, records: TextIO | None = None) -> BenchReport:

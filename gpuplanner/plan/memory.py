@@ -264,7 +264,7 @@ def trainer_behaviour(setup: TrainSetup) -> tuple[str, str]:
     ``*-mixed``, a ``MixedPrecisionPolicy(param_dtype=<16 bit>, reduce_dtype=fp32)``
     (``trainer/fsdp.py``, ``mixed_precision``): the gathered weights are 16 bit, so the residual stream
     and every activation are too, as with ``param-cast`` (its autocast then has no fp32 weight left to
-    cast). Between micro-steps it calls ``set_requires_gradient_sync(False)`` (``trainer/loop.py``,
+    cast). Between micro-steps it calls ``set_requires_gradient_sync(False)`` (``trainer/step.py``,
     ``_grad_sync``), under which FSDP2 accumulates the unsharded gradients (in ``reduce_dtype``) and
     reduce-scatters them only on the last micro-step: ``no-sync``. LoRA adapters are gathered in 16 bit
     under the policy as well. On one GPU, under DDP and under ZeRO-2 it runs plain autocast and

@@ -57,7 +57,7 @@ def _one_rank_group(tmp_path: Path) -> None:
 
 
 def test_ddp_wrapper_uses_bucket_views_and_large_buckets(tmp_path: Path) -> None:
-    from trainer.loop import DDP_BUCKET_MB, wrap_ddp
+    from trainer.step import DDP_BUCKET_MB, wrap_ddp
 
     _one_rank_group(tmp_path)
     try:

@@ -14,8 +14,10 @@ import pytest
 import torch
 
 from tests.trainer.conftest import TINY_GPT2, base_args, read_events
-from trainer.loop import EXIT_OK, accumulate, causal_loss_sum, make_optimizer, train
+from trainer.loop import EXIT_OK, train
+from trainer.losses import causal_loss_sum
 from trainer.model import build_model, resolve_precision
+from trainer.step import accumulate, make_optimizer
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 CPU = torch.device("cpu")

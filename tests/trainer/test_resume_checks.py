@@ -12,7 +12,8 @@ import pytest
 
 from tests.trainer.conftest import base_args, make_config, read_events, spawn_train, stderr_of
 from trainer import checkpoint
-from trainer.loop import EXIT_CONFIG, EXIT_OK, lr_at, train
+from trainer.loop import EXIT_CONFIG, EXIT_OK, train
+from trainer.step import lr_at
 
 
 def _first_run(run: Path, model_config: Path) -> None:

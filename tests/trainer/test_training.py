@@ -11,8 +11,9 @@ import torch
 from tests.trainer.conftest import CORPUS, TINY_GPT2, final_weights, make_config, read_events
 from trainer import checkpoint
 from trainer import data as data_mod
-from trainer.loop import EXIT_OK, accumulate, train
+from trainer.loop import EXIT_OK, train
 from trainer.model import build_model
+from trainer.step import accumulate
 
 
 def test_loss_goes_down_and_outputs_are_complete(tmp_path: Path, model_config: Path) -> None:
