@@ -41,9 +41,10 @@ _DETACHED = object()  # _follow's result when the run is no longer watched here 
 
 
 class Watcher:
-    """Starts and runs the watcher threads of the runs on ``connections``' hosts. ``failover_after_s``: how
-    long a run's host may not answer before it moves to a fallback host; ``idle_poll_s``: seconds between
-    utilisation readings of a host's stop-when-idle after-run command."""
+    """Starts and runs the watcher threads of the runs on ``connections``' hosts. Settings (the run
+    manager's): ``failover_after_s``, how long a run's host may not answer before the run moves to a
+    fallback host; ``idle_poll_s``, seconds between utilisation readings of a stop-when-idle after-run
+    command."""
 
     def __init__(
         self, connections: Connections, restarts: Restarts, *, failover_after_s: float = FAILOVER_AFTER_S
@@ -231,8 +232,8 @@ class Watcher:
 
 
 def combined_exit(run: ManagedRun) -> int | None:
-    """One exit code for the run's nodes: a failed node's, else 0 when all finished, else the resumable
-    code when every node is resumable or finished."""
+    """One exit code for the run's nodes: 0 when each finished, ``EXIT_RESUME`` when each finished or may
+    resume, else the first other one (after a failed node stopped the others: 1 when none is known)."""
     codes = [n.exit_code for n in run.nodes]
     if run.user_action == "node-failed":
         return next((c for c in codes if c not in (0, supervisor.EXIT_RESUME)), 1)
