@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, cast
 
+from trainer.protocol import config_model_name
 from trainer.reports import BenchReport
 from trainer.settings import TrainSettings
 
@@ -30,6 +31,24 @@ def check_trainer_args(args: Sequence[str]) -> list[str]:
     if out[:1] == ["train"]:  # tolerate "train" given as the first word
         out = out[1:]
     return out
+
+
+def model_name(args: Sequence[str]) -> str | None:
+    """The model a trainer command line trains, named as the history names it (``--flag value`` or
+    ``--flag=value``): read by the shared settings contract, or, for flags it does not parse (``trainer
+    bench``'s), found by name."""
+    try:
+        return TrainSettings.from_argv(args).model_name
+    except ValueError:
+        pass
+    args = list(args)
+    for flag in ("--model", "--model-config"):
+        value = next((a.split("=", 1)[1] for a in args if a.startswith(flag + "=")), None)
+        if value is None and flag in args and args.index(flag) + 1 < len(args):
+            value = args[args.index(flag) + 1]
+        if value:
+            return config_model_name(value) if flag == "--model-config" else value
+    return None
 
 
 def check_user_command(
