@@ -51,11 +51,13 @@ def test_import_of_a_launched_run_dir(db_path: Path, model_config: Path, tmp_pat
             rows(db_path, f"SELECT COUNT(*) FROM {t} WHERE run_id = ?", run_id)[0][0]
             for t in ("steps", "evals", "gpu_samples")
         )
-        + rows(db_path, "SELECT COUNT(*) FROM events WHERE run_id = ? AND kind != 'billed'", run_id)[0][0]
+        # the trainer's records (seq >= 0); the launcher's own (billed span, pre-flight check) have negative seq
+        + rows(db_path, "SELECT COUNT(*) FROM events WHERE run_id = ? AND seq >= 0", run_id)[0][0]
     )
     assert stored == lines  # every line of the file stored exactly once
-    # and the launcher's own record of the billed span, which is not a line of the file: one per launch
-    assert rows(db_path, "SELECT COUNT(*) FROM events WHERE run_id = ? AND kind = 'billed'", run_id) == [(1,)]
+    # and the launcher's own records, which are not lines of the file: one billed span and one pre-flight check
+    launcher = rows(db_path, "SELECT kind, COUNT(*) FROM events WHERE run_id = ? AND seq < 0 GROUP BY kind", run_id)
+    assert dict(launcher) == {"billed": 1, "preflight": 1}
     # one stream position: the watcher's, shared with the import
     assert len(rows(db_path, "SELECT source FROM stream_positions WHERE run_id = ?", run_id)) == 1
 
