@@ -90,6 +90,9 @@ def _saved_model(spec: dict[str, Any], work: Path) -> Path:
     model = transformers.AutoModelForCausalLM.from_config(config, **_dtype_kwarg(transformers, torch.bfloat16))
     path = work / "saved-model"
     model.save_pretrained(path)
+    from trainer.data import ByteTokenizer
+
+    ByteTokenizer().save_pretrained(path)  # random weights, no tokenizer of their own: bytes, as the trainer saves
     return path
 
 

@@ -119,8 +119,17 @@ def test_search_prunes_stays_under_the_cap_and_survives_a_kill(
     assert {t.state.name for t in trials} <= {"COMPLETE", "PRUNED"}
     assert rows(db_path, "SELECT COUNT(*) FROM runs WHERE status = 'running'") == [(0,)]
 
-    # the cap: the spend every run recorded adds up to no more than the cap, and the study says why it stopped
-    spend = sum(r[0] or 0.0 for r in rows(db_path, "SELECT MAX(spend_usd) FROM steps GROUP BY run_id"))
+    # the cap: what every run really spent (its last step's spend, or its run_end totals when larger: start-up
+    # and the time after the last step count too) adds up to no more than the cap; the study says why it stopped
+    spend = 0.0
+    for run_id, steps_usd in rows(
+        db_path, "SELECT id, (SELECT MAX(spend_usd) FROM steps WHERE run_id = runs.id) FROM runs"
+    ):
+        ends = rows(
+            db_path, "SELECT detail_json FROM events WHERE run_id = ? AND kind = 'run_end' ORDER BY seq", run_id
+        )
+        end_usd = (json.loads(ends[-1][0]).get("totals") or {}).get("spend_usd") if ends else None
+        spend += max(steps_usd or 0.0, end_usd or 0.0)
     assert 0 < spend <= cap
     assert document["spent_usd"] == pytest.approx(spend, abs=1e-6)
     assert document["stop_reason"] == study.user_attrs["stop_reason"]
