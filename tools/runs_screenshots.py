@@ -154,7 +154,7 @@ def failed_run_records() -> tuple[list[dict], str]:
     import subprocess
 
     from gpuplanner.trainer_python import trainer_env
-    from gpuplanner.ui.launch_request import demo_dir
+    from gpuplanner.ui.runs.launch_request import demo_dir
 
     run_dir = Path(tempfile.mkdtemp()) / "run"
     demo = demo_dir()
@@ -173,7 +173,7 @@ def grab_launch_dialogs(out: Path, theme: str = "") -> None:
     of your own on an 8-GPU host), on the palette in use."""
     from PySide6.QtWidgets import QApplication
 
-    from gpuplanner.ui.launch_dialog import LaunchDialog
+    from gpuplanner.ui.dialogs.launch_dialog import LaunchDialog
 
     app = QApplication.instance()
     hosts = [("local", "This machine", None), ("h100-a", "h100-a", 2.49)]
@@ -220,9 +220,9 @@ def main(
 
     app = QApplication.instance() or QApplication([])
     from gpuplanner.launch.hosts import Host, add_host, local_host, update_host
-    from gpuplanner.ui.hosts_pane import HostsPane
-    from gpuplanner.ui.launch_request import LaunchRequest
-    from gpuplanner.ui.runs_pane import RunsPane
+    from gpuplanner.ui.hosts.hosts_pane import HostsPane
+    from gpuplanner.ui.runs.launch_request import LaunchRequest
+    from gpuplanner.ui.runs.runs_pane import RunsPane
     from gpuplanner.ui.services import AppServices
 
     tmp = Path(tempfile.mkdtemp())

@@ -292,7 +292,7 @@ def grab_dialogs(window: object, out: Path, theme: str) -> None:
     """The small dialogs on the palette in use: the welcome of a first start, Hosts > Add (an SSH host
     with its interpreter filled in, after Test connection) and Runs > Alert settings."""
     from gpuplanner.history.alert_rules import AlertSettings
-    from gpuplanner.ui.alert_settings_dialog import AlertSettingsDialog
+    from gpuplanner.ui.dialogs.alert_settings_dialog import AlertSettingsDialog
 
     welcome = window.show_welcome()  # type: ignore[attr-defined]
     grab(welcome, out / f"welcome-dialog{theme}.png")

@@ -99,11 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
     from screenshots import grab, render_pdf_page, wait
 
+    from gpuplanner.ui.history.search_view import SearchesDialog, summary_text
+    from gpuplanner.ui.history.spend_view import SpendDialog
     from gpuplanner.ui.palette import apply_scheme
-    from gpuplanner.ui.search_view import SearchesDialog, summary_text
     from gpuplanner.ui.services import AppServices
-    from gpuplanner.ui.spend_view import SpendDialog
-    from gpuplanner.ui.sweep_pane import SweepPane
+    from gpuplanner.ui.sweep.sweep_pane import SweepPane
 
     app = QApplication.instance() or QApplication([])
     services = AppServices(db_path=db_path, config_dir=home / "config")

@@ -33,7 +33,7 @@ CLI_GROUPS: tuple[str, ...] = (
     "deadline and budget",
     "",
 )
-# The form's group boxes, in the form's order (the same titles as ``gpuplanner.ui.plan_inputs.GROUPS``).
+# The form's group boxes, in the form's order (the same titles as ``gpuplanner.ui.plan.plan_inputs.GROUPS``).
 FORM_GROUPS: tuple[str, ...] = (
     "Model and method",
     "Batch and sequence",

@@ -34,9 +34,9 @@ from PySide6.QtWidgets import (
 from gpuplanner import __version__
 from gpuplanner.history.alert_rules import AlertSettings
 from gpuplanner.ui.palette import app_icon
-from gpuplanner.ui.plan_form_fields import FIELD_BY_KEY
-from gpuplanner.ui.plan_pane import PlanPane
-from gpuplanner.ui.run_controller import make_shared_controller
+from gpuplanner.ui.plan.plan_form_fields import FIELD_BY_KEY
+from gpuplanner.ui.plan.plan_pane import PlanPane
+from gpuplanner.ui.runs.run_controller import make_shared_controller
 from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.settings import app_settings
 from gpuplanner.user_guide import ONLINE_USER_GUIDE, local_user_guide
@@ -236,23 +236,23 @@ class MainWindow(QMainWindow):
         index = PLACES.index(name)
         pane: QWidget
         if name == "Hosts":
-            from gpuplanner.ui.hosts_pane import HostsPane
+            from gpuplanner.ui.hosts.hosts_pane import HostsPane
 
             pane = HostsPane(self.services, controller=self.run_controller)
         elif name == "Runs":
-            from gpuplanner.ui.runs_pane import RunsPane
+            from gpuplanner.ui.runs.runs_pane import RunsPane
 
             pane = RunsPane(self.services, controller=self.run_controller)
             pane.runFinished.connect(self._on_run_finished)
             pane.alertSettingsChanged.connect(self._on_alert_settings_changed)
             pane.speedMeasured.connect(self._on_speed_measured)
         elif name == "Sweep":
-            from gpuplanner.ui.sweep_pane import SweepPane
+            from gpuplanner.ui.sweep.sweep_pane import SweepPane
 
             pane = SweepPane(self.services, controller=self.run_controller)
             pane.finished.connect(lambda _result: self._on_refresh_history() if self.is_built("History") else None)
         else:
-            from gpuplanner.ui.history_pane import HistoryPane
+            from gpuplanner.ui.history.history_pane import HistoryPane
 
             pane = HistoryPane(self.services)
             pane.carryToPlan.connect(self._on_carry_to_plan)
@@ -312,7 +312,7 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _on_alert_settings(self) -> None:
-        from gpuplanner.ui.alert_settings_dialog import edit_alert_settings
+        from gpuplanner.ui.dialogs.alert_settings_dialog import edit_alert_settings
 
         chosen = edit_alert_settings(self.services.alert_settings, self)
         if chosen is not None:
@@ -399,7 +399,7 @@ class MainWindow(QMainWindow):
 
     def open_own_hardware(self) -> Any:
         """Show the Own hardware dialog (one at a time, not modal) and return it."""
-        from gpuplanner.ui.ownership_dialog import OwnHardwareDialog
+        from gpuplanner.ui.dialogs.ownership_dialog import OwnHardwareDialog
 
         dialog = getattr(self, "own_hardware_dialog", None)
         if dialog is None:
@@ -425,7 +425,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def show_welcome(self) -> Any:
         """Show the welcome (not modal) and return it."""
-        from gpuplanner.ui.welcome_dialog import WelcomeDialog
+        from gpuplanner.ui.dialogs.welcome_dialog import WelcomeDialog
 
         dialog = getattr(self, "welcome_dialog", None)
         if dialog is None:
@@ -449,7 +449,7 @@ class MainWindow(QMainWindow):
     def show_log(self) -> Any:
         """Help > Show log: the log file in a read-only viewer (one, not modal, reloaded each time); returns it."""
         from gpuplanner.ui.app_log import log_path
-        from gpuplanner.ui.log_dialog import LogDialog
+        from gpuplanner.ui.dialogs.log_dialog import LogDialog
 
         dialog = getattr(self, "log_dialog", None)
         if dialog is None:

@@ -13,7 +13,7 @@ from gpuplanner.cli import main
 from gpuplanner.plan.catalog import load_catalog
 from gpuplanner.plan.compare import compare
 from gpuplanner.plan.inputs import PlanInputs
-from gpuplanner.ui.compare_model import EXPORT_COLUMNS, export_rows, table_cells
+from gpuplanner.ui.plan.compare_model import EXPORT_COLUMNS, export_rows, table_cells
 
 FLAGS = ["--model", "gpt2", "--samples", "20k", "--pricing", "spot", "--no-calibration"]
 

@@ -7,7 +7,7 @@ import pytest
 from gpuplanner.app.eta import ETA_WINDOW, eta_s, steps_per_s
 from gpuplanner.commands.run import _Progress
 from gpuplanner.export.human import human_duration
-from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 from trainer.protocol import make_record
 
 

@@ -27,7 +27,7 @@ RUNS = 30
 
 def captured_calls() -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     """The arguments the Plan pane passed to ``compute`` during a short run of ui_speed's edits."""
-    import gpuplanner.ui.plan_pane as plan_pane
+    import gpuplanner.ui.plan.plan_pane as plan_pane
     from tests.benchmarks import ui_speed
 
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuplanner.ui.ring_buffer import RingBuffer
-from gpuplanner.ui.run_telemetry import GPU_COLUMNS, RunTelemetry
+from gpuplanner.ui.runs.ring_buffer import RingBuffer
+from gpuplanner.ui.runs.run_telemetry import GPU_COLUMNS, RunTelemetry
 
 
 def synthetic_telemetry(gpus: int = 8, samples: int = 86_400, *, seed: int = 0) -> RunTelemetry:
@@ -57,7 +57,7 @@ def redraw_benchmark(gpus: int = 8, samples: int = 86_400, frames: int = 30, *, 
     from PySide6.QtCore import QElapsedTimer
     from PySide6.QtWidgets import QApplication
 
-    from gpuplanner.ui.live_plots import LivePlots
+    from gpuplanner.ui.runs.live_plots import LivePlots
 
     app = QApplication.instance() or QApplication([])
     tel = synthetic_telemetry(gpus, samples)

@@ -100,7 +100,7 @@ def recalc_seconds() -> tuple[list[float], list[float], list[float]]:
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from gpuplanner.ui.plan_pane import PlanPane
+    from gpuplanner.ui.plan.plan_pane import PlanPane
     from gpuplanner.ui.services import AppServices
 
     app = QApplication.instance() or QApplication([])

@@ -14,9 +14,9 @@ import pytest
 from PySide6.QtCore import QTimer
 
 from gpuplanner.launch.hosts import list_hosts
-from gpuplanner.ui import host_dialog as module
-from gpuplanner.ui.host_dialog import HostDialog
-from gpuplanner.ui.hosts_pane import HostsPane
+from gpuplanner.ui.dialogs import host_dialog as module
+from gpuplanner.ui.dialogs.host_dialog import HostDialog
+from gpuplanner.ui.hosts.hosts_pane import HostsPane
 from gpuplanner.ui.services import AppServices
 from tests.sshd import SSHServer
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.launch.hosts import add_host, get_host
-from gpuplanner.ui.host_dialog import HostDialog
+from gpuplanner.ui.dialogs.host_dialog import HostDialog
 
 
 def test_dialog_adds_and_edits_a_slurm_login_node(qtbot: Any, db_path: Path) -> None:

@@ -23,8 +23,8 @@ from gpuplanner.plan.inputs import RANGES, PlanInputs, parse_value
 from gpuplanner.plan.memory_fit import fit_suggestions
 from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
-from gpuplanner.ui.plan_form_fields import default_values
-from gpuplanner.ui.plan_inputs import inputs_from_values, request_from_values
+from gpuplanner.ui.plan.plan_form_fields import default_values
+from gpuplanner.ui.plan.plan_inputs import inputs_from_values, request_from_values
 
 
 def run(*argv: str) -> tuple[int, str, str]:

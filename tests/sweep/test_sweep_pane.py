@@ -16,7 +16,7 @@ from gpuplanner.cli import main
 from gpuplanner.history.db import connect
 from gpuplanner.history.tags import tags_of
 from gpuplanner.ui.services import AppServices
-from gpuplanner.ui.sweep_pane import SweepPane
+from gpuplanner.ui.sweep.sweep_pane import SweepPane
 from tests.sweep.conftest import trainer_flags
 
 

@@ -13,7 +13,7 @@ from gpuplanner.history import open_db
 from gpuplanner.history.ingest import ingest_records
 from gpuplanner.history.runs import create_run
 from gpuplanner.sweep.lookback import SearchReview, TrialRow, run_spend, trial_table
-from gpuplanner.ui.sweep_text import trial_cells
+from gpuplanner.ui.sweep.sweep_text import trial_cells
 from tests.history.streams import StreamBuilder
 
 

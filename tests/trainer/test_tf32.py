@@ -57,7 +57,7 @@ def test_the_flag_takes_on_or_off_only() -> None:
 
 def test_a_plan_with_tf32_launches_the_trainer_with_it() -> None:
     from gpuplanner.plan.inputs import PlanInputs
-    from gpuplanner.ui.plan_inputs import trainer_settings
+    from gpuplanner.ui.plan.plan_inputs import trainer_settings
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

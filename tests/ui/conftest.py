@@ -49,7 +49,7 @@ def tmp_services(tmp_path: Path) -> AppServices:
 @pytest.fixture
 def plan_pane(qtbot: Any, services: AppServices) -> Iterator[Any]:
     """The Plan pane at the size it has in a 1280x800 window, its first result shown."""
-    from gpuplanner.ui.plan_pane import PlanPane
+    from gpuplanner.ui.plan.plan_pane import PlanPane
     from tests.ui.helpers import wait_for_result
 
     widget = PlanPane(services)
@@ -63,7 +63,7 @@ def plan_pane(qtbot: Any, services: AppServices) -> Iterator[Any]:
 
 @pytest.fixture
 def runs_pane(qtbot: Any, tmp_services: AppServices, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from gpuplanner.ui import runs_pane as module
+    from gpuplanner.ui.runs import runs_pane as module
 
     monkeypatch.setattr(
         module.RunsPane,

@@ -44,7 +44,7 @@ class FakeHostKeyError(Exception):
 
 
 def tiny_request(max_steps: int, *, name: str = "tiny") -> Any:
-    from gpuplanner.ui.launch_request import LaunchRequest, demo_dir
+    from gpuplanner.ui.runs.launch_request import LaunchRequest, demo_dir
 
     args = [
         "--model-config",

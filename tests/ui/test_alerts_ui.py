@@ -15,9 +15,9 @@ from gpuplanner.history.alerts import stored_alerts
 from gpuplanner.history.db import open_db
 from gpuplanner.history.ingest import ingest_records
 from gpuplanner.history.runs import create_run
-from gpuplanner.ui.alert_banner import AlertBanner
-from gpuplanner.ui.alert_settings_dialog import AlertSettingsDialog
+from gpuplanner.ui.dialogs.alert_settings_dialog import AlertSettingsDialog
 from gpuplanner.ui.main_window import MainWindow, app_settings
+from gpuplanner.ui.runs.alert_banner import AlertBanner
 from tests.history.streams import GIB, StreamBuilder
 from tests.history.test_alerts import _start, _steps
 from tests.ui.helpers import wait_for_history, wait_for_result

@@ -15,7 +15,7 @@ from gpuplanner.history.db import open_db, write_transaction
 from gpuplanner.history.slurm_queue import job_queue, queue_of, queue_text
 from gpuplanner.launch.manager import RunStatus
 from gpuplanner.launch.slurm_jobs import JobInfo
-from gpuplanner.ui.history_pane import HistoryPane
+from gpuplanner.ui.history.history_pane import HistoryPane
 from tests.ui.helpers import wait_for_history
 from tests.ui.test_history_pane import make_runs
 

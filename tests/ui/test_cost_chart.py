@@ -13,7 +13,7 @@ from gpuplanner.plan.model_spec import from_preset
 from gpuplanner.plan.planner import PlanRequest, PricingInputs
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
-from gpuplanner.ui.cost_chart import HEADROOM, CostChart, hour_ticks
+from gpuplanner.ui.plan.cost_chart import HEADROOM, CostChart, hour_ticks
 
 
 def _rows(services: Any, model: str, samples: int, epochs: float, budget: float | None) -> list:
@@ -117,7 +117,7 @@ def test_new_rows_paint_the_chart_once(qtbot: Any, services: Any) -> None:
 
 def test_cost_axis_draws_labelled_ticks_only(qtbot: Any) -> None:  # qtbot: a QApplication for the axis item
     """Every tick of the cost axis is a grid line across the plot: only the labelled level is drawn."""
-    from gpuplanner.ui.cost_chart import MoneyAxis
+    from gpuplanner.ui.plan.cost_chart import MoneyAxis
 
     levels = MoneyAxis(orientation="left").tickSpacing(0.0, 12_000.0, 300)
     assert len(levels) == 1

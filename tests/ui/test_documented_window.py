@@ -14,8 +14,8 @@ import pytest
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu, QMenuBar
 
+from gpuplanner.ui.dialogs.welcome_dialog import PLACES_TEXT
 from gpuplanner.ui.main_window import MainWindow
-from gpuplanner.ui.welcome_dialog import PLACES_TEXT
 from tests.conftest import REPO_ROOT
 
 DOCUMENTS = ("README.md", "docs/index.md", "docs/window.md", "docs/window-guide.md")

@@ -8,9 +8,9 @@ from typing import Any
 from gpuplanner.history.db import open_db
 from gpuplanner.history.gpu_metrics import MISSING, UTILISATION_NOTE
 from gpuplanner.history.runs import create_run
-from gpuplanner.ui.history_pane import HistoryPane
-from gpuplanner.ui.history_summary import summary_html
-from gpuplanner.ui.run_telemetry import GPU_TABLE_COLUMNS, MISSING_SHORT, RunTelemetry
+from gpuplanner.ui.history.history_pane import HistoryPane
+from gpuplanner.ui.history.history_summary import summary_html
+from gpuplanner.ui.runs.run_telemetry import GPU_TABLE_COLUMNS, MISSING_SHORT, RunTelemetry
 from tests.fake_nvml import FakeGpu, FakeNvml
 from tests.history.test_gpu_metrics import ingest, nvml_stream
 from tests.ui.helpers import wait_for_history

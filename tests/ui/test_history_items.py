@@ -3,9 +3,9 @@ numbers without exponents."""
 
 from __future__ import annotations
 
-from gpuplanner.ui.history_model import format_value
-from gpuplanner.ui.history_pane import HistoryPane
-from gpuplanner.ui.history_summary import planned_html
+from gpuplanner.ui.history.history_model import format_value
+from gpuplanner.ui.history.history_pane import HistoryPane
+from gpuplanner.ui.history.history_summary import planned_html
 
 GIB = 1024**3
 

@@ -15,9 +15,9 @@ from gpuplanner.history.analytics import summarize
 from gpuplanner.history.db import open_db
 from gpuplanner.history.ingest import ingest_records
 from gpuplanner.history.runs import create_run, list_runs
-from gpuplanner.ui.history_model import EXPORT_COLUMNS, SORT_ROLE
-from gpuplanner.ui.history_pane import HistoryPane
-from gpuplanner.ui.report_pdf import MARGIN_MM
+from gpuplanner.ui.history.history_model import EXPORT_COLUMNS, SORT_ROLE
+from gpuplanner.ui.history.history_pane import HistoryPane
+from gpuplanner.ui.widgets.report_pdf import MARGIN_MM
 from tests.history.streams import StreamBuilder, hand_computed_run
 from tests.ui.helpers import wait_for_history
 from tests.ui.pdf_check import missing_words, outside, overlaps, read_words
@@ -254,7 +254,7 @@ def test_loads_run_on_a_worker_and_stale_answers_are_dropped(
 ) -> None:
     import threading
 
-    from gpuplanner.ui import history_pane as module
+    from gpuplanner.ui.history import history_pane as module
 
     threads: list[str] = []
     real = module.load_summaries

@@ -13,10 +13,10 @@ from PySide6.QtWidgets import QApplication, QDialog, QMessageBox
 
 from gpuplanner.launch.hosts import Host, add_host, get_host, list_hosts
 from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
-from gpuplanner.ui.host_dialog import HostDialog
-from gpuplanner.ui.hosts_model import COLUMNS, HostsTableModel
-from gpuplanner.ui.hosts_pane import HostsPane
-from gpuplanner.ui.trust_dialog import TrustHostKeyDialog
+from gpuplanner.ui.dialogs.host_dialog import HostDialog
+from gpuplanner.ui.dialogs.trust_dialog import TrustHostKeyDialog
+from gpuplanner.ui.hosts.hosts_model import COLUMNS, HostsTableModel
+from gpuplanner.ui.hosts.hosts_pane import HostsPane
 
 pytestmark = pytest.mark.xdist_group("ui_hosts")
 
@@ -271,7 +271,7 @@ def test_a_failed_host_write_is_shown(qtbot: Any, hosts_pane: HostsPane, monkeyp
 
 
 def test_machine_column_of_a_probe() -> None:
-    from gpuplanner.ui.hosts_model import machine_text
+    from gpuplanner.ui.hosts.hosts_model import machine_text
 
     probe = {"ok": True, "cpu_cores": 16, "ram_bytes": 125 * 2**30, "disk_free_bytes": 40.4 * 2**30}
     assert machine_text(probe) == "16 CPUs · 125 GiB RAM · 40 GiB free"

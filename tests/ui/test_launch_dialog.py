@@ -8,8 +8,8 @@ from typing import Any
 from PySide6.QtCore import QRect
 from PySide6.QtWidgets import QApplication, QWidget
 
-from gpuplanner.ui.launch_dialog import LaunchDialog
-from gpuplanner.ui.launch_memory import merged_settings
+from gpuplanner.ui.dialogs.launch_dialog import LaunchDialog
+from gpuplanner.ui.runs.launch_memory import merged_settings
 
 HOSTS = [("local", "This machine", None), ("box", "box (SSH)", 2.0)]
 
@@ -109,7 +109,7 @@ def test_settings_fitted_by_the_comparison_are_shown_and_launched(qtbot: Any) ->
     hold them, a note says so, and the trainer gets them (FSDP as --fsdp)."""
     from PySide6.QtWidgets import QLabel
 
-    from gpuplanner.ui.launch_request import trainer_args
+    from gpuplanner.ui.runs.launch_request import trainer_args
 
     settings = {
         "model": "gpt2",

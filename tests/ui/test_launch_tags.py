@@ -6,7 +6,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 
-from gpuplanner.ui.launch_dialog import LaunchDialog
+from gpuplanner.ui.dialogs.launch_dialog import LaunchDialog
 
 HOSTS = [("local", "This machine", None), ("box", "box (SSH)", 2.0)]
 

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QRectF, Qt
 
-from gpuplanner.ui.run_telemetry import Marker
+from gpuplanner.ui.runs.run_telemetry import Marker
 
 FIT_PLOTS = {"power": "power_w", "tokens": "tokens_per_s", "loss": "loss", "spend": "spend_usd"}
 
 
 def _plots(qtbot, follow: bool, window_s: float | None = None, size=(1280, 800)):
-    from gpuplanner.ui.live_plots import LivePlots
+    from gpuplanner.ui.runs.live_plots import LivePlots
 
     plots = LivePlots()
     qtbot.addWidget(plots)

@@ -9,11 +9,11 @@ from gpuplanner.app.run_status import describe_event, status_text
 from gpuplanner.history.db import open_db
 from gpuplanner.history.ingest import ingest_records
 from gpuplanner.history.runs import create_run
-from gpuplanner.ui.history_model import EXPORT_COLUMNS
-from gpuplanner.ui.history_pane import HistoryPane
-from gpuplanner.ui.history_summary import summary_html
-from gpuplanner.ui.live_plots import NO_GPU_SAMPLES, NO_STEPS, LivePlots
-from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.history.history_model import EXPORT_COLUMNS
+from gpuplanner.ui.history.history_pane import HistoryPane
+from gpuplanner.ui.history.history_summary import summary_html
+from gpuplanner.ui.runs.live_plots import NO_GPU_SAMPLES, NO_STEPS, LivePlots
+from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 from tests.history.streams import StreamBuilder
 from tests.ui.helpers import wait_for_history
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from PySide6.QtWidgets import QDialog
 
-from gpuplanner.ui.launch_dialog import LaunchDialog
-from gpuplanner.ui.launch_request import demo_dir
+from gpuplanner.ui.dialogs.launch_dialog import LaunchDialog
+from gpuplanner.ui.runs.launch_request import demo_dir
 from tests.ui.helpers import CORPUS
 
 SETTINGS = {
@@ -77,7 +77,7 @@ def test_measure_runs_trainer_bench_on_the_host_and_reports_it(
 
 @pytest.mark.slow
 def test_a_failed_measurement_says_why(qtbot: Any, runs_pane: Any, tmp_path: Any) -> None:
-    from gpuplanner.ui.launch_request import LaunchRequest
+    from gpuplanner.ui.runs.launch_request import LaunchRequest
 
     runs_pane.measure(
         LaunchRequest(
@@ -90,7 +90,7 @@ def test_a_failed_measurement_says_why(qtbot: Any, runs_pane: Any, tmp_path: Any
 
 
 def test_the_message_says_when_the_planner_cannot_use_a_measurement(runs_pane: Any) -> None:
-    from gpuplanner.ui.launch_request import LaunchRequest
+    from gpuplanner.ui.runs.launch_request import LaunchRequest
 
     request = LaunchRequest("box", [])
     base = {
@@ -113,8 +113,8 @@ def test_a_bench_neither_blocks_other_jobs_nor_shutdown(qtbot: Any) -> None:
     import threading
     import time
 
-    from gpuplanner.ui.launch_request import LaunchRequest
-    from gpuplanner.ui.run_controller import RunController
+    from gpuplanner.ui.runs.launch_request import LaunchRequest
+    from gpuplanner.ui.runs.run_controller import RunController
 
     release = threading.Event()
 

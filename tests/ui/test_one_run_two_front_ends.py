@@ -18,9 +18,9 @@ from gpuplanner.history.launcher_events import record_launcher_event
 from gpuplanner.history.runs import create_run
 from gpuplanner.history.stops import record_user_stop
 from gpuplanner.history.stored_records import stored_records
-from gpuplanner.ui.history_model import EXPORT_COLUMNS, metric_text
-from gpuplanner.ui.history_pane import HistoryPane
-from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.history.history_model import EXPORT_COLUMNS, metric_text
+from gpuplanner.ui.history.history_pane import HistoryPane
+from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 from tests.ui.helpers import wait_for_history
 
 T0 = 1_763_900_000.0

@@ -15,9 +15,9 @@ from PySide6.QtWidgets import QApplication, QInputDialog, QLineEdit, QWidget
 
 from gpuplanner.launch.hosts import Host, add_host
 from gpuplanner.launch.ssh_connection import forget_passphrases
-from gpuplanner.ui.hosts_model import COLUMNS
-from gpuplanner.ui.hosts_pane import HostsPane
-from gpuplanner.ui.passphrase_dialog import DIALOG_OBJECT_NAME, PassphrasePrompter
+from gpuplanner.ui.dialogs.passphrase_dialog import DIALOG_OBJECT_NAME, PassphrasePrompter
+from gpuplanner.ui.hosts.hosts_model import COLUMNS
+from gpuplanner.ui.hosts.hosts_pane import HostsPane
 from tests.sshd import SSHServer, available, keygen
 
 pytestmark = pytest.mark.xdist_group("ui_hosts")
@@ -167,7 +167,7 @@ def test_hosts_pane_probe_unlocks_an_encrypted_key(qtbot: Any, tmp_services: Any
 
 
 def test_both_panes_give_their_connections_the_dialog(qtbot: Any, tmp_services: Any) -> None:
-    from gpuplanner.ui.runs_pane import RunsPane
+    from gpuplanner.ui.runs.runs_pane import RunsPane
 
     for pane in (HostsPane(tmp_services), RunsPane(tmp_services)):
         qtbot.addWidget(pane)

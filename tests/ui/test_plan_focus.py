@@ -12,8 +12,8 @@ from PySide6.QtCore import QItemSelectionModel, Qt
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import GIB
 from gpuplanner.ui.human import human_hours
-from gpuplanner.ui.plan_details import option_key
-from gpuplanner.ui.plan_pane import PlanPane
+from gpuplanner.ui.plan.plan_details import option_key
+from gpuplanner.ui.plan.plan_pane import PlanPane
 from tests.ui.helpers import wait_for_result
 
 
@@ -183,7 +183,7 @@ def test_input_messages_name_the_field_in_the_windows_words(qtbot: Any, pane: Pl
 def test_huge_hours_and_costs_keep_to_their_columns(pane: PlanPane) -> None:
     """5,000 epochs of a small model take years: the cells say "19k" hours and "2.5M" dollars instead of
     being cut ("19,..."), in the widths the table gives those columns."""
-    from gpuplanner.ui.compare_model import EXPORT_COLUMNS, _text
+    from gpuplanner.ui.plan.compare_model import EXPORT_COLUMNS, _text
 
     hours, cost = EXPORT_COLUMNS.index("hours"), EXPORT_COLUMNS.index("cost_usd")
     assert [_text(hours, v) for v in (10.64, 999.9, 9047.2, 19_197.0, 2_000_000.0)] == [

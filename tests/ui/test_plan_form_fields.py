@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QComboBox, QGroupBox, QLabel, QLineEdit, QWidget
 from gpuplanner.app.plan_fields import PLAN_FIELDS
 from gpuplanner.plan.inputs import CHOICES
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.ui.plan_form import PlanForm
-from gpuplanner.ui.plan_inputs import CHOICE_KEYS, inputs_from_values
+from gpuplanner.ui.plan.plan_form import PlanForm
+from gpuplanner.ui.plan.plan_inputs import CHOICE_KEYS, inputs_from_values
 
 GPUS = ["H100 SXM", "RTX 4090"]
 

@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication
 
-from gpuplanner.ui.plan_pane import PlanPane
+from gpuplanner.ui.plan.plan_pane import PlanPane
 
 
 @pytest.fixture

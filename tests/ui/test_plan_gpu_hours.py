@@ -8,10 +8,10 @@ import pytest
 
 from gpuplanner.plan.compare import compare
 from gpuplanner.planning import comparison_request
-from gpuplanner.ui.compare_model import EXPORT_COLUMNS
-from gpuplanner.ui.plan_form_fields import default_values
-from gpuplanner.ui.plan_inputs import request_from_values
-from gpuplanner.ui.plan_pane import PlanPane
+from gpuplanner.ui.plan.compare_model import EXPORT_COLUMNS
+from gpuplanner.ui.plan.plan_form_fields import default_values
+from gpuplanner.ui.plan.plan_inputs import request_from_values
+from gpuplanner.ui.plan.plan_pane import PlanPane
 from tests.ui.helpers import wait_for_result
 from tests.ui.test_plan_pane import type_into
 

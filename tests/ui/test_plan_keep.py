@@ -10,17 +10,17 @@ from PySide6.QtCore import QPoint, Qt
 
 from gpuplanner.commands.plan import PIN_FLAGS
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.ui.compare_model import EXPORT_COLUMNS
-from gpuplanner.ui.plan_form import KeepList
-from gpuplanner.ui.plan_form_fields import KEEP_CHOICES, default_values
-from gpuplanner.ui.plan_inputs import (
+from gpuplanner.ui.plan.compare_model import EXPORT_COLUMNS
+from gpuplanner.ui.plan.plan_form import KeepList
+from gpuplanner.ui.plan.plan_form_fields import KEEP_CHOICES, default_values
+from gpuplanner.ui.plan.plan_inputs import (
     inputs_with_form,
     kept_settings,
     pinned_fields,
     request_from_values,
     values_from_inputs,
 )
-from gpuplanner.ui.plan_pane import PlanPane
+from gpuplanner.ui.plan.plan_pane import PlanPane
 from tests.ui.helpers import select_form_option, wait_for_result
 
 # 8 x 4,096 tokens per micro-batch with full checkpointing: an 8B LoRA needs ~75 GiB, so a 48 GB RTX A6000

@@ -14,9 +14,9 @@ from PySide6.QtWidgets import QInputDialog
 from gpuplanner.launch.hosts import Host, add_host, update_host
 from gpuplanner.launch.preflight import hf_id_for
 from gpuplanner.plan.compare import CompareRow
-from gpuplanner.ui.launch_memory import remember_values
-from gpuplanner.ui.launch_request import demo_dir
-from gpuplanner.ui.plan_pane import PlanPane
+from gpuplanner.ui.plan.plan_pane import PlanPane
+from gpuplanner.ui.runs.launch_memory import remember_values
+from gpuplanner.ui.runs.launch_request import demo_dir
 from tests.ui.helpers import wait_for_result
 from tests.ui.pdf_check import missing_words, read_words
 
@@ -186,7 +186,7 @@ def test_the_plan_pane_never_opens_the_history_on_the_gui_thread(
     qtbot: Any, pane: PlanPane, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import gpuplanner.planning as planning
-    import gpuplanner.ui.plan_store as plan_store
+    import gpuplanner.ui.plan.plan_store as plan_store
 
     opened: list[bool] = []  # per open_db: on the GUI thread?
     for module in (plan_store, planning):
@@ -218,7 +218,7 @@ def test_the_plan_pane_never_opens_the_history_on_the_gui_thread(
 
 
 def test_speed_sources_in_the_details_words() -> None:
-    from gpuplanner.ui.plan_details import speed_words
+    from gpuplanner.ui.plan.plan_details import speed_words
 
     assert speed_words("estimate: MI300X step model, matmuls at 53% of 1307 TFLOP/s, MFU 0.30") == (
         "step model for MI300X (matmuls at 53% of 1307 TFLOP/s, MFU 0.30)"

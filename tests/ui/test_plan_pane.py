@@ -20,13 +20,13 @@ from gpuplanner.plan.planner import GIB, PlanRequest, PricingInputs, make_plan
 from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
 from gpuplanner.planning import WINDOW_PINNED, comparison_request
-from gpuplanner.ui.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE, table_cells
 from gpuplanner.ui.human import human_hours
-from gpuplanner.ui.plan_form_fields import default_values
-from gpuplanner.ui.plan_inputs import inputs_with_form, request_from_values
-from gpuplanner.ui.plan_pane import PlanPane
-from gpuplanner.ui.plan_settings_text import settings_rows
-from gpuplanner.ui.report_pdf import MARGIN_MM
+from gpuplanner.ui.plan.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE, table_cells
+from gpuplanner.ui.plan.plan_form_fields import default_values
+from gpuplanner.ui.plan.plan_inputs import inputs_with_form, request_from_values
+from gpuplanner.ui.plan.plan_pane import PlanPane
+from gpuplanner.ui.plan.plan_settings_text import settings_rows
+from gpuplanner.ui.widgets.report_pdf import MARGIN_MM
 from tests.ui.helpers import select_form_option, wait_for_result
 from tests.ui.pdf_check import missing_words, outside, overlaps, read_words
 
@@ -412,7 +412,7 @@ def test_compare_model_follows_the_model_view_rules(qtmodeltester: Any, pane: Pl
 def test_a_recalculation_updates_the_table_in_place(qtbot: Any, pane: PlanPane) -> None:
     """Same options, new numbers: the cells change in place (dataChanged, no reset, the selection kept), from
     the cells the worker worked out."""
-    from gpuplanner.ui.compare_model import table_cells
+    from gpuplanner.ui.plan.compare_model import table_cells
 
     pane.select_option(pane.result.rows[1].gpu, pane.result.rows[1].gpus, pane.result.rows[1].pricing)
     selected = pane.selected_key
@@ -450,7 +450,7 @@ def test_every_plan_flag_has_a_field() -> None:
     import argparse
 
     from gpuplanner.commands.plan import register
-    from gpuplanner.ui.plan_form_fields import FIELD_BY_KEY
+    from gpuplanner.ui.plan.plan_form_fields import FIELD_BY_KEY
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
@@ -685,7 +685,7 @@ def test_saving_a_plan_writes_off_the_gui_thread_and_reports_a_failure(
 ) -> None:
     import threading
 
-    import gpuplanner.ui.plan_store as plan_pane_module
+    import gpuplanner.ui.plan.plan_store as plan_pane_module
 
     wait_for_result(qtbot, pane)
     writers: list[threading.Thread] = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplanner.ui.plan_settings_text import count_text, settings_rows
+from gpuplanner.ui.plan.plan_settings_text import count_text, settings_rows
 
 INPUTS = {
     "model": "mixtral-8x7b",

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from gpuplanner.app.run_series import RunSeries
-from gpuplanner.ui.live_plots import LivePlots
-from gpuplanner.ui.plot_lines import break_at_gaps
-from gpuplanner.ui.run_plots import RunPlots
-from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.history.run_plots import RunPlots
+from gpuplanner.ui.runs.live_plots import LivePlots
+from gpuplanner.ui.runs.plot_lines import break_at_gaps
+from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 
 
 def _segment(seq: int, t0: float, n: int, mem_gib: float, step0: int) -> list[dict[str, Any]]:
@@ -112,8 +112,8 @@ def test_a_user_stop_is_not_called_a_preemption(tmp_path: Any) -> None:
     from gpuplanner.history.ingest import ingest_records
     from gpuplanner.history.runs import create_run
     from gpuplanner.history.stops import record_user_stop
-    from gpuplanner.ui.history_loads import load_summaries
-    from gpuplanner.ui.history_model import run_series
+    from gpuplanner.ui.history.history_loads import load_summaries
+    from gpuplanner.ui.history.history_model import run_series
 
     tel = RunTelemetry(1)
     tel.add_records([{"seq": 0, "t": 100.0, "kind": "run_start"}, *_segment(1, 101.0, 5, 1.0, 0)])

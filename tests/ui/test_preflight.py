@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from gpuplanner.launch.preflight import check_launch, hf_id_for, local_files, preset_named
-from gpuplanner.ui.launch_request import demo_dir
+from gpuplanner.ui.runs.launch_request import demo_dir
 
 EXISTS, READ = local_files()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QImage, QPainter, QPalette
 
-from gpuplanner.ui.report_pdf import MARGIN_MM, Report, cell_text, write_pdf
+from gpuplanner.ui.widgets.report_pdf import MARGIN_MM, Report, cell_text, write_pdf
 from tests.ui.pdf_check import missing_words, outside, overlaps, read_words, render_pngs
 
 MARGIN_PT = MARGIN_MM / 25.4 * 72

@@ -12,7 +12,7 @@ import paramiko
 
 from gpuplanner.launch.known_hosts import UnknownHostKey
 from gpuplanner.ui.background import BackgroundJob
-from gpuplanner.ui.run_controller import RunController
+from gpuplanner.ui.runs.run_controller import RunController
 
 
 class _Manager:

@@ -10,7 +10,7 @@ import pytest
 
 from gpuplanner.history.failures import load_failure
 from gpuplanner.launch.run_failure import error_line, read_tail, tail_text
-from gpuplanner.ui.launch_request import demo_dir
+from gpuplanner.ui.runs.launch_request import demo_dir
 from tests.ui.helpers import tiny_request, wait_for_history
 
 pytestmark = pytest.mark.xdist_group("ui_runs")
@@ -44,7 +44,7 @@ def test_the_dialog_checks_before_launching(qtbot: Any, runs_pane: Any) -> None:
 @pytest.mark.slow
 def test_failed_run_shows_its_error_and_stderr_in_runs_and_history(qtbot: Any, runs_pane: Any) -> None:
     from gpuplanner.history.db import connect
-    from gpuplanner.ui.history_pane import HistoryPane
+    from gpuplanner.ui.history.history_pane import HistoryPane
 
     request = tiny_request(20, name="too-long")
     args = request.trainer_args
@@ -97,7 +97,7 @@ def test_a_failed_run_is_recorded_the_same_from_the_cli_and_the_window(
 
     from gpuplanner.cli import main
     from gpuplanner.history.db import connect
-    from gpuplanner.ui.launch_request import LaunchRequest
+    from gpuplanner.ui.runs.launch_request import LaunchRequest
     from tests.conftest import REPO_ROOT
 
     command = [sys.executable, str(REPO_ROOT / "tests" / "data" / "user_scripts" / "hold.py"), "--fail"]

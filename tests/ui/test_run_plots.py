@@ -8,7 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 
 from gpuplanner.app.run_series import RunSeries
-from gpuplanner.ui.run_plots import EVENT_PENS, RunPlots
+from gpuplanner.ui.history.run_plots import EVENT_PENS, RunPlots
 
 
 def shown(qtbot: Any, events: list[tuple[float, str, int, str]]) -> RunPlots:

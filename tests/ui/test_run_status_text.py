@@ -3,7 +3,7 @@ telemetry, a failure and a measurement."""
 
 from __future__ import annotations
 
-from gpuplanner.ui.run_status_text import (
+from gpuplanner.ui.runs.run_status_text import (
     elapsed_eta,
     failure_text,
     measured_text,
@@ -11,7 +11,7 @@ from gpuplanner.ui.run_status_text import (
     spend_line,
     state_line,
 )
-from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 
 
 def telemetry(price: float | None, steps: int) -> RunTelemetry:

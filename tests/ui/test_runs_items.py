@@ -8,8 +8,8 @@ from typing import Any
 
 from PySide6.QtCore import QSettings
 
-from gpuplanner.ui.live_plots import LEFT_AXIS_PX, LivePlots
-from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.runs.live_plots import LEFT_AXIS_PX, LivePlots
+from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 
 
 def test_after_a_restart_the_last_run_is_selected(qtbot: Any, tmp_services: Any) -> None:
@@ -17,7 +17,7 @@ def test_after_a_restart_the_last_run_is_selected(qtbot: Any, tmp_services: Any)
     from gpuplanner.history.failures import record_failure
     from gpuplanner.history.ingest import ingest_records
     from gpuplanner.history.runs import create_run
-    from gpuplanner.ui.runs_pane import RunsPane
+    from gpuplanner.ui.runs.runs_pane import RunsPane
 
     db = open_db(tmp_services.db_path)
     try:
@@ -77,7 +77,7 @@ def test_after_a_restart_the_last_run_is_selected(qtbot: Any, tmp_services: Any)
 
 def test_demo_length_is_a_setting(qtbot: Any) -> None:
     from gpuplanner.ui.main_window import app_settings
-    from gpuplanner.ui.run_demo import DEMO_STEPS, demo_request
+    from gpuplanner.ui.runs.run_demo import DEMO_STEPS, demo_request
 
     args = demo_request().trainer_args
     assert args[args.index("--max-steps") + 1] == str(DEMO_STEPS)
@@ -123,8 +123,8 @@ def test_spend_plot_says_no_price_and_plots_line_up(qtbot: Any) -> None:
 
 
 def test_runs_pane_numbers_for_people(qtbot: Any, runs_pane: Any) -> None:
-    from gpuplanner.ui.run_status_text import duration_or_dash as _duration
-    from gpuplanner.ui.run_status_text import money_or_dash as _money
+    from gpuplanner.ui.runs.run_status_text import duration_or_dash as _duration
+    from gpuplanner.ui.runs.run_status_text import money_or_dash as _money
 
     assert _duration(72 * 60) == "1 h 12 min" and _duration(None) == "—"
     assert _money(1.115e-05) == "$0.0000112" and _money(1234.5) == "$1,234.50"

@@ -14,7 +14,7 @@ from PySide6.QtCore import QPointF
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
-from gpuplanner.ui.run_telemetry import Marker
+from gpuplanner.ui.runs.run_telemetry import Marker
 from tests.ui.test_sweep_text import contrast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
@@ -46,7 +46,7 @@ def sample_points_in_scene(plots: Any, key: str) -> list[QPointF]:
 
 def busy_plots(qtbot: Any) -> Any:
     """The live plots at their size in a 1280x800 window, the whole of :func:`busy_telemetry` in view."""
-    from gpuplanner.ui.live_plots import LivePlots
+    from gpuplanner.ui.runs.live_plots import LivePlots
 
     plots = LivePlots()
     qtbot.addWidget(plots)
@@ -64,8 +64,8 @@ def runs_window(qtbot: Any, tmp_services: Any) -> Any:
     docs/screenshots/runs.png, fed through the same record path as a live run)."""
     import runs_screenshots
 
-    from gpuplanner.ui.launch_request import LaunchRequest
-    from gpuplanner.ui.runs_pane import RunsPane
+    from gpuplanner.ui.runs.launch_request import LaunchRequest
+    from gpuplanner.ui.runs.runs_pane import RunsPane
 
     pane = RunsPane(tmp_services)
     qtbot.addWidget(pane)
@@ -125,7 +125,7 @@ def test_preemption_labels_sit_above_the_samples_and_ticks_stay_0_to_100(qtbot: 
 
 
 def test_capacity_is_in_the_title_not_over_the_memory_samples(qtbot: Any) -> None:
-    from gpuplanner.ui.live_plots import LivePlots
+    from gpuplanner.ui.runs.live_plots import LivePlots
 
     plots = LivePlots()
     qtbot.addWidget(plots)
@@ -140,9 +140,9 @@ def test_capacity_is_in_the_title_not_over_the_memory_samples(qtbot: Any) -> Non
 
 @pytest.mark.parametrize("dark", [False, True])
 def test_banner_and_line_labels_read_on_both_palettes(qtbot: Any, dark: bool) -> None:
-    from gpuplanner.ui.alert_banner import AlertBanner
-    from gpuplanner.ui.live_plots import LivePlots
     from gpuplanner.ui.palette import dark_palette, light_palette
+    from gpuplanner.ui.runs.alert_banner import AlertBanner
+    from gpuplanner.ui.runs.live_plots import LivePlots
 
     app = QApplication.instance()
     before = app.palette()
@@ -166,7 +166,7 @@ def test_banner_and_line_labels_read_on_both_palettes(qtbot: Any, dark: bool) ->
 
 
 def test_launch_dialog_opens_long_values_at_their_start(qtbot: Any) -> None:
-    from gpuplanner.ui.launch_dialog import LaunchDialog
+    from gpuplanner.ui.dialogs.launch_dialog import LaunchDialog
 
     command = "torchrun --nproc-per-node 8 train.py --config configs/llama-3b.yaml " + "--flag value " * 20
     dialog = LaunchDialog([("local", "This machine", None)], {"mode": "command", "command": command}, remember=False)

@@ -9,8 +9,8 @@ import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QDialog
 
-from gpuplanner.ui.ring_buffer import RingBuffer
-from gpuplanner.ui.run_telemetry import RunTelemetry
+from gpuplanner.ui.runs.ring_buffer import RingBuffer
+from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 from tests.ui.helpers import FakeHostKeyError, tiny_request
 
 pytestmark = pytest.mark.xdist_group("ui_runs")
@@ -80,7 +80,7 @@ def test_telemetry_from_records_and_markers() -> None:
 
 
 def test_trust_dialog_accepts_and_refuses(qtbot) -> None:
-    from gpuplanner.ui.trust_dialog import TrustHostKeyDialog, ask_trust, changed_key_box
+    from gpuplanner.ui.dialogs.trust_dialog import TrustHostKeyDialog, ask_trust, changed_key_box
 
     exc = FakeHostKeyError()
     dialog = TrustHostKeyDialog(exc)
@@ -116,7 +116,7 @@ def test_trust_dialog_accepts_and_refuses(qtbot) -> None:
 
 
 def test_launch_dialog_maps_plan_settings(qtbot) -> None:
-    from gpuplanner.ui.launch_dialog import LaunchDialog
+    from gpuplanner.ui.dialogs.launch_dialog import LaunchDialog
 
     settings = {
         "model": "gpt2",
@@ -155,7 +155,7 @@ def test_launch_dialog_maps_plan_settings(qtbot) -> None:
 def test_peak_decimator_matches_a_fresh_reduction_as_rows_arrive_and_drop() -> None:
     """The incremental bucket summary equals min/max over the rows the ring buffer holds, after each
     batch, also while the ring drops its oldest rows; each update only reduces the new rows."""
-    from gpuplanner.ui.ring_buffer import PeakDecimator
+    from gpuplanner.ui.runs.ring_buffer import PeakDecimator
 
     rng = np.random.default_rng(1)
     buf = RingBuffer(("x", "a", "b"), 3000, initial=16)
@@ -194,7 +194,7 @@ def test_live_plots_keep_every_bucket_extreme_and_the_latest_sample(qtbot, follo
     exactly the raw min and max (no spike hidden), and they end at the newest sample, also after more
     samples arrive. ``follow``: the scrolling "last 10 minutes", over enough frames for the window to
     pass chunk boundaries (the settled body is then rebuilt, otherwise only the live ends move)."""
-    from gpuplanner.ui.live_plots import LivePlots
+    from gpuplanner.ui.runs.live_plots import LivePlots
     from tests.benchmarks.synthetic_runs import synthetic_telemetry
 
     tel = synthetic_telemetry(2, 86_400, seed=3)
@@ -243,7 +243,7 @@ def test_live_plots_keep_every_bucket_extreme_and_the_latest_sample(qtbot, follo
 @pytest.mark.parametrize("width", [1060, 900])  # the pane alone; its plots inside the 1280x800 window
 def test_plot_titles_fit_their_plots(qtbot, width: int) -> None:
     """Simulated telemetry with SM activity gives the longest titles; none may be cut off."""
-    from gpuplanner.ui.live_plots import LivePlots
+    from gpuplanner.ui.runs.live_plots import LivePlots
     from tests.benchmarks.synthetic_runs import synthetic_telemetry
 
     tel = synthetic_telemetry(2, 600)
@@ -274,7 +274,7 @@ def test_redraw_benchmark_runs() -> None:
 def test_demo_run_shows_simulated_live_data_and_ends_in_history(qtbot, runs_pane, monkeypatch) -> None:
     from gpuplanner.history.db import connect
     from gpuplanner.history.runs import get_run
-    from gpuplanner.ui import runs_pane as module
+    from gpuplanner.ui.runs import runs_pane as module
 
     original = module.demo_request
 
@@ -318,7 +318,7 @@ def _demo_cpu(request):
 
 @pytest.mark.slow
 def test_launch_from_dialog_then_stop_resume_from_buttons(qtbot, runs_pane, monkeypatch) -> None:
-    from gpuplanner.ui.launch_dialog import LaunchDialog
+    from gpuplanner.ui.dialogs.launch_dialog import LaunchDialog
 
     def accept(dialog: LaunchDialog) -> int:
         dialog.extra_edit.setText(" ".join(tiny_request(4000).trainer_args[4:]))
@@ -329,7 +329,9 @@ def test_launch_from_dialog_then_stop_resume_from_buttons(qtbot, runs_pane, monk
     monkeypatch.setattr(LaunchDialog, "exec", accept)
     finished: list[int] = []
     runs_pane.runFinished.connect(finished.append)
-    demo_model = str(__import__("gpuplanner.ui.launch_request", fromlist=["demo_dir"]).demo_dir() / "tiny-gpt2.json")
+    demo_model = str(
+        __import__("gpuplanner.ui.runs.launch_request", fromlist=["demo_dir"]).demo_dir() / "tiny-gpt2.json"
+    )
     runs_pane.open_launch_dialog(
         {
             "model": None,
@@ -390,7 +392,7 @@ def test_launch_a_command_from_the_dialog_shows_its_steps_and_ends_in_history(qt
     import sys
 
     from gpuplanner.history.db import connect
-    from gpuplanner.ui.launch_dialog import LaunchDialog
+    from gpuplanner.ui.dialogs.launch_dialog import LaunchDialog
     from tests.conftest import REPO_ROOT
 
     scripts = REPO_ROOT / "tests" / "data" / "user_scripts"

@@ -16,9 +16,9 @@ import pytest
 from gpuplanner.history.db import open_db
 from gpuplanner.history.runs import create_run, update_run
 from gpuplanner.sweep.study import storage_url
-from gpuplanner.ui.history_pane import HistoryPane
-from gpuplanner.ui.search_view import SearchesDialog
-from gpuplanner.ui.spend_view import SpendDialog
+from gpuplanner.ui.history.history_pane import HistoryPane
+from gpuplanner.ui.history.search_view import SearchesDialog
+from gpuplanner.ui.history.spend_view import SpendDialog
 from tests.ui.pdf_check import outside, overlaps, read_words
 
 

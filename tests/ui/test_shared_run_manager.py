@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gpuplanner.ui.main_window import MainWindow
-from gpuplanner.ui.run_controller import RunController
+from gpuplanner.ui.runs.run_controller import RunController
 from tests.ui.helpers import wait_for_result
 
 
@@ -66,7 +66,7 @@ def test_panes_share_the_windows_controller(qtbot: Any, services: Any, monkeypat
 
 
 def test_a_run_started_for_a_search_shows_in_runs(qtbot: Any, window: MainWindow) -> None:
-    from gpuplanner.ui.run_demo import demo_request
+    from gpuplanner.ui.runs.run_demo import demo_request
 
     runs = window.pane("Runs")
     first = window.run_controller.manager  # the window's one manager (built now unless the reattach built it)

@@ -12,7 +12,7 @@ from PySide6.QtGui import QPalette
 
 from gpuplanner.cli import main
 from gpuplanner.ui.palette import dark_palette, light_palette
-from gpuplanner.ui.sweep_text import (
+from gpuplanner.ui.sweep.sweep_text import (
     MISSED_COLORS,
     TRIAL_HEADERS,
     WARNING_COLORS,

@@ -15,8 +15,8 @@ from gpuplanner.history.db import open_db
 from gpuplanner.history.ingest import ingest_records
 from gpuplanner.history.runs import create_run
 from gpuplanner.history.time_breakdown import NOT_RECORDED, from_dict
-from gpuplanner.ui.history_pane import HistoryPane
-from gpuplanner.ui.time_bars import COLORS, TimeBars
+from gpuplanner.ui.history.history_pane import HistoryPane
+from gpuplanner.ui.widgets.time_bars import COLORS, TimeBars
 from tests.history.test_time_breakdown import old_run, resumed_run
 from tests.ui.helpers import wait_for_history
 
@@ -96,8 +96,8 @@ def test_history_shows_a_bar_per_run_and_the_sum(qtbot: Any, services: Any) -> N
 
 
 def test_the_runs_pane_shows_the_run_s_bar(runs_pane: Any, tmp_path: Path) -> None:
-    from gpuplanner.ui.run_entry import RunEntry
-    from gpuplanner.ui.run_telemetry import RunTelemetry
+    from gpuplanner.ui.runs.run_entry import RunEntry
+    from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 
     db_path = tmp_path / "other.sqlite"
     ids = make_runs(db_path)
@@ -111,7 +111,7 @@ def test_the_runs_pane_shows_the_run_s_bar(runs_pane: Any, tmp_path: Path) -> No
 
 
 def test_the_history_report_says_where_the_money_went(qtbot: Any, services: Any, tmp_path: Path) -> None:
-    from gpuplanner.ui.report_pdf import MARGIN_MM
+    from gpuplanner.ui.widgets.report_pdf import MARGIN_MM
     from tests.ui.pdf_check import missing_words, outside, overlaps, read_words
 
     make_runs(services.db_path)

@@ -10,9 +10,9 @@ import pytest
 from gpuplanner.history.db import open_db
 from gpuplanner.history.ingest import ingest_records
 from gpuplanner.history.runs import create_run
-from gpuplanner.ui.history_model import EXPORT_COLUMNS
-from gpuplanner.ui.history_pane import HistoryPane
-from gpuplanner.ui.history_summary import summary_html
+from gpuplanner.ui.history.history_model import EXPORT_COLUMNS
+from gpuplanner.ui.history.history_pane import HistoryPane
+from gpuplanner.ui.history.history_summary import summary_html
 from tests.history.streams import StreamBuilder
 from tests.ui.helpers import wait_for_history
 

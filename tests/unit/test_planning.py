@@ -88,7 +88,7 @@ def test_launch_takes_the_settings_compare_fitted_to_the_plans_gpu(catalog: Cata
     comparison fits it with a smaller micro-batch and more accumulation (same effective batch), and
     "Launch this plan" runs with exactly those settings."""
     from gpuplanner.planning import launch_setup
-    from gpuplanner.ui.plan_inputs import trainer_settings
+    from gpuplanner.ui.plan.plan_inputs import trainer_settings
 
     inputs = PlanInputs(
         model="llama-3.1-8b",

@@ -1,0 +1,1 @@
+"""The History place: finished runs, comparisons, searches and spend."""

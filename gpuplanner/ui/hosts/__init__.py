@@ -1,0 +1,1 @@
+"""The Hosts place."""

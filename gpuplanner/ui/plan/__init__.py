@@ -1,0 +1,1 @@
+"""The Plan place: form, options table, details, cost chart, exports."""

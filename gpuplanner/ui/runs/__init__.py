@@ -1,0 +1,1 @@
+"""The Runs place: live runs, their telemetry and plots."""

@@ -1,0 +1,106 @@
+"""The Runs pane's per-GPU table: the latest sample of every GPU, metrics a GPU does not report labelled."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QBrush, QColor, QFont, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gpuplanner.history.gpu_metrics import MISSING, UTILISATION_NOTE
+from gpuplanner.ui.runs.run_telemetry import GPU_TABLE_COLUMNS, GpuCell
+
+HEADER_TIPS = {
+    "util_pct": "NVML utilisation. " + UTILISATION_NOTE,
+    "sm_active_pct": "SM activity (GPM): the share of SMs busy. Hopper and newer GPUs only",
+    "tensor_active_pct": "Tensor activity (GPM): the share of time the tensor cores were busy. Hopper and newer only",
+    "pcie_tx_mbps": "PCIe traffic out of the GPU",
+    "pcie_rx_mbps": "PCIe traffic into the GPU (input batches, host offload)",
+    "nvlink_tx_mbps": "NVLink traffic out of the GPU over all active links (gradients between GPUs)",
+    "nvlink_rx_mbps": "NVLink traffic into the GPU over all active links",
+    "sm_clock": "The SM clock and, in brackets, its share of the GPU's maximum: lower while the GPU is throttled",
+    "throttle": "Why the clocks are held down now (NVML clock event reasons), e.g. power cap, thermal",
+    "temp_c": "GPU temperature",
+}
+CAPTION = (
+    f"“not reported”: {MISSING} (SM and tensor activity need GPM, on Hopper and newer; NVLink needs active"
+    " NVLink links); “…”: waiting for the next sample."
+)
+
+
+class GpuTable(QWidget):
+    """A compact table (one row per GPU) and a caption; fed by :meth:`show_rows` from the text timer."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        self.table = QTableWidget(0, len(GPU_TABLE_COLUMNS))
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.table.setFocusPolicy(self.table.focusPolicy())
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.horizontalHeader().setMinimumSectionSize(60)
+        for column, (key, header) in enumerate(GPU_TABLE_COLUMNS):
+            if key in ("sm_clock", "throttle"):  # "1755 MHz (89%)", "power cap": never cut
+                self.table.horizontalHeader().setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+            item = QTableWidgetItem(header)
+            item.setToolTip(HEADER_TIPS.get(key, ""))
+            self.table.setHorizontalHeaderItem(column, item)
+        self.caption = QLabel(CAPTION)
+        self.caption.setWordWrap(True)
+        self.caption.setStyleSheet("color: gray; font-size: 9pt")
+        layout.addWidget(self.table)
+        layout.addWidget(self.caption)
+        self._rows: list[tuple[str, list[GpuCell]]] = []
+        self._fit_height()
+
+    def show_rows(self, rows: list[tuple[str, list[GpuCell]]]) -> None:
+        """Show one row per GPU (from :meth:`RunTelemetry.gpu_table`); unchanged rows are left alone."""
+        if rows == self._rows:
+            return
+        self._rows = rows
+        self.table.setRowCount(len(rows))
+        muted = QBrush(self.palette().color(QPalette.ColorRole.PlaceholderText))
+        normal = QBrush(self.palette().color(QPalette.ColorRole.Text))
+        italic = QFont(self.font())
+        italic.setItalic(True)
+        for r, (label, cells) in enumerate(rows):
+            self.table.setVerticalHeaderItem(r, QTableWidgetItem(label))
+            for c, cell in enumerate(cells):
+                item = self.table.item(r, c)
+                if item is None:
+                    item = QTableWidgetItem()
+                    self.table.setItem(r, c, item)
+                item.setText(cell.text)
+                item.setToolTip(cell.tooltip)
+                item.setForeground(muted if cell.state != "value" else normal)
+                item.setFont(italic if cell.state == "missing" else self.font())
+                if cell.state == "value" and GPU_TABLE_COLUMNS[c][0] == "throttle" and cell.text != "none":
+                    item.setForeground(QBrush(QColor("#b35c00")))
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        """At least two GPUs' rows (more scroll inside the table), at most all of them: the pane's splitter
+        between the plots and this table decides within that."""
+        header = self.table.horizontalHeader().sizeHint().height()
+        row = self.table.verticalHeader().defaultSectionSize()
+        frame = 2 * self.table.frameWidth() + 2
+        self.table.setMinimumHeight(header + max(1, min(len(self._rows), 2)) * row + frame)
+        self.table.setMaximumHeight(header + max(1, len(self._rows)) * row + frame)
+        caption = 2 * self.caption.fontMetrics().lineSpacing() + 6  # the note, wrapped on two lines at most
+        self.setMaximumHeight(self.table.maximumHeight() + caption)
+
+    def cell_text(self, row: int, column: int) -> str:
+        item = self.table.item(row, column)
+        return item.text() if item is not None else ""

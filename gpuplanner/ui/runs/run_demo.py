@@ -1,0 +1,58 @@
+"""The demo run: the shipped tiny GPT-2 config and corpus trained on this machine with fast telemetry, so
+a new user sees live plots (and can try Stop, Simulate preemption and Resume) within a minute."""
+
+from __future__ import annotations
+
+from gpuplanner.ui.runs.launch_memory import settings_store
+from gpuplanner.ui.runs.launch_request import LaunchRequest, demo_dir
+
+DEMO_STEPS_KEY = "demo/steps"
+DEMO_STEPS = 3000  # about a minute and a half on one CPU core: time to try Stop and Simulate preemption
+
+
+def demo_steps() -> int:
+    """How many steps the demo run trains (the settings' ``demo/steps``, else :data:`DEMO_STEPS`)."""
+    try:
+        stored = settings_store().value(DEMO_STEPS_KEY, DEMO_STEPS)
+        steps = int(stored) if isinstance(stored, (int, float, str)) else DEMO_STEPS
+    except (TypeError, ValueError):
+        return DEMO_STEPS
+    return max(10, steps)
+
+
+def demo_request(max_steps: int | None = None) -> LaunchRequest:
+    """The demo run: the shipped tiny GPT-2 config and corpus on this machine, fast telemetry; it trains
+    ``max_steps`` (default :func:`demo_steps`), checkpointing every 250 steps so Resume has one to use."""
+    if max_steps is None:
+        max_steps = demo_steps()
+    every = str(max(10, min(250, max_steps // 4)))
+    demo = demo_dir()
+    args = [
+        "--model-config",
+        str(demo / "tiny-gpt2.json"),
+        "--data",
+        str(demo / "corpus"),
+        "--seq-len",
+        "64",
+        "--micro-batch",
+        "8",
+        "--max-steps",
+        str(max_steps),
+        "--lr",
+        "2e-3",
+        "--warmup-steps",
+        "20",
+        "--eval-every-steps",
+        every,
+        "--eval-batches",
+        "2",
+        "--checkpoint-every-steps",
+        every,
+        "--checkpoint-every-minutes",
+        "0",
+        "--log-interval-s",
+        "0.25",
+        "--gpu-interval-s",
+        "0.5",
+    ]
+    return LaunchRequest(host_name="local", trainer_args=args, name="Demo run (tiny GPT-2)", gpus=1)

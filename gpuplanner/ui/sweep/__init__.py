@@ -1,0 +1,1 @@
+"""The Sweep place: budgeted searches."""

@@ -1,0 +1,1 @@
+"""Widgets and renderers several places share."""
