@@ -35,9 +35,7 @@ from gpuplanner.plan.catalog import (
     offers_to_csv,
     user_files,
 )
-from gpuplanner.plan.catalog_update import CHANGE_THRESHOLD
 from gpuplanner.plan.price_dates import (
-    STALE_AFTER_DAYS,
     describe_age,
     describe_offer_ages,
     offer_ages,
@@ -45,15 +43,15 @@ from gpuplanner.plan.price_dates import (
 )
 
 
-def _usage_error(message: str) -> Exception:
+def usage_error(message: str) -> Exception:
     return UsageError(message)
 
 
-def _load() -> Catalog:
+def load_or_usage_error() -> Catalog:
     try:
         return load_catalog()
     except CatalogError as exc:
-        raise _usage_error(str(exc)) from None
+        raise usage_error(str(exc)) from None
 
 
 def gpu_dict(spec: GpuSpec) -> dict[str, Any]:
@@ -117,7 +115,7 @@ def _num(value: float | None, digits: int = 1) -> str:
 
 
 def _gpus(args: argparse.Namespace) -> int:
-    catalog = _load()
+    catalog = load_or_usage_error()
     if args.json:
         print(json.dumps([gpu_dict(g) for g in catalog.gpus], indent=2))
         return 0
@@ -163,10 +161,10 @@ def _summary(offers: Sequence[PriceOffer], as_json: bool) -> int:
 
 def _prices(args: argparse.Namespace) -> int:
     if args.json and args.csv:
-        raise _usage_error("--json, --csv: choose one output format")
+        raise usage_error("--json, --csv: choose one output format")
     if args.summary and args.csv:
-        raise _usage_error("--summary, --csv: choose one output format")
-    catalog = _load()
+        raise usage_error("--summary, --csv: choose one output format")
+    catalog = load_or_usage_error()
     offers = catalog.offers_for(args.gpu) if args.gpu else catalog.offers
     offers = tuple(sorted(offers, key=lambda o: (o.gpu, o.on_demand_usd, o.provider, o.region, o.instance_type)))
     if args.summary:
@@ -226,7 +224,7 @@ def _prices(args: argparse.Namespace) -> int:
     return 0
 
 
-_PROVIDER = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}$")
+PROVIDER_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}$")
 
 
 def _import_skypilot(args: argparse.Namespace) -> int:
@@ -235,14 +233,14 @@ def _import_skypilot(args: argparse.Namespace) -> int:
     from gpuplanner.plan.skypilot import import_vms_csv, merge_into_user_prices
 
     provider = args.provider.strip().lower()
-    if not _PROVIDER.match(provider) or provider == OWN_PROVIDER:
-        raise _usage_error(
+    if not PROVIDER_PATTERN.match(provider) or provider == OWN_PROVIDER:
+        raise usage_error(
             "--provider: a cloud name of letters, digits, '.', '_' or '-' such as aws, gcp or azure "
             f"('{OWN_PROVIDER}' is kept for machines.toml)"
         )
     path = Path(args.vms_csv)
     if not path.is_file():
-        raise _usage_error(f"VMS_CSV: no such file: {path}")
+        raise usage_error(f"VMS_CSV: no such file: {path}")
     as_of = args.as_of
     if as_of is None:  # the day SkyPilot wrote its copy of the catalog, not today
         as_of = _dt.date.fromtimestamp(path.stat().st_mtime).isoformat()
@@ -250,15 +248,15 @@ def _import_skypilot(args: argparse.Namespace) -> int:
         try:
             _dt.date.fromisoformat(as_of)
         except ValueError:
-            raise _usage_error(f"--as-of: an ISO date like 2026-11-20, got {as_of!r}") from None
-    catalog = _load()
+            raise usage_error(f"--as-of: an ISO date like 2026-11-20, got {as_of!r}") from None
+    catalog = load_or_usage_error()
     try:
         result = import_vms_csv(path, provider, catalog, as_of=as_of)
         offers = with_shipped_interruptions(result.offers, builtin_catalog().offers)
         result = replace(result, offers=tuple(offers))
         merged = merge_into_user_prices(result.offers, catalog=catalog) if result.offers else None
     except CatalogError as exc:
-        raise _usage_error(str(exc)) from None
+        raise usage_error(str(exc)) from None
     report = result.report
     if args.json:
         document = report.to_dict()
@@ -296,149 +294,29 @@ def _import_skypilot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _offer_words(offer: PriceOffer) -> str:
-    return f"{offer.provider} {offer.region_label} {offer.gpu} {offer.instance_type} ({offer.gpu_count} GPUs)"
+def _update_action(args: argparse.Namespace) -> int:
+    from gpuplanner.commands.catalog_updating import update  # its own module (it imports this one's helpers)
 
-
-def _update(args: argparse.Namespace) -> int:
-    from gpuplanner.catalog_fetch import LAST_MODIFIED, Offline, fetch_all
-    from gpuplanner.plan.catalog_update import DEFAULT_CLOUDS, apply_update, base_url
-
-    base = base_url(args.url)
-    if not base.startswith(("http://", "https://")):
-        raise _usage_error(f"--url: an http:// or https:// address, got {base!r}")
-    advisor_url = args.spot_advisor_url
-    if advisor_url is not None and not advisor_url.startswith(("http://", "https://")):
-        # never a file:// or other scheme: a rejected "advisor file" would echo part of a local file
-        raise _usage_error(f"--spot-advisor-url: an http:// or https:// address, got {advisor_url!r}")
-    clouds = tuple(dict.fromkeys(c.strip().lower() for c in (args.cloud or DEFAULT_CLOUDS)))
-    for cloud in clouds:
-        if not _PROVIDER.match(cloud) or cloud == OWN_PROVIDER:
-            raise _usage_error(f"--cloud: a SkyPilot cloud name such as {', '.join(DEFAULT_CLOUDS)}, got {cloud!r}")
-    if not args.timeout > 0:
-        raise _usage_error(f"--timeout: a positive number of seconds, got {args.timeout!r}")
-    as_of = args.as_of
-    if as_of is not None:
-        try:
-            _dt.date.fromisoformat(as_of)
-        except ValueError:
-            raise _usage_error(f"--as-of: an ISO date like 2026-11-20, got {as_of!r}") from None
-    catalog = _load()
-    try:
-        fetched, failures = fetch_all(base, clouds, timeout=args.timeout, as_of=as_of)
-    except Offline as exc:
-        if args.json:
-            print(json.dumps({"ok": False, "offline": str(exc), "written": False}, indent=2))
-        else:
-            print(f"gpuplanner catalog update: offline: {exc}; the price catalog is unchanged", file=sys.stderr)
-        return 1
-    advisor, advisor_info = None, None
-    if any(f.cloud == "aws" for f in fetched):
-        advisor, advisor_info = _spot_advisor(args, base)
-    try:
-        report = apply_update(
-            fetched, failures, advisor=advisor, catalog=Catalog(catalog.gpus, ()), replace_newer=args.replace
-        )
-    except OSError as exc:
-        raise _usage_error(f"cannot write the price cache: {exc}") from None
-    if args.json:
-        document = report.to_dict()
-        document["spot_advisor"] = advisor_info
-        print(json.dumps(document, indent=2))
-        return 0 if report.ok else 1
-    for cloud in report.clouds:
-        if cloud.status in ("updated", "kept-newer-cache"):
-            line = f"{cloud.cloud}: {describe_age(cloud.as_of)} (from the {cloud.date_basis})"
-            line += f", {cloud.offers} offers" if cloud.status == "updated" else f": kept, {cloud.message}"
-            if cloud.status == "updated" and cloud.message:
-                line += f"; {cloud.message}"
-            if cloud.stale_days is not None:
-                line += f"; STALE: older than {STALE_AFTER_DAYS} days"
-        else:
-            line = f"{cloud.cloud}: {cloud.status}: {cloud.message}"
-        print(line)
-        if cloud.status == "updated" and cloud.date_basis == LAST_MODIFIED:
-            print(
-                f"  {cloud.cloud}: dated by the server's Last-Modified header, not by the catalog: a mirror or a copy "
-                "dates it by the day it was copied; give the catalog's date with --as-of DATE"
-            )
-        if cloud.malformed or cloud.gpu_only:
-            print(
-                f"  {cloud.cloud}: skipped {cloud.malformed} malformed rows and {cloud.gpu_only} GPU-only rows "
-                "(an accelerator without its host machine's price: not rentable)"
-            )
-            for problem in cloud.problems:
-                print(f"    {problem}")
-    if advisor_info is not None:
-        print(f"aws spot interruptions: {advisor_info['message']}")
-    if report.written:
-        print(f"new offers: {len(report.new_offers)}")
-        for offer in report.new_offers[:_LISTED]:
-            print(f"  {_offer_words(offer)}: {human_money(offer.on_demand_usd, 3)}/GPU-h on demand")
-        if len(report.new_offers) > _LISTED:
-            print(f"  ... and {len(report.new_offers) - _LISTED} more (`gpuplanner catalog prices` lists all)")
-        print(f"price changes above {CHANGE_THRESHOLD:.0%}: {len(report.changes)}")
-        for change in report.changes[:_LISTED]:
-            print(
-                f"  {_offer_words(change.offer)} {change.pricing}: {human_money(change.old_usd, 3)} -> {human_money(change.new_usd, 3)}/GPU-h "
-                f"({change.change_pct:+.1f}%)"
-            )
-        if len(report.changes) > _LISTED:
-            print(f"  ... and {len(report.changes) - _LISTED} more")
-        print(f"cache: {report.cache_path} (your {user_files()['prices']} still wins where it has an offer)")
-    else:
-        print("nothing changed")
-    return 0 if report.ok else 1
-
-
-_LISTED = 20
-
-
-def _spot_advisor(args: argparse.Namespace, base: str) -> tuple[Any, dict[str, Any]]:
-    """AWS's Spot Instance Advisor bands and their date, or None, with a note for the report. Its failure
-    never stops the update: AWS spot offers then keep the shipped (or assumed) rates."""
-    from gpuplanner.catalog_fetch import FetchError, Offline, fetch_dated
-    from gpuplanner.plan.catalog_update import parse_spot_advisor, spot_advisor_url
-
-    url = spot_advisor_url(args.spot_advisor_url, base)
-    info: dict[str, Any] = {"url": url, "as_of": None, "status": "failed"}
-    try:
-        text, as_of, basis = fetch_dated(url, timeout=args.timeout)
-        bands = parse_spot_advisor(text, url)
-    except (Offline, FetchError) as exc:
-        info["message"] = f"the Spot Instance Advisor is not available ({exc}); shipped or assumed rates kept"
-        return None, info
-    except CatalogError as exc:
-        info["status"] = "rejected"
-        info["message"] = f"the Spot Instance Advisor file was rejected ({exc}); shipped or assumed rates kept"
-        return None, info
-    info.update(
-        {
-            "as_of": as_of,
-            "status": "used",
-            "message": f"AWS Spot Instance Advisor, {describe_age(as_of)} (from the {basis}), {len(bands)} bands",
-        }
-    )
-    return (bands, as_of), info
+    return update(args)
 
 
 def _save_machine(name: str, fields: dict[str, Any], catalog: Catalog) -> Path:
     try:
         return save_machine(name, fields, catalog)
     except MachineSaveError as exc:
-        raise _usage_error(f"--save: {exc}") from None
+        raise usage_error(f"--save: {exc}") from None
 
 
 def _tco(args: argparse.Namespace) -> int:
     from gpuplanner.plan.ownership import HOST_OVERHEAD_W, OwnHardware, amortised_price, estimated_power_w
     from gpuplanner.plan.setup import PlanInputError
 
-    catalog = _load()
+    catalog = load_or_usage_error()
     spec = catalog.find_gpu(args.gpu)
     if spec is None:
-        raise _usage_error(f"--gpu: unknown GPU {args.gpu!r}; known: {', '.join(g.name for g in catalog.gpus)}")
+        raise usage_error(f"--gpu: unknown GPU {args.gpu!r}; known: {', '.join(g.name for g in catalog.gpus)}")
     if args.gpus < 1:
-        raise _usage_error(f"--gpus: a whole number of at least 1, got {args.gpus}")
+        raise usage_error(f"--gpus: a whole number of at least 1, got {args.gpus}")
     power_estimated = args.power_w is None
     power = estimated_power_w(args.gpus, spec.tdp_w) if power_estimated else args.power_w
     try:
@@ -456,14 +334,14 @@ def _tco(args: argparse.Namespace) -> int:
             )
         )
     except PlanInputError as exc:
-        raise _usage_error(str(exc)) from None
+        raise usage_error(str(exc)) from None
     rented = [o for o in catalog.offers_for(spec.name) if not o.own]
     cloud = min(rented, key=lambda o: (o.on_demand_usd, o.provider, o.instance_type), default=None)
     saved = None
     if args.save:
         name = args.save.strip()
         if not name:
-            raise _usage_error("--save: a machine name, e.g. workstation")
+            raise usage_error("--save: a machine name, e.g. workstation")
         saved = _save_machine(name, machine_fields(name, spec.name, price, power_estimated), catalog)
     if args.json:
         document = price.to_dict()
@@ -590,7 +468,7 @@ def register(subparsers: Any) -> None:
     )
     update.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds per download (default 30)")
     update.add_argument("--json", action="store_true", help="print one JSON document")
-    update.set_defaults(handler=_update)
+    update.set_defaults(handler=_update_action)
 
     tco = sub.add_parser(
         "tco",
