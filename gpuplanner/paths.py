@@ -12,10 +12,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover (Windows)
+    fcntl = None  # type: ignore[assignment]
 
 APP_NAME = "gpuplanner"
 
@@ -96,3 +103,19 @@ def _tighten(path: Path, mode: int) -> None:
             os.chmod(path, mode)
     except OSError:
         pass
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an advisory ``flock`` on ``path`` (created if missing) for the ``with`` block: the one way two
+    processes take turns at a read-modify-write of a shared file (the price cache's update, a search's study
+    file set-up). Where ``fcntl`` is missing (Windows) nothing is serialised."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

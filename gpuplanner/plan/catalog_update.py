@@ -22,21 +22,16 @@ Pure: standard library only, no network.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover (Windows)
-    fcntl = None  # type: ignore[assignment]
-
+from gpuplanner.paths import exclusive_lock
 from gpuplanner.plan.catalog import (
     Catalog,
     CatalogError,
@@ -357,22 +352,6 @@ def diff_offers(
 # ------------------------------------------------------------------------------------------ update
 
 
-@contextlib.contextmanager
-def _update_lock(folder: Path) -> Iterator[None]:
-    """Hold the cache's update lock (an advisory ``flock`` on ``<cache>/catalog/.update.lock``): two updates
-    at once (of different clouds, say) read, merge and write one after the other, so neither loses the
-    other's prices. Where ``fcntl`` is missing (Windows) updates are not serialised."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".update.lock", "a+b") as handle:
-        if fcntl is not None:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
 def apply_update(
     fetched: Sequence[FetchedCatalog],
     failures: Mapping[str, tuple[str, str]] | None = None,
@@ -390,7 +369,7 @@ def apply_update(
     rewritten only when some cloud was updated, and only with a text that parses back whole. ``replace_newer``
     (``--replace``) lets an older catalog replace the cached one: a cache dated wrongly ahead (a mirror's copy
     day) is corrected by the right, older date."""
-    with _update_lock(cache_folder(cache_dir)):
+    with exclusive_lock(cache_folder(cache_dir) / ".update.lock"):  # updates take turns: none loses a cloud
         return _apply_update(
             fetched,
             failures,

@@ -7,18 +7,12 @@ continues when run again with the same study name.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover (Windows)
-    fcntl = None  # type: ignore[assignment]
-
+from gpuplanner.paths import exclusive_lock
 from gpuplanner.plan.setup import PlanInputError
 from gpuplanner.sweep.schedule import Schedule
 
@@ -43,29 +37,14 @@ def storage_url(history_db: Path) -> str:
     return f"sqlite:///{storage_path(history_db)}"
 
 
-@contextlib.contextmanager
-def _storage_lock(history_db: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``<study file>.lock`` while Optuna creates or upgrades its tables: two
-    processes (a search and the window looking at it, or two searches) opening a fresh study file at once
-    both ran Optuna's schema set-up, and one failed with ``UNIQUE constraint failed:
-    alembic_version.version_num``."""
-    path = storage_path(history_db)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a+b") as handle:
-        if fcntl is not None:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
 def open_storage(history_db: Path) -> Any:
-    """The study storage beside ``history_db`` (Optuna's RDB storage on SQLite), its tables made under
-    :func:`_storage_lock`: the one way every part of a search opens it."""
+    """The study storage beside ``history_db`` (Optuna's RDB storage on SQLite): the one way every part of a
+    search opens it. Its tables are made under a lock on ``<study file>.lock``: two processes (a search and the
+    window looking at it, or two searches) opening a fresh study file at once both ran Optuna's schema set-up,
+    and one failed with ``UNIQUE constraint failed: alembic_version.version_num``."""
     optuna = _optuna()
-    with _storage_lock(history_db):
+    path = storage_path(history_db)
+    with exclusive_lock(path.with_name(path.name + ".lock")):
         return optuna.storages.RDBStorage(storage_url(history_db), engine_kwargs={"connect_args": {"timeout": 30}})
 
 
