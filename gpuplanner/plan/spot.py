@@ -4,9 +4,13 @@ Interruptions arrive as a Poisson process of rate ``lambda`` per hour of running
 restart ``R`` (new machine, load the checkpoint, warm up) and the work done since the last
 checkpoint, unless the provider's stop notice leaves time to write a final checkpoint (then it costs
 that write instead). Writing the periodic checkpoints takes time too, and is shown with the rest of
-the overhead. Expected figures come from closed forms of this process (see :func:`_expected_lossy`);
+the overhead. Expected figures come from closed forms of this process (see :func:`_expected_lossy`).
 P50/P90 and the chance of meeting a deadline come from a Monte Carlo simulation of the same process
-with a fixed seed, so they are reproducible.
+with a fixed seed, so they are reproducible, while a run expects few interruptions. A long run's wall
+time is a sum of many independent segments (a renewal process), so past
+``CLOSED_FORM_MIN_INTERRUPTIONS`` expected interruptions its distribution is taken as normal with the
+closed-form mean and variance of that sum (:func:`wall_hours_moments`): the cost of an estimate then
+does not grow with the length of the job.
 """
 
 from __future__ import annotations
@@ -23,8 +27,12 @@ MONTE_CARLO_RUNS = 2000
 MONTE_CARLO_SEED = 20261122
 # Seconds of notice needed beyond the checkpoint write itself (signal delivery, finishing a step).
 NOTICE_MARGIN_S = 10.0
-# A run that would need more interruptions than this is treated as never finishing.
+# A run that would need more interruptions than this is treated as never finishing (also the
+# simulation's longest history).
 MAX_INTERRUPTIONS = 4096
+# From this many expected interruptions on, P50/P90 come from the normal approximation of the
+# renewal sum (checked against the simulation in tests/plan/test_spot.py), not from the simulation.
+CLOSED_FORM_MIN_INTERRUPTIONS = 30.0
 
 
 @dataclass(frozen=True)
@@ -166,13 +174,77 @@ def _simulation(
     return _Simulation(rate, per_interruption, segment, lose_work, runs, seed)
 
 
+@functools.lru_cache(maxsize=8)
+def _standard_normals(runs: int, seed: int) -> np.ndarray:
+    values = np.random.default_rng(seed).standard_normal(runs)
+    values.flags.writeable = False
+    return values
+
+
+def _truncated_exponential_moments(rate: float, length: float) -> tuple[float, float]:
+    """Mean and variance of the time to an interruption, given that it comes within ``length`` hours."""
+    rl = rate * length
+    if rl < 1e-4:  # nearly uniform on [0, length); the exact forms cancel catastrophically here
+        return length / 2.0 - rate * length * length / 12.0, length * length / 12.0
+    odds = 1.0 / math.expm1(rl)  # e^(-rl) / (1 - e^(-rl))
+    mean = 1.0 / rate - length * odds
+    second = 2.0 / (rate * rate) - (length * length + 2.0 * length / rate) * odds
+    return mean, max(second - mean * mean, 0.0)
+
+
+def _segment_moments(rate: float, restart: float, length: float) -> tuple[float, float]:
+    """Mean and variance of the wall hours to get ``length`` hours done without an interruption.
+
+    The failed tries before the first success are geometric in number (``N``, success chance
+    ``e^(-rate length)``); each costs its truncated-exponential running time ``X`` plus the restart:
+    ``Y = length + sum(X_i + restart)``, a compound sum with ``Var = E[N] Var X + Var N (E X + restart)^2``.
+    """
+    if length <= 0.0:
+        return 0.0, 0.0
+    fails_mean = math.expm1(rate * length)
+    fails_var = fails_mean * math.exp(rate * length)
+    try_mean, try_var = _truncated_exponential_moments(rate, length)
+    cost = try_mean + restart
+    return length + fails_mean * cost, fails_mean * try_var + fails_var * cost * cost
+
+
+def wall_hours_moments(work: float, terms: SpotTerms) -> tuple[float, float]:
+    """Closed-form mean and variance of a spot run's wall hours for ``work`` hours (checkpoints included)."""
+    rate = terms.interruptions_per_hour
+    per_interruption = terms.restart_hours + terms.stop_checkpoint_hours
+    if terms.graceful_stop:  # Poisson interruptions over the work, each costing a fixed time
+        return work + rate * work * per_interruption, rate * work * per_interruption**2
+    segment = terms.checkpoint_interval_hours + terms.checkpoint_write_hours
+    full_segments = math.floor(work / segment)
+    mean, var = _segment_moments(rate, per_interruption, segment)
+    last_mean, last_var = _segment_moments(rate, per_interruption, work - full_segments * segment)
+    return full_segments * mean + last_mean, full_segments * var + last_var
+
+
+def _expected_interruptions(work: float, terms: SpotTerms) -> float:
+    if terms.graceful_stop:
+        return terms.interruptions_per_hour * work
+    return _expected_lossy(work, terms)[1]
+
+
 def simulate_wall_hours(
     compute_hours: float, terms: SpotTerms, runs: int = MONTE_CARLO_RUNS, seed: int = MONTE_CARLO_SEED
 ) -> np.ndarray:
-    """Wall hours of ``runs`` simulated spot runs (``inf`` for one that never finishes)."""
+    """Wall hours of ``runs`` spot runs (``inf`` for one that never finishes).
+
+    Simulated while the run expects fewer than ``CLOSED_FORM_MIN_INTERRUPTIONS`` interruptions;
+    beyond that, ``runs`` fixed normal quantiles of the closed-form mean and variance (never below
+    the work itself), so the cost is the same for any length of job.
+    """
     work = _work_with_checkpoints(compute_hours, terms)
     if terms.interruptions_per_hour == 0.0 or work == 0.0:
         return np.full(runs, work)
+    interruptions = _expected_interruptions(work, terms)
+    if not interruptions < MAX_INTERRUPTIONS:
+        return np.full(runs, math.inf)
+    if interruptions >= CLOSED_FORM_MIN_INTERRUPTIONS:
+        mean, var = wall_hours_moments(work, terms)
+        return np.maximum(mean + math.sqrt(var) * _standard_normals(runs, seed), work)
     simulation = _simulation(
         terms.interruptions_per_hour,
         terms.restart_hours + terms.stop_checkpoint_hours,

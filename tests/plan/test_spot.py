@@ -155,3 +155,57 @@ def test_simulated_wall_hours_match_a_run_by_run_replay(rate, segment, lose_work
         _reference_wall_hours(rate, 1 / 6, segment, lose_work, 60, 7, work / 2),
         rtol=1e-12,
     )
+
+
+@pytest.mark.parametrize(
+    "terms",
+    [
+        SpotTerms(0.2, restart_hours=1 / 6, checkpoint_interval_hours=0.5, checkpoint_write_hours=0.01),
+        SpotTerms(1.5, restart_hours=0.25, checkpoint_interval_hours=0.25, checkpoint_write_hours=0.02),
+        SpotTerms(0.2, restart_hours=1 / 6, checkpoint_interval_hours=0.5, checkpoint_write_hours=0.01, notice_s=120),
+    ],
+)
+def test_closed_form_moments_match_the_simulation(terms: SpotTerms) -> None:
+    from gpuplanner.plan.spot import _Simulation, wall_hours_moments
+
+    work = 60.0
+    simulation = _Simulation(
+        terms.interruptions_per_hour,
+        terms.restart_hours + terms.stop_checkpoint_hours,
+        terms.checkpoint_interval_hours + terms.checkpoint_write_hours,
+        not terms.graceful_stop,
+        40_000,
+        11,
+    )
+    simulated = simulation.wall_hours(work)
+    mean, var = wall_hours_moments(work, terms)
+    assert mean == pytest.approx(simulated.mean(), rel=0.005)
+    assert math.sqrt(var) == pytest.approx(simulated.std(), rel=0.03)
+
+
+@pytest.mark.parametrize(("graceful", "compute"), [(False, 55.0), (True, 66.0)])
+def test_long_jobs_use_the_closed_form_and_agree_with_the_simulation_at_the_switch(
+    graceful: bool, compute: float
+) -> None:
+    """Just past the switch the normal approximation's P50/P90 are within 2% of the simulation's."""
+    from gpuplanner.plan.spot import CLOSED_FORM_MIN_INTERRUPTIONS, _order_statistics, _Simulation
+
+    terms = SpotTerms(0.5, restart_hours=1 / 6, checkpoint_interval_hours=0.5, notice_s=120 if graceful else None)
+    estimate = estimate_spot(compute, terms)
+    assert CLOSED_FORM_MIN_INTERRUPTIONS <= estimate.expected_interruptions < 1.2 * CLOSED_FORM_MIN_INTERRUPTIONS
+    simulated = _Simulation(0.5, 1 / 6, 0.5, not graceful, 40_000, 3).wall_hours(compute)
+    p50, p90 = _order_statistics(simulated, (0.5, 0.9))
+    assert estimate.p50_hours == pytest.approx(p50, rel=0.02)
+    assert estimate.p90_hours == pytest.approx(p90, rel=0.02)
+    assert estimate.hours == pytest.approx(simulated.mean(), rel=0.01)
+
+
+def test_a_very_long_job_is_estimated_without_simulating() -> None:
+    from gpuplanner.plan import spot
+
+    spot._simulation.cache_clear()
+    estimate = estimate_spot(20_000.0, SpotTerms(0.1, checkpoint_interval_hours=0.5), deadline_hours=25_000.0)
+    assert spot._simulation.cache_info().currsize == 0  # no history was simulated
+    assert estimate.finishes and estimate.expected_interruptions == pytest.approx(2000, rel=0.05)
+    assert estimate.hours < estimate.p90_hours < estimate.hours * 1.05
+    assert estimate.p_meet_deadline == 1.0
