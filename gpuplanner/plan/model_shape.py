@@ -82,6 +82,9 @@ class ModelSpec:
     num_experts: int = 0
     experts_per_token: int = 0
     n_active_params: int = 0
+    # Empty when the config's layout is one the planner reads exactly; otherwise one line naming the
+    # field it could not read exactly (every plan of this model carries it as a warning)
+    reading_note: str = ""
 
     @property
     def active_params(self) -> int:

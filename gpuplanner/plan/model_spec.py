@@ -12,6 +12,12 @@ Which Hugging Face class a config counts as:
   MLM transform + tied decoder + decoder bias), ``BertForSequenceClassification`` (pooler +
   classifier of ``num_labels``), otherwise ``BertModel`` (with pooler).
 - ``llama`` family (llama, mistral, qwen2, qwen3, gemma, gemma2 and look-alikes): ``*ForCausalLM``.
+- ``qwen`` (Qwen v1, ``QWenLMHeadModel``, remote code): fused ``attn.c_attn`` (with bias) and
+  ``attn.c_proj``, a gated MLP ``mlp.w1``/``mlp.w2``/``mlp.c_proj`` whose width is half the
+  config's ``intermediate_size`` (Qwen-7B: 7.72B parameters).
+
+A ``model_type`` outside these is read as a Llama-like decoder, and the spec's ``reading_note`` says
+so (every plan shows it as a warning): the planner never guesses quietly.
 
 The types are in :mod:`gpuplanner.plan.model_shape` (re-exported here) and the reading and checking of a
 ``config.json`` in :mod:`gpuplanner.plan.model_config`. Pure Python, standard library only.
@@ -22,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -45,8 +52,11 @@ LLAMA_LIKE = (
     "gemma3_text",
     "olmo2",
     "granite",
+    "qwen",
     *MOE_TYPES,
 )
+# The Llama-like types read exactly (the rest of LLAMA_LIKE reads its own fields in moe_layout.py)
+EXACT_TYPES = frozenset(LLAMA_LIKE) | {"gpt2", "bert"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -70,7 +80,8 @@ def from_config(cfg: Mapping[str, Any], name: str | None = None, *, source: str 
     if isinstance(cfg.get("text_config"), Mapping) and "hidden_size" not in cfg:
         merged = dict(cfg["text_config"])
         cfg = merged
-    model_type = str(cfg.get("model_type") or "llama").lower()
+    given_type = cfg.get("model_type")
+    model_type = str(given_type or "llama").lower()
     family = _family_of(model_type)
     label = name or str(cfg.get("_name_or_path") or cfg.get("name") or model_type)
     if family == "gpt2":
@@ -79,6 +90,17 @@ def from_config(cfg: Mapping[str, Any], name: str | None = None, *, source: str 
         spec = _bert(cfg, label, source)
     else:
         spec = _llama(cfg, label, source, family, model_type)
+    if model_type not in EXACT_TYPES or not given_type:
+        what = (
+            f"model_type {model_type!r} is not a layout" if given_type else "the config has no model_type, not a layout"
+        )
+        spec = replace(
+            spec,
+            reading_note=(
+                f"{what} the planner reads exactly: read as a Llama-like decoder of {spec.n_params / 1e9:.3g}B "
+                "parameters; check that against the model card (or plan with --params N)"
+            ),
+        )
     if spec.n_params > MAX_PARAMS:
         raise PlanInputError(
             "model-config",
@@ -110,7 +132,7 @@ def _llama(cfg: Mapping[str, Any], label: str, source: str, family: str, model_t
     layers = config_int(cfg, "num_hidden_layers", "n_layer", "num_layers")
     heads = config_int(cfg, "num_attention_heads", "n_head", "num_heads")
     kv = config_int(cfg, "num_key_value_heads", default=heads)
-    hd_raw = cfg.get("head_dim")
+    hd_raw = cfg.get("head_dim") if model_type != "qwen" else cfg.get("kv_channels")
     hd = int(hd_raw) if isinstance(hd_raw, (int, float)) and not isinstance(hd_raw, bool) and hd_raw > 0 else h // heads
     if hd < 1:
         raise PlanInputError("model-config", "hidden_size must be at least num_attention_heads")
@@ -127,7 +149,10 @@ def _llama(cfg: Mapping[str, Any], label: str, source: str, family: str, model_t
     q, kvd = heads * hd, kv * hd
     L = layers
     latent_norms = 0
-    if cfg.get("kv_lora_rank"):  # DeepSeek's multi-head latent attention
+    if model_type == "qwen":  # Qwen v1: fused QKV with bias, o without; the MLP is half intermediate_size wide
+        inter //= 2
+        attention = [LinearModule("attn.c_attn", h, 3 * q, True, L), LinearModule("attn.c_proj", q, h, False, L)]
+    elif cfg.get("kv_lora_rank"):  # DeepSeek's multi-head latent attention
         raw, latent_norms, hd = latent_attention(cfg, h, heads, L, config_int)
         attention = [LinearModule(*m) for m in raw]
         kv = heads  # keys and values are expanded per head from the latent
@@ -139,7 +164,13 @@ def _llama(cfg: Mapping[str, Any], label: str, source: str, family: str, model_t
             LinearModule("self_attn.o_proj", q, h, o_bias, L),
         ]
     moe = moe_layout(cfg, model_type, h, L, inter, config_int) if is_moe(cfg) else None
-    if moe is None:
+    if model_type == "qwen":
+        mlp = [
+            LinearModule("mlp.w1", h, inter, False, L),
+            LinearModule("mlp.w2", h, inter, False, L),
+            LinearModule("mlp.c_proj", inter, h, False, L),
+        ]
+    elif moe is None:
         mlp = [
             LinearModule("mlp.gate_proj", h, inter, mlp_bias, L),
             LinearModule("mlp.up_proj", h, inter, mlp_bias, L),
@@ -471,10 +502,15 @@ def _human(n: int) -> str:
 
 _ATTENTION = {
     "llama": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "qwen": ("attn.c_attn", "attn.c_proj"),
     "generic": ("q_proj", "k_proj", "v_proj", "o_proj"),
     "gpt2": ("attn.c_attn", "attn.c_proj"),
     "bert": ("query", "key", "value", "attention.output.dense"),
 }
+
+
+def _attention_names(spec: ModelSpec) -> tuple[str, ...]:
+    return _ATTENTION.get(spec.model_type) or _ATTENTION[spec.family]
 
 
 def _matches(path: str, target: str) -> bool:
@@ -489,15 +525,15 @@ def resolve_targets(spec: ModelSpec, targets: tuple[str, ...]) -> tuple[LinearMo
     for t in targets:
         t = str(t).strip()
         if t == "attention":
-            names.extend(_ATTENTION[spec.family])
+            names.extend(_attention_names(spec))
         elif t in ("all-linear", "all_linear", "all"):
             names.append("\0all-linear")
         elif t:
             names.append(t)
     from gpuplanner.plan.setup import DEFAULT_LORA_TARGETS
 
-    if spec.family in ("gpt2", "bert") and tuple(targets) == DEFAULT_LORA_TARGETS:
-        names = list(_ATTENTION[spec.family])  # the Llama-named default means "the attention projections"
+    if spec.model_type in ("gpt2", "bert", "qwen") and tuple(targets) == DEFAULT_LORA_TARGETS:
+        names = list(_attention_names(spec))  # the Llama-named default means "the attention projections"
     chosen = []
     for m in spec.linears:
         if "\0all-linear" in names and not m.is_output:

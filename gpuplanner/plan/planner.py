@@ -368,7 +368,7 @@ def option_warnings(
     """The warnings of one GPU option once its memory, speed and prices are known: the one list
     :func:`make_plan` and every row of :func:`gpuplanner.plan.compare.compare` give (the GPU's missing bf16
     and spot's own warnings are added where those are worked out)."""
-    warnings: list[str] = []
+    warnings: list[str] = [request.model.reading_note] if request.model.reading_note else []
     if gpu is not None and setup.tf32 and not gpu.tflops.get("tf32"):
         warnings.append(f"{gpu.name} has no TF32 tensor cores: fp32 matmuls run at the plain fp32 rate")
     warnings += _memory_warnings(memory, gpu.memory_gib if gpu else None, request.headroom, setup)

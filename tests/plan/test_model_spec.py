@@ -235,3 +235,50 @@ def test_unknown_lora_target() -> None:
     with pytest.raises(PlanInputError) as err:
         ms.lora_trainable_params(ms.from_preset("gpt2"), 8, ("q_proj_typo",))
     assert err.value.field == "lora-targets"
+
+
+# Qwen-7B's (v1, remote code) config.json fields as published with the model; the model card gives
+# 7.72B parameters (hidden 4096, 32 layers, MLP width 11008 = intermediate_size / 2, vocab 151936).
+QWEN1_7B = {
+    "architectures": ["QWenLMHeadModel"],
+    "model_type": "qwen",
+    "hidden_size": 4096,
+    "intermediate_size": 22016,
+    "kv_channels": 128,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
+    "seq_length": 8192,
+}
+
+
+def test_qwen_v1_is_read_exactly_with_its_own_module_names() -> None:
+    spec = ms.from_config(QWEN1_7B, name="qwen-7b")
+    per_layer = 4096 * 3 * 4096 + 3 * 4096 + 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096
+    assert spec.n_params == 2 * 151936 * 4096 + 32 * per_layer + 4096 == 7_721_324_544
+    assert spec.reading_note == ""
+    assert spec.intermediate_size == 11008
+    # peft names Qwen v1's modules c_attn, c_proj, w1, w2: they are accepted, and "attention" means c_attn + c_proj
+    assert ms.lora_trainable_params(spec, 8, ("c_attn",)) == 8 * (4096 + 3 * 4096) * 32
+    assert ms.lora_trainable_params(spec, 8, ("attention",)) == 8 * (4096 + 3 * 4096 + 2 * 4096) * 32
+    with pytest.raises(PlanInputError) as info:
+        ms.resolve_targets(spec, ("q_proj",))
+    assert info.value.field == "lora-targets" and "c_attn" in info.value.message
+
+
+def test_a_layout_the_planner_does_not_know_is_said_in_every_plan(tmp_path) -> None:
+    from gpuplanner.plan.catalog import load_catalog
+    from gpuplanner.plan.planner import PlanRequest, make_plan
+    from gpuplanner.plan.runtime import Workload
+    from gpuplanner.plan.setup import TrainSetup
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**QWEN1_7B, "model_type": "falcon"}))
+    spec = ms.from_config_file(path)
+    assert "model_type 'falcon'" in spec.reading_note and "Llama-like" in spec.reading_note
+    plan = make_plan(PlanRequest(spec, TrainSetup(), Workload(tokens=10**8), gpu="H100 SXM"), load_catalog())
+    assert spec.reading_note in plan.warnings
+    assert ms.from_config(TINY["llama"]).reading_note == ""
+    no_type = {k: v for k, v in TINY["llama"].items() if k != "model_type"}
+    assert "no model_type" in ms.from_config(no_type).reading_note
