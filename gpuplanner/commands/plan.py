@@ -135,7 +135,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         choices=sorted(PIN_FLAGS),
         metavar="SETTING",
-        help=f"with --fit-settings, keep this setting as given (repeatable: {', '.join(sorted(PIN_FLAGS))})",
+        help=f"keep this setting as given (repeatable: {', '.join(sorted(PIN_FLAGS))}); without --fit-settings "
+        "only the sharding is ever changed (a multi-GPU option that does not fit replicated is planned sharded)",
     )
     comparison.add_argument(
         "--allow-qlora",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from gpuplanner.export.human import human_hours, human_money
 from gpuplanner.plan.catalog import Catalog, GpuSpec, PriceOffer, precision_for
-from gpuplanner.plan.fit_settings import Candidate, fastest_candidate, fitting_candidates
+from gpuplanner.plan.fit_settings import PINNABLE, Candidate, fastest_candidate, fitting_candidates
 from gpuplanner.plan.memory import MemoryBreakdown, estimate_memory, trainable_params
 from gpuplanner.plan.planner import (
     GIB,
@@ -82,6 +82,10 @@ def _row_reason(plan: Plan, priced: bool) -> str:
     return "; ".join(reasons)
 
 
+# Without --fit-settings only the sharding may change (every other fitting setting kept as given)
+SHARDING_ONLY = frozenset(PINNABLE) - {"sharding"}
+
+
 def compare(
     request: PlanRequest,
     catalog: Catalog,
@@ -96,6 +100,8 @@ def compare(
 
     An option is usable when it fits, has a price, meets the deadline and stays within the budget
     (spot options: in 90% of simulated runs). Unusable rows follow, cheapest first, with the reason.
+    An option over several GPUs that does not fit replicated is planned with ZeRO-2 or FSDP sharding
+    (the faster that fits; named in ``fitted``) unless ``pinned`` names ``sharding``.
     With the default counts and a deadline no single node meets, 16, 32 and 64 GPUs (whole 8-GPU
     nodes) are compared too. With ``fit_settings``, an option the requested settings do not fit gets
     the fastest settings that do (:mod:`gpuplanner.plan.fit_settings`; ``pinned`` settings stay), and
@@ -127,16 +133,16 @@ def compare(
                 found = known[candidate] = estimate_memory(request.model, candidate)
             return found
 
-        built: dict[str, tuple[Candidate, tuple[Candidate, ...]]] = {}
+        built: dict[tuple[str, frozenset[str]], tuple[Candidate, tuple[Candidate, ...]]] = {}
 
-        def fitting(method: str) -> tuple[Candidate, tuple[Candidate, ...]]:
-            if method not in built:
+        def fitting(method: str, keep: frozenset[str] = frozenset(pinned)) -> tuple[Candidate, tuple[Candidate, ...]]:
+            if (method, keep) not in built:
                 asked = setup if method == setup.method else replace(setup, method=method)
-                built[method] = (
+                built[method, keep] = (
                     Candidate(asked, memory_of(asked), (), 1.0),
-                    fitting_candidates(asked, pinned, memory_of),
+                    fitting_candidates(asked, keep, memory_of),
                 )
-            return built[method]
+            return built[method, keep]
 
         memory = memory_of(setup)
         trainable = trainable_params(request.model, setup)
@@ -150,6 +156,15 @@ def compare(
                     fitted = fastest_candidate(*fitting("qlora"), gpu.memory_gib, request.headroom, speed)
                     if fitted is not None:
                         fitted = replace(fitted, changes=(QLORA_CHANGE, *fitted.changes))
+                if fitted is not None:
+                    use, use_memory, changes = fitted.setup, memory_of(fitted.setup), fitted.changes
+            elif count > 1 and "sharding" not in pinned and memory.total / GIB > gpu.memory_gib * request.headroom:
+                # Sharding changes how the model is spread, not what is trained: an option that does not fit
+                # replicated is planned sharded (ZeRO-2 or FSDP, the faster that fits) even without --fit-settings
+                speed = _speed_of(request, gpu, trainable)
+                fitted = fastest_candidate(
+                    *fitting(setup.method, SHARDING_ONLY), gpu.memory_gib, request.headroom, speed
+                )
                 if fitted is not None:
                     use, use_memory, changes = fitted.setup, memory_of(fitted.setup), fitted.changes
             rows.extend(

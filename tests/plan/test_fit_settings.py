@@ -116,3 +116,27 @@ def test_the_speed_compare_ranks_by_is_the_estimates_tokens_per_second() -> None
             assert fast == estimate_throughput(LLAMA_8B, setup, gpu, trainable).tokens_per_s > 0
             # the remembered constants are the ones params_for builds
             assert params == load_speed_model().params_for(gpu)
+
+
+def test_compare_shards_a_model_that_does_not_fit_replicated_without_being_asked() -> None:
+    """8B full fine-tune on A100 80GB: replicated (DDP) it needs ~190 GiB per GPU, so the 4- and 8-GPU
+    options are planned sharded and say so; on 1 and 2 GPUs no sharding fits either and the option stays
+    as asked, unfit; --pin sharding keeps DDP everywhere."""
+    catalog = load_catalog()
+    model = from_preset("llama-3.1-8b")
+    request = PlanRequest(model, TrainSetup(method="full"), Workload(tokens=10**8), gpu="A100 80GB")
+    replicated = estimate_memory(model, TrainSetup(method="full", gpus=8))
+    assert replicated.total / GIB > 80  # the premise: DDP does not fit
+    rows = compare(request, catalog)
+    by_count = {(row.plan.setup.gpus, row.pricing): row for row in rows}
+    for count in (4, 8):
+        row = by_count[count, "on-demand"]
+        assert row.plan.setup.sharding in ("zero2", "fsdp")
+        assert row.fitted == (f"sharding {row.plan.setup.sharding}",)
+        assert row.plan.memory.total / GIB <= 80 * request.headroom
+        assert compare_document(row, {})["fitted_settings"] == [f"sharding {row.plan.setup.sharding}"]
+    for count in (1, 2):
+        row = by_count[count, "on-demand"]
+        assert row.plan.setup.sharding == "ddp" and not row.usable and row.fitted == ()
+    pinned = compare(request, catalog, pinned=("sharding",))
+    assert all(row.plan.setup.sharding == "ddp" and not row.usable for row in pinned)
