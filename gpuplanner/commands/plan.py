@@ -12,6 +12,7 @@ history's measured speeds come from :mod:`gpuplanner.planning`.
 from __future__ import annotations
 
 import argparse
+import math
 import sqlite3
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +26,7 @@ from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import HistoryError, resolve_db_path
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
-from gpuplanner.plan.compare import GPU_COUNTS, compare, recommendation
+from gpuplanner.plan.compare import GPU_COUNTS, compare, recommendation, select_gpus
 from gpuplanner.plan.documents import compare_document, plan_document, rows_offer_ages
 from gpuplanner.plan.inputs import INPUT_NAMES, PlanInputs, inputs_document, parse_amount, parse_value, split_targets
 from gpuplanner.plan.planner import Plan, PlanRequest, make_plan
@@ -137,6 +138,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SETTING",
         help=f"keep this setting as given (repeatable: {', '.join(sorted(PIN_FLAGS))}); without --fit-settings "
         "only the sharding is ever changed (a multi-GPU option that does not fit replicated is planned sharded)",
+    )
+    comparison.add_argument(
+        "--min-gpu-memory",
+        type=float,
+        metavar="GB",
+        help="only GPUs with at least this much memory, in GB as sold (40 keeps the A100 40GB)",
+    )
+    comparison.add_argument(
+        "--gpu-family",
+        action="append",
+        metavar="NAME",
+        help="only GPUs of this architecture (Hopper, Ampere, Ada, Blackwell, CDNA 3...; repeatable)",
     )
     comparison.add_argument(
         "--allow-qlora",
@@ -398,11 +411,19 @@ def run_compare(args: argparse.Namespace) -> int:
     given = inputs_from_args(args)  # `--gpu H100:8` is read here as --gpu H100 --gpus 8
     request = with_calibration(given.to_request(default_gpu=None), args, catalog)
     counts = (given.gpus,) if given.gpus else GPU_COUNTS
+    names = None
+    if args.min_gpu_memory is not None or args.gpu_family:
+        if args.min_gpu_memory is not None and not (math.isfinite(args.min_gpu_memory) and args.min_gpu_memory > 0):
+            raise UsageError(f"--min-gpu-memory: a positive number of GB, got {args.min_gpu_memory!r}")
+        if request.gpu is not None:
+            raise UsageError("--min-gpu-memory/--gpu-family: filter the catalog's GPUs, not one given with --gpu")
+        names = select_gpus(catalog, args.min_gpu_memory, args.gpu_family or ())
     # with --fit-settings each option gets the fastest settings that fit (--pin keeps a setting)
     rows = compare(
         request,
         catalog,
         counts=counts,
+        gpus=names,
         fit_settings=args.fit_settings,
         pinned=tuple(PIN_FLAGS[name] for name in args.pin or ()),
         allow_qlora=args.allow_qlora,

@@ -32,9 +32,11 @@ from gpuplanner.export.human import human_duration, human_money
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.history.plans import save_plan
 from gpuplanner.launch.budget import BudgetError, budget_problem
-from gpuplanner.launch.hosts import HostError, get_host
+from gpuplanner.launch.hosts import Host, HostError, get_host
 from gpuplanner.launch.manager import RunError, RunManager, RunStatus
 from gpuplanner.launch.ssh_connection import SSHError
+from gpuplanner.plan.catalog import load_catalog
+from gpuplanner.plan.inputs import gpu_and_count
 
 ACTIONS = ("attach", "stop", "kill", "resume")
 EXIT_BY_STATE = {"finished": 0, "stopped": 75, "preempted": 75}
@@ -55,7 +57,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plan", help="a plan JSON file (from `gpuplanner plan --json`) to compare the run against")
     p.add_argument("--name", help="a name for the run")
     add_tag_flag(p, "a tag for attributing the run's spend")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs (processes) per host; >1 uses torchrun")
+    p.add_argument("--gpus", type=int, help="GPUs (processes) per host (default 1); >1 uses torchrun")
+    p.add_argument(
+        "--gpu",
+        metavar="NAME[:N]",
+        help="the GPUs to run on, as SkyPilot writes them: H100:8 is --gpus 8 on a host whose probed GPUs are "
+        "H100 (a host with other GPUs is refused)",
+    )
     p.add_argument(
         "--node",
         action="append",
@@ -123,6 +131,21 @@ def is_user_command(words: list[str]) -> bool:
     return bool(words) and not words[0].startswith("-") and words[0] != "train"
 
 
+def _check_gpu_type(name: str, hosts: list[Host]) -> None:
+    """``--gpu NAME``: every host of the job that has been probed must have that GPU (catalog names and
+    aliases compared as the catalog reads them)."""
+    catalog = load_catalog()
+    wanted = catalog.find_gpu(name)
+    if wanted is None:
+        raise UsageError(f"--gpu: unknown GPU {name!r}; known: {', '.join(g.name for g in catalog.gpus)}")
+    for host in hosts:
+        if host.gpu_type is None:
+            continue
+        has = catalog.find_gpu(host.gpu_type)
+        if has is None or has.name != wanted.name:
+            raise UsageError(f"--gpu: host {host.name} has {host.gpu_type} GPUs, not {wanted.name}")
+
+
 def parse_env(items: list[str]) -> dict[str, str]:
     env = {}
     for item in items:
@@ -148,6 +171,8 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
         raise UsageError("--max-gpu-hours: a positive number of GPU-hours")
     env = parse_env(args.env)
     tags = tags_from_args(args.tag)
+    gpu_name, gpus = gpu_and_count(args.gpu, args.gpus)
+    args.gpus = 1 if gpus is None else gpus
     if args.gpus < 1:
         raise UsageError("--gpus: a whole number of at least 1")
     if args.max_restarts < 0:
@@ -158,6 +183,8 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
             hosts.append(get_host(args.db, name))
         except HostError as exc:
             raise UsageError(f"--host: {exc}") from None
+    if gpu_name is not None:
+        _check_gpu_type(gpu_name, hosts[: 1 + len(args.node)])
     if args.price is not None and not (math.isfinite(args.price) and args.price >= 0):
         raise UsageError("--price: a number of US dollars per GPU-hour, 0 or more")
     for host in [hosts[0], *hosts[1 + len(args.node) :]]:  # the host and the fallback hosts set the price

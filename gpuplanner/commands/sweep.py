@@ -37,6 +37,7 @@ from gpuplanner.history.db import resolve_db_path
 from gpuplanner.launch.manager import RunManager
 from gpuplanner.plan import example
 from gpuplanner.plan.catalog import Catalog, CatalogError, load_catalog
+from gpuplanner.plan.inputs import gpu_and_count
 from gpuplanner.plan.setup import PRECISIONS, PlanInputError
 from gpuplanner.sweep.estimate import SearchEstimate
 from gpuplanner.sweep.runner import SweepResult, SweepRunner, SweepSettings
@@ -422,8 +423,10 @@ def describe_result(document: dict[str, Any]) -> str:
 def _add_size_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget-usd", type=positive_float, metavar="USD", help="the money to spend")
     parser.add_argument("--max-gpu-hours", type=positive_float, metavar="H", help="the GPU-hours to spend")
-    parser.add_argument("--gpu", metavar="NAME", help=f"a catalog GPU (default {example.GPU})")
-    parser.add_argument("--gpus", type=positive_int, default=1, metavar="N", help="GPUs training together (default 1)")
+    parser.add_argument(
+        "--gpu", metavar="NAME[:N]", help=f"a catalog GPU (default {example.GPU}); H100:8 is --gpu H100 --gpus 8"
+    )
+    parser.add_argument("--gpus", type=positive_int, metavar="N", help="GPUs training together (default 1)")
     parser.add_argument("--precision", choices=PRECISIONS, default=example.PRECISION, help="which peak rate applies")
     parser.add_argument("--pricing", choices=("on-demand", "spot"), default="on-demand")
     parser.add_argument("--price", type=positive_float, metavar="USD", help="$ per GPU-hour (default: the catalog's)")
@@ -435,12 +438,13 @@ def _add_size_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_sweep_size(args: argparse.Namespace) -> int:
-    gpu = args.gpu or (None if args.peak_tflops is not None and args.price is not None else example.GPU)
+    named, gpus = gpu_and_count(args.gpu, args.gpus)
+    gpu = named or (None if args.peak_tflops is not None and args.price is not None else example.GPU)
     request = SizingRequest(
         budget_usd=args.budget_usd,
         max_gpu_hours=args.max_gpu_hours,
         gpu=gpu,
-        gpus=args.gpus,
+        gpus=gpus or 1,
         precision=args.precision,
         pricing=args.pricing,
         price=args.price,

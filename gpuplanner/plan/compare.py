@@ -82,6 +82,31 @@ def _row_reason(plan: Plan, priced: bool) -> str:
     return "; ".join(reasons)
 
 
+def select_gpus(catalog: Catalog, min_memory_gb: float | None = None, families: Sequence[str] = ()) -> list[str]:
+    """The catalog GPUs with at least ``min_memory_gb`` of memory as sold (40 keeps the A100 40GB) and of
+    one of the ``families`` (architecture names, case and spaces ignored, a prefix is enough: ``ada``,
+    ``hopper``, ``cdna3``); :class:`PlanInputError` naming the flag when no GPU is left."""
+    wanted = [_squash(family) for family in families if family.strip()]
+    known = sorted({gpu.architecture for gpu in catalog.gpus})
+    for family in wanted:
+        if not any(_squash(name).startswith(family) for name in known):
+            raise PlanInputError("gpu-family", f"no GPU family {family!r}; families: {', '.join(known)}")
+    names = [
+        gpu.name
+        for gpu in catalog.gpus
+        if (min_memory_gb is None or gpu.marketing_memory_gb >= min_memory_gb)
+        and (not wanted or any(_squash(gpu.architecture).startswith(family) for family in wanted))
+    ]
+    if not names:
+        kind = "of those families " if wanted else ""
+        raise PlanInputError("min-gpu-memory", f"no catalog GPU {kind}has {min_memory_gb or 0:g} GB or more")
+    return names
+
+
+def _squash(text: str) -> str:
+    return "".join(text.lower().split())
+
+
 # Without --fit-settings only the sharding may change (every other fitting setting kept as given)
 SHARDING_ONLY = frozenset(PINNABLE) - {"sharding"}
 

@@ -174,6 +174,17 @@ def split_gpu_count(text: str) -> tuple[str, int]:
     return name.strip(), count
 
 
+def gpu_and_count(gpu: str | None, gpus: int | None) -> tuple[str | None, int | None]:
+    """``--gpu NAME[:N]`` beside ``--gpus N``: the GPU's name and count, which must agree (a conflict is
+    one :class:`PlanInputError` naming ``gpu``); ``gpus`` unchanged when ``gpu`` has no count."""
+    if gpu is None or ":" not in gpu:
+        return gpu, gpus
+    name, count = split_gpu_count(gpu)
+    if gpus is not None and gpus != count:
+        raise PlanInputError("gpu", f"{gpu!r} says {count} GPUs but --gpus says {gpus}; give one")
+    return name, count
+
+
 def split_targets(text: str) -> tuple[str, ...]:
     """LoRA targets typed as comma-separated names."""
     return tuple(t.strip() for t in str(text).split(",") if t.strip())
@@ -228,9 +239,7 @@ class PlanInputs:
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and ":" in self.gpu:
-            name, count = split_gpu_count(self.gpu)
-            if self.gpus is not None and self.gpus != count:
-                raise PlanInputError("gpu", f"{self.gpu!r} says {count} GPUs but --gpus says {self.gpus}; give one")
+            name, count = gpu_and_count(self.gpu, self.gpus)
             object.__setattr__(self, "gpu", name)  # frozen: normalised once, here
             object.__setattr__(self, "gpus", count)
         for field in NAMES:
