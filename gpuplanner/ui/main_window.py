@@ -256,6 +256,7 @@ class MainWindow(QMainWindow):
 
             pane = HistoryPane(self.services)
             pane.carryToPlan.connect(self._on_carry_to_plan)
+            pane.exported.connect(lambda text: self.statusBar().showMessage(text, 15000))
             state = app_settings().value("history/splitter")
             if isinstance(state, QByteArray) and not state.isEmpty():
                 pane.splitter.restoreState(state)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -187,8 +188,17 @@ def test_export_csv_markdown_pdf(
     assert float(by_id[runs["eight"]][EXPORT_COLUMNS.index("cost_usd")]) == pytest.approx(80.0)
 
     pane.select_runs([runs["eight"], runs["spot"]])
+    # one table per CSV file: the comparison goes beside the runs, and pandas reads both
+    written = pane.export_table(tmp_path / "both.csv", "csv")
+    assert written == [tmp_path / "both.csv", tmp_path / "both-compared.csv"]
+    pandas = pytest.importorskip("pandas")
+    assert list(pandas.read_csv(written[0]).columns) == list(EXPORT_COLUMNS)
+    compared = pandas.read_csv(written[1])
+    assert list(compared.columns)[0] == "metric" and len(compared.columns) == 3
     pane.export_table(tmp_path / "runs.md", "markdown")
     text = (tmp_path / "runs.md").read_text()
+    # numbers as the Compare tab shows them, not 0.026996974349
+    assert not re.search(r"\.\d{7,}", text.split("## Compared side by side")[1])
     assert "| " + " | ".join(EXPORT_COLUMNS) + " |" in text
     assert "## Compared side by side" in text
     assert (
@@ -198,8 +208,11 @@ def test_export_csv_markdown_pdf(
 
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "report"), ""))
     pane.select_runs([runs["eight"]])
+    said: list[str] = []
+    pane.exported.connect(said.append)
     path = pane.export_dialog("pdf")
     assert path == str(tmp_path / "report.pdf")
+    assert said == [f"Saved {path}"]  # the status bar says where it went
     pages = read_words(Path(path))
     assert len(pages.sizes) == 1
     assert overlaps(pages) == []

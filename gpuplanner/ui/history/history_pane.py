@@ -85,6 +85,7 @@ class HistoryPane(QWidget):
     seriesShown = Signal(int)
     overlayShown = Signal(int)  # the number of runs overlaid in the Plots tab
     carryToPlan = Signal(dict)  # an alert's suggested settings, as PlanInputs fields
+    exported = Signal(str)  # "Saved PATH": where an export went, for the status bar
 
     def __init__(self, services: AppServices, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -497,17 +498,29 @@ class HistoryPane(QWidget):
         runs = [s for s in self.visible_summaries() if not ids or s.run_id in ids]
         return EXPORT_COLUMNS, [export_values(s) for s in runs]
 
-    def export_table(self, path: str | Path, fmt: str) -> None:
+    def export_table(self, path: str | Path, fmt: str) -> list[Path]:
+        """The exported runs as CSV or Markdown; with two runs or more selected, their comparison too: a
+        Markdown section, or for CSV a second file ``<name>-compared.csv`` (one table per CSV file, so
+        pandas and spreadsheets read each). Returns the files written."""
         columns, rows = self.export_rows()
+        path = Path(path)
+        ids = self.selected_run_ids()
+        written = [path]
         with open(path, "w", encoding="utf-8", newline="") as out:
             if fmt == "markdown":
                 out.write(f"# GPU Planner runs ({time.strftime('%Y-%m-%d %H:%M')})\n\n")
             write_table(out, fmt, columns, rows)
-            ids = self.selected_run_ids()
-            if len(ids) >= 2:
-                headers, compare = self.compare_rows(ids)
-                out.write("\n" if fmt == "csv" else "\n## Compared side by side\n\n")
+            if fmt == "markdown" and len(ids) >= 2:
+                headers, _ = self.compare_rows(ids)
+                out.write("\n## Compared side by side\n\n")
+                write_table(out, fmt, ["metric", *headers], self.compare_texts(ids))  # as the Compare tab shows them
+        if fmt == "csv" and len(ids) >= 2:
+            headers, compare = self.compare_rows(ids)
+            compared = path.with_name(f"{path.stem}-compared{path.suffix}")
+            with open(compared, "w", encoding="utf-8", newline="") as out:
                 write_table(out, fmt, ["metric", *headers], compare)
+            written.append(compared)
+        return written
 
     def plots_image(self) -> QImage:
         return self.plots.grab().toImage()
@@ -522,7 +535,8 @@ class HistoryPane(QWidget):
         if len(ids) >= 2:
             compare = (self.compare_rows(ids)[0], self.compare_texts(ids))
             if self.overlay.series and {s.run_id for s in self.overlay.series} == set(ids):
-                overlay = (self.overlay.x_combo.currentText(), self.overlay.grab().toImage())
+                # the plots alone: the x-axis chooser is a control, not part of the figure
+                overlay = (self.overlay.x_combo.currentText(), self.overlay.graphics.grab().toImage())
         elif len(ids) == 1 and (summary := self._summary(ids[0])) is not None:
             one_run = (summary, self.plots.grab().toImage())
         return runs_report(runs, compare, overlay, one_run)
@@ -561,9 +575,11 @@ class HistoryPane(QWidget):
         try:
             if kind == "pdf":
                 self.export_pdf(path)
+                written = [Path(path)]
             else:
-                self.export_table(path, kind)
+                written = self.export_table(path, kind)
         except OSError as exc:
             QMessageBox.warning(self, "Export", f"Cannot write {path}: {exc}")
             return None
+        self.exported.emit("Saved " + " and ".join(str(p) for p in written))
         return path
