@@ -11,9 +11,12 @@ its spend, so tokens/s, loss and planned-against-actual work as for the bundled 
         gt.log_step(step, tokens=batch_tokens, samples=batch_size, loss=loss)
     gt.log_eval(step, eval_loss=evaluate())
 
-``tokens`` and ``samples`` are what this step processed (the module adds them up); give
-``tokens_total``/``samples_total`` instead when you keep your own totals (after a resume). Only the
-process of rank 0 (``$RANK`` unset or 0) writes. Outside GPU Planner every call does nothing.
+``tokens`` and ``samples`` are what was processed since the previous call (the module adds them up;
+calling every N steps, give the N steps' tokens); give ``tokens_total``/``samples_total`` instead when
+you keep your own totals (after a resume). Rates are measured between two calls, never extrapolated from
+one step. A bad value is ignored with one line on stderr; training never stops for telemetry. Only the
+process of rank 0 (``$RANK`` unset or 0) writes. Outside GPU Planner every call does nothing, so a script
+that imports this module runs anywhere it can import it.
 
 Ready callbacks: ``gpuplanner_telemetry.HFCallback`` (a ``transformers.TrainerCallback``) and
 ``gpuplanner_telemetry.LightningCallback`` (a Lightning ``Callback``), imported only when used.
@@ -26,16 +29,17 @@ import atexit
 import json
 import math
 import os
+import sys
 import threading
 import time
-from typing import Any, Literal, overload
+from typing import Any
 
 ENV_FILE = "GPUPLANNER_TELEMETRY_FILE"
 EXIT_RESUME = 75
 __all__ = ["EXIT_RESUME", "log_step", "log_eval", "enabled", "checkpoint_dir", "resumed", "run_dir", "close"]
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"tokens": 0, "samples": 0, "prev": None, "fh": None, "path": None}
+_state: dict[str, Any] = {"tokens": None, "samples": None, "prev": None, "fh": None, "path": None}
 
 
 def enabled() -> bool:
@@ -57,24 +61,52 @@ def resumed() -> bool:
     return os.environ.get("GPUPLANNER_RESUMED") == "1"
 
 
-@overload
-def _number(name: str, value: Any, whole: Literal[True]) -> int | None: ...
-@overload
-def _number(name: str, value: Any, whole: Literal[False] = False) -> float | None: ...
-def _number(name: str, value: Any, whole: bool = False) -> float | int | None:
+INT64_MAX = 2**63 - 1  # the largest count the history stores
+_warned: set[str] = set()
+
+
+def _warn(name: str, value: Any, why: str) -> None:
+    """One line on stderr for the first bad value of each field (never an exception: the training goes on)."""
+    if name in _warned:
+        return
+    _warned.add(name)
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    sys.stderr.write(
+        f"gpuplanner_telemetry: {name}={shown} ignored: {why} (later bad values of {name} are ignored quietly)\n"
+    )
+    sys.stderr.flush()
+
+
+class _Bad:
+    """A value that was rejected (and warned about): not the same as a value not given (None)."""
+
+
+BAD = _Bad()
+
+
+def _number(name: str, value: Any, whole: bool = False) -> Any:
+    """``value`` as a float (None for NaN and infinities, a diverged loss) or, with ``whole``, as a count
+    from 0 to :data:`INT64_MAX`; :data:`BAD` (after one warning) for anything else; None stays None."""
     if value is None:
         return None
     if hasattr(value, "item"):  # a 0-d tensor or numpy number
-        value = value.item()
+        try:
+            value = value.item()
+        except (TypeError, ValueError, RuntimeError):
+            pass
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"gpuplanner_telemetry: {name} must be a number, not {type(value).__name__}")
-    if whole:
-        if isinstance(value, float) and not value.is_integer():
-            raise ValueError(f"gpuplanner_telemetry: {name} must be a whole number, not {value!r}")
-        if value < 0:
-            raise ValueError(f"gpuplanner_telemetry: {name} must be 0 or more, not {value!r}")
-        return int(value)
-    return float(value) if math.isfinite(value) else None
+        _warn(name, value, f"must be a number, not {type(value).__name__}")
+        return BAD
+    if not whole:
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, float) and not value.is_integer():
+        _warn(name, value, "must be a whole number")
+        return BAD
+    if not 0 <= value <= INT64_MAX:
+        _warn(name, value, f"must be a count from 0 to {INT64_MAX}")
+        return BAD
+    return int(value)
 
 
 def _write(record: dict[str, Any]) -> None:
@@ -96,6 +128,21 @@ def close() -> None:
 atexit.register(close)
 
 
+def _advance(name: str, since: Any, total: Any) -> tuple[int | None, int | None]:
+    """The new running total of ``name`` ("tokens" or "samples") and the count of this interval (since
+    the previous call; None when unknown). A rejected value leaves the total as it was."""
+    before = _state[name]
+    if total is not None and total is not BAD:
+        return total, (total - before if before is not None and total >= before else None)
+    if since is None or since is BAD or total is BAD:
+        return before, None
+    after = (before or 0) + since
+    if after > INT64_MAX:
+        _warn(name, since, f"the running total would pass {INT64_MAX}")
+        return before, None
+    return after, since
+
+
 def log_step(
     step: int,
     *,
@@ -107,42 +154,57 @@ def log_step(
     samples_total: int | None = None,
     **extra: Any,
 ) -> dict[str, Any] | None:
-    """Record optimizer step ``step``; returns the record written (None when not enabled)."""
+    """Record optimizer step ``step``; returns the record written (None when not enabled).
+
+    ``tokens`` and ``samples`` are what was processed since the previous call (all of it, also when you
+    call every N steps), ``tokens_total``/``samples_total`` your own running totals instead. Tokens/s and
+    samples/s are those counts over the time between two calls: the first call has none, and nothing is
+    extrapolated from one step. A bad value (negative, not whole, NaN, past 2^63-1, not a number) is
+    ignored after one line on stderr and does not touch the running total."""
     checked_step = _number("step", step, whole=True)
-    if checked_step is None:
-        raise TypeError("gpuplanner_telemetry: step must be a whole number, not None")
-    step = checked_step
-    tokens, samples = _number("tokens", tokens, True), _number("samples", samples, True)
-    tokens_total, samples_total = (
-        _number("tokens_total", tokens_total, True),
-        _number("samples_total", samples_total, True),
-    )
-    loss, lr = _number("loss", loss), _number("lr", lr)
+    if checked_step is None or checked_step is BAD:
+        if checked_step is None:
+            _warn("step", step, "must be a whole number")
+        return None
+    counts = {
+        key: _number(key, value, True)
+        for key, value in (
+            ("tokens", tokens),
+            ("samples", samples),
+            ("tokens_total", tokens_total),
+            ("samples_total", samples_total),
+        )
+    }
+    loss_v, lr_v = _number("loss", loss), _number("lr", lr)
     if not enabled():
         return None
     now, mono = time.time(), time.monotonic()
     with _lock:
-        _state["tokens"] = tokens_total if tokens_total is not None else _state["tokens"] + (tokens or 0)
-        _state["samples"] = samples_total if samples_total is not None else _state["samples"] + (samples or 0)
+        new_tokens, interval_tokens = _advance("tokens", counts["tokens"], counts["tokens_total"])
+        new_samples, interval_samples = _advance("samples", counts["samples"], counts["samples_total"])
+        _state["tokens"], _state["samples"] = new_tokens, new_samples
         record: dict[str, Any] = {
             "kind": "step",
             "t": now,
-            "step": step,
-            "loss": loss,
-            "lr": lr,
-            "tokens_total": _state["tokens"],
-            "samples_total": _state["samples"],
+            "step": checked_step,
+            "loss": None if loss_v is BAD else loss_v,
+            "lr": None if lr_v is BAD else lr_v,
+            "tokens_total": new_tokens,
+            "samples_total": new_samples,
             "step_time_s": None,
             "tokens_per_s": None,
             "samples_per_s": None,
         }
         prev = _state["prev"]
-        if prev is not None and mono > prev[0] and step > prev[1]:
+        if prev is not None and mono > prev[0]:
             dt = mono - prev[0]
-            record["step_time_s"] = dt / (step - prev[1])
-            record["tokens_per_s"] = max(0, _state["tokens"] - prev[2]) / dt
-            record["samples_per_s"] = max(0, _state["samples"] - prev[3]) / dt
-        _state["prev"] = (mono, step, _state["tokens"], _state["samples"])
+            if checked_step > prev[1]:
+                record["step_time_s"] = dt / (checked_step - prev[1])
+            if interval_tokens is not None:
+                record["tokens_per_s"] = interval_tokens / dt
+            if interval_samples is not None:
+                record["samples_per_s"] = interval_samples / dt
+        _state["prev"] = (mono, checked_step)
         record.update({k: v for k, v in extra.items() if k not in record})
         _write(record)
     return record
@@ -151,9 +213,14 @@ def log_step(
 def log_eval(step: int, eval_loss: float | None = None, **metrics: Any) -> dict[str, Any] | None:
     """Record an evaluation at ``step`` (``eval_loss`` and any other numbers)."""
     whole_step = _number("step", step, whole=True)
-    eval_loss = _number("eval_loss", eval_loss)
+    checked_loss = _number("eval_loss", eval_loss)
+    if whole_step is None or whole_step is BAD:
+        if whole_step is None:
+            _warn("step", step, "must be a whole number")
+        return None
     if not enabled():
         return None
+    eval_loss = None if checked_loss is BAD else checked_loss
     record = {"kind": "eval", "t": time.time(), "step": whole_step, "eval_loss": eval_loss}
     record.update({k: v for k, v in metrics.items() if k not in record})
     with _lock:
@@ -198,7 +265,7 @@ class _HFHooks:
             state.global_step,
             loss=logs.get("loss"),
             lr=logs.get("learning_rate"),
-            tokens_total=tokens if tokens is not None else 0,
+            tokens_total=tokens,
             samples_total=self.samples,
             epoch=logs.get("epoch"),
         )
