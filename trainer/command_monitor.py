@@ -46,6 +46,8 @@ USER_FILE = "user_telemetry.jsonl"
 # Exit statuses of a job that died of a stop signal (SIGTERM, SIGINT, SIGUSR1): resumable, like 75.
 SIGNAL_EXITS = (143, 130, 138)
 USER_PATH = Path(__file__).resolve().parent / "user_path"  # holds gpuplanner_telemetry.py
+STARTUP_PATH = USER_PATH / "startup"  # the start-up hook (sitecustomize.py): callbacks without edits
+AUTO_HOOKS_ENV = "GPUPLANNER_AUTO_HOOKS"  # "0": no start-up hook
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 WRAPPER_PGID_ENV = "GPUPLANNER_WRAPPER_PGID"  # set by the launcher's wrapper for its child
 
@@ -91,6 +93,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the metadata URL to watch (default: the provider's; $GPUPLANNER_PREEMPTION_URL)",
     )
     p.add_argument("--preemption-interval-s", type=float, default=5.0, help="seconds between metadata polls")
+    p.add_argument(
+        "--no-auto-hooks",
+        action="store_true",
+        help="no start-up hook on the job's PYTHONPATH (it adds GPU Planner's callback to HF and Lightning"
+        " Trainers; also off with $GPUPLANNER_AUTO_HOOKS=0)",
+    )
     p.add_argument("job", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
 
 
@@ -395,7 +403,14 @@ class Monitor:
         env = dict(os.environ)
         env.pop(WRAPPER_PGID_ENV, None)
         path = env.get("PYTHONPATH", "")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(USER_PATH), path) if p)
+        hooks = not getattr(self.args, "no_auto_hooks", False) and env.get(AUTO_HOOKS_ENV, "1").strip().lower() not in (
+            "0",
+            "no",
+            "false",
+            "off",
+        )
+        env[AUTO_HOOKS_ENV] = "1" if hooks else "0"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(STARTUP_PATH) if hooks else "", str(USER_PATH), path) if p)
         env.update(
             {
                 "GPUPLANNER_RUN_DIR": str(self.run_dir),

@@ -61,3 +61,40 @@ def test_nanogpt_style_logging_every_five_steps_records_the_true_counts(
         (rates[len(rates) // 2 - 1] + rates[len(rates) // 2]) / 2 if len(rates) % 2 == 0 else rates[len(rates) // 2],
         rel=0.1,
     )
+
+
+def tiny_llama(folder: Path) -> Path:
+    """A tiny Llama-style model's config.json in a folder of its own (what --model-dir names)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=128,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    folder.mkdir()
+    config.save_pretrained(folder)
+    return folder
+
+
+def test_an_unmodified_hf_trainer_script_reports_loss_and_tokens_per_s(
+    db_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model_dir = tiny_llama(tmp_path / "tiny-llama")
+    script = [sys.executable, str(SCRIPTS / "hf_unmodified.py"), "--model-dir", str(model_dir), "--steps", "6"]
+    doc = run_cli(db_path, capsys, "--", *script)
+    steps = rows(
+        db_path, "SELECT step, loss, tokens_total, tokens_per_s FROM steps WHERE run_id = ? ORDER BY seq", doc["run_id"]
+    )
+    assert [s[0] for s in steps] == [2, 4, 6]  # the Trainer's logging steps
+    assert all(loss is not None and loss > 0 for _, loss, _, _ in steps)
+    assert [s[2] for s in steps] == [2 * 4 * 32, 4 * 4 * 32, 6 * 4 * 32]  # input tokens the Trainer saw
+    assert steps[0][3] is None and all(rate > 0 for _, _, _, rate in steps[1:])
+    summary = summary_of(db_path, doc["run_id"])
+    assert summary["tokens"] == 6 * 4 * 32 and summary["tokens_per_s"] > 0 and summary["final_loss"] > 0
+    # opted out: the same script runs, and reports no steps
+    off = run_cli(db_path, capsys, "--no-auto-hooks", "--", *script)
+    assert rows(db_path, "SELECT COUNT(*) FROM steps WHERE run_id = ?", off["run_id"]) == [(0,)]

@@ -65,17 +65,20 @@ INT64_MAX = 2**63 - 1  # the largest count the history stores
 _warned: set[str] = set()
 
 
-def _warn(name: str, value: Any, why: str) -> None:
-    """One line on stderr for the first bad value of each field (never an exception: the training goes on)."""
-    if name in _warned:
+def _say_once(key: str, message: str) -> None:
+    """One line on stderr, once per ``key`` (never an exception: the training goes on)."""
+    if key in _warned:
         return
-    _warned.add(name)
+    _warned.add(key)
+    sys.stderr.write(f"gpuplanner_telemetry: {message}\n")
+    sys.stderr.flush()
+
+
+def _warn(name: str, value: Any, why: str) -> None:
+    """One line on stderr for the first bad value of each field."""
     shown = repr(value)
     shown = shown if len(shown) <= 40 else shown[:37] + "..."
-    sys.stderr.write(
-        f"gpuplanner_telemetry: {name}={shown} ignored: {why} (later bad values of {name} are ignored quietly)\n"
-    )
-    sys.stderr.flush()
+    _say_once(name, f"{name}={shown} ignored: {why} (later bad values of {name} are ignored quietly)")
 
 
 class _Bad:
@@ -287,12 +290,15 @@ class _LightningHooks:
         self.seq_len = seq_len
         self.every = max(1, int(every_n_steps))
         self.samples = 0
-        self.tokens = 0
+        self.tokens: int | None = None  # unknown until a batch says (input_ids) or seq_len is given
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         samples, tokens = _batch_size(batch)
         self.samples += samples or 0
-        self.tokens += tokens if tokens is not None else (samples or 0) * (self.seq_len or 0)
+        if tokens is None and samples is not None and self.seq_len:
+            tokens = samples * self.seq_len
+        if tokens is not None:
+            self.tokens = (self.tokens or 0) + tokens
         step = int(trainer.global_step)
         if step % self.every:
             return
@@ -304,6 +310,134 @@ class _LightningHooks:
         value = metrics.get("val_loss", metrics.get("eval_loss"))
         if value is not None and not getattr(trainer, "sanity_checking", False):
             log_eval(int(trainer.global_step), eval_loss=value)
+
+
+# -- the start-up hook: callbacks registered without editing the script ---------------------------------------
+AUTO_HOOKS_ENV = "GPUPLANNER_AUTO_HOOKS"  # "0" turns the start-up hook off (gpuplanner run --no-auto-hooks)
+
+
+def auto_hooks_wanted() -> bool:
+    return os.environ.get(AUTO_HOOKS_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
+
+
+def _register_hf(trainer: Any) -> None:
+    """Add :data:`HFCallback` to a constructed ``transformers.Trainer`` (unless one is there) and have the
+    Trainer count the input tokens it sees (``include_num_input_tokens_seen``), the tokens of tokens/s."""
+    handler = getattr(trainer, "callback_handler", None)
+    if handler is None or any(isinstance(cb, _HFHooks) for cb in handler.callbacks):
+        return
+    args = trainer.args
+    counting = getattr(args, "include_num_input_tokens_seen", None)
+    if counting is False or counting == "no":
+        args.include_num_input_tokens_seen = "all" if counting == "no" else True
+    trainer.add_callback(__getattr__("HFCallback")())
+
+
+def _lightning_callback(module: Any) -> Any:
+    """:data:`LightningCallback` over the ``Callback`` of the Lightning package being patched (``lightning.pytorch``
+    or ``pytorch_lightning``), so that its Trainer accepts it."""
+    cls = getattr(module, "_gpuplanner_callback", None)
+    if cls is None:
+        cls = type("LightningCallback", (_LightningHooks, module.Callback), {"__doc__": _LightningHooks.__doc__})
+        module._gpuplanner_callback = cls
+    return cls
+
+
+def _with_lightning_callback(module: Any, kwargs: dict[str, Any]) -> None:
+    given = kwargs.get("callbacks")
+    listed = [] if given is None else list(given) if isinstance(given, (list, tuple)) else [given]
+    if not any(isinstance(cb, _LightningHooks) for cb in listed):
+        kwargs["callbacks"] = [*listed, _lightning_callback(module)()]
+
+
+def _patch_trainer(module: Any, before: Any = None, after: Any = None) -> None:
+    """Wrap ``module.Trainer.__init__`` (in place, so subclasses and every alias see it): ``before(module,
+    kwargs)`` ahead of the original, ``after(trainer)`` behind it; only while telemetry is enabled. A
+    failure of the hook is one line on stderr; the Trainer is built all the same."""
+    cls = getattr(module, "Trainer", None)
+    original = getattr(cls, "__init__", None)
+    if cls is None or original is None or getattr(original, "_gpuplanner_hook", False):
+        return
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        active = enabled()
+        if active and before is not None:
+            try:
+                before(module, kwargs)
+            except Exception as exc:
+                _say_once("auto hook", f"the callback was not added to {type(self).__name__} ({exc})")
+        original(self, *args, **kwargs)
+        if active and after is not None:
+            try:
+                after(self)
+            except Exception as exc:
+                _say_once("auto hook", f"the callback was not added to {type(self).__name__} ({exc})")
+
+    __init__.__doc__, __init__.__wrapped__ = original.__doc__, original  # type: ignore[attr-defined]
+    __init__._gpuplanner_hook = True  # type: ignore[attr-defined]
+    cls.__init__ = __init__
+
+
+_TARGETS: dict[str, Any] = {
+    "transformers.trainer": lambda m: _patch_trainer(m, after=_register_hf),
+    "lightning.pytorch": lambda m: _patch_trainer(m, before=_with_lightning_callback),
+    "pytorch_lightning": lambda m: _patch_trainer(m, before=_with_lightning_callback),
+}
+
+
+class _PatchingLoader:
+    """The real loader of a watched module, which patches the module once it has run."""
+
+    def __init__(self, loader: Any, patch: Any) -> None:
+        self._loader, self._patch = loader, patch
+
+    def create_module(self, spec: Any) -> Any:
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        try:
+            self._patch(module)
+        except Exception as exc:
+            _say_once("auto hook", f"the start-up hook did not patch {module.__name__} ({exc})")
+
+    def __getattr__(self, name: str) -> Any:  # get_source, is_package, resource readers...
+        return getattr(self._loader, name)
+
+
+class _HookFinder:
+    """A ``sys.meta_path`` finder that hands out :class:`_PatchingLoader` for the watched modules."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        patch = _TARGETS.get(fullname)
+        if patch is None:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PatchingLoader(spec.loader, patch)
+                return spec
+        return None
+
+
+def install_auto_hooks() -> bool:
+    """Register GPU Planner's callback in every ``transformers.Trainer`` and Lightning ``Trainer`` built
+    in this process, without an edit to the script (the monitor's start-up hook calls this; a Trainer that
+    already has the callback is left alone). Modules imported already are patched at once. Returns False
+    when turned off (``GPUPLANNER_AUTO_HOOKS=0``)."""
+    if not auto_hooks_wanted():
+        return False
+    for name, patch in _TARGETS.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
+    if not any(isinstance(f, _HookFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _HookFinder())
+    return True
 
 
 def __getattr__(name: str) -> Any:
