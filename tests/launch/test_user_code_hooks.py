@@ -98,3 +98,15 @@ def test_an_unmodified_hf_trainer_script_reports_loss_and_tokens_per_s(
     # opted out: the same script runs, and reports no steps
     off = run_cli(db_path, capsys, "--no-auto-hooks", "--", *script)
     assert rows(db_path, "SELECT COUNT(*) FROM steps WHERE run_id = ?", off["run_id"]) == [(0,)]
+
+
+def test_a_script_that_reports_only_to_tensorboard_gets_its_loss_curve(
+    db_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("tensorboard")
+    doc = run_cli(db_path, capsys, "--", sys.executable, str(SCRIPTS / "tensorboard_only.py"), "--steps", "6")
+    steps = rows(db_path, "SELECT step, loss, lr, tokens_total FROM steps WHERE run_id = ? ORDER BY seq", doc["run_id"])
+    assert [s[0] for s in steps] == [1, 2, 3, 4, 5, 6]
+    assert [s[1] for s in steps] == [pytest.approx(3.0 / i) for i in range(1, 7)]
+    assert [s[2] for s in steps] == [pytest.approx(1e-3 * (1 - i / 7)) for i in range(1, 7)]
+    assert all(s[3] is None for s in steps)  # TensorBoard says nothing of tokens: unknown, not made up
