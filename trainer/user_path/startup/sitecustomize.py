@@ -25,8 +25,8 @@ def _chain() -> None:
     import importlib.machinery
     import importlib.util
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    here = os.path.dirname(os.path.realpath(__file__))
+    path = [p for p in sys.path if os.path.realpath(p or ".") != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
     if spec is None or spec.loader is None:
         return
