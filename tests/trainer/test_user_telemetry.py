@@ -69,8 +69,14 @@ def test_bad_input_is_one_warning_and_never_stops_training(
         f"gpuplanner_telemetry: {name}" for name in ("tokens", "loss", "samples")
     ]
     assert "10000000000000000000000000000" in err[1] and "from 0 to 9223372036854775807" in err[1]
+    # extras JSON cannot hold: a tensor's value, anything else null (one warning), the record written
+    torch = pytest.importorskip("torch")
+    rec = gt.log_step(8, grad_norm=torch.tensor(0.5), note=object())
+    assert json.loads(tmp_path.joinpath("user.jsonl").read_text().splitlines()[-1])["grad_norm"] == 0.5
+    assert rec is not None and written(tmp_path)[-1]["note"] is None
+    assert capsys.readouterr().err.count("recorded as null") == 1
     # a running total kept by the script that would overflow the history is refused too
-    gt.log_step(7, tokens_total=2**63)
+    gt.log_step(9, tokens_total=2**63)
     assert written(tmp_path)[-1]["tokens_total"] == 200
 
 

@@ -112,11 +112,23 @@ def _number(name: str, value: Any, whole: bool = False) -> Any:
     return int(value)
 
 
+def _plain(value: Any) -> Any:
+    """A value of ``**more`` that JSON cannot hold: a tensor's or numpy number's own value, else null
+    after one warning."""
+    if hasattr(value, "item"):
+        try:
+            return value.item()
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    _say_once(f"extra {type(value).__name__}", f"a {type(value).__name__} value is not a number: recorded as null")
+    return None
+
+
 def _write(record: dict[str, Any]) -> None:
     path = os.environ[ENV_FILE]
     if _state["fh"] is None or _state["path"] != path:
         _state["fh"], _state["path"] = open(path, "a", encoding="utf-8"), path
-    _state["fh"].write(json.dumps(record, separators=(",", ":")) + "\n")
+    _state["fh"].write(json.dumps(record, separators=(",", ":"), default=_plain) + "\n")
     _state["fh"].flush()
 
 
