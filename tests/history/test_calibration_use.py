@@ -78,6 +78,10 @@ def test_a_cpu_run_against_a_gpu_plan_says_why_and_is_not_compared(
         html = summary_html(summarize(db, 1))
     assert "Calibrates the planner" in html and "no: its GPU samples are simulated" in html
     assert "other hardware" in html
+    from gpuplanner.ui.history.history_model import cost_vs_plan_pct  # the History table's "vs plan %"
+
+    with open_db(db_path) as db:
+        assert cost_vs_plan_pct(summarize(db, 1)) is None
     # the plan's source line says why its speed is estimated
     code, plan_text, _ = run(capsys, "plan", "--model", "gpt2", "--gpu", "RTX 4090", "--seq-len", "512", *db_flag)
     assert code == 0 and "source: estimate" in plan_text
