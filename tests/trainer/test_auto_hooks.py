@@ -110,3 +110,14 @@ def test_the_sitecustomize_it_shadows_still_runs(tmp_path: Path) -> None:
     (tmp_path / "site" / "sitecustomize.py").write_text("import builtins\nbuiltins.SITE_RAN = 'yes'\n")
     done = run_python(tmp_path, {}, "import builtins; print(builtins.SITE_RAN)")
     assert (done.returncode, done.stdout.strip()) == (0, "yes"), done.stderr
+
+
+def test_no_auto_hooks_is_for_a_command_of_ones_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuplanner.cli import main
+
+    args = ["run", "--db", str(tmp_path / "h.sqlite"), "--host", "local", "--no-auto-hooks", "--", "--max-steps", "3"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(
+        "--no-auto-hooks: only for a command of your own (the bundled trainer has no hook)"
+    )
