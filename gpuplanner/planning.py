@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpuplanner.history.calibration import Calibration, measurements
+from gpuplanner.history.calibration import Calibration, measurements, not_calibrating
 from gpuplanner.history.db import HistoryError, open_db
 from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.compare import CompareRow, compare, recommendation
@@ -70,6 +70,22 @@ def measured_speeds(request: PlanRequest, db_path: Path, catalog: Catalog) -> di
             micro_batch=calibration.micro_batch if not exact else None,
         )
     return measured
+
+
+def calibration_skips(model_name: str, db_path: Path, limit: int = 3) -> list[str]:
+    """Why the finished runs of ``model_name`` in the history at ``db_path`` calibrate nothing, newest first
+    (at most ``limit``, then how many more): for the plan's source line when its speed is estimated."""
+    if not db_path.exists():
+        return []
+    db = open_db(db_path, create=False)
+    try:
+        skipped = not_calibrating(db, model_name)
+    finally:
+        db.close()
+    lines = [f"run #{run_id} does not calibrate: {use.detail}" for run_id, use in skipped[:limit]]
+    if len(skipped) > limit:
+        lines.append(f"and {len(skipped) - limit} more finished run(s) of {model_name} that do not")
+    return lines
 
 
 def _closer(candidate: Calibration, held: Calibration, seq_len: int) -> bool:
@@ -232,6 +248,11 @@ def compute(
                 if elsewhere
                 else f"Nothing measured for {request.model.name} at {request.setup.seq_len:,} tokens: estimated."
             )
+            try:
+                skips = calibration_skips(request.model.name, db_path)
+            except (HistoryError, sqlite3.Error, OSError):
+                skips = []
+            note += "".join(f" {line[0].upper()}{line[1:]}." for line in skips)
     return PlanResult(
         generation, request, dict(values), plan, rows, recommendation(rows), time.perf_counter() - start, note
     )

@@ -39,6 +39,7 @@ from . import clock, early_signals, protocol
 from .nvml_sampler import Activity, NvmlSource, NvmlUnavailable, SimulatedSource
 from .preemption import DEFAULT_URLS, MetadataWatcher
 from .spend import SpendClock, SpendTotals, cap_reached
+from .tb_scalars import TensorBoardScalars
 from .telemetry import NODE_SEQ_STRIDE, Telemetry, node_events_file, warn
 
 EXIT_OK, EXIT_CONFIG, EXIT_RESUME = 0, 2, 75
@@ -46,6 +47,8 @@ USER_FILE = "user_telemetry.jsonl"
 # Exit statuses of a job that died of a stop signal (SIGTERM, SIGINT, SIGUSR1): resumable, like 75.
 SIGNAL_EXITS = (143, 130, 138)
 USER_PATH = Path(__file__).resolve().parent / "user_path"  # holds gpuplanner_telemetry.py
+STARTUP_PATH = USER_PATH / "startup"  # the start-up hook (sitecustomize.py): callbacks without edits
+AUTO_HOOKS_ENV = "GPUPLANNER_AUTO_HOOKS"  # "0": no start-up hook
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 WRAPPER_PGID_ENV = "GPUPLANNER_WRAPPER_PGID"  # set by the launcher's wrapper for its child
 
@@ -91,6 +94,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the metadata URL to watch (default: the provider's; $GPUPLANNER_PREEMPTION_URL)",
     )
     p.add_argument("--preemption-interval-s", type=float, default=5.0, help="seconds between metadata polls")
+    p.add_argument(
+        "--no-auto-hooks",
+        action="store_true",
+        help="no start-up hook on the job's PYTHONPATH (it adds GPU Planner's callback to HF and Lightning"
+        " Trainers; also off with $GPUPLANNER_AUTO_HOOKS=0)",
+    )
     p.add_argument("job", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
 
 
@@ -307,6 +316,8 @@ class Monitor:
         self.totals = {"steps": 0, "tokens_total": 0, "samples_total": 0}
         self.child: subprocess.Popen[bytes] | None = None
         self.shared_group = False
+        self.user_steps = 0  # step records the job's own code wrote (then TensorBoard's are not read)
+        self.tb: TensorBoardScalars | None = None
 
     # -- spend -----------------------------------------------------------------------------------
     def clock_totals(self) -> SpendTotals:
@@ -364,6 +375,7 @@ class Monitor:
             at = rec.pop("t", None)
             at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
             if kind == "step":
+                self.user_steps += 1
                 rec.update(_rounded(self.clock_totals()))
                 for key in ("tokens_total", "samples_total"):
                     if isinstance(rec.get(key), int):
@@ -378,6 +390,13 @@ class Monitor:
                 warn(f"a {kind} record from the command was skipped: {exc}")
                 continue
             self.tele.emit(kind, at=at, **rec)
+
+    def _merge_tensorboard(self, final: bool = False) -> None:
+        """Step records from the TensorBoard scalars the job writes (loss, learning rate), as long as its
+        code reports no steps of its own (:mod:`trainer.tb_scalars`)."""
+        for at, rec in self.tb.step_records(final) if self.tb is not None and not self.user_steps else []:
+            self.totals["steps"] = rec["step"]
+            self.tele.emit("step", at=at, **rec, **_rounded(self.clock_totals()))
 
     def _sample(self, source: NvmlSource | SimulatedSource, last_cpu: list[float]) -> None:
         if self.child is not None and isinstance(source, SimulatedSource):
@@ -395,7 +414,10 @@ class Monitor:
         env = dict(os.environ)
         env.pop(WRAPPER_PGID_ENV, None)
         path = env.get("PYTHONPATH", "")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(USER_PATH), path) if p)
+        off = env.get(AUTO_HOOKS_ENV, "1").strip().lower() in ("0", "no", "false", "off")
+        hooks = not (off or getattr(self.args, "no_auto_hooks", False))
+        env[AUTO_HOOKS_ENV] = "1" if hooks else "0"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(STARTUP_PATH) if hooks else "", str(USER_PATH), path) if p)
         env.update(
             {
                 "GPUPLANNER_RUN_DIR": str(self.run_dir),
@@ -429,6 +451,7 @@ class Monitor:
         cwd = a.cwd or str(self.run_dir)
         if self.main:
             self._start_records(source.simulated, devices, cwd)
+            self.tb = TensorBoardScalars(Path(cwd), self.started_wall)
         return self._run_job(source, cwd)
 
     def _start_records(self, simulated: bool, devices: list[dict[str, int]], cwd: str) -> None:
@@ -483,6 +506,7 @@ class Monitor:
                 self._merge_user()
                 if code is not None:
                     break
+                self._merge_tensorboard()
                 if a.gpu_interval_s > 0 and time.monotonic() >= next_sample:
                     self._sample(source, last_cpu)
                     next_sample = time.monotonic() + a.gpu_interval_s
@@ -490,6 +514,7 @@ class Monitor:
                 time.sleep(0.1)
             if a.gpu_interval_s > 0:
                 self._sample(source, last_cpu)
+            self._merge_tensorboard(final=True)
         finally:
             if watcher is not None:
                 watcher.stop()

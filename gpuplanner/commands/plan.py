@@ -32,7 +32,7 @@ from gpuplanner.plan.inputs import INPUT_NAMES, PlanInputs, inputs_document, par
 from gpuplanner.plan.planner import Plan, PlanRequest, make_plan
 from gpuplanner.plan.price_dates import describe_age, describe_offer_ages, stale_offers_warning
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.planning import calibrated_request
+from gpuplanner.planning import calibrated_request, calibration_skips
 
 GIB = 1024**3
 # --pin names (as the flags spell them) -> the settings fit_settings may change
@@ -223,7 +223,13 @@ def run_plan(args: argparse.Namespace) -> int:
         render: Callable = to_csv if args.format == "csv" else to_markdown
         print(render(("field", "value"), rows), end="")
     else:
-        print(describe_plan(plan, document), end="")
+        skips: list[str] = []
+        if not args.no_calibration and not plan.throughput.source.startswith("calibrated"):
+            try:
+                skips = calibration_skips(request.model.name, resolve_db_path(args.db))
+            except (HistoryError, sqlite3.Error, OSError):
+                skips = []  # with_calibration read it a moment ago; a file gone since says nothing here
+        print(describe_plan(plan, document, skips), end="")
     return 0
 
 
@@ -311,7 +317,7 @@ def _params_text(inputs: dict[str, Any]) -> str:
     return text
 
 
-def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
+def describe_plan(plan: Plan, document: dict[str, Any], skips: list[str] | None = None) -> str:
     """The readable report of one plan."""
     inputs, memory, runtime = document["inputs"], document["memory"], document["runtime"]
     gpu = plan.gpu.name if plan.gpu else "your GPU"
@@ -337,6 +343,7 @@ def describe_plan(plan: Plan, document: dict[str, Any]) -> str:
         "",
         f"Speed    {throughput['tokens_per_s']:,.0f} tokens/s, {throughput['samples_per_min']:,.1f} samples/min",
         f"         source: {throughput['source']}",
+        *(f"         ({line})" for line in skips or []),
     ]
     lines += _step_lines(throughput)
     lines.append(

@@ -102,6 +102,12 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--max-gpu-hours", type=float, help="a command's cap: stop it (SIGTERM, then SIGKILL) at this many GPU-hours"
     )
+    p.add_argument(
+        "--no-auto-hooks",
+        action="store_true",
+        help="a command's Python starts without GPU Planner's start-up hook (which adds its callback to"
+        " Hugging Face and Lightning Trainers); the same as --env GPUPLANNER_AUTO_HOOKS=0",
+    )
     p.add_argument("--no-follow", action="store_true", help="print the run id and return once it started")
     add_trust_flag(p)
     p.add_argument(
@@ -170,6 +176,10 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
     if args.max_gpu_hours is not None and not (math.isfinite(args.max_gpu_hours) and args.max_gpu_hours > 0):
         raise UsageError("--max-gpu-hours: a positive number of GPU-hours")
     env = parse_env(args.env)
+    if args.no_auto_hooks:
+        if not command:
+            raise UsageError("--no-auto-hooks: only for a command of your own (the bundled trainer has no hook)")
+        env["GPUPLANNER_AUTO_HOOKS"] = "0"
     tags = tags_from_args(args.tag)
     gpu_name, gpus = gpu_and_count(args.gpu, args.gpus)
     args.gpus = 1 if gpus is None else gpus

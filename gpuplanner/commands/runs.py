@@ -89,6 +89,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--spot", action="store_true", help="the price is a spot price")
     p.add_argument("--gpus", type=count_arg, help="number of GPUs the run used")
     p.add_argument("--gpu-type", help="GPU type, e.g. 'H100 SXM' (used for calibration)")
+    p.add_argument(
+        "--relabel",
+        action="store_true",
+        help="allow --gpu-type to change the GPU type of a run already in the history (recorded as relabelled)",
+    )
     p.add_argument("--host", help="host name the run ran on")
     p.add_argument("--model", help="model name (used for calibration; default: from the run's config)")
     p.add_argument("--name", help="a name for the run")

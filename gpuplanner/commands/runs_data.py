@@ -13,6 +13,7 @@ from gpuplanner.history import export as export_mod
 from gpuplanner.history import jsonsafe
 from gpuplanner.history.calibration import delete_bench
 from gpuplanner.history.db import open_db
+from gpuplanner.history.launcher_events import record_launcher_event
 from gpuplanner.history.maintenance import downsample, optimize
 from gpuplanner.history.plans import get_plan, planned_figures
 from gpuplanner.history.runs import delete_run, run_for_stream, update_run
@@ -68,7 +69,16 @@ def import_action(args: argparse.Namespace) -> int:
             plan_id=args.plan,
             planned=planned,
         )
+        relabelled = None
         if not created:
+            held = db.execute("SELECT gpu_type FROM runs WHERE id = ?", [run_id]).fetchone()[0]
+            if args.gpu_type is not None and held and args.gpu_type != held:
+                if not args.relabel:
+                    raise UsageError(
+                        f"--gpu-type: run {run_id} is already recorded on {held!r}; give --relabel to change it to"
+                        f" {args.gpu_type!r} (its speed then calibrates {args.gpu_type!r})"
+                    )
+                relabelled = {"field": "gpu_type", "from": held, "to": args.gpu_type}
             given = {
                 "name": args.name,
                 "host": args.host,
@@ -84,6 +94,8 @@ def import_action(args: argparse.Namespace) -> int:
             if planned:
                 changes.update({f"planned_{k}": v for k, v in planned.items()})
             update_run(db, run_id, **changes)
+            if relabelled is not None:
+                record_launcher_event(db, run_id, "relabelled", relabelled)
         stats = ingest_file(db, run_id, file, source=stream, follow=args.follow)
         status = db.execute("SELECT status FROM runs WHERE id = ?", [run_id]).fetchone()[0]
     result = {
@@ -94,6 +106,7 @@ def import_action(args: argparse.Namespace) -> int:
         "malformed": stats.malformed,
         "unknown_kind": stats.unknown_kind,
         "offset": stats.offset,
+        "relabelled": relabelled,
     }
     if args.fmt == "json":
         print(jsonsafe.dumps(result))
@@ -104,6 +117,8 @@ def import_action(args: argparse.Namespace) -> int:
             f"run {run_id} ({status}): {stats.inserted} new records, {stats.duplicates} already stored, "
             f"{stats.malformed} malformed and {stats.unknown_kind} unknown lines skipped"
         )
+        if relabelled is not None:
+            print(f"relabelled run {run_id}: GPU type {relabelled['from']!r} -> {relabelled['to']!r}")
     return 0
 
 

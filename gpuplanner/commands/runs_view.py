@@ -113,6 +113,7 @@ def _print_summary(
             "nodes",
             "billed",
             "queue",
+            "calibration",
         ):
             continue
         if unpriced_figure(key, value, summary.price_usd_per_gpu_hour):
@@ -123,14 +124,21 @@ def _print_summary(
         print(f"{'queue wait':34} {_queue_text(summary.queue)}")
     print(f"{'util_histogram (0-10%..90-100%)':34} {' '.join(str(n) for n in summary.util_histogram)}")
     _print_utilisation(summary)
+    if summary.calibration:
+        print(
+            f"{'calibration':34} {'yes: ' if summary.calibration['calibrates'] else 'no: '}{summary.calibration['detail']}"
+        )
     if summary.planned:
-        print("planned vs actual:")
+        hardware = summary.planned.get("hardware") or {}
+        comparable = hardware.get("comparable", True)
+        print("planned vs actual:" if comparable else f"planned vs actual ({hardware['note']}):")
         for key, cell in summary.planned.items():
-            if isinstance(cell, dict):
+            if isinstance(cell, dict) and "diff_pct" in cell:
                 diff = cell["diff_pct"]
+                shown = "" if diff is None else f"{diff:+.1f}%" if comparable else "other hardware"
                 print(
                     f"  {key:16} planned {fmt_value(cell['planned']):>12}  actual {fmt_value(cell['actual']):>12}  "
-                    f"{'' if diff is None else f'{diff:+.1f}%'}"
+                    f"{shown}"
                 )
     for line in _breakdown_lines(summary.time_breakdown):
         print(line)

@@ -30,7 +30,10 @@ from sqlite_utils import Database
 
 from gpuplanner.history.alerts import AlertSettings, current_alerts
 from gpuplanner.history.billing import billed_of
+from gpuplanner.history.calibration import CalibrationUse, calibration_of
+from gpuplanner.history.db import HistoryError
 from gpuplanner.history.gpu_metrics import run_gpu_metrics
+from gpuplanner.history.plans import get_plan
 from gpuplanner.history.rollup import IDLE_UTIL_PCT
 from gpuplanner.history.runs import Run, get_run
 from gpuplanner.history.slurm_queue import QueueSummary, queue_of
@@ -96,6 +99,7 @@ class RunSummary:
     gpus: list[dict[str, Any]] = field(default_factory=list)
     billed: dict[str, Any] | None = None  # billing.billed_of: billed hours and cost, idle hours and cost
     queue: QueueSummary | None = None  # slurm_queue.queue_of: a Slurm run's queue wait and pending reason
+    calibration: dict[str, Any] | None = None  # calibration.calibration_of: whether it calibrates, and why not
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -158,6 +162,44 @@ def _percentile_from_hist(hist: list[int], q: float) -> float | None:
             return bucket * 10.0 + 10.0 * (target - seen) / n
         seen += n
     return 100.0
+
+
+def _gpu_key(name: str) -> str:
+    key = "".join(ch for ch in name.lower() if ch.isalnum())
+    return key.removeprefix("nvidia")
+
+
+def same_gpu(planned: str, actual: str) -> bool:
+    """Whether a plan's GPU and a run's name the same board: case, spaces, dashes and a leading "NVIDIA"
+    aside, or one name a more detailed form of the other ("A100" and "A100 80GB")."""
+    a, b = _gpu_key(planned), _gpu_key(actual)
+    return bool(a and b) and (a == b or a.startswith(b) or b.startswith(a))
+
+
+def hardware_match(db: Database, run: Run, use: CalibrationUse) -> dict[str, Any]:
+    """Whether planned against actual compares like with like: the plan's GPU against the run's GPU type,
+    and a run on the CPU (or with simulated GPU samples only) is never comparable with a GPU plan."""
+    planned_gpu = None
+    if run.plan_id is not None:
+        try:
+            gpu = get_plan(db, run.plan_id).inputs.get("gpu")
+        except HistoryError:
+            gpu = None
+        planned_gpu = gpu if isinstance(gpu, str) and gpu.strip() else None
+    actual = run.gpu_type
+    if use.reason in ("cpu", "simulated"):
+        where = "the CPU" if use.reason == "cpu" else "no GPU that NVML saw (simulated GPU samples)"
+        note = f"planned for {planned_gpu or 'a GPU'}, ran on {where}: different hardware, not comparable"
+        return {
+            "planned_gpu": planned_gpu,
+            "actual_gpu": "CPU" if use.reason == "cpu" else actual,
+            "comparable": False,
+            "note": note,
+        }
+    if planned_gpu and actual and not same_gpu(planned_gpu, actual):
+        note = f"planned for {planned_gpu}, ran on {actual}: different hardware, not comparable"
+        return {"planned_gpu": planned_gpu, "actual_gpu": actual, "comparable": False, "note": note}
+    return {"planned_gpu": planned_gpu, "actual_gpu": actual, "comparable": True, "note": None}
 
 
 def _planned_block(run: Run, actual: dict[str, float | None]) -> dict[str, Any] | None:
@@ -290,6 +332,10 @@ def summarize(
             "samples_per_min": samples_per_min,
         },
     )
+    use = calibration_of(db, run_id)
+    summary.calibration = use.as_dict()
+    if summary.planned is not None:
+        summary.planned["hardware"] = hardware_match(db, run, use)
     _add_sm_activity(db, run_id, summary)
     summary.billed = billed_of(db, run_id, hours)
     summary.queue = queue_of(db, run_id)

@@ -2,7 +2,8 @@
 method and sequence length.
 
 Sources, in order of trust: finished runs in the history (``source="run"``), then ``trainer bench``
-results (``source="bench"``). Throughput is the run's median step throughput (tokens/s and
+results (``source="bench"``). A run that trained on the CPU or whose GPU samples are all simulated does
+not count (its speed is no GPU's); :func:`calibration_of` says of any run whether it calibrates and why not. Throughput is the run's median step throughput (tokens/s and
 samples/min for the whole run, and per GPU); peak memory is the largest ``peak_mem_bytes`` a step
 reported (per GPU, as the trainer measures on its own device). Measurements are only combined when
 they share the GPU type, the model, the method ("full" or "lora": LoRA skips most weight gradients
@@ -137,6 +138,94 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
+@dataclass(frozen=True)
+class CalibrationUse:
+    """Whether one run calibrates the planner and, when it does not, why (``runs show``'s ``calibration``)."""
+
+    calibrates: bool
+    reason: str | None  # not_finished, no_gpu_type, no_model, cpu, simulated, too_few_steps; None when it does
+    detail: str  # in words, for runs show, History and the plan's source line
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _hardware_problem(db: Database, run_id: int) -> tuple[str, str] | None:
+    """Why a run's speed is not its GPU type's: it trained on the CPU (the trainer's ``device``), or every
+    GPU sample was simulated (no NVML where it ran: a CPU-only host, or nvidia-ml-py missing)."""
+    row = db.execute(
+        "SELECT detail_json FROM events WHERE run_id = ? AND kind = 'run_start' ORDER BY seq DESC LIMIT 1", [run_id]
+    ).fetchone()
+    start = json_object(row[0]) if row else {}
+    device = start.get("device")
+    if isinstance(device, str) and device.strip().lower().startswith("cpu"):
+        return "cpu", "it trained on the CPU (device cpu), so its speed is no GPU's"
+    n, simulated = db.execute(
+        "SELECT COALESCE(SUM(n), 0), COALESCE(SUM(simulated_n), 0) FROM run_gpus WHERE run_id = ?", [run_id]
+    ).fetchone()
+    if (n and simulated == n) or start.get("gpu_source") == "simulated":
+        return (
+            "simulated",
+            "its GPU samples are simulated (no NVML where it ran: a CPU-only host, or nvidia-ml-py missing),"
+            " so its speed is not known to be its GPU type's",
+        )
+    return None
+
+
+def calibration_of(db: Database, run_id: int) -> CalibrationUse:
+    """Whether the run calibrates the planner (what :func:`measurements` uses it for) and why not: not
+    finished, no GPU type or model, a CPU run or simulated GPU samples, or no step that measured a speed."""
+    row = db.execute("SELECT status, gpu_type, model_name FROM runs WHERE id = ?", [run_id]).fetchone()
+    if row is None:
+        raise HistoryError(f"no run with id {run_id}")
+    status, gpu_type, model = row
+    if status not in FINISHED:
+        return CalibrationUse(False, "not_finished", f"the run is {status}: only finished runs calibrate")
+    if not gpu_type:
+        return CalibrationUse(
+            False,
+            "no_gpu_type",
+            "its GPU type is unknown (probe the host with gpuplanner hosts probe, or give runs import --gpu-type)",
+        )
+    if not model:
+        return CalibrationUse(
+            False, "no_model", "its model is unknown (launch it with --plan, or give runs import --model)"
+        )
+    problem = _hardware_problem(db, run_id)
+    if problem is not None:
+        return CalibrationUse(False, problem[0], problem[1])
+    steps, timed = db.execute(
+        "SELECT COUNT(*), COUNT(tokens_per_s) + COUNT(samples_per_s) FROM steps WHERE run_id = ?", [run_id]
+    ).fetchone()
+    if not timed:
+        return CalibrationUse(
+            False,
+            "too_few_steps",
+            f"too few steps: {steps} step record(s), none with a measured speed (a speed needs two logged steps)",
+        )
+    relabel = db.execute(
+        "SELECT detail_json FROM events WHERE run_id = ? AND kind = 'relabelled' ORDER BY seq LIMIT 1", [run_id]
+    ).fetchone()
+    was = json_object(relabel[0]).get("from") if relabel else None
+    note = f" (relabelled from {was} with runs import --relabel)" if isinstance(was, str) else ""
+    return CalibrationUse(True, None, f"calibrates the planner's speed of {model} on {gpu_type}{note}")
+
+
+def not_calibrating(db: Database, model_name: str) -> list[tuple[int, CalibrationUse]]:
+    """The finished runs of ``model_name`` that do not calibrate the planner, with why (newest first), for
+    the plan's source line."""
+    ids = db.execute(
+        f"SELECT id FROM runs WHERE model_name = ? AND status IN ({', '.join('?' * len(FINISHED))}) ORDER BY id DESC",
+        [model_name, *FINISHED],
+    ).fetchall()
+    out = []
+    for (run_id,) in ids:
+        use = calibration_of(db, run_id)
+        if not use.calibrates:
+            out.append((run_id, use))
+    return out
+
+
 def _int_or_none(value: float | None) -> int | None:
     return int(value) if value is not None else None
 
@@ -156,6 +245,8 @@ def _from_runs(db: Database, gpu_type: str | None, model_name: str | None) -> li
         params.append(model_name)
     groups: dict[Key, list[tuple[Any, ...]]] = {}
     for run_id, gpu, model, gpus, config_json, ended_at, peak in db.execute(sql + " ORDER BY r.id", params).fetchall():
+        if _hardware_problem(db, run_id) is not None:  # a CPU run's speed is no GPU's (calibration_of says why)
+            continue
         throughput = db.execute("SELECT tokens_per_s, samples_per_s FROM steps WHERE run_id = ?", [run_id]).fetchall()
         tps = _median([r[0] for r in throughput])
         sps = _median([r[1] for r in throughput])

@@ -3,7 +3,7 @@
 They live in the history's ``events`` table beside the trainer's records, with negative ``seq``
 (each new one one lower than the lowest so far), so they never collide with the trainer's seq >= 0.
 Their ``t`` is this machine's clock. Kinds written: ``restart``, ``user_stop``, ``failure``,
-``preflight``, ``billed``, ``slurm_job``, ``orphan_stopped``.
+``preflight``, ``billed``, ``slurm_job``, ``orphan_stopped``, ``relabelled`` (``runs import --relabel``).
 """
 
 from __future__ import annotations

@@ -106,15 +106,15 @@ def test_local_plain_script_reaches_history_plan_and_calibration(
     planned = summary["planned"]["tokens_per_s"]
     assert planned["planned"] == pytest.approx(plan["throughput"]["tokens_per_s"])
     assert planned["actual"] > 0 and planned["diff_pct"] is not None
-    # The run's measured speed now calibrates the planner for this GPU, model, length and arithmetic.
+    # The run knows what it trained (GPU, model, length, arithmetic), but this CPU-only machine's GPU
+    # samples are simulated: its speed is no A100's, so it does not calibrate, and says why (issue 30.4).
     db = connect(db_path)
     try:
         cal = lookup(db, GPU, model, seq_len=32, precision="fp32")
     finally:
         db.close()
-    assert cal is not None and cal.source == "run" and cal.ids == (run_id,)
-    speeds = [r[0] for r in rows(db_path, "SELECT tokens_per_s FROM steps WHERE run_id = ?", run_id) if r[0]]
-    assert cal.tokens_per_s == pytest.approx(sorted(speeds)[len(speeds) // 2], rel=0.5)
+    assert cal is None
+    assert summary["calibration"]["reason"] == "simulated" and summary["planned"]["hardware"]["comparable"] is False
     assert (tmp_path / "runs" / str(run_id) / "final.pt").exists()
 
 

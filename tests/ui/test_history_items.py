@@ -20,9 +20,14 @@ def test_planned_against_actual_reads_as_people_write() -> None:
     html = planned_html(planned, "1 x H100 SXM", "2 x A100 80GB")
     assert "1 h 12 min" in html and "1 h 30 min" in html and "$2.99" in html and "$3.60" in html
     assert "40.0 GiB" in html and "38.5 GiB" in html and "+25.0 %" in html
-    assert "different GPU" in html and "Tokens/s" not in html  # nothing to compare: no row
+    assert "different hardware" in html and "Tokens/s" not in html  # nothing to compare: no row
     same = planned_html(planned, "1 x H100 SXM", "1 x H100 SXM")
-    assert "different GPU" not in same and ">same<" in same
+    assert "different hardware" not in same and ">same<" in same
+    # the history judged it (an RTX 4090 plan, a CPU run): labelled, no percentages
+    cpu = {**planned, "hardware": {"planned_gpu": "RTX 4090", "actual_gpu": "CPU", "comparable": False, "note": "x"}}
+    html = planned_html(cpu, None, "1 x RTX 4090")
+    assert "different hardware" in html and ">CPU<" in html and ">RTX 4090<" in html
+    assert "%" not in html and html.count("other hardware") == 3
 
 
 def test_no_exponents() -> None:

@@ -97,7 +97,12 @@ COMPARE_METRICS: tuple[tuple[str, str], ...] = (
 
 
 def cost_vs_plan_pct(summary: RunSummary) -> float | None:
+    """The run's cost (else hours) against its plan's, in %; None on other hardware than the plan's (another
+    GPU, the CPU), where a percentage would compare unlike runs (the Summary labels it)."""
     planned = summary.planned or {}
+    hardware = planned.get("hardware")
+    if isinstance(hardware, dict) and hardware.get("comparable") is False:
+        return None
     cell = planned.get("cost_usd") if isinstance(planned.get("cost_usd"), dict) else None
     if cell is None or cell.get("diff_pct") is None:
         cell = planned.get("hours") if isinstance(planned.get("hours"), dict) else None

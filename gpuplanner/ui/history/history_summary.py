@@ -99,6 +99,9 @@ def summary_html(s: RunSummary, failure: dict[str, Any] | None = None, plan_gpu:
         ("Interruptions", f"{s.interruptions} ({human_hours(s.interruption_hours)} lost)"),
         *billed_rows(s),
     ]
+    if s.calibration:
+        use = s.calibration
+        left.append(("Calibrates the planner", esc(("yes: " if use["calibrates"] else "no: ") + use["detail"])))
     sm_hours = (
         f"{format_value(s.effective_gpu_hours_sm)} (SM activity {format_value(s.avg_sm_active_pct)} %"
         + (
@@ -223,22 +226,33 @@ def planned_html(planned: dict[str, Any], plan_gpu: str | None, run_gpu: str) ->
         "<tr><th align='left'></th><th align='right'>planned</th><th align='right'>actual</th>"
         "<th align='right'>difference</th></tr>"
     ]
-    if plan_gpu:
-        differs = plan_gpu.replace(" ", "").lower() != run_gpu.replace(" ", "").lower()
-        flag = "<span style='color:#d64545'>different GPU: the numbers below compare unlike runs</span>"
+    found = planned.get("hardware")
+    hardware: dict[str, Any] = found if isinstance(found, dict) else {}
+    judged = "comparable" in hardware  # the history's judgement (analytics.hardware_match): no percentages then
+    if judged:
+        comparable = bool(hardware["comparable"])
+    else:
+        comparable = not plan_gpu or plan_gpu.replace(" ", "").lower() == run_gpu.replace(" ", "").lower()
+    plan_gpu = plan_gpu or hardware.get("planned_gpu")
+    if plan_gpu or not comparable:
+        flag = "<span style='color:#d64545'>different hardware: the numbers below compare unlike runs</span>"
         out.append(
-            f"<tr><td>GPU</td><td align='right'>{html_lib.escape(plan_gpu)}</td>"
-            f"<td align='right'>{html_lib.escape(run_gpu)}</td><td align='right'>{flag if differs else 'same'}</td></tr>"
+            f"<tr><td>GPU</td><td align='right'>{html_lib.escape(plan_gpu or 'a GPU')}</td>"
+            f"<td align='right'>{html_lib.escape(hardware.get('actual_gpu') or run_gpu)}</td>"
+            f"<td align='right'>{'same' if comparable else flag}</td></tr>"
         )
     for key, cell in planned.items():
-        if not isinstance(cell, dict) or (cell.get("planned") is None and cell.get("actual") is None):
+        if not isinstance(cell, dict) or "diff_pct" not in cell:
+            continue
+        if cell.get("planned") is None and cell.get("actual") is None:
             continue
         label, fmt = shown.get(key, (key.replace("_", " "), format_value))
         diff = cell.get("diff_pct")
+        text = "" if diff is None else f"{diff:+.1f} %" if comparable or not judged else "other hardware"
         out.append(
             f"<tr><td>{label}</td><td align='right'>{fmt(cell.get('planned'))}</td>"
             f"<td align='right'>{fmt(cell.get('actual'))}</td>"
-            f"<td align='right'>{'' if diff is None else f'{diff:+.1f} %'}</td></tr>"
+            f"<td align='right'>{text}</td></tr>"
         )
     out.append("</table>")
     return "".join(out)
