@@ -13,6 +13,7 @@ from gpuplanner.plan.inputs import RANGES
 from gpuplanner.plan.model_spec import list_presets
 from gpuplanner.plan.planner import DEFAULT_HEADROOM
 from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING
+from gpuplanner.plan.storage_cost import DATA_PROVIDERS, DEFAULT_CHECKPOINTS_KEPT, DEFAULT_RETENTION_DAYS, LOCATIONS
 
 MODEL_SOURCES = ("preset", "config.json", "parameter count")
 MEMORY_SOURCES = ("formula", "trace")
@@ -232,6 +233,12 @@ FIELDS: tuple[Field, ...] = (
         "choice",
         CALIBRATION,
     ),
+    # --- storage and transfer (issue 31): labels and tooltips from app/plan_fields.py; empty size: compute only
+    Field("dataset-gb", "Dataset size (GB)", GROUPS[2], "", optional=True, placeholder="compute only"),
+    Field("data-location", "Dataset lives", GROUPS[2], "", LOCATIONS[0], "choice", LOCATIONS),
+    Field("data-provider", "Dataset provider", GROUPS[2], "", DATA_PROVIDERS[0], "choice", DATA_PROVIDERS),
+    Field("checkpoints-kept", "Checkpoints kept", GROUPS[2], "", f"{DEFAULT_CHECKPOINTS_KEPT}"),
+    Field("retention-days", "Retention (days)", GROUPS[2], "", f"{DEFAULT_RETENTION_DAYS:g}"),
     # --- hardware and pricing
     Field(
         "gpu",
