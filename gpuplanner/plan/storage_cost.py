@@ -117,7 +117,7 @@ class StorageBill:
 @dataclass(frozen=True)
 class Bill:
     """Compute, storage and transfer of one plan option under one pricing mode. ``storage`` None: the
-    training provider has no storage prices (storage and transfer unknown, never $0)."""
+    training provider has no storage prices (storage, transfer and the total unknown, never $0)."""
 
     pricing: str
     provider: str | None
@@ -135,10 +135,11 @@ class Bill:
 
     @property
     def total_usd(self) -> float | None:
-        """Compute plus what is known of storage and transfer (None without a compute price)."""
-        if self.compute_usd is None:
+        """Compute plus storage plus transfer; None when a part is unknown (no compute price, or no storage
+        prices for the provider), so such an option ranks after every fully priced one, never as cheaper."""
+        if self.compute_usd is None or self.storage is None:
             return None
-        return self.compute_usd + (self.storage.storage_usd + self.storage.transfer_usd if self.storage else 0.0)
+        return self.compute_usd + self.storage.storage_usd + self.storage.transfer_usd
 
 
 def _path() -> Path:
