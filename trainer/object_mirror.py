@@ -55,8 +55,9 @@ class ObjectStore:
 
         parsed = urllib.parse.urlparse(url)
         protocol = SCHEMES[parsed.scheme][0]
-        # A fresh instance with no listing cache: another host may have changed the mirror since.
-        self.fs: Any = fsspec.filesystem(protocol, skip_instance_cache=True, use_listings_cache=False)
+        # No listing cache (another host may have changed the mirror since); fsspec keeps one client per
+        # process and settings, so each push does not set up a new connection pool and session.
+        self.fs: Any = fsspec.filesystem(protocol, use_listings_cache=False)
         self.root = f"{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/")
 
     def _names(self) -> list[str]:

@@ -4,30 +4,58 @@ kept, a cut upload ignored, and a fresh run directory resumes from the newest co
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.conftest import REPO_ROOT
 from tests.trainer.conftest import final_weights, make_config, read_events
 from trainer import checkpoint, mirror, object_mirror
 from trainer.loop import EXIT_OK, train
 
 BUCKET = "ckpts"
+# A process that pushes one checkpoint and stops for good after its first file (until it is killed).
+_PUSH_UNTIL_KILLED = """
+import sys, time
+from pathlib import Path
+from trainer import object_mirror
+store = object_mirror.ObjectStore(sys.argv[1])
+real_put = store.fs.put_file
+def put(local, remote, *args, **kwargs):
+    real_put(local, remote, *args, **kwargs)
+    Path(sys.argv[3]).write_text("one file up")
+    time.sleep(3600)
+store.fs.put_file = put
+store.push(Path(sys.argv[2]), 2)
+"""
 
 
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    """A moto S3 server on 127.0.0.1 (a free port), a bucket in it, and the environment pointing at it."""
+@pytest.fixture(scope="module")
+def _moto() -> Iterator[str]:
+    """One moto S3 server on 127.0.0.1 (a free port) for this module's tests; its endpoint URL."""
     moto_server = pytest.importorskip("moto.server", reason="install the dev extra (moto[server])")
-    import boto3
-
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3(_moto: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[object]:
+    """The environment pointing at the server, and an empty bucket of this test's own."""
+    import boto3
+
     for name, value in {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ENDPOINT_URL": _moto,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
@@ -39,8 +67,11 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     client.create_bucket(Bucket=BUCKET)
     try:
         yield client
-    finally:
-        server.stop()
+    finally:  # the next test starts from an empty bucket
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+            for obj in page.get("Contents", []):
+                client.delete_object(Bucket=BUCKET, Key=obj["Key"])
+        client.delete_bucket(Bucket=BUCKET)
 
 
 def _objects(client: object, prefix: str) -> dict[str, list[str]]:
@@ -55,58 +86,61 @@ def _objects(client: object, prefix: str) -> dict[str, list[str]]:
 
 
 def test_push_keeps_complete_folders_and_a_cut_upload_is_ignored(
-    tmp_path: Path, model_config: Path, s3: object, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, s3: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = tmp_path / "run"
-    assert train(make_config(run, model_config, max_steps=6, checkpoint_every_steps=2, keep_checkpoints=3)) == EXIT_OK
+    for step in (2, 4, 6):  # real checkpoints in the trainer's format (files, then the marker), of a tiny state
+        tmp = checkpoint.begin(run, step)
+        checkpoint.write_main(tmp, {"w": torch.full((256,), float(step))}, {"state": {}}, None, {"step": step})
+        checkpoint.finish(run, tmp, step, keep=3)
     ck2, ck4, ck6 = reversed(checkpoint.complete(run))
     url = f"s3://{BUCKET}/team/run-1"
-    store = object_mirror.ObjectStore(url)
+    store = object_mirror.ObjectStore(url)  # one client for most steps (each new one takes a while to set up)
     uploaded: list[str] = []
     real_put = store.fs.put_file
+    cut_after: list[int] = []  # set: the upload dies at that file (the spot host went away)
 
     def watching_put(local: str, remote: str, *a: object, **kw: object) -> None:
+        if cut_after and len(uploaded) == cut_after[0]:
+            raise ConnectionError("connection reset (the spot host went away)")
         uploaded.append(remote.rsplit("/", 1)[-1])
         real_put(local, remote, *a, **kw)
+
+    def restore(name: str) -> Path | None:
+        root = checkpoint.checkpoints_dir(tmp_path / name)
+        root.mkdir(parents=True)
+        return store.fetch_newest(root)
 
     monkeypatch.setattr(store.fs, "put_file", watching_put)
     store.push(ck2, keep=2)
     assert uploaded[-1] == checkpoint.MARKER and checkpoint.MARKER not in uploaded[:-1]
     assert sorted(uploaded) == _objects(s3, "team/run-1")["step-00000002"]
-    mirror.push(ck4, url, keep=2)
+    mirror.push(ck4, url, keep=2)  # through the mirror's URL dispatch
     assert list(_objects(s3, "team/run-1")) == ["step-00000002", "step-00000004"]
 
     # An upload killed half-way: its first file reaches the bucket, the rest and the marker never do.
-    cut = object_mirror.ObjectStore(url)
-    calls = {"n": 0}
-    real_cut_put = cut.fs.put_file
-
-    def dying_put(local: str, remote: str, *a: object, **kw: object) -> None:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise ConnectionError("connection reset (the spot host went away)")
-        real_cut_put(local, remote, *a, **kw)
-
-    monkeypatch.setattr(cut.fs, "put_file", dying_put)
+    uploaded.clear()
+    cut_after.append(1)
     with pytest.raises(ConnectionError):
-        cut.push(ck6, keep=2)
+        store.push(ck6, keep=2)
+    cut_after.clear()
     half = _objects(s3, "team/run-1")["step-00000006"]
     assert len(half) == 1 and checkpoint.MARKER not in half
-    got = mirror.fetch_newest(url, tmp_path / "fresh")
+    got = mirror.fetch_newest(url, tmp_path / "fresh")  # through the dispatch: a run directory's checkpoints/
     assert got is not None and got.name == "step-00000004" and checkpoint.is_valid(got)
     assert sorted(p.name for p in checkpoint.checkpoints_dir(tmp_path / "fresh").iterdir()) == ["step-00000004"]
 
     # The same step uploaded again completes; keep=2 prunes step 2 (never fewer than 2 kept).
-    mirror.push(ck6, url, keep=1)
+    store.push(ck6, keep=1)
     listing = _objects(s3, "team/run-1")
     assert list(listing) == ["step-00000004", "step-00000006"]
     assert listing["step-00000006"] == sorted(p.name for p in ck6.iterdir())
-    got = mirror.fetch_newest(url, tmp_path / "fresh2")
+    got = restore("fresh2")
     assert got is not None and got.name == "step-00000006" and checkpoint.is_valid(got)
 
     # A corrupted mirrored file fails its checksum: the previous complete checkpoint is restored.
     s3.put_object(Bucket=BUCKET, Key="team/run-1/step-00000006/model.pt", Body=b"broken")  # type: ignore[attr-defined]
-    got = mirror.fetch_newest(url, tmp_path / "fresh3")
+    got = restore("fresh3")
     assert got is not None and got.name == "step-00000004"
     assert mirror.fetch_newest(f"s3://{BUCKET}/nothing-here", tmp_path / "fresh4") is None
 
@@ -128,8 +162,21 @@ def test_a_run_mirrored_to_s3_resumes_on_another_run_directory(tmp_path: Path, m
     ref = tmp_path / "spot-host"
     assert train(make_config(ref, model_config, **common)) == EXIT_OK
     assert list(_objects(s3, "runs/llm")) == ["step-00000004", "step-00000006"]
-    # The spot host died while uploading step 6: its marker never reached the bucket.
-    s3.delete_object(Bucket=BUCKET, Key=f"runs/llm/step-00000006/{checkpoint.MARKER}")  # type: ignore[attr-defined]
+    # The spot host dies while uploading step 6 again: a process pushing it is killed (SIGKILL) once its
+    # first file is in the bucket, so the marker never gets there.
+    flag = tmp_path / "one-file-up"
+    step6 = checkpoint.checkpoints_dir(ref) / "step-00000006"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    pusher = subprocess.Popen([sys.executable, "-c", _PUSH_UNTIL_KILLED, url, str(step6), str(flag)], env=env)
+    try:
+        while not flag.exists():  # the state to wait for: the first file uploaded
+            assert pusher.poll() is None, "the pusher ended before uploading a file"
+            time.sleep(0.05)
+    finally:
+        pusher.kill()
+        pusher.wait()
+    cut = _objects(s3, "runs/llm")["step-00000006"]
+    assert len(cut) == 1 and checkpoint.MARKER not in cut
     other = tmp_path / "other-host"
     assert train(make_config(other, model_config, **common)) == EXIT_OK
     events = read_events(other)
