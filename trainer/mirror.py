@@ -31,7 +31,7 @@ def _parse(url: str) -> tuple[str, Any]:
     if parsed.scheme in object_mirror.SCHEMES:
         object_mirror.check(url)
         return "object", url
-    raise ValueError(
+    raise object_mirror.MirrorUnavailable(
         f"unsupported mirror URL {url!r}: use a path, sftp://host/path, s3://bucket/prefix, gs://bucket/prefix"
         " or az://container/prefix"
     )

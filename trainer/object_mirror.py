@@ -33,16 +33,20 @@ SCHEMES: dict[str, tuple[str, str, str]] = {
 }
 
 
+class MirrorUnavailable(ValueError):
+    """A mirror URL the trainer cannot use (unknown scheme, no bucket, its library missing): one line, exit 2."""
+
+
 def check(url: str) -> None:
     """Refuse, in one line, a URL without a bucket or whose storage library is not installed."""
     parsed = urllib.parse.urlparse(url)
     if not parsed.netloc:
-        raise ValueError(f"mirror URL {url!r} names no bucket: use {parsed.scheme}://bucket/prefix")
+        raise MirrorUnavailable(f"mirror URL {url!r} names no bucket: use {parsed.scheme}://bucket/prefix")
     _protocol, package, extra = SCHEMES[parsed.scheme]
     for name in ("fsspec", package):
         if importlib.util.find_spec(name) is None:
-            raise ValueError(
-                f"a {parsed.scheme}:// mirror needs {name}: pip install 'gpuplanner[{extra}]' (or pip install {package})"
+            raise MirrorUnavailable(
+                f"mirroring to {parsed.scheme}:// needs {name}: pip install 'gpuplanner[{extra}]' (or pip install {package})"
             )
 
 

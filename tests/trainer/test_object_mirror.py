@@ -17,7 +17,7 @@ import torch
 from tests.conftest import REPO_ROOT
 from tests.trainer.conftest import final_weights, make_config, read_events
 from trainer import checkpoint, mirror, object_mirror
-from trainer.loop import EXIT_OK, train
+from trainer.loop import EXIT_CONFIG, EXIT_OK, train
 
 BUCKET = "ckpts"
 # A process that pushes one checkpoint and stops for good after its first file (until it is killed).
@@ -145,14 +145,23 @@ def test_push_keeps_complete_folders_and_a_cut_upload_is_ignored(
     assert mirror.fetch_newest(f"s3://{BUCKET}/nothing-here", tmp_path / "fresh4") is None
 
 
-def test_bad_object_urls_are_refused_in_one_line() -> None:
-    with pytest.raises(ValueError, match="names no bucket"):
+def test_bad_object_urls_are_refused_in_one_line(
+    tmp_path: Path, model_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(object_mirror.MirrorUnavailable, match="names no bucket"):
         mirror.Mirror("s3:///prefix", 2)
-    with pytest.raises(ValueError, match="unsupported mirror URL"):
+    with pytest.raises(object_mirror.MirrorUnavailable, match="unsupported mirror URL"):
         mirror.Mirror("ftp://host/x", 2)
     if object_mirror.importlib.util.find_spec("adlfs") is None:
-        with pytest.raises(ValueError, match=r"needs adlfs: pip install 'gpuplanner\[azure\]'"):
+        with pytest.raises(object_mirror.MirrorUnavailable, match=r"needs adlfs: pip install 'gpuplanner\[azure\]'"):
             mirror.Mirror("az://container/x", 2)
+    # the trainer stops at start with that one line and the configuration exit code, no traceback
+    run = tmp_path / "run"
+    assert train(make_config(run, model_config, mirror_url="s3:///prefix")) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "names no bucket" in err and "Traceback" not in err
+    end = [e for e in read_events(run) if e["kind"] == "run_end"]
+    assert end and end[0]["status"] == "failed" and "names no bucket" in end[0]["error"]
 
 
 @pytest.mark.slow
