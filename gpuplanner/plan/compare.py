@@ -309,6 +309,8 @@ def recommendation(rows: Sequence[CompareRow]) -> str:
     text = (
         f"{best.gpus} x {best.gpu} {best.pricing} at {best.provider}: {human_money(cost)} in {human_hours(best.hours)}"
     )
+    if best.bill is not None and best.bill.total_usd is not None:
+        text += " (compute + storage + transfer)"
     if len(usable) > 1:
         runner = usable[1]
         other = runner.total_usd or 0.0

@@ -35,6 +35,12 @@ def test_dataset_size_and_place_add_storage_and_transfer(qtbot: Any, pane: PlanP
     rows = pane.result.rows
     totals = [row.total_usd for row in rows if row.usable and row.total_usd is not None]
     assert totals and totals == sorted(totals)
+    # the recommendation names the total, and selecting a row shows its total in the headline
+    assert "(compute + storage + transfer)" in pane.result.recommendation
+    best = next(row for row in rows if row.usable)
+    assert pane.select_option(best.gpu, best.gpus, best.pricing)
+    qtbot.waitUntil(lambda: "with storage and transfer" in pane.recommendation_label.text(), timeout=5000)
+    assert f"${best.total_usd:,.2f}" in pane.recommendation_label.text()
     focus_bills = [plan_bill(row.plan) for row in rows if row.usable]
     assert any(bill is not None and " ".join(describe_bill(bill)[0].split()) in shown for bill in focus_bills)
 

@@ -90,9 +90,10 @@ def headline(focus: Focus, recommendation: str) -> str:
     row = focus.row
     if not row.usable:
         return f"Selected: {option_name(row)} cannot be used: {row.reason}."
+    billed = row.bill is not None and row.total_usd is not None  # a dataset size: the total, as ranked
     return (
-        f"Selected: #{row.rank} {option_name(row)}: {human_money(row.cost_usd)}"
-        f"{' expected' if row.pricing == 'spot' else ''} in {human_hours(row.hours)}."
+        f"Selected: #{row.rank} {option_name(row)}: {human_money(row.total_usd if billed else row.cost_usd)}"
+        f"{' expected' if row.pricing == 'spot' else ''}{' with storage and transfer' if billed else ''} in {human_hours(row.hours)}."
     )
 
 
