@@ -25,7 +25,7 @@ from gpuplanner.plan.planner import (
 from gpuplanner.plan.runtime import Runtime, estimate_runtime
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.speed_params import load_speed_model
-from gpuplanner.plan.storage_cost import Bill, plan_bill
+from gpuplanner.plan.storage_cost import Bill, plan_bill, with_bill_budget
 from gpuplanner.plan.throughput import Throughput, quantized_params, step_model_tokens_per_s, step_params
 
 GPU_COUNTS = (1, 2, 4, 8)
@@ -246,6 +246,8 @@ def _compare_rows(
             tuple(warnings),
             gpu_hours_ok=gpu_hours_ok,
         )
+        plan = with_bill_budget(plan)  # with a dataset size the budget counts storage and transfer too
+        budget_ok = plan.budget_ok
         choice = on_demand if mode == "on-demand" else (spot.price if spot else None)
         priced = choice is not None
         usable = bool(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -245,6 +245,25 @@ def plan_bill(plan: Plan, pricing: str | None = None) -> Bill | None:
     bill = storage_bill(request, provider, checkpoint_gb, hours)
     note = "" if bill else f"no storage prices for {provider}: storage and transfer not priced"
     return Bill(mode, provider, compute, bill, note)
+
+
+def with_bill_budget(plan: Plan) -> Plan:
+    """``plan`` with its budget check counting storage and transfer too: what the compute check compared
+    (on-demand: the cost; spot: its P90 cost) plus storage plus transfer must stay within the budget. Only
+    a plan with a dataset size, a budget and known storage prices can change (from within to over)."""
+    budget = plan.request.budget_usd
+    if budget is None or plan.budget_ok is not True:
+        return plan
+    bill = plan_bill(plan)
+    if bill is None or bill.storage is None:
+        return plan
+    if plan.request.pricing_mode == "spot":
+        checked = plan.spot.p90_cost_usd if plan.spot else None
+    else:
+        checked = plan.on_demand_cost_usd
+    if checked is None or checked + bill.storage.storage_usd + bill.storage.transfer_usd <= budget:
+        return plan
+    return replace(plan, budget_ok=False)
 
 
 def bill_document(bill: Bill) -> dict[str, object]:

@@ -159,6 +159,31 @@ def test_compare_json_has_the_three_parts_and_ranks_by_the_total(capsys: pytest.
     assert f"at {best['provider']}: ${best['total_usd']:,.2f}" in text
 
 
+def test_the_budget_counts_storage_and_transfer(capsys: pytest.CaptureFixture[str]) -> None:
+    # compute is about $3.35 (A10G at AWS): within $20 alone, over it with the $40 egress of 2,000 GB
+    code, out, err = run(capsys, *PLAN, "--budget-usd", "20", "--json")
+    assert code == 0, err
+    assert json.loads(out)["budget_ok"] is True
+    storage = ("--dataset-gb", "2000", "--data-location", "other-region")
+    code, out, err = run(capsys, *PLAN, *storage, "--budget-usd", "20", "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["on_demand"]["cost_usd"] < 20 < document["bill"]["total_usd"]
+    assert document["budget_ok"] is False
+    code, out, err = run(capsys, *PLAN, *storage, "--budget-usd", "50", "--json")
+    assert json.loads(out)["budget_ok"] is True  # $43.81 in all
+    # compare: options whose total is over the budget are not ranked, those under it are
+    argv = ("compare", "--params", "300M", "--samples", "100k", *storage, "--budget-usd", "20", "--json")
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    rows = [row for row in json.loads(out) if row["bill"]["total_usd"] is not None and row["memory"]["fits"]]
+    over = [row for row in rows if row["pricing"] == "on-demand" and row["bill"]["total_usd"] > 20]
+    under = [row for row in rows if row["pricing"] == "on-demand" and row["bill"]["total_usd"] <= 20]
+    assert over and under
+    assert all(row["within_budget"] is False and row["rank"] is None for row in over)
+    assert all(row["within_budget"] is True for row in under)
+
+
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
