@@ -154,7 +154,8 @@ HELP = {
     "schedule_change": "when a resume would change the learning-rate schedule saved in the checkpoint (max steps, "
     "epochs, lr, warm-up, batch shape, or world size in an epoch-based run): warn with the difference and continue "
     "on the new schedule, or refuse (exit 2); a world-size change that keeps the schedule only warns",
-    "mirror_url": "copy each checkpoint to a local path or sftp://[user@]host[:port]/path",
+    "mirror_url": "copy each checkpoint to a local path, sftp://[user@]host[:port]/path, s3://bucket/prefix, "
+    "gs://bucket/prefix or az://container/prefix",
     "preemption_url": "instance metadata URL to poll for a preemption notice",
     "log_interval_s": "minimum seconds between step records",
     "reset_position_ids": "restart position ids after each document and mask cross-document attention (fast with flash_attention_2; slow with sdpa, which then needs a materialised mask)",

@@ -28,6 +28,7 @@ from .config import TrainConfig, write_resolved
 from .evaluation import Evaluating
 from .flops import peak_flops, set_tf32
 from .model import QLoRAUnavailable, count_params, pick_device, save_final, training_flops
+from .object_mirror import MirrorUnavailable
 from .preemption import NONE, PREEMPTED, REASON_STATUS, SignalHandlers
 from .resuming import Resuming
 from .run_records import Reporting
@@ -59,7 +60,13 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
     try:
         trainer = _Trainer(config, info, device, run_dir, tele, bench, writer, started)
         return trainer.run()
-    except (checkpoint.ResumeConflict, losses.UnsupportedLoss, QLoRAUnavailable, data_mod.TokenizerError) as exc:
+    except (
+        checkpoint.ResumeConflict,
+        losses.UnsupportedLoss,
+        QLoRAUnavailable,
+        data_mod.TokenizerError,
+        MirrorUnavailable,
+    ) as exc:
         warn(str(exc))
         phases = trainer.phase_fields() if trainer is not None else {}
         tele.emit("run_end", status="failed", error=str(exc), exit_code=EXIT_CONFIG, **phases)

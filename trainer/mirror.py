@@ -1,7 +1,8 @@
 """Mirror complete checkpoints to a durable location so a run can resume on another host.
 
-URLs: a local path (or ``file://``), or ``sftp://[user@]host[:port]/path`` (needs paramiko; uses
-the SSH agent and ``~/.ssh`` keys). Each checkpoint is copied into a temporary folder, completion
+URLs: a local path (or ``file://``), ``sftp://[user@]host[:port]/path`` (needs paramiko; uses
+the SSH agent and ``~/.ssh`` keys), or object storage, ``s3://``, ``gs://``, ``az://``
+(``object_mirror.py``, through fsspec). Each checkpoint is copied into a temporary folder, completion
 marker last, and renamed into place, so a mirrored ``step-N`` folder is always complete; the last K
 (at least 2) are kept. ``fetch_newest`` restores the newest mirrored checkpoint into a run
 directory that has none.
@@ -17,7 +18,7 @@ import urllib.parse
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import checkpoint
+from . import checkpoint, object_mirror
 from .telemetry import warn
 
 
@@ -27,7 +28,13 @@ def _parse(url: str) -> tuple[str, Any]:
         return "local", Path(parsed.path if parsed.scheme else url)
     if parsed.scheme == "sftp":
         return "sftp", parsed
-    raise ValueError(f"unsupported mirror URL {url!r}: use a path or sftp://host/path")
+    if parsed.scheme in object_mirror.SCHEMES:
+        object_mirror.check(url)
+        return "object", url
+    raise object_mirror.MirrorUnavailable(
+        f"unsupported mirror URL {url!r}: use a path, sftp://host/path, s3://bucket/prefix, gs://bucket/prefix"
+        " or az://container/prefix"
+    )
 
 
 def _files_marker_last(src: Path) -> list[Path]:
@@ -93,6 +100,9 @@ def push(src: Path, url: str, keep: int) -> None:
         for old in done[max(2, keep) :]:
             shutil.rmtree(old, ignore_errors=True)
         return
+    if kind == "object":
+        object_mirror.ObjectStore(target).push(src, keep)
+        return
     conn = _Sftp(target)
     try:
         dest = conn.root / src.name
@@ -146,6 +156,8 @@ def fetch_newest(url: str, run_dir: Path) -> Path | None:
                 shutil.copytree(src, dest)
                 return dest
         return None
+    if kind == "object":
+        return object_mirror.ObjectStore(target).fetch_newest(root)
     conn = _Sftp(target)
     try:
         try:

@@ -42,6 +42,19 @@ COMPARE_COLUMNS: tuple[str, ...] = (
     "price_source",
 )
 TABLE_COLUMNS = COMPARE_COLUMNS[: COMPARE_COLUMNS.index("reason") + 1]
+# Added after the others when a dataset size is given (plan/storage_cost.py); the rows are then ranked by
+# total_usd (compute + storage + transfer).
+BILL_COLUMNS: tuple[str, ...] = ("storage_usd", "transfer_usd", "total_usd")
+
+
+def has_bill(rows: Sequence[CompareRow]) -> bool:
+    """Whether the comparison prices storage and transfer (a dataset size was given)."""
+    return bool(rows) and rows[0].plan.request.storage is not None
+
+
+def compare_columns(rows: Sequence[CompareRow]) -> tuple[str, ...]:
+    """The columns of these rows: :data:`COMPARE_COLUMNS`, plus :data:`BILL_COLUMNS` with a dataset size."""
+    return COMPARE_COLUMNS + (BILL_COLUMNS if has_bill(rows) else ())
 
 
 def row_price(row: CompareRow) -> tuple[str | None, float | None, str | None, str | None]:
@@ -57,10 +70,16 @@ def why_not(row: CompareRow) -> str:
     return row.reason or ("fitted: " + ", ".join(row.fitted) if row.fitted else "")
 
 
-def compare_cells(row: CompareRow) -> tuple[Cell, ...]:
-    """One row's values in :data:`COMPARE_COLUMNS` order; hours and costs rounded for people (a tiny run's keep
-    3 significant figures, not 0.0)."""
+def compare_cells(row: CompareRow, with_bill: bool = False) -> tuple[Cell, ...]:
+    """One row's values in :data:`COMPARE_COLUMNS` order (and :data:`BILL_COLUMNS` ``with_bill``); hours and
+    costs rounded for people (a tiny run's keep 3 significant figures, not 0.0)."""
     r = round_for_people
+    bill = row.bill if with_bill else None
+    extra: tuple[Cell, ...] = (
+        (r(bill.storage_usd, 2), r(bill.transfer_usd, 2), r(row.total_usd, 2)) if with_bill and bill else ()
+    )
+    if with_bill and bill is None:
+        extra = (None, None, r(row.total_usd, 2))
     return (
         row.rank,
         row.gpu,
@@ -77,6 +96,7 @@ def compare_cells(row: CompareRow) -> tuple[Cell, ...]:
         row.plan.gpu_hours_ok,
         why_not(row),
         *row_price(row),
+        *extra,
     )
 
 

@@ -459,6 +459,61 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         4,
         3,
     ),
+    # --- storage and transfer (plan/storage_cost.py): all of them apply only with --dataset-gb
+    _row(
+        "dataset-gb",
+        "Dataset size",
+        "GB",
+        "The training data's size in GB. Given: the plan adds storage (checkpoints kept, the dataset during "
+        "the run) and transfer (moving the dataset to the GPUs) to the compute cost, and compare ranks by the "
+        "total. Not given: compute only.",
+        "number",
+        3,
+        2,
+        "GB",
+    ),
+    _row(
+        "data-location",
+        "Dataset lives",
+        "",
+        "Where the dataset is: same-region (no transfer charge), other-region (the training provider's "
+        "inter-region rate), other-provider (the internet egress of --data-provider) or on-prem (cloud ingress "
+        "is free). Default same-region.",
+        "choice",
+        3,
+        2,
+    ),
+    _row(
+        "data-provider",
+        "Dataset provider",
+        "",
+        "With --data-location other-provider: the provider that holds the dataset and charges its egress "
+        "(default aws).",
+        "choice",
+        3,
+        2,
+    ),
+    _row(
+        "checkpoints-kept",
+        "Checkpoints kept",
+        "",
+        "Checkpoints stored after the run (default 3, the trainer's --keep-checkpoints); each is the trained "
+        "weights plus their optimizer states, sized from the plan.",
+        "number",
+        3,
+        2,
+        "N",
+    ),
+    _row(
+        "retention-days",
+        "Retention",
+        "days",
+        "Days the kept checkpoints stay in storage (default 30).",
+        "number",
+        3,
+        2,
+        "DAYS",
+    ),
     # --- deadline and budget
     _row("deadline-hours", "Deadline", "hours", "Wall-clock hours the run must finish in.", "number", 5, 5, "H"),
     _row("budget-usd", "Budget", "$", "Most money the run may cost.", "number", 5, 5, "USD"),

@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from gpuplanner.app.compare_row import COMPARE_COLUMNS, compare_cells, compare_documents
+from gpuplanner.app.compare_row import compare_cells, compare_columns, compare_documents, has_bill
 from gpuplanner.app.percentiles import spot_percentiles
 from gpuplanner.app.plan_fields import CLI_GROUPS, PLAN_FIELDS, PlanField
 from gpuplanner.commands.errors import UsageError
@@ -32,6 +32,7 @@ from gpuplanner.plan.inputs import INPUT_NAMES, PlanInputs, inputs_document, par
 from gpuplanner.plan.planner import Plan, PlanRequest, make_plan
 from gpuplanner.plan.price_dates import describe_age, describe_offer_ages, stale_offers_warning
 from gpuplanner.plan.setup import PlanInputError
+from gpuplanner.plan.storage_cost import describe_bill, plan_bill
 from gpuplanner.planning import calibrated_request, calibration_skips
 
 GIB = 1024**3
@@ -390,6 +391,9 @@ def describe_plan(plan: Plan, document: dict[str, Any], skips: list[str] | None 
             lines.append(f"         saves {spot['savings_pct']:.1f}% against on-demand")
         if spot["p_meet_deadline"] is not None:
             lines.append(f"         chance to meet the deadline: {spot['p_meet_deadline']:.0%}")
+    bill = plan_bill(plan)
+    if bill is not None:  # a dataset size was given: compute, storage and transfer (plan/storage_cost.py)
+        lines += describe_bill(bill)
     if document["deadline_ok"] is not None:
         lines.append(
             f"Deadline {inputs['deadline_hours']:g} h: {'met' if document['deadline_ok'] else 'MISSED'} ({inputs['pricing']})"
@@ -439,18 +443,19 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(to_json(compare_documents(rows, inputs)), end="")
         return 0
-    table = [compare_cells(row) for row in rows]
+    columns = compare_columns(rows)
+    table = [compare_cells(row, with_bill=has_bill(rows)) for row in rows]
     ages = rows_offer_ages(rows)
     dated = describe_offer_ages(ages) + "; each row names its offer's date and source."
     stale = stale_offers_warning(ages)
     if args.format == "csv":
-        print(to_csv(COMPARE_COLUMNS, table), end="")
+        print(to_csv(columns, table), end="")
     elif args.format == "markdown":
-        print(to_markdown(COMPARE_COLUMNS, table), end="")
+        print(to_markdown(columns, table), end="")
         print("\n" + dated + (f"\n\nWarning: {stale}" if stale else ""))
     else:
         shown = table[: args.top] if args.top else table
-        print(to_text(COMPARE_COLUMNS, shown), end="")
+        print(to_text(columns, shown), end="")
         print("\n" + dated)
         if stale:
             print(f"warning: {stale}")

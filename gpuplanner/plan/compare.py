@@ -25,6 +25,7 @@ from gpuplanner.plan.planner import (
 from gpuplanner.plan.runtime import Runtime, estimate_runtime
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.speed_params import load_speed_model
+from gpuplanner.plan.storage_cost import Bill, plan_bill, with_bill_budget
 from gpuplanner.plan.throughput import Throughput, quantized_params, step_model_tokens_per_s, step_params
 
 GPU_COUNTS = (1, 2, 4, 8)
@@ -61,6 +62,17 @@ class CompareRow:
     @property
     def hours(self) -> float:
         return self.plan.hours
+
+    @property
+    def bill(self) -> Bill | None:
+        """Compute, storage and transfer (plan/storage_cost.py); None without a dataset size."""
+        return plan_bill(self.plan, self.pricing)
+
+    @property
+    def total_usd(self) -> float | None:
+        """What the row is ranked by: compute plus storage and transfer when a dataset size is given."""
+        bill = self.bill
+        return bill.total_usd if bill is not None else self.cost_usd
 
 
 def _row_reason(plan: Plan, priced: bool) -> str:
@@ -274,6 +286,8 @@ def _compare_rows(
             tuple(warnings),
             gpu_hours_ok=gpu_hours_ok,
         )
+        plan = with_bill_budget(plan)  # with a dataset size the budget counts storage and transfer too
+        budget_ok = plan.budget_ok
         choice = on_demand if mode == "on-demand" else (spot.price if spot else None)
         priced = choice is not None
         usable = bool(
@@ -306,12 +320,13 @@ def _unusable_row(
 
 
 def _sort_key(row: CompareRow) -> tuple[bool, float, float]:
-    cost = row.cost_usd
+    cost = row.total_usd
     return (not row.usable, cost if cost is not None and math.isfinite(cost) else math.inf, row.hours)
 
 
 def rank_rows(rows: Sequence[CompareRow]) -> list[CompareRow]:
-    """Usable rows first, cheapest (expected cost) first; ties go to the faster option."""
+    """Usable rows first, cheapest (expected cost, plus storage and transfer when given) first; ties go to the
+    faster option."""
     ordered = sorted(rows, key=_sort_key)
     # an unusable row keeps no rank: only rows whose rank changes are copied
     return [
@@ -331,14 +346,16 @@ def recommendation(rows: Sequence[CompareRow]) -> str:
             "or see the reasons per row."
         )
     best = usable[0]
-    cost = best.cost_usd or 0.0
+    cost = best.total_usd or 0.0
     # in words for people: "$0.0112 in 4 min", never "$0.00 in 0.0 h" for a tiny run
     text = (
         f"{best.gpus} x {best.gpu} {best.pricing} at {best.provider}: {human_money(cost)} in {human_hours(best.hours)}"
     )
+    if best.bill is not None and best.bill.total_usd is not None:
+        text += " (compute + storage + transfer)"
     if len(usable) > 1:
         runner = usable[1]
-        other = runner.cost_usd or 0.0
+        other = runner.total_usd or 0.0
         text += (
             f", {human_money(other - cost)} cheaper than the next option ({runner.gpus} x {runner.gpu} "
             f"{runner.pricing}, {human_hours(runner.hours)})"

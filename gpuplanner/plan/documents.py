@@ -12,6 +12,7 @@ from gpuplanner.plan.catalog import ASSUMED
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import FALLBACK_INTERRUPTIONS_PER_HOUR, Plan, PriceChoice
 from gpuplanner.plan.price_dates import STALE_AFTER_DAYS, OfferAges, age_days, describe_age, offer_ages, oldest
+from gpuplanner.plan.storage_cost import bill_document, plan_bill
 
 
 def _num(value: float | None, digits: int = 4) -> float | None:
@@ -140,7 +141,14 @@ def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
         "budget_ok": plan.budget_ok,
         "gpu_hours_ok": plan.gpu_hours_ok,
         "warnings": list(plan.warnings),
+        **_bill_part(plan),
     }
+
+
+def _bill_part(plan: Plan) -> dict[str, Any]:
+    """``bill``: compute, storage and transfer (plan/storage_cost.py), only when a dataset size was given."""
+    bill = plan_bill(plan)
+    return {} if bill is None else {"bill": bill_document(bill)}
 
 
 def plan_prices_as_of(plan: Plan) -> str | None:
@@ -255,4 +263,6 @@ def compare_document(row: CompareRow, inputs: Mapping[str, Any]) -> dict[str, An
             "fitted_settings": list(row.fitted),
         }
     )
+    if "bill" in document:
+        document["total_usd"] = _num(row.total_usd, 2)
     return document

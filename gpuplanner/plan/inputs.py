@@ -30,6 +30,13 @@ from gpuplanner.plan.setup import (
     PlanInputError,
     TrainSetup,
 )
+from gpuplanner.plan.storage_cost import (
+    DATA_PROVIDERS,
+    DEFAULT_CHECKPOINTS_KEPT,
+    DEFAULT_RETENTION_DAYS,
+    LOCATIONS,
+    StorageRequest,
+)
 
 _SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
@@ -95,6 +102,9 @@ RANGES: dict[str, Range] = {
     "deadline-hours": Range(False, 0.001, 1e7, what="a number of hours"),
     "budget-usd": Range(False, 0.01, 1e12, what="an amount of dollars"),
     "max-gpu-hours": Range(False, 0.001, 1e9, what="a number of GPU-hours"),
+    "dataset-gb": Range(False, 0.001, 1e9, what="a size in GB"),
+    "checkpoints-kept": Range(True, 1, 100_000),
+    "retention-days": Range(False, 0, 36_525, what="a number of days"),
 }
 
 # Inputs of which at most one may be given (the CLI's mutually exclusive flags); the error names the
@@ -116,6 +126,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "sharding": SHARDING,
     "pricing": PRICINGS,
     "memory": MEMORY_SOURCES,
+    "data-location": LOCATIONS,
+    "data-provider": DATA_PROVIDERS,
 }
 
 NAMES = ("model", "model-config", "gpu")  # free-text inputs: None (not given) or a non-empty name
@@ -236,6 +248,11 @@ class PlanInputs:
     budget_usd: float | None = None
     max_gpu_hours: float | None = None
     memory: str = "formula"
+    dataset_gb: float | None = None
+    data_location: str = "same-region"
+    data_provider: str = "aws"
+    checkpoints_kept: int = DEFAULT_CHECKPOINTS_KEPT
+    retention_days: float = DEFAULT_RETENTION_DAYS
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and ":" in self.gpu:
@@ -334,6 +351,19 @@ class PlanInputs:
             samples_per_min=self.samples_per_min,
             headroom=self.headroom,
             memory_source=self.memory,
+            storage=self.storage_request(),
+        )
+
+    def storage_request(self) -> StorageRequest | None:
+        """The storage and transfer inputs; None without a dataset size (the plan is then compute only)."""
+        if self.dataset_gb is None:
+            return None
+        return StorageRequest(
+            dataset_gb=self.dataset_gb,
+            data_location=self.data_location,
+            data_provider=self.data_provider,
+            checkpoints_kept=self.checkpoints_kept,
+            retention_days=self.retention_days,
         )
 
 
@@ -383,4 +413,19 @@ def inputs_document(request: PlanRequest) -> dict[str, Any]:
         "budget_usd": request.budget_usd,
         "max_gpu_hours": request.max_gpu_hours,
         "headroom": request.headroom,
+        **_storage_inputs(request),
+    }
+
+
+def _storage_inputs(request: PlanRequest) -> dict[str, Any]:
+    """The storage inputs, present only when a dataset size was given (a compute-only plan is unchanged)."""
+    storage = request.storage
+    if storage is None:
+        return {}
+    return {
+        "dataset_gb": storage.dataset_gb,
+        "data_location": storage.data_location,
+        "data_provider": storage.data_provider,
+        "checkpoints_kept": storage.checkpoints_kept,
+        "retention_days": storage.retention_days,
     }

@@ -17,6 +17,7 @@ from gpuplanner.plan.ranges import hours_range, spot_hours_range
 from gpuplanner.plan.runtime import Runtime, Workload
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.spot import SpotEstimate, SpotTerms
+from gpuplanner.plan.storage_cost import StorageRequest
 from gpuplanner.plan.throughput import Throughput
 from trainer.spend import instance_hour_usd
 
@@ -108,6 +109,9 @@ class PlanRequest:
     headroom: float = DEFAULT_HEADROOM
     measured: Mapping[str, MeasuredSpeed] = field(default_factory=dict)
     memory_source: str = "formula"
+    # dataset size and place, checkpoints kept and retention: the storage and transfer parts of the bill
+    # (plan/storage_cost.py); None: compute only
+    storage: StorageRequest | None = None
 
     def __post_init__(self) -> None:
         if self.memory_source not in MEMORY_SOURCES:

@@ -36,6 +36,7 @@ from gpuplanner.plan.speed_fit import efficiency_scale
 from gpuplanner.plan.speed_params import load_speed_model
 from gpuplanner.plan.spot import SpotTerms, estimate_spot
 from gpuplanner.plan.step_model import GPUS_PER_NODE
+from gpuplanner.plan.storage_cost import with_bill_budget
 from gpuplanner.plan.throughput import Throughput, estimate_throughput, measured_throughput
 from gpuplanner.plan.trace import TraceUnavailable, trace_memory
 
@@ -447,7 +448,7 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
             suggestions = tuple(
                 fit_suggestions(request.model, setup, capacity, request.headroom, _larger_gpus(catalog, capacity))
             )
-    return Plan(
+    plan = Plan(
         request,
         gpu,
         setup,
@@ -466,3 +467,4 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
         largest_batch,
         gpu_hours_verdict(request, runtime, spot, setup.gpus),
     )
+    return with_bill_budget(plan)  # with a dataset size the budget counts storage and transfer too

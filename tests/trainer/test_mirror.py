@@ -85,7 +85,7 @@ def test_fetch_skips_a_corrupt_mirrored_checkpoint(tmp_path: Path, model_config:
     assert got is not None and got.name == "step-00000002" and checkpoint.is_valid(got)
     assert mirror.fetch_newest(str(tmp_path / "nowhere"), tmp_path / "fresh2") is None
     with pytest.raises(ValueError, match="unsupported mirror URL"):
-        mirror.Mirror("s3://bucket/x", 2)
+        mirror.Mirror("ftp://host/x", 2)
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from gpuplanner.plan.documents import range_basis
 from gpuplanner.plan.planner import GIB, Plan, PlanRequest, PriceChoice
 from gpuplanner.plan.price_dates import describe_age
 from gpuplanner.plan.setup import PlanInputError
+from gpuplanner.plan.storage_cost import describe_bill, plan_bill
 from gpuplanner.ui.human import human_hours, human_money, human_number
 from gpuplanner.ui.plan.plan_form_fields import FIELD_BY_KEY
 
@@ -89,9 +90,10 @@ def headline(focus: Focus, recommendation: str) -> str:
     row = focus.row
     if not row.usable:
         return f"Selected: {option_name(row)} cannot be used: {row.reason}."
+    billed = row.bill is not None and row.total_usd is not None  # a dataset size: the total, as ranked
     return (
-        f"Selected: #{row.rank} {option_name(row)}: {human_money(row.cost_usd)}"
-        f"{' expected' if row.pricing == 'spot' else ''} in {human_hours(row.hours)}."
+        f"Selected: #{row.rank} {option_name(row)}: {human_money(row.total_usd if billed else row.cost_usd)}"
+        f"{' expected' if row.pricing == 'spot' else ''}{' with storage and transfer' if billed else ''} in {human_hours(row.hours)}."
     )
 
 
@@ -264,6 +266,11 @@ def summary_text(plan: Plan) -> str:
             f"(+{human_hours(est.overhead_hours)} overhead), "
             f"{spot_percentiles(human_money(plan.spot.p50_cost_usd), human_money(plan.spot.p90_cost_usd))}."
         )
+    # --- storage and transfer (issue 31): with a dataset size, the bill's three parts, as `plan` prints them
+    bill = plan_bill(plan)
+    if bill is not None:
+        parts += [" ".join(line.split()) + "." for line in describe_bill(bill)]
+    # ---
     if plan.deadline_ok is not None and request.deadline_hours is not None:
         parts.append(f"Deadline {request.deadline_hours:g} h: {'met' if plan.deadline_ok else 'MISSED'}.")
     if plan.budget_ok is not None and request.budget_usd is not None:

@@ -13,12 +13,14 @@ from gpuplanner.plan.inputs import RANGES
 from gpuplanner.plan.model_spec import list_presets
 from gpuplanner.plan.planner import DEFAULT_HEADROOM
 from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING
+from gpuplanner.plan.storage_cost import DATA_PROVIDERS, DEFAULT_CHECKPOINTS_KEPT, DEFAULT_RETENTION_DAYS, LOCATIONS
 
 MODEL_SOURCES = ("preset", "config.json", "parameter count")
 MEMORY_SOURCES = ("formula", "trace")
 CALIBRATION = ("use measured speeds", "ignore the history")
 PRICING_MODES = ("on-demand", "spot")
 DATA_UNITS = ("samples", "tokens")
+_HELP = {row.flag: row.help for row in PLAN_FIELDS}  # the one help text of a planner input (app/plan_fields.py)
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,20 @@ FIELDS: tuple[Field, ...] = (
         "choice",
         CALIBRATION,
     ),
+    # --- storage and transfer (issue 31): labels and tooltips from app/plan_fields.py; empty size: compute only
+    Field("dataset-gb", "Dataset size (GB)", GROUPS[2], _HELP["dataset-gb"], optional=True, placeholder="compute only"),
+    Field("data-location", "Dataset lives", GROUPS[2], _HELP["data-location"], LOCATIONS[0], "choice", LOCATIONS),
+    Field(
+        "data-provider",
+        "Dataset provider",
+        GROUPS[2],
+        _HELP["data-provider"],
+        DATA_PROVIDERS[0],
+        "choice",
+        DATA_PROVIDERS,
+    ),
+    Field("checkpoints-kept", "Checkpoints kept", GROUPS[2], _HELP["checkpoints-kept"], f"{DEFAULT_CHECKPOINTS_KEPT}"),
+    Field("retention-days", "Retention (days)", GROUPS[2], _HELP["retention-days"], f"{DEFAULT_RETENTION_DAYS:g}"),
     # --- hardware and pricing
     Field(
         "gpu",
