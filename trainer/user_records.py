@@ -56,7 +56,7 @@ class UserRecords:
             return []
 
     def _feed(self, chunk: bytes) -> list[dict[str, Any]]:
-        out = []
+        out: list[dict[str, Any]] = []
         start = 0
         while start < len(chunk):
             end = chunk.find(b"\n", start)
