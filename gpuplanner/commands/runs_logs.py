@@ -16,7 +16,7 @@ from typing import Any
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.commands.hosts import terminal_prompter, with_host_key_trust
 from gpuplanner.commands.runs_args import guard, id_arg
-from gpuplanner.export.human import human_bytes
+from gpuplanner.export.human import human_data_size
 from gpuplanner.history.db import open_db
 from gpuplanner.history.run_logs import LogTail, load_log_tail
 from gpuplanner.history.runs import get_run
@@ -107,7 +107,7 @@ def _stored(args: argparse.Namespace, stored: LogTail | None, why: str) -> int:
     if stored is None:
         print(f"gpuplanner runs logs: {why}; no output of {what} is kept in the history", file=sys.stderr)
         return 1
-    shown = f"the last {human_bytes(len(stored.data))} of" if stored.cut else "all of"
+    shown = f"the last {human_data_size(len(stored.data))} of" if stored.cut else "all of"
     print(f"gpuplanner runs logs: {why}; {shown} {what} kept in the history follows", file=sys.stderr)
     sys.stdout.buffer.write(stored.data)
     sys.stdout.buffer.flush()
