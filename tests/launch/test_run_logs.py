@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from gpuplanner.cli import main
 from gpuplanner.history.db import connect
 from gpuplanner.history.run_logs import load_log_tail
 from tests.conftest import REPO_ROOT
-from tests.launch.conftest import add_ssh_host
+from tests.launch.conftest import add_slurm_host, add_ssh_host
 
 SCRIPTS = REPO_ROOT / "tests" / "data" / "user_scripts"
 HOLD = SCRIPTS / "hold.py"
@@ -126,3 +127,25 @@ def test_follow_tails_a_live_run_until_it_ends(
             follower.kill()
     assert follower.returncode == 0, err.decode()
     assert rest == b"talk: after the gate\n"
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("slurm")
+def test_a_failed_slurm_jobs_traceback_reaches_runs_logs_and_runs_show(
+    db_path: Path, slurm_cluster: Any, slurm_login: Any, known_hosts: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    add_slurm_host(db_path, "cluster", slurm_login, trust=known_hosts, partition="debug", time_limit="10")
+    doc = _launch(db_path, "cluster", capsys, sys.executable, str(HOLD), "--fail")
+    run_id = doc["run_id"]
+    assert doc["state"] == "failed" and doc["failure"]["error"] == "ValueError: no rows in the data set"
+    code, out, _ = _logs(db_path, run_id, capsys, "--stderr")
+    assert code == 0 and "loading the data\nTraceback (most recent call last):\n" in out
+    assert main(["runs", "show", "--db", str(db_path), str(run_id), "--json"]) == 0
+    failure = json.loads(capsys.readouterr().out)["failure"]
+    assert failure["error"] == "ValueError: no rows in the data set" and "Traceback" in failure["stderr_tail"]
+    db = connect(db_path)
+    try:
+        stored = load_log_tail(db, run_id, 0, "err")
+        assert stored is not None and "ValueError: no rows in the data set" in stored.text
+    finally:
+        db.close()
