@@ -8,6 +8,8 @@ the last 64 KiB of each in the history (:mod:`gpuplanner.history.run_logs`), fro
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import time
 from typing import TYPE_CHECKING
 
@@ -19,6 +21,8 @@ from gpuplanner.launch.backend import Backend
 if TYPE_CHECKING:
     from gpuplanner.launch.connections import Connections
     from gpuplanner.launch.run_state import ManagedNode
+
+log = logging.getLogger(__name__)
 
 CHUNK = 1 << 16
 MAX_PER_POLL = 1 << 20  # a flood of output is caught up over several polls, never starving the telemetry
@@ -60,8 +64,14 @@ class LogStream:
             if len(data) < CHUNK:
                 break
         if self._unsaved and (final or time.monotonic() - self._saved_at >= SAVE_EVERY_S):
-            save_log_tail(self.db, self.run_id, self.node, self.stream, self.source, self.offset, self.tail)
-            self._unsaved, self._saved_at = False, time.monotonic()
+            try:
+                save_log_tail(self.db, self.run_id, self.node, self.stream, self.source, self.offset, self.tail)
+            except sqlite3.Error as exc:  # a history locked for long: kept here, stored at the next poll
+                log.warning(
+                    "run %s: could not keep the %s tail of node %s: %s", self.run_id, self.stream, self.node, exc
+                )
+            else:
+                self._unsaved, self._saved_at = False, time.monotonic()
         return bytes(new)
 
 

@@ -3,17 +3,24 @@ keeps it, read on the tab's worker thread, monospace, following the end as outpu
 
 from __future__ import annotations
 
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
+import pytest
 from PySide6.QtGui import QFontInfo
+from PySide6.QtWidgets import QDialog
 
 from gpuplanner.history.db import open_db
 from gpuplanner.history.run_logs import save_log_tail
 from gpuplanner.history.runs import create_run
 from gpuplanner.ui.history.history_pane import HistoryPane
 from gpuplanner.ui.widgets import log_view
+from tests.conftest import REPO_ROOT
 from tests.ui.helpers import wait_for_history
+
+SCRIPTS = REPO_ROOT / "tests" / "data" / "user_scripts"
 
 
 def test_the_logs_tab_reads_on_a_worker_and_follows_the_end(qtbot: Any, tmp_services: Any, monkeypatch: Any) -> None:
@@ -56,3 +63,38 @@ def test_the_logs_tab_reads_on_a_worker_and_follows_the_end(qtbot: Any, tmp_serv
     finally:
         pane.shutdown()
         db.close()
+
+
+@pytest.mark.slow
+def test_the_runs_panes_logs_tab_follows_a_live_run(
+    qtbot: Any, runs_pane: Any, monkeypatch: Any, tmp_path: Path
+) -> None:
+    """A real command launched from the Runs pane, held at a barrier: its output shows in the Logs tab while
+    it runs, and what it writes after the barrier opens shows too."""
+    from gpuplanner.ui.dialogs.launch_dialog import LaunchDialog
+
+    gate = tmp_path / "gate"
+
+    def accept(dialog: LaunchDialog) -> int:
+        dialog.command_radio.setChecked(True)
+        dialog.command_edit.setText(f"{sys.executable} talk.py {gate}")
+        dialog.workdir_edit.setText(str(SCRIPTS))
+        dialog.accept()
+        return QDialog.DialogCode.Accepted
+
+    monkeypatch.setattr(LaunchDialog, "exec", accept)
+    finished: list[int] = []
+    runs_pane.runFinished.connect(finished.append)
+    runs_pane.open_launch_dialog({})
+    qtbot.waitUntil(lambda: runs_pane.current() is not None, timeout=30_000)
+    entry = runs_pane.current()
+    runs_pane.detail_tabs.setCurrentWidget(runs_pane.log_view)
+    view = runs_pane.log_view
+    assert view.run_id == entry.run_id
+    qtbot.waitUntil(lambda: view.text.toPlainText() == "talk: before the gate\n", timeout=60_000)
+    assert entry.state not in ("finished", "failed")  # still held at the gate
+    gate.touch()
+    qtbot.waitUntil(lambda: finished == [entry.run_id], timeout=60_000)
+    qtbot.waitUntil(lambda: view.text.toPlainText().endswith("talk: after the gate\n"), timeout=30_000)
+    view.stream_combo.setCurrentIndex(view.stream_combo.findData("err"))
+    assert view.text.toPlainText().endswith("talk: a warning before the gate\ntalk: done\n")
