@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuplanner.history import open_db
 from gpuplanner.history.ingest import Ingestor
@@ -117,3 +119,59 @@ def test_the_monitor_rejects_a_huge_time_and_keeps_the_records_around_it(tmp_pat
     records = StreamParser().feed((run_dir / "events.jsonl").read_bytes())
     # the monitor numbers the job's records itself: the job's seq of 2^63 is not the record's
     assert [r["step"] for r in records if r["kind"] == "step"] == [1, 3, 4]
+
+
+_LINE = st.one_of(
+    st.integers(0, 10**6).map(lambda i: ("good", _step(i, i))),
+    st.binary(max_size=60).map(lambda b: ("bad", b.replace(b"\n", b"") + b"\n")),
+    st.integers(USER_MAX_LINE + 1, USER_MAX_LINE + 5000).map(lambda n: ("long", b"{" + b"x" * n + b"}\n")),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_LINE, max_size=12), cuts=st.lists(st.integers(1, 90_000), max_size=8))
+def test_user_records_fuzz_nothing_lost_nothing_held_past_the_cap(
+    tmp_path: Path, lines: list[tuple[str, bytes]], cuts: list[int]
+) -> None:
+    """Any mix of good, garbage and over-long lines, written in any pieces: every good record comes back
+    once and in order, the buffer never passes the cap, and nothing raises."""
+    path = tmp_path / f"user-{abs(hash((tuple(lines), tuple(cuts))))}.jsonl"
+    path.unlink(missing_ok=True)
+    data = b"".join(line for _, line in lines)
+    reader = UserRecords(path)
+    got: list[dict[str, object]] = []
+    at = 0
+    for cut in [*cuts, len(data)]:
+        piece = data[at : at + cut]
+        at += len(piece)
+        with open(path, "ab") as fh:
+            fh.write(piece)
+        while True:
+            before = reader.offset
+            got += reader.poll()
+            assert reader.pending_bytes <= USER_MAX_LINE
+            if reader.offset == before:
+                break
+    assert reader.offset == len(data)
+    assert [r["step"] for r in got] == [json.loads(line)["step"] for kind, line in lines if kind == "good"]
+    assert reader.too_long == sum(kind == "long" for kind, _ in lines)
+
+
+@settings(max_examples=40, deadline=None)
+@given(lines=st.lists(_LINE, max_size=12), cuts=st.lists(st.integers(1, 90_000), max_size=8))
+def test_stream_parser_fuzz_every_good_record_once_and_the_offset_exact(
+    lines: list[tuple[str, bytes]], cuts: list[int]
+) -> None:
+    """The history's parser, with its own (1 MiB) cap: lines over it are scaled up to pass it."""
+    scaled = [(kind, b"{" + b"x" * (MAX_LINE_BYTES + 1) + b"}\n" if kind == "long" else line) for kind, line in lines]
+    data = b"".join(line for _, line in scaled)
+    parser = StreamParser()
+    got: list[dict[str, object]] = []
+    at = 0
+    for cut in [*cuts, len(data)]:
+        got += parser.feed(data[at : at + cut])
+        at = min(len(data), at + cut)
+        assert parser.pending_bytes <= MAX_LINE_BYTES + cut
+    assert parser.offset == len(data) and parser.pending_bytes == 0
+    assert [r["step"] for r in got] == [json.loads(line)["step"] for kind, line in scaled if kind == "good"]
+    assert parser.malformed + parser.unknown_kind >= sum(kind == "long" for kind, _ in scaled)
