@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 from sqlite_utils import Database
 
 from gpuplanner.history.run_logs import keep_tail, load_log_tail, save_log_tail
+from gpuplanner.launch import supervisor
 from gpuplanner.launch.backend import Backend
+from gpuplanner.launch.run_records import load_run
 
 if TYPE_CHECKING:
     from gpuplanner.launch.connections import Connections
@@ -80,9 +82,9 @@ class LogReader:
     (``gpuplanner runs logs``). Connection errors are the backend's (:data:`~gpuplanner.launch.connections.DISCONNECTS`,
     :data:`~gpuplanner.launch.connections.PERMANENT`)."""
 
-    def __init__(self, connections: Connections, node: ManagedNode, stream: str) -> None:
+    def __init__(self, connections: Connections, run_id: int, index: int, node: ManagedNode, stream: str) -> None:
         self.connections = connections
-        self.node = node
+        self.run_id, self.index, self.node, self.stream = run_id, index, node, stream
         self.host = node.host
         self.path = log_path(node.run_dir, node.tag, stream)
 
@@ -91,8 +93,24 @@ class LogReader:
         return self.connections.get(self.host).read(self.path, offset, size)
 
     def ended(self) -> bool:
-        """True when the node's process is no longer running (or was never started)."""
-        if self.node.pgid is None:
+        """True when the run is over for this file: its process no longer runs and no restart will write
+        to it. A run that resumes automatically is not over while its process ended resumable (exit 75, a
+        stop signal) or it waits for its restart (``preempted``): the restarted process (a new process
+        group in the run's launch document, same host and file) is followed on."""
+        if self.node.pgid is not None:
+            state = self.connections.get(self.host).state(self.node.run_dir, self.node.tag, self.node.pgid)
+            if state.alive:
+                return False
+            code = state.exit_code
+        else:
+            code = None
+        run = load_run(self.connections.db_path, self.run_id)
+        now = run.nodes[self.index] if self.index < len(run.nodes) else None
+        if now is not None and now.pgid != self.node.pgid and log_path(now.run_dir, now.tag, self.stream) == self.path:
+            if now.host == self.host:
+                self.node = now  # restarted in the same place: the same file goes on
+                return False
+        if run.state not in ("detached", "preempted"):  # a final state is recorded
             return True
-        backend = self.connections.get(self.host)
-        return not backend.state(self.node.run_dir, self.node.tag, self.node.pgid).alive
+        resumable = code == supervisor.EXIT_RESUME or code in supervisor.STOP_SIGNAL_EXITS
+        return not (run.auto_resume and (run.state == "preempted" or resumable))

@@ -333,7 +333,7 @@ class RunManager:
         nodes = load_run(self.db_path, run_id).nodes
         if not 0 <= node < len(nodes):
             raise RunError(f"--node: run {run_id} has node{'s 0 to' if len(nodes) > 1 else ''} {len(nodes) - 1}")
-        return LogReader(self._connections, nodes[node], stream)
+        return LogReader(self._connections, run_id, node, nodes[node], stream)
 
     # -- watching --------------------------------------------------------------------------------------
     def attach(

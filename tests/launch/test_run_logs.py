@@ -16,6 +16,7 @@ import pytest
 from gpuplanner.cli import main
 from gpuplanner.history.db import connect
 from gpuplanner.history.run_logs import load_log_tail
+from gpuplanner.launch.manager import RunManager
 from tests.conftest import REPO_ROOT
 from tests.launch.conftest import add_slurm_host, add_ssh_host
 
@@ -149,3 +150,33 @@ def test_a_failed_slurm_jobs_traceback_reaches_runs_logs_and_runs_show(
         assert stored is not None and "ValueError: no rows in the data set" in stored.text
     finally:
         db.close()
+
+
+@pytest.mark.slow
+def test_follow_goes_on_across_an_automatic_resume(db_path: Path, tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
+    try:
+        run_id = manager.launch(
+            "local", [], command=[sys.executable, str(SCRIPTS / "talk_resumable.py"), str(ready)], auto_resume=True
+        )
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "gpuplanner", "runs", "logs", "--db", str(db_path), str(run_id), "-f"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            assert follower.stdout is not None
+            assert follower.stdout.readline() == b"first start\n"  # the job is held until it is stopped
+            manager.simulate_preemption(run_id, resume_after_s=0.2)  # exit 75, then the same run starts again
+            rest, err = follower.communicate(timeout=120)
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+        assert manager.wait(run_id, 120).state == "finished"
+    finally:
+        manager.close()
+    assert follower.returncode == 0, err.decode()
+    assert rest == b"stopped\nresumed\n"
