@@ -96,6 +96,17 @@ def test_a_local_runs_stdout_and_stderr_and_their_history_tails(
         assert err is not None and err.text.endswith("talk: done\n")
     finally:
         db.close()
+    # a failed run launched without --json: its exit reason and the last lines of its stderr close the output
+    assert main(["run", "--db", str(db_path), "--host", "local", "--", sys.executable, str(HOLD), "--fail"]) == 1
+    said = capsys.readouterr().out.splitlines()
+    assert said[-6:] == [
+        "failed (exit 3): ValueError: no rows in the data set",
+        "last 4 lines of stderr:",
+        "  loading the data",
+        "  Traceback (most recent call last):",
+        '    File "hold.py", line 1, in <module>',
+        "  ValueError: no rows in the data set",
+    ]
     # bad input: one line naming the field
     code, _, err = _logs(db_path, run_id, capsys, "--node", "3")
     assert code == 2 and "--node: run" in err and "Traceback" not in err
