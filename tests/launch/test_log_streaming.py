@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpuplanner.history.db import open_db
 from gpuplanner.history.run_logs import LOG_TAIL_BYTES, load_log_tail
-from gpuplanner.history.runs import create_run
+from gpuplanner.history.runs import create_run, delete_run
 from gpuplanner.launch.hosts import Host
 from gpuplanner.launch.local_backend import LocalBackend
 from gpuplanner.launch.log_streaming import MAX_PER_POLL, LogStream
@@ -46,3 +46,6 @@ def test_output_is_read_in_bounded_polls_and_its_tail_kept_across_readers(tmp_pa
         assert elsewhere.poll(backend, final=True) == b"on the fallback host\n"  # read from its start
         kept = load_log_tail(db, run_id, 0, "out")
         assert kept.data.endswith(b"after a restart\non the fallback host\n") and kept.offset == 21
+
+        delete_run(db, run_id)  # the kept output goes with its run
+        assert db.execute("SELECT COUNT(*) FROM run_logs").fetchone()[0] == 0
