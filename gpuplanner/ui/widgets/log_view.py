@@ -140,7 +140,7 @@ class LogView(QWidget):
         elif tail.cut:
             self.note.setText(f"The last {human_data_size(len(data))} of {human_data_size(tail.offset)} ({whole}).")
         else:
-            self.note.setText(f"{human_data_size(tail.offset)} ({whole}).")
+            self.note.setText(f"{human_data_size(len(data))} ({whole}).")
         if data == self._shown:
             return
         bar = self.text.verticalScrollBar()
