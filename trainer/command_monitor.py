@@ -24,7 +24,6 @@ monitor's exit code (75: checkpointed, resume me), except after a budget stop, w
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import socket
@@ -41,6 +40,7 @@ from .preemption import DEFAULT_URLS, MetadataWatcher
 from .spend import SpendClock, SpendTotals, cap_reached
 from .tb_scalars import TensorBoardScalars
 from .telemetry import NODE_SEQ_STRIDE, Telemetry, node_events_file, warn
+from .user_records import UserRecords
 
 EXIT_OK, EXIT_CONFIG, EXIT_RESUME = 0, 2, 75
 USER_FILE = "user_telemetry.jsonl"
@@ -238,44 +238,6 @@ def previous_end(path: Path) -> dict[str, Any] | None:
 def _numbers(doc: Any) -> dict[str, float]:
     doc = doc if isinstance(doc, dict) else {}
     return {k: float(v) for k, v in doc.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
-# -- the records the job's own code writes ------------------------------------------------------------------
-class UserRecords:
-    """Reads ``gpuplanner_telemetry``'s file from a byte offset; complete lines only."""
-
-    KINDS = ("step", "eval")
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.bad = 0
-
-    def poll(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return []
-        end = data.rfind(b"\n")
-        if end < 0:
-            return []
-        self.offset += end + 1
-        out = []
-        for line in data[: end + 1].splitlines():
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                self.bad += 1
-                continue
-            if not isinstance(rec, dict) or rec.get("kind") not in self.KINDS:
-                self.bad += 1
-                continue
-            out.append(rec)
-        return out
 
 
 class Monitor:

@@ -384,13 +384,18 @@ def parse_line(line: str | bytes) -> dict[str, Any]:
     return check_values(validate(record))
 
 
+MAX_LINE_BYTES = 1 << 20  # a record is one short line: a longer one is skipped, never held whole
+
+
 @dataclass
 class StreamParser:
     """Incremental parser for a byte stream of records.
 
     ``offset`` is the absolute byte offset in the stream just past the last complete line consumed;
     a reader that stores it with the records can resume the stream there later. A trailing partial
-    line is held back until its newline arrives.
+    line is held back until its newline arrives, up to :data:`MAX_LINE_BYTES`: a longer line is
+    dropped up to its newline and counted as malformed (``last_error`` says so), so the buffer never
+    grows past that whatever the writer sends.
     """
 
     offset: int = 0
@@ -398,11 +403,21 @@ class StreamParser:
     unknown_kind: int = 0
     last_error: str | None = None
     _pending: bytearray = field(default_factory=bytearray, repr=False)
+    _skipped: int = field(default=0, repr=False)  # bytes of an over-long line dropped so far
+    _skipping: bool = field(default=False, repr=False)
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         """Consume a chunk; return the valid records of the complete lines it finished."""
-        self._pending.extend(chunk)
         records: list[dict[str, Any]] = []
+        if self._skipping:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                self._skipped += len(chunk)
+                return records
+            self.offset += self._skipped + newline + 1
+            self._skipped, self._skipping = 0, False
+            chunk = chunk[newline + 1 :]
+        self._pending.extend(chunk)
         start = 0
         while True:
             end = self._pending.find(b"\n", start)
@@ -411,6 +426,9 @@ class StreamParser:
             line = bytes(self._pending[start:end])
             start = end + 1
             if not line.strip():
+                continue
+            if len(line) > MAX_LINE_BYTES:
+                self._too_long(len(line))
                 continue
             try:
                 records.append(parse_line(line))
@@ -423,7 +441,15 @@ class StreamParser:
         if start:
             del self._pending[:start]
             self.offset += start
+        if len(self._pending) > MAX_LINE_BYTES:  # an unfinished line already too long: drop it as it comes
+            self._too_long(len(self._pending))
+            self._skipped, self._skipping = len(self._pending), True
+            self._pending = bytearray()
         return records
+
+    def _too_long(self, size: int) -> None:
+        self.malformed += 1
+        self.last_error = f"a line of more than {MAX_LINE_BYTES} bytes skipped ({size} read of it)"
 
     @property
     def pending_bytes(self) -> int:

@@ -57,3 +57,23 @@ def describe_event(kind: str, detail: Mapping[str, object]) -> str:
         host = detail.get("host")
         return f"on {host}" if isinstance(host, str) else ""
     return ""
+
+
+FAILURE_LINES = 10  # the stderr lines `runs show` and `gpuplanner run` print of a failed run
+
+
+def failure_lines(failure: Mapping[str, object] | None, lines: int = FAILURE_LINES) -> list[str]:
+    """A failed run's exit reason and the last ``lines`` lines of its stderr, as the CLI prints them
+    (``failure``: :func:`gpuplanner.history.failures.load_failure`'s document; [] when None)."""
+    if not failure:
+        return []
+    code = failure.get("exit_code")
+    head = f"failed{f' (exit {code})' if isinstance(code, int) else ''}: {failure.get('error') or 'no error recorded'}"
+    tail = str(failure.get("stderr_tail") or "").splitlines()[-lines:]
+    out = [head]
+    if tail:
+        out.append(f"last {len(tail)} line{'s' if len(tail) != 1 else ''} of stderr:")
+        out.extend(f"  {line}" for line in tail)
+    elif failure.get("stderr_problem"):
+        out.append(f"stderr not read: {failure['stderr_problem']}")
+    return out

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplanner.app.eta import ETA_WINDOW, eta_s
-from gpuplanner.app.run_status import state_words
+from gpuplanner.app.run_status import failure_lines, state_words
 from gpuplanner.commands.errors import UsageError
 from gpuplanner.commands.hosts import add_trust_flag, terminal_prompter, with_host_key_trust
 from gpuplanner.commands.spend import add_tag_flag, tags_from_args
@@ -249,7 +249,7 @@ def _launch(args: argparse.Namespace, flags: list[str]) -> int:
             print(f"run {run_id} started on {args.host}", file=sys.stderr)
         if args.no_follow:
             manager.detach(run_id)
-            _report(args, manager.status(run_id))
+            _report(args, manager.status(run_id), manager)
             return 0
         return _follow(args, manager, run_id, progress)
     finally:
@@ -263,7 +263,7 @@ def _control(args: argparse.Namespace, action: str, run_id: int) -> int:
         try:
             if action == "kill":
                 manager.kill(run_id)
-                _report(args, manager.status(run_id))
+                _report(args, manager.status(run_id), manager)
                 return 1
             if action == "stop":
                 manager.stop(run_id, by="cli")
@@ -291,16 +291,16 @@ def _follow(args: argparse.Namespace, manager: RunManager, run_id: int, progress
         manager.detach(run_id)
         progress.end_line()
         print(f"detached; the run goes on. Follow it again with: gpuplanner run attach {run_id}", file=sys.stderr)
-        _report(args, manager.status(run_id))
+        _report(args, manager.status(run_id), manager)
         return 0
     progress.draw(final=True)
     progress.end_line()
     status = manager.status(run_id)
-    _report(args, status)
+    _report(args, status, manager)
     return EXIT_BY_STATE.get(status.state, 1)
 
 
-def _report(args: argparse.Namespace, status: RunStatus) -> None:
+def _report(args: argparse.Namespace, status: RunStatus, manager: RunManager) -> None:
     doc = {
         "run_id": status.run_id,
         "state": status.state,
@@ -314,12 +314,17 @@ def _report(args: argparse.Namespace, status: RunStatus) -> None:
     }
     if status.error:
         doc["error"] = status.error
+    failure = manager.failure(status.run_id) if status.state == "failed" else None
+    if failure is not None:
+        doc["failure"] = failure
     if args.json:
         print(json.dumps(doc))
     else:
         print(
             f"run {status.run_id}: {state_words(status.state, status.exit_code)}, run dir {status.host}:{status.run_dir}"
         )
+        for line in failure_lines(failure):  # the exit reason and the last lines of stderr
+            print(line)
 
 
 class _Progress:

@@ -1,4 +1,4 @@
-"""`gpuplanner runs`: the run history (list, show, alerts, compare, delete, import, export, compact).
+"""`gpuplanner runs`: the run history (list, show, logs, alerts, compare, delete, import, export, compact).
 
 This module builds the parser; the actions that read the history are in :mod:`gpuplanner.commands.runs_view`, those
 that change or move it in :mod:`gpuplanner.commands.runs_data`, their shared flags and printing in
@@ -20,6 +20,7 @@ from gpuplanner.commands.runs_data import (
     export_action,
     import_action,
 )
+from gpuplanner.commands.runs_logs import register_logs
 from gpuplanner.commands.runs_view import alerts_action, compare_action, list_action, measured_action, show_action
 from gpuplanner.commands.spend import add_tag_flag
 from gpuplanner.commands.spend import register_actions as register_spend_actions
@@ -119,10 +120,11 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(handler=compact_action)
 
+    register_logs(actions)
     register_spend_actions(actions)  # report, tag
 
 
 def _no_action(args: argparse.Namespace) -> int:
     raise UsageError(
-        "ACTION: one of list, show, alerts, compare, delete, import, export, compact, measured, delete-bench, report, tag"
+        "ACTION: one of list, show, logs, alerts, compare, delete, import, export, compact, measured, delete-bench, report, tag"
     )

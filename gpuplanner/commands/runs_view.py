@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from gpuplanner.app.eta import stored_eta_s
+from gpuplanner.app.run_status import failure_lines
 from gpuplanner.commands.runs_args import alert_settings, fmt_value, guard, print_rows, time_text
 from gpuplanner.commands.spend import tags_from_args
 from gpuplanner.export.human import NO_PRICE, human_money
@@ -16,6 +17,7 @@ from gpuplanner.history.alerts import refresh_alerts
 from gpuplanner.history.analytics import RunSummary, compare, summarize
 from gpuplanner.history.calibration import measurements
 from gpuplanner.history.db import open_db, read_snapshot
+from gpuplanner.history.failures import load_failure
 from gpuplanner.history.gpu_metrics import METRICS, MISSING, UTILISATION_NOTE, format_metric, node_totals, throttle_text
 from gpuplanner.history.run_cost import unpriced_figure
 from gpuplanner.history.runs import get_run, list_runs
@@ -114,6 +116,7 @@ def _print_summary(
             "billed",
             "queue",
             "calibration",
+            "failure",
         ):
             continue
         if unpriced_figure(key, value, summary.price_usd_per_gpu_hour):
@@ -141,6 +144,8 @@ def _print_summary(
                     f"{shown}"
                 )
     for line in _breakdown_lines(summary.time_breakdown):
+        print(line)
+    for line in failure_lines(data.get("failure")):
         print(line)
     for alert in summary.alerts:
         print(f"alert [{alert['kind']}] {alert['message']}")
@@ -209,6 +214,8 @@ def show_action(args: argparse.Namespace) -> int:
         summary = summarize(db, args.run_id, alert_settings=settings)
         # the billed figures stay top-level keys too (billed_hours, billed_cost_usd, idle_billed_hours, ...)
         extra = {**(summary.billed or {}), "nodes": node_totals(summary.gpus)}
+        # why a failed run failed: its exit reason and stderr tail (None for a run that did not fail)
+        extra["failure"] = load_failure(db, args.run_id) if summary.status == "failed" else None
         if summary.status == "running":  # the ETA `gpuplanner run` and the Runs pane show
             extra["eta_s"] = stored_eta_s(db, args.run_id)
         _print_summary(summary, args.fmt, tags_of(db, [args.run_id]).get(args.run_id), extra)

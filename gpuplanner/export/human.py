@@ -146,6 +146,15 @@ def human_bytes(count: float | None) -> str:
     return f"{count / MIB:,.0f} MiB"
 
 
+def human_data_size(count: int) -> str:
+    """A size of text or data down to the byte (a log's output): bytes, KiB, then :func:`human_bytes`."""
+    if count < 1024:
+        return f"{count} byte{'' if count == 1 else 's'}"
+    if count < MIB:
+        return f"{count / 1024:,.0f} KiB"
+    return human_bytes(count)
+
+
 def human_gib(gib: float | None) -> str:
     """A size already in GiB."""
     return DASH if not _finite(gib) else human_bytes(float(gib) * GIB)  # type: ignore[arg-type]

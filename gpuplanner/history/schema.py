@@ -33,6 +33,8 @@ trainer flags or the user's command, and ``launch``: nodes, process groups, rest
 before it held the launch document in ``config_json``; it moves to ``launch_json`` and the config becomes the
 run's newest stored ``run_start`` config (a user command's plan facts stay in the config), so calibration and
 diagnosis read one field.
+Version 10 (``m011_run_logs``) adds ``run_logs``: per run, node and stream (``out``/``err``) the job output's
+last 64 KiB and how far the host's file was read (``run_logs.py``), so a run's output outlives its host.
 ``PRAGMA user_version`` mirrors the number of applied migrations.
 """
 
@@ -463,4 +465,24 @@ def m010_run_ids_never_reused(db: Database) -> None:
     db.execute(trigger.strip().removesuffix(";"))
 
 
-SCHEMA_VERSION = 9
+# v10: the tail of each node's job output (stdout and stderr), kept so it survives the host (history/run_logs.py)
+RUN_LOGS = """
+CREATE TABLE IF NOT EXISTS run_logs (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    node INTEGER NOT NULL,
+    stream TEXT NOT NULL,
+    source TEXT NOT NULL,
+    byte_offset INTEGER NOT NULL,
+    tail BLOB NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (run_id, node, stream)
+) WITHOUT ROWID
+"""
+
+
+@MIGRATIONS(name="m011_run_logs")
+def m011_run_logs(db: Database) -> None:
+    _run_script(db, RUN_LOGS)
+
+
+SCHEMA_VERSION = 10

@@ -40,6 +40,7 @@ from gpuplanner.launch import host_checks
 from gpuplanner.launch.connections import Connections
 from gpuplanner.launch.host_reports import BenchResult, HostProbe
 from gpuplanner.launch.hosts import Host
+from gpuplanner.launch.log_streaming import LogReader
 from gpuplanner.launch.restarts import Restarts
 from gpuplanner.launch.run_records import load_run, mark_ended, record_stop_request
 from gpuplanner.launch.run_start import LaunchRequest, file_run, start_nodes
@@ -324,6 +325,15 @@ class RunManager:
 
     def status(self, run_id: int) -> RunStatus:
         return self._run(run_id).status()
+
+    def open_log(self, run_id: int, *, node: int = 0, stream: str = "out") -> LogReader:
+        """A reader of node ``node``'s stdout (``stream="out"``) or stderr (``"err"``) on its host, as the
+        run's launch document names it (:class:`~gpuplanner.launch.log_streaming.LogReader`); RunError for a
+        run GPU Planner did not launch or a node it does not have."""
+        nodes = load_run(self.db_path, run_id).nodes
+        if not 0 <= node < len(nodes):
+            raise RunError(f"--node: run {run_id} has node{'s 0 to' if len(nodes) > 1 else ''} {len(nodes) - 1}")
+        return LogReader(self._connections, run_id, node, nodes[node], stream)
 
     # -- watching --------------------------------------------------------------------------------------
     def attach(

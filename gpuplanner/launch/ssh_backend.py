@@ -153,7 +153,7 @@ class SSHBackend:
         # not be the wrapper's pid (= its process group id after setsid).
         return (
             f"mkdir -p {q(run_dir)} || exit 1; env {shlex.join(assignments)} setsid {shlex.join(wrapped)}"
-            f" </dev/null >{q(f'{run_dir}/{tag}.out')} 2>{q(f'{run_dir}/{tag}.err')} & echo $!"
+            f" </dev/null >>{q(f'{run_dir}/{tag}.out')} 2>>{q(f'{run_dir}/{tag}.err')} & echo $!"
         )
 
     def start(self, run_dir: str, tag: str, args: list[str], env: dict[str, str]) -> int:

@@ -1,7 +1,7 @@
 """The watcher: one thread per watched run that follows its telemetry and supervises it.
 
 It streams every node's events files into the history (:class:`~gpuplanner.launch.streaming.NodeStream`)
-and hands the new records to the run's callbacks, checks the nodes' processes (a failed node of a
+and the tail of its job output (:class:`~gpuplanner.launch.log_streaming.LogStream`), hands the new records to the run's callbacks, checks the nodes' processes (a failed node of a
 multi-node run stops the others), and when they ended applies the supervisor's decision: a final state,
 or a restart (:mod:`~gpuplanner.launch.restarts`). A dropped connection is re-opened with backoff; after
 ``UNREACHABLE_AFTER_S`` the run shows ``unreachable``, after ``failover_after_s`` it may move to a
@@ -18,12 +18,14 @@ from typing import Any
 from sqlite_utils import Database
 
 from gpuplanner.history.db import connect
+from gpuplanner.history.run_logs import STREAMS
 from gpuplanner.history.slurm_queue import job_queue
 from gpuplanner.history.stops import stopped_since_start
 from gpuplanner.launch import after_run, supervisor
 from gpuplanner.launch.backend import Backend
 from gpuplanner.launch.connections import DISCONNECTS, PERMANENT, Connections, backoff_s
 from gpuplanner.launch.hosts import HostError, get_host
+from gpuplanner.launch.log_streaming import LogStream
 from gpuplanner.launch.restarts import Restarts
 from gpuplanner.launch.run_billing import bill
 from gpuplanner.launch.run_records import record_event, record_failure, record_final_state
@@ -126,6 +128,11 @@ class Watcher:
             for node, names in zip(run.nodes, self._events_files(run))
             for name in names
         ]
+        logs = [
+            (node, LogStream(db, run.run_id, index, node.host, node.run_dir, node.tag, name))
+            for index, node in enumerate(run.nodes)
+            for name in STREAMS
+        ]
         next_check = 0.0
         while not run.stop_evt.is_set():
             records: list[dict[str, Any]] = []
@@ -134,10 +141,14 @@ class Watcher:
             run.deliver(records)
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + STATE_EVERY_S
+                for node, log_stream in logs:  # the job's output, as often as its state is checked
+                    log_stream.poll(backends[node.host])
                 if self._check_nodes(run, backends):
                     for node, stream in streams:  # the last records written before exit
                         records.extend(stream.poll(backends[node.host]))
                     run.deliver(records)
+                    for node, log_stream in logs:  # and the last output, all of it stored
+                        log_stream.poll(backends[node.host], final=True)
                     return combined_exit(run)
             if not records:
                 run.wake.clear()

@@ -15,16 +15,121 @@ No moment of start-up loses a stop signal or dies of it:
   start-up is delivered to the handler instead of killing it (exit 143);
 - a stop signal the wrapper received before its child existed is passed on to the child, which
   would otherwise never hear of it and train on.
+
+The job's output is capped: the child writes into pipes, and the wrapper copies each (stdout, stderr) to
+its own (``TAG.out``/``TAG.err``, as the backend opened them) up to ``$GPUPLANNER_LOG_CAP_BYTES`` (default
+64 MiB) per stream: the first half as it comes, then one line saying output is held back, then, when the
+output ends, a line with the bytes skipped and the last half. So the file only grows (readers follow it by
+offset) and never past the cap plus two lines.
 """
 
+import collections
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+LOG_CAP_BYTES = 64 * 1024 * 1024
+DRAIN_AFTER_EXIT_S = 5.0  # a daemon the job left holding its output open: the exit file is written anyway
+
+
+def log_cap_bytes(environ):
+    """The cap per output stream: ``$GPUPLANNER_LOG_CAP_BYTES`` when a whole number of at least 2, else the default."""
+    text = environ.get("GPUPLANNER_LOG_CAP_BYTES", "")
+    return int(text) if text.isdigit() and int(text) >= 2 else LOG_CAP_BYTES
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except InterruptedError:
+            continue
+        except OSError:  # the output file went away: the job goes on, its output is dropped
+            return
+
+
+class CappedCopy:
+    """Copies a pipe to ``fd``: the first ``cap // 2`` bytes as they come, then the last ``cap // 2`` only,
+    written (after a line saying how much was skipped) when the pipe ends or :meth:`finish` is called."""
+
+    def __init__(self, source, fd, cap):
+        self.source, self.fd, self.cap = source, fd, cap
+        self.head_left = cap // 2
+        self.tail_cap = cap - cap // 2
+        self.tail = collections.deque()
+        self.tail_bytes = 0
+        self.skipped = 0
+        self.lock = threading.Lock()
+        self.finished = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def _run(self):
+        while True:
+            try:
+                data = os.read(self.source, 1 << 16)
+            except InterruptedError:
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                break
+            self._take(data)
+        os.close(self.source)
+        self.finish()
+
+    def _take(self, data):
+        with self.lock:
+            if self.finished:
+                return
+            if self.head_left > 0:
+                head = data[: self.head_left]
+                _write_all(self.fd, head)
+                self.head_left -= len(head)
+                data = data[len(head) :]
+                if self.head_left == 0:
+                    _write_all(
+                        self.fd,
+                        f"\n[gpuplanner: this output reached {self.cap // 2} bytes, half its cap of {self.cap};"
+                        f" what follows is held back, and its last {self.tail_cap} bytes written when the process"
+                        " ends]\n".encode(),
+                    )
+            if not data:
+                return
+            self.tail.append(data)
+            self.tail_bytes += len(data)
+            while self.tail_bytes - len(self.tail[0]) >= self.tail_cap:
+                dropped = self.tail.popleft()
+                self.tail_bytes -= len(dropped)
+                self.skipped += len(dropped)
+            if self.tail_bytes > self.tail_cap:  # cut the oldest chunk to the cap
+                cut = self.tail_bytes - self.tail_cap
+                self.tail[0] = self.tail[0][cut:]
+                self.tail_bytes -= cut
+                self.skipped += cut
+
+    def finish(self):
+        """Write the held-back tail (once)."""
+        with self.lock:
+            if self.finished:
+                return
+            self.finished = True
+            if self.tail_bytes or self.skipped:
+                _write_all(
+                    self.fd,
+                    f"\n[gpuplanner: {self.skipped} bytes of output skipped here; the last {self.tail_bytes} follow]\n".encode(),
+                )
+                for chunk in self.tail:
+                    _write_all(self.fd, chunk)
 
 
 def _write(path, doc):
@@ -68,7 +173,15 @@ def main(argv):
     preexec = None if catches_stop_signals(command) else _unblock_stop_signals
     # The monitor of a user's command (``-m trainer exec``) learns from this that it shares our group.
     env = dict(os.environ, GPUPLANNER_WRAPPER_PGID=str(os.getpgid(0)))
-    child = subprocess.Popen(command, restore_signals=True, preexec_fn=preexec, env=env)
+    cap = log_cap_bytes(os.environ)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        child = subprocess.Popen(command, restore_signals=True, preexec_fn=preexec, env=env, stdout=out_w, stderr=err_w)
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    copies = [CappedCopy(out_r, 1, cap).start(), CappedCopy(err_r, 2, cap).start()]
     _write(
         os.path.join(run_dir, tag + ".pid"),
         {
@@ -91,6 +204,10 @@ def main(argv):
     code = child.wait()
     if code < 0:
         code = 128 - code
+    deadline = time.monotonic() + DRAIN_AFTER_EXIT_S
+    for copy in copies:
+        copy.thread.join(max(0.0, deadline - time.monotonic()))
+        copy.finish()
     _write(exit_file, {"exit_code": code, "signals": received, "ended_at": time.time()})
     return 0
 

@@ -71,7 +71,7 @@ def test_old_rows_move_the_launch_document_out_of_the_config(db_path: Path, tmp_
     run_dir.mkdir(parents=True)
     _v7_database(db_path, run_dir)
     with open_db(db_path) as db:
-        assert schema_version(db) == 9
+        assert schema_version(db) == 10
         launched = get_run(db, 1)
         assert launched.config == TRAINER_CONFIG  # what the trainer ran, from its run_start
         assert launched.launch is not None and launched.launch["launch"]["nodes"][0]["pgid"] == 4321

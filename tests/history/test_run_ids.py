@@ -41,6 +41,6 @@ def test_a_v8_history_migrates_and_goes_on_above_its_ids(tmp_path: Path) -> None
     )
     raw.close()
     with open_db(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 9
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 10
         delete_run(db, 2)
         assert create_run(db, name="new") == 3

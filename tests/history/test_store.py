@@ -30,7 +30,7 @@ def test_open_creates_file_with_wal_and_foreign_keys(tmp_path: Path, monkeypatch
     with open_db() as db:
         assert db.journal_mode == "wal"
         assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-        assert schema_version(db) == SCHEMA_VERSION == 9
+        assert schema_version(db) == SCHEMA_VERSION == 10
         assert {
             "runs",
             "gpu_samples",
@@ -128,7 +128,7 @@ def test_migration_from_v1_keeps_every_row_and_backs_up(db_path: Path) -> None:
     old.close()
 
     with open_db(db_path) as db:
-        assert schema_version(db) == 9
+        assert schema_version(db) == 10
         assert [m.name for m in MIGRATIONS.applied(db)] == [
             "m001_initial",
             "m002_rollups_pricing_downsampling",
@@ -139,6 +139,7 @@ def test_migration_from_v1_keeps_every_row_and_backs_up(db_path: Path) -> None:
             "m008_tags",
             "m009_launch_document",
             "m010_run_ids_never_reused",
+            "m011_run_logs",
         ]
         # the alerts' per-minute rows were backfilled from the raw samples (each counted once)
         assert db.execute("SELECT SUM(n), SUM(util_sum) / SUM(util_n) FROM gpu_minutes").fetchone() == (

@@ -73,6 +73,7 @@ from gpuplanner.ui.history.run_plots import RunPlots
 from gpuplanner.ui.history.search_view import SearchesDialog
 from gpuplanner.ui.history.spend_view import SpendDialog
 from gpuplanner.ui.services import AppServices
+from gpuplanner.ui.widgets.log_view import LogView
 from gpuplanner.ui.widgets.report_pdf import Report, write_pdf
 from gpuplanner.ui.widgets.table_view import export_menu_button, sortable_table
 from gpuplanner.ui.widgets.time_bars import TimeBars
@@ -197,6 +198,8 @@ class HistoryPane(QWidget):
         self.time_scroll.setToolTip("Where the billed time went: one bar per run and the sum over the runs")
         self.detail_tabs.addTab(self.time_scroll, "Time")
         self.detail_tabs.addTab(self.compare_table, "Compare")
+        self.log_view = LogView(lambda: self.services.db_path)  # the run's job output as the history kept it
+        self.detail_tabs.addTab(self.log_view, "Logs")
 
         top = QWidget()
         tv = QVBoxLayout(top)
@@ -382,6 +385,7 @@ class HistoryPane(QWidget):
         if summary is None:
             return
         self.summary_view.setHtml(summary_html(summary))
+        self.log_view.show_run(run_id)
         if self.detail_tabs.currentWidget() is self.compare_table:
             self.detail_tabs.setCurrentWidget(self.summary_view)
         self._series_run = run_id
@@ -489,6 +493,7 @@ class HistoryPane(QWidget):
         self._shut_down = True
         self._pool.clear()
         self._pool.waitForDone(5000)
+        self.log_view.shutdown()
 
     # ------------------------------------------------------------------ export
 

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -52,6 +53,7 @@ from gpuplanner.ui.runs.run_launching import RunLaunching
 from gpuplanner.ui.runs.run_status_text import elapsed_eta, failure_text, progress, spend_line, state_line
 from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 from gpuplanner.ui.runs.runs_history import Found, LastEnded, run_alerts, runs_to_reattach
+from gpuplanner.ui.widgets.log_view import LogView
 from gpuplanner.ui.widgets.time_bars import TimeBars
 
 REDRAW_HZ = 15
@@ -195,7 +197,12 @@ class RunsPane(RunLaunching, QWidget):
         self.plots_split.setStretchFactor(0, 1)
         self.plots_split.setStretchFactor(1, 0)
         self.plots_split.setSizes([10_000, GPU_TABLE_HEIGHT])
-        rlay.addWidget(self.plots_split, 1)
+        self.log_view = LogView(lambda: self.services.db_path)  # the selected run's job output
+        self.detail_tabs = QTabWidget()
+        self.detail_tabs.setDocumentMode(True)
+        self.detail_tabs.addTab(self.plots_split, "Plots")
+        self.detail_tabs.addTab(self.log_view, "Logs")
+        rlay.addWidget(self.detail_tabs, 1)
         buttons = QHBoxLayout()
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Graceful stop: the trainer checkpoints and exits (resume it later)")
@@ -240,6 +247,7 @@ class RunsPane(RunLaunching, QWidget):
         self._shut_down = True
         self.redraw_timer.stop()
         self.text_timer.stop()
+        self.log_view.shutdown()
         if self._owns_controller:  # the window shuts its shared controller down itself
             self.controller.shutdown(stop_runs)
 
@@ -509,6 +517,7 @@ class RunsPane(RunLaunching, QWidget):
     def _on_current_changed(self, current: QListWidgetItem | None, previous: QListWidgetItem | None) -> None:
         entry = self.current()
         self.plots.set_telemetry(entry.telemetry if entry else None)
+        self.log_view.show_run(entry.run_id if entry else None)
         self._update_time_bars(entry)
         self._update_text()
         if entry is not None:
