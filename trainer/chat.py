@@ -70,7 +70,7 @@ def _join(prompt: str, response: str) -> str:
     return prompt + "\n"
 
 
-def segments(doc: Document, render: Render | None, tokenizer_name: str) -> list[tuple[str, bool]]:
+def segments(doc: Document, render: Render | None, tokenizer_name: str = "the tokenizer") -> list[tuple[str, bool]]:
     """(text, trained) pieces of ``doc``, in order."""
     if doc.kind == "text":
         return [(doc.text, True)]
@@ -79,8 +79,8 @@ def segments(doc: Document, render: Render | None, tokenizer_name: str) -> list[
     messages = doc.messages if doc.kind == "chat" else (("user", doc.prompt), ("assistant", doc.response))
     if render is None:
         raise DataError(
-            f"{doc.where}: messages: chat data needs a chat template and the tokenizer of {tokenizer_name} "
-            "has none; give --chat-template chatml"
+            f"{doc.where}: messages: chat data needs a chat template and {tokenizer_name} has none; "
+            "give --chat-template chatml"
         )
     return _chat_segments(messages, render, doc.where)
 
@@ -140,7 +140,8 @@ def encode(
     """(token ids, per-token flags) of one document: BOS (never a target) unless the template already
     wrote it, the segments (targets where trained, or everywhere with ``train_on_prompt``), then EOS
     unless the document already ends with it (a target when the last segment is)."""
-    parts = segments(doc, render, getattr(tokenizer, "name", "the model"))
+    who = f"the tokenizer of {tokenizer.name}" if hasattr(tokenizer, "tok") else "the byte tokenizer"
+    parts = segments(doc, render, who)
     ids: list[int] = []
     flags: list[int] = []
     bos_text = getattr(getattr(tokenizer, "tok", None), "bos_token", None)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.trainer.conftest import make_config, read_events
+from tests.trainer.conftest import TINY_GPT2, make_config, read_events
 from trainer import data as data_mod
 from trainer import packing
 from trainer.chat import START, TARGET, chatml
@@ -67,6 +67,11 @@ def test_chat_rows_train_only_on_assistant_turns(tmp_path: Path) -> None:
     assert all(int(ids[i + 1]) == t for i, t in trained)
     first = text.index("Hello!")
     assert int((targets[: first - 1] != -100).sum()) == 0  # nothing before the first answer
+    # a config-built model (byte tokenizer) has no template: one line, naming the row
+    with pytest.raises(
+        DataError, match=r"chat\.jsonl:1: messages: .* the byte tokenizer has none; give --chat-template"
+    ):
+        data_mod.tokenize_cached(files, BYTES, "text", tmp_path / "c3")
     # --train-on-prompt: every next token is a target
     everything = data_mod.tokenize_cached(files, BYTES, "text", tmp_path / "c2", "chatml", train_on_prompt=True)
     assert (everything.flags & TARGET).all()
@@ -143,21 +148,21 @@ def test_the_tokenizers_own_bos_and_chat_template(tmp_path: Path) -> None:
         data_mod.tokenize_cached([chat], plain, "text", tmp_path / "c3")
 
 
-def tiny_llama(attn: str) -> torch.nn.Module:
+def tiny_model(kind: str, attn: str) -> torch.nn.Module:
     import transformers
 
     torch.manual_seed(0)
-    cfg = transformers.AutoConfig.for_model(**TINY_LLAMA)
+    cfg = transformers.AutoConfig.for_model(**(TINY_LLAMA if kind == "llama" else {**TINY_GPT2, "n_positions": 128}))
     model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attn)
     return model.eval()
 
 
-@pytest.mark.parametrize("attn", ["sdpa", "eager"])
-def test_packed_documents_do_not_attend_across(tmp_path: Path, attn: str) -> None:
+@pytest.mark.parametrize(("kind", "attn"), [("llama", "sdpa"), ("llama", "eager"), ("gpt2", "sdpa")])
+def test_packed_documents_do_not_attend_across(tmp_path: Path, kind: str, attn: str) -> None:
     rows = [{"text": "The first document."}, {"text": "A second, longer document here."}, {"text": "Third!"}]
     corpus = data_mod.tokenize_cached([write_jsonl(tmp_path / "d.jsonl", rows)], BYTES, "text", tmp_path / "c")
     n = len(corpus.tokens)
-    model = tiny_llama(attn)
+    model = tiny_model(kind, attn)
     packed = data_mod.pack(corpus, n, 256, documents=True).batch(np.arange(1))
     with torch.no_grad():
         logits = model(input_ids=packed["input_ids"], **packing.model_inputs(model, packed, torch.device("cpu"))).logits
@@ -305,6 +310,7 @@ def test_a_chat_fine_tune_of_a_tiny_llama(tmp_path: Path) -> None:
     start = events[0]
     held = data_mod.tokenize_cached([eval_file], BYTES, "text", tmp_path / "c", "chatml")
     assert start["eval_sequences"] == -(-len(held.tokens) // 64)
+    assert start["packing"] == "documents" and start["eval_split"] == "eval-data"  # chat data: kept apart
     evals = [e for e in events if e["kind"] == "eval"]
     assert [e["step"] for e in evals] == [3, 6] and all(np.isfinite(e["eval_loss"]) for e in evals)
     assert (run / "final" / "model.safetensors").exists()
