@@ -66,9 +66,15 @@ class Building(TrainerCore):
                 return corpus, tokenize(eval_files)
             return data_mod.split_cached(corpus, c.eval_fraction, c.seed, cache)
 
+        failed: data_mod.DataError | None = None
         if self.writer:
-            corpora()
-        dist.barrier(self.info)
+            try:
+                corpora()
+            except data_mod.DataError as exc:
+                failed = exc
+        # every rank stops on the writer's data error (instead of waiting for it at a barrier)
+        if dist.all_max([int(failed is not None)], self.info, self.device)[0]:
+            raise failed or data_mod.DataError("the data cannot be read: the rank that tokenises it says why")
         train, held_out = corpora()
         # documents kept apart: asked for, or by default for prompt/response and chat data
         documents = c.reset_position_ids if c.reset_position_ids is not None else train.instruction

@@ -5,6 +5,8 @@ and one clear line for mis-shaped data."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from tests.trainer.conftest import TINY_GPT2, make_config, read_events
+from tests.conftest import REPO_ROOT
+from tests.trainer.conftest import TINY_GPT2, base_args, cli_args, final_weights, make_config, read_events, trainer_env
+from tests.trainer.test_cli_and_ddp import _free_port
 from trainer import data as data_mod
 from trainer import packing
 from trainer.chat import START, TARGET, chatml
@@ -314,3 +318,41 @@ def test_a_chat_fine_tune_of_a_tiny_llama(tmp_path: Path) -> None:
     evals = [e for e in events if e["kind"] == "eval"]
     assert [e["step"] for e in evals] == [3, 6] and all(np.isfinite(e["eval_loss"]) for e in evals)
     assert (run / "final" / "model.safetensors").exists()
+
+
+def _torchrun(args: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1"]
+    cmd += ["--master-port", str(_free_port()), "-m", "trainer", "train", *cli_args(args)]
+    return subprocess.run(cmd, cwd=REPO_ROOT, env=trainer_env(), capture_output=True, text=True, timeout=240)
+
+
+@pytest.mark.slow
+def test_two_rank_ddp_on_masked_chat_data_matches_one_process(tmp_path: Path) -> None:
+    """Ranks see different numbers of answer tokens; each step is normalised by the step's count over all
+    ranks, so 2 ranks x micro-batch 2 train the weights 1 process x micro-batch 4 does."""
+    cfg_path = tmp_path / "llama.json"
+    cfg_path.write_text(json.dumps(TINY_LLAMA))
+    talk = [
+        {"messages": [{"role": "user", "content": "Say " + "ab" * (i % 5)}, {"role": "assistant", "content": "x" * i}]}
+        for i in range(1, 30)
+    ]
+    data = write_jsonl(tmp_path / "chat.jsonl", talk)
+    common = {"data": [str(data)], "chat_template": "chatml", "seq_len": 48, "grad_accum": 2, "max_steps": 3}
+    out = _torchrun(base_args(tmp_path / "ddp", cfg_path, micro_batch=2, **common))
+    assert out.returncode == 0, out.stderr[-3000:]
+    single = make_config(tmp_path / "one", cfg_path, micro_batch=4, **common)
+    assert train(single) == EXIT_OK
+    a, b = final_weights(tmp_path / "ddp"), final_weights(tmp_path / "one")
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5)
+    # a mis-shaped row: both ranks stop at once, rank 0 names the row
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(data.read_text() + '{"messages": [{"role": "assistant", "content": 1}]}\n')
+    out = _torchrun(base_args(tmp_path / "bad", cfg_path, **{**common, "data": [str(bad)]}))
+    assert out.returncode != 0 and f"{bad}:30: messages[0].content: must be a string" in out.stderr
+    said = sorted(line for line in out.stderr.splitlines() if line.startswith("trainer: ") and "tokenizer" not in line)
+    assert said == [
+        f"trainer: {bad}:30: messages[0].content: must be a string, got int",
+        "trainer: the data cannot be read: the rank that tokenises it says why",
+    ], out.stderr[-3000:]
+    assert not (tmp_path / "bad" / "final").exists()
