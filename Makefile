@@ -20,7 +20,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e ".[train,qlora,dev]"
+	$(BIN)/python -m pip install -e ".[train,qlora,data,dev]"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -53,11 +53,34 @@ class Building(TrainerCore):
                 rows, labels, c.seq_len, self.tokenizer.pad_token_id, c.eval_fraction, c.seed
             )
             return
+        eval_files = data_mod.data_files(c.eval_data) if c.eval_data else None
+
+        def corpora() -> tuple[data_mod.Corpus, data_mod.Corpus | None]:
+            def tokenize(paths: list[Path]) -> data_mod.Corpus:
+                return data_mod.tokenize_cached(
+                    paths, self.tokenizer, c.text_field, cache, c.chat_template, c.train_on_prompt
+                )
+
+            corpus = tokenize(files)
+            if eval_files is not None:
+                return corpus, tokenize(eval_files)
+            return data_mod.split_cached(corpus, c.eval_fraction, c.seed, cache)
+
+        failed: data_mod.DataError | None = None
         if self.writer:
-            data_mod.tokenize_cached(files, self.tokenizer, c.text_field, cache)
-        dist.barrier(self.info)
-        tokens = data_mod.tokenize_cached(files, self.tokenizer, c.text_field, cache)
-        self.data = data_mod.pack(tokens, c.seq_len, self.tokenizer.eos_token_id, c.eval_fraction)
+            try:
+                corpora()
+            except data_mod.DataError as exc:
+                failed = exc
+        # every rank stops on the writer's data error (instead of waiting for it at a barrier)
+        if dist.all_max([int(failed is not None)], self.info, self.device)[0]:
+            raise failed or data_mod.DataError("the data cannot be read: the rank that tokenises it says why")
+        train, held_out = corpora()
+        # documents kept apart: asked for, or by default for prompt/response and chat data
+        documents = c.reset_position_ids if c.reset_position_ids is not None else train.instruction
+        self.data = data_mod.pack(train, c.seq_len, self.tokenizer.eos_token_id, documents, held_out)
+        if held_out is None and c.eval_fraction > 0 and self.info.is_main:
+            warn(f"no held-out documents: {sum(train.kinds.values())} document(s) cannot be split; give --eval-data")
 
     def _model(self) -> None:
         c = self.config

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer.settings import TRAINER_CHECKPOINTING, TRAINER_PRECISIONS
+from trainer.settings import CHAT_TEMPLATES, TRAINER_CHECKPOINTING, TRAINER_PRECISIONS
 
 
 @dataclass
@@ -29,6 +29,9 @@ class TrainConfig:
     label_field: str = "label"
     cache_dir: str | None = None
     eval_fraction: float = 0.05
+    eval_data: list[str] = field(default_factory=list)
+    chat_template: str = "auto"
+    train_on_prompt: bool = False
     # Shapes and schedule
     seq_len: int = 512
     micro_batch: int = 8
@@ -50,7 +53,7 @@ class TrainConfig:
     fused_kernels: bool = True
     tf32: str = "off"
     loss_impl: str = "auto"
-    reset_position_ids: bool = False
+    reset_position_ids: bool | None = None
     num_workers: int = -1
     device: str = "auto"
     fsdp: bool = False
@@ -97,6 +100,7 @@ CHOICES = {
     "precision": TRAINER_PRECISIONS,  # the vocabulary and its planner names: trainer/settings.py
     "grad_checkpointing": TRAINER_CHECKPOINTING,
     "task": ("causal-lm", "seq-cls"),
+    "chat_template": CHAT_TEMPLATES,
     "preemption_provider": ("auto", "aws", "gcp", "azure"),
     "attn_implementation": ("sdpa", "eager", "flash_attention_2"),
     "loss_impl": ("auto", "chunked", "liger", "plain"),
@@ -108,7 +112,17 @@ HELP = {
     "run_dir": "run directory: checkpoints, events.jsonl, final model (resumed from by default)",
     "model": "Hugging Face model id or local directory (causal LM, or sequence classifier with --task seq-cls)",
     "model_config": "config.json for a randomly initialised model (nothing downloads)",
-    "data": "text (.txt) or JSONL (.jsonl) files or folders; repeatable",
+    "data": "text (.txt, .md: one document each), JSONL (.jsonl: one document per line, with messages, "
+    "prompt/response, instruction/output or the text field), Parquet (.parquet) files, saved Hugging Face "
+    "datasets (save_to_disk folders), or folders of them; repeatable",
+    "eval_data": "held-out data (same formats as --data; repeatable); without it, a random --eval-fraction of "
+    "the documents (drawn with --seed) is held out",
+    "eval_fraction": "share of the documents held out for evaluation when --eval-data is not given (whole "
+    "documents drawn at random with --seed, never the last file)",
+    "chat_template": "how chat (messages) and prompt/response rows become text: auto = the tokenizer's own "
+    "chat template (chat data is an error without one; prompt/response rows are then joined as they are); "
+    "chatml = ChatML (<|im_start|>role ... <|im_end|>)",
+    "train_on_prompt": "train on the whole document; default: loss only on assistant turns and responses",
     "task": "causal-lm (packed next-token prediction) or seq-cls (sequence classification: JSONL with "
     "--text-field and --label-field, padded/truncated to --seq-len, no packing)",
     "text_field": "JSONL field that holds the text",
@@ -158,7 +172,9 @@ HELP = {
     "gs://bucket/prefix or az://container/prefix",
     "preemption_url": "instance metadata URL to poll for a preemption notice",
     "log_interval_s": "minimum seconds between step records",
-    "reset_position_ids": "restart position ids after each document and mask cross-document attention (fast with flash_attention_2; slow with sdpa, which then needs a materialised mask)",
+    "reset_position_ids": "keep packed documents apart: position ids restart at each document and attention "
+    "stays within it (a block-diagonal mask with sdpa and eager, variable-length with flash_attention_2); "
+    "default: on for prompt/response and chat data, off for plain text",
     "record_sample_ids": "add the sample ids of each step to its step record (tests)",
     "peak_tflops": "peak FLOP/s of the device in TFLOP/s for MFU (default: built-in table)",
 }
@@ -237,6 +253,8 @@ def validate(config: TrainConfig) -> None:
         problems.append("--eval-fraction must be in [0, 1)")
     if config.task == "seq-cls" and config.reset_position_ids:
         problems.append("--reset-position-ids applies to --task causal-lm only (seq-cls does not pack)")
+    if config.task == "seq-cls" and config.eval_data:
+        problems.append("--eval-data applies to --task causal-lm only (seq-cls holds out --eval-fraction)")
     if config.qlora:
         if config.lora_rank < 1:
             problems.append("--qlora trains LoRA adapters on a 4-bit base: give --lora-rank")

@@ -1,5 +1,7 @@
-"""Data: read text/JSONL, tokenise once into a memory-mapped cache, pack into fixed-length sequences,
-and lay out a deterministic sample order that is a pure function of (seed, epoch).
+"""Data: read the documents (``documents.py``: text, JSONL, Parquet, saved datasets), tokenise them
+once with their loss flags (``chat.py``: chat template, prompt masking, BOS/EOS) into a memory-mapped
+cache, hold out a seeded random set of documents, pack into fixed-length sequences (``packing.py``:
+documents kept apart), and lay out a deterministic sample order that is a pure function of (seed, epoch).
 
 The order: in epoch ``e`` the training sequences are permuted by ``default_rng([seed, e])``. An
 optimizer step consumes the next ``G = micro_batch * grad_accum * world`` samples of that
@@ -21,7 +23,12 @@ from typing import Any
 import numpy as np
 import torch
 
-CACHE_FORMAT = 1
+from . import chat, documents, packing
+from .documents import DataError as DataError
+from .documents import data_files as data_files
+from .documents import source_files
+
+CACHE_FORMAT = 2
 
 
 class ByteTokenizer:
@@ -99,42 +106,9 @@ def load_tokenizer(model: str | None) -> ByteTokenizer | HFTokenizer:
         ) from None
 
 
-def data_files(paths: list[str]) -> list[Path]:
-    files: list[Path] = []
-    for p in paths:
-        path = Path(p)
-        if path.is_dir():
-            files.extend(sorted(f for f in path.rglob("*") if f.suffix in (".txt", ".jsonl", ".md")))
-        elif path.exists():
-            files.append(path)
-        else:
-            raise FileNotFoundError(f"data not found: {p}")
-    if not files:
-        raise FileNotFoundError(f"no .txt or .jsonl files in {paths}")
-    return files
-
-
-def iter_documents(files: list[Path], text_field: str) -> Iterator[str]:
-    """JSONL: one document per line (``text_field``). Text: paragraphs (blank-line separated)."""
-    for f in files:
-        if f.suffix == ".jsonl":
-            with open(f, encoding="utf-8") as fh:
-                for n, line in enumerate(fh, 1):
-                    if not line.strip():
-                        continue
-                    obj = json.loads(line)
-                    if text_field not in obj:
-                        raise ValueError(f"{f}:{n}: no field {text_field!r}")
-                    yield str(obj[text_field])
-        else:
-            for para in f.read_text(encoding="utf-8").split("\n\n"):
-                if para.strip():
-                    yield para.strip()
-
-
-def cache_key(files: list[Path], tokenizer: Any, text_field: str) -> str:
-    h = hashlib.sha256(f"v{CACHE_FORMAT}|{tokenizer.fingerprint()}|{text_field}".encode())
-    for f in files:
+def cache_key(files: list[Path], tokenizer: Any, text_field: str, extra: str = "") -> str:
+    h = hashlib.sha256(f"v{CACHE_FORMAT}|{tokenizer.fingerprint()}|{text_field}|{extra}".encode())
+    for f in source_files(files):
         h.update(str(f.name).encode())
         with open(f, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -142,70 +116,162 @@ def cache_key(files: list[Path], tokenizer: Any, text_field: str) -> str:
     return h.hexdigest()[:24]
 
 
-def tokenize_cached(files: list[Path], tokenizer: Any, text_field: str, cache_dir: Path) -> np.ndarray:
-    """All documents, each followed by EOS, as one memory-mapped token array (built once)."""
-    key = cache_key(files, tokenizer, text_field)
-    path = cache_dir / f"tokens-{key}.npy"
-    if not path.exists():
+@dataclass
+class Corpus:
+    """A tokenised corpus: ids and per-token flags (``trainer.chat.TARGET``/``START``) as memory-mapped
+    arrays, the documents per kind (text, pair, chat), and the cache key it is stored under."""
+
+    tokens: np.ndarray
+    flags: np.ndarray
+    kinds: dict[str, int]
+    key: str
+
+    @property
+    def instruction(self) -> bool:
+        """Prompt/response or chat documents (then packing keeps documents apart by default)."""
+        return bool(self.kinds.get("pair") or self.kinds.get("chat"))
+
+
+def _save(path: Path, array: np.ndarray) -> None:
+    tmp = path.with_suffix(f".tmp{os.getpid()}.npy")
+    np.save(tmp, array)
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _load(cache_dir: Path, key: str) -> Corpus:
+    meta = json.loads((cache_dir / f"tokens-{key}.json").read_text(encoding="utf-8"))
+    tokens = np.load(cache_dir / f"tokens-{key}.npy", mmap_mode="r")
+    return Corpus(tokens, np.load(cache_dir / f"flags-{key}.npy", mmap_mode="r"), meta["kinds"], key)
+
+
+def tokenize_cached(
+    files: list[Path],
+    tokenizer: Any,
+    text_field: str,
+    cache_dir: Path,
+    chat_template: str = "auto",
+    train_on_prompt: bool = False,
+) -> Corpus:
+    """Every document tokenised (BOS/EOS per document, chat template, loss flags: ``trainer/chat.py``)
+    into one memory-mapped token array and its flags (built once; the ids file is written last)."""
+    render, template_id = chat.resolve_template(chat_template, tokenizer)
+    bos, eos = chat.special_ids(tokenizer)
+    key = cache_key(files, tokenizer, text_field, f"{template_id}|{train_on_prompt}|{bos}|{eos}")
+    if not (cache_dir / f"tokens-{key}.npy").exists():
         cache_dir.mkdir(parents=True, exist_ok=True)
         ids: list[int] = []
-        for doc in iter_documents(files, text_field):
-            ids.extend(tokenizer.encode(doc))
-            ids.append(tokenizer.eos_token_id)
+        flags: list[int] = []
+        kinds = {"text": 0, "pair": 0, "chat": 0}
+        for doc in documents.iter_documents(files, text_field):
+            doc_ids, doc_flags = chat.encode(doc, tokenizer, render, train_on_prompt, bos, eos)
+            ids += doc_ids
+            flags += doc_flags
+            kinds[doc.kind] += 1
+        if not ids:
+            raise DataError(f"no documents in {', '.join(str(f) for f in files)}")
         dtype = np.uint16 if tokenizer.vocab_size <= 65535 else np.uint32
-        tmp = path.with_suffix(f".tmp{os.getpid()}.npy")
-        np.save(tmp, np.asarray(ids, dtype=dtype))
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    return np.load(path, mmap_mode="r")
+        (cache_dir / f"tokens-{key}.json").write_text(json.dumps({"kinds": kinds}), encoding="utf-8")
+        _save(cache_dir / f"flags-{key}.npy", np.asarray(flags, dtype=np.uint8))
+        _save(cache_dir / f"tokens-{key}.npy", np.asarray(ids, dtype=dtype))
+    return _load(cache_dir, key)
+
+
+def split_cached(corpus: Corpus, fraction: float, seed: int, cache_dir: Path) -> tuple[Corpus, Corpus | None]:
+    """(training documents, held-out documents or None): a seeded random ``fraction`` of the documents
+    (``trainer.packing.eval_documents``), stored beside the corpus (built once)."""
+    if fraction <= 0:
+        return corpus, None
+    key = hashlib.sha256(f"{corpus.key}|split|{seed}|{fraction!r}".encode()).hexdigest()[:24]
+    keys = (f"{key}t", f"{key}e")
+    if not (cache_dir / f"tokens-{keys[1]}.npy").exists():
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        held = packing.eval_documents(corpus.flags, fraction, seed)
+        if not held.any():
+            return corpus, None
+        for part_key, rows in zip(keys, (~held, held), strict=True):
+            (cache_dir / f"tokens-{part_key}.json").write_text(json.dumps({"kinds": corpus.kinds}), encoding="utf-8")
+            _save(cache_dir / f"flags-{part_key}.npy", np.asarray(corpus.flags)[rows])
+            _save(cache_dir / f"tokens-{part_key}.npy", np.asarray(corpus.tokens)[rows])
+    return _load(cache_dir, keys[0]), _load(cache_dir, keys[1])
 
 
 @dataclass
 class PackedData:
-    """Fixed-length sequences over the token array; the last ``n_eval`` sequences are held out."""
+    """Fixed-length sequences over the training token stream (its last partial sequence dropped), then
+    the held-out stream's sequences (the last one padded). ``documents``: positions restart and attention
+    stays within each document (``trainer/packing.py``)."""
 
     tokens: np.ndarray
+    flags: np.ndarray
     seq_len: int
     eos_id: int
-    n_eval: int
+    documents: bool = False
+    eval_tokens: np.ndarray | None = None
+    eval_flags: np.ndarray | None = None
 
-    @property
-    def n_total(self) -> int:
-        return len(self.tokens) // self.seq_len
+    def __post_init__(self) -> None:
+        self._counts: np.ndarray | None = None
 
     @property
     def n_train(self) -> int:
-        return self.n_total - self.n_eval
+        return len(self.tokens) // self.seq_len
 
-    def sequences(self, index: np.ndarray) -> np.ndarray:
-        starts = np.asarray(index, dtype=np.int64)[:, None] * self.seq_len
-        return np.asarray(self.tokens[starts + np.arange(self.seq_len)], dtype=np.int64)
+    @property
+    def n_eval(self) -> int:
+        return 0 if self.eval_tokens is None else -(-len(self.eval_tokens) // self.seq_len)
+
+    @property
+    def n_total(self) -> int:
+        return self.n_train + self.n_eval
+
+    def _window(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        index = np.asarray(index, dtype=np.int64)
+        held = index >= self.n_train
+        if held.any():
+            if not held.all() or self.eval_tokens is None or self.eval_flags is None:
+                raise IndexError("a batch mixes training and held-out sequences")
+            starts = (index - self.n_train) * self.seq_len
+            return packing.window(self.eval_tokens, self.eval_flags, starts, self.seq_len, self.eos_id)
+        return packing.window(self.tokens, self.flags, index * self.seq_len, self.seq_len, self.eos_id)
+
+    def sequences(self, index: Any) -> np.ndarray:
+        return self._window(np.asarray(index))[0]
 
     def batch(self, index: np.ndarray) -> dict[str, torch.Tensor]:
-        return {"input_ids": torch.from_numpy(self.sequences(index))}
+        ids, fl = self._window(index)
+        out = {
+            "input_ids": torch.from_numpy(ids),
+            "targets": torch.from_numpy(packing.targets_of(ids, fl, self.documents)),
+        }
+        if self.documents:
+            positions, docs = packing.document_layout(fl)
+            out["position_ids"], out["document_ids"] = torch.from_numpy(positions), torch.from_numpy(docs)
+        return out
+
+    def step_targets(self, index: np.ndarray) -> int:
+        """Loss targets in the training sequences ``index`` (what normalises a step's gradient)."""
+        if self._counts is None:
+            self._counts = packing.target_counts(self.flags, self.n_train, self.seq_len, self.documents)
+        return int(self._counts[np.asarray(index, dtype=np.int64)].sum())
 
 
-def pack(tokens: np.ndarray, seq_len: int, eos_id: int, eval_fraction: float) -> PackedData:
-    n_total = len(tokens) // seq_len
-    n_eval = int(n_total * eval_fraction) if eval_fraction > 0 else 0
-    if eval_fraction > 0 and n_total >= 4:
-        n_eval = max(1, n_eval)
-    data = PackedData(tokens, seq_len, eos_id, n_eval)
+def pack(
+    corpus: Corpus, seq_len: int, eos_id: int, documents: bool = False, held_out: Corpus | None = None
+) -> PackedData:
+    data = PackedData(
+        corpus.tokens,
+        corpus.flags,
+        seq_len,
+        eos_id,
+        documents,
+        held_out.tokens if held_out is not None else None,
+        held_out.flags if held_out is not None else None,
+    )
     if data.n_train < 1:
-        raise ValueError(f"corpus too small: {len(tokens)} tokens give no training sequence of {seq_len}")
+        raise ValueError(f"corpus too small: {len(corpus.tokens)} tokens give no training sequence of {seq_len}")
     return data
-
-
-def position_ids(input_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
-    """Positions that restart after each EOS (and at the start of every sequence)."""
-    b, length = input_ids.shape
-    ar = torch.arange(length).expand(b, length)
-    start = torch.zeros_like(input_ids, dtype=torch.bool)
-    start[:, 0] = True
-    start[:, 1:] = input_ids[:, :-1] == eos_id
-    seg_start = torch.where(start, ar, torch.zeros_like(ar)).cummax(dim=1).values
-    return ar - seg_start
 
 
 def epoch_permutation(seed: int, epoch: int, n: int) -> np.ndarray:
@@ -222,7 +288,8 @@ class StepPlan(torch.utils.data.Dataset):
     """Item ``i`` is micro-batch ``i`` of this rank from ``start`` onwards, over as many epochs as needed.
 
     A pure function of (seed, epoch, position, shapes), so the same plan rebuilt after a resume yields
-    the same batches. Items are dicts of CPU tensors: input_ids, position_ids (if asked), sample_ids.
+    the same batches. Items are dicts of CPU tensors: input_ids, targets, position_ids and document_ids
+    (documents kept apart), sample_ids.
     """
 
     def __init__(
@@ -235,10 +302,9 @@ class StepPlan(torch.utils.data.Dataset):
         world: int,
         rank: int,
         n_steps: int,
-        reset_positions: bool,
     ) -> None:
         self.data, self.seed, self.mb, self.accum = data, seed, micro_batch, grad_accum
-        self.world, self.rank, self.reset_positions = world, rank, reset_positions
+        self.world, self.rank = world, rank
         self.global_batch = micro_batch * grad_accum * world
         if self.global_batch > data.n_train:
             raise ValueError(f"global batch {self.global_batch} exceeds the {data.n_train} training sequences")
@@ -260,21 +326,30 @@ class StepPlan(torch.utils.data.Dataset):
         pos = self.steps[step_index]
         return Position(pos.epoch, pos.offset + self.global_batch)
 
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if epoch != self._perm_epoch:
+            self._perm = epoch_permutation(self.seed, epoch, self.data.n_train)
+            self._perm_epoch = epoch
+        return self._perm
+
     def indices(self, i: int) -> np.ndarray:
         step, k = divmod(i, self.accum)
         pos = self.steps[step]
-        if pos.epoch != self._perm_epoch:
-            self._perm = epoch_permutation(self.seed, pos.epoch, self.data.n_train)
-            self._perm_epoch = pos.epoch
         first = pos.offset + (k * self.world + self.rank) * self.mb
-        return self._perm[first : first + self.mb]
+        return self._permutation(pos.epoch)[first : first + self.mb]
+
+    def step_targets(self, step_index: int) -> int:
+        """The loss targets of optimizer step ``step_index`` over all ranks and micro-batches (every rank
+        computes the same number, without communication): one per example for classification."""
+        if not isinstance(self.data, PackedData):
+            return self.global_batch
+        pos = self.steps[step_index]
+        return self.data.step_targets(self._permutation(pos.epoch)[pos.offset : pos.offset + self.global_batch])
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         idx = self.indices(i)
         item = self.data.batch(idx)
         item["sample_ids"] = torch.from_numpy(np.asarray(idx, dtype=np.int64))
-        if self.reset_positions:
-            item["position_ids"] = position_ids(item["input_ids"], self.data.eos_id)
         return item
 
 

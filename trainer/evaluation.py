@@ -36,9 +36,7 @@ class Evaluating(TrainerCore):
                 labels = b["labels"].to(self.device)
                 total[0] += F.cross_entropy(logits, labels, reduction="sum").double()
                 total[2] += (logits.argmax(-1) == labels).sum().double()
-            else:
-                if self.config.reset_position_ids:
-                    b["position_ids"] = data_mod.position_ids(b["input_ids"], self.data.eos_id)
+            else:  # the batch carries its targets (and, documents kept apart, positions and document ids)
                 total[0] += self.loss_fn(self._raw_model(), b, self.device, self.autocast).double()
             total[1] += target_count(b)
         self.model.train()

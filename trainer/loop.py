@@ -35,7 +35,7 @@ from .run_records import Reporting
 from .run_state import BenchStats
 from .saving import Saving
 from .side_monitors import side_monitors
-from .step import accumulate, lr_at, wrap_ddp
+from .step import accumulate, lr_at, target_count, wrap_ddp
 from .telemetry import StepRateLimiter, Telemetry, warn
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_RESUME = 0, 1, 2, 75
@@ -66,6 +66,7 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
         QLoRAUnavailable,
         data_mod.TokenizerError,
         MirrorUnavailable,
+        data_mod.DataError,
     ) as exc:
         warn(str(exc))
         phases = trainer.phase_fields() if trainer is not None else {}
@@ -144,13 +145,11 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
             info.world,
             info.rank,
             remaining,
-            c.reset_position_ids and not self.cls,
         )
         loader = data_mod.make_loader(plan, self.device, c.num_workers, info.local_world)
         batches = iter(loader)
         limiter = StepRateLimiter(c.log_every_steps, c.log_interval_s)
         params = [p for p in self.model.parameters() if p.requires_grad]
-        global_targets = gb if self.cls else gb * (c.seq_len - 1)
         win: dict[str, Any] = {
             "t": time.perf_counter(),
             "steps": 0,
@@ -177,6 +176,8 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
             self.phases.switch("compile" if self.compiled and self.steps_done == 0 else "train")
             if c.record_sample_ids:
                 sample_ids = [int(x) for b in micro for x in b["sample_ids"]]
+            # the step's loss targets over all ranks (prompts and document ends excluded): each rank knows them
+            global_targets = max(1, plan.step_targets(i))
             lr = lr_at(s.step, c.lr, self.warmup, self.total_steps, c.min_lr_ratio)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
@@ -215,7 +216,7 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
             win["steps"] += 1
             win["wait"] += wait
             win["loss"] += loss_sum
-            win["targets"] += global_targets // info.world
+            win["targets"] += sum(target_count(b) for b in micro)  # this rank's, as its loss sum
             if self.bench is not None:
                 if s.step > self.bench.warmup_steps:
                     self.bench.step_times.append(step_time)

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from . import packing
 from .model import output_head
 
 IGNORE_INDEX = -100  # cross-entropy target that contributes nothing
@@ -302,10 +303,10 @@ def causal_loss_sum(
     logits), else from the model's logits upcast to fp32 (``logits_loss``, default
     :func:`logits_cross_entropy`; its compiled form under ``--compile``)."""
     ids = batch["input_ids"].to(device, non_blocking=True)
-    kwargs = {}
-    if "position_ids" in batch:
-        kwargs["position_ids"] = batch["position_ids"].to(device, non_blocking=True)
-    targets = shifted_targets(ids)
+    # position ids and the per-document attention mask of packed documents (trainer/packing.py)
+    kwargs = packing.model_inputs(model, batch, device)
+    # the data's targets (prompts and document ends are -100), else every next token
+    targets = batch["targets"].to(device, non_blocking=True) if "targets" in batch else shifted_targets(ids)
     if head_loss is not None:
         with head_loss.pending(targets), autocast():
             model(input_ids=ids, **kwargs)

@@ -83,6 +83,7 @@ class Reporting(TrainerCore):
             trainable_params=n_trainable,
             train_sequences=self.data.n_train,
             eval_sequences=self.data.n_eval,
+            **self._data_facts(),
             steps_total=self.total_steps,
             flops_per_token=self.flops.model,
             hardware_flops_per_token=self.flops.hardware,
@@ -96,6 +97,13 @@ class Reporting(TrainerCore):
             model_arch=model_arch(raw),
             **({"labels": self.data.labels} if isinstance(self.data, data_mod.ClassificationData) else {}),
         )
+
+    def _data_facts(self) -> dict[str, Any]:
+        """How the causal-LM data was packed and held out (``run_start``'s ``packing`` and ``eval_split``)."""
+        if not isinstance(self.data, data_mod.PackedData):
+            return {}
+        split = "eval-data" if self.config.eval_data else ("random-documents" if self.data.n_eval else "none")
+        return {"packing": "documents" if self.data.documents else "stream", "eval_split": split}
 
     def _fill_bench(
         self, dev_name: str, tf32: bool, peak: float | None, n_params: int, n_trainable: int, gb: int

@@ -35,6 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 METHODS = ("full", "lora", "qlora")
+# --chat-template: auto = the tokenizer's own template; chatml = the named fallback (trainer/chat.py)
+CHAT_TEMPLATES = ("auto", "chatml")
 
 # (planner, trainer): the one mapping of each setting the two sides spell differently
 CHECKPOINTING_PAIRS: tuple[tuple[str, str], ...] = (
@@ -107,6 +109,9 @@ class TrainSettings:
     model: str | None = None
     model_config: str | None = None
     data: tuple[str, ...] = ()
+    eval_data: tuple[str, ...] = ()
+    chat_template: str | None = None
+    train_on_prompt: bool | None = None
     method: str = "full"
     lora_rank: int | None = None
     lora_targets: tuple[str, ...] = ()
@@ -130,6 +135,8 @@ class TrainSettings:
             raise ValueError(f"method {self.method!r} is not one of {', '.join(METHODS)}")
         if self.method != "full" and not (self.lora_rank and self.lora_rank > 0):
             raise ValueError(f"method {self.method}: give a LoRA rank of at least 1")
+        if self.chat_template is not None and self.chat_template not in CHAT_TEMPLATES:
+            raise ValueError(f"chat template {self.chat_template!r} is not one of {', '.join(CHAT_TEMPLATES)}")
         if self.precision is not None and self.precision not in TRAINER_PRECISIONS:
             raise ValueError(f"precision {self.precision!r} is not one of {', '.join(TRAINER_PRECISIONS)}")
         if self.grad_checkpointing is not None and self.grad_checkpointing not in TRAINER_CHECKPOINTING:
@@ -247,7 +254,7 @@ class TrainSettings:
             if f.name in ("method", "lora_rank"):
                 continue
             value = config.get(f.name)
-            if f.name in ("data", "lora_targets"):
+            if f.name in ("data", "eval_data", "lora_targets"):
                 items = [value] if isinstance(value, str) else value
                 if isinstance(items, (list, tuple)):
                     kwargs[f.name] = tuple(t for item in items for t in str(item).split(",") if t)
@@ -268,6 +275,8 @@ class TrainSettings:
             kwargs["grad_checkpointing"] = checkpointing_to_trainer(gc) if gc in _TO_TRAINER_CKPT else gc
             if kwargs["grad_checkpointing"] not in TRAINER_CHECKPOINTING:
                 del kwargs["grad_checkpointing"]
+        if isinstance(kwargs.get("chat_template"), str) and kwargs["chat_template"] not in CHAT_TEMPLATES:
+            del kwargs["chat_template"]
         if isinstance(kwargs.get("precision"), str) and kwargs["precision"] not in TRAINER_PRECISIONS:
             del kwargs["precision"]
         rank = config.get("lora_rank")

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import TrainConfig
-from .losses import causal_loss_sum
+from .losses import IGNORE_INDEX, causal_loss_sum
 
 
 def lr_at(step: int, base: float, warmup: int, total: int, min_ratio: float) -> float:
@@ -41,9 +41,13 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig, device: torch.de
 
 
 def target_count(batch: dict[str, torch.Tensor]) -> int:
+    """Loss targets of a micro-batch: one per example (classification), the next tokens that are targets
+    (``targets``: prompts and document ends are not), or every next token."""
     ids = batch["input_ids"]
     if "labels" in batch:  # classification: one target per example
         return int(ids.shape[0])
+    if "targets" in batch:
+        return int((batch["targets"] != IGNORE_INDEX).sum())
     return int(ids.shape[0] * (ids.shape[1] - 1))
 
 

@@ -67,10 +67,10 @@ def hf(
 
     from trainer import data as data_mod
 
-    tokens = data_mod.tokenize_cached(
+    corpus = data_mod.tokenize_cached(
         data_mod.data_files(data or [str(CORPUS)]), data_mod.ByteTokenizer(), "text", tmp / "cache"
     )
-    packed = data_mod.pack(tokens, args.seq_len, 256, 0.0)
+    packed = data_mod.pack(corpus, args.seq_len, 256)
 
     class Packed(torch.utils.data.Dataset):
         def __len__(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -44,8 +45,8 @@ def test_loss_goes_down_and_outputs_are_complete(tmp_path: Path, model_config: P
 def test_accumulation_gradient_equals_one_big_batch(tmp_path: Path) -> None:
     cfg = make_config(tmp_path, tmp_path / "unused.json")
     cfg.model_config = None
-    tokens = data_mod.tokenize_cached(data_mod.data_files([str(CORPUS)]), data_mod.ByteTokenizer(), "text", tmp_path)
-    packed = data_mod.pack(tokens, 32, 256, 0.0)
+    corpus = data_mod.tokenize_cached(data_mod.data_files([str(CORPUS)]), data_mod.ByteTokenizer(), "text", tmp_path)
+    packed = data_mod.pack(corpus, 32, 256)
     ids = torch.from_numpy(packed.sequences(list(range(8))))
 
     def grads(chunks: int) -> dict[str, torch.Tensor]:
@@ -187,18 +188,23 @@ def test_grad_checkpointing_every_other_layer(tmp_path: Path, model_config: Path
     assert flags == [True, False]
 
 
-def test_document_position_ids_restart_after_eos() -> None:
-    ids = torch.tensor([[5, 6, 256, 7, 8, 9, 256, 1]])
-    assert data_mod.position_ids(ids, 256).tolist() == [[0, 1, 2, 0, 1, 2, 3, 0]]
+def test_document_positions_and_ids_restart_at_each_document() -> None:
+    from trainer.chat import START, TARGET
+    from trainer.packing import document_layout
+
+    flags = np.array([[TARGET, TARGET, START, TARGET, TARGET, TARGET, START | TARGET, TARGET]], dtype=np.uint8)
+    positions, docs = document_layout(flags)
+    assert positions.tolist() == [[0, 1, 0, 1, 2, 3, 0, 1]]
+    assert docs.tolist() == [[0, 0, 1, 1, 1, 1, 2, 2]]
 
 
 def test_sample_order_is_a_pure_function_of_seed_and_epoch_and_reshards_exactly(tmp_path: Path) -> None:
-    tokens = data_mod.tokenize_cached(data_mod.data_files([str(CORPUS)]), data_mod.ByteTokenizer(), "text", tmp_path)
-    packed = data_mod.pack(tokens, 32, 256, 0.0)
+    corpus = data_mod.tokenize_cached(data_mod.data_files([str(CORPUS)]), data_mod.ByteTokenizer(), "text", tmp_path)
+    packed = data_mod.pack(corpus, 32, 256)
 
     def consumed(world: int, start: data_mod.Position, steps: int) -> list[int]:
         out: list[int] = []
-        plans = [data_mod.StepPlan(packed, 7, start, 2, 2, world, r, steps, False) for r in range(world)]
+        plans = [data_mod.StepPlan(packed, 7, start, 2, 2, world, r, steps) for r in range(world)]
         for i in range(steps * 2):
             step_ids = [int(x) for p in plans for x in p.indices(i)]
             out += step_ids
