@@ -21,7 +21,7 @@ from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
 from gpuplanner.planning import WINDOW_PINNED, comparison_request
 from gpuplanner.ui.human import human_hours
-from gpuplanner.ui.plan.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE, table_cells
+from gpuplanner.ui.plan.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE, short_reason, table_cells
 from gpuplanner.ui.plan.plan_form_fields import default_values
 from gpuplanner.ui.plan.plan_inputs import inputs_with_form, request_from_values
 from gpuplanner.ui.plan.plan_pane import PlanPane
@@ -213,7 +213,10 @@ def test_unusable_rows_are_greyed_with_their_reason(qtbot: Any, pane: PlanPane) 
     assert unusable, "a full fine-tune of 8B does not fit everywhere"
     index = pane.model.index(unusable[0], 0)
     assert pane.model.data(index, Qt.ItemDataRole.ForegroundRole) is not None
-    assert pane.model.data(pane.model.index(unusable[0], column("reason"))) == rows[unusable[0]].reason
+    # the cell says it in a short phrase, the tooltip in full (issue 29: one line per row)
+    reason = pane.model.index(unusable[0], column("reason"))
+    assert pane.model.data(reason) == short_reason(rows[unusable[0]]) and pane.model.data(reason).startswith("needs ")
+    assert pane.model.data(reason, Qt.ItemDataRole.ToolTipRole) == rows[unusable[0]].reason
     pane.usable_only.setChecked(True)
     assert pane.proxy.rowCount() == len(rows) - len(unusable)
 
@@ -669,7 +672,11 @@ def test_launch_uses_the_settings_fitted_to_the_plans_gpu(qtbot: Any, pane: Plan
     assert pane.result.plan.fits is False
     row = next(r for r in pane.result.rows if r.gpu == "RTX A6000" and r.gpus == 1 and r.pricing == "on-demand")
     assert row.fitted and row.plan.fits
-    assert any(cells[column("reason")] == "fitted: " + ", ".join(row.fitted) for cells in shown_rows(pane))
+    assert any(cells[column("reason")] == "fitted settings" for cells in shown_rows(pane))
+    tips = [
+        pane.proxy.index(r, column("reason")).data(Qt.ItemDataRole.ToolTipRole) for r in range(pane.proxy.rowCount())
+    ]
+    assert any(f"with fitted settings ({', '.join(row.fitted)})" in tip for tip in tips)
     select_form_option(pane)
     assert pane.focus.row == row
     with qtbot.waitSignal(pane.launchRequested) as launched:

@@ -1,9 +1,10 @@
 """The Plan pane's details of one option (the widgets; the sentences come from :mod:`plan_details`).
 
-From the top: the headline (the recommendation, or the selected option's verdict), the input error (red,
-hidden while the inputs are valid), what the form's own option needs said when the details show another
+From the top, in :attr:`PlanDetailsView.header` (never scrolled away): the headline (the recommendation, or the
+selected option's verdict), the input error (red, hidden while the inputs are valid) and the memory bar; then,
+scrolled: what the form's own option needs said when the details show another
 (red: it does not fit), which option the details describe, its summary, what to rent, where its speed came
-from, its memory bar and its advice and warnings.
+from, and its advice and warnings.
 """
 
 from __future__ import annotations
@@ -61,15 +62,20 @@ class PlanDetailsView(QWidget):
         self.memory_bar = MemoryBar()
         self.advice_label = _label(selectable=False)
         self.advice_label.setStyleSheet(f"color: {WARN};")
+        # the headline, an input error and the memory bar stay in view above the scrolled sentences
+        self.header = QWidget()
+        self.header.setObjectName("plan-details-header")
+        top = QVBoxLayout(self.header)
+        top.setContentsMargins(0, 0, 4, 0)
+        top.setSpacing(2)
+        for widget in (self.recommendation_label, self.status_label, self.memory_bar):
+            top.addWidget(widget)
         for widget in (
-            self.recommendation_label,
-            self.status_label,
             self.form_note_label,
             self.focus_label,
             self.summary_label,
             self.rent_label,
             self.sources_label,
-            self.memory_bar,
             self.advice_label,
         ):
             layout.addWidget(widget)

@@ -16,12 +16,13 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QFormLayout,
-    QGroupBox,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
     QSizePolicy,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -111,6 +112,60 @@ class KeepList(QWidget):
             box.setChecked(name in names or name in ALWAYS_KEPT)
 
 
+# The sections top to bottom (and in tab order): the deadline and budget right after the model, what most
+# plans set; the spot model's many inputs folded until opened.
+FORM_ORDER = (GROUPS[0], GROUPS[5], GROUPS[2], GROUPS[3], GROUPS[1], GROUPS[4])
+COLLAPSED = (GROUPS[4],)
+assert sorted(FORM_ORDER) == sorted(GROUPS), "every group of the form has its place"
+
+
+class FormSection(QWidget):
+    """One group of the form that folds away: its title is a button that shows or hides its fields."""
+
+    def __init__(self, title: str, *, collapsed: bool = False, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.name = title
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(0)
+        self.toggle = QToolButton()
+        self.toggle.setObjectName(f"section-{title}")
+        self.toggle.setAutoRaise(True)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle.setCheckable(True)
+        font = self.toggle.font()
+        font.setBold(True)
+        self.toggle.setFont(font)
+        self.toggle.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.toggle.toggled.connect(self._on_toggled)
+        outer.addWidget(self.toggle)
+        self.content = QFrame()
+        self.content.setFrameShape(QFrame.Shape.StyledPanel)
+        self.form = QFormLayout(self.content)
+        outer.addWidget(self.content)
+        self.toggle.setChecked(not collapsed)
+        self._on_toggled(not collapsed)
+
+    def count_fields(self) -> None:
+        """Word the button for the fields now in the section."""
+        self._on_toggled(self.toggle.isChecked())
+
+    @property
+    def collapsed(self) -> bool:
+        return not self.toggle.isChecked()
+
+    def set_collapsed(self, collapsed: bool) -> None:
+        self.toggle.setChecked(not collapsed)
+
+    @Slot(bool)
+    def _on_toggled(self, shown: bool) -> None:
+        self.content.setVisible(shown)
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
+        count = sum(1 for label in self.content.findChildren(QLabel) if label.buddy() is not None)
+        self.toggle.setText(self.name if shown else f"{self.name} ({count} settings)")
+        self.toggle.setToolTip(f"{'Hide' if shown else 'Show'} these settings")
+
+
 class PlanForm(QWidget):
     """Grouped inputs of one plan. Texts in, texts out: :meth:`values` / :meth:`set_values`."""
 
@@ -122,13 +177,16 @@ class PlanForm(QWidget):
         self.error_labels: dict[str, QLabel] = {}
         self.note_labels: dict[str, QLabel] = {}
         self._layouts: dict[str, QFormLayout] = {}
+        self._sections: dict[str, FormSection] = {}
         self._loading = False
         outer = QVBoxLayout(self)
         outer.setContentsMargins(4, 4, 4, 4)
         outer.setSpacing(6)
-        for group in GROUPS:
-            box = QGroupBox(group)
-            form = QFormLayout(box)
+        self.sections: dict[str, FormSection] = {}
+        for group in FORM_ORDER:
+            box = FormSection(group, collapsed=group in COLLAPSED)
+            self.sections[group] = box
+            form = box.form
             form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
             # a long label puts its field on the next line rather than push the form wider than its column
             form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
@@ -173,6 +231,8 @@ class PlanForm(QWidget):
                 self.editors[spec.key] = editor
                 self.error_labels[spec.key] = error
                 self._layouts[spec.key] = form
+                self._sections[spec.key] = box
+            box.count_fields()
             outer.addWidget(box)
         self.hint = QLabel()
         self.hint.setWordWrap(True)
@@ -303,6 +363,8 @@ class PlanForm(QWidget):
         if label.text() == message and bool(editor.property("invalid")) == bool(message):
             return  # nothing changes: no restyle, no relayout
         label.setText(message)
+        if message:
+            self._sections[key].set_collapsed(False)  # an error is never hidden in a folded section
         self._set_row_visible(key, label, bool(message))
         editor.setStyleSheet(_INVALID_STYLE if message else "")
         editor.setProperty("invalid", bool(message))
