@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QRect, QRectF, Qt
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QComboBox, QStyleOptionViewItem, QWidget
 
 from gpuplanner.ui.plan.compare_model import COLUMNS
 from gpuplanner.ui.plan.memory_bar import RUNTIME, STEP_TEMPORARIES
@@ -148,3 +148,27 @@ def test_the_form_asks_for_deadline_and_budget_early_and_folds_the_spot_inputs(q
     plan_pane.recalculate()
     qtbot.waitUntil(lambda: plan_pane.last_error is not None, timeout=10_000)
     assert not spot.collapsed and form.editors["spot-discount"].isVisible()
+
+
+def test_a_long_input_error_is_shown_whole(qtbot: Any, plan_pane: PlanPane) -> None:
+    show(qtbot, plan_pane, PANE_1024)
+    plan_pane.form.set_values({"samples": "lots"})
+    plan_pane.recalculate()
+    qtbot.waitUntil(lambda: plan_pane.last_error is not None, timeout=10_000)
+    label = plan_pane.form.error_labels["samples"]
+    qtbot.waitUntil(label.isVisible, timeout=5_000)
+    qtbot.wait(30)
+    assert len(label.text()) > 40 and label.width() < label.fontMetrics().horizontalAdvance(label.text())  # it wraps
+    assert label.height() >= label.heightForWidth(label.width()), (label.height(), label.heightForWidth(label.width()))
+
+
+def test_the_gpu_list_shows_each_gpus_memory(qtbot: Any, plan_pane: PlanPane) -> None:
+    combo = plan_pane.form.editors["gpu"]
+    assert isinstance(combo, QComboBox)
+    index = combo.findText("RTX 4090")
+    option = QStyleOptionViewItem()
+    combo.itemDelegate().initStyleOption(option, combo.model().index(index, 0))
+    memory = plan_pane.catalog.gpu("RTX 4090").memory_gib
+    assert option.text == f"RTX 4090  ·  {memory:,.1f} GiB"
+    combo.setCurrentIndex(index)
+    assert plan_pane.form.values()["gpu"] == "RTX 4090"  # the field's value stays the name

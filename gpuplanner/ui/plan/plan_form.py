@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPushButton,
     QSizePolicy,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -166,12 +168,37 @@ class FormSection(QWidget):
         self.toggle.setToolTip(f"{'Hide' if shown else 'Show'} these settings")
 
 
+class GpuMemoryDelegate(QStyledItemDelegate):
+    """The GPU list's rows as "H100 SXM  ·  79.1 GiB": each GPU with its memory (the field keeps the name)."""
+
+    def __init__(self, memory: Mapping[str, float], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.memory = dict(memory)
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:  # noqa: N802
+        super().initStyleOption(option, index)
+        gib = self.memory.get(option.text)  # type: ignore[attr-defined]
+        if gib is not None:
+            option.text = f"{option.text}  ·  {gib:,.1f} GiB"  # type: ignore[attr-defined]
+
+
+def show_gpu_memory(combo: QComboBox, memory: Mapping[str, float]) -> None:
+    """List each GPU with its memory (the popup; the field and its value stay the name)."""
+    combo.setItemDelegate(GpuMemoryDelegate(memory, combo))
+    for i in range(combo.count()):
+        gib = memory.get(combo.itemText(i))
+        if gib is not None:
+            combo.setItemData(i, f"{gib:,.1f} GiB of memory", Qt.ItemDataRole.ToolTipRole)
+
+
 class PlanForm(QWidget):
     """Grouped inputs of one plan. Texts in, texts out: :meth:`values` / :meth:`set_values`."""
 
     edited = Signal()
 
-    def __init__(self, gpu_names: list[str], parent: QWidget | None = None) -> None:
+    def __init__(
+        self, gpu_names: list[str], gpu_memory: Mapping[str, float] | None = None, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.editors: dict[str, QLineEdit | QComboBox | KeepList] = {}
         self.error_labels: dict[str, QLabel] = {}
@@ -194,6 +221,8 @@ class PlanForm(QWidget):
             form.setContentsMargins(8, 6, 8, 6)
             for spec in (f for f in SHOWN_FIELDS if f.group == group):
                 editor = self._make_editor(spec.key, spec.kind, spec.choices or tuple(gpu_names), spec.placeholder)
+                if spec.key == "gpu" and gpu_memory and isinstance(editor, QComboBox):
+                    show_gpu_memory(editor, gpu_memory)
                 editor.setToolTip(spec.tooltip)
                 editor.setAccessibleName(spec.label)
                 label = QLabel(spec.label)
@@ -324,16 +353,18 @@ class PlanForm(QWidget):
         self._set_row_visible(key, label, bool(text))
 
     @staticmethod
-    def _fit_note(label: QLabel) -> None:
-        """Reserve the height the wrapped note needs at its width: the form layout sizes a word-wrapped
-        field row from its first text, so a longer note was cut at the top and the bottom."""
-        width = label.width() if label.width() > 50 else label.sizeHint().width()
+    def _fit_note(label: QLabel, field_width: int = 0) -> None:
+        """Reserve the height the wrapped note needs at its width (the field column's, ``field_width``, when the
+        label has none yet): the form layout sizes a word-wrapped field row from its first text, so a longer
+        note was cut at the top and the bottom."""
+        width = label.width() if label.width() > 50 else field_width if field_width > 50 else label.sizeHint().width()
         label.setMinimumHeight(label.heightForWidth(width) if label.text() else 0)
 
     def resizeEvent(self, event: Any) -> None:  # noqa: N802 (Qt naming)
         super().resizeEvent(event)
-        for label in self.note_labels.values():
-            self._fit_note(label)
+        for label in (*self.note_labels.values(), *self.error_labels.values()):
+            if label.text():
+                self._fit_note(label)
 
     def note_text(self, key: str) -> str:
         label = self.note_labels[key]
@@ -363,6 +394,7 @@ class PlanForm(QWidget):
         if label.text() == message and bool(editor.property("invalid")) == bool(message):
             return  # nothing changes: no restyle, no relayout
         label.setText(message)
+        self._fit_note(label, editor.width())  # a long message wraps: its row as tall as its lines, never half lines
         if message:
             self._sections[key].set_collapsed(False)  # an error is never hidden in a folded section
         self._set_row_visible(key, label, bool(message))

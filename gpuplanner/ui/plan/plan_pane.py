@@ -141,7 +141,7 @@ class PlanPane(QWidget):
     # ------------------------------------------------------------------ layout
 
     def _build(self) -> None:
-        self.form = PlanForm([g.name for g in self.catalog.gpus])
+        self.form = PlanForm([g.name for g in self.catalog.gpus], {g.name: g.memory_gib for g in self.catalog.gpus})
         scroll = QScrollArea()
         scroll.setWidget(self.form)
         scroll.setWidgetResizable(True)
