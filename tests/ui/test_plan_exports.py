@@ -26,7 +26,11 @@ def new_result(qtbot: Any, pane: PlanPane, values: dict[str, str]) -> None:
     wait_for_result(qtbot, pane)
 
 
-@pytest.mark.parametrize("values", [{}, PLAN_70B], ids=["first-plan", "70b"])
+@pytest.mark.parametrize(
+    "values",
+    [{}, PLAN_70B, {"deadline-hours": "12", "budget-usd": "40", "max-gpu-hours": "30"}],
+    ids=["first-plan", "70b", "deadline-budget-cap"],
+)
 def test_the_pdf_report_is_one_page_and_the_csv_has_every_option(
     qtbot: Any, plan_pane: PlanPane, tmp_path: Path, values: dict[str, str]
 ) -> None:

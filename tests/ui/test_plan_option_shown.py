@@ -127,6 +127,7 @@ def test_the_forms_option_that_does_not_fit_is_said_once_at_the_top(qtbot: Any, 
         pane.recommendation_label,
         pane.status_label,
         pane.memory_bar,
+        pane.details_view.parts,
     ]
     report = report_texts(pane)
     assert report[0] == note and [t for t in report if FORM_GPU in t] == [note]

@@ -104,7 +104,12 @@ def plan_report(result: PlanResult | None, details: Details | None, view: Memory
     report.image(chart, 55)
     rows = report_rows(result.rows, details)
     dim = [not row.usable for row in rows]
-    report.table([c[0] for c in COLUMNS], table_cells(rows).texts, dim=dim)  # as the window shows them
+    # as the window shows them, less the deadline, budget and GPU-hour marks: "Why not" names a limit an option
+    # misses ("late, over budget"), and a portrait page holds the rest
+    unset = {"meets_deadline", "within_budget", "within_gpu_hours"}
+    shown = [i for i, c in enumerate(COLUMNS) if c[1] not in unset]
+    texts = [[cells[i] for i in shown] for cells in table_cells(rows).texts]
+    report.table([COLUMNS[i][0] for i in shown], texts, dim=dim)
     if len(rows) < len(result.rows):
         report.text(
             f"The {len(rows)} best of {len(result.rows)} options (and the one described); the comparison as CSV "

@@ -17,6 +17,8 @@ from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayou
 class PlanSplitter(QSplitter):
     CHART_SHARE = 0.42  # of the height below the details, at least CHART_MIN_PX
     CHART_MIN_PX = 180
+    TALL_PX = 900
+    TALL_CHART_SHARE = 0.32
     # the details get the height their text needs, at most this share (at 1280x800 the table below shows
     # at least 8 one-line rows; the headline and memory bar stay in view, the sentences scroll)
     DETAILS_SHARE = 0.38
@@ -106,4 +108,6 @@ class PlanSplitter(QSplitter):
         details = max(head + self.details_scroll.minimumHeight(), min(need, int(total * self.DETAILS_SHARE)))
         rest = total - details
         chart = max(self.CHART_MIN_PX, int(rest * self.CHART_SHARE))
+        if total >= self.TALL_PX:  # a tall pane (1920x1080): the chart a third of it, the table has rows to spare
+            chart = max(chart, int(total * self.TALL_CHART_SHARE))
         self.setSizes([details, max(120, rest - chart), chart])
