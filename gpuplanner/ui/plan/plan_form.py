@@ -177,9 +177,9 @@ class GpuMemoryDelegate(QStyledItemDelegate):
 
     def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:  # noqa: N802
         super().initStyleOption(option, index)
-        gib = self.memory.get(option.text)  # type: ignore[attr-defined]
+        gib = self.memory.get(option.text)
         if gib is not None:
-            option.text = f"{option.text}  ·  {gib:,.1f} GiB"  # type: ignore[attr-defined]
+            option.text = f"{option.text}  ·  {gib:,.1f} GiB"
 
 
 def show_gpu_memory(combo: QComboBox, memory: Mapping[str, float]) -> None:
