@@ -172,3 +172,13 @@ def test_the_gpu_list_shows_each_gpus_memory(qtbot: Any, plan_pane: PlanPane) ->
     assert option.text == f"RTX 4090  ·  {memory:,.1f} GiB"
     combo.setCurrentIndex(index)
     assert plan_pane.form.values()["gpu"] == "RTX 4090"  # the field's value stays the name
+
+
+def test_columns_left_out_when_narrow_come_back_when_wide(qtbot: Any, plan_pane: PlanPane) -> None:
+    names = [c[1] for c in COLUMNS]
+    provider = names.index("provider")
+    show(qtbot, plan_pane, PANE_1024)
+    qtbot.waitUntil(lambda: plan_pane.table.isColumnHidden(provider), timeout=5_000)
+    show(qtbot, plan_pane, (1920 - 120, 1080 - 60))
+    qtbot.waitUntil(lambda: not plan_pane.table.isColumnHidden(provider), timeout=5_000)
+    assert not any(plan_pane.table.isColumnHidden(names.index(n)) for n in ("p90_cost_usd", "fits"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QRect, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QFont, QFontMetrics, QKeySequence, QResizeEvent, QShortcut
+from PySide6.QtGui import QFont, QFontMetrics, QKeySequence, QResizeEvent, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -73,6 +73,10 @@ class OptionsTable(QWidget):
         self._fit_timer.setSingleShot(True)
         self._fit_timer.setInterval(0)
         self._fit_timer.timeout.connect(self.fit_row_heights)
+        self._columns_timer = QTimer(self)
+        self._columns_timer.setSingleShot(True)
+        self._columns_timer.setInterval(0)
+        self._columns_timer.timeout.connect(self.fit_columns)
         header = self.table.horizontalHeader()
         header.sectionResized.connect(self._on_section_resized)
         header.sortIndicatorChanged.connect(self._fit_timer.start)
@@ -155,6 +159,11 @@ class OptionsTable(QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt naming)
         super().resizeEvent(event)
         self.fit_columns()
+        self._columns_timer.start()  # again once every layout has settled (a pane shown after a resize)
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt naming)
+        super().showEvent(event)
+        self._columns_timer.start()
 
     # ------------------------------------------------------------------ selection
 
