@@ -335,16 +335,35 @@ def rank_rows(rows: Sequence[CompareRow]) -> list[CompareRow]:
     ]
 
 
+def _no_usable_option(rows: Sequence[CompareRow]) -> str:
+    """Why no option can be used although some fit in memory: only the constraints the options that fit
+    actually miss are named (a missing price is not a deadline to relax)."""
+    fitting = [row.plan for row in rows if row.plan.fits]
+    missed = [
+        name
+        for name, flag in (
+            ("the deadline", "deadline_ok"),
+            ("the budget", "budget_ok"),
+            ("the GPU-hour cap", "gpu_hours_ok"),
+        )
+        if any(getattr(plan, flag) is False for plan in fitting)
+    ]
+    if not missed:
+        return "No option that fits in memory has a price: give a price per GPU-hour, or see the reasons per row."
+    return f"No option meets every constraint: relax {_and_join(missed)}, or see the reasons per row."
+
+
+def _and_join(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
 def recommendation(rows: Sequence[CompareRow]) -> str:
     """The winner in one sentence, with what makes it win."""
     usable = [row for row in rows if row.usable]
     if not usable:
         if not any(row.plan.fits for row in rows):
             return "No option fits in memory: see the suggestions of `gpuplanner plan` for what would make it fit."
-        return (
-            "No option meets every constraint: relax the deadline, the budget or the GPU-hour cap, "
-            "or see the reasons per row."
-        )
+        return _no_usable_option(rows)
     best = usable[0]
     cost = best.total_usd or 0.0
     # in words for people: "$0.0112 in 4 min", never "$0.00 in 0.0 h" for a tiny run

@@ -13,6 +13,7 @@ from gpuplanner.plan.model_shape import ModelSpec
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 
 MAX_MICRO_BATCH = 1024
+SHARD_COUNTS = (2, 4, 8, 16, 32, 64)  # the GPU counts sharding suggestions try
 
 
 def max_micro_batch(spec: ModelSpec, setup: TrainSetup, capacity_gib: float, headroom: float = 0.95) -> int:
@@ -105,9 +106,9 @@ def fit_suggestions(
             pass
     elif setup.method == "lora":
         check(_variant(setup, method="qlora"), "QLoRA (4-bit base) instead of LoRA")
-    for n in (2, 4, 8, 16, 32, 64):
-        if n > setup.gpus and (setup.sharding != "fsdp" or n > setup.gpus):
-            if check(replace(setup, sharding="fsdp", gpus=n), f"FSDP (ZeRO-3) over {n} GPUs"):
+    if not out:  # sharding over more GPUs only when no change on this many GPUs makes it fit
+        for n in SHARD_COUNTS:
+            if n > setup.gpus and check(replace(setup, sharding="fsdp", gpus=n), f"FSDP (ZeRO-3) over {n} GPUs"):
                 break
     if not out:  # nothing single works: combine checkpointing, a smaller micro-batch and a lighter method
         combos = [setup] + ([replace(setup, method="lora")] if setup.method == "full" else [])
@@ -128,8 +129,57 @@ def fit_suggestions(
                 f"{cand.grad_accum} accumulation steps (same effective batch)",
             ):
                 break
-    for name, cap in sorted(larger_gpus, key=lambda x: x[1]):
-        if cap > capacity_gib and fits(estimate_memory(spec, setup), cap, headroom):
+    larger = sorted(((name, cap) for name, cap in larger_gpus if cap > capacity_gib), key=lambda x: x[1])
+    for name, cap in larger:
+        if fits(estimate_memory(spec, setup), cap, headroom):
             out.append(f"a larger GPU: {name} ({cap:.1f} GiB)")
+            return out
+    if larger and not out:
+        out += _elsewhere(spec, setup, larger, headroom)
+    return out
+
+
+def _lighter_setups(setup: TrainSetup) -> list[tuple[TrainSetup, str]]:
+    """The setup, then LoRA and QLoRA of it (lighter methods first only when lighter than the given one),
+    each with full gradient checkpointing and micro-batch 1 (the same effective batch), and a label."""
+    out: list[tuple[TrainSetup, str]] = []
+    methods = ("full", "lora", "qlora")
+    for method in methods[methods.index(setup.method) :]:
+        precision = "bf16-mixed" if method == "qlora" and setup.precision == "fp32" else setup.precision
+        candidate = _variant(
+            setup,
+            method=method,
+            precision=precision,
+            tf32=setup.tf32 and precision == "fp32",
+            grad_checkpointing="full",
+            micro_batch=1,
+            grad_accum=setup.micro_batch * setup.grad_accum,
+        )
+        if candidate is not None:
+            label = {"full": "the full fine-tune", "lora": "LoRA", "qlora": "QLoRA (4-bit base)"}[method]
+            out.append((candidate, f"{label} with full gradient checkpointing and micro-batch 1"))
+    return out
+
+
+def _elsewhere(spec: ModelSpec, setup: TrainSetup, larger: Sequence[tuple[str, float]], headroom: float) -> list[str]:
+    """When nothing on this GPU makes it fit: the smallest larger GPU that holds the lightest change (LoRA or
+    QLoRA when the given method does not fit anywhere), and how many of the largest GPU FSDP needs for the
+    given method (each re-estimated and checked)."""
+    out: list[str] = []
+    smallest = float("inf")  # a lighter method is named only when it fits a smaller GPU than a heavier one
+    for candidate, label in _lighter_setups(setup):
+        memory = estimate_memory(spec, candidate)
+        hit = next(((n, c) for n, c in larger if c < smallest and fits(memory, c, headroom)), None)
+        if hit is not None:
+            out.append(f"{label} on a larger GPU: {hit[0]} ({hit[1]:.0f} GiB; ≈{memory.total / GIB:.1f} GiB)")
+            smallest = hit[1]
+    name, cap = larger[-1]
+    for n in SHARD_COUNTS:
+        if n <= setup.gpus:
+            continue
+        sharded = _variant(setup, sharding="fsdp", gpus=n, grad_checkpointing="full")
+        if sharded is not None and fits(estimate_memory(spec, sharded), cap, headroom):
+            total = estimate_memory(spec, sharded).total / GIB
+            out.append(f"FSDP (ZeRO-3) over {n} x {name} with full gradient checkpointing (≈{total:.1f} GiB per GPU)")
             break
     return out

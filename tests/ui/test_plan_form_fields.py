@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from PySide6.QtWidgets import QComboBox, QGroupBox, QLabel, QLineEdit, QWidget
+from PySide6.QtWidgets import QComboBox, QLabel, QLineEdit, QWidget
 
 from gpuplanner.app.plan_fields import PLAN_FIELDS
 from gpuplanner.plan.inputs import CHOICES
 from gpuplanner.plan.setup import PlanInputError
-from gpuplanner.ui.plan.plan_form import PlanForm
+from gpuplanner.ui.plan.plan_form import FormSection, PlanForm
 from gpuplanner.ui.plan.plan_inputs import CHOICE_KEYS, inputs_from_values
 
 GPUS = ["H100 SXM", "RTX 4090"]
@@ -32,10 +32,10 @@ def _label_of(form: PlanForm, editor: QWidget) -> QLabel:
 
 def _group_of(editor: QWidget) -> str:
     parent = editor.parentWidget()
-    while parent is not None and not isinstance(parent, QGroupBox):
+    while parent is not None and not isinstance(parent, FormSection):
         parent = parent.parentWidget()
     assert parent is not None
-    return parent.title()
+    return parent.name
 
 
 def test_every_shown_input_has_the_tables_label_tooltip_group_and_choices(form: PlanForm) -> None:

@@ -45,6 +45,12 @@ def shown_cells(pane: PlanPane, row: Any) -> dict[str, str]:
     return {name: pane.proxy.index(index.row(), c).data() for c, name in enumerate(EXPORT_COLUMNS)}
 
 
+def shown_tip(pane: PlanPane, row: Any) -> str:
+    """The tooltip of one option's row (its whole reason, or the settings fitted to it)."""
+    source = next(i for i, r in enumerate(pane.model.rows()) if r is row)
+    return str(pane.model.data(pane.model.index(source, 0), Qt.ItemDataRole.ToolTipRole))
+
+
 def test_pinned_micro_batch_does_not_fit_unpinned_is_fitted_and_launched(qtbot: Any, pane: PlanPane) -> None:
     keep = pane.form.editors["keep"]
     assert isinstance(keep, KeepList)
@@ -58,7 +64,8 @@ def test_pinned_micro_batch_does_not_fit_unpinned_is_fitted_and_launched(qtbot: 
     assert row.fitted == ("micro-batch 2 x 8 accumulation",)
     assert (row.plan.setup.micro_batch, row.plan.setup.grad_accum) == (2, 8)
     cells = shown_cells(pane, row)
-    assert cells["fits"] == "yes" and cells["reason"] == "fitted: micro-batch 2 x 8 accumulation"
+    assert cells["fits"] == "yes" and cells["reason"] == "fitted settings"
+    assert "with fitted settings (micro-batch 2 x 8 accumulation)" in shown_tip(pane, row)
     select_form_option(pane)  # Launch runs the option the details describe
     with qtbot.waitSignal(pane.launchRequested) as launched:
         pane.launch()
@@ -139,7 +146,8 @@ def test_qlora_only_when_the_method_is_not_kept(qtbot: Any, pane: PlanPane) -> N
     assert "method" not in pane.form.values()["keep"].split(",")
     row = next(r for r in pane.result.rows if r.gpu == "T4" and r.gpus == 1 and r.pricing == "on-demand")
     assert row.plan.fits and row.plan.setup.method == "qlora" and row.fitted[0] == "QLoRA (4-bit base weights)"
-    assert shown_cells(pane, row)["reason"].startswith("fitted: QLoRA (4-bit base weights)")
+    assert shown_cells(pane, row)["reason"] == "fitted settings"
+    assert "with fitted settings (QLoRA (4-bit base weights)" in shown_tip(pane, row)
     assert all(
         r.plan.setup.method == "lora"
         for r in pane.result.rows

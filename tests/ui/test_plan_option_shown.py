@@ -120,7 +120,15 @@ def test_the_forms_option_that_does_not_fit_is_said_once_at_the_top(qtbot: Any, 
     texts = details_texts(pane)
     assert [t for t in texts if FORM_GPU in t] == [note]  # said once, labelled as the form's
     layout = pane.details_view.layout()
-    assert layout.indexOf(pane.form_note_label) == 2  # under the headline and the input line, above the rest
+    # the first of the scrolled sentences, under the headline, the input line and the memory bar (kept in view)
+    assert layout.indexOf(pane.form_note_label) == 0
+    header = pane.details_view.header.layout()
+    assert [header.itemAt(i).widget() for i in range(header.count())] == [
+        pane.recommendation_label,
+        pane.status_label,
+        pane.memory_bar,
+        pane.details_view.parts,
+    ]
     report = report_texts(pane)
     assert report[0] == note and [t for t in report if FORM_GPU in t] == [note]
 

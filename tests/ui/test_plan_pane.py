@@ -21,7 +21,8 @@ from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import TrainSetup
 from gpuplanner.planning import WINDOW_PINNED, comparison_request
 from gpuplanner.ui.human import human_hours
-from gpuplanner.ui.plan.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE, table_cells
+from gpuplanner.ui.plan import plan_export
+from gpuplanner.ui.plan.compare_model import COLUMNS, EXPORT_COLUMNS, SORT_ROLE, short_reason, table_cells
 from gpuplanner.ui.plan.plan_form_fields import default_values
 from gpuplanner.ui.plan.plan_inputs import inputs_with_form, request_from_values
 from gpuplanner.ui.plan.plan_pane import PlanPane
@@ -213,7 +214,10 @@ def test_unusable_rows_are_greyed_with_their_reason(qtbot: Any, pane: PlanPane) 
     assert unusable, "a full fine-tune of 8B does not fit everywhere"
     index = pane.model.index(unusable[0], 0)
     assert pane.model.data(index, Qt.ItemDataRole.ForegroundRole) is not None
-    assert pane.model.data(pane.model.index(unusable[0], column("reason"))) == rows[unusable[0]].reason
+    # the cell says it in a short phrase, the tooltip in full (issue 29: one line per row)
+    reason = pane.model.index(unusable[0], column("reason"))
+    assert pane.model.data(reason) == short_reason(rows[unusable[0]]) and pane.model.data(reason).startswith("needs ")
+    assert pane.model.data(reason, Qt.ItemDataRole.ToolTipRole) == rows[unusable[0]].reason
     pane.usable_only.setChecked(True)
     assert pane.proxy.rowCount() == len(rows) - len(unusable)
 
@@ -252,10 +256,11 @@ def test_exports_write_checked_files(pane: PlanPane, tmp_path: Path) -> None:
 
     pane.export_markdown(tmp_path / "plan.md")
     text = (tmp_path / "plan.md").read_text()
-    lines = [line for line in text.splitlines() if line.startswith("|")]
+    assert pane.result.recommendation in text
+    options = text[text.index("## Options") :]  # the inputs come first (their own table)
+    lines = [line for line in options.splitlines() if line.startswith("|")]
     assert lines[0] == "| " + " | ".join(EXPORT_COLUMNS) + " |"
     assert len(lines) == len(rows) + 2
-    assert pane.result.recommendation in text
 
     pane.export_png(tmp_path / "charts.png")
     image = QImage(str(tmp_path / "charts.png"))
@@ -265,8 +270,12 @@ def test_exports_write_checked_files(pane: PlanPane, tmp_path: Path) -> None:
     pages = read_words(tmp_path / "report.pdf")
     assert overlaps(pages) == []
     assert outside(pages, MARGIN_MM / 25.4 * 72) == []
-    shown = table_cells(pane.result.rows).texts  # the table's cells as the window writes them
+    # the best options' cells as the window writes them (less the deadline/budget/cap marks): one page
+    best = pane.result.rows[: plan_export.REPORT_ROWS]
+    marks = {EXPORT_COLUMNS.index(n) for n in ("meets_deadline", "within_budget", "within_gpu_hours")}
+    shown = [[t for c, t in enumerate(row) if c not in marks] for row in table_cells(best).texts]
     assert not missing_words(pages, [text for row in shown for text in row])
+    assert len(pages.sizes) == 1
     assert not missing_words(pages, [pane.result.recommendation])
     words = " ".join(pages.texts())
     # the settings in the form's words and people's units, never the JSON keys or raw numbers
@@ -669,7 +678,11 @@ def test_launch_uses_the_settings_fitted_to_the_plans_gpu(qtbot: Any, pane: Plan
     assert pane.result.plan.fits is False
     row = next(r for r in pane.result.rows if r.gpu == "RTX A6000" and r.gpus == 1 and r.pricing == "on-demand")
     assert row.fitted and row.plan.fits
-    assert any(cells[column("reason")] == "fitted: " + ", ".join(row.fitted) for cells in shown_rows(pane))
+    assert any(cells[column("reason")] == "fitted settings" for cells in shown_rows(pane))
+    tips = [
+        pane.proxy.index(r, column("reason")).data(Qt.ItemDataRole.ToolTipRole) for r in range(pane.proxy.rowCount())
+    ]
+    assert any(f"with fitted settings ({', '.join(row.fitted)})" in tip for tip in tips)
     select_form_option(pane)
     assert pane.focus.row == row
     with qtbot.waitSignal(pane.launchRequested) as launched:

@@ -18,6 +18,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette
 
 from gpuplanner.app.compare_row import TABLE_COLUMNS, table_row_cells
 from gpuplanner.plan.compare import CompareRow
+from gpuplanner.plan.memory import GIB
 from gpuplanner.ui.human import significant
 from gpuplanner.ui.widgets.table_view import ColumnsTableModel
 
@@ -81,6 +82,22 @@ def _compact(value: float, places: int, whole_from: float, thousands_from: float
     return f"{value / 1_000_000:,.1f}M"
 
 
+def short_reason(row: CompareRow) -> str:
+    """The table's "Why not" as a short phrase that fits one line ("needs 1,394 GiB, no price"); the whole
+    reason is the row's tooltip and the exports' ``reason``."""
+    if not row.reason:
+        return "fitted settings" if row.fitted else ""  # which ones: the tooltip and the details
+    plan, words = row.plan, []
+    if plan.fits is False:
+        words.append(f"needs {plan.memory.total / GIB:,.0f} GiB" if plan.capacity_gib else "does not fit")
+    if row.cost_usd is None:
+        words.append("no price")
+    for ok, word in ((plan.deadline_ok, "late"), (plan.budget_ok, "over budget"), (plan.gpu_hours_ok, "over GPU-h")):
+        if ok is False:
+            words.append(word)
+    return ", ".join(words) or row.reason
+
+
 def _text(column: int, value: Any) -> str:
     if value is None:
         return "–"
@@ -93,11 +110,12 @@ def _text(column: int, value: Any) -> str:
         return _compact(value, 2, 10_000, 1_000_000)
     if name == "hours":
         return "<0.1" if 0 < value < 0.05 else _compact(value, 1, 1000, 10_000)
-    if name == "mem_gib":
-        return f"{value:.1f}"
+    if name == "mem_gib":  # never wider than "999.9" or "9,999": the column is sized for them, nothing elides
+        return _compact(value, 1, 1000, 10_000)
     return str(value)
 
 
+_REASON = EXPORT_COLUMNS.index("reason")
 _BOLD_COLUMNS = (EXPORT_COLUMNS.index("rank"), EXPORT_COLUMNS.index("gpu"))
 _UNROUNDED = {EXPORT_COLUMNS.index(name): name for name in ("hours", "cost_usd", "p90_cost_usd")}
 
@@ -158,6 +176,7 @@ def table_cells(rows: Sequence[CompareRow]) -> TableCells:
     grey = ("grey",) * n
     for r, (row, values) in enumerate(zip(rows, cells)):
         texts.append([_text(c, v) for c, v in enumerate(_shown_cells(row, values))])
+        texts[-1][_REASON] = short_reason(row)
         keys.append([_sort_value(c, v) for c, v in enumerate(values)])
         align.append([_RIGHT if isinstance(v, (int, float)) and not isinstance(v, bool) else _LEFT for v in values])
         tips.append([_tip(row)] * n)

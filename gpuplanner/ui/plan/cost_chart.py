@@ -7,13 +7,14 @@ the option the Plan pane's details describe (:meth:`CostChart.set_focus`).
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QGuiApplication, QPalette
 from PySide6.QtWidgets import QWidget
 
 from gpuplanner.plan.compare import CompareRow
@@ -30,6 +31,8 @@ GROUPS = (
     ("recommended", "star", WINNER),
     ("above the scale", "t1", "#9a9a9a"),
 )
+TITLE_MARGIN_PX = 80.0  # the cost axis and the margins beside the title row
+LEGEND_SYMBOL_PX = 42.0  # a legend row's symbol, its gap and the legend's margins, left of the name
 FOCUS = "in the details"  # the legend's name of the ring around the option the details describe
 LABELLED = 3  # the best options get a label next to their point
 HEADROOM = 1.35  # the y axis reaches this far above the dearest usable option (or the budget)
@@ -230,6 +233,7 @@ class CostChart(pg.PlotWidget):
         self._legend_names: tuple[str, ...] | None = None
         self._key_color = "#1d1f23"
         self._title = ""
+        self._title_shown = ""  # the title as set (its lines joined with <br>)
         self.point_labels: list[pg.TextItem] = []
         self._make_point_labels()
         self.key = ""  # the best options' key and what is above the scale: the title row, over the plot
@@ -252,9 +256,12 @@ class CostChart(pg.PlotWidget):
         self.setBackground(palette.color(QPalette.ColorRole.Base))
         fg = palette.color(QPalette.ColorRole.Text)
         self.legend.setLabelTextColor(fg)
+        for _sample, label in self.legend.items:  # pyqtgraph keeps a shown label's colour until it is set again
+            label.setText(label.text, color=fg)
         self._key_color = fg.name()  # the key in the text colour: small type needs the contrast
         if self._title:
-            self.getPlotItem().setTitle(self._title, size="8pt", color=self._key_color)
+            self._title_shown = ""
+            self._fit_title()
         for name in ("left", "bottom"):
             axis = self.getPlotItem().getAxis(name)
             axis.setPen(pg.mkPen(fg))
@@ -316,14 +323,45 @@ class CostChart(pg.PlotWidget):
         if text == self._title:
             return
         self._title = text
+        self._title_shown = ""
+        self._fit_title()
+
+    def _fit_title(self) -> None:
+        """Show the title row on as many lines as the chart's width needs (its parts, split at " · "): one
+        wide line would widen the plot's layout past the chart and push the legend out of view."""
         item = self.getPlotItem()
-        if text:
-            item.setTitle(text, size="8pt", color=self._key_color)
-        else:
-            item.setTitle(None)
+        if item is None:
+            return
+        text = self._title
+        if not text:
+            if self._title_shown != "":
+                item.setTitle(None)
+                self._title_shown = ""
+            return
+        font = QFont(self.font())
+        font.setPointSizeF(8.0)
+        metrics = QFontMetricsF(font)
+        room = max(120.0, self.width() - TITLE_MARGIN_PX - self.legend_column.minimumWidth())
+        lines: list[str] = []
+        for part in text.split(" · "):
+            if lines and metrics.horizontalAdvance(lines[-1] + " · " + part) <= room:
+                lines[-1] += " · " + part
+            else:
+                lines.append(part)
+        shown = "<br>".join(html.escape(line, quote=False) for line in lines)
+        if shown != self._title_shown:
+            self._title_shown = shown
+            item.setTitle(shown, size="8pt", color=self._key_color)
 
     def _fit_legend_column(self) -> None:
-        width = self.legend.boundingRect().width() + 6.0 if self._legend_names else 0.0
+        """The legend's column as wide as its widest name needs (measured with the labels' font: the legend's
+        own size is only known after it is laid out, which left "spot (expec" cut off at the first paint)."""
+        width = 0.0
+        if self._legend_names:
+            font = QFont(self.font())
+            font.setPointSizeF(8.0)  # the legend's labelTextSize
+            widest = max(QFontMetricsF(font).horizontalAdvance(name) for name in self._legend_names)
+            width = max(self.legend.boundingRect().width(), widest + LEGEND_SYMBOL_PX) + 8.0
         self.legend_column.setMinimumWidth(width)
         self.legend_column.setMaximumWidth(width)
         self.legend.setVisible(bool(self._legend_names))
@@ -387,6 +425,7 @@ class CostChart(pg.PlotWidget):
                 self.legend.addItem(self.focus_ring if name == FOCUS else self.series[name], name)
             self._legend_names = names
             self._fit_legend_column()
+            self._fit_title()
 
     @staticmethod
     def _y_top(shown: Sequence[CompareRow], budget_usd: float | None) -> float | None:
@@ -451,3 +490,5 @@ class CostChart(pg.PlotWidget):
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
         super().resizeEvent(event)
         self._update_ticks()
+        if hasattr(self, "legend_column"):
+            self._fit_title()

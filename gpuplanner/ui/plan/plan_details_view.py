@@ -1,9 +1,11 @@
 """The Plan pane's details of one option (the widgets; the sentences come from :mod:`plan_details`).
 
-From the top: the headline (the recommendation, or the selected option's verdict), the input error (red,
-hidden while the inputs are valid), what the form's own option needs said when the details show another
+From the top, in :attr:`PlanDetailsView.header` (never scrolled away): the headline (the recommendation, or the
+selected option's verdict), the input error (red, hidden while the inputs are valid), the memory bar, and small
+stacked bars of the step's and the cost's parts with one sentence of verdict (:mod:`parts_bar`); then,
+scrolled: what the form's own option needs said when the details show another
 (red: it does not fit), which option the details describe, its summary, what to rent, where its speed came
-from, its memory bar and its advice and warnings.
+from, and its advice and warnings.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from gpuplanner.ui.human import human_money
 from gpuplanner.ui.palette import BAD, WARN
 from gpuplanner.ui.plan.memory_bar import MemoryBar, memory_view
+from gpuplanner.ui.plan.parts_bar import PartsView
 from gpuplanner.ui.plan.plan_details import Details
+from gpuplanner.ui.plan.plan_parts import cost_parts, step_parts, step_seconds, verdict
 
 
 def _label(name: str = "", *, selectable: bool = True) -> QLabel:
@@ -61,15 +66,21 @@ class PlanDetailsView(QWidget):
         self.memory_bar = MemoryBar()
         self.advice_label = _label(selectable=False)
         self.advice_label.setStyleSheet(f"color: {WARN};")
+        # the headline, an input error and the memory bar stay in view above the scrolled sentences
+        self.header = QWidget()
+        self.header.setObjectName("plan-details-header")
+        top = QVBoxLayout(self.header)
+        top.setContentsMargins(0, 0, 4, 0)
+        top.setSpacing(2)
+        self.parts = PartsView(step_seconds, human_money)
+        for widget in (self.recommendation_label, self.status_label, self.memory_bar, self.parts):
+            top.addWidget(widget)
         for widget in (
-            self.recommendation_label,
-            self.status_label,
             self.form_note_label,
             self.focus_label,
             self.summary_label,
             self.rent_label,
             self.sources_label,
-            self.memory_bar,
             self.advice_label,
         ):
             layout.addWidget(widget)
@@ -87,6 +98,8 @@ class PlanDetailsView(QWidget):
         self.sources_label.setText(details.sources)
         gpu_name = plan.gpu.name if plan.gpu else "your GPU"
         self.memory_bar.set_view(memory_view(plan.memory, plan.capacity_gib, plan.request.headroom, gpu_name))
+        steps, costs = step_parts(plan), cost_parts(details.focus)
+        self.parts.show_parts(steps, costs, verdict(details.focus, steps, costs))
         self.advice_label.setText("\n".join(details.advice))
         self.advice_label.setVisible(bool(details.advice))
 

@@ -2,13 +2,14 @@
 
 The PDF describes the same one option as the details (:class:`~gpuplanner.ui.plan.plan_details.Details`):
 the form's own option's note first when there is one, then that option's verdict, summary, speed, what
-to rent, settings, memory bar and advice; then the chart and the ranked table.
+to rent, settings, memory bar and advice; then the chart and the best options of the ranked table, on one
+page (the CSV has every option). The Markdown starts with the inputs the plan answers.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from PySide6.QtGui import QImage, QPainter, QPalette
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from gpuplanner.export.tables import to_csv, to_markdown
+from gpuplanner.plan.compare import CompareRow
 from gpuplanner.planning import PlanResult
 from gpuplanner.ui.plan.compare_model import COLUMNS, EXPORT_COLUMNS, export_rows, table_cells
 from gpuplanner.ui.plan.memory_bar import MemoryView, paint_memory_bar
@@ -35,11 +37,26 @@ def write_csv(result: PlanResult | None, path: str | Path) -> None:
     Path(path).write_text(to_csv(columns, rows), encoding="utf-8")
 
 
+def input_rows(result: PlanResult) -> list[tuple[str, str]]:
+    """The form's inputs in people's words, the deadline and budget said even when not set."""
+    inputs = inputs_with_form(result.request, result.values)
+    inputs.pop("form", None)
+    rows = settings_rows(inputs)
+    labels = {label for label, _ in rows}
+    rows += [(label, "none") for label in ("Deadline", "Budget") if label not in labels]
+    if inputs.get("engine"):
+        rows.append(("Engine", str(inputs["engine"])))
+    return rows
+
+
 def write_markdown(result: PlanResult | None, path: str | Path) -> None:
+    """The recommendation, the inputs it answers (method, data, sequence length, deadline, budget...) and
+    the comparison of every option."""
     columns, rows = export_table(result)
     text = ""
     if result is not None:
         text = f"# GPU plan: {result.request.model.name}\n\n**Recommendation:** {result.recommendation}\n\n"
+        text += "## Inputs\n\n" + to_markdown(("setting", "value"), input_rows(result)) + "\n## Options\n\n"
     Path(path).write_text(text + to_markdown(columns, rows), encoding="utf-8")
 
 
@@ -81,17 +98,45 @@ def plan_report(result: PlanResult | None, details: Details | None, view: Memory
     report.text(details.summary + " " + details.sources)
     report.text(details.rent)
     report.key_values(option_settings_rows(result, details), columns=3)
-    report.picture(lambda painter, rect, palette: paint_memory_bar(painter, rect, view, palette), 16)
+    report.picture(lambda painter, rect, palette: paint_memory_bar(painter, rect, view, palette), 22)
     if details.advice:
         report.text(" ".join(details.advice))
     report.image(chart, 55)
-    dim = [not row.usable for row in result.rows]
-    report.table([c[0] for c in COLUMNS], table_cells(result.rows).texts, dim=dim)  # as the window shows them
+    rows = report_rows(result.rows, details)
+    dim = [not row.usable for row in rows]
+    # as the window shows them, less the deadline, budget and GPU-hour marks: "Why not" names a limit an option
+    # misses ("late, over budget"), and a portrait page holds the rest
+    unset = {"meets_deadline", "within_budget", "within_gpu_hours"}
+    shown = [i for i, c in enumerate(COLUMNS) if c[1] not in unset]
+    texts = [[cells[i] for i in shown] for cells in table_cells(rows).texts]
+    report.table([COLUMNS[i][0] for i in shown], texts, dim=dim)
+    if len(rows) < len(result.rows):
+        report.text(
+            f"The {len(rows)} best of {len(result.rows)} options (and the one described); the comparison as CSV "
+            "lists every option with its reason."
+        )
     return report
 
 
+def report_rows(rows: Sequence[CompareRow], details: Details) -> list[CompareRow]:
+    """The report's table: the :data:`REPORT_ROWS` best options and the described one (the PDF is one page;
+    the CSV has every option)."""
+    shown = list(rows[:REPORT_ROWS])
+    focus = details.focus.row
+    if focus is not None and focus not in shown:
+        shown.append(focus)
+    return shown
+
+
+REPORT_ROWS = 8  # the options the one-page PDF lists
+WHAT = {"csv": "comparison (CSV)", "markdown": "plan (Markdown)", "png": "charts (PNG)", "pdf": "one-page PDF report"}
 FILTERS = {"csv": "CSV (*.csv)", "markdown": "Markdown (*.md)", "png": "PNG image (*.png)", "pdf": "PDF (*.pdf)"}
 SUFFIXES = {"csv": ".csv", "markdown": ".md", "png": ".png", "pdf": ".pdf"}
+
+
+def saved_message(kind: str, path: str | Path) -> str:
+    """The status bar's sentence for a written export: what and where."""
+    return f"Saved the {WHAT[kind]} to {path}"
 
 
 def ask_and_write(parent: QWidget, kind: str, writers: Mapping[str, Callable[[str], None]]) -> str | None:

@@ -10,18 +10,21 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFileDialog,
     QFormLayout,
-    QGroupBox,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
     QSizePolicy,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -111,24 +114,106 @@ class KeepList(QWidget):
             box.setChecked(name in names or name in ALWAYS_KEPT)
 
 
+# The sections top to bottom (and in tab order): the deadline and budget right after the model, what most
+# plans set; the spot model's many inputs folded until opened.
+FORM_ORDER = (GROUPS[0], GROUPS[5], GROUPS[2], GROUPS[3], GROUPS[1], GROUPS[4])
+COLLAPSED = (GROUPS[4],)
+assert sorted(FORM_ORDER) == sorted(GROUPS), "every group of the form has its place"
+
+
+class FormSection(QWidget):
+    """One group of the form that folds away: its title is a button that shows or hides its fields."""
+
+    def __init__(self, title: str, *, collapsed: bool = False, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.name = title
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(0)
+        self.toggle = QToolButton()
+        self.toggle.setObjectName(f"section-{title}")
+        self.toggle.setAutoRaise(True)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle.setCheckable(True)
+        font = self.toggle.font()
+        font.setBold(True)
+        self.toggle.setFont(font)
+        self.toggle.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.toggle.toggled.connect(self._on_toggled)
+        outer.addWidget(self.toggle)
+        self.content = QFrame()
+        self.content.setFrameShape(QFrame.Shape.StyledPanel)
+        self.form = QFormLayout(self.content)
+        outer.addWidget(self.content)
+        self.toggle.setChecked(not collapsed)
+        self._on_toggled(not collapsed)
+
+    def count_fields(self) -> None:
+        """Word the button for the fields now in the section."""
+        self._on_toggled(self.toggle.isChecked())
+
+    @property
+    def collapsed(self) -> bool:
+        return not self.toggle.isChecked()
+
+    def set_collapsed(self, collapsed: bool) -> None:
+        self.toggle.setChecked(not collapsed)
+
+    @Slot(bool)
+    def _on_toggled(self, shown: bool) -> None:
+        self.content.setVisible(shown)
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
+        count = sum(1 for label in self.content.findChildren(QLabel) if label.buddy() is not None)
+        self.toggle.setText(self.name if shown else f"{self.name} ({count} settings)")
+        self.toggle.setToolTip(f"{'Hide' if shown else 'Show'} these settings")
+
+
+class GpuMemoryDelegate(QStyledItemDelegate):
+    """The GPU list's rows as "H100 SXM  ·  79.1 GiB": each GPU with its memory (the field keeps the name)."""
+
+    def __init__(self, memory: Mapping[str, float], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.memory = dict(memory)
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:  # noqa: N802
+        super().initStyleOption(option, index)
+        gib = self.memory.get(option.text)
+        if gib is not None:
+            option.text = f"{option.text}  ·  {gib:,.1f} GiB"
+
+
+def show_gpu_memory(combo: QComboBox, memory: Mapping[str, float]) -> None:
+    """List each GPU with its memory (the popup; the field and its value stay the name)."""
+    combo.setItemDelegate(GpuMemoryDelegate(memory, combo))
+    for i in range(combo.count()):
+        gib = memory.get(combo.itemText(i))
+        if gib is not None:
+            combo.setItemData(i, f"{gib:,.1f} GiB of memory", Qt.ItemDataRole.ToolTipRole)
+
+
 class PlanForm(QWidget):
     """Grouped inputs of one plan. Texts in, texts out: :meth:`values` / :meth:`set_values`."""
 
     edited = Signal()
 
-    def __init__(self, gpu_names: list[str], parent: QWidget | None = None) -> None:
+    def __init__(
+        self, gpu_names: list[str], gpu_memory: Mapping[str, float] | None = None, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.editors: dict[str, QLineEdit | QComboBox | KeepList] = {}
         self.error_labels: dict[str, QLabel] = {}
         self.note_labels: dict[str, QLabel] = {}
         self._layouts: dict[str, QFormLayout] = {}
+        self._sections: dict[str, FormSection] = {}
         self._loading = False
         outer = QVBoxLayout(self)
         outer.setContentsMargins(4, 4, 4, 4)
         outer.setSpacing(6)
-        for group in GROUPS:
-            box = QGroupBox(group)
-            form = QFormLayout(box)
+        self.sections: dict[str, FormSection] = {}
+        for group in FORM_ORDER:
+            box = FormSection(group, collapsed=group in COLLAPSED)
+            self.sections[group] = box
+            form = box.form
             form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
             # a long label puts its field on the next line rather than push the form wider than its column
             form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
@@ -136,6 +221,8 @@ class PlanForm(QWidget):
             form.setContentsMargins(8, 6, 8, 6)
             for spec in (f for f in SHOWN_FIELDS if f.group == group):
                 editor = self._make_editor(spec.key, spec.kind, spec.choices or tuple(gpu_names), spec.placeholder)
+                if spec.key == "gpu" and gpu_memory and isinstance(editor, QComboBox):
+                    show_gpu_memory(editor, gpu_memory)
                 editor.setToolTip(spec.tooltip)
                 editor.setAccessibleName(spec.label)
                 label = QLabel(spec.label)
@@ -173,6 +260,8 @@ class PlanForm(QWidget):
                 self.editors[spec.key] = editor
                 self.error_labels[spec.key] = error
                 self._layouts[spec.key] = form
+                self._sections[spec.key] = box
+            box.count_fields()
             outer.addWidget(box)
         self.hint = QLabel()
         self.hint.setWordWrap(True)
@@ -264,16 +353,18 @@ class PlanForm(QWidget):
         self._set_row_visible(key, label, bool(text))
 
     @staticmethod
-    def _fit_note(label: QLabel) -> None:
-        """Reserve the height the wrapped note needs at its width: the form layout sizes a word-wrapped
-        field row from its first text, so a longer note was cut at the top and the bottom."""
-        width = label.width() if label.width() > 50 else label.sizeHint().width()
+    def _fit_note(label: QLabel, field_width: int = 0) -> None:
+        """Reserve the height the wrapped note needs at its width (the field column's, ``field_width``, when the
+        label has none yet): the form layout sizes a word-wrapped field row from its first text, so a longer
+        note was cut at the top and the bottom."""
+        width = label.width() if label.width() > 50 else field_width if field_width > 50 else label.sizeHint().width()
         label.setMinimumHeight(label.heightForWidth(width) if label.text() else 0)
 
     def resizeEvent(self, event: Any) -> None:  # noqa: N802 (Qt naming)
         super().resizeEvent(event)
-        for label in self.note_labels.values():
-            self._fit_note(label)
+        for label in (*self.note_labels.values(), *self.error_labels.values()):
+            if label.text():
+                self._fit_note(label)
 
     def note_text(self, key: str) -> str:
         label = self.note_labels[key]
@@ -303,6 +394,9 @@ class PlanForm(QWidget):
         if label.text() == message and bool(editor.property("invalid")) == bool(message):
             return  # nothing changes: no restyle, no relayout
         label.setText(message)
+        self._fit_note(label, editor.width())  # a long message wraps: its row as tall as its lines, never half lines
+        if message:
+            self._sections[key].set_collapsed(False)  # an error is never hidden in a folded section
         self._set_row_visible(key, label, bool(message))
         editor.setStyleSheet(_INVALID_STYLE if message else "")
         editor.setProperty("invalid", bool(message))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QRect, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QFont, QFontMetrics, QKeySequence, QShortcut
+from PySide6.QtGui import QFont, QFontMetrics, QKeySequence, QResizeEvent, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -46,6 +46,9 @@ SAMPLES = (
     "",
 )
 
+NARROW_DROPS = ("provider", "p90_cost_usd", "fits")  # left out, in this order, where the table is too narrow
+WHY_NOT_MIN_PX = 124  # "needs 1,394 GiB" on one line
+
 
 class OptionsTable(QWidget):
     """The title, "Only usable options" and the sortable table of :class:`CompareTableModel` rows."""
@@ -56,6 +59,7 @@ class OptionsTable(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.selected_key: OptionKey | None = None  # the option selected (None: the recommended is shown)
+        self._unset: set[str] = {"meets_deadline", "within_budget", "within_gpu_hours"}  # constraints not set
         self.model = CompareTableModel(self)
         self.proxy = CompareProxyModel(self)
         self.proxy.setSourceModel(self.model)
@@ -69,6 +73,10 @@ class OptionsTable(QWidget):
         self._fit_timer.setSingleShot(True)
         self._fit_timer.setInterval(0)
         self._fit_timer.timeout.connect(self.fit_row_heights)
+        self._columns_timer = QTimer(self)
+        self._columns_timer.setSingleShot(True)
+        self._columns_timer.setInterval(0)
+        self._columns_timer.timeout.connect(self.fit_columns)
         header = self.table.horizontalHeader()
         header.sectionResized.connect(self._on_section_resized)
         header.sortIndicatorChanged.connect(self._fit_timer.start)
@@ -118,12 +126,44 @@ class OptionsTable(QWidget):
         deadline, budget and GPU-hour columns only when the form sets them."""
         request = result.request
         self.model.set_cells(cells)
-        names = [c[1] for c in COLUMNS]
-        self.table.setColumnHidden(names.index("meets_deadline"), request.deadline_hours is None)
-        self.table.setColumnHidden(names.index("within_budget"), request.budget_usd is None)
-        self.table.setColumnHidden(names.index("within_gpu_hours"), request.max_gpu_hours is None)
+        self._unset = {
+            name
+            for name, value in (
+                ("meets_deadline", request.deadline_hours),
+                ("within_budget", request.budget_usd),
+                ("within_gpu_hours", request.max_gpu_hours),
+            )
+            if value is None
+        }
+        self.fit_columns()
         self._restore_selection()
         self.fit_row_heights()
+
+    def fit_columns(self) -> None:
+        """Show the columns of the constraints the form sets; where the table is too narrow for every column
+        and a readable "Why not" (a 1024-pixel window), leave out the provider, then the P90 cost (both are in
+        the row's details), so the table never scrolls sideways."""
+        names = [c[1] for c in COLUMNS]
+        width = self.table.viewport().width()
+        dropped: set[str] = set()
+        for name in ("", *NARROW_DROPS):
+            dropped.add(name)
+            shown = [i for i, n in enumerate(names[:-1]) if n not in self._unset and n not in dropped]
+            if width <= 0 or sum(self.table.columnWidth(i) for i in shown) + WHY_NOT_MIN_PX <= width:
+                break
+        for index, name in enumerate(names):
+            hide = name in self._unset or name in dropped
+            if self.table.isColumnHidden(index) != hide:
+                self.table.setColumnHidden(index, hide)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt naming)
+        super().resizeEvent(event)
+        self.fit_columns()
+        self._columns_timer.start()  # again once every layout has settled (a pane shown after a resize)
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt naming)
+        super().showEvent(event)
+        self._columns_timer.start()
 
     # ------------------------------------------------------------------ selection
 

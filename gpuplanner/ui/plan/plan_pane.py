@@ -26,6 +26,7 @@ Signals:
     launchRequested(dict): "Launch this plan" with the described option's settings (see ``option_settings``).
     planSaved(int): a plan was saved in the history, with its id.
     planSaveFailed(str): saving a plan failed, with the reason.
+    exported(str): an export was written, with the sentence saying where (also in the status bar).
 """
 
 from __future__ import annotations
@@ -37,7 +38,16 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal, Slot
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QHBoxLayout, QInputDialog, QMessageBox, QPushButton, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QInputDialog,
+    QMainWindow,
+    QMessageBox,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.documents import plan_document
@@ -90,6 +100,7 @@ class PlanPane(QWidget):
     launchRequested = Signal(dict)
     planSaved = Signal(int)
     planSaveFailed = Signal(str)
+    exported = Signal(str)
 
     def __init__(self, services: AppServices, parent: QWidget | None = None, *, defer_chart: bool = False) -> None:
         super().__init__(parent)
@@ -130,7 +141,7 @@ class PlanPane(QWidget):
     # ------------------------------------------------------------------ layout
 
     def _build(self) -> None:
-        self.form = PlanForm([g.name for g in self.catalog.gpus])
+        self.form = PlanForm([g.name for g in self.catalog.gpus], {g.name: g.memory_gib for g in self.catalog.gpus})
         scroll = QScrollArea()
         scroll.setWidget(self.form)
         scroll.setWidgetResizable(True)
@@ -547,7 +558,17 @@ class PlanPane(QWidget):
             QMessageBox.information(self, "Export", "There is no valid plan to export: fix the marked input first.")
             return None
         writers = {"csv": self.export_csv, "markdown": self.export_markdown, "png": self.export_png}
-        return plan_export.ask_and_write(self, kind, {**writers, "pdf": self.export_pdf})
+        path = plan_export.ask_and_write(self, kind, {**writers, "pdf": self.export_pdf})
+        if path is not None:
+            self.say_saved(plan_export.saved_message(kind, path))
+        return path
+
+    def say_saved(self, message: str) -> None:
+        """Say where an export went: in the window's status bar, and ``exported(message)``."""
+        window = self.window()
+        if isinstance(window, QMainWindow):
+            window.statusBar().showMessage(message, 15_000)
+        self.exported.emit(message)
 
     # ------------------------------------------------------------------ lifetime
 

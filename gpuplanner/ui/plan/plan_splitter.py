@@ -11,13 +11,17 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtGui import QResizeEvent
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 
 class PlanSplitter(QSplitter):
-    CHART_SHARE = 0.45  # of the height below the details, at least CHART_MIN_PX
-    CHART_MIN_PX = 200
-    DETAILS_SHARE = 0.45  # the details get the height their text needs, at most this share
+    CHART_SHARE = 0.42  # of the height below the details, at least CHART_MIN_PX
+    CHART_MIN_PX = 180
+    TALL_PX = 900
+    TALL_CHART_SHARE = 0.32
+    # the details get the height their text needs, at most this share (at 1280x800 the table below shows
+    # at least 8 one-line rows; the headline and memory bar stay in view, the sentences scroll)
+    DETAILS_SHARE = 0.38
 
     def __init__(self, details: QWidget, options: QWidget, parent: QWidget | None = None) -> None:
         super().__init__(Qt.Orientation.Vertical, parent)
@@ -28,11 +32,21 @@ class PlanSplitter(QSplitter):
         self.details_scroll.setWidgetResizable(True)
         self.details_scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.details_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.details_scroll.setMinimumHeight(90)
+        self.details_scroll.setMinimumHeight(40)
+        # the details' header (headline and memory bar) stays above their scrolled sentences
+        header = getattr(details, "header", None)
+        self.details_part = QWidget()
+        part = QVBoxLayout(self.details_part)
+        part.setContentsMargins(0, 0, 0, 0)
+        part.setSpacing(2)
+        if header is not None:
+            part.addWidget(header)
+        part.addWidget(self.details_scroll, 1)
+        self.header = header
         options.setMinimumHeight(120)
         self._chart_placeholder: QWidget | None = QLabel("")
         self._chart_placeholder.setMinimumHeight(150)
-        self.addWidget(self.details_scroll)
+        self.addWidget(self.details_part)
         self.addWidget(options)
         self.addWidget(self._chart_placeholder)
         self.setStretchFactor(0, 0)
@@ -84,7 +98,16 @@ class PlanSplitter(QSplitter):
         assert layout is not None, "the details have their layout from the start"
         need = layout.totalHeightForWidth(width) if layout.hasHeightForWidth() else self.details.sizeHint().height()
         need += 2 * layout.spacing() + 8  # the wrapped labels' estimate runs a few pixels short
-        details = max(self.details_scroll.minimumHeight(), min(need, int(total * self.DETAILS_SHARE)))
+        head = 0
+        if self.header is not None:
+            head_layout = self.header.layout()
+            assert head_layout is not None
+            head = head_layout.totalHeightForWidth(width) if head_layout.hasHeightForWidth() else 0
+            head = max(head, self.header.sizeHint().height()) + 2
+        need += head
+        details = max(head + self.details_scroll.minimumHeight(), min(need, int(total * self.DETAILS_SHARE)))
         rest = total - details
         chart = max(self.CHART_MIN_PX, int(rest * self.CHART_SHARE))
+        if total >= self.TALL_PX:  # a tall pane (1920x1080): the chart a third of it, the table has rows to spare
+            chart = max(chart, int(total * self.TALL_CHART_SHARE))
         self.setSizes([details, max(120, rest - chart), chart])
