@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from gpuplanner.plan import engines
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 
 FORWARD_FLOPS_PER_PARAM = 2.0
@@ -41,12 +42,12 @@ LINK_EFFICIENCY = 0.8
 # 16-bit scores written and read, the fp32 softmax written and read, its 16-bit copy, the mask add and
 # the backward's reads and writes of the same tensors (about three times the forward's 8).
 EAGER_BYTES_PER_SCORE = 24.0
-# Logits and cross entropy per token and vocabulary entry: fp32 logits written, read by the softmax,
-# the gradient written and read back by the head's backward.
-LOGIT_BYTES_PER_ELEM = 16.0
+# Logits and cross entropy per token and vocabulary entry: the engine's loss traffic (engines.LOSS_TRAFFIC).
 # QLoRA: every pass over a 4-bit weight reads its 0.5 bytes (+ scales) and writes and reads back a
 # 16-bit copy for the matmul.
 QLORA_DEQUANT_BYTES_PER_PARAM = 4.5
+# NF4 with double quantization: 4 bits plus the block scales (memory.NF4_BYTES_PER_PARAM)
+QLORA_GATHER_BYTES_PER_PARAM = 0.5 + 1 / 64
 # Optimizer update bytes per trained parameter (weights, gradients and states read and written,
 # plus zeroing the gradients). Keys: (optimizer, 16-bit pure weights?).
 OPTIMIZER_BYTES = {
@@ -237,7 +238,9 @@ def step_work(
     act_bytes = 4.0 if setup.precision == "fp32" else 2.0
     inter = getattr(model, "intermediate_size", 4 * model.hidden_size)
     elementwise = tokens * model.num_layers * (2 * model.hidden_size + inter) * act_bytes * (1.0 + r / 3.0)
-    fixed = tokens * model.vocab_size * LOGIT_BYTES_PER_ELEM if has_lm_head(model) else 0.0
+    engine = engines.engine_named(setup.engine)
+    # the loss's traffic per logit element as the engine computes it (fp32 upcast, 16 bit, fused/chunked)
+    fixed = tokens * model.vocab_size * engine.loss_traffic(setup.method) if has_lm_head(model) else 0.0
     if setup.attention == "eager":
         scores = setup.micro_batch * model.num_heads * float(setup.seq_len) ** 2 * model.num_layers
         fixed += scores * EAGER_BYTES_PER_SCORE * (1.0 + r / 3.0) * act_bytes / 2.0
@@ -246,7 +249,8 @@ def step_work(
     adapter_units = 0.0
     if setup.uses_adapters:
         # trainable = rank x (in + out) x modules, so the adapted features are trainable / rank
-        adapter_units = tokens * trainable_params / setup.lora_rank * (1.0 + r / 3.0)
+        # peft's unfused path moves all of it, a stack's own 16-bit modules about half, fused kernels none
+        adapter_units = tokens * trainable_params / setup.lora_rank * (1.0 + r / 3.0) * engine.adapter_traffic
     gpus = setup.gpus
     sharded = setup.sharding in ("zero2", "fsdp") and gpus > 1
     pure = setup.precision == "bf16"
@@ -261,7 +265,11 @@ def step_work(
         if setup.sharding == "fsdp":
             gather_b = 4.0 if setup.precision == "fp32" else 2.0
             # all-gather for forward and again for backward, reduce-scatter of the gradients
-            fsdp_bytes = 2.0 * model.n_params * gather_b + trainable_params * grad_b
+            gathered = model.n_params * gather_b
+            if setup.method == "qlora" and engine.qlora_gather == engines.GATHER_PACKED:
+                # the quantized linears travel as their packed 4-bit bytes
+                gathered -= quantized_params * (gather_b - QLORA_GATHER_BYTES_PER_PARAM)
+            fsdp_bytes = 2.0 * gathered + trainable_params * grad_b
         else:
             sync_bytes = trainable_params * grad_b
     nodes = -(-gpus // GPUS_PER_NODE)
