@@ -76,8 +76,26 @@ class Engine:
     lora_path: str
     untied_head: bool  # keeps its own output head although the config ties it to the embeddings
     qlora_gather: str
+    # clips the gradients' global norm every optimizer step (reads every gradient, then scales it)
+    clips_gradients: bool = True
     # torchtitan's selective checkpointing keeps every other matmul output (activation_ledger)
     selective_policy: str = "every-matmul"
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("grad_reduction", GRAD_REDUCTIONS),
+            ("mixed_precision", MIXED_PRECISION_KINDS),
+            ("loss_full", tuple(LOSS_TRAFFIC)),
+            ("loss_adapters", tuple(LOSS_TRAFFIC)),
+            ("lora_path", LORA_PATHS),
+            ("qlora_gather", (GATHER_HALF, GATHER_PACKED)),
+            ("selective_policy", ("every-matmul", "alternate-matmul")),
+        )
+        for name, allowed in checks:
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"engine {self.name}: {name} must be one of {', '.join(allowed)}")
+        if not isinstance(self.untied_head, bool) or not isinstance(self.clips_gradients, bool):
+            raise ValueError(f"engine {self.name}: untied_head and clips_gradients are true or false")
 
     def loss(self, method: str) -> str:
         return self.loss_full if method == "full" else self.loss_adapters
@@ -94,14 +112,15 @@ ENGINES: dict[str, Engine] = {
     # The bundled trainer (trainer/): transformers models, peft adapters, transformers' ForCausalLMLoss
     # (``logits.float()`` first). Under --fsdp it shards with FSDP2 ``fully_shard`` and a
     # ``MixedPrecisionPolicy(param_dtype=<16 bit>, reduce_dtype=fp32)`` (trainer/fsdp.py) and
-    # reduce-scatters every micro-step's gradients (FSDP2's default). It refuses QLoRA under FSDP
+    # reduce-scatters every micro-step's gradients (FSDP2's default); it clips to ``max_grad_norm`` 1.0
+    # (trainer/config.py, trainer/loop.py). It refuses QLoRA under FSDP
     # (trainer/config.py), so its QLoRA gather is never used.
     "bundled": Engine(
         "bundled", "bundled trainer", REDUCE_EACH, PARAM_CAST, LOSS_FP32, LOSS_FP32, LORA_PEFT, False, GATHER_HALF
     ),
     # transformers' Trainer (+ peft). --sharding fsdp is FSDP1 through accelerate, and the Trainer runs every
     # micro-step but the last under ``accelerator.no_sync`` (transformers/trainer.py ``_inner_training_loop``:
-    # "no_sync" unless DeepSpeed), so FSDP1 keeps the full gradient; accelerate's FSDP plugin sets
+    # "no_sync" unless DeepSpeed; ``max_grad_norm`` 1.0 by default), so FSDP1 keeps the full gradient; accelerate's FSDP plugin sets
     # ``MixedPrecision(param_dtype=bf16)`` for bf16 runs. --sharding zero2 is DeepSpeed ZeRO-2, which
     # accumulates into its partitioned buffers. QLoRA under FSDP stores 4-bit weights in bf16 bytes
     # (peft docs, "FSDP + QLoRA": ``bnb_4bit_quant_storage``) and gathers those.
@@ -130,14 +149,23 @@ ENGINES: dict[str, Engine] = {
         LORA_NATIVE,
         False,
         GATHER_HALF,
-        "alternate-matmul",
+        selective_policy="alternate-matmul",
     ),
     # torchtune (github:pytorch/torchtune recipes): FSDP2 ``fully_shard`` without a no-sync switch (reduce
     # each micro-step); models loaded in the training dtype; the loss upcasts to fp32
     # (``CEWithChunkedOutputLoss`` upcasts each chunk; all chunks are alive for the backward); its own
     # ``LoRALinear`` in the model dtype (torchtune/modules/peft/lora.py), dropout 0 by default.
     "torchtune": Engine(
-        "torchtune", "torchtune", REDUCE_EACH, PARAM_CAST, LOSS_FP32, LOSS_FP32, LORA_NATIVE, False, GATHER_HALF
+        "torchtune",
+        "torchtune",
+        REDUCE_EACH,
+        PARAM_CAST,
+        LOSS_FP32,
+        LOSS_FP32,
+        LORA_NATIVE,
+        False,
+        GATHER_HALF,
+        clips_gradients=False,  # recipes: ``cfg.get("clip_grad_norm", None)``, unset in the shipped configs
     ),
     # DeepSpeed (ZeRO-2/3) with a transformers model: ZeRO reduces (ZeRO-3: reduce-scatters) each
     # micro-step's gradients into partitioned buffers; its bf16 engine casts the module to bf16 and keeps
@@ -150,7 +178,16 @@ ENGINES: dict[str, Engine] = {
     # finetune/full.py); the full fine-tune's loss is cross-entropy on the 16-bit logits, LoRA/QLoRA's
     # ``chunked_cross_entropy`` over 128-token chunks (utils.py); its own LoRA layers in the model dtype.
     "litgpt": Engine(
-        "litgpt", "LitGPT", NO_SYNC, AUTOCAST, LOSS_HALF, LOSS_CHUNKED_HALF, LORA_NATIVE, True, GATHER_HALF
+        "litgpt",
+        "LitGPT",
+        NO_SYNC,
+        AUTOCAST,
+        LOSS_HALF,
+        LOSS_CHUNKED_HALF,
+        LORA_NATIVE,
+        True,
+        GATHER_HALF,
+        clips_gradients=False,  # args.py ``TrainArgs.max_norm = None``: clipped only when asked
     ),
     # llm-foundry on Composer (github:mosaicml/llm-foundry, composer/trainer/trainer.py): under FSDP Composer
     # syncs every micro-batch (``MULTI_AUTO_SYNC``; no_sync would keep full gradients); its FSDP

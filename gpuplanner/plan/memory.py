@@ -1,6 +1,7 @@
 """Peak GPU memory of one training step, per GPU, with a breakdown.
 
-The model follows what a PyTorch + transformers + peft run actually allocates (docs/planning.md: "How GPU
+The model follows what a PyTorch run on the plan's engine (``setup.engine``, gpuplanner/plan/engines.py:
+the bundled trainer, transformers + peft, torchtitan ...) actually allocates (docs/planning.md: "How GPU
 Planner estimates training memory"):
 persistent state (weights, gradients, optimizer states), the tensors autograd saves for backward
 (counted tensor by tensor for each layer kind, with their real dtypes), the loss region around the
@@ -403,6 +404,11 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     # while a block's backward runs, its gradient buffers are alive besides its saved tensors; once the
     # loss region is freed this (with the block's recomputed tensors) is the moment's transient
     grad_work = block_grad_bytes(spec, regime) * tokens
+    if setup.attention == "eager":
+        # eager softmax's backward holds the scores' incoming gradient (compute dtype), its fp32 upcast and
+        # softmax_backward's fp32 result at once, per score element of the one block in its backward
+        score_b = FP32 if regime == "fp32" else HALF
+        grad_work += (score_b + 2 * FP32) * setup.micro_batch * spec.num_heads * setup.seq_len**2
     recompute += grad_work
 
     # ---- logits ----

@@ -30,6 +30,8 @@ SHARED_KEYS = (
     "bandwidth_efficiency",
     "overlap",
 )
+# Shared constants a file may leave out (older files), with the value that stands in.
+OPTIONAL_SHARED = {"fp32_efficiency": 0.9}
 DEFAULT_GENERATION = "default"
 
 
@@ -47,6 +49,10 @@ class SpeedModel:
     calibrated_pct: float = 10.0  # the same after measurements on other GPUs corrected the efficiency
     matched_pct: float = 5.0  # a speed measured on this GPU for this model, method and sequence length
     fitted_on: str = ""
+
+    def is_fitted(self, architecture: str) -> bool:
+        """Whether published runs fitted this GPU generation's efficiency (else the default stands in)."""
+        return architecture in self.generations and architecture != DEFAULT_GENERATION
 
     def efficiency_for(self, architecture: str) -> float:
         if architecture in self.generations:
@@ -66,6 +72,7 @@ class SpeedModel:
             matmul_efficiency=min(self.efficiency_for(getattr(gpu, "architecture", "")) * efficiency_scale, 1.0),
             network_gbs=self.network_for(gpu) if network_gbs is None else network_gbs,
             **{key: self.shared[key] for key in SHARED_KEYS},
+            **{key: self.shared.get(key, default) for key, default in OPTIONAL_SHARED.items()},
         )
         params.validate()
         return params
@@ -93,6 +100,7 @@ def parse_speed_model(path: Path) -> SpeedModel:
     if missing:
         raise SpeedModelError(f"{path}: [shared] lacks {', '.join(missing)}")
     shared = {k: _number(path, f"shared.{k}", shared_raw[k]) for k in SHARED_KEYS}
+    shared.update({k: _number(path, f"shared.{k}", shared_raw[k]) for k in OPTIONAL_SHARED if k in shared_raw})
     generations = {
         str(name): _number(path, f"generation.{name}.matmul_efficiency", table.get("matmul_efficiency"))
         for name, table in data.get("generation", {}).items()
