@@ -78,6 +78,9 @@ class Engine:
     qlora_gather: str
     # clips the gradients' global norm every optimizer step (reads every gradient, then scales it)
     clips_gradients: bool = True
+    # a pre-training stack (large runs of a few architectures, tuned kernels): its plans take the
+    # pre-training band of the speed's likely range, every other plan the fine-tuning band
+    pretraining: bool = False
     # torchtitan's selective checkpointing keeps every other matmul output (activation_ledger)
     selective_policy: str = "every-matmul"
 
@@ -150,6 +153,7 @@ ENGINES: dict[str, Engine] = {
         False,
         GATHER_HALF,
         selective_policy="alternate-matmul",
+        pretraining=True,
     ),
     # torchtune (github:pytorch/torchtune recipes): FSDP2 ``fully_shard`` without a no-sync switch (reduce
     # each micro-step); models loaded in the training dtype; the loss upcasts to fp32
@@ -202,6 +206,7 @@ ENGINES: dict[str, Engine] = {
         LORA_PEFT,
         False,
         GATHER_HALF,
+        pretraining=True,
     ),
     # Unsloth (github:unslothai/unsloth): fused LoRA kernels (``fast_lora``: the adapter matmuls folded
     # into the MLP and QKV kernels) and a fused linear cross-entropy (``fast_cross_entropy_loss`` over chunks
@@ -261,3 +266,14 @@ def keeps_full_gradients(engine: Engine, sharding: str, gpus: int, grad_accum: i
     """Whether every GPU holds the whole unsharded gradient between micro-steps: FSDP over several GPUs with
     accumulation on an engine that skips the reduction until the last micro-step."""
     return engine.grad_reduction == NO_SYNC and sharding == "fsdp" and gpus > 1 and grad_accum > 1
+
+
+PRE_TRAINING = "pre-training"
+FINE_TUNING = "fine-tuning"
+REGIMES = (PRE_TRAINING, FINE_TUNING)
+
+
+def speed_regime(engine_name: str, method: str) -> str:
+    """The regime whose errors set a plan's likely speed range: pre-training for a full run on a
+    pre-training stack (torchtitan, llm-foundry), fine-tuning otherwise."""
+    return PRE_TRAINING if engine_named(engine_name).pretraining and method == "full" else FINE_TUNING

@@ -49,6 +49,18 @@ class SpeedModel:
     calibrated_pct: float = 10.0  # the same after measurements on other GPUs corrected the efficiency
     matched_pct: float = 5.0  # a speed measured on this GPU for this model, method and sequence length
     fitted_on: str = ""
+    # likely error per regime (engines.REGIMES): the uncertainty whose P10-P90 band holds 80% of that
+    # regime's rows on sources left out of the fit; empty: loso_pct for every plan
+    regime_pct: Mapping[str, float] = field(default_factory=dict)
+
+    def uncertainty_for(self, regime: str, architecture: str) -> float:
+        """The likely error of a plan in ``regime`` on a GPU of ``architecture``: the regime's own, and the
+        widest regime's where no published runs fitted the generation."""
+        if not self.regime_pct:
+            return self.loso_pct
+        if not self.is_fitted(architecture):
+            return max(self.regime_pct.values())
+        return self.regime_pct.get(regime, max(self.regime_pct.values()))
 
     def is_fitted(self, architecture: str) -> bool:
         """Whether published runs fitted this GPU generation's efficiency (else the default stands in)."""
@@ -120,6 +132,9 @@ def parse_speed_model(path: Path) -> SpeedModel:
         calibrated_pct=_number(path, "uncertainty.calibrated_pct", uncertainty.get("calibrated_pct", 10.0)),
         matched_pct=_number(path, "uncertainty.matched_pct", uncertainty.get("matched_pct", 5.0)),
         fitted_on=str(data.get("fitted_on", "")),
+        regime_pct={
+            str(k): _number(path, f"uncertainty.regime.{k}", v) for k, v in uncertainty.get("regime", {}).items()
+        },
     )
     try:
         for gen in generations:

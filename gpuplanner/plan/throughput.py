@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from gpuplanner.plan import engines
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.speed_params import SpeedModel, load_speed_model
 from gpuplanner.plan.step_model import (
@@ -268,7 +269,11 @@ def estimate_throughput(
         scaling_efficiency=efficiency,
         hfu=hfu,
         step=time,
-        uncertainty_pct=fitted.loso_pct if uncertainty_pct is None else uncertainty_pct,
+        uncertainty_pct=(
+            fitted.uncertainty_for(engines.speed_regime(setup.engine, setup.method), architecture)
+            if uncertainty_pct is None
+            else uncertainty_pct
+        ),
     )
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuplanner.plan.catalog import GpuSpec, load_catalog
+from gpuplanner.plan.engines import REGIMES, speed_regime
 from gpuplanner.plan.inputs import PlanInputs
 from gpuplanner.plan.memory import estimate_memory, trainable_params
 from gpuplanner.plan.model_shape import ModelSpec
@@ -56,6 +57,8 @@ SPEED_TITLE = "Speed: tokens/s per GPU, planner vs published"
 MEMORY_TITLE = "Memory: peak GiB per GPU, planner vs published"
 LOSO_TITLE = "Speed, leave-one-source-out (fitted without the source scored)"
 CALIBRATED_TITLE = "Speed, leave-one-source-out, calibrated on one row per model of the source"
+# Share of left-out rows a plan's P10-P90 speed band is set to hold
+BAND_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -218,17 +221,6 @@ def predict_speed(row: Row, params: object | None = None) -> float:
     return result.tokens_per_s / row.setup.gpus
 
 
-def speed_band(row: Row, predicted: float, params: object | None = None) -> tuple[float, float]:
-    """The P10-P90 tokens/s per GPU a plan of this row shows around ``predicted`` (the inverse of its hours
-    range), with the uncertainty of ``params`` (the shipped speed model if None)."""
-    from gpuplanner.plan import ranges, throughput
-
-    kwargs = {} if params is None else {"speed_model": params}
-    pct = throughput.estimate_throughput(row.spec, row.setup, row.gpu, row.trainable, **kwargs).uncertainty_pct
-    low_hours, high_hours = ranges.hours_range(1.0, pct)
-    return predicted / high_hours, predicted / low_hours
-
-
 def predict_memory(row: Row) -> float:
     """Predicted peak GiB per GPU, as the row's source measured it (allocated, active, reserved, nvidia-smi)."""
     return estimate_memory(row.spec, row.setup).measured(row.measure) / GIB
@@ -279,12 +271,52 @@ def _fit_rows(rows: Iterable[Row]) -> list[tuple]:
     return [(r.spec, r.setup, r.gpu, r.trainable, r.measured, r.source) for r in rows]
 
 
-def loso(rows: Sequence[Row]) -> tuple[dict[str, Score], dict[str, Score]] | None:
-    """Fit on every source but one and score on that one (with the band a plan would show); then calibrate
-    on one row per model of that source (the planner's calibration from a measured run) and score its
-    other rows.
+def regime_of(row: Row) -> str:
+    """The regime whose errors set the row's plan's likely range (engines.speed_regime)."""
+    return speed_regime(row.setup.engine, row.setup.method)
 
-    Returns (plain, calibrated) scores; None where the model has nothing to fit.
+
+def _weighted_quantile(values: Sequence[tuple[float, float]], q: float) -> float:
+    """The smallest value with at least ``q`` of the total weight at or below it; ``values``: (value, weight)."""
+    ordered = sorted(values)
+    total = sum(w for _, w in ordered)
+    running = 0.0
+    for value, weight in ordered:
+        running += weight
+        if running >= q * total - 1e-12:
+            return value
+    return ordered[-1][0]
+
+
+def band_widths(errors: Sequence[tuple[Row, float]]) -> dict[str, float]:
+    """Per regime, the P10-P90 half-width (as a % either side) that holds :data:`BAND_SHARE` of the rows'
+    left-out errors, every source weighing the same: ``errors`` are (row, |log(predicted / published)|)."""
+    per_source: dict[str, int] = {}
+    for row, _ in errors:
+        per_source[row.source] = per_source.get(row.source, 0) + 1
+    widths = {}
+    for regime in REGIMES:
+        values = [(e, 1.0 / per_source[r.source]) for r, e in errors if regime_of(r) == regime]
+        if values:
+            widths[regime] = math.expm1(_weighted_quantile(values, BAND_SHARE)) * 100.0
+    return widths
+
+
+def _width_for(row: Row, widths: dict[str, float], fitted_generations: Iterable[str]) -> float:
+    """The band a plan of ``row`` shows with these widths: its regime's, the widest for a GPU generation the
+    fit had no rows of (speed_params.SpeedModel.uncertainty_for)."""
+    if row.gpu.architecture not in set(fitted_generations) or regime_of(row) not in widths:
+        return max(widths.values())
+    return widths[regime_of(row)]
+
+
+def loso(rows: Sequence[Row]) -> tuple[dict[str, Score], dict[str, Score], dict[str, float]] | None:
+    """Fit on every source but one and score on that one; then calibrate on one row per model of that
+    source (the planner's calibration from a measured run) and score its other rows.
+
+    Band coverage is left-out too: the held source's rows are checked against the band widths set from
+    the other sources' left-out errors (:func:`band_widths`). Returns (plain, calibrated, the widths from
+    every source's left-out errors: what speed_model.toml ships); None where the model has nothing to fit.
     """
     try:
         from gpuplanner.plan.speed_fit import efficiency_scale, fit_params
@@ -293,22 +325,15 @@ def loso(rows: Sequence[Row]) -> tuple[dict[str, Score], dict[str, Score]] | Non
     from gpuplanner.plan import throughput
 
     sources = sorted({row.source for row in rows})
-    plain: dict[str, Score] = {}
+    predicted: dict[str, list[tuple[Row, float]]] = {}
+    fitted: dict[str, Iterable[str]] = {}
     calibrated: dict[str, Score] = {}
-    plain_all: list[tuple[Row, float]] = []
-    inside_all: list[bool] = []
     calibrated_all: list[tuple[Row, float]] = []
     for held in sources:
         params = fit_params(_fit_rows(r for r in rows if r.source != held))
+        fitted[held] = [g for g in params.generations if params.is_fitted(g)]
         held_rows = [r for r in rows if r.source == held]
-        pairs = [(r, predict_speed(r, params)) for r in held_rows]
-        inside = []
-        for r, predicted in pairs:
-            low, high = speed_band(r, predicted)
-            inside.append(low <= r.measured <= high)
-        plain[held] = score(pairs, inside)
-        plain_all += pairs
-        inside_all += inside
+        predicted[held] = [(r, predict_speed(r, params)) for r in held_rows]
         by_model: dict[str, list[Row]] = {}
         for r in held_rows:
             by_model.setdefault(r.spec.name, []).append(r)
@@ -325,9 +350,20 @@ def loso(rows: Sequence[Row]) -> tuple[dict[str, Score], dict[str, Score]] | Non
         if cal_pairs:
             calibrated[held] = score(cal_pairs)
             calibrated_all += cal_pairs
+    errors = {held: [(r, abs(math.log(p / r.measured))) for r, p in pairs] for held, pairs in predicted.items()}
+    plain: dict[str, Score] = {}
+    plain_all: list[tuple[Row, float]] = []
+    inside_all: list[bool] = []
+    for held in sources:
+        others = [e for source, values in errors.items() if source != held for e in values]
+        widths = band_widths(others)
+        inside = [e <= math.log1p(_width_for(r, widths, fitted[held]) / 100.0) for r, e in errors[held]]
+        plain[held] = score(predicted[held], inside)
+        plain_all += predicted[held]
+        inside_all += inside
     plain["overall (rows)"] = score(plain_all, inside_all)
     calibrated["overall (rows)"] = score(calibrated_all)
-    return plain, calibrated
+    return plain, calibrated, band_widths([e for values in errors.values() for e in values])
 
 
 def _print_table(title: str, scores: dict[str, Score]) -> None:
@@ -365,8 +401,9 @@ def figures() -> tuple[dict[str, float], dict[str, dict[str, Score]]]:
         "speed_sources": len({r.source for r in speed}),
         "memory_sources": len({r.source for r in memory}),
     }
+    widths: dict[str, float] = {}
     if result:
-        plain, calibrated = result
+        plain, calibrated, widths = result
         tables[LOSO_TITLE] = plain
         tables[CALIBRATED_TITLE] = calibrated
         overall["speed_loso_mape"] = plain["overall (rows)"].mape
@@ -374,7 +411,27 @@ def figures() -> tuple[dict[str, float], dict[str, dict[str, Score]]]:
         overall["speed_band_coverage"] = plain["overall (rows)"].covered
         overall["speed_band_coverage_by_source"] = source_coverage(plain)
         overall["speed_calibrated_mape"] = calibrated["overall (rows)"].mape
+    for regime in REGIMES:
+        overall[f"speed_band_pct_{regime}"] = widths.get(regime, math.nan)
     return overall, tables
+
+
+def uncertainty_toml(overall: dict[str, float]) -> str:
+    """The [uncertainty] figures of speed_model.toml from the benchmark's figures (``--fit`` prints them)."""
+    from gpuplanner.plan.ranges import uncertainty_for_band
+
+    lines = [
+        "[uncertainty]",
+        f"loso_pct = {overall['speed_loso_mape']:.1f}",
+        f"calibrated_pct = {overall['speed_calibrated_mape']:.1f}",
+        "matched_pct = 5.0",
+        "",
+        "[uncertainty.regime]",
+    ]
+    for regime in REGIMES:
+        band = overall[f"speed_band_pct_{regime}"]
+        lines.append(f'"{regime}" = {uncertainty_for_band(band):.1f}  # P10-P90 band +/-{band:.1f}%')
+    return "\n".join(lines)
 
 
 def run(as_json: bool = False) -> dict[str, float]:
@@ -399,12 +456,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the overall figures as JSON")
     parser.add_argument("--fit", action="store_true", help="fit the step model on every source and print the values")
+    parser.add_argument(
+        "--uncertainty", action="store_true", help="with --fit: also print the [uncertainty] figures (a LOSO run)"
+    )
     args = parser.parse_args(argv)
     if args.fit:
         from gpuplanner.plan.speed_fit import fit_params, params_toml
 
         params = fit_params(_fit_rows(speed_rows()))
         print(params_toml(params))
+        if args.uncertainty:
+            print()
+            print(uncertainty_toml(figures()[0]))
         return 0
     run(args.json)
     return 0
