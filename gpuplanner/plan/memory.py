@@ -405,10 +405,14 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     # loss region is freed this (with the block's recomputed tensors) is the moment's transient
     grad_work = block_grad_bytes(spec, regime) * tokens
     if setup.attention == "eager":
-        # eager softmax's backward holds the scores' incoming gradient (compute dtype), its fp32 upcast and
-        # softmax_backward's fp32 result at once, per score element of the one block in its backward
+        # eager softmax's backward holds the scores' incoming gradient (compute dtype) and softmax_backward's
+        # result at once, with an fp32 upcast of the gradient between them where the softmax ran in fp32
+        # over 16-bit scores (Llama-style ``softmax(dtype=float32)``, GPT-2/BERT under autocast). It runs in
+        # the attention's backward, after the MLP's gradient buffers are gone: the larger of the two counts.
         score_b = FP32 if regime == "fp32" else HALF
-        grad_work += (score_b + 2 * FP32) * setup.micro_batch * spec.num_heads * setup.seq_len**2
+        upcast = regime != "fp32" and (spec.family not in ("gpt2", "bert") or regime == "amp")
+        per_score = score_b + 2 * FP32 if upcast else 2 * score_b
+        grad_work = max(grad_work, per_score * setup.micro_batch * spec.num_heads * setup.seq_len**2)
     recompute += grad_work
 
     # ---- logits ----

@@ -230,6 +230,19 @@ def matmul_peak_tflops(gpu: GpuLike, setup: TrainSetup) -> float:
     return gpu.peak_tflops(setup.precision)
 
 
+def _on_tensor_cores(gpu: GpuLike, setup: TrainSetup) -> bool:
+    """Whether the run's matmuls use tensor cores: 16 bit always, fp32 only with TF32 on a GPU that has it."""
+    if setup.precision != "fp32":
+        return True
+    if not setup.tf32:
+        return False
+    try:
+        gpu.peak_tflops("tf32")
+    except PlanInputError:
+        return False
+    return True
+
+
 def step_work(
     model: ModelShape, setup: TrainSetup, gpu: GpuLike, trainable_params: int, quantized_params: int = 0
 ) -> StepWork:
@@ -317,7 +330,7 @@ def step_work(
         intra_gbs=max(gpu.interconnect_gbs, 1e-3),
         nodes=nodes,
         gpus_in_node=min(gpus, GPUS_PER_NODE),
-        tensor_cores=setup.precision != "fp32" or setup.tf32,
+        tensor_cores=_on_tensor_cores(gpu, setup),
     )
 
 
