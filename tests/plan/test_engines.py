@@ -143,3 +143,38 @@ def test_the_likely_range_follows_the_plans_regime() -> None:
     assert engines.speed_regime(lora.engine, lora.method) == "fine-tuning"
     widest = max(model.regime_pct.values())
     assert estimate_throughput(spec, pre, ada, spec.n_params).uncertainty_pct == widest
+
+
+def test_the_published_rows_keyword_columns_agree_with_their_engine() -> None:
+    """memory.csv keeps each run's loss, mixed precision, accumulation and head as the record of what its code
+    does; the row's engine must say the same, except universal-llm-trainer's 16-bit loss (its README)."""
+    import csv
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[1] / "data" / "published" / "memory.csv"
+    with data.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows
+    for rec in rows:
+        engine = engines.ENGINES[rec["engine"]]
+        gpus, accum = int(rec["gpus"]), int(rec["grad_accum"])
+        derived = {
+            "mixed_precision": engines.mixed_precision_of(engine, rec["precision"], rec["sharding"], gpus),
+            "fsdp_accumulation": "no-sync"
+            if engines.keeps_full_gradients(engine, rec["sharding"], gpus, accum)
+            else "reduce-each",
+            "untied_head": "true" if engine.untied_head else "false",
+            "loss": engine.loss(rec["method"]),
+        }
+        if rec["source"] == "universal-llm-trainer":
+            assert rec["loss"] == "half" and derived.pop("loss") == "fp32"
+        label = f"{rec['source']} {rec['model']} {rec['method']}"
+        assert {key: rec[key] for key in derived} == derived, label
+
+
+def test_compare_and_sweep_plan_take_the_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["compare", "--model", "llama-3.2-1b", "--gpu", "A100 80GB", "--engine", "litgpt", "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 0 and rows and {row["inputs"]["engine"] for row in rows} == {"litgpt"}
+    code = main(["sweep", "plan", "--model", "llama-3.2-1b", "--engine", "torchtune", "--trials", "2", "--json"])
+    assert code == 0 and '"engine": "torchtune"' in capsys.readouterr().out
