@@ -146,7 +146,7 @@ class StepWork:
     attention_executed_flops: float  # what the kernel computes, recompute included
     recompute_share: float  # forward passes recomputed: 1 full, 0.5 every-other, 0 none
     elementwise_units: float  # tokens x layers x (2h + inter) x activation bytes x (1 + recompute share)
-    fixed_bytes: float  # logits, eager scores, QLoRA dequantization: bytes at HBM bandwidth
+    fixed_bytes: float  # logits, eager scores, QLoRA dequantization, weight gradients: bytes at HBM bandwidth
     adapter_units: float  # tokens x adapted features (in + out of every adapted module) x (1 + recompute/3)
     layers: int
     fsdp_bytes: float  # FSDP gathers + reduce-scatter per micro-step (bytes per GPU)
@@ -295,6 +295,11 @@ def step_work(
             CLIP_BYTES_PER_GRAD_BYTE * (4.0 if setup.uses_adapters or not pure else 2.0) * local_trainable
         )
     grad_b = 2.0 if pure else 4.0
+    if not setup.uses_adapters:
+        # every micro-step's backward writes each weight's whole gradient (a weight-gradient GEMM's output is
+        # the weight's size whatever the tokens), and accumulating micro-steps read it back to add to it:
+        # memory-bound when a micro-step has few tokens (a full fine-tune at micro-batch 1 x 512)
+        fixed += trainable_params * grad_b * (2.0 if setup.grad_accum > 1 else 1.0)
     fsdp_bytes = 0.0
     sync_bytes = 0.0
     if gpus > 1:
