@@ -278,6 +278,18 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         3,
     ),
     _row(
+        "engine",
+        "Training stack",
+        "",
+        "The software the run trains with: bundled (this app's trainer), hf-trainer (transformers Trainer + "
+        "peft; FSDP1 through accelerate or DeepSpeed per sharding), torchtitan, torchtune, deepspeed, litgpt, "
+        "llm-foundry or unsloth (fused LoRA and loss kernels). It decides how gradients accumulate under "
+        "FSDP, how the loss treats the logits and how LoRA adapters run.",
+        "choice",
+        2,
+        3,
+    ),
+    _row(
         "tf32",
         "TF32",
         "fp32 only",

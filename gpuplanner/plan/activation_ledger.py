@@ -12,7 +12,7 @@ from gpuplanner.plan.model_shape import ModelSpec
 
 FP32, HALF, MASK = 4, 2, 1  # torch.float32, bf16/fp16, torch.bool dropout masks
 
-# Selective checkpointing policies (``estimate_memory(selective_policy=...)``): which matmul outputs a
+# Selective checkpointing policies (the engine's ``selective_policy``, engines.py): which matmul outputs a
 # block keeps besides its input and the fused attention kernel's output. The bundled trainer keeps
 # every one; torchtitan's ``selective_ac_option = "op"`` keeps the outputs of aten.mm, flash/efficient
 # attention and a few cheap ops "except every second mm" (torchtitan/parallelisms/parallelize_llama.py,

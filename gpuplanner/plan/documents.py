@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuplanner.export.human import round_for_people
+from gpuplanner.plan import engines
 from gpuplanner.plan.catalog import ASSUMED
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.planner import FALLBACK_INTERRUPTIONS_PER_HOUR, Plan, PriceChoice
@@ -54,6 +55,12 @@ def range_basis(plan: Plan) -> str:
         basis = f"speed calibrated on other GPUs: +/-{pct:g}% typical error"
     elif source.startswith("calibrated"):
         basis = f"speed measured on this GPU: +/-{pct:g}% typical error"
+    elif source.startswith("estimate:") and " step model" in source:
+        regime = engines.speed_regime(plan.request.setup.engine, plan.request.setup.method)
+        basis = (
+            f"speed model ({regime} on {plan.request.setup.engine}): +/-{pct:g}% typical error, the range "
+            "that held 80% of such published runs it was not fitted on"
+        )
     else:
         basis = f"speed model: +/-{pct:g}% typical error on published runs it was not fitted on"
     if plan.request.pricing_mode == "spot" and plan.spot is not None:

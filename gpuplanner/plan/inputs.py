@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from gpuplanner.plan import example
+from gpuplanner.plan.engines import DEFAULT_ENGINE
 from gpuplanner.plan.model_shape import ModelSpec
 from gpuplanner.plan.model_spec import from_config_file, from_param_count, from_preset
 from gpuplanner.plan.planner import DEFAULT_HEADROOM, MEMORY_SOURCES, PRICINGS, PlanRequest, PricingInputs
@@ -23,6 +24,7 @@ from gpuplanner.plan.runtime import Workload
 from gpuplanner.plan.setup import (
     ATTENTION,
     CHECKPOINTING,
+    ENGINES,
     METHODS,
     OPTIMIZERS,
     PRECISIONS,
@@ -124,6 +126,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "grad-checkpointing": CHECKPOINTING,
     "attention": ATTENTION,
     "sharding": SHARDING,
+    "engine": ENGINES,
     "pricing": PRICINGS,
     "memory": MEMORY_SOURCES,
     "data-location": LOCATIONS,
@@ -227,6 +230,7 @@ class PlanInputs:
     gpus: int | None = None
     sharding: str = "ddp"
     tf32: bool = False
+    engine: str = DEFAULT_ENGINE
     mfu: float | None = None
     headroom: float = DEFAULT_HEADROOM
     samples: int | None = None
@@ -315,6 +319,7 @@ class PlanInputs:
             gpus=self.gpus or 1,
             sharding=self.sharding,
             tf32=self.tf32,
+            engine=self.engine,
         )
 
     def to_request(self, *, default_gpu: str | None) -> PlanRequest:
@@ -394,6 +399,7 @@ def inputs_document(request: PlanRequest) -> dict[str, Any]:
         "gpus": setup.gpus,
         "sharding": setup.sharding,
         "tf32": setup.tf32,
+        "engine": setup.engine,
         "samples": workload.samples,
         "tokens": workload.tokens,
         "epochs": workload.epochs,

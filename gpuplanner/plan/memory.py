@@ -1,6 +1,7 @@
 """Peak GPU memory of one training step, per GPU, with a breakdown.
 
-The model follows what a PyTorch + transformers + peft run actually allocates (docs/planning.md: "How GPU
+The model follows what a PyTorch run on the plan's engine (``setup.engine``, gpuplanner/plan/engines.py:
+the bundled trainer, transformers + peft, torchtitan ...) actually allocates (docs/planning.md: "How GPU
 Planner estimates training memory"):
 persistent state (weights, gradients, optimizer states), the tensors autograd saves for backward
 (counted tensor by tensor for each layer kind, with their real dtypes), the loss region around the
@@ -16,11 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from gpuplanner.plan import engines
 from gpuplanner.plan.activation_ledger import (
     FP32,
     HALF,
-    SELECTIVE_EVERY_MATMUL,
-    SELECTIVE_POLICIES,
     attention_matrix_bytes,
     block_grad_bytes,
     layer_bytes,
@@ -67,11 +67,11 @@ BERT_LOGITS_HALF_BYTES = 3 * HALF
 # capped copy is upcast, roughly two extra 16-bit copies.
 SOFTCAP_EXTRA_BYTES = 2 * HALF
 
-# How the loss treats the logits (``estimate_memory(loss=...)``): bytes per score element at the
-# loss region's peak, and the extra bytes when the logits are soft-capped.
-LOSS_FP32 = "fp32"  # transformers' ForCausalLMLoss: logits.float() first (the bundled trainer)
-LOSS_HALF = "half"  # nn.CrossEntropyLoss on 16-bit logits as they are, through a shifted copy
-LOSS_CHUNKED_HALF = "chunked-half"  # LitGPT: 16-bit logits kept, log-softmax per 128-token chunk
+# How the loss treats the logits (the engine's ``loss``, gpuplanner/plan/engines.py): bytes per score
+# element at the loss region's peak, and the extra bytes when the logits are soft-capped.
+LOSS_FP32 = engines.LOSS_FP32  # transformers' ForCausalLMLoss: logits.float() first (the bundled trainer)
+LOSS_HALF = engines.LOSS_HALF  # nn.CrossEntropyLoss on 16-bit logits as they are, through a shifted copy
+LOSS_CHUNKED_HALF = engines.LOSS_CHUNKED_HALF  # LitGPT: 16-bit logits kept, log-softmax per 128-token chunk
 LOSS_KINDS = (LOSS_FP32, LOSS_HALF, LOSS_CHUNKED_HALF)
 # half: during the forward the logits, their shifted contiguous copy (``logits[:, :-1].reshape``) and
 # the 16-bit log-softmax output are alive together; in the backward the log-softmax output, nll's
@@ -83,23 +83,22 @@ LOSS_BYTES = {LOSS_FP32: LOGITS_BYTES_PER_ELEM, LOSS_HALF: 3 * HALF, LOSS_CHUNKE
 LOSS_SOFTCAP_BYTES = {LOSS_FP32: SOFTCAP_EXTRA_BYTES, LOSS_HALF: HALF, LOSS_CHUNKED_HALF: HALF}
 
 
-# How 16-bit compute over fp32 weights is run (``estimate_memory(mixed_precision=...)``): under
-# ``torch.autocast`` (the bundled trainer, transformers, DeepSpeed: the residual stream and norms stay
-# fp32 and every matmul casts its input), or by casting the weights themselves to 16 bit for the
-# forward and backward (FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16)``, as torchtitan runs it: no
-# autocast, every activation is 16 bit, fp32 only inside the norms and the loss).
-MIXED_AUTOCAST = "autocast"
-MIXED_PARAM_CAST = "param-cast"
-MIXED_PRECISION_KINDS = (MIXED_AUTOCAST, MIXED_PARAM_CAST)
+# How 16-bit compute over fp32 weights is run (the engine's ``mixed_precision`` where it shards): under
+# ``torch.autocast`` (single GPU and DDP: the residual stream and norms stay fp32 and every matmul casts
+# its input), or by casting the weights themselves to 16 bit for the forward and backward (FSDP's
+# ``MixedPrecisionPolicy(param_dtype=bf16)``, as torchtitan and the bundled trainer run it, DeepSpeed's bf16
+# engine: no fp32 weight is left to autocast, every activation is 16 bit, fp32 only inside the norms and
+# the loss).
+MIXED_AUTOCAST = engines.AUTOCAST
+MIXED_PARAM_CAST = engines.PARAM_CAST
 
-# How FSDP accumulates gradients over micro-steps (``estimate_memory(fsdp_accumulation=...)``): reduce-
-# scatter after every micro-step, so only gradient shards persist (the bundled trainer, FSDP2), or skip
-# the reduction until the last micro-step under FSDP1's ``no_sync()`` (what Lightning Fabric's
-# ``no_backward_sync`` does, as LitGPT uses it), which "will accumulate the full model gradients
-# (instead of gradient shards) until the eventual sync" (torch.distributed.fsdp docs, ``no_sync``).
-FSDP_REDUCE_EACH = "reduce-each"
-FSDP_NO_SYNC = "no-sync"
-FSDP_ACCUMULATION_KINDS = (FSDP_REDUCE_EACH, FSDP_NO_SYNC)
+# How FSDP accumulates gradients over micro-steps (the engine's ``grad_reduction``): reduce-scatter after
+# every micro-step, so only gradient shards persist (the bundled trainer, FSDP2, torchtitan, DeepSpeed
+# ZeRO, Composer), or skip the reduction until the last micro-step under FSDP1's ``no_sync()`` (the
+# transformers Trainer through accelerate, LitGPT through Lightning Fabric), which "will accumulate the full
+# model gradients (instead of gradient shards) until the eventual sync" (torch.distributed.fsdp docs).
+FSDP_REDUCE_EACH = engines.REDUCE_EACH
+FSDP_NO_SYNC = engines.NO_SYNC
 
 # What a reported peak counts (``MemoryBreakdown.measured``): the allocator's live tensors
 # (torch.cuda.max_memory_allocated, and "active" bytes, which differ by at most a block's rounding),
@@ -257,61 +256,16 @@ def _stream_pools(shard: str, grad_shards: int, root_gather: int) -> tuple[int, 
     return grad_shards, root_gather
 
 
-def trainer_behaviour(setup: TrainSetup) -> tuple[str, str]:
-    """(mixed_precision, fsdp_accumulation) as the bundled trainer runs ``setup``.
-
-    Under FSDP over several GPUs (``--fsdp``) the trainer shards with FSDP2 ``fully_shard`` and, under
-    ``*-mixed``, a ``MixedPrecisionPolicy(param_dtype=<16 bit>, reduce_dtype=fp32)``
-    (``trainer/fsdp.py``, ``mixed_precision``): the gathered weights are 16 bit, so the residual stream
-    and every activation are too, as with ``param-cast`` (its autocast then has no fp32 weight left to
-    cast). Between micro-steps it calls ``set_requires_gradient_sync(False)`` (``trainer/step.py``,
-    ``_grad_sync``), under which FSDP2 accumulates the unsharded gradients (in ``reduce_dtype``) and
-    reduce-scatters them only on the last micro-step: ``no-sync``. LoRA adapters are gathered in 16 bit
-    under the policy as well. On one GPU, under DDP and under ZeRO-2 it runs plain autocast and
-    reduces every step's gradients as they are.
+def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
+    """Peak memory per GPU for one training step of ``spec`` under ``setup``, as ``setup.engine`` runs it
+    (gpuplanner/plan/engines.py): its loss, its FSDP mixed-precision policy and gradient reduction, its
+    output head, its QLoRA gathers and its selective-checkpointing policy.
     """
-    if setup.sharding == "fsdp" and setup.gpus > 1:
-        # the policy exists only under *-mixed; fp32 and pure 16-bit weights are gathered as stored
-        return (MIXED_PARAM_CAST if setup.precision.endswith("-mixed") else MIXED_AUTOCAST), FSDP_NO_SYNC
-    return MIXED_AUTOCAST, FSDP_REDUCE_EACH
-
-
-def estimate_memory(
-    spec: ModelSpec,
-    setup: TrainSetup,
-    *,
-    loss: str = LOSS_FP32,
-    selective_policy: str = SELECTIVE_EVERY_MATMUL,
-    mixed_precision: str | None = None,
-    fsdp_accumulation: str | None = None,
-) -> MemoryBreakdown:
-    """Peak memory per GPU for one training step of ``spec`` under ``setup``.
-
-    The keyword arguments describe how the training code runs where runs differ; left out, they are
-    what the bundled trainer does for ``setup`` (:func:`trainer_behaviour`), which is what plans run.
-    ``loss``: how the loss treats the logits (:data:`LOSS_KINDS`).
-    ``selective_policy``: which matmul outputs selective checkpointing keeps (:data:`SELECTIVE_POLICIES`).
-    ``mixed_precision``: autocast or 16-bit weight casts for ``*-mixed`` (:data:`MIXED_PRECISION_KINDS`).
-    ``fsdp_accumulation``: gradient shards or full gradients between micro-steps under FSDP
-    (:data:`FSDP_ACCUMULATION_KINDS`).
-    """
-    default_mp, default_acc = trainer_behaviour(setup)
-    mixed_precision = default_mp if mixed_precision is None else mixed_precision
-    fsdp_accumulation = default_acc if fsdp_accumulation is None else fsdp_accumulation
-    if loss not in LOSS_KINDS:
-        raise PlanInputError("loss", f"must be one of {', '.join(LOSS_KINDS)}, got {loss!r}")
-    if selective_policy not in SELECTIVE_POLICIES:
-        raise PlanInputError(
-            "selective_policy", f"must be one of {', '.join(SELECTIVE_POLICIES)}, got {selective_policy!r}"
-        )
-    if mixed_precision not in MIXED_PRECISION_KINDS:
-        raise PlanInputError(
-            "mixed_precision", f"must be one of {', '.join(MIXED_PRECISION_KINDS)}, got {mixed_precision!r}"
-        )
-    if fsdp_accumulation not in FSDP_ACCUMULATION_KINDS:
-        raise PlanInputError(
-            "fsdp_accumulation", f"must be one of {', '.join(FSDP_ACCUMULATION_KINDS)}, got {fsdp_accumulation!r}"
-        )
+    engine = engines.engine_named(setup.engine)
+    spec = engines.as_run(spec, engine)
+    loss = engine.loss(setup.method)
+    selective_policy = engine.selective_policy
+    mixed_precision = engines.mixed_precision_of(engine, setup.precision, setup.sharding, setup.gpus)
     n = spec.n_params
     gpus = setup.gpus
     shard = setup.sharding if gpus > 1 else "none"
@@ -349,6 +303,7 @@ def estimate_memory(
     grad_extra = 0
     weight_extra = 0
     gather_b = compute_b
+    no_sync = engines.keeps_full_gradients(engine, shard, gpus, setup.grad_accum)
     if shard == "fsdp":
         weights_sh = -(-weights // gpus)
         grads = -(-grads // gpus)
@@ -358,11 +313,18 @@ def estimate_memory(
         # while it runs, prefetching the next one; the block's full gradient exists until it is
         # reduce-scattered.
         gather_b = compute_b if setup.method == "full" else (HALF if setup.method == "qlora" else compute_b)
-        weight_extra = gather_b * (spec.root_params + 2 * spec.layer_params)
+        layer_gather = gather_b * spec.layer_params
+        if setup.method == "qlora" and engine.qlora_gather == engines.GATHER_PACKED:
+            # the block linears are gathered as their packed 4-bit bytes (bnb_4bit_quant_storage), the
+            # rest of the block (norms) in 16 bit
+            quant_layer = spec.quantizable_params // max(1, spec.num_layers)
+            layer_gather = int(NF4_BYTES_PER_PARAM * quant_layer) + HALF * (spec.layer_params - quant_layer)
+            notes.append("FSDP-QLoRA: the packed 4-bit storage of each block is gathered, not 16-bit layers")
+        weight_extra = gather_b * spec.root_params + 2 * layer_gather
         if setup.method == "full":
             grad_extra = grad_b * spec.layer_params
         weights = weights_sh
-        if fsdp_accumulation == FSDP_NO_SYNC and setup.grad_accum > 1:
+        if no_sync:
             # under no_sync every GPU accumulates the whole unsharded gradient (it holds each block's
             # full gradient already) until the last micro-step reduce-scatters it
             grad_extra = grad_b * trainable
@@ -442,6 +404,15 @@ def estimate_memory(
     # while a block's backward runs, its gradient buffers are alive besides its saved tensors; once the
     # loss region is freed this (with the block's recomputed tensors) is the moment's transient
     grad_work = block_grad_bytes(spec, regime) * tokens
+    if setup.attention == "eager":
+        # eager softmax's backward holds the scores' incoming gradient (compute dtype) and softmax_backward's
+        # result at once, with an fp32 upcast of the gradient between them where the softmax ran in fp32
+        # over 16-bit scores (Llama-style ``softmax(dtype=float32)``, GPT-2/BERT under autocast). It runs in
+        # the attention's backward, after the MLP's gradient buffers are gone: the larger of the two counts.
+        score_b = FP32 if regime == "fp32" else HALF
+        upcast = regime != "fp32" and (spec.family not in ("gpt2", "bert") or regime == "amp")
+        per_score = score_b + 2 * FP32 if upcast else 2 * score_b
+        grad_work = max(grad_work, per_score * setup.micro_batch * spec.num_heads * setup.seq_len**2)
     recompute += grad_work
 
     # ---- logits ----
@@ -475,7 +446,6 @@ def estimate_memory(
     # attention's weight gradients exist (a real run's traced allocations agree: tests/plan/test_trace.py)
     m_eob = weights_total + grads_total + opt_state + layer_act + outside_tok * tokens
     # at the step only gradient shards are left (no_sync's full gradients were reduce-scattered and freed)
-    no_sync = shard == "fsdp" and fsdp_accumulation == FSDP_NO_SYNC and setup.grad_accum > 1
     grads_step = grads if no_sync else grads_total
     m_opt = weights_total + grads_step + opt_state + opt_transient
     peak = max(m_sob, m_eob, m_opt)

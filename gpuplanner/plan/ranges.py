@@ -61,3 +61,11 @@ def spot_hours_range(
         samples = samples * _speed_errors(sigma, runs)
     low, high = _order_statistics(samples, (LOW_Q, HIGH_Q))
     return (low, high)
+
+
+def uncertainty_for_band(band_pct: float) -> float:
+    """The ``uncertainty_pct`` whose P10-P90 band reaches ``band_pct`` percent either side: the inverse of
+    :func:`hours_range`'s width, for a band set from the errors it must contain (speed_model.toml's
+    per-regime uncertainty, ``tests/benchmarks/planner_accuracy.py``)."""
+    sigma = math.log1p(band_pct / 100.0) / Z90
+    return math.expm1(sigma * MEAN_ABS_NORMAL) * 100.0

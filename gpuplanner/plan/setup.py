@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuplanner.plan.engines import DEFAULT_ENGINE, ENGINE_NAMES
 from trainer import settings as train_settings
 
 # The planner's names; trainer/settings.py maps each to the trainer's spelling (one vocabulary, both ways)
@@ -18,6 +19,7 @@ OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor")
 CHECKPOINTING = train_settings.PLANNER_CHECKPOINTING
 ATTENTION = ("eager", "sdpa")
 SHARDING = ("ddp", "zero2", "fsdp")
+ENGINES = ENGINE_NAMES
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
@@ -63,6 +65,8 @@ class TrainSetup:
     sharding: str = "ddp"
     # fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32; PyTorch's default is off)
     tf32: bool = False
+    # the training stack the run uses (gpuplanner/plan/engines.py): what memory and speed assume of it
+    engine: str = DEFAULT_ENGINE
 
     def __post_init__(self) -> None:
         _choice("method", self.method, METHODS)
@@ -71,6 +75,7 @@ class TrainSetup:
         _choice("grad-checkpointing", self.grad_checkpointing, CHECKPOINTING)
         _choice("attention", self.attention, ATTENTION)
         _choice("sharding", self.sharding, SHARDING)
+        _choice("engine", self.engine, ENGINES)
         for name in ("lora_rank", "micro_batch", "grad_accum", "seq_len", "gpus"):
             _positive_int(name.replace("_", "-"), getattr(self, name))
         if self.method != "full" and not self.lora_targets:

@@ -30,6 +30,8 @@ SHARED_KEYS = (
     "bandwidth_efficiency",
     "overlap",
 )
+# Shared constants a file may leave out (older files), with the value that stands in.
+OPTIONAL_SHARED = {"fp32_efficiency": 0.9}
 DEFAULT_GENERATION = "default"
 
 
@@ -47,6 +49,22 @@ class SpeedModel:
     calibrated_pct: float = 10.0  # the same after measurements on other GPUs corrected the efficiency
     matched_pct: float = 5.0  # a speed measured on this GPU for this model, method and sequence length
     fitted_on: str = ""
+    # likely error per regime (engines.REGIMES): the uncertainty whose P10-P90 band holds 80% of that
+    # regime's rows on sources left out of the fit; empty: loso_pct for every plan
+    regime_pct: Mapping[str, float] = field(default_factory=dict)
+
+    def uncertainty_for(self, regime: str, architecture: str) -> float:
+        """The likely error of a plan in ``regime`` on a GPU of ``architecture``: the regime's own, and the
+        widest regime's where no published runs fitted the generation."""
+        if not self.regime_pct:
+            return self.loso_pct
+        if not self.is_fitted(architecture):
+            return max(self.regime_pct.values())
+        return self.regime_pct.get(regime, max(self.regime_pct.values()))
+
+    def is_fitted(self, architecture: str) -> bool:
+        """Whether published runs fitted this GPU generation's efficiency (else the default stands in)."""
+        return architecture in self.generations and architecture != DEFAULT_GENERATION
 
     def efficiency_for(self, architecture: str) -> float:
         if architecture in self.generations:
@@ -66,6 +84,7 @@ class SpeedModel:
             matmul_efficiency=min(self.efficiency_for(getattr(gpu, "architecture", "")) * efficiency_scale, 1.0),
             network_gbs=self.network_for(gpu) if network_gbs is None else network_gbs,
             **{key: self.shared[key] for key in SHARED_KEYS},
+            **{key: self.shared.get(key, default) for key, default in OPTIONAL_SHARED.items()},
         )
         params.validate()
         return params
@@ -93,6 +112,7 @@ def parse_speed_model(path: Path) -> SpeedModel:
     if missing:
         raise SpeedModelError(f"{path}: [shared] lacks {', '.join(missing)}")
     shared = {k: _number(path, f"shared.{k}", shared_raw[k]) for k in SHARED_KEYS}
+    shared.update({k: _number(path, f"shared.{k}", shared_raw[k]) for k in OPTIONAL_SHARED if k in shared_raw})
     generations = {
         str(name): _number(path, f"generation.{name}.matmul_efficiency", table.get("matmul_efficiency"))
         for name, table in data.get("generation", {}).items()
@@ -112,6 +132,9 @@ def parse_speed_model(path: Path) -> SpeedModel:
         calibrated_pct=_number(path, "uncertainty.calibrated_pct", uncertainty.get("calibrated_pct", 10.0)),
         matched_pct=_number(path, "uncertainty.matched_pct", uncertainty.get("matched_pct", 5.0)),
         fitted_on=str(data.get("fitted_on", "")),
+        regime_pct={
+            str(k): _number(path, f"uncertainty.regime.{k}", v) for k, v in uncertainty.get("regime", {}).items()
+        },
     )
     try:
         for gen in generations:

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from gpuplanner.plan import engines
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 
 FORWARD_FLOPS_PER_PARAM = 2.0
@@ -41,12 +42,14 @@ LINK_EFFICIENCY = 0.8
 # 16-bit scores written and read, the fp32 softmax written and read, its 16-bit copy, the mask add and
 # the backward's reads and writes of the same tensors (about three times the forward's 8).
 EAGER_BYTES_PER_SCORE = 24.0
-# Logits and cross entropy per token and vocabulary entry: fp32 logits written, read by the softmax,
-# the gradient written and read back by the head's backward.
-LOGIT_BYTES_PER_ELEM = 16.0
+# Logits and cross entropy per token and vocabulary entry: the engine's loss traffic (engines.LOSS_TRAFFIC).
 # QLoRA: every pass over a 4-bit weight reads its 0.5 bytes (+ scales) and writes and reads back a
 # 16-bit copy for the matmul.
 QLORA_DEQUANT_BYTES_PER_PARAM = 4.5
+# NF4 with double quantization: 4 bits plus the block scales (memory.NF4_BYTES_PER_PARAM)
+QLORA_GATHER_BYTES_PER_PARAM = 0.5 + 1 / 64
+# Gradient clipping by global norm moves every gradient three times (norm read, scale read and write).
+CLIP_BYTES_PER_GRAD_BYTE = 3.0
 # Optimizer update bytes per trained parameter (weights, gradients and states read and written,
 # plus zeroing the gradients). Keys: (optimizer, 16-bit pure weights?).
 OPTIMIZER_BYTES = {
@@ -111,9 +114,10 @@ class StepParams:
     bandwidth_efficiency: float = 0.8  # share of the HBM bandwidth memory-bound kernels reach
     overlap: float = 0.8  # share of compute that hides FSDP/DDP communication
     network_gbs: float = 25.0  # inter-node bandwidth per node, GB/s one direction
+    fp32_efficiency: float = 0.9  # share of the plain fp32 (CUDA-core) peak large SGEMMs reach
 
     def validate(self) -> None:
-        for name in ("matmul_efficiency", "attention_efficiency", "bandwidth_efficiency"):
+        for name in ("matmul_efficiency", "attention_efficiency", "bandwidth_efficiency", "fp32_efficiency"):
             value = getattr(self, name)
             if not 0.0 < value <= 1.5:
                 raise PlanInputError("speed-model", f"{name} must be a positive share, got {value!r}")
@@ -142,7 +146,7 @@ class StepWork:
     attention_executed_flops: float  # what the kernel computes, recompute included
     recompute_share: float  # forward passes recomputed: 1 full, 0.5 every-other, 0 none
     elementwise_units: float  # tokens x layers x (2h + inter) x activation bytes x (1 + recompute share)
-    fixed_bytes: float  # logits, eager scores, QLoRA dequantization: bytes at HBM bandwidth
+    fixed_bytes: float  # logits, eager scores, QLoRA dequantization, weight gradients: bytes at HBM bandwidth
     adapter_units: float  # tokens x adapted features (in + out of every adapted module) x (1 + recompute/3)
     layers: int
     fsdp_bytes: float  # FSDP gathers + reduce-scatter per micro-step (bytes per GPU)
@@ -152,6 +156,7 @@ class StepWork:
     intra_gbs: float
     nodes: int
     gpus_in_node: int
+    tensor_cores: bool = True  # 16-bit (or TF32) matmuls on tensor cores; False: fp32 on CUDA cores
 
 
 @dataclass(frozen=True)
@@ -196,6 +201,16 @@ def matmul_params(model: ModelShape) -> float:
 RECOMPUTE_SHARE = {"none": 0.0, "full": 1.0, "every-other": 0.5, "selective": 0.0}  # selective: no matmul re-run
 
 
+def alternate_matmul_share(model: ModelShape) -> float:
+    """Share of a block's matmul FLOPs in its 2nd, 4th, 6th ... linear (in the model's order): what a
+    selective policy that keeps every other matmul output recomputes (activation_ledger's alternate policy)."""
+    linears = [m for m in getattr(model, "linears", ()) if getattr(m, "in_block", False)]
+    total = sum(m.weight_params for m in linears)
+    if not total:
+        return 0.5
+    return float(sum(m.weight_params for m in linears[1::2]) / total)
+
+
 def _attention_forward_flops(model: ModelShape, seq_len: int) -> float:
     """Forward FLOPs of QK^T and AV per token over the full s x s square (PaLM's accounting)."""
     return 4.0 * model.num_layers * seq_len * model.num_heads * model.head_dim
@@ -215,6 +230,19 @@ def matmul_peak_tflops(gpu: GpuLike, setup: TrainSetup) -> float:
     return gpu.peak_tflops(setup.precision)
 
 
+def _on_tensor_cores(gpu: GpuLike, setup: TrainSetup) -> bool:
+    """Whether the run's matmuls use tensor cores: 16 bit always, fp32 only with TF32 on a GPU that has it."""
+    if setup.precision != "fp32":
+        return True
+    if not setup.tf32:
+        return False
+    try:
+        gpu.peak_tflops("tf32")
+    except PlanInputError:
+        return False
+    return True
+
+
 def step_work(
     model: ModelShape, setup: TrainSetup, gpu: GpuLike, trainable_params: int, quantized_params: int = 0
 ) -> StepWork:
@@ -224,7 +252,12 @@ def step_work(
         raise PlanInputError("gpu", f"{gpu.name} has no memory bandwidth in the catalog (bandwidth_gbs)")
     tokens = float(setup.micro_batch * setup.seq_len)
     n_mm = matmul_params(model)
+    engine = engines.engine_named(setup.engine)
     r = RECOMPUTE_SHARE[setup.grad_checkpointing]
+    r_mm = r  # share of the forward's matmul FLOPs run again in the backward
+    if setup.grad_checkpointing == "selective" and engine.selective_policy == "alternate-matmul":
+        # torchtitan's "op" policy keeps every other matmul output of a block: the others are recomputed
+        r_mm = alternate_matmul_share(model)
     forward = FORWARD_FLOPS_PER_PARAM * n_mm * tokens
     if setup.uses_adapters:
         matmul = 2.0 * forward + 6.0 * trainable_params * tokens
@@ -237,7 +270,8 @@ def step_work(
     act_bytes = 4.0 if setup.precision == "fp32" else 2.0
     inter = getattr(model, "intermediate_size", 4 * model.hidden_size)
     elementwise = tokens * model.num_layers * (2 * model.hidden_size + inter) * act_bytes * (1.0 + r / 3.0)
-    fixed = tokens * model.vocab_size * LOGIT_BYTES_PER_ELEM if has_lm_head(model) else 0.0
+    # the loss's traffic per logit element as the engine computes it (fp32 upcast, 16 bit, fused/chunked)
+    fixed = tokens * model.vocab_size * engine.loss_traffic(setup.method) if has_lm_head(model) else 0.0
     if setup.attention == "eager":
         scores = setup.micro_batch * model.num_heads * float(setup.seq_len) ** 2 * model.num_layers
         fixed += scores * EAGER_BYTES_PER_SCORE * (1.0 + r / 3.0) * act_bytes / 2.0
@@ -246,7 +280,8 @@ def step_work(
     adapter_units = 0.0
     if setup.uses_adapters:
         # trainable = rank x (in + out) x modules, so the adapted features are trainable / rank
-        adapter_units = tokens * trainable_params / setup.lora_rank * (1.0 + r / 3.0)
+        # peft's unfused path moves all of it, a stack's own 16-bit modules about half, fused kernels none
+        adapter_units = tokens * trainable_params / setup.lora_rank * (1.0 + r / 3.0) * engine.adapter_traffic
     gpus = setup.gpus
     sharded = setup.sharding in ("zero2", "fsdp") and gpus > 1
     pure = setup.precision == "bf16"
@@ -254,14 +289,28 @@ def step_work(
     per_param = OPTIMIZER_BYTES[(setup.optimizer, pure and not setup.uses_adapters)]
     local_trainable = trainable_params / gpus if sharded else float(trainable_params)
     optimizer_bytes = per_param * local_trainable
+    if engine.clips_gradients:
+        # clip_grad_norm_: every gradient read for the norm, then read and written to scale it
+        optimizer_bytes += (
+            CLIP_BYTES_PER_GRAD_BYTE * (4.0 if setup.uses_adapters or not pure else 2.0) * local_trainable
+        )
     grad_b = 2.0 if pure else 4.0
+    if not setup.uses_adapters:
+        # every micro-step's backward writes each weight's whole gradient (a weight-gradient GEMM's output is
+        # the weight's size whatever the tokens), and accumulating micro-steps read it back to add to it:
+        # memory-bound when a micro-step has few tokens (a full fine-tune at micro-batch 1 x 512)
+        fixed += trainable_params * grad_b * (2.0 if setup.grad_accum > 1 else 1.0)
     fsdp_bytes = 0.0
     sync_bytes = 0.0
     if gpus > 1:
         if setup.sharding == "fsdp":
             gather_b = 4.0 if setup.precision == "fp32" else 2.0
             # all-gather for forward and again for backward, reduce-scatter of the gradients
-            fsdp_bytes = 2.0 * model.n_params * gather_b + trainable_params * grad_b
+            gathered = model.n_params * gather_b
+            if setup.method == "qlora" and engine.qlora_gather == engines.GATHER_PACKED:
+                # the quantized linears travel as their packed 4-bit bytes
+                gathered -= quantized_params * (gather_b - QLORA_GATHER_BYTES_PER_PARAM)
+            fsdp_bytes = 2.0 * gathered + trainable_params * grad_b
         else:
             sync_bytes = trainable_params * grad_b
     nodes = -(-gpus // GPUS_PER_NODE)
@@ -272,7 +321,7 @@ def step_work(
         peak_flops=peak,
         bandwidth=gpu.bandwidth_gbs * 1e9,
         matmul_flops=matmul,
-        recompute_matmul_flops=r * forward,
+        recompute_matmul_flops=r_mm * forward,
         attention_flops=attention,
         attention_executed_flops=executed,
         recompute_share=r,
@@ -286,6 +335,7 @@ def step_work(
         intra_gbs=max(gpu.interconnect_gbs, 1e-3),
         nodes=nodes,
         gpus_in_node=min(gpus, GPUS_PER_NODE),
+        tensor_cores=_on_tensor_cores(gpu, setup),
     )
 
 
@@ -308,10 +358,16 @@ def _collective(nbytes: float, work: StepWork, params: StepParams, all_reduce: b
 
 
 def matmul_efficiency(work: StepWork, params: StepParams) -> float:
-    """Share of the peak the model's matmuls reach: large-matrix efficiency scaled down for small ones."""
+    """Share of the peak the model's matmuls reach: large-matrix efficiency scaled down for small ones.
+
+    Tensor-core matmuls (16 bit, TF32) reach the generation's fitted efficiency; plain fp32 matmuls run on
+    the CUDA cores, whose SGEMM reaches a share of their own (lower) peak that does not depend on how well
+    tensor cores are fed (``fp32_efficiency``).
+    """
+    base = params.matmul_efficiency if work.tensor_cores else params.fp32_efficiency
     size = work.hidden / (work.hidden + params.hidden_half)
     batch = work.tokens_per_micro / (work.tokens_per_micro + params.tokens_half)
-    return params.matmul_efficiency * size * batch
+    return base * size * batch
 
 
 def step_time(work: StepWork, params: StepParams) -> StepTime:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from gpuplanner.plan import engines
 from gpuplanner.plan.setup import PlanInputError, TrainSetup
 from gpuplanner.plan.speed_params import SpeedModel, load_speed_model
 from gpuplanner.plan.step_model import (
@@ -23,6 +24,7 @@ from gpuplanner.plan.step_model import (
     ModelShape,
     StepParams,
     StepTime,
+    StepWork,
     hardware_flops_per_token,
     matmul_efficiency,
     matmul_params,
@@ -135,12 +137,35 @@ def quantized_params(model: ModelShape) -> int:
     return int(getattr(model, "quantizable_params", matmul_params(model)))
 
 
+def bounded_step(
+    model: ModelShape, setup: TrainSetup, gpu: GpuPeaks, trainable_params: int, params: StepParams, quantized: int
+) -> tuple[StepWork, StepTime, bool]:
+    """The step model's work and time of ``setup``; for LoRA/QLoRA never longer than a full fine-tune of the
+    same model, GPU, batch and engine (True when that bound applied).
+
+    A LoRA step skips the frozen weights' gradient GEMMs and their optimizer update; the adapter traffic
+    counted instead (every adapter kernel unfused, nothing kept in cache) is an upper bound, and where it
+    would outweigh what LoRA skips, no published run shows it (torchtune on an RTX A6000: LoRA 1.8x the
+    full fine-tune's tokens/s): the plan then takes the full fine-tune's step time.
+    """
+    work = step_work(model, setup, gpu, trainable_params, quantized)
+    time = step_time(work, params)
+    if not setup.uses_adapters:
+        return work, time, False
+    full = replace(setup, method="full")
+    full_work = step_work(model, full, gpu, int(getattr(model, "n_params", trainable_params)), 0)
+    full_time = step_time(full_work, params)
+    if full_time.step_s < time.step_s:
+        return work, full_time, True
+    return work, time, False
+
+
 def step_model_tokens_per_s(
     model: ModelShape, setup: TrainSetup, gpu: GpuPeaks, trainable_params: int, params: StepParams, quantized: int
 ) -> float:
     """Only the tokens/s over all GPUs of :func:`estimate_throughput`'s step model (same figure), for
     callers that rank many settings by speed (``compare`` fitting settings) and need nothing else."""
-    return step_time(step_work(model, setup, gpu, trainable_params, quantized), params).tokens_per_s * setup.gpus
+    return bounded_step(model, setup, gpu, trainable_params, params, quantized)[1].tokens_per_s * setup.gpus
 
 
 def _given_mfu_throughput(
@@ -218,8 +243,7 @@ def estimate_throughput(
         return _given_mfu_throughput(model, setup, gpu, trainable_params, mfu)
     fitted = speed_model or load_speed_model()
     params = step_params(fitted, gpu, efficiency_scale)
-    work = step_work(model, setup, gpu, trainable_params, quantized_params(model))
-    time = step_time(work, params)
+    work, time, bounded = bounded_step(model, setup, gpu, trainable_params, params, quantized_params(model))
     per_gpu = time.tokens_per_s
     tokens_s = per_gpu * setup.gpus
     mfu_model = model_flops_per_token(work) * per_gpu / work.peak_flops
@@ -231,6 +255,11 @@ def estimate_throughput(
     )
     if setup.gpus > 1:
         source += f", scaling efficiency {efficiency:.0%} over {setup.gpus} GPUs"
+    if bounded:
+        source += ", LoRA bounded by the full fine-tune's step time"
+    architecture = str(getattr(gpu, "architecture", ""))
+    if not fitted.is_fitted(architecture):
+        source += f"; no efficiency fitted for {architecture or 'this GPU'}: the fitted generations' mean is used"
     return Throughput(
         tokens_per_s=tokens_s,
         samples_per_min=tokens_s / setup.seq_len * 60.0,
@@ -240,7 +269,11 @@ def estimate_throughput(
         scaling_efficiency=efficiency,
         hfu=hfu,
         step=time,
-        uncertainty_pct=fitted.loso_pct if uncertainty_pct is None else uncertainty_pct,
+        uncertainty_pct=(
+            fitted.uncertainty_for(engines.speed_regime(setup.engine, setup.method), architecture)
+            if uncertainty_pct is None
+            else uncertainty_pct
+        ),
     )
 
 

@@ -1,8 +1,10 @@
 """The planner against published training runs (tests/data/published): accuracy must not regress.
 
-Runs the same computation as ``tests/benchmarks/planner_accuracy.py``. Targets: speed mean absolute
-error 15% (met: 13.0%), leave-one-source-out 25% (met: 22.6%), memory 5% (met: 4.8%); each is
-asserted at what was reached plus a small margin, so a regression fails; see docs/speed-model.md.
+Runs the same computation as ``tests/benchmarks/planner_accuracy.py``: every row planned through the inputs a
+user sets (engine included), every source weighing the same in the headline. Issue 24's targets: speed over
+sources 15% (reached 27.3%), leave-one-source-out over sources 18% (reached 32.9%), memory over sources 5%
+(reached 8.9%), band coverage 75-85% (reached 78.0% over sources); each is asserted at what was reached plus a
+small margin, so a regression fails; see docs/speed-model.md.
 """
 
 from __future__ import annotations
@@ -43,31 +45,88 @@ def test_the_dataset_is_large_and_varied_enough(accuracy) -> None:
     assert {row.gpu.architecture for row in speed} >= {"Ampere", "Hopper", "Ada Lovelace"}
 
 
-def test_speed_error_stays_under_target(figures) -> None:
+def test_speed_error_does_not_regress(figures) -> None:
     overall, _ = figures
-    assert overall["speed_mape"] <= 13.5  # target 15; reached 13.0
+    assert overall["speed_mape_by_source"] <= 28.0  # target 15; reached 27.3
+    assert overall["speed_mape"] <= 16.0  # rows weighted: reached 15.4
 
 
 def test_leave_one_source_out_error_does_not_regress(figures) -> None:
     overall, _ = figures
     assert math.isfinite(overall["speed_loso_mape"])
-    assert overall["speed_loso_mape"] <= 23.5  # target 25; reached 22.6
+    assert overall["speed_loso_mape_by_source"] <= 33.5  # target 18; reached 32.9
+    assert overall["speed_loso_mape"] <= 18.5  # rows weighted: reached 17.9
     assert overall["speed_calibrated_mape"] <= overall["speed_loso_mape"]
+
+
+def test_band_coverage_on_left_out_sources_is_near_its_share(figures) -> None:
+    overall, _ = figures
+    assert 75.0 <= overall["speed_band_coverage_by_source"] <= 85.0  # reached 78.0
 
 
 def test_memory_error_does_not_regress(figures) -> None:
     overall, _ = figures
-    assert overall["memory_mape"] <= 5.3  # target 5; reached 4.8
+    assert overall["memory_mape_by_source"] <= 9.5  # target 5; reached 8.9
 
 
 def test_the_shipped_uncertainty_is_the_measured_one(figures) -> None:
     """The ranges plans show rest on the benchmark's own figures, not on a number typed in."""
+    from gpuplanner.plan.ranges import uncertainty_for_band
     from gpuplanner.plan.speed_params import load_speed_model
 
     overall, _ = figures
     model = load_speed_model()
     assert model.loso_pct == pytest.approx(overall["speed_loso_mape"], abs=0.1)
     assert model.calibrated_pct == pytest.approx(overall["speed_calibrated_mape"], abs=0.1)
+    for regime, pct in model.regime_pct.items():
+        assert pct == pytest.approx(uncertainty_for_band(overall[f"speed_band_pct_{regime}"]), abs=0.1)
+
+
+def test_rows_are_planned_through_the_users_inputs(accuracy) -> None:
+    """A row's prediction is what `gpuplanner plan` gives for the same flags: the plan's own figures."""
+    from gpuplanner.plan.catalog import load_catalog
+    from gpuplanner.plan.planner import make_plan
+
+    rows = {row.label: row for row in accuracy.speed_rows()}
+    label = "llama-3-8b lora 1xRTX A6000 mb2 seq2048 ckpt=full"
+    row = rows[label]
+    assert row.setup.engine == "torchtune"
+    with (accuracy.DATA / "speed.csv").open() as handle:
+        import csv
+
+        rec = next(r for r in csv.DictReader(handle) if r["gpu"] == "RTX A6000" and r["method"] == "lora")
+    plan = make_plan(accuracy.user_inputs(rec).to_request(default_gpu=None), load_catalog(), suggest=False)
+    assert accuracy.predict_speed(row) == pytest.approx(plan.throughput.tokens_per_s / row.setup.gpus)
+    memory = accuracy.memory_rows()[0]
+    assert accuracy.predict_memory(memory) * accuracy.GIB == pytest.approx(
+        make_plan(
+            accuracy.user_inputs(_first(accuracy.DATA / "memory.csv")).to_request(default_gpu=None),
+            load_catalog(),
+            suggest=False,
+        ).memory.measured(memory.measure)
+    )
+
+
+def _first(path):
+    import csv
+
+    with path.open() as handle:
+        return next(csv.DictReader(handle))
+
+
+def test_no_published_row_is_removed(accuracy) -> None:
+    """The four rows 5b31cad dropped without a word are back, and every row names its engine."""
+    from gpuplanner.plan.engines import ENGINE_NAMES
+
+    labels = {row.label for row in accuracy.speed_rows()}
+    assert {
+        "llama-3-8b full 8xH100 SXM mb2 seq8192 ckpt=selective-op",
+        "llama-3-8b full 128xH100 SXM mb2 seq8192 ckpt=selective-op",
+        "llama-3-8b full 1xRTX A6000 mb2 seq2048 ckpt=full",
+        "llama-3-8b lora 1xRTX A6000 mb2 seq2048 ckpt=full",
+    } <= labels
+    assert len(accuracy.speed_rows()) >= 243 and len(accuracy.memory_rows()) >= 33
+    assert {row.setup.engine for row in accuracy.speed_rows() + accuracy.memory_rows()} <= set(ENGINE_NAMES)
 
 
 def test_every_source_is_scored_and_named(figures) -> None:

@@ -46,9 +46,10 @@ def test_a_measured_speed_gives_exact_hours_and_a_range_of_one_point() -> None:
     assert document["throughput"]["step"] is None
 
 
-def test_a_model_speed_gets_the_range_of_its_leave_one_source_out_error() -> None:
+def test_a_model_speed_gets_the_range_of_its_regimes_left_out_errors() -> None:
+    """A LoRA plan is fine-tuning: its range is the fine-tuning band (issue 24: set from left-out sources)."""
     plan = make_plan(request(), CATALOG)
-    pct = load_speed_model().loso_pct
+    pct = load_speed_model().regime_pct["fine-tuning"]
     assert plan.throughput.uncertainty_pct == pct
     low, high = plan.hours_range
     sigma = math.log1p(pct / 100.0) / math.sqrt(2.0 / math.pi)
@@ -79,7 +80,7 @@ def test_plan_json_names_the_parts_of_a_step_mfu_hfu_and_the_ranges() -> None:
     )
     assert step["recompute_s"] > 0  # full checkpointing: one forward again, its own part
     assert 0 < throughput["mfu"] < throughput["hfu"] < 1
-    assert throughput["uncertainty_pct"] == load_speed_model().loso_pct
+    assert throughput["uncertainty_pct"] == load_speed_model().uncertainty_for("fine-tuning", "Ampere")
     assert document["hours_range"][0] < document["runtime"]["hours"] < document["hours_range"][1]
     assert document["on_demand"]["hours_range"] == document["hours_range"]
     assert document["spot"]["hours_range"][0] < document["spot"]["hours"] < document["spot"]["hours_range"][1]

@@ -8,13 +8,15 @@ from dataclasses import dataclass
 
 from gpuplanner.app.plan_fields import PLAN_FIELDS
 from gpuplanner.plan import example
+from gpuplanner.plan.engines import DEFAULT_ENGINE
 from gpuplanner.plan.inputs import EXCLUSIVE as INPUT_EXCLUSIVE
 from gpuplanner.plan.inputs import RANGES
 from gpuplanner.plan.model_spec import list_presets
 from gpuplanner.plan.planner import DEFAULT_HEADROOM
-from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, METHODS, OPTIMIZERS, PRECISIONS, SHARDING
+from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, ENGINES, METHODS, OPTIMIZERS, PRECISIONS, SHARDING
 from gpuplanner.plan.storage_cost import DATA_PROVIDERS, DEFAULT_CHECKPOINTS_KEPT, DEFAULT_RETENTION_DAYS, LOCATIONS
 
+FIELD_HELP = {row.flag: row.help for row in PLAN_FIELDS}
 MODEL_SOURCES = ("preset", "config.json", "parameter count")
 MEMORY_SOURCES = ("formula", "trace")
 CALIBRATION = ("use measured speeds", "ignore the history")
@@ -268,6 +270,15 @@ FIELDS: tuple[Field, ...] = (
         "ddp",
         "choice",
         SHARDING,
+    ),
+    Field(
+        "engine",
+        "Training stack",
+        GROUPS[3],
+        FIELD_HELP["engine"],
+        DEFAULT_ENGINE,
+        "choice",
+        ENGINES,
     ),
     Field(
         "keep",

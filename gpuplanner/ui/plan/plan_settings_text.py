@@ -146,6 +146,8 @@ def settings_rows(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
         rows.append(("GPUs", f"{int(inputs.get('gpus') or 1)} x {inputs['gpu']}"))
     if inputs.get("sharding") and int(inputs.get("gpus") or 1) > 1:
         rows.append(("Sharding", SHARDING_WORDS.get(str(inputs["sharding"]), str(inputs["sharding"]))))
+    if inputs.get("engine"):
+        rows.append(("Training stack", str(inputs["engine"])))
     rows += _data(inputs)
     rows += _money(inputs)
     return rows
