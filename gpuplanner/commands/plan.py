@@ -350,6 +350,12 @@ def describe_plan(plan: Plan, document: dict[str, Any], skips: list[str] | None 
     lines.append(
         f"Runtime  {_hours(runtime['hours'])}, {runtime['gpu_hours']:,.2f} GPU-hours, {runtime['optimizer_steps']:,} optimizer steps"
     )
+    if runtime.get("run_overhead_hours"):
+        lines.append(
+            f"         of which whole-run overhead {_hours(runtime['run_overhead_hours'])} "
+            f"({inputs['run_overhead_pct']:g}% of {_hours(runtime['steady_state_hours'])} steady-state training: "
+            "restarts, evaluations, checkpoints, stragglers)"
+        )
     if _range_line(document):
         lines.append(_range_line(document))
     on_demand, spot = document["on_demand"], document["spot"]

@@ -18,6 +18,7 @@ from gpuplanner.plan.planner import (
     choose_prices,
     deadline_budget,
     gpu_hours_verdict,
+    long_run_warning,
     option_spot,
     option_warnings,
     plan_throughput,
@@ -259,11 +260,12 @@ def _compare_rows(
         throughput = plan_throughput(request, setup, gpu, trainable, allow_measured=request.gpu is not None)
     except PlanInputError as exc:  # e.g. bf16 on a GPU without bf16
         return [_unusable_row(mode_requests[mode], gpu, setup, memory, fits, exc.message) for mode in PRICINGS]
-    runtime = estimate_runtime(request.workload, throughput, setup)
+    runtime = estimate_runtime(request.workload, throughput, setup, request.run_overhead_pct)
     on_demand, spot_price = choose_prices(request, offers, setup.gpus)
     on_demand_cost = on_demand.usd_per_instance_hour * runtime.hours if on_demand else None
     # make_plan's warnings and spot estimate for this option, none dropped
     warnings += option_warnings(request, gpu, setup, memory, throughput, on_demand, spot_price)
+    warnings += long_run_warning(request, runtime)
     spot = option_spot(request, setup, memory, trainable, runtime, on_demand, spot_price, warnings)
     rows = []
     for mode, mode_request in mode_requests.items():

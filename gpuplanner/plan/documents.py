@@ -133,6 +133,8 @@ def plan_document(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, Any]:
         },
         "runtime": {
             "hours": _num(plan.runtime.hours),
+            "steady_state_hours": _num(plan.runtime.steady_hours),
+            "run_overhead_hours": _num(plan.runtime.overhead_hours),
             "gpu_hours": _num(plan.runtime.gpu_hours),
             "effective_batch": plan.runtime.effective_batch,
             "optimizer_steps": plan.runtime.optimizer_steps,

@@ -104,6 +104,7 @@ RANGES: dict[str, Range] = {
     "deadline-hours": Range(False, 0.001, 1e7, what="a number of hours"),
     "budget-usd": Range(False, 0.01, 1e12, what="an amount of dollars"),
     "max-gpu-hours": Range(False, 0.001, 1e9, what="a number of GPU-hours"),
+    "run-overhead-pct": Range(False, 0, 1000, what="a percentage of the steady-state hours"),
     "dataset-gb": Range(False, 0.001, 1e9, what="a size in GB"),
     "checkpoints-kept": Range(True, 1, 100_000),
     "retention-days": Range(False, 0, 36_525, what="a number of days"),
@@ -251,6 +252,7 @@ class PlanInputs:
     deadline_hours: float | None = None
     budget_usd: float | None = None
     max_gpu_hours: float | None = None
+    run_overhead_pct: float | None = None
     memory: str = "formula"
     dataset_gb: float | None = None
     data_location: str = "same-region"
@@ -351,6 +353,7 @@ class PlanInputs:
             deadline_hours=self.deadline_hours,
             budget_usd=self.budget_usd,
             max_gpu_hours=self.max_gpu_hours,
+            run_overhead_pct=self.run_overhead_pct,
             mfu=self.mfu,
             tokens_per_s=self.tokens_per_s,
             samples_per_min=self.samples_per_min,
@@ -418,6 +421,7 @@ def inputs_document(request: PlanRequest) -> dict[str, Any]:
         "deadline_hours": request.deadline_hours,
         "budget_usd": request.budget_usd,
         "max_gpu_hours": request.max_gpu_hours,
+        "run_overhead_pct": request.run_overhead_pct,
         "headroom": request.headroom,
         **_storage_inputs(request),
     }

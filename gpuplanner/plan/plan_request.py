@@ -112,6 +112,9 @@ class PlanRequest:
     # dataset size and place, checkpoints kept and retention: the storage and transfer parts of the bill
     # (plan/storage_cost.py); None: compute only
     storage: StorageRequest | None = None
+    # what a whole run spends beyond steady-state training (restarts, evaluations, checkpoints,
+    # stragglers), percent of the steady-state hours; None: the steady state only
+    run_overhead_pct: float | None = None
 
     def __post_init__(self) -> None:
         if self.memory_source not in MEMORY_SOURCES:
@@ -124,6 +127,10 @@ class PlanRequest:
             raise PlanInputError("budget-usd", f"must be a positive amount of dollars, got {self.budget_usd!r}")
         if self.max_gpu_hours is not None and not (math.isfinite(self.max_gpu_hours) and self.max_gpu_hours > 0):
             raise PlanInputError("max-gpu-hours", f"must be a positive number of GPU-hours, got {self.max_gpu_hours!r}")
+        if self.run_overhead_pct is not None and not (
+            math.isfinite(self.run_overhead_pct) and 0.0 <= self.run_overhead_pct <= 1000.0
+        ):
+            raise PlanInputError("run-overhead-pct", f"must be 0-1000 percent, got {self.run_overhead_pct!r}")
         if not 0.0 < self.headroom <= 1.0:
             raise PlanInputError("headroom", f"must be a share between 0 and 1, got {self.headroom!r}")
         if self.tokens_per_s is not None and self.samples_per_min is not None:

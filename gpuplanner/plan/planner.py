@@ -357,6 +357,21 @@ def option_spot(
     return spot_result(request, choice, runtime, write_s, on_demand_cost, warnings)
 
 
+# A run this long is a pre-training-sized job: its steady state leaves out what whole runs lose.
+LONG_RUN_GPU_HOURS = 10_000.0
+
+
+def long_run_warning(request: PlanRequest, runtime: Runtime) -> list[str]:
+    """The hint that a long run's plan is its steady state only, unless the user gave the whole-run overhead."""
+    if request.run_overhead_pct is not None or runtime.gpu_hours < LONG_RUN_GPU_HOURS:
+        return []
+    return [
+        f"{runtime.gpu_hours:,.0f} GPU-hours of steady-state training: a whole run also restarts, evaluates, "
+        "checkpoints and waits on stragglers (Meta lost about 10% of Llama 3's time); give --run-overhead-pct "
+        "to plan the whole run"
+    ]
+
+
 def option_warnings(
     request: PlanRequest,
     gpu: GpuSpec | None,
@@ -438,10 +453,11 @@ def make_plan(request: PlanRequest, catalog: Catalog | None, *, suggest: bool = 
     capacity = gpu.memory_gib if gpu else None
     fits = None if capacity is None else memory.total / GIB <= capacity * request.headroom
     throughput = plan_throughput(request, setup, gpu, trainable, allow_measured=True)
-    runtime = estimate_runtime(request.workload, throughput, setup)
+    runtime = estimate_runtime(request.workload, throughput, setup, request.run_overhead_pct)
     offers = catalog.offers_for(gpu.name) if (catalog is not None and gpu is not None) else ()
     on_demand, spot_price = choose_prices(request, offers, setup.gpus)
     warnings += option_warnings(request, gpu, setup, memory, throughput, on_demand, spot_price)
+    warnings += long_run_warning(request, runtime)
     on_demand_cost = on_demand.usd_per_instance_hour * runtime.hours if on_demand else None
     spot = option_spot(request, setup, memory, trainable, runtime, on_demand, spot_price, warnings)
     deadline_ok, budget_ok = deadline_budget(request, runtime, on_demand_cost, spot)

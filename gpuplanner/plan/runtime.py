@@ -42,20 +42,32 @@ class Workload:
 
 @dataclass(frozen=True)
 class Runtime:
-    hours: float
+    hours: float  # the whole run: steady-state training plus the whole-run overhead
     gpu_hours: float
     effective_batch: int
     optimizer_steps: int
     total_tokens: float
     total_samples: float
+    overhead_hours: float = 0.0  # restarts, evaluations, checkpoints, stragglers (--run-overhead-pct)
+
+    @property
+    def steady_hours(self) -> float:
+        """The hours of training at the planned speed, without the whole-run overhead."""
+        return self.hours - self.overhead_hours
 
 
-def estimate_runtime(workload: Workload, throughput: Throughput, setup: TrainSetup) -> Runtime:
-    """Wall-clock hours and GPU-hours of the training itself (no interruptions)."""
+def estimate_runtime(
+    workload: Workload, throughput: Throughput, setup: TrainSetup, overhead_pct: float | None = None
+) -> Runtime:
+    """Wall-clock hours and GPU-hours of the training (no spot interruptions): the steady state at the
+    planned speed, plus ``overhead_pct`` percent of it for what a whole run spends beyond that."""
     tokens = workload.total_tokens(setup.seq_len)
-    hours = tokens / throughput.tokens_per_s / 3600.0
+    steady = tokens / throughput.tokens_per_s / 3600.0
+    overhead = steady * (overhead_pct or 0.0) / 100.0
+    hours = steady + overhead
     samples = tokens / setup.seq_len
     return Runtime(
+        overhead_hours=overhead,
         hours=hours,
         gpu_hours=hours * setup.gpus,
         effective_batch=setup.effective_batch,

@@ -429,6 +429,14 @@ FIELDS: tuple[Field, ...] = (
         optional=True,
         placeholder="none",
     ),
+    Field(
+        "run-overhead-pct",
+        "Whole-run overhead (%)",
+        GROUPS[5],
+        FIELD_HELP["run-overhead-pct"],
+        optional=True,
+        placeholder="none",
+    ),
 )
 
 FIELD_BY_KEY = {f.key: f for f in FIELDS}
