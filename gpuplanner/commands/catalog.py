@@ -23,7 +23,7 @@ from typing import Any
 
 from gpuplanner.app.machines import MachineSaveError, machine_fields, save_machine
 from gpuplanner.commands.errors import UsageError
-from gpuplanner.export.human import human_money
+from gpuplanner.export.human import human_gpus, human_money
 from gpuplanner.plan.catalog import (
     OWN_PROVIDER,
     Catalog,
@@ -383,7 +383,7 @@ def _tco(args: argparse.Namespace) -> int:
     if cloud is not None:
         print(
             f"cheapest cloud on demand for {spec.name}: {human_money(cloud.on_demand_usd, 3)}/GPU-h "
-            f"({cloud.provider} {cloud.instance_type}, {cloud.gpu_count} GPU(s), {describe_age(cloud.as_of)})"
+            f"({cloud.provider} {cloud.instance_type}, {human_gpus(cloud.gpu_count)}, {describe_age(cloud.as_of)})"
         )
     if saved:
         print(f"saved as machine {args.save.strip()!r} in {saved}: plans and compare now include it (provider own)")

@@ -21,7 +21,7 @@ from gpuplanner.app.compare_row import compare_cells, compare_columns, compare_d
 from gpuplanner.app.percentiles import spot_percentiles
 from gpuplanner.app.plan_fields import CLI_GROUPS, PLAN_FIELDS, PlanField
 from gpuplanner.commands.errors import UsageError
-from gpuplanner.export.human import human_hours, human_money
+from gpuplanner.export.human import human_gpus, human_hours, human_money
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import HistoryError, resolve_db_path
 from gpuplanner.plan import example
@@ -325,7 +325,7 @@ def describe_plan(plan: Plan, document: dict[str, Any], skips: list[str] | None 
     lines = [
         f"{inputs['model']} ({_params_text(inputs)}), {inputs['method']}, {plan.setup.precision}, "
         f"{inputs['gpus']} x {gpu}, micro-batch {inputs['micro_batch']} x accumulation {inputs['grad_accum']} "
-        f"x {inputs['gpus']} GPU(s) = effective batch {runtime['effective_batch']}, sequence {inputs['seq_len']}",
+        f"x {human_gpus(inputs['gpus'])} = effective batch {runtime['effective_batch']}, sequence {inputs['seq_len']}",
         "",
         "Peak memory per GPU"
         + (f" ({memory['source']}, peak at {memory['peak_moment']})" if memory.get("peak_moment") else ""),

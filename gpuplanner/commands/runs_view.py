@@ -10,7 +10,7 @@ from gpuplanner.app.eta import stored_eta_s
 from gpuplanner.app.run_status import failure_lines
 from gpuplanner.commands.runs_args import alert_settings, fmt_value, guard, print_rows, time_text
 from gpuplanner.commands.spend import tags_from_args
-from gpuplanner.export.human import NO_PRICE, human_money
+from gpuplanner.export.human import NO_PRICE, human_gpus, human_money
 from gpuplanner.history import export as export_mod
 from gpuplanner.history import jsonsafe
 from gpuplanner.history.alerts import refresh_alerts
@@ -199,7 +199,7 @@ def _print_utilisation(summary: RunSummary) -> None:
     if len(nodes) > 1:
         for node in nodes:
             util = format_metric("util_pct", node["util_pct"])
-            print(f"  node {node['node']}: {node['gpus']} GPU(s), {node['samples']} samples, utilisation {util}")
+            print(f"  node {node['node']}: {human_gpus(node['gpus'])}, {node['samples']} samples, utilisation {util}")
     for gpu in summary.gpus:
         cells = [f"{label} {format_metric(key, gpu.get(key))}" for key, label, _ in METRICS if key != "slowdown_pct"]
         cells.append(f"max SM clock {format_metric('sm_clock_mhz', gpu.get('sm_clock_max_mhz'))}")

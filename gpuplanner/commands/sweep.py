@@ -31,7 +31,7 @@ from gpuplanner.commands.hosts import terminal_prompter
 from gpuplanner.commands.plan import _add_workload_arguments, request_from_args, with_calibration
 from gpuplanner.commands.spend import add_tag_flag
 from gpuplanner.commands.sweep_show import register_show
-from gpuplanner.export.human import human_money
+from gpuplanner.export.human import human_gpus, human_money
 from gpuplanner.export.tables import to_csv, to_json, to_markdown, to_text
 from gpuplanner.history.db import resolve_db_path
 from gpuplanner.launch.manager import RunManager
@@ -519,7 +519,7 @@ def describe_sizing(document: dict[str, Any]) -> str:
         f"{compute['gpu_hours']:,.2f} GPU-hours ({compute['binding_cap']} binds) = {compute['flops']:.3e} FLOPs",
         f"  compute-optimal model  {_si(model['params'])} parameters on {_si(model['tokens'])} tokens "
         f"({model['tokens_per_param']:.1f} tokens per parameter)",
-        f"  training               {run['hours']:,.2f} h on {inputs['gpus']} GPU(s), {cost} at {price}",
+        f"  training               {run['hours']:,.2f} h on {human_gpus(inputs['gpus'])}, {cost} at {price}",
         "sources",
         f"  price                  {sources['price']}",
         f"  peak                   {compute['peak_tflops']:,.1f} TFLOP/s: {sources['peak_tflops']}",

@@ -158,3 +158,8 @@ def human_data_size(count: int) -> str:
 def human_gib(gib: float | None) -> str:
     """A size already in GiB."""
     return DASH if not _finite(gib) else human_bytes(float(gib) * GIB)  # type: ignore[arg-type]
+
+
+def human_gpus(count: int) -> str:
+    """A number of GPUs in words: "1 GPU", "8 GPUs"."""
+    return f"{count:,} GPU" + ("" if count == 1 else "s")

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from gpuplanner.export.human import round_for_people
+from gpuplanner.export.human import human_gpus, round_for_people
 from gpuplanner.plan import engines
 from gpuplanner.plan.catalog import ASSUMED
 from gpuplanner.plan.compare import CompareRow
@@ -227,7 +227,7 @@ def rental_note(choice: PriceChoice, gpus: int) -> str:
     """What is rented, in words: ``1 x p5.48xlarge (8 GPUs)``, with ``whole instance, 6 GPUs idle`` where the
     run uses fewer GPUs than the instance holds."""
     if choice.provider == "given":
-        return f"{gpus} GPU(s) at your price"
+        return f"{human_gpus(gpus)} at your price"
     what = f"1 x {choice.instance_type} ({choice.billed_gpus} GPU{'s' if choice.billed_gpus != 1 else ''})"
     idle = choice.billed_gpus - gpus
     return what + (f", billed as a whole instance: {idle} GPU{'s' if idle != 1 else ''} idle" if idle > 0 else "")

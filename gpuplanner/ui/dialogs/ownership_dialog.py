@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuplanner.export.human import human_gpus
 from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.ownership import HOST_OVERHEAD_W, AmortisedPrice, OwnHardware, amortised_price, estimated_power_w
 from gpuplanner.plan.price_dates import describe_age
@@ -274,7 +275,7 @@ class OwnHardwareDialog(QDialog):
         if cloud is not None:
             lines.append(
                 f"Cheapest cloud on demand for {gpu}: {human_money(cloud.on_demand_usd, 3)}/GPU-h ({cloud.provider} "
-                f"{cloud.instance_type}, {cloud.gpu_count} GPU(s), {describe_age(cloud.as_of)})"
+                f"{cloud.instance_type}, {human_gpus(cloud.gpu_count)}, {describe_age(cloud.as_of)})"
             )
         else:
             lines.append(f"No cloud offer for {gpu} in the catalog.")

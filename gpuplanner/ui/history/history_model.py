@@ -18,6 +18,7 @@ from PySide6.QtGui import QBrush, QColor
 from gpuplanner.app.run_series import RunSeries
 from gpuplanner.app.run_series import run_series as series_of_run
 from gpuplanner.app.run_status import status_text
+from gpuplanner.export.human import human_gpus
 from gpuplanner.history.analytics import RunSummary
 from gpuplanner.history.failures import load_failure
 from gpuplanner.history.run_cost import unpriced_figure
@@ -111,7 +112,7 @@ def cost_vs_plan_pct(summary: RunSummary) -> float | None:
 
 def row_values(summary: RunSummary) -> tuple[Any, ...]:
     """One run as plain values in :data:`EXPORT_COLUMNS` order."""
-    gpu = f"{summary.gpu_count} x {summary.gpu_type}" if summary.gpu_type else f"{summary.gpu_count} GPU(s)"
+    gpu = f"{summary.gpu_count} x {summary.gpu_type}" if summary.gpu_type else human_gpus(summary.gpu_count)
     return (
         summary.run_id,
         summary.started_at,

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gpuplanner.app.percentiles import LIKELY, spot_percentiles
+from gpuplanner.export.human import human_gpus
 from gpuplanner.plan.catalog import OWN_PROVIDER, Catalog
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.plan.documents import range_basis
@@ -292,7 +293,7 @@ def batch_text(plan: Plan) -> str:
     tokens = setup.effective_batch * setup.seq_len
     return (
         f"{model.name}: {model.n_params / 1e9:,.2f}B parameters. Effective batch "
-        f"{setup.micro_batch} x {setup.grad_accum} x {setup.gpus} GPU(s) = {setup.effective_batch} sequences "
+        f"{setup.micro_batch} x {setup.grad_accum} x {human_gpus(setup.gpus)} = {setup.effective_batch} sequences "
         f"({tokens:,} tokens) per optimizer step; {plan.runtime.optimizer_steps:,} steps."
         + (f" Largest micro-batch that fits: {plan.max_micro_batch}." if plan.max_micro_batch else "")
     )
@@ -328,7 +329,7 @@ def rental_text(focus: Focus, catalog: Catalog) -> str:
         return "Rent: no price for this option in the catalog."
     per_gpu = human_money(choice.usd_per_gpu_hour)
     if choice.provider == "given":
-        return f"Rent: {gpus} GPU(s) at your price of {per_gpu}/GPU-h ({choice.source or 'given in the form'})."
+        return f"Rent: {human_gpus(gpus)} at your price of {per_gpu}/GPU-h ({choice.source or 'given in the form'})."
     gpu = plan.gpu.name if plan.gpu else ""
     instance = human_money(choice.usd_per_instance_hour)
     if choice.provider == OWN_PROVIDER:
