@@ -45,7 +45,7 @@ from gpuplanner.sweep.budget import (
 from gpuplanner.sweep.lookback import SWEEP_TAG, run_spend
 from gpuplanner.sweep.schedule import Schedule
 from gpuplanner.sweep.space import Space
-from gpuplanner.sweep.study import eval_every, open_study
+from gpuplanner.sweep.study import eval_every, open_study, running_study
 
 ENDED = (*FINAL_STATES, "preempted")
 MAX_LAUNCH_FAILURES = 3
@@ -171,6 +171,11 @@ class SweepRunner:
 
     # -- the loop -------------------------------------------------------------------------------------
     def run(self) -> SweepResult:
+        """Run the search; a study another process is running is refused (:func:`running_study`)."""
+        with running_study(self.db_path, self.settings.study):
+            return self._run()
+
+    def _run(self) -> SweepResult:
         study = open_study(
             self.db_path, self.settings.study, self.settings.schedule, self.settings.sampler, self.settings.seed
         )
