@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gpuplanner.history.tags import TagError, parse_tags
+from gpuplanner.history.tags import TagError, parse_tag, parse_tags
 from gpuplanner.launch.hosts import HostError, get_host
 from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.documents import plan_document
@@ -167,8 +167,15 @@ def sweep_settings(request: SweepRunRequest, db_path: Path) -> SweepSettings:
     schedule = request.schedule.schedule(float(request.max_steps), unit="steps")
     if request.trials < 1:
         raise SweepInputError("--trials", "at least 1")
+    study = request.study or Path(request.space).stem
+    try:  # the study's name is every trial's sweep= tag: a name no tag can hold failed every trial
+        _, value = parse_tag(f"{SWEEP_TAG}={study}")
+    except TagError as exc:
+        raise SweepInputError("--study", f"{study!r} cannot be a tag value ({exc})") from None
+    if value != study:
+        raise SweepInputError("--study", f"{study!r} cannot be a tag value: no spaces at its start or end")
     return SweepSettings(
-        study=request.study or Path(request.space).stem,
+        study=study,
         hosts=hosts,
         space=space,
         trials=request.trials,
