@@ -25,7 +25,7 @@ from gpuplanner.sweep.budget import Caps
 from gpuplanner.sweep.estimate import SearchEstimate, SearchInputs, estimate_search, search_document
 from gpuplanner.sweep.lookback import SWEEP_TAG
 from gpuplanner.sweep.runner import SweepSettings
-from gpuplanner.sweep.schedule import Schedule
+from gpuplanner.sweep.schedule import MAX_REDUCTION_FACTOR, Schedule
 from gpuplanner.sweep.space import RESERVED_FLAGS, SweepInputError, load_space
 from trainer.settings import TrainSettings
 
@@ -48,8 +48,13 @@ class ScheduleRequest:
         """The schedule for trials of ``max_resource`` epochs or steps; the first milestone defaults to
         max / eta^2 (whole steps for steps)."""
         min_resource = self.min_resource
-        if min_resource is None and self.pruner in ("successive-halving", "hyperband") and self.reduction_factor >= 2:
-            min_resource = max_resource / self.reduction_factor**2
+        eta = self.reduction_factor
+        if (
+            min_resource is None
+            and self.pruner in ("successive-halving", "hyperband")
+            and 2 <= eta <= MAX_REDUCTION_FACTOR
+        ):
+            min_resource = max_resource / eta**2
             if unit == "steps":
                 min_resource = max(1, math.floor(min_resource))
         return Schedule(
