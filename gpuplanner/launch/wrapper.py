@@ -154,6 +154,8 @@ def _wait_child(child):
 
 
 def _write(path, doc):
+    # a job may delete its own run folder: its outcome is still written (issue 27 item 12)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as handle:
         json.dump(doc, handle)
