@@ -160,9 +160,11 @@ def _earlier_spend(events: str) -> tuple[float, float] | None:
 
 def _wait_s(clock: SpendClock, budget_usd: float | None, max_gpu_hours: float | None) -> float:
     """Seconds until the nearer cap at the clock's rate."""
+    from .spend import spend_usd
+
     totals = clock.totals()
     waits = [3600.0]
-    rate_usd = (clock.price_per_gpu_hour or 0.0) * clock.gpus / 3600.0
+    rate_usd = spend_usd(clock.price_per_gpu_hour, clock.gpus, 1.0) or 0.0  # dollars a second
     if budget_usd is not None and totals.spend_usd is not None and rate_usd > 0:
         waits.append((budget_usd - totals.spend_usd) / rate_usd)
     if max_gpu_hours is not None:
