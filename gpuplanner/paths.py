@@ -106,14 +106,15 @@ def _tighten(path: Path, mode: int) -> None:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: Path) -> Iterator[None]:
+def exclusive_lock(path: Path, wait: bool = True) -> Iterator[None]:
     """Hold an advisory ``flock`` on ``path`` (created if missing) for the ``with`` block: the one way two
     processes take turns at a read-modify-write of a shared file (the price cache's update, a search's study
-    file set-up). Where ``fcntl`` is missing (Windows) nothing is serialised."""
+    file set-up). With ``wait=False`` a lock another process holds raises ``BlockingIOError`` at once (a study
+    is run by one process at a time). Where ``fcntl`` is missing (Windows) nothing is serialised."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as handle:
         if fcntl is not None:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         try:
             yield
         finally:

@@ -127,11 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trainer: {exc}", file=sys.stderr)
         return 2
     if args.command == "train" and _single_process():
+        from . import clock, startup_budget
         from .early_signals import pending
 
         early = pending()
         if early is not None:  # stopped while starting: leave before loading anything heavy
             return _stopped_during_startup(config, early)
+        started = clock.started()
+        startup_budget.arm(config, started[1] if started else None)  # the caps hold during start-up too
     if args.command == "bench":
         from .bench import bench
 

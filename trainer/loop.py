@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import torch
 
-from . import checkpoint, clock, dist, losses, protocol
+from . import checkpoint, clock, dist, losses, protocol, startup_budget
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .building import Building
@@ -79,6 +79,7 @@ def train(config: TrainConfig, stdout: TextIO | None = None, bench: BenchStats |
         tele.emit("run_end", status="failed", error=f"{type(exc).__name__}: {exc}", exit_code=EXIT_FAILED, **phases)
         return EXIT_FAILED
     finally:
+        startup_budget.hand_over()
         tele.close()
         dist.shutdown()
 
@@ -128,6 +129,7 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
     def _loop(self, fwd_model: torch.nn.Module, remaining: int, gb: int, fpt: float, peak: float | None) -> int:
         c, info, s = self.config, self.info, self.state
         self.last_ckpt = time.monotonic()
+        startup_budget.hand_over()  # from here the loop checks the caps, between steps
         if remaining == 0:
             return NONE
         # Start-up is paid time: a budget already spent by loading or resuming stops before a step.

@@ -42,12 +42,57 @@ def _files_marker_last(src: Path) -> list[Path]:
     return files + [src / checkpoint.MARKER]
 
 
+# The host keys trusted, as OpenSSH reads them (the user's file, then the system's).
+KNOWN_HOSTS_FILES = ("~/.ssh/known_hosts", "/etc/ssh/ssh_known_hosts")
+
+
+def revoked_keys(paths: Any) -> set[str]:
+    """The base64 blobs of the keys a ``@revoked`` line names in any of ``paths``."""
+    out: set[str] = set()
+    for path in paths:
+        try:
+            lines = Path(path).expanduser().read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) >= 4 and fields[0] == "@revoked":
+                out.add(fields[3])
+    return out
+
+
+def trust_host_keys(client: Any, paths: Any = KNOWN_HOSTS_FILES) -> None:
+    """Trust the keys of the known_hosts files except those marked ``@revoked`` anywhere, as OpenSSH does
+    (paramiko's own loading fails on a line with a marker): a revoked key is then unknown, and the client's
+    default policy refuses it before authenticating. ``@cert-authority`` lines are skipped (not trusted)."""
+    from paramiko.hostkeys import HostKeyEntry
+
+    revoked = revoked_keys(paths)
+    trusted = client.get_host_keys()
+    for path in paths:
+        try:
+            lines = Path(path).expanduser().read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            if not line.strip() or line.lstrip().startswith(("#", "@")):
+                continue
+            try:
+                entry = HostKeyEntry.from_line(line)
+            except Exception:  # noqa: BLE001 (paramiko raises several kinds for a malformed line: skipped)
+                continue
+            if entry is None or entry.key is None or entry.key.get_base64() in revoked:
+                continue
+            for name in entry.hostnames:
+                trusted.add(name, entry.key.get_name(), entry.key)
+
+
 class _Sftp:
     def __init__(self, parsed: Any) -> None:
         import paramiko
 
-        self.client = paramiko.SSHClient()
-        self.client.load_system_host_keys()
+        self.client = paramiko.SSHClient()  # unknown host keys are refused (paramiko's RejectPolicy)
+        trust_host_keys(self.client)
         self.client.connect(parsed.hostname, port=parsed.port or 22, username=parsed.username, timeout=20)
         self.sftp = self.client.open_sftp()
         self.root = PurePosixPath(parsed.path)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gpuplanner.history.tags import TagError, parse_tags
+from gpuplanner.history.tags import TagError, parse_tag, parse_tags
 from gpuplanner.launch.hosts import HostError, get_host
 from gpuplanner.plan.catalog import Catalog
 from gpuplanner.plan.documents import plan_document
@@ -25,7 +25,7 @@ from gpuplanner.sweep.budget import Caps
 from gpuplanner.sweep.estimate import SearchEstimate, SearchInputs, estimate_search, search_document
 from gpuplanner.sweep.lookback import SWEEP_TAG
 from gpuplanner.sweep.runner import SweepSettings
-from gpuplanner.sweep.schedule import Schedule
+from gpuplanner.sweep.schedule import MAX_REDUCTION_FACTOR, Schedule
 from gpuplanner.sweep.space import RESERVED_FLAGS, SweepInputError, load_space
 from trainer.settings import TrainSettings
 
@@ -48,8 +48,13 @@ class ScheduleRequest:
         """The schedule for trials of ``max_resource`` epochs or steps; the first milestone defaults to
         max / eta^2 (whole steps for steps)."""
         min_resource = self.min_resource
-        if min_resource is None and self.pruner in ("successive-halving", "hyperband") and self.reduction_factor >= 2:
-            min_resource = max_resource / self.reduction_factor**2
+        eta = self.reduction_factor
+        if (
+            min_resource is None
+            and self.pruner in ("successive-halving", "hyperband")
+            and 2 <= eta <= MAX_REDUCTION_FACTOR
+        ):
+            min_resource = max_resource / eta**2
             if unit == "steps":
                 min_resource = max(1, math.floor(min_resource))
         return Schedule(
@@ -167,8 +172,15 @@ def sweep_settings(request: SweepRunRequest, db_path: Path) -> SweepSettings:
     schedule = request.schedule.schedule(float(request.max_steps), unit="steps")
     if request.trials < 1:
         raise SweepInputError("--trials", "at least 1")
+    study = request.study or Path(request.space).stem
+    try:  # the study's name is every trial's sweep= tag: a name no tag can hold failed every trial
+        _, value = parse_tag(f"{SWEEP_TAG}={study}")
+    except TagError as exc:
+        raise SweepInputError("--study", f"{study!r} cannot be a tag value ({exc})") from None
+    if value != study:
+        raise SweepInputError("--study", f"{study!r} cannot be a tag value: no spaces at its start or end")
     return SweepSettings(
-        study=request.study or Path(request.space).stem,
+        study=study,
         hosts=hosts,
         space=space,
         trials=request.trials,

@@ -499,18 +499,26 @@ def _remove(args: argparse.Namespace) -> int:
     return 0
 
 
+def _probe_failure(result: Any) -> str:
+    """Why a probe failed, in one line: the missing modules and how to install them, else the last line of
+    the host's error, else that it said nothing."""
+    missing = ", ".join(result.get("missing") or [])
+    error_lines = [line.strip() for line in str(result.get("error") or "").splitlines() if line.strip()]
+    error = error_lines[-1] if error_lines else ""
+    if missing:
+        return f"missing {missing}; {result.get('install_hint') or error or 'install them on the host'}"
+    return error or "the probe failed without a message (run `python -m trainer probe` on the host to see why)"
+
+
 def _probe(args: argparse.Namespace) -> int:
     result = _on_host(args, lambda manager: manager.probe(args.name))
     if result is None:
         return 1
     if args.json:
         print(json.dumps(result, indent=1))
-    elif not result.get("ok"):
-        print(
-            f"{args.name}: missing {', '.join(result.get('missing', [])) or 'nothing'}; "
-            f"{result.get('install_hint') or result.get('error', '')}"
-        )
-    else:
+    if not result.get("ok"):  # one line on stderr saying why, whatever the failure (issue 27 item 11)
+        print(f"gpuplanner hosts probe: {args.name}: {_probe_failure(result)}", file=sys.stderr)
+    elif not args.json:
         gpus = ", ".join(g["name"] for g in result.get("gpus", [])) or "no GPU"
         print(
             f"{args.name}: {gpus}; Python {result.get('python')}, torch {result.get('torch')}, "

@@ -26,7 +26,7 @@ from gpuplanner.launch.host_reports import HostProbe, parse_utilisation
 from gpuplanner.launch.hosts import Host, HostError
 from gpuplanner.launch.payload import local_payload
 from gpuplanner.launch.probe_check import CHECK_CODE, missing_report
-from gpuplanner.launch.wrapper import STOP_SIGNALS
+from gpuplanner.launch.wrapper import STOP_SIGNALS, signal_job
 from gpuplanner.paths import data_dir
 from trainer.reports import BenchReport, GpuUtilisation
 
@@ -158,10 +158,8 @@ class LocalBackend:
         return proc.pid
 
     def signal(self, pgid: int, signame: str) -> None:
-        try:
-            os.killpg(pgid, getattr(signal, f"SIG{signame}"))
-        except ProcessLookupError:
-            pass
+        """The job's process group and the processes that left it (:func:`wrapper.signal_job`)."""
+        signal_job(pgid, getattr(signal, f"SIG{signame}"))
 
     def state(self, run_dir: str, tag: str, pgid: int) -> ProcessState:
         with _CHILDREN_LOCK:

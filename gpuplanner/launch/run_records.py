@@ -21,7 +21,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from gpuplanner.history.db import connect, write_transaction
-from gpuplanner.history.launcher_events import record_launcher_event
+from gpuplanner.history.launcher_events import insert_launcher_event, record_launcher_event
 from gpuplanner.history.runs import LaunchDocument, get_run, update_run
 from gpuplanner.history.stops import record_user_stop
 from gpuplanner.launch import supervisor
@@ -123,6 +123,22 @@ def record_final_state(db: Database, run: ManagedRun, state: str) -> None:
         or (state == "stopped" and stored == "preempted")
     ):
         with write_transaction(db):
+            db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", [state, time.time(), run.run_id])
+    elif state == "finished" and stored == "running":
+        # Exit 0 without a run_end in the history: the job deleted its own run folder (and the events file the
+        # end was written to), or the file was lost. It succeeded; its hours and cost are those of the records
+        # that arrived and its billed span, and the reason is kept (issue 27 item 12).
+        with write_transaction(db):
+            insert_launcher_event(
+                db,
+                run.run_id,
+                "end_unrecorded",
+                {
+                    "exit_code": run.exit_code,
+                    "reason": "the process exited 0 but its run_end record never arrived (was the run folder "
+                    f"{run.nodes[0].run_dir} deleted?): hours and cost are those of the records received",
+                },
+            )
             db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", [state, time.time(), run.run_id])
 
 

@@ -166,7 +166,14 @@ class SSHBackend:
     def signal(self, pgid: int, signame: str) -> None:
         if not signame.isalnum():
             raise ValueError(f"bad signal name {signame!r}")
-        self._run(f"kill -{signame} -- -{int(pgid)} 2>/dev/null; true", timeout_s=20, attempts=3)
+        plain = f"kill -{signame} -- -{int(pgid)} 2>/dev/null; true"
+        try:  # the group and the processes that left it (wrapper.signal_job); plain kill if that cannot run
+            wrapper = self.payload().wrapper
+        except SSHError:
+            self._run(plain, timeout_s=20, attempts=3)
+            return
+        command = shlex.join([self.python, wrapper, "--signal", str(int(pgid)), signame])
+        self._run(f"{command} 2>/dev/null || {plain}", timeout_s=20, attempts=3)
 
     def state(self, run_dir: str, tag: str, pgid: int) -> ProcessState:
         exit_file = q(f"{run_dir}/{tag}.exit")

@@ -201,6 +201,8 @@ class Watcher:
         action = run.user_action if run.user_action != "node-failed" else None
         if action is None and stopped_since_start(db, run.run_id):  # stopped through another process's manager
             action = run.user_action = "stop"  # (gpuplanner run stop while the window watches): never restarted
+        if action is None and code is None and _stored_status(db, run.run_id) == "killed":
+            action = run.user_action = "kill"  # `gpuplanner run kill` from another process: killed, not failed
         decision = supervisor.decide(
             code,
             user_action=action,
@@ -240,6 +242,11 @@ class Watcher:
         record_final_state(db, run, state)
         if not run.stop_evt.is_set():
             bill(self.connections.db_path, db, run, self.connections.get, self.idle_poll_s)
+
+
+def _stored_status(db: Database, run_id: int) -> str | None:
+    row = db.execute("SELECT status FROM runs WHERE id = ?", [run_id]).fetchone()
+    return None if row is None else str(row[0])
 
 
 def combined_exit(run: ManagedRun) -> int | None:

@@ -1,6 +1,7 @@
 """Process wrapper started detached (``setsid``) on the run's host; standard library only.
 
-``python wrapper.py RUN_DIR TAG -- COMMAND...`` writes ``RUN_DIR/TAG.pid`` (JSON: its pid, which is
+``python wrapper.py RUN_DIR TAG -- COMMAND...`` (or ``python wrapper.py --signal PGID NAME``:
+:func:`signal_job` on the host) writes ``RUN_DIR/TAG.pid`` (JSON: its pid, which is
 the process group id, the child's pid and the command), runs COMMAND, and writes
 ``RUN_DIR/TAG.exit`` (JSON: exit code, signals received) atomically when it ends, so the launcher can
 learn the outcome even if it was not connected at that moment. Stop signals reach the whole process
@@ -21,6 +22,14 @@ its own (``TAG.out``/``TAG.err``, as the backend opened them) up to ``$GPUPLANNE
 64 MiB) per stream: the first half as it comes, then one line saying output is held back, then, when the
 output ends, a line with the bytes skipped and the last half. So the file only grows (readers follow it by
 offset) and never past the cap plus two lines.
+
+Nothing the job started outlives it (issue 27 item 7): the wrapper is the job's child subreaper (Linux
+``PR_SET_CHILD_SUBREAPER``), so a process that left the job's process group (``setsid``,
+``start_new_session``, a double fork) stays its descendant even when its own parent ends; the wrapper reaps
+them, and when its child ends it stops every descendant left (SIGTERM, SIGKILL after ``LEFTOVER_GRACE_S``)
+before it exits. :func:`signal_job` is the launcher's way to signal a job: its process group and every
+descendant of the wrapper that left it, so ``run kill`` (SIGKILL, which the wrapper cannot outlive) and a
+stop reach the escaped processes too.
 """
 
 import collections
@@ -132,7 +141,128 @@ class CappedCopy:
                     _write_all(self.fd, chunk)
 
 
+LEFTOVER_GRACE_S = 5.0  # what the job left running gets SIGTERM, then SIGKILL after this long
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper():
+    """Orphaned descendants are re-parented to this process instead of init (Linux; elsewhere a no-op)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _processes():
+    """{pid: (parent pid, process group)} of every live process (Linux ``/proc``; empty elsewhere)."""
+    out = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/" + entry + "/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields and fields[0] != "Z":  # a zombie is dead (its parent reaps it)
+            out[int(entry)] = (int(fields[1]), int(fields[2]))
+    return out
+
+
+def descendants(root):
+    """Pids of every live descendant of ``root``, whatever their process group or session."""
+    table = _processes()
+    children = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def _kill(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def signal_job(pgid, sig):
+    """Signal a job started by this wrapper (whose pid is ``pgid``): first every descendant that left the
+    group (while the wrapper lives they are its descendants), then the group. Twice for SIGKILL, so a
+    process forked between the look and the kill is caught too."""
+    for _ in range(2 if sig == signal.SIGKILL else 1):
+        table = _processes()
+        if table.get(pgid, (0, 0))[1] != pgid:  # no wrapper leads that group (any more): only the group
+            break
+        for pid in descendants(pgid):
+            if table.get(pid, (0, pgid))[1] != pgid:
+                _kill(pid, sig)
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap():
+    """Collect every ended child (adopted orphans included) without waiting."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def end_leftovers(grace_s=LEFTOVER_GRACE_S):
+    """Stop every descendant still running once the job's main process ended: SIGTERM, then SIGKILL."""
+    me = os.getpid()
+    left = descendants(me)
+    if not left:
+        return []
+    for pid in left:
+        _kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        _reap()
+        if not descendants(me):
+            return left
+        time.sleep(0.05)
+    for _ in range(3):
+        for pid in descendants(me):
+            _kill(pid, signal.SIGKILL)
+        _reap()
+        time.sleep(0.05)
+    _reap()
+    return left
+
+
+def _wait_child(child):
+    """The child's exit status, reaping adopted orphans while waiting for it."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:  # reaped elsewhere: ask the Popen
+            return child.wait()
+        if pid == child.pid:
+            child.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            return child.returncode
+
+
 def _write(path, doc):
+    # a job may delete its own run folder: its outcome is still written (issue 27 item 12)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as handle:
         json.dump(doc, handle)
@@ -151,6 +281,9 @@ def _unblock_stop_signals():
 
 
 def main(argv):
+    if len(argv) == 4 and argv[1] == "--signal":  # wrapper.py --signal PGID NAME: signal_job on this host
+        signal_job(int(argv[2]), getattr(signal, "SIG" + argv[3]))
+        return 0
     if len(argv) < 5 or argv[3] != "--":
         sys.stderr.write("usage: wrapper.py RUN_DIR TAG -- COMMAND...\n")
         return 2
@@ -164,6 +297,7 @@ def main(argv):
         signal.signal(sig, note)
     # Held back (pending, not lost) until the child exists: then we know which ones it missed.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    become_subreaper()
     os.makedirs(run_dir, exist_ok=True)
     exit_file = os.path.join(run_dir, tag + ".exit")
     if os.path.exists(exit_file):
@@ -201,13 +335,18 @@ def main(argv):
             os.kill(child.pid, sig)
         except ProcessLookupError:
             pass
-    code = child.wait()
+    code = _wait_child(child)
     if code < 0:
         code = 128 - code
+    # What the job left running goes first: an escaped process holding the output pipes open would
+    # otherwise keep the copies (and the exit file) waiting.
+    left = end_leftovers()
     deadline = time.monotonic() + DRAIN_AFTER_EXIT_S
     for copy in copies:
         copy.thread.join(max(0.0, deadline - time.monotonic()))
         copy.finish()
+    if left:
+        sys.stderr.write(f"wrapper: stopped {len(left)} process(es) the job left running: {left}\n")
     _write(exit_file, {"exit_code": code, "signals": received, "ended_at": time.time()})
     return 0
 

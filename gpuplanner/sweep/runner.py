@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplanner.export.human import human_money
 from gpuplanner.history.db import connect
 from gpuplanner.history.runs import update_run
 from gpuplanner.launch.hosts import get_host
@@ -45,7 +46,7 @@ from gpuplanner.sweep.budget import (
 from gpuplanner.sweep.lookback import SWEEP_TAG, run_spend
 from gpuplanner.sweep.schedule import Schedule
 from gpuplanner.sweep.space import Space
-from gpuplanner.sweep.study import eval_every, open_study
+from gpuplanner.sweep.study import eval_every, open_study, running_study
 
 ENDED = (*FINAL_STATES, "preempted")
 MAX_LAUNCH_FAILURES = 3
@@ -171,6 +172,11 @@ class SweepRunner:
 
     # -- the loop -------------------------------------------------------------------------------------
     def run(self) -> SweepResult:
+        """Run the search; a study another process is running is refused (:func:`running_study`)."""
+        with running_study(self.db_path, self.settings.study):
+            return self._run()
+
+    def _run(self) -> SweepResult:
         study = open_study(
             self.db_path, self.settings.study, self.settings.schedule, self.settings.sampler, self.settings.seed
         )
@@ -412,6 +418,21 @@ class SweepRunner:
         usd, gpu_hours, step = run_spend(db, run_id)
         return Amount(usd or 0.0, gpu_hours), step  # no price: only a GPU-hour cap can bind
 
+    def _startup_floor(self, study: Any, db: Any) -> Amount | None:
+        """The most a trial spent that its allowance stopped before its first step (a lower bound of what a
+        trial's start-up costs), or None when no trial ended that way."""
+        floor: Amount | None = None
+        for frozen in study.get_trials(deepcopy=False):
+            run_id = frozen.user_attrs.get("run_id")
+            if run_id is None or frozen.user_attrs.get("end") != "budget" or frozen.number in self.active:
+                continue
+            spend, steps = self._spend(db, run_id)
+            if steps == 0 and (floor is None or spend.usd > floor.usd or spend.gpu_hours > floor.gpu_hours):
+                floor = Amount(
+                    max(spend.usd, floor.usd if floor else 0.0), max(spend.gpu_hours, floor.gpu_hours if floor else 0.0)
+                )
+        return floor
+
     def _free_slot(self, host: str | None = None) -> int | None:
         taken = {item.slot for item in self.active.values()}
         for slot, name in enumerate(self.settings.hosts):
@@ -437,6 +458,14 @@ class SweepRunner:
             )
             if allowance.amount is None:
                 return f"cap reached: {allowance.reason}"
+            floor = self._startup_floor(study, db)
+            if floor is not None and not floor.fits_in(allowance.amount.scaled(TRAINER_SHARE), self.settings.caps):
+                # a trial the cap stopped in its start-up spent at least that much before a step: a smaller
+                # allowance only pays for another start-up cut short (issue 27 item 10)
+                return (
+                    f"cap reached: a trial's start-up costs at least {human_money(floor.usd, 4)} ({floor.gpu_hours:.6f} "
+                    f"GPU-hours), more than a new trial's allowance"
+                )
             trial = self.pending.pop(0) if self.pending else study.ask()
             self._launch(study, trial, slot, allowance)
 

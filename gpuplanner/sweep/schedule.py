@@ -24,6 +24,13 @@ from dataclasses import dataclass
 from gpuplanner.plan.setup import PlanInputError
 
 PRUNERS = ("successive-halving", "hyperband", "percentile", "none")
+# Bounds that keep an estimate finite and quick (issue 27 item 11: `--trials 1e12` hung, hyperband with
+# `--min-epochs 1e-308` or `--reduction-factor 1e308` overflowed or ran for hours): the expectations add up one
+# term per trial and per rung, and no search runs a million trials, keeps 1 in more than 1,000, or judges
+# trials at more than 60 milestones (a factor of at least 2 per rung: 2^60 between the first and the last).
+MAX_TRIALS = 1_000_000
+MAX_REDUCTION_FACTOR = 1000
+MAX_RUNGS = 60
 
 
 @dataclass(frozen=True)
@@ -62,9 +69,10 @@ class Schedule:
             self._check_percentile()
 
     def _check_halving(self) -> None:
-        if isinstance(self.reduction_factor, bool) or self.reduction_factor < 2:
+        if isinstance(self.reduction_factor, bool) or not 2 <= self.reduction_factor <= MAX_REDUCTION_FACTOR:
             raise PlanInputError(
-                "reduction-factor", f"must be a whole number of at least 2, got {self.reduction_factor}"
+                "reduction-factor",
+                f"must be a whole number from 2 to {MAX_REDUCTION_FACTOR:,}, got {self.reduction_factor:.6g}",
             )
         flag = _flag("min", self.unit)
         if self.min_resource is None:
@@ -76,6 +84,15 @@ class Schedule:
                 flag,
                 f"the first milestone ({self.min_resource:g} {self.unit}) must come before the end of a trial "
                 f"({self.max_resource:g} {self.unit}): the schedule cannot fit, nothing would be pruned",
+            )
+        rungs = math.floor(
+            (math.log(self.max_resource) - math.log(self.min_resource)) / math.log(self.reduction_factor)
+        )
+        if rungs > MAX_RUNGS:
+            raise PlanInputError(
+                flag,
+                f"the first milestone ({self.min_resource:g} {self.unit}) is so early that trials would be judged "
+                f"at {rungs:,} milestones (at most {MAX_RUNGS}); give a later first milestone",
             )
 
     def _check_percentile(self) -> None:
@@ -131,8 +148,8 @@ class Schedule:
 
     def expected(self, trials: int, parallel: int = 1) -> list[Milestone]:
         """Expected trials reaching and passing each milestone (hyperband: summed over brackets)."""
-        if trials < 1:
-            raise PlanInputError("trials", f"must be at least 1, got {trials}")
+        if not 1 <= trials <= MAX_TRIALS:
+            raise PlanInputError("trials", f"must be from 1 to {MAX_TRIALS:,}, got {trials:.6g}")
         if self.pruner == "successive-halving":
             return _halving(self.halving_milestones(), float(trials), self.reduction_factor)
         if self.pruner == "hyperband":

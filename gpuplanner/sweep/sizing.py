@@ -116,10 +116,18 @@ def size_for_budget(request: SizingRequest, catalog: Catalog | None) -> Sizing:
         caps["max_gpu_hours"] = request.max_gpu_hours
     binding = min(caps, key=lambda k: caps[k])
     gpu_hours = caps[binding]
+    given = request.budget_usd if binding == "budget_usd" else request.max_gpu_hours
+    too_big = PlanInputError(
+        binding.replace("_", "-"), f"{given:g} buys more compute than any model could use; give a smaller cap"
+    )  # the figures would be infinite (issue 27 item 11: no `inf` printed, no traceback)
+    if not math.isfinite(gpu_hours) or (price is not None and not math.isfinite(gpu_hours * price)):
+        raise too_big
     if price is not None:
         flops = flops_for_budget(gpu_hours * price, price, peak, mfu)
     else:
         flops = gpu_hours * 3600.0 * peak * 1e12 * mfu
+    if not math.isfinite(flops):
+        raise too_big
     optimal = compute_optimal(flops)
     assert math.isclose(FLOPS_PER_PARAM_TOKEN * optimal.params * optimal.tokens, flops, rel_tol=1e-9)
     return Sizing(

@@ -7,8 +7,11 @@ continues when run again with the same study name.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +49,27 @@ def open_storage(history_db: Path) -> Any:
     path = storage_path(history_db)
     with exclusive_lock(path.with_name(path.name + ".lock")):
         return optuna.storages.RDBStorage(storage_url(history_db), engine_kwargs={"connect_args": {"timeout": 30}})
+
+
+@contextlib.contextmanager
+def running_study(history_db: Path, name: str) -> Iterator[None]:
+    """Hold the study ``name`` for one search process (``<study file>.<hash of the name>.run.lock``, released
+    when the process ends, however it ends): two searches of one study at once each launched trials and told
+    them to the study, so a trial ran twice with one spend lost, or one crashed telling a trial the other had
+    finished. A study another process is running is refused with one line naming the study."""
+    path = storage_path(history_db)
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    held = contextlib.ExitStack()
+    try:
+        held.enter_context(exclusive_lock(path.with_name(f"{path.name}.{digest}.run.lock"), wait=False))
+    except BlockingIOError:
+        raise PlanInputError(
+            "study",
+            f"{name!r} is being run by another search process; wait for it to end (or stop it) and run this "
+            "again to continue the study, or give another --study name",
+        ) from None
+    with held:
+        yield
 
 
 def make_sampler(name: str, seed: int | None) -> Any:

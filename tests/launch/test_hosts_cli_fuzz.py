@@ -90,3 +90,30 @@ def test_hosts_command_line(db: str, data: st.DataObject, monkeypatch: pytest.Mo
     for host in hosts_list(db):
         price = host.get("price_usd_per_gpu_hour")
         assert price is None or 0 <= price < float("inf"), (argv, host)
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_a_failing_local_probe_says_why_in_one_line(tmp_path: Path, json_flag: list[str]) -> None:
+    """`hosts probe local` whose `trainer probe` fails without a word (issue 27 item 11): exit 1 and one line on
+    stderr naming the host and what to do, with or without --json."""
+    import sys
+    from dataclasses import replace
+
+    from gpuplanner.launch.hosts import get_host, update_host
+
+    db = tmp_path / "history.sqlite"
+    python = tmp_path / "python"
+    # the module check passes (the real interpreter), `-m trainer probe` dies silently
+    python.write_text(f'#!/bin/sh\nif [ "$1" = "-m" ]; then exit 3; fi\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    update_host(db, replace(get_host(db, "local"), python=str(python)))
+    code, out, err = call(["hosts", "probe", "local", "--db", str(db), *json_flag])
+    assert code == 1 and "Traceback" not in err
+    assert err.splitlines() == [
+        "gpuplanner hosts probe: local: the probe failed without a message (run `python -m trainer probe` on the "
+        "host to see why)"
+    ]
+    if json_flag:
+        assert json.loads(out)["ok"] is False
+    else:
+        assert out == ""

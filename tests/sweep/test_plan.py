@@ -147,7 +147,7 @@ def test_a_cap_below_the_first_milestone_is_reported(capsys: pytest.CaptureFixtu
     ("flags", "needle"),
     [
         (["--min-epochs", "15"], "--min-epochs: the first milestone (15 epochs) must come before the end"),
-        (["--reduction-factor", "1"], "--reduction-factor: must be a whole number of at least 2"),
+        (["--reduction-factor", "1"], "--reduction-factor: must be a whole number from 2 to 1,000, got 1"),
         (["--pruner", "percentile", "--prune-percent", "50"], "--prune-at-epoch: must be a positive number"),
         (
             ["--pruner", "percentile", "--prune-percent", "50", "--prune-at-epoch", "20"],

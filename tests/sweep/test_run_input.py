@@ -53,6 +53,10 @@ def base(db: Path, space: Path, *extra: str) -> list[str]:
         (None, ["--budget-usd", "5", "--tag", "foo"], "--tag: 'foo' is not key=value"),
         (None, ["--budget-usd", "5", "--tag", "=x"], "--tag: '=x' has an empty key"),
         (None, ["--budget-usd", "5", "--tag", "sweep=mine"], "--tag: sweep= is set by the search"),
+        # the study's name is every trial's sweep= tag (issue 27 item 12: each trial failed, the search said "done")
+        (None, ["--budget-usd", "5", "--study", "two\nlines"], "--study: 'two\\nlines' cannot be a tag value"),
+        (None, ["--budget-usd", "5", "--study", "x" * 201], "cannot be a tag value (value of 'sweep': at most 200"),
+        (None, ["--budget-usd", "5", "--study", " padded"], "--study: ' padded' cannot be a tag value: no spaces"),
     ],
 )
 def test_bad_input_is_one_line_and_starts_nothing(
