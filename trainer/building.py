@@ -123,7 +123,7 @@ class Building(TrainerCore):
             )
         if self.fsdp:
             # before the optimizer: it must see the sharded parameters; 16-bit gathers under *-mixed
-            fsdp_mod.shard(self.model, self.dtype if self.precision.autocast else None)
+            fsdp_mod.shard(self.model, self.dtype if self.precision.autocast else None, offload=c.optimizer_offload)
             if self.meta_init:
                 full, buffers = self._rank0_weights or (None, None)
                 fsdp_mod.materialise(self.model, self.device, full, buffers)

@@ -44,6 +44,7 @@ class TrainConfig:
     # Speed and memory
     precision: str = "auto"
     grad_checkpointing: str = "off"
+    selective_policy: str = "every-matmul"
     compile: bool | None = None
     compile_backend: str = "inductor"
     attn_implementation: str = "sdpa"
@@ -55,6 +56,8 @@ class TrainConfig:
     device: str = "auto"
     fsdp: bool = False
     meta_init: bool = True
+    fsdp_defer_grad_sync: bool = False
+    optimizer_offload: bool = False
     stop_sync_every_steps: int = 0
     # LoRA
     lora_rank: int = 0
@@ -62,6 +65,7 @@ class TrainConfig:
     lora_targets: list[str] = field(default_factory=list)
     lora_dropout: float = 0.0
     qlora: bool = False
+    merge_lora: bool = False
     # Evaluation and stopping
     eval_every_steps: int = 0
     eval_batches: int = 8
@@ -96,6 +100,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 CHOICES = {
     "precision": TRAINER_PRECISIONS,  # the vocabulary and its planner names: trainer/settings.py
     "grad_checkpointing": TRAINER_CHECKPOINTING,
+    "selective_policy": ("every-matmul", "alternate-matmul"),
     "task": ("causal-lm", "seq-cls"),
     "preemption_provider": ("auto", "aws", "gcp", "azure"),
     "attn_implementation": ("sdpa", "eager", "flash_attention_2"),
@@ -132,6 +137,19 @@ HELP = {
     "grad_checkpointing": "recompute activations of every layer or every other layer; selective: every layer keeps "
     "its matmul and attention outputs and recomputes only the cheap elementwise work (norms, activation "
     "functions, rotary embeddings, casts): most of full checkpointing's memory saving at almost no extra FLOPs",
+    "selective_policy": "with --grad-checkpointing selective: which matmul outputs each block keeps: every-matmul "
+    "(all of them, no matmul recomputed) or alternate-matmul (the 1st, 3rd, 5th, ... matmul of the block in "
+    "forward order, as torchtitan's op-level policy: about half the kept matmul outputs for recomputing half the "
+    "block's matmuls); attention outputs are kept either way",
+    "fsdp_defer_grad_sync": "with --fsdp and --grad-accum > 1: keep each micro-step's gradients unsharded on every "
+    "rank and reduce-scatter them only after the last micro-step (one reduce-scatter per step, but every rank holds "
+    "the whole model's unsharded gradient); default: reduce-scatter after every micro-step, as torchtitan, so each "
+    "rank holds only its shard of the gradient",
+    "optimizer_offload": "with --fsdp: keep the sharded fp32 parameters, gradients and optimizer states in (pinned) "
+    "CPU memory and run the optimizer step on the CPU (FSDP2's CPUOffloadPolicy); the GPU holds only the "
+    "parameters gathered for the block being computed. Slower steps, far less GPU memory",
+    "merge_lora": "LoRA: besides the adapter (final/adapter_config.json, adapter_model.safetensors), save the base "
+    "model with the adapters merged into its weights in final/merged/ (a plain transformers model to serve)",
     "compile": "torch.compile each transformer block (fullgraph) and the chunked loss's per-chunk math; default: "
     "on with CUDA, off on the CPU (compiling takes minutes there); the seconds spent compiling are reported as "
     "compile_s",
@@ -243,6 +261,10 @@ def validate(config: TrainConfig) -> None:
             problems.append("--qlora quantises a pretrained checkpoint: give --model (not --model-config)")
         if config.fsdp:
             problems.append("--qlora does not run with --fsdp (4-bit weights are not sharded here); use DDP")
+    if config.optimizer_offload and not config.fsdp:
+        problems.append("--optimizer-offload applies to --fsdp runs (FSDP2's CPU offload of the sharded state)")
+    if config.merge_lora and config.lora_rank < 1:
+        problems.append("--merge-lora merges LoRA adapters: give --lora-rank")
     if config.price_per_gpu_hour is not None and config.price_per_gpu_hour < 0:
         problems.append("--price-per-gpu-hour must not be negative")
     if problems:

@@ -97,7 +97,7 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
             else contextlib.nullcontext
         )
         n_params, n_trainable = count_params(raw)
-        self.flops = training_flops(raw, c.seq_len, c.grad_checkpointing)
+        self.flops = training_flops(raw, c.seq_len, c.grad_checkpointing, c.selective_policy)
         fpt = self.flops.model
         dev_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
         tf32 = c.tf32 == "on"
@@ -182,6 +182,7 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
                 info.world,
                 self.scaler,
                 loss_fn=self.loss_fn,
+                defer_fsdp_sync=c.fsdp_defer_grad_sync,
             )
             if self.scaler is not None:
                 self.scaler.unscale_(self.optimizer)

@@ -264,9 +264,11 @@ def trainer_behaviour(setup: TrainSetup) -> tuple[str, str]:
     ``*-mixed``, a ``MixedPrecisionPolicy(param_dtype=<16 bit>, reduce_dtype=fp32)``
     (``trainer/fsdp.py``, ``mixed_precision``): the gathered weights are 16 bit, so the residual stream
     and every activation are too, as with ``param-cast`` (its autocast then has no fp32 weight left to
-    cast). Between micro-steps it calls ``set_requires_gradient_sync(False)`` (``trainer/step.py``,
-    ``_grad_sync``), under which FSDP2 accumulates the unsharded gradients (in ``reduce_dtype``) and
-    reduce-scatters them only on the last micro-step: ``no-sync``. LoRA adapters are gathered in 16 bit
+    cast). Accumulation: the trainer now reduce-scatters after every micro-step by default
+    (``reduce-each``; ``trainer/step.py``, ``_grad_sync``); only ``--fsdp-defer-grad-sync`` defers it to
+    the last micro-step, FSDP2 accumulating the unsharded gradients (in ``reduce_dtype``) in between
+    (``no-sync``). This function still answers ``no-sync`` until the planner's engine ``bundled`` follows
+    (issue 28 item 3); that change is the planner's. LoRA adapters are gathered in 16 bit
     under the policy as well. On one GPU, under DDP and under ZeRO-2 it runs plain autocast and
     reduces every step's gradients as they are.
     """
