@@ -265,6 +265,12 @@ def validate(config: TrainConfig) -> None:
         problems.append("--optimizer-offload applies to --fsdp runs (FSDP2's CPU offload of the sharded state)")
     if config.merge_lora and config.lora_rank < 1:
         problems.append("--merge-lora merges LoRA adapters: give --lora-rank")
+    if config.merge_lora and (config.fsdp or config.qlora):
+        # a sharded or 4-bit base is merged into a fresh 16-bit copy of --model (trainer/final_model.py)
+        if not config.model:
+            problems.append("--merge-lora with --fsdp or --qlora reloads the base model: give --model")
+        if config.task == "seq-cls":
+            problems.append("--merge-lora with --fsdp or --qlora merges causal LMs only (--task causal-lm)")
     if config.price_per_gpu_hour is not None and config.price_per_gpu_hour < 0:
         problems.append("--price-per-gpu-hour must not be negative")
     if problems:

@@ -26,8 +26,9 @@ from . import fsdp as fsdp_mod
 from .building import Building
 from .config import TrainConfig, write_resolved
 from .evaluation import Evaluating
+from .final_model import save_final, save_merged
 from .flops import peak_flops, set_tf32
-from .model import QLoRAUnavailable, count_params, pick_device, save_final, training_flops
+from .model import QLoRAUnavailable, count_params, pick_device, training_flops
 from .preemption import NONE, PREEMPTED, REASON_STATUS, SignalHandlers
 from .resuming import Resuming
 from .run_records import Reporting
@@ -270,7 +271,10 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
                 unique = {n for n, _ in self.model.named_parameters()} | {n for n, _ in self.model.named_buffers()}
                 full = {k: v for k, v in full.items() if k in unique}
             if self.writer:  # every node's writer: each node's run directory gets the finished model
-                save_final(self._raw_model(), self.tokenizer, self.run_dir / "final", state_dict=full)
+                final, dtype = self.run_dir / "final", self.precision.compute  # served in the training dtype
+                save_final(self._raw_model(), self.tokenizer, final, state_dict=full, dtype=dtype)
+                if self.config.merge_lora:
+                    save_merged(self._raw_model(), self.tokenizer, final, dtype, self.config.model)
         if self.mirror is not None:
             self.mirror.wait(timeout=120)
         code = EXIT_RESUME if reason == PREEMPTED else EXIT_OK

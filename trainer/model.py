@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from .config import TrainConfig
+from .final_model import save_final as save_final  # its home is final_model.py; kept importable here
 
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:
@@ -495,38 +496,3 @@ def training_flops(
     if recompute == "selective" and selective_policy == "alternate-matmul":
         hardware += 2.0 * _alternate_recomputed_params(model)
     return TrainingFlops(model_flops, hardware, trained + frozen, 3.0 * attention_forward)
-
-
-def save_final(
-    model: torch.nn.Module, tokenizer: Any, path: Path, state_dict: dict[str, torch.Tensor] | None = None
-) -> None:
-    """Hugging Face format with safetensors (LoRA: the adapters, and for classification the head).
-
-    ``state_dict``: the full weights when the model's own parameters are shards (FSDP).
-    Classifiers keep ``id2label``/``label2id`` in ``config.json``; LoRA classifiers, whose folder holds
-    only the adapter, get the base model's ``config.json`` (with the labels) as ``base_config.json``.
-    """
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    path.mkdir(parents=True, exist_ok=True)
-    kwargs: dict[str, Any] = {"safe_serialization": True}
-    if state_dict is not None:
-        kwargs["state_dict"] = state_dict
-    hf: Any = model  # a transformers PreTrainedModel (or a peft model around one): its own attributes
-    if hasattr(hf, "should_save_on_this_rank"):
-        # Recent transformers write only on global rank 0 under torch.distributed; we call this on the
-        # writer of each node's own run directory (separate disks), so this rank must write.
-        hf.should_save_on_this_rank = lambda is_main_process: True
-    restore: list[Any] = [m for m in model.modules() if getattr(m, "_trainer_restore_use_cache", False)]
-    for m in restore:
-        m.config.use_cache = True
-    try:
-        hf.save_pretrained(path, **kwargs)
-    finally:
-        for m in restore:
-            m.config.use_cache = False
-    tokenizer.save_pretrained(path)
-    base = getattr(getattr(model, "base_model", None), "model", None)
-    if hasattr(model, "peft_config") and base is not None and getattr(base.config, "id2label", None):
-        (path / "base_config.json").write_text(base.config.to_json_string(), encoding="utf-8")
