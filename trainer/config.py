@@ -76,6 +76,7 @@ class TrainConfig:
     checkpoint_every_steps: int = 0
     checkpoint_every_minutes: float = 10.0
     keep_checkpoints: int = 3
+    checkpoint_async: bool = True
     mirror_url: str | None = None
     resume: bool = True
     schedule_change: str = "warn"
@@ -169,6 +170,10 @@ HELP = {
     "warmup_steps": "linear warm-up steps before cosine decay (-1: 5%% of the run, at most 100)",
     "checkpoint_every_minutes": "time-based checkpoint interval (0: off); the main safety net on spot",
     "keep_checkpoints": "complete checkpoints kept (at least 2)",
+    "checkpoint_async": "one process and DDP: copy the checkpoint's state to host memory (pinned with CUDA) and "
+    "write, fsync and checksum it on a background thread while training goes on (one write in flight; the "
+    "completion marker last); --no-checkpoint-async writes it while training waits and needs no host copy. "
+    "FSDP checkpoints are always written in the background (DCP)",
     "schedule_change": "when a resume would change the learning-rate schedule saved in the checkpoint (max steps, "
     "epochs, lr, warm-up, batch shape, or world size in an epoch-based run): warn with the difference and continue "
     "on the new schedule, or refuse (exit 2); a world-size change that keeps the schedule only warns",

@@ -261,9 +261,8 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
             self.tele.emit("run_end", status=status, totals=self._totals(), exit_code=EXIT_OK, **self.phase_fields())
             return EXIT_OK
         if not (reason == PREEMPTED and self.steps_done == 0):  # stopped before any step: nothing to save
-            self.save_checkpoint()
-        if self.saver is not None:  # exit 75 promises a complete checkpoint: wait for the background write
-            self.wait_checkpoint()
+            self.save_checkpoint(blocking=True)  # nothing left to overlap: written at once, no host copy
+        self.wait_checkpoint()  # exit 75 promises a complete checkpoint: wait for a background write
         if reason != PREEMPTED:
             # FSDP: gather the full weights (a collective on every rank); rank 0 writes them.
             full = fsdp_mod.full_model_state(self.model) if self.fsdp else None
