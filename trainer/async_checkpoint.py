@@ -10,6 +10,7 @@ thread, one at a time. A failure is raised in the training thread at the next :m
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +47,18 @@ def stage(obj: Any, device: torch.device) -> Any:
     return out
 
 
+WRITER_NICENESS = 10  # the writing thread yields the CPU to training (the data loader, the host side of steps)
+
+
+def _lower_priority() -> None:
+    """Lower this thread's scheduling priority (Linux: niceness is per thread, keyed by its native id);
+    a no-op where the platform has no per-thread priority."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITER_NICENESS)
+    except (AttributeError, OSError):
+        pass
+
+
 class BackgroundWrite:
     """At most one checkpoint write in flight on a thread of its own."""
 
@@ -61,6 +74,7 @@ class BackgroundWrite:
 
     def _run(self, write: Callable[[], None]) -> None:
         try:
+            _lower_priority()
             write()
         except BaseException as exc:  # handed to the training thread by wait()
             self._error = exc
