@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from . import compiling, dist, losses, sharded_checkpoint
+from . import async_checkpoint, compiling, dist, losses, sharded_checkpoint
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .losses import causal_loss_sum
@@ -146,13 +146,15 @@ class Building(TrainerCore):
             )
         if self.fsdp:
             # before the optimizer: it must see the sharded parameters; 16-bit gathers under *-mixed
-            fsdp_mod.shard(self.model, self.dtype if self.precision.autocast else None)
+            fsdp_mod.shard(self.model, self.dtype if self.precision.autocast else None, offload=c.optimizer_offload)
             if self.meta_init:
                 full, buffers = self._rank0_weights or (None, None)
                 fsdp_mod.materialise(self.model, self.device, full, buffers)
                 self._rank0_weights = None
         # FSDP checkpoints: each rank writes its own shards with DCP, asynchronously (sharded_checkpoint.py)
         self.saver = sharded_checkpoint.AsyncSaver(self.info.distributed) if self.fsdp else None
+        # other runs: full state dicts staged to host memory and written on a thread (async_checkpoint.py)
+        self.writes = async_checkpoint.BackgroundWrite() if not self.fsdp and c.checkpoint_async else None
         self.optimizer = make_optimizer(self.model, c, self.device)
         self.scaler = (
             torch.amp.GradScaler("cuda") if self.dtype == torch.float16 and self.device.type == "cuda" else None

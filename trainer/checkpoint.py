@@ -13,13 +13,14 @@ marker lists every file of either by its path relative to the checkpoint folder.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import random
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import numpy as np
 import torch
@@ -47,6 +48,41 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+class _HashingWriter(io.RawIOBase):
+    """A file opened for writing that feeds every byte written to a SHA-256 as well: ``torch.save``
+    writes its archive front to back, so the checksum is ready when the file is, with no second read."""
+
+    def __init__(self, fh: Any) -> None:
+        super().__init__()
+        self.fh, self.digest = fh, hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.digest.update(data)
+        return int(self.fh.write(data))
+
+
+def save_hashed(obj: Any, path: Path) -> str:
+    """``torch.save`` to ``path``, fsynced; returns the file's SHA-256 computed while writing."""
+    with open(path, "wb") as fh:
+        writer = _HashingWriter(fh)
+        torch.save(obj, cast(IO[bytes], writer))
+        fh.flush()
+        os.fsync(fh.fileno())
+    return writer.digest.hexdigest()
+
+
+def _write_text_hashed(path: Path, text: str) -> str:
+    data = text.encode("utf-8")
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return hashlib.sha256(data).hexdigest()
 
 
 def _fsync_file(path: Path) -> None:
@@ -136,22 +172,31 @@ def write_main(
     optimizer_state: dict[str, Any],
     scaler_state: dict[str, Any] | None,
     trainer_state: dict[str, Any],
-) -> None:
-    torch.save(model_state, tmp / "model.pt")
-    torch.save(optimizer_state, tmp / "optimizer.pt")
+) -> dict[str, str]:
+    """Write the full-state checkpoint's files into ``tmp``, each fsynced; returns their SHA-256s
+    (computed while writing) by name, for :func:`finish`."""
+    digests = {
+        "model.pt": save_hashed(model_state, tmp / "model.pt"),
+        "optimizer.pt": save_hashed(optimizer_state, tmp / "optimizer.pt"),
+    }
     if scaler_state:
-        torch.save(scaler_state, tmp / "scaler.pt")
-    (tmp / "trainer_state.json").write_text(json.dumps(trainer_state, indent=1), encoding="utf-8")
-    for f in tmp.iterdir():
-        _fsync_file(f)
+        digests["scaler.pt"] = save_hashed(scaler_state, tmp / "scaler.pt")
+    digests["trainer_state.json"] = _write_text_hashed(tmp / "trainer_state.json", json.dumps(trainer_state, indent=1))
+    return digests
 
 
-def finish(run_dir: Path, tmp: Path, step: int, keep: int) -> tuple[Path, int]:
-    """Rename into place, then write the completion marker last. Returns (path, bytes)."""
+def finish(run_dir: Path, tmp: Path, step: int, keep: int, digests: dict[str, str] | None = None) -> tuple[Path, int]:
+    """Rename into place, then write the completion marker last. Returns (path, bytes). ``digests``:
+    SHA-256s already known (computed while writing, :func:`write_main`); the other files are read and
+    hashed here."""
     final = checkpoints_dir(run_dir) / step_dir_name(step)
     if final.exists():
         shutil.rmtree(final)
-    files = {f.relative_to(tmp).as_posix(): _sha256(f) for f in _files(tmp)}
+    known = digests or {}
+    files = {}
+    for f in _files(tmp):
+        name = f.relative_to(tmp).as_posix()
+        files[name] = known[name] if name in known else _sha256(f)
     size = sum(f.stat().st_size for f in _files(tmp))
     os.replace(tmp, final)
     _fsync_dir(final.parent)
@@ -165,9 +210,9 @@ def finish(run_dir: Path, tmp: Path, step: int, keep: int) -> tuple[Path, int]:
     return final, size
 
 
-def problem(path: Path) -> str | None:
+def problem(path: Path, verify: bool = True) -> str | None:
     """Why the checkpoint at ``path`` cannot be used (naming the file), or None when every file the
-    manifest lists is there with its checksum."""
+    manifest lists is there with its checksum (``verify`` False: there, checksums not read)."""
     marker = path / MARKER
     try:
         meta = json.loads(marker.read_text(encoding="utf-8"))
@@ -183,6 +228,10 @@ def problem(path: Path) -> str | None:
     if "model.pt" not in files and ".metadata" not in files:
         return f"{MARKER} lists neither model.pt nor DCP's .metadata"
     for name, digest in files.items():
+        if not verify:
+            if not (path / name).is_file():
+                return f"{name} is missing"
+            continue
         try:
             actual = _sha256(path / name)
         except OSError:
@@ -208,9 +257,10 @@ def complete(run_dir: Path) -> list[Path]:
     return [p for p in candidates(run_dir) if (p / MARKER).exists()]
 
 
-def newest_valid(run_dir: Path, log: Any = None) -> Path | None:
+def newest_valid(run_dir: Path, log: Any = None, verify: bool = True) -> Path | None:
+    """The newest checkpoint that :func:`problem` accepts (``verify``: checksums read)."""
     for path in candidates(run_dir):
-        why = problem(path)
+        why = problem(path, verify)
         if why is None:
             return path
         if log:
@@ -270,11 +320,16 @@ def describe_changes(changes: list[tuple[str, Any, Any]]) -> str:
 
 def load(path: Path, rank: int) -> dict[str, Any]:
     """The state a checkpoint holds for ``rank``. A sharded (DCP) checkpoint's model and optimizer
-    ("model"/"optimizer" None here) are read by ``sharded_checkpoint.load``, a collective."""
+    ("model"/"optimizer" None here) are read by ``sharded_checkpoint.load``, a collective. The full
+    state dicts are memory-mapped (``torch.load(mmap=True)``)."""
     sharded = (path / ".metadata").is_file()
+    # memory-mapped: tensors are read from the page cache as they are copied into the model and the
+    # optimizer, not first loaded whole into RAM (private mappings: nothing is written back)
     out: dict[str, Any] = {
-        "model": None if sharded else torch.load(path / "model.pt", map_location="cpu", weights_only=True),
-        "optimizer": None if sharded else torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True),
+        "model": None if sharded else torch.load(path / "model.pt", map_location="cpu", weights_only=True, mmap=True),
+        "optimizer": None
+        if sharded
+        else torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True, mmap=True),
         "state": json.loads((path / "trainer_state.json").read_text(encoding="utf-8")),
         "scaler": None,
         "rng": None,

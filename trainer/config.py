@@ -47,6 +47,7 @@ class TrainConfig:
     # Speed and memory
     precision: str = "auto"
     grad_checkpointing: str = "off"
+    selective_policy: str = "every-matmul"
     compile: bool | None = None
     compile_backend: str = "inductor"
     attn_implementation: str = "sdpa"
@@ -58,6 +59,8 @@ class TrainConfig:
     device: str = "auto"
     fsdp: bool = False
     meta_init: bool = True
+    fsdp_defer_grad_sync: bool = False
+    optimizer_offload: bool = False
     stop_sync_every_steps: int = 0
     # LoRA
     lora_rank: int = 0
@@ -65,6 +68,7 @@ class TrainConfig:
     lora_targets: list[str] = field(default_factory=list)
     lora_dropout: float = 0.0
     qlora: bool = False
+    merge_lora: bool = False
     # Evaluation and stopping
     eval_every_steps: int = 0
     eval_batches: int = 8
@@ -75,6 +79,7 @@ class TrainConfig:
     checkpoint_every_steps: int = 0
     checkpoint_every_minutes: float = 10.0
     keep_checkpoints: int = 3
+    checkpoint_async: bool = True
     mirror_url: str | None = None
     resume: bool = True
     schedule_change: str = "warn"
@@ -99,6 +104,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 CHOICES = {
     "precision": TRAINER_PRECISIONS,  # the vocabulary and its planner names: trainer/settings.py
     "grad_checkpointing": TRAINER_CHECKPOINTING,
+    "selective_policy": ("every-matmul", "alternate-matmul"),
     "task": ("causal-lm", "seq-cls"),
     "chat_template": CHAT_TEMPLATES,
     "preemption_provider": ("auto", "aws", "gcp", "azure"),
@@ -146,6 +152,19 @@ HELP = {
     "grad_checkpointing": "recompute activations of every layer or every other layer; selective: every layer keeps "
     "its matmul and attention outputs and recomputes only the cheap elementwise work (norms, activation "
     "functions, rotary embeddings, casts): most of full checkpointing's memory saving at almost no extra FLOPs",
+    "selective_policy": "with --grad-checkpointing selective: which matmul outputs each block keeps: every-matmul "
+    "(all of them, no matmul recomputed) or alternate-matmul (the 1st, 3rd, 5th, ... matmul of the block in "
+    "forward order, as torchtitan's op-level policy: about half the kept matmul outputs for recomputing half the "
+    "block's matmuls); attention outputs are kept either way",
+    "fsdp_defer_grad_sync": "with --fsdp and --grad-accum > 1: keep each micro-step's gradients unsharded on every "
+    "rank and reduce-scatter them only after the last micro-step (one reduce-scatter per step, but every rank holds "
+    "the whole model's unsharded gradient); default: reduce-scatter after every micro-step, as torchtitan, so each "
+    "rank holds only its shard of the gradient",
+    "optimizer_offload": "with --fsdp: keep the sharded fp32 parameters, gradients and optimizer states in (pinned) "
+    "CPU memory and run the optimizer step on the CPU (FSDP2's CPUOffloadPolicy); the GPU holds only the "
+    "parameters gathered for the block being computed. Slower steps, far less GPU memory",
+    "merge_lora": "LoRA: besides the adapter (final/adapter_config.json, adapter_model.safetensors), save the base "
+    "model with the adapters merged into its weights in final/merged/ (a plain transformers model to serve)",
     "compile": "torch.compile each transformer block (fullgraph) and the chunked loss's per-chunk math; default: "
     "on with CUDA, off on the CPU (compiling takes minutes there); the seconds spent compiling are reported as "
     "compile_s",
@@ -165,6 +184,10 @@ HELP = {
     "warmup_steps": "linear warm-up steps before cosine decay (-1: 5%% of the run, at most 100)",
     "checkpoint_every_minutes": "time-based checkpoint interval (0: off); the main safety net on spot",
     "keep_checkpoints": "complete checkpoints kept (at least 2)",
+    "checkpoint_async": "one process and DDP: copy the checkpoint's state to host memory (pinned with CUDA) and "
+    "write, fsync and checksum it on a background thread while training goes on (one write in flight; the "
+    "completion marker last); --no-checkpoint-async writes it while training waits and needs no host copy. "
+    "FSDP checkpoints are always written in the background (DCP)",
     "schedule_change": "when a resume would change the learning-rate schedule saved in the checkpoint (max steps, "
     "epochs, lr, warm-up, batch shape, or world size in an epoch-based run): warn with the difference and continue "
     "on the new schedule, or refuse (exit 2); a world-size change that keeps the schedule only warns",
@@ -262,6 +285,16 @@ def validate(config: TrainConfig) -> None:
             problems.append("--qlora quantises a pretrained checkpoint: give --model (not --model-config)")
         if config.fsdp:
             problems.append("--qlora does not run with --fsdp (4-bit weights are not sharded here); use DDP")
+    if config.optimizer_offload and not config.fsdp:
+        problems.append("--optimizer-offload applies to --fsdp runs (FSDP2's CPU offload of the sharded state)")
+    if config.merge_lora and config.lora_rank < 1:
+        problems.append("--merge-lora merges LoRA adapters: give --lora-rank")
+    if config.merge_lora and (config.fsdp or config.qlora):
+        # a sharded or 4-bit base is merged into a fresh 16-bit copy of --model (trainer/final_model.py)
+        if not config.model:
+            problems.append("--merge-lora with --fsdp or --qlora reloads the base model: give --model")
+        if config.task == "seq-cls":
+            problems.append("--merge-lora with --fsdp or --qlora merges causal LMs only (--task causal-lm)")
     if config.price_per_gpu_hour is not None and config.price_per_gpu_hour < 0:
         problems.append("--price-per-gpu-hour must not be negative")
     if problems:

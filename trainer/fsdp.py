@@ -52,23 +52,64 @@ def _own_group_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [emb, head]
 
 
-def shard(model: torch.nn.Module, compute: torch.dtype | None = None) -> int:
+def offload_policy(offload: bool) -> Any:
+    """FSDP2's ``CPUOffloadPolicy`` under ``--optimizer-offload``: the sharded parameters, their gradients
+    and the optimizer states live in CPU memory (pinned with CUDA, for asynchronous copies) and the
+    optimizer steps there; each unit's parameters are copied to the GPU for its all-gather. None: off."""
+    if not offload:
+        return None
+    from torch.distributed.fsdp import CPUOffloadPolicy
+
+    return CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
+
+
+def shard(model: torch.nn.Module, compute: torch.dtype | None = None, offload: bool = False) -> int:
     """Apply ``fully_shard`` to each transformer block, to an untied embedding and head (one unit each),
     and to the root (in place), with :func:`mixed_precision` of ``compute`` (the autocast dtype under
-    ``*-mixed``, else None). Returns the number of units below the root."""
+    ``*-mixed``, else None) and :func:`offload_policy`. The untied output head stays gathered from its
+    forward through its backward (``reshard_after_forward=False``, as torchtitan's last unit): its backward
+    comes right after its forward, so resharding would only gather it again. Returns the number of units
+    below the root."""
     from torch.distributed.fsdp import fully_shard
 
     policy = mixed_precision(compute)
     kw: dict[str, Any] = {"mp_policy": policy} if policy is not None else {}
+    cpu = offload_policy(offload)
+    if cpu is not None:
+        kw["offload_policy"] = cpu
     classes = block_classes(model)
     blocks = [m for m in model.modules() if m is not model and type(m).__name__ in classes]
     if not blocks:
         raise RuntimeError(f"--fsdp: found no transformer blocks to shard in {type(model).__name__}")
-    units = [*_own_group_modules(model), *blocks]
+    own = _own_group_modules(model)
+    units = [*own, *blocks]
     for unit in units:
-        fully_shard(unit, **kw)
+        head = bool(own) and unit is own[-1]
+        fully_shard(unit, **{**kw, **({"reshard_after_forward": False} if head else {})})
     fully_shard(model, **kw)
     return len(units)
+
+
+def gradient_bytes(model: torch.nn.Module) -> int:
+    """Bytes of gradients this rank holds now: each parameter's ``.grad`` as stored here (its local shard
+    under FSDP) and, under FSDP2, the unsharded gradients it accumulates between micro-steps whose
+    reduce-scatter is deferred (``set_requires_gradient_sync(False)``; FSDP2 keeps them on its own
+    parameter records, not in ``.grad``: on the unsharded parameter, or upcast to ``reduce_dtype``)."""
+    total = 0
+    for p in model.parameters():
+        g = p.grad
+        if g is not None:
+            local = g.to_local() if hasattr(g, "to_local") else g
+            total += local.numel() * local.element_size()
+    for m in model.modules():
+        get_state = getattr(m, "_get_fsdp_state", None)
+        group = getattr(get_state(), "_fsdp_param_group", None) if get_state is not None else None
+        for fp in getattr(group, "fsdp_params", None) or ():
+            unsharded = getattr(fp, "_unsharded_param", None)
+            for acc in (getattr(fp, "unsharded_accumulated_grad", None), getattr(unsharded, "grad", None)):
+                if acc is not None:
+                    total += acc.numel() * acc.element_size()
+    return total
 
 
 def non_persistent_buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:

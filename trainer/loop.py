@@ -26,8 +26,9 @@ from . import fsdp as fsdp_mod
 from .building import Building
 from .config import TrainConfig, write_resolved
 from .evaluation import Evaluating
+from .final_model import save_final, save_merged
 from .flops import peak_flops, set_tf32
-from .model import QLoRAUnavailable, count_params, pick_device, save_final, training_flops
+from .model import QLoRAUnavailable, count_params, pick_device, training_flops
 from .object_mirror import MirrorUnavailable
 from .preemption import NONE, PREEMPTED, REASON_STATUS, SignalHandlers
 from .resuming import Resuming
@@ -106,7 +107,7 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
             else contextlib.nullcontext
         )
         n_params, n_trainable = count_params(raw)
-        self.flops = training_flops(raw, c.seq_len, c.grad_checkpointing)
+        self.flops = training_flops(raw, c.seq_len, c.grad_checkpointing, c.selective_policy)
         fpt = self.flops.model
         dev_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
         tf32 = c.tf32 == "on"
@@ -192,6 +193,7 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
                 info.world,
                 self.scaler,
                 loss_fn=self.loss_fn,
+                defer_fsdp_sync=c.fsdp_defer_grad_sync,
             )
             if self.scaler is not None:
                 self.scaler.unscale_(self.optimizer)
@@ -269,9 +271,8 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
             self.tele.emit("run_end", status=status, totals=self._totals(), exit_code=EXIT_OK, **self.phase_fields())
             return EXIT_OK
         if not (reason == PREEMPTED and self.steps_done == 0):  # stopped before any step: nothing to save
-            self.save_checkpoint()
-        if self.saver is not None:  # exit 75 promises a complete checkpoint: wait for the background write
-            self.wait_checkpoint()
+            self.save_checkpoint(blocking=True)  # nothing left to overlap: written at once, no host copy
+        self.wait_checkpoint()  # exit 75 promises a complete checkpoint: wait for a background write
         if reason != PREEMPTED:
             # FSDP: gather the full weights (a collective on every rank); rank 0 writes them.
             full = fsdp_mod.full_model_state(self.model) if self.fsdp else None
@@ -279,7 +280,10 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
                 unique = {n for n, _ in self.model.named_parameters()} | {n for n, _ in self.model.named_buffers()}
                 full = {k: v for k, v in full.items() if k in unique}
             if self.writer:  # every node's writer: each node's run directory gets the finished model
-                save_final(self._raw_model(), self.tokenizer, self.run_dir / "final", state_dict=full)
+                final, dtype = self.run_dir / "final", self.precision.compute  # served in the training dtype
+                save_final(self._raw_model(), self.tokenizer, final, state_dict=full, dtype=dtype)
+                if self.config.merge_lora:
+                    save_merged(self._raw_model(), self.tokenizer, final, dtype, self.config.model)
         if self.mirror is not None:
             self.mirror.wait(timeout=120)
         code = EXIT_RESUME if reason == PREEMPTED else EXIT_OK

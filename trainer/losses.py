@@ -53,23 +53,68 @@ HEAD_ONLY_MODEL_TYPES = frozenset(
 )
 # Config settings that change the logits after the head: a model that sets any of them takes the plain path.
 LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
-# A chunk's logits hold about this many elements at least (16 MiB in fp32), and about as many as the
-# head's input (tokens x hidden) on large models, as Liger sizes its chunks.
+# How many tokens a chunk takes. Every chunk adds its share into the head weight's fp32 gradient, one pass
+# over a vocabulary x hidden buffer, so the number of chunks sets that traffic, while a chunk's logits
+# (fp32 plus a 16-bit copy, 6 B an element) set the loss's memory. A chunk's logits hold the most of:
+# - CHUNK_INPUT_MULTIPLE x the head's input (tokens x hidden): Liger sizes chunks like the head's input,
+#   about vocabulary / hidden chunks (32 for Llama 3 8B); four times larger makes a quarter of the passes,
+#   for about 4 x 6 B x tokens x hidden of logits (800 MB for 8k tokens at width 4096, against
+#   12 B x tokens x vocabulary = 12.6 GB on the plain path);
+# - the head weight's size / CHUNK_INPUT_MULTIPLE: at least hidden / 4 tokens, so a small micro-batch or a
+#   narrow model does not make a pass over the weight for every few tokens (a pass then costs at most 4x
+#   the chunk's own logits; the chunk's memory stays under 0.4x the fp32 weight gradient every path holds);
+# - MIN_CHUNK_ELEMS (16 MiB in fp32).
 MIN_CHUNK_ELEMS = 1 << 22
+CHUNK_INPUT_MULTIPLE = 4
 
 
 def chunk_tokens(n_tokens: int, hidden: int, vocab: int) -> int:
-    """Tokens per chunk: the chunk's logits about the size of the head's input, at least MIN_CHUNK_ELEMS."""
-    target = max(n_tokens * hidden, MIN_CHUNK_ELEMS)
+    """Tokens per chunk (see the sizes above), at most ``n_tokens``."""
+    target = max(CHUNK_INPUT_MULTIPLE * n_tokens * hidden, vocab * hidden // CHUNK_INPUT_MULTIPLE, MIN_CHUNK_ELEMS)
     return max(1, min(n_tokens, target // max(1, vocab)))
+
+
+_MIXED_ADDMM: dict[str, bool] = {}
+
+
+def _mixed_addmm_works(device: torch.device) -> bool:
+    """Whether ``torch.addmm(fp32, 16-bit, 16-bit, out_dtype=fp32, out=fp32)`` accumulates 16-bit products
+    into an fp32 buffer in place on this device (CUDA, recent torch), checked once on tiny tensors."""
+    key = str(device)
+    if key not in _MIXED_ADDMM:
+        ok = False
+        if device.type == "cuda":
+            try:
+                a = torch.ones(8, 4, device=device, dtype=torch.bfloat16)
+                acc = torch.full((4, 4), 0.5, device=device)
+                torch.addmm(acc, a.t(), a, out_dtype=torch.float32, out=acc)
+                ok = acc.dtype == torch.float32 and bool(torch.all(acc == 8.5))
+            except (RuntimeError, TypeError):
+                ok = False
+        _MIXED_ADDMM[key] = ok
+    return _MIXED_ADDMM[key]
+
+
+def add_weight_grad(grad_w: torch.Tensor, g: torch.Tensor, g16: torch.Tensor, h: torch.Tensor) -> None:
+    """``grad_w += g.T @ h`` into the one fp32 buffer, with no weight-sized temporary. ``g``: the chunk's
+    logit gradient in fp32; ``g16``: the same in the compute dtype; ``h``: the chunk's head input in the
+    compute dtype. fp32 compute, or 16-bit on the CPU (where fp32 matmuls are the fast ones): an fp32
+    ``addmm_``. 16-bit on CUDA: a 16-bit matmul accumulated in fp32 straight into the buffer (``addmm``
+    with ``out_dtype``), or where this torch lacks it, the 16-bit product added in fp32."""
+    if g16.dtype == torch.float32 or grad_w.device.type != "cuda":
+        grad_w.addmm_(g.t(), h.float())
+    elif _mixed_addmm_works(grad_w.device):
+        torch.addmm(grad_w, g16.t(), h, out_dtype=torch.float32, out=grad_w)
+    else:
+        grad_w += g16.t() @ h  # a 16-bit temporary of the weight's size, accumulated in fp32
 
 
 def chunk_loss_and_grad(
     logits: torch.Tensor, targets: torch.Tensor, grads: bool, bias_grad: bool, compute_dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """One chunk's summed loss and, when ``grads``, the gradient of its logits (softmax minus one-hot,
-    zero for ignored targets) in ``compute_dtype`` and its column sums in fp32 (the bias gradient,
-    when ``bias_grad``). Works in place on ``logits`` (fp32). ``--compile`` compiles this function."""
+    zero for ignored targets) in fp32 and its column sums in fp32 (the bias gradient, when
+    ``bias_grad``). Works in place on ``logits`` (fp32). ``--compile`` compiles this function."""
     valid = targets != IGNORE_INDEX
     safe = torch.where(valid, targets, torch.zeros_like(targets)).unsqueeze(1)
     lse = torch.logsumexp(logits, dim=1)
@@ -80,7 +125,7 @@ def chunk_loss_and_grad(
     g = logits.sub_(lse.unsqueeze(1)).exp_()
     g.scatter_add_(1, safe, -valid.to(g.dtype).unsqueeze(1))
     g.mul_(valid.to(g.dtype).unsqueeze(1))
-    return loss, g.to(compute_dtype), (g.sum(0) if bias_grad else None)
+    return loss, g, (g.sum(0) if bias_grad else None)
 
 
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
@@ -111,21 +156,19 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
                 logits = (h @ w.t()).float()
                 if bias is not None:
                     logits += bias.float()
-                part, gc, gb = kernel(logits, targets[start : start + chunk], grads, grad_b is not None, compute_dtype)
+                part, g, gb = kernel(logits, targets[start : start + chunk], grads, grad_b is not None, compute_dtype)
                 del logits
                 loss += part
-                if gc is None:
+                if g is None:
                     continue
                 if grad_b is not None:
                     grad_b += gb
+                gc = g.to(compute_dtype)  # g itself when the compute dtype is fp32
                 if grad_h is not None:
                     grad_h[start : start + chunk] = gc @ w
                 if grad_w is not None:
-                    if gc.dtype == grad_w.dtype:
-                        grad_w.addmm_(gc.t(), h)  # no weight-sized temporary
-                    else:
-                        grad_w += gc.t() @ h  # a 16-bit temporary, accumulated in fp32
-                del gc
+                    add_weight_grad(grad_w, g, gc, h)
+                del g, gc
         ctx.save_for_backward(
             *(x if x is not None else torch.empty(0, device=device) for x in (grad_h, grad_w, grad_b))
         )

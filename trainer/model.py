@@ -5,6 +5,7 @@ the FLOPs per token behind MFU and HFU."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 from dataclasses import dataclass, replace
@@ -14,6 +15,7 @@ from typing import Any
 import torch
 
 from .config import TrainConfig
+from .final_model import save_final as save_final  # its home is final_model.py; kept importable here
 
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:
@@ -160,7 +162,9 @@ def build_model(
         every_n = 2 if config.grad_checkpointing == "every-other" else 1
         ckpt_kwargs: dict[str, Any] = {"use_reentrant": False}
         if config.grad_checkpointing == "selective":
-            ckpt_kwargs["context_fn"] = selective_context
+            ckpt_kwargs["context_fn"] = (
+                alternate_matmul_context if config.selective_policy == "alternate-matmul" else selective_context
+            )
         if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
             model.activation_checkpointing_enable(ckpt_kwargs, every_n_layers=every_n)
         else:
@@ -232,6 +236,34 @@ def selective_context() -> Any:
     from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
     return create_selective_checkpoint_contexts(selective_policy)
+
+
+# The matmul ops the alternate-matmul policy counts in forward order (a linear with a bias is addmm).
+_COUNTED_MATMULS = frozenset(getattr(torch.ops.aten, n).default for n in ("mm", "addmm"))
+
+
+def alternate_matmul_policy(counts: dict[str, int], ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    """``--selective-policy alternate-matmul``: torchtitan's op-level selective checkpointing
+    (``selective_ac_option = "op"``): keep what :func:`selective_policy` keeps except every second matmul
+    of the block in forward order (the 1st, 3rd, 5th, ... are kept). ``counts`` belongs to one
+    checkpointed block's forward; torch versions that ask the policy again while recomputing
+    (``ctx.is_recompute``) count those calls apart, so both passes make the same choices. About half the
+    kept matmul outputs, for recomputing half the block's matmuls."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    if op in _COUNTED_MATMULS:
+        key = "recompute" if getattr(ctx, "is_recompute", False) else "forward"
+        counts[key] = counts.get(key, 0) + 1
+        if counts[key] % 2 == 0:
+            return CheckpointPolicy.PREFER_RECOMPUTE
+    return CheckpointPolicy.MUST_SAVE if op in SELECTIVE_SAVED_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def alternate_matmul_context() -> Any:
+    """``context_fn`` under ``--selective-policy alternate-matmul`` (fresh counts per checkpointed block)."""
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    return create_selective_checkpoint_contexts(functools.partial(alternate_matmul_policy, {}))
 
 
 class QLoRAUnavailable(RuntimeError):
@@ -417,11 +449,27 @@ def _block_params(model: torch.nn.Module, lookups: set[int]) -> tuple[int, int]:
     return total, len(blocks)
 
 
-def training_flops(model: torch.nn.Module, seq_len: int, recompute: str) -> TrainingFlops:
+def _alternate_recomputed_params(model: torch.nn.Module) -> int:
+    """Parameters of the matmuls ``--selective-policy alternate-matmul`` recomputes: in each block, the
+    2nd, 4th, ... matrix weight in registration order (the forward order of Llama- and GPT-2-style blocks)."""
+    names: set[str] = set()
+    for m in model.modules():
+        names.update(getattr(m, "_no_split_modules", None) or [])
+    total = 0
+    for block in (m for m in model.modules() if type(m).__name__ in names):
+        weights = [p for p in block.parameters() if p.dim() >= 2]
+        total += sum(param_count(p) for p in weights[1::2])
+    return total
+
+
+def training_flops(
+    model: torch.nn.Module, seq_len: int, recompute: str, selective_policy: str = "every-matmul"
+) -> TrainingFlops:
     """Model FLOPs (MFU) and hardware FLOPs (HFU) per token for ``model`` trained at ``seq_len`` with
-    activation checkpointing ``recompute`` (``off``, ``every``, ``every-other``, ``selective``: no matmul
-    is recomputed, so no FLOPs are added). Frozen parameters
-    (``requires_grad`` false) cost 4 per token instead of 6."""
+    activation checkpointing ``recompute`` (``off``, ``every``, ``every-other``, ``selective``: under the
+    ``every-matmul`` policy no matmul is recomputed, so no FLOPs are added; under ``alternate-matmul``
+    every other matmul of each block is). Frozen parameters (``requires_grad`` false) cost 4 per token
+    instead of 6."""
     cfg = getattr(model, "config", None)
     params, lookups = _matmul_parameters(model)
     trained = sum(param_count(p) for p in params if p.requires_grad)
@@ -445,39 +493,6 @@ def training_flops(model: torch.nn.Module, seq_len: int, recompute: str) -> Trai
     else:
         share = 0.0
     hardware = model_flops + share * (2.0 * block_params + attention_forward)
+    if recompute == "selective" and selective_policy == "alternate-matmul":
+        hardware += 2.0 * _alternate_recomputed_params(model)
     return TrainingFlops(model_flops, hardware, trained + frozen, 3.0 * attention_forward)
-
-
-def save_final(
-    model: torch.nn.Module, tokenizer: Any, path: Path, state_dict: dict[str, torch.Tensor] | None = None
-) -> None:
-    """Hugging Face format with safetensors (LoRA: the adapters, and for classification the head).
-
-    ``state_dict``: the full weights when the model's own parameters are shards (FSDP).
-    Classifiers keep ``id2label``/``label2id`` in ``config.json``; LoRA classifiers, whose folder holds
-    only the adapter, get the base model's ``config.json`` (with the labels) as ``base_config.json``.
-    """
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    path.mkdir(parents=True, exist_ok=True)
-    kwargs: dict[str, Any] = {"safe_serialization": True}
-    if state_dict is not None:
-        kwargs["state_dict"] = state_dict
-    hf: Any = model  # a transformers PreTrainedModel (or a peft model around one): its own attributes
-    if hasattr(hf, "should_save_on_this_rank"):
-        # Recent transformers write only on global rank 0 under torch.distributed; we call this on the
-        # writer of each node's own run directory (separate disks), so this rank must write.
-        hf.should_save_on_this_rank = lambda is_main_process: True
-    restore: list[Any] = [m for m in model.modules() if getattr(m, "_trainer_restore_use_cache", False)]
-    for m in restore:
-        m.config.use_cache = True
-    try:
-        hf.save_pretrained(path, **kwargs)
-    finally:
-        for m in restore:
-            m.config.use_cache = False
-    tokenizer.save_pretrained(path)
-    base = getattr(getattr(model, "base_model", None), "model", None)
-    if hasattr(model, "peft_config") and base is not None and getattr(base.config, "id2label", None):
-        (path / "base_config.json").write_text(base.config.to_json_string(), encoding="utf-8")

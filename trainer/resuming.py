@@ -27,7 +27,10 @@ class Resuming(TrainerCore):
             names, size = checkpoint.prune_temporaries(self.run_dir)
             if names:
                 warn(f"removed {len(names)} unfinished checkpoint folder(s) ({size / 1e6:.1f} MB): {', '.join(names)}")
-        path = checkpoint.newest_valid(self.run_dir, log=warn if self.writer else None)
+        # The writer of each node's run directory reads every checksum; the other ranks on that storage
+        # check the manifest and the files' presence (the ranks then agree on the step, which re-checks
+        # a step they disagree on).
+        path = checkpoint.newest_valid(self.run_dir, log=warn if self.writer else None, verify=self.writer)
         if c.mirror_url and dist.all_max([int(path is None)], self.info, self.device)[0]:
             if self.writer and path is None:
                 fetch_newest(c.mirror_url, self.run_dir)

@@ -1,5 +1,6 @@
-"""Saving checkpoints during a run: full state dicts written by each node's writer (DDP or gathered FSDP),
-or per-rank DCP shards in the background (FSDP), completed atomically and copied to the mirror."""
+"""Saving checkpoints during a run: full state dicts written by each node's writer (one process, DDP),
+staged to host memory and written in the background (``async_checkpoint.py``), or per-rank DCP shards
+in the background (FSDP); completed atomically (marker last) and copied to the mirror."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import checkpoint, dist, sharded_checkpoint
+from . import async_checkpoint, checkpoint, dist, sharded_checkpoint
 from . import fsdp as fsdp_mod
 from .trainer_core import TrainerCore
 
@@ -17,18 +18,24 @@ from .trainer_core import TrainerCore
 class Saving(TrainerCore):
     """Writes a checkpoint of the current step (in the ``checkpoint`` phase)."""
 
-    def save_checkpoint(self) -> None:
+    def save_checkpoint(self, blocking: bool = False) -> None:
+        """Checkpoint the current step. Full-state checkpoints are written in the background unless
+        ``blocking`` (the last save before exiting: nothing to overlap, so no host copy is made) or
+        ``--no-checkpoint-async``; FSDP's sharded ones always are (DCP's ``async_save``)."""
         previous = self.phases.switch("checkpoint")
         try:
-            self._save_checkpoint()
+            self._save_checkpoint(blocking)
         finally:
             self.phases.switch(previous)
 
-    def _save_checkpoint(self) -> None:
+    def _save_checkpoint(self, blocking: bool) -> None:
         if self.saver is not None:
             self._save_sharded()
             return
         t0 = time.perf_counter()
+        background = self.writes is not None and not blocking
+        if self.writes is not None:
+            self.writes.wait()  # one write in flight: the previous one is complete (or its failure raised here)
         step = self.state.step
         # Each node's writer creates the temporary folder in its own run directory; every rank writes
         # its RNG state into its node's folder; each writer completes its node's copy (marker last).
@@ -42,32 +49,48 @@ class Saving(TrainerCore):
             optim_state = fsdp_mod.full_optimizer_state(self.model, self.optimizer)
         else:
             full_model, optim_state = {}, {}
-        dist.barrier(self.info)
+        dist.barrier(self.info)  # every rank's RNG file is on disk before the manifest can list it
         if self.writer:  # DDP: every rank holds the same weights and optimizer state; FSDP: rank 0 only
             trainable = set(self.trainable)
             if not self.fsdp:
                 full_model, optim_state = self._raw_model().state_dict(), self.optimizer.state_dict()
             model_state = {k: v for k, v in full_model.items() if k in trainable or self.full_state}
             st = self._checkpoint_state("by-name" if self.fsdp else "by-index")
-            checkpoint.write_main(
-                tmp, model_state, optim_state, self.scaler.state_dict() if self.scaler is not None else None, st
-            )
-            self.tele.sync()
-            path, size = checkpoint.finish(self.run_dir, tmp, step, self.config.keep_checkpoints)
-            seconds = time.perf_counter() - t0
-            if self.info.is_main:
-                self.tele.emit(
-                    "checkpoint",
-                    step=step,
-                    path=str(path),
-                    bytes=size,
-                    seconds=round(seconds, 4),
-                    **self.phase_fields(),
-                )
-            if self.mirror is not None:
-                self.mirror.submit(path)
-        dist.barrier(self.info)
+            scaler = self.scaler.state_dict() if self.scaler is not None else None
+            if background and self.writes is not None:
+                # what training waits for: copying the state to host memory of its own (pinned with CUDA)
+                staged = async_checkpoint.stage((model_state, optim_state, scaler), self.device)
+                held = time.perf_counter() - t0
+                self.writes.start(functools.partial(self._write_full, tmp, step, staged, st, t0, held))
+            else:
+                self._write_full(tmp, step, (model_state, optim_state, scaler), st, t0, None)
+        if not background:
+            dist.barrier(self.info)
         self.last_ckpt = time.monotonic()
+
+    def _write_full(
+        self, tmp: Path, step: int, state: tuple[Any, Any, Any], st: dict[str, Any], t0: float, held: float | None
+    ) -> None:
+        """Write, checksum (while writing), rename and mark complete; on the background thread when
+        ``held`` (the seconds training waited for the staging) is given, else in the training thread."""
+        model_state, optim_state, scaler = state
+        digests = checkpoint.write_main(tmp, model_state, optim_state, scaler, st)
+        self.tele.sync()
+        path, size = checkpoint.finish(self.run_dir, tmp, step, self.config.keep_checkpoints, digests)
+        seconds = time.perf_counter() - t0
+        if self.info.is_main:
+            self.tele.emit(
+                "checkpoint",
+                step=step,
+                path=str(path),
+                bytes=size,
+                seconds=round(seconds, 4),
+                blocking_s=round(held if held is not None else seconds, 4),
+                asynchronous=held is not None,
+                **self.phase_fields(),
+            )
+        if self.mirror is not None:
+            self.mirror.submit(path)
 
     def _checkpoint_state(self, optimizer_format: str) -> dict[str, Any]:
         st = dict(self.state.__dict__)
@@ -123,7 +146,9 @@ class Saving(TrainerCore):
             self.mirror.submit(path)
 
     def wait_checkpoint(self) -> None:
-        """Block until a sharded checkpoint in flight is complete (before exiting or the final save)."""
+        """Block until a checkpoint in flight is complete (before exiting or the final save)."""
         if self.saver is not None:
             self.saver.wait()
+        if self.writes is not None:
+            self.writes.wait()
         dist.barrier(self.info)

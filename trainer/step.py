@@ -68,11 +68,16 @@ def classification_loss_sum(
     return F.cross_entropy(logits, batch["labels"].to(device, non_blocking=True), reduction="sum")
 
 
-def _grad_sync(model: torch.nn.Module, world: int, last: bool) -> Any:
-    """DDP: ``no_sync`` before the last micro-batch. FSDP2: gradient reduce-scatter only on the last."""
+def _grad_sync(model: torch.nn.Module, world: int, last: bool, defer_fsdp: bool = False) -> Any:
+    """DDP: ``no_sync`` before the last micro-batch (its gradients are full-size on every rank either way).
+
+    FSDP2: reduce-scatter after every micro-batch (torchtitan's choice), so a rank only ever holds its
+    shard of the gradient (FSDP2 adds each micro-step's reduced shard to the sharded ``.grad``). With
+    ``defer_fsdp`` (``--fsdp-defer-grad-sync``) the reduce-scatter runs only on the last micro-batch:
+    one collective per step, but FSDP2 keeps the whole unsharded gradient on every rank in between."""
     set_sync, no_sync = getattr(model, "set_requires_gradient_sync", None), getattr(model, "no_sync", None)
     if world > 1 and set_sync is not None:
-        set_sync(last)
+        set_sync(last or not defer_fsdp)
         return contextlib.nullcontext()
     if world > 1 and not last and no_sync is not None:
         return no_sync()
@@ -88,18 +93,20 @@ def accumulate(
     world: int = 1,
     scaler: Any = None,
     loss_fn: Any = causal_loss_sum,
+    defer_fsdp_sync: bool = False,
 ) -> torch.Tensor:
     """Forward/backward over the micro-batches of one optimizer step.
 
     Each micro-batch's summed loss is divided by the real target count of the whole step across all
     ranks (times ``world``, since DDP and FSDP average gradients), so the gradient equals that of one
-    big batch. The gradient all-reduce (DDP) or reduce-scatter (FSDP) runs only on the last micro-batch.
+    big batch. DDP all-reduces only on the last micro-batch; FSDP reduce-scatters every micro-batch
+    (only on the last with ``defer_fsdp_sync``), see :func:`_grad_sync`.
     Targets are next tokens (``causal_loss_sum``) or class labels (``classification_loss_sum``).
     Returns the summed loss (a device tensor; no host sync here).
     """
     total = torch.zeros((), device=device)
     for k, batch in enumerate(micro_batches):
-        with _grad_sync(model, world, k == len(micro_batches) - 1):
+        with _grad_sync(model, world, k == len(micro_batches) - 1, defer_fsdp_sync):
             loss = loss_fn(model, batch, device, autocast)
             scaled = loss * (world / global_targets)
             (scaler.scale(scaled) if scaler is not None else scaled).backward()

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from . import compiling, dist, sharded_checkpoint
+from . import async_checkpoint, compiling, dist, sharded_checkpoint
 from . import data as data_mod
 from .config import TrainConfig
 from .mirror import Mirror
@@ -49,6 +49,7 @@ class TrainerCore:
     full_state: bool  # every parameter is trained: checkpoints carry the whole model
     fsdp: bool
     saver: sharded_checkpoint.AsyncSaver | None
+    writes: async_checkpoint.BackgroundWrite | None
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler | None
     # set by resuming.py

@@ -32,11 +32,14 @@ pytestmark = pytest.mark.slow
 STEPS = 24
 
 
-def _flags(model_config: Path) -> list[str]:
+def _flags(model_config: Path, blocking: bool = False) -> list[str]:
     # A checkpoint after every step: a SIGKILL always finds one to resume from, and a signal can be aimed
     # into a write (~8 ms) or between two (a step of 128 sequences takes ~40 ms on one core: wide enough
     # that "mid-step" does not land in the next write however fast the machine is; 4 sequences took ~3 ms).
-    return train_flags(model_config, steps=STEPS, checkpoint_every_steps=1, micro_batch=128, seq_len=48)
+    # Writes run in the background by default, overlapping the next step: with one after every step a
+    # write is always in flight, so the case aimed between two writes writes them while training waits.
+    flags = train_flags(model_config, steps=STEPS, checkpoint_every_steps=1, micro_batch=128, seq_len=48)
+    return [*flags, "--no-checkpoint-async"] if blocking else flags
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +163,7 @@ def test_interrupted_run_resumes_to_identical_weights(
 ) -> None:
     # A short back-off, but longer than the CLI's 0.5 s poll: it must see the waiting state and go on.
     monkeypatch.setattr(supervisor, "BACKOFF_BASE_S", 1.0)
-    cli = CliRun(db_path, _flags(model_config))
+    cli = CliRun(db_path, _flags(model_config, blocking=case == "sigterm-mid-step"))
     node = cli.launch()
     run_dir = Path(node["run_dir"])
     sent = _interrupt(case, node["pgid"], run_dir)

@@ -162,3 +162,35 @@ def test_a_gradient_scaler_scale_beyond_fp16_stays_finite() -> None:
     for unscaled, scaled in zip(*grads, strict=True):
         assert scaled.dtype == torch.float32 and torch.isfinite(scaled).all()
         torch.testing.assert_close(scaled / 65536.0, unscaled)
+
+
+def test_16_bit_chunks_add_into_one_fp32_weight_gradient_without_a_temporary() -> None:
+    """Issue 28 item 5: each chunk adds its share of the head weight's gradient straight into one fp32
+    buffer (no 16-bit product of the weight's size made and then added), and chunks are fewer and larger."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    vocab, hidden, n = 32768, 256, 64
+    g = torch.Generator().manual_seed(0)
+    h = (torch.randn(n, hidden, generator=g) * 0.1).requires_grad_()
+    w = (torch.randn(vocab, hidden, generator=g) * 0.02).requires_grad_()
+    targets = torch.randint(0, vocab, (n,), generator=g)
+    tracker = MemTracker()
+    with tracker:
+        loss = losses.chunked_linear_cross_entropy(h, w, None, targets, compute_dtype=torch.bfloat16)
+        peak = sum(v["Total"] for v in tracker.get_tracker_snapshot("peak").values())
+    loss.backward()
+    weight_fp32 = vocab * hidden * 4
+    chunk = losses.chunk_tokens(n, hidden, vocab)
+    assert chunk == n  # one chunk: 4 x 64 x 256 tokens x hidden < MIN_CHUNK_ELEMS, so 128 tokens' worth
+    logits = chunk * vocab * (4 + 2)  # the chunk's fp32 logits (their gradient in place) and a bf16 copy
+    # forward's peak of what it allocates: the fp32 weight gradient, the bf16 weight copy, one chunk's logits,
+    # the head input's bf16 copy, fp32 copy and bf16 gradient; the old 16-bit product of the weight's size
+    # (vocab x hidden x 2 B, 16 MiB here) added to the fp32 buffer took the peak 26% above this
+    bound = weight_fp32 + vocab * hidden * 2 + logits + n * hidden * (2 + 4 + 2)
+    assert peak <= bound * 1.02, (peak, bound)
+    ref_w = w.detach().bfloat16().float().requires_grad_()
+    ref_h = h.detach().bfloat16().float().requires_grad_()
+    torch.nn.functional.cross_entropy(ref_h @ ref_w.t(), targets, reduction="sum").backward()
+    torch.testing.assert_close(w.grad, ref_w.grad, rtol=2e-2, atol=1e-4)
+    # fewer, larger chunks: 8k tokens at width 4096 and a 128k vocabulary take 8 chunks (Liger's sizing: 32)
+    assert -(-8192 // losses.chunk_tokens(8192, 4096, 128256)) == 8

@@ -29,6 +29,19 @@ def _wait_for_step(run: Path, proc, at_least: int, timeout: float = 60.0) -> int
     raise AssertionError("timed out waiting for steps")
 
 
+def _wait_for_checkpoint(run: Path, proc, timeout: float = 60.0) -> None:
+    """Until a checkpoint record is in the stream: checkpoints are written in the background, and the
+    record follows the completion marker."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"trainer exited early: {proc.returncode}: {stderr_of(run)}")
+        if any(e["kind"] == "checkpoint" for e in read_events(run)):
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for a checkpoint")
+
+
 def _sample_order(run: Path) -> list[list[int]]:
     by_step: dict[int, list[int]] = {}
     for e in read_events(run):
@@ -52,6 +65,7 @@ def test_kill9_at_random_steps_and_resume_is_bit_identical(tmp_path: Path, model
         target = rng.randint(target + 2, target + 4)
         proc = spawn_train(base_args(run, model_config, **common))
         _wait_for_step(run, proc, target)
+        _wait_for_checkpoint(run, proc)  # at least one complete checkpoint to resume from
         proc.kill()  # SIGKILL: no chance to clean up
         proc.wait(timeout=30)
         kills += 1

@@ -119,3 +119,46 @@ def test_a_run_with_selective_checkpointing_trains(tmp_path: Path, model_config:
     events = read_events(tmp_path / "sel")
     assert events[0]["config"]["grad_checkpointing"] == "selective"
     assert events[-1]["status"] == "finished"
+
+
+def _alt_model(tmp_path: Path) -> torch.nn.Module:
+    path = tmp_path / "alt.json"
+    path.write_text(json.dumps(LLAMA))
+    config = make_config(
+        tmp_path / "run",
+        path,
+        grad_checkpointing="selective",
+        selective_policy="alternate-matmul",
+        precision="fp32",
+        loss_impl="plain",
+    )
+    model = build_model(config, vocab_size=96, eos_id=0)
+    model.train()
+    return model
+
+
+def test_alternate_matmul_policy_gives_the_plain_gradients_and_keeps_what_the_planner_counts(tmp_path: Path) -> None:
+    """Issue 28 item 3: the middle option (torchtitan's op policy) keeps every other matmul output."""
+    from gpuplanner.plan.activation_ledger import SELECTIVE_ALTERNATE_MATMUL
+
+    ref = _grads(_model(tmp_path, "off"))
+    got = _grads(_alt_model(tmp_path))
+    for name, g in ref.items():
+        torch.testing.assert_close(got[name], g, rtol=1e-5, atol=1e-6, msg=name)
+    kept_alt = _kept_bytes(_alt_model(tmp_path))
+    kept = {ckpt: _kept_bytes(_model(tmp_path, ckpt)) for ckpt in ("selective", "every")}
+    assert kept["every"] < kept_alt < kept["selective"]
+    spec = from_config(LLAMA)
+    per_layer = memory.selective_layer_bytes(spec, "fp32", "sdpa", SELECTIVE_ALTERNATE_MATMUL)
+    h, kv, i, heads = 64, 2 * 16, 176, 4
+    assert per_layer == 4 * (h + kv + i + h) + 4 * h + 4 * heads  # q, v, gate, down + attention + lse
+    assert kept_alt - kept["every"] == pytest.approx(2 * per_layer * 4 * 64, rel=0.05)
+
+
+def test_alternate_matmul_policy_counts_its_recomputed_matmuls_in_hfu(tmp_path: Path) -> None:
+    sel = training_flops(_model(tmp_path, "selective"), 64, "selective")
+    alt = training_flops(_alt_model(tmp_path), 64, "selective", "alternate-matmul")
+    h, kv, i = 64, 2 * 16, 176
+    recomputed_per_layer = h * kv + h * h + h * i  # k, o, up: the 2nd, 4th and 6th matmul
+    assert alt.model == sel.model
+    assert alt.hardware - sel.hardware == 2.0 * 2 * recomputed_per_layer
