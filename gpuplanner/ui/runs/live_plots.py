@@ -30,7 +30,7 @@ from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 DEFAULT_WINDOW_S = 600.0
 LEFT_AXIS_PX = 62
-NO_PRICE = "no price set for this host\n(set one in the Hosts pane to see the spend)"
+NO_PRICE = "No price set for this host: set one in the Hosts pane to see the spend."
 NO_GPU_SAMPLES = "no GPU samples recorded"
 NO_STEPS = "no training steps recorded"
 GPU_CURVES = ("util", "mem", "power", "sm")  # a GPU's curves, drawn from these buffer columns:
@@ -151,7 +151,7 @@ class LivePlots(QWidget):
         self.no_price_label.setParentItem(self.plots["spend"].getViewBox())
         self.no_price_label.setVisible(False)
         spend_view = self.plots["spend"].getViewBox()
-        spend_view.sigResized.connect(lambda view: self.no_price_label.setPos(view.rect().center()))
+        spend_view.sigResized.connect(self._place_no_price)
         # an empty plot says so (a run that failed before its first sample or step), not a bare axis
         self.empty_labels: dict[str, pg.TextItem] = {}
         for key, plot in self.plots.items():
@@ -232,14 +232,20 @@ class LivePlots(QWidget):
                 label.setVisible(empty)
                 label.setPos(self.plots[key].getViewBox().rect().center())
         if no_price:
-            titles["spend"] = "Spend (USD): no price set for this host"
-            self.no_price_label.setPos(self.plots["spend"].getViewBox().rect().center())
+            titles["spend"] = "Spend: no price set"
+            self._place_no_price()
         elif tel.budget_usd:
             titles["spend"] = "Spend (USD) vs budget"
         for key, title in titles.items():
             if self._titles.get(key) != title:
                 self._titles[key] = title
                 self._set_title(key, title)
+
+    def _place_no_price(self, *_: object) -> None:
+        """The unpriced run's words centred in the spend plot and wrapped to its width (never clipped)."""
+        rect = self.plots["spend"].getViewBox().rect()
+        self.no_price_label.setTextWidth(max(40.0, rect.width() - 8))
+        self.no_price_label.setPos(rect.center())
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
         super().changeEvent(event)
@@ -391,7 +397,12 @@ class LivePlots(QWidget):
                 continue
             values_arr = np.asarray(values, dtype=float)
             current = self._y_ranges.get(plot_key)
-            new = fit_range(current, float(np.fmin.reduce(values_arr)), float(np.fmax.reduce(values_arr)))
+            lo, hi = float(np.fmin.reduce(values_arr)), float(np.fmax.reduce(values_arr))
+            if plot_key == "spend":  # cumulative spend: the axis starts at $0 (never a negative-dollar axis)
+                lo, hi = 0.0, hi if hi > 0 else 1.0
+            new = fit_range(current, lo, hi)
+            if new is not None and plot_key == "spend":
+                new = (0.0, new[1])
             if new is not None and new != current:
                 self._y_ranges[plot_key] = new
                 self.plots[plot_key].setYRange(*new, padding=0)

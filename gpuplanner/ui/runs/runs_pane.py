@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSplitter,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -49,7 +50,15 @@ from gpuplanner.ui.runs.run_demo import demo_request
 from gpuplanner.ui.runs.run_entry import RunEntry
 from gpuplanner.ui.runs.run_failure_panel import FailurePanel
 from gpuplanner.ui.runs.run_launching import RunLaunching
-from gpuplanner.ui.runs.run_status_text import elapsed_eta, failure_text, progress, spend_line, state_line
+from gpuplanner.ui.runs.run_status_text import (
+    NO_RUN,
+    elapsed_eta,
+    failure_text,
+    progress,
+    spend_line,
+    state_line,
+    waiting_text,
+)
 from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 from gpuplanner.ui.runs.runs_history import Found, LastEnded, run_alerts, runs_to_reattach
 from gpuplanner.ui.widgets.time_bars import TimeBars
@@ -76,6 +85,7 @@ class RunsPane(RunLaunching, QWidget):
         self._pending_status: dict[int, Any] = {}
         self._shut_down = False
         self._measure_dialog: LaunchDialog | None = None  # a launch dialog waiting for a measurement
+        self._launching: str | None = None  # the host a launch is under way on (no run id yet)
         # The window's shared controller (one RunManager for every pane), else one of its own (standalone).
         self._owns_controller = controller is None
         if controller is None:
@@ -146,7 +156,7 @@ class RunsPane(RunLaunching, QWidget):
         rlay = QVBoxLayout(right)
         rlay.setContentsMargins(4, 0, 0, 0)
         head = QHBoxLayout()
-        self.title_label = QLabel("No run yet: launch one, or try the demo run.")
+        self.title_label = QLabel("No run yet")
         self.title_label.setStyleSheet("font-weight: bold; font-size: 13pt")
         self.state_label = QLabel()
         self.simulated_badge = QLabel("SIMULATED GPU telemetry: no GPU on this host")
@@ -195,7 +205,16 @@ class RunsPane(RunLaunching, QWidget):
         self.plots_split.setStretchFactor(0, 1)
         self.plots_split.setStretchFactor(1, 0)
         self.plots_split.setSizes([10_000, GPU_TABLE_HEIGHT])
-        rlay.addWidget(self.plots_split, 1)
+        # one honest state before there is data: words in place of the plots, never empty 0-1 axes
+        self.waiting_label = QLabel(NO_RUN)
+        self.waiting_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.waiting_label.setWordWrap(True)
+        self.waiting_label.setStyleSheet("color: palette(placeholder-text); font-size: 12pt")
+        self.plots_stack = QStackedWidget()
+        self.plots_stack.addWidget(self.plots_split)
+        self.plots_stack.addWidget(self.waiting_label)
+        self.plots_stack.setCurrentWidget(self.waiting_label)
+        rlay.addWidget(self.plots_stack, 1)
         buttons = QHBoxLayout()
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Graceful stop: the trainer checkpoints and exits (resume it later)")
@@ -441,16 +460,21 @@ class RunsPane(RunLaunching, QWidget):
         for button in (self.stop_button, self.kill_button, self.preempt_button, self.resume_button, self.folder_button):
             button.setEnabled(False)
         self._update_failure(entry)
+        waiting = waiting_text(entry.state if entry else None, entry.telemetry if entry else None, self._launching)
+        self.waiting_label.setText(waiting or "")
+        self.plots_stack.setCurrentWidget(self.waiting_label if waiting else self.plots_split)
         if entry is None:
+            self.title_label.setText(f"Starting on {self._launching}…" if self._launching else "No run yet")
+            self.state_label.setText("")
             self.gpu_table.setVisible(False)
             self.simulated_badge.setVisible(False)
             self.alert_banner.set_alerts([])
             return
         tel = entry.telemetry
         rows = tel.gpu_table()
-        self.gpu_table.setVisible(bool(rows))
+        self.gpu_table.setVisible(bool(rows) and not waiting)
         tallest = self.gpu_table.maximumHeight()
-        self.gpu_table.show_rows(rows)
+        self.gpu_table.show_rows(rows, ended=entry.state in FINAL_STATES)
         if self.gpu_table.maximumHeight() != tallest:  # fewer GPUs than rows room: the plots take the rest
             sizes = self.plots_split.sizes()
             table = min(max(sizes[1], GPU_TABLE_HEIGHT), self.gpu_table.maximumHeight())
