@@ -6,6 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from PySide6.QtWidgets import QLabel
+
 from gpuplanner.ui.runs.live_plots import LivePlots
 from gpuplanner.ui.runs.run_demo import demo_request
 from gpuplanner.ui.runs.run_status_text import NO_RUN, WAITING
@@ -102,3 +104,15 @@ def test_search_without_a_cap_draws_no_cap_zero_line(qtbot) -> None:
     plots.show_review(review)
     assert plots.cap_line.isVisible() and plots.cap_line.value() == 2.0
     assert plots.spend_plot.getViewBox().viewRange()[1][0] == 0.0
+
+
+def test_the_demo_promise_names_what_the_demo_runs(qtbot, tmp_path) -> None:
+    from gpuplanner.ui.dialogs.welcome_dialog import WelcomeDialog
+    from gpuplanner.ui.runs.run_demo import DEMO_PROMISE, DEMO_STEPS
+
+    args = demo_request().trainer_args
+    assert args[args.index("--max-steps") + 1] == str(DEMO_STEPS) == "1000"
+    dialog = WelcomeDialog(tmp_path / "history.db", tmp_path / "config")
+    qtbot.addWidget(dialog)
+    text = dialog.findChildren(QLabel)[0].text()
+    assert f"trains {DEMO_STEPS:,} steps" in text and DEMO_PROMISE in text and "minute or two" not in text

@@ -46,7 +46,7 @@ from gpuplanner.ui.runs.gpu_table import GpuTable
 from gpuplanner.ui.runs.launch_request import LaunchRequest
 from gpuplanner.ui.runs.live_plots import LivePlots
 from gpuplanner.ui.runs.run_controller import RunController
-from gpuplanner.ui.runs.run_demo import demo_request
+from gpuplanner.ui.runs.run_demo import DEMO_PROMISE, DEMO_STEPS, demo_request
 from gpuplanner.ui.runs.run_entry import RunEntry
 from gpuplanner.ui.runs.run_failure_panel import FailurePanel
 from gpuplanner.ui.runs.run_launching import RunLaunching
@@ -120,7 +120,9 @@ class RunsPane(RunLaunching, QWidget):
         self.new_button.setToolTip("Launch the bundled trainer on this machine or an SSH host")
         self.new_button.clicked.connect(self._on_new_clicked)
         self.demo_button = QPushButton("Try a demo run")
-        self.demo_button.setToolTip("Train a tiny GPT-2 on this machine for a minute to see the live plots")
+        self.demo_button.setToolTip(
+            f"Train a tiny GPT-2 for {DEMO_STEPS:,} steps on this machine ({DEMO_PROMISE}) to see the live plots"
+        )
         self.demo_button.clicked.connect(self.start_demo_run)
         self.window_combo = QComboBox()
         for label, seconds in WINDOWS:
