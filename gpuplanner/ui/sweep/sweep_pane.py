@@ -194,7 +194,7 @@ class SweepPane(QWidget):
         self.tags_edit.setPlaceholderText("project=search owner=ana")
         self.flags_edit = QLineEdit()
         self.flags_edit.setPlaceholderText("trainer flags, e.g. --model-config cfg.json --data corpus/")
-        for label, widget in (
+        run_rows: tuple[tuple[str, QWidget], ...] = (
             ("Hosts:", self.hosts_edit),
             ("Search space:", self.space_editor),
             ("or a space file:", self.space_edit),
@@ -208,8 +208,9 @@ class SweepPane(QWidget):
             ("Max GPU-hours:", self.run_hours_edit),
             ("Tags:", self.tags_edit),
             ("Trainer flags:", self.flags_edit),
-        ):
-            rform.addRow(label, widget)
+        )
+        for run_label, run_widget in run_rows:
+            rform.addRow(run_label, run_widget)
         buttons = QHBoxLayout()
         self.start_button = QPushButton("Start search")
         self.start_button.clicked.connect(self.start_search)
