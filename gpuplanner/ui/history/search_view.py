@@ -131,6 +131,7 @@ class SearchPlots(QWidget):
         self.spend_plot.addItem(self.cap_line)
         for plot in (self.best_plot, self.spend_plot):
             plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.hideButtons()  # no stray "A" auto-range button: the ranges follow the search
             layout.addWidget(plot)
         self.apply_palette()
         self.best_curve = self.best_plot.plot([], [], pen=pg.mkPen("#2a6fdb", width=2), symbol="o", symbolSize=7)
