@@ -175,6 +175,9 @@ def test_compare_runs_side_by_side(pane: HistoryPane, runs: dict[str, int], serv
     headers = [table.horizontalHeaderItem(c).text() for c in range(2)]
     col = headers.index(f"Run {runs['eight']}")
     assert table.item(cost_row, col).text() == "80.00"
+    shown = {labels[r]: [table.item(r, c).text() for c in range(2)] for r in range(len(labels))}
+    assert "Hours" not in shown and all("min" in t or " h" in t for t in shown["Time held"])  # no "Hours: 2 min"
+    assert not any("_" in t for t in shown["Pricing"])  # "on-demand", not "on_demand"
     # differences stand out: the cheaper run's cost is marked best, the dearer worst; equal rows stay plain
     costs = [float(table.item(cost_row, c).text().replace(",", "")) for c in range(2)]
     marks = [table.item(cost_row, c).toolTip() for c in range(2)]
@@ -183,6 +186,15 @@ def test_compare_runs_side_by_side(pane: HistoryPane, runs: dict[str, int], serv
     for r in range(table.rowCount()):
         same = table.item(r, 0).text() == table.item(r, 1).text()
         assert same == (table.item(r, 0).toolTip() == "" == table.item(r, 1).toolTip()), labels[r]
+
+
+def test_compare_cells_share_one_precision_per_metric() -> None:
+    from gpuplanner.ui.history.compare_marks import same_precision
+
+    assert same_precision([0.02, 0.0298], ["0.02", "0.0298"]) == ["0.0200", "0.0298"]
+    assert same_precision([80.0, 3.5], ["80.00", "3.50"]) == ["80.00", "3.50"]
+    assert same_precision([1.5, None], ["1.50", "–"]) == ["1.50", "–"]  # a missing figure: as shown
+    assert same_precision([0.5, 0.25], ["30 min", "15 min"]) == ["30 min", "15 min"]  # durations stay words
 
 
 def test_compare_marks_follow_each_metric_direction() -> None:

@@ -33,6 +33,27 @@ MARK_WORDS = {
 }
 
 
+# the Compare tab's words for rows whose History labels read badly beside a duration ("Hours: 2 min")
+SHOWN_LABELS = {"Hours": "Time held", "Wall hours": "Wall time"}
+
+
+def same_precision(values: Sequence[Any], texts: Sequence[str]) -> list[str]:
+    """A compared metric's cells with one number of decimals across the runs (0.0200 beside 0.0298, not
+    0.02): enough for three significant figures of the smallest, two at least for values under 1,000.
+    Cells that are not plain numbers as shown (durations, "no price", whole numbers) are left as they are."""
+    numbers = [_number(v) for v in values]
+    if any(n is None or isinstance(v, int) for n, v in zip(numbers, values)):
+        return list(texts)
+    plain = [t.replace(",", "").replace(".", "", 1).lstrip("-").isdigit() for t in texts]
+    if not all(plain):
+        return list(texts)
+    small = [abs(n) for n in numbers if n is not None and n != 0 and abs(n) < 1000]
+    if not small:
+        return list(texts)
+    decimals = min(6, max(2, max(2 - math.floor(math.log10(v)) for v in small)))
+    return [f"{n:,.{decimals}f}" if abs(n) < 1000 else f"{n:,.0f}" for n in numbers if n is not None]
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None

@@ -53,7 +53,7 @@ from gpuplanner.history.analytics import RunSummary
 from gpuplanner.history.export import write_table
 from gpuplanner.history.time_breakdown import TimeBreakdown, sum_breakdowns
 from gpuplanner.ui.background import BackgroundJob, JobSignals
-from gpuplanner.ui.history.compare_marks import MARK_TINTS, MARK_WORDS, compare_marks
+from gpuplanner.ui.history.compare_marks import MARK_TINTS, MARK_WORDS, SHOWN_LABELS, compare_marks, same_precision
 from gpuplanner.ui.history.compare_plots import ComparePlots
 from gpuplanner.ui.history.history_loads import delete_and_load, load_overlay, load_series, load_summaries
 from gpuplanner.ui.history.history_model import (
@@ -433,7 +433,12 @@ class HistoryPane(QWidget):
     def compare_texts(self, run_ids: Sequence[int]) -> list[list[str]]:
         """:meth:`compare_rows` as the Compare tab and the PDF show them ("no price" where a run has none)."""
         summaries = [s for s in (self._summary(i) for i in run_ids) if s is not None]
-        return [[label, *(metric_text(s, attr) for s in summaries)] for label, attr in COMPARE_METRICS]
+        rows = []
+        for label, attr in COMPARE_METRICS:
+            texts = [metric_text(s, attr) for s in summaries]
+            values = [metric_value(s, attr) for s in summaries]
+            rows.append([SHOWN_LABELS.get(label, label), *same_precision(values, texts)])
+        return rows
 
     def show_compare(self, run_ids: Sequence[int]) -> None:
         self._series_run = None  # a series still loading is not shown over the comparison
