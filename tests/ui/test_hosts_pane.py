@@ -60,6 +60,8 @@ def test_model_follows_qt_rules(qtmodeltester: Any, tmp_services: Any) -> None:
     again = HostsTableModel()
     again.set_hosts(list_hosts(tmp_services.db_path))
     assert again.index(1, COLUMNS.index("Reachable")).data() == "no: connection refused"
+    again.set_error("box", "box: cannot connect to 10.0.0.5:2222")  # the row names the host already
+    assert again.index(1, COLUMNS.index("Reachable")).data() == "no: cannot connect to 10.0.0.5:2222"
     again.set_probing("box", True)  # a new try clears it, here and for the next session
     assert HostsTableModel()._errors == {}
     assert model.index(1, COLUMNS.index("Address")).data() == "me@10.0.0.5:2222"

@@ -40,7 +40,7 @@ class WelcomeDialog(QDialog):
             "keeps what it really took.</p>"
             f"<ul>{places}</ul>"
             f"<p>Try a demo run: a tiny model trains {DEMO_STEPS:,} steps on this machine (a simulated GPU if "
-            f"there is none), {DEMO_PROMISE} on one CPU core: long enough to try Stop and Simulate preemption.</p>"
+            f"there is none), {DEMO_PROMISE} (the Runs pane shows its ETA): long enough to try Stop and Simulate preemption.</p>"
             f"<p>Your runs and plans live in <code>{db_path}</code>; prices you add and your own machines in "
             f"<code>{config_dir}</code>.</p>"
         )

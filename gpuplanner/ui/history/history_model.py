@@ -41,7 +41,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
         "running, finished, preempted, stopped (by you), stopped at the budget, stopped early (the trainer's"
         " early stopping), failed",
     ),
-    ("Hours", "hours", "Hours the GPUs were held (interruption gaps excluded)"),
+    ("Time held", "hours", "How long the GPUs were held (interruption gaps excluded)"),
     ("Cost $", "cost_usd", "Price x GPUs x hours"),
     ("Util %", "avg_util_pct", "Average NVML GPU utilisation: share of time any kernel ran, not SM occupancy"),
     (

@@ -155,8 +155,8 @@ class HostsTableModel(QAbstractTableModel):
     def reachable_text(self, host: Any) -> str:
         if host.name in self._probing:
             return "probing…"
-        if host.name in self._errors:
-            return f"no: {self._errors[host.name]}"
+        if host.name in self._errors:  # the host's name is the row's: not repeated in its narrow cell
+            return f"no: {self._errors[host.name].removeprefix(host.name + ': ')}"
         probe = host.probe
         if probe is None:
             return "not probed"

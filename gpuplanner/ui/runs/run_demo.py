@@ -11,7 +11,7 @@ DEMO_STEPS_KEY = "demo/steps"
 # 2-core machine; 3,000 steps took 2.7-4.8 minutes, which the welcome's "a minute or two" did not hold):
 # time to try Stop and Simulate preemption, with a checkpoint every 250 steps for Resume.
 DEMO_STEPS = 1000
-DEMO_PROMISE = "about a minute"  # what the welcome and the button say; keep it true of DEMO_STEPS
+DEMO_PROMISE = "about a minute on a free CPU core"  # what the welcome and the button say; true of DEMO_STEPS
 
 
 def demo_steps() -> int:

@@ -161,7 +161,7 @@ class RunsPane(RunLaunching, QWidget):
         self.title_label = QLabel("No run yet")
         self.title_label.setStyleSheet("font-weight: bold; font-size: 13pt")
         self.state_label = QLabel()
-        self.simulated_badge = QLabel("SIMULATED GPU telemetry: no GPU on this host")
+        self.simulated_badge = QLabel("SIMULATED GPU")  # short: never cut at 1024 px wide (the tooltip says why)
         self.simulated_badge.setStyleSheet(
             "background: #ffe0b2; color: #7a3e00; border: 1px solid #e08a00;"
             " border-radius: 3px; padding: 1px 6px; font-weight: bold"
