@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import QCoreApplication
 from PySide6.QtWidgets import QApplication
 
+from gpuplanner.app.fast_start import import_history_without_pandas
 from gpuplanner.ui import app_log, crash_report, xcb_check
 from gpuplanner.ui.palette import SchemeFollower, app_icon
 
@@ -45,22 +46,8 @@ def create_application(argv: Sequence[str] = (), theme: str | None = None) -> QA
     return app
 
 
-def _import_sqlite_utils_without_pandas() -> None:
-    """Import sqlite-utils without its optional pandas support: where pandas is installed (as it is for
-    many who train models) sqlite-utils imports it at once, 1.3 s of the window's start measured before
-    the first paint, for column types of pandas objects, which GPU Planner never stores. Other code
-    that imports pandas later gets it as usual."""
-    if "sqlite_utils" in sys.modules or "pandas" in sys.modules:
-        return
-    sys.modules["pandas"] = None  # type: ignore[assignment]  # an ImportError for sqlite-utils' optional import
-    try:
-        import sqlite_utils.db  # noqa: F401
-    finally:
-        del sys.modules["pandas"]
-
-
 def create_window(db: str | None = None):  # -> MainWindow (imported lazily: keeps `--help` fast)
-    _import_sqlite_utils_without_pandas()
+    import_history_without_pandas()  # before anything imports the history: see gpuplanner.app.fast_start
     from gpuplanner.ui.main_window import MainWindow
     from gpuplanner.ui.services import AppServices
 
