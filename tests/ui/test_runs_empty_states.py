@@ -110,8 +110,10 @@ def test_the_demo_promise_names_what_the_demo_runs(qtbot, tmp_path) -> None:
     from gpuplanner.ui.dialogs.welcome_dialog import WelcomeDialog
     from gpuplanner.ui.runs.run_demo import DEMO_PROMISE, DEMO_STEPS
 
-    args = demo_request().trainer_args
+    request = demo_request()
+    args = request.trainer_args
     assert args[args.index("--max-steps") + 1] == str(DEMO_STEPS) == "1000"
+    assert request.env == {"OMP_NUM_THREADS": "1"}  # as measured: one thread, about a minute
     dialog = WelcomeDialog(tmp_path / "history.db", tmp_path / "config")
     qtbot.addWidget(dialog)
     text = dialog.findChildren(QLabel)[0].text()
