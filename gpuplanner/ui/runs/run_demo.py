@@ -7,12 +7,13 @@ from gpuplanner.ui.runs.launch_memory import settings_store
 from gpuplanner.ui.runs.launch_request import LaunchRequest, demo_dir
 
 DEMO_STEPS_KEY = "demo/steps"
-# About a minute on one CPU core (measured: 53 s wall for 1,000 steps, trainer start included, on a busy
-# 2-core machine; 3,000 steps took 2.7-4.8 minutes, which the welcome's "a minute or two" did not hold):
+# Under a minute on one CPU thread (measured for 1,000 steps, trainer start included: 26 s elapsed in the
+# window, 51-82 s standalone at load 9 on 2 cores; 3,000 steps took 2.7-4.8 minutes there, which the
+# welcome's old "a minute or two" did not hold):
 # time to try Stop and Simulate preemption, with a checkpoint every 250 steps for Resume.
 DEMO_STEPS = 1000
 DEMO_ENV = {"OMP_NUM_THREADS": "1"}  # the demo trains on one CPU thread (see demo_request)
-DEMO_PROMISE = "about a minute on a free CPU core"  # what the welcome and the button say; true of DEMO_STEPS
+DEMO_PROMISE = "under a minute on a free CPU core"  # what the welcome and the button say; true of DEMO_STEPS
 
 
 def demo_steps() -> int:
