@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import QCoreApplication
 from PySide6.QtWidgets import QApplication
 
+from gpuplanner.app.fast_start import import_history_without_pandas
 from gpuplanner.ui import app_log, crash_report, xcb_check
 from gpuplanner.ui.palette import SchemeFollower, app_icon
 
@@ -46,6 +47,7 @@ def create_application(argv: Sequence[str] = (), theme: str | None = None) -> QA
 
 
 def create_window(db: str | None = None):  # -> MainWindow (imported lazily: keeps `--help` fast)
+    import_history_without_pandas()  # before anything imports the history: see gpuplanner.app.fast_start
     from gpuplanner.ui.main_window import MainWindow
     from gpuplanner.ui.services import AppServices
 

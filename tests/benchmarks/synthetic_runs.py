@@ -24,7 +24,15 @@ def synthetic_telemetry(gpus: int = 8, samples: int = 86_400, *, seed: int = 0) 
     for i in range(gpus):
         util = np.clip(85 + 10 * np.sin(x / 900 + i) + rng.normal(0, 4, samples), 0, 100)
         rows = np.column_stack(
-            [x, util, np.full(samples, np.nan), 60 + 8 * np.sin(x / 3000 + i), np.full(samples, 80.0), 300 + 3 * util]
+            [
+                x,
+                util,
+                np.full(samples, np.nan),
+                60 + 8 * np.sin(x / 3000 + i),
+                np.full(samples, 80.0),
+                300 + 3 * util,
+                util,
+            ]
         )
         buf = RingBuffer(GPU_COLUMNS, samples, initial=samples)
         buf.extend(rows)
@@ -72,7 +80,7 @@ def redraw_benchmark(gpus: int = 8, samples: int = 86_400, frames: int = 30, *, 
     try:
         for k in range(frames):
             for buf in tel.gpus.values():
-                buf.append((samples + k, 80.0, None, 60.0, 80.0, 400.0))
+                buf.append((samples + k, 80.0, None, 60.0, 80.0, 400.0, 80.0))
             tel.last_t = float(samples + k)
             tel.version += 1
             timer.start()

@@ -1,7 +1,7 @@
 """How fast the desktop app feels: start-up, Plan pane recalculation, Runs plot redraw.
 
 Prints three figures against their targets:
-1. time from process start to the main window shown (target < 1.5 s): a fresh Python process is
+1. time from process start to the main window shown (target < 1.0 s): a fresh Python process is
    started (empty data directory, private settings) and reports when the window's first frame
    has been painted; median of 5 starts, measured from just before the process is spawned (also
    printed: when the window is complete, i.e. the cost chart and the Runs pane, built after the first
@@ -13,6 +13,11 @@ Prints three figures against their targets:
    ``tests.benchmarks.synthetic_runs.redraw_benchmark``.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/benchmarks/ui_speed.py
+    xvfb-run -a -s "-screen 0 1280x800x24" .venv/bin/python tests/benchmarks/ui_speed.py --startup
+
+Under a real X server (``xvfb-run``: DISPLAY is set) the window uses the xcb platform, as on a desktop;
+``--startup`` prints the start-up figures only. The load average is printed beside them: on a busy
+machine start-up is slower, so compare figures taken at similar loads.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 STARTS = 5
+CPU_TO_SHOWN: list[float] = []
 EDITS = 30
 
 
@@ -50,7 +56,7 @@ def _child_startup() -> None:
             return False
 
     def report() -> None:
-        print(f"SHOWN {time.time():.6f}", flush=True)
+        print(f"SHOWN {time.time():.6f} {time.process_time():.6f}", flush=True)
         complete()
 
     def complete() -> None:
@@ -69,7 +75,11 @@ def _child_startup() -> None:
 
 
 def startup_seconds() -> tuple[list[float], list[float]]:
+    """Wall seconds to the first painted frame and to the complete window, per start; also
+    :data:`CPU_TO_SHOWN`, the CPU seconds the process had used by its first frame (less sensitive than
+    wall time to other processes on a busy machine)."""
     times, ready = [], []
+    CPU_TO_SHOWN.clear()
     for _ in range(STARTS):
         with tempfile.TemporaryDirectory() as tmp:
             env = dict(
@@ -88,6 +98,7 @@ def startup_seconds() -> tuple[list[float], list[float]]:
             if not shown:
                 raise RuntimeError(f"the window never showed:\n{out.stdout}\n{out.stderr}")
             times.append(float(shown[0].split()[1]) - start)
+            CPU_TO_SHOWN.append(float(shown[0].split()[2]))
             done = [line for line in out.stdout.splitlines() if line.startswith("READY ")]
             if done:
                 ready.append(float(done[0].split()[1]) - start)
@@ -145,17 +156,21 @@ def _p90(values: list[float]) -> float:
 
 
 def main() -> int:
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    print(f"platform: {os.environ['QT_QPA_PLATFORM']}, python {sys.version.split()[0]}")
+    os.environ.setdefault("QT_QPA_PLATFORM", "xcb" if os.environ.get("DISPLAY") else "offscreen")
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"platform: {os.environ['QT_QPA_PLATFORM']}, python {sys.version.split()[0]}, load average {load}")
     starts, ready = startup_seconds()
     print(
         f"start-up to window shown: median {statistics.median(starts):.2f} s, best {min(starts):.2f} s "
-        f"over {STARTS} starts (target < 1.5 s)"
+        f"over {STARTS} starts (target < 1.0 s); CPU time of the process by then: median "
+        f"{statistics.median(CPU_TO_SHOWN):.2f} s"
     )
     if ready:
         print(
             f"  window complete (plan result, cost chart and Runs pane built): median {statistics.median(ready):.2f} s"
         )
+    if "--startup" in sys.argv:
+        return 0
     totals, engine, gui = recalc_seconds()
     print(
         f"plan recalculation after an edit: median {statistics.median(totals) * 1000:.1f} ms, "

@@ -58,8 +58,11 @@ def test_estimate_matches_the_cli(qtbot: Any, pane: SweepPane, capsys: pytest.Ca
     assert f"Pruning saves ${saving['cost_usd']:,.2f} ({saving['pct']:.0f}%)" in text
     assert f"{cli['search']['trials']} trials of gpt2, 3 at a time, pruned by successive halving." in text
     assert "One full trial on 1 x A100 80GB" in text
-    if not cli["caps"]["finishes_under_cap"]:
-        assert f"after {cli['caps']['trials_within_cap']} of 27 trials" in text
+    if not cli["caps"]["finishes_under_cap"]:  # the verdict on its own word-wrapped line above the estimate
+        assert f"after {cli['caps']['trials_within_cap']} of 27 trials" in pane.verdict_label.text()
+    # what was estimated is what the Run tab starts
+    assert pane.run_trials_spin.value() == 27
+    assert pane.run_budget_edit.text() == "50" and pane.run_hours_edit.text() == "12"
     assert "_usd" not in text and "_hours" not in text  # no JSON keys in the window
 
 
@@ -83,12 +86,12 @@ def test_bad_run_input_starts_nothing(qtbot: Any, pane: SweepPane, db_path: Path
     pane.run_budget_edit.setText("")
     with qtbot.waitSignal(pane.inputError, timeout=5000) as blocker:
         pane.start_button.click()
-    assert "--budget-usd: a search needs a cap" in blocker.args[0]
+    assert blocker.args[0] == "Budget ($): a search needs a cap: fill in Budget ($), Max GPU-hours or both"
     pane.run_budget_edit.setText("5")
     pane.tags_edit.setText("foo")
     with qtbot.waitSignal(pane.inputError, timeout=5000) as blocker:
         pane.start_button.click()
-    assert "--tag: 'foo' is not key=value" in blocker.args[0]
+    assert "Tags: 'foo' is not key=value" in blocker.args[0]
     assert pane.runner is None and pane.start_button.isEnabled()
     conn = connect(db_path)
     try:

@@ -175,6 +175,41 @@ def test_compare_runs_side_by_side(pane: HistoryPane, runs: dict[str, int], serv
     headers = [table.horizontalHeaderItem(c).text() for c in range(2)]
     col = headers.index(f"Run {runs['eight']}")
     assert table.item(cost_row, col).text() == "80.00"
+    shown = {labels[r]: [table.item(r, c).text() for c in range(2)] for r in range(len(labels))}
+    assert "Hours" not in shown and all("min" in t or " h" in t for t in shown["Time held"])  # no "Hours: 2 min"
+    assert not any("_" in t for t in shown["Pricing"])  # "on-demand", not "on_demand"
+    # differences stand out: the cheaper run's cost is marked best, the dearer worst; equal rows stay plain
+    costs = [float(table.item(cost_row, c).text().replace(",", "")) for c in range(2)]
+    marks = [table.item(cost_row, c).toolTip() for c in range(2)]
+    assert costs[0] != costs[1] and marks[costs.index(min(costs))] == "the best of the runs compared"
+    assert marks[costs.index(max(costs))] == "the worst of the runs compared"
+    for r in range(table.rowCount()):
+        same = table.item(r, 0).text() == table.item(r, 1).text()
+        assert same == (table.item(r, 0).toolTip() == "" == table.item(r, 1).toolTip()), labels[r]
+
+
+def test_compare_cells_share_one_precision_per_metric() -> None:
+    from gpuplanner.ui.history.compare_marks import same_precision
+
+    assert same_precision([0.02, 0.0298], ["0.02", "0.0298"]) == ["0.0200", "0.0298"]
+    assert same_precision([80.0, 3.5], ["80.00", "3.50"]) == ["80.00", "3.50"]
+    assert same_precision([1.5, None], ["1.50", "–"]) == ["1.50", "–"]  # a missing figure: as shown
+    assert same_precision([0.5, 0.25], ["30 min", "15 min"]) == ["30 min", "15 min"]  # durations stay words
+
+
+def test_compare_marks_follow_each_metric_direction() -> None:
+    from gpuplanner.ui.history.compare_marks import compare_marks
+
+    attrs = ["cost_usd", "tokens_per_s", "host", "gpu_count", "final_loss"]
+    rows = [[80.0, 40.0, 60.0], [1e4, 3e4, 2e4], ["a", "b", "a"], [8, 8, 8], [2.0, None, 1.5]]
+    texts = [[str(v) for v in row] for row in rows]
+    assert compare_marks(attrs, rows, texts) == [
+        ["worst", "best", "differs"],  # lower cost is better
+        ["worst", "best", "differs"],  # more tokens/s is better
+        ["differs"] * 3,  # no direction: marked as a difference
+        ["", "", ""],  # the same in every run
+        ["differs"] * 3,  # a run without the figure: no best/worst
+    ]
 
 
 def test_export_csv_markdown_pdf(

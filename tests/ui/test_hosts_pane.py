@@ -56,6 +56,14 @@ def test_model_follows_qt_rules(qtmodeltester: Any, tmp_services: Any) -> None:
     model.set_probing("box", False)
     model.set_error("box", "connection refused")
     assert model.index(1, COLUMNS.index("Reachable")).data() == "no: connection refused"
+    # the failure outlives the window (issue 29 item 7): a new session's model does not say "not probed"
+    again = HostsTableModel()
+    again.set_hosts(list_hosts(tmp_services.db_path))
+    assert again.index(1, COLUMNS.index("Reachable")).data() == "no: connection refused"
+    again.set_error("box", "box: cannot connect to 10.0.0.5:2222")  # the row names the host already
+    assert again.index(1, COLUMNS.index("Reachable")).data() == "no: cannot connect to 10.0.0.5:2222"
+    again.set_probing("box", True)  # a new try clears it, here and for the next session
+    assert HostsTableModel()._errors == {}
     assert model.index(1, COLUMNS.index("Address")).data() == "me@10.0.0.5:2222"
     assert model.index(1, COLUMNS.index("Price / GPU-h")).data() == "$2.50"
     assert model.index(0, 0).data() == "This machine"

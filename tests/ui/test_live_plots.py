@@ -7,6 +7,7 @@ import itertools
 from types import SimpleNamespace
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QRectF, Qt
 
@@ -54,7 +55,7 @@ def test_y_ranges_cover_the_visible_data_and_follow_it_without_autorange(qtbot, 
     for k in range(40):
         x = 86_400.0 + k
         for buf in tel.gpus.values():
-            buf.append((x, 80.0, None, 60.0, 80.0, 500.0 + rng.normal(0, 20)))
+            buf.append((x, 80.0, None, 60.0, 80.0, 500.0 + rng.normal(0, 20), 80.0))
         if k % 2 == 0:
             steps_total = tel.steps.last("step") + 1
             tel.steps.append(
@@ -224,3 +225,43 @@ def test_legend_click_hides_and_shows_a_gpu_line(qtbot) -> None:
     assert not sample.item.isVisible()
     sample.mouseClickEvent(event)
     assert line.body.is_visible(id(line)) and line.live.is_visible(id(line))
+
+
+def test_hover_readout_is_synced_across_the_run_plots_and_reads_the_buffers(qtbot) -> None:
+    """Issue 29 item 8: a crosshair at the cursor on every plot, each with its values there; no "A" button;
+    utilisation drawn as a 10 s mean over faint raw samples."""
+    from gpuplanner.ui.runs.live_plots import LivePlots
+    from gpuplanner.ui.runs.run_telemetry import RunTelemetry
+
+    tel = RunTelemetry(1)
+    records: list[dict] = [{"seq": 0, "t": 0.0, "kind": "run_start", "config": {}}]
+    for i in range(1, 41):  # 1 Hz samples alternating 0 and 100 % (a barcode), a step every 2 s
+        records.append({"seq": 2 * i, "t": float(i), "kind": "gpu", "node": "", "index": 0, "util_pct": 100 * (i % 2)})
+        records[-1] |= {"mem_used_bytes": (i << 28), "mem_total_bytes": 80 << 30, "power_w": 100.0 + i}
+        if i % 2 == 0:
+            records.append({"seq": 2 * i + 1, "t": float(i), "kind": "step", "step": i // 2, "loss": 5.0 - i / 10})
+    tel.add_records(records)
+    means = tel.gpus[("", 0)].view("util_mean")
+    assert means[-1] == pytest.approx(50.0)  # the last 10 s: five samples of 100 and five of 0
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    plots.resize(1200, 600)
+    plots.show()
+    plots.set_follow(False)
+    plots.redraw(tel, force=True)
+    assert not any(plot.buttonsHidden is False for plot in plots.plots.values())
+    assert not any(plot.autoBtn.isVisible() for plot in plots.plots.values())
+    curves = plots.gpu_curves[("", 0)]
+    assert curves["util"].pen.color().alpha() < 128 < curves["util_mean"].pen.color().alpha()  # faint raw samples
+    assert 40 <= np.nanmin(curves["util_mean"].points()[1]) and np.nanmax(curves["util_mean"].points()[1]) <= 100
+    view = plots.plots["loss"].getViewBox()
+    target = view.mapViewToScene(pg.Point(20.5, 3.0))
+    plots.graphics.scene().sigMouseMoved.emit(target)
+    x = plots.crosshair.x
+    assert x == pytest.approx(20.5, abs=0.05)
+    assert all(line.isVisible() and line.value() == x for line in plots.crosshair.lines.values())  # synced
+    assert "loss 3" in plots.crosshair.text("loss")  # step 10 at t=20: loss 5 - 2.0 = 3
+    assert "GPU 0 50% mean of 10 s (sample 0%)" in plots.crosshair.text("util")  # t=20: sample 0 %
+    assert "GPU 0 5.0 GiB" in plots.crosshair.text("mem") and "GPU 0 120 W" in plots.crosshair.text("power")
+    plots.graphics.scene().sigMouseMoved.emit(pg.Point(-50.0, -50.0))  # off the plots: gone
+    assert plots.crosshair.x is None and not any(line.isVisible() for line in plots.crosshair.lines.values())

@@ -103,9 +103,9 @@ def test_spend_plot_says_no_price_and_plots_line_up(qtbot: Any) -> None:
     )
     plots.redraw(tel, force=True)
     assert (
-        plots.no_price_label.isVisible() and "no price set for this host" in plots.no_price_label.textItem.toPlainText()
+        plots.no_price_label.isVisible() and "No price set for this host" in plots.no_price_label.textItem.toPlainText()
     )
-    assert "no price set for this host" in plots.plots["spend"].titleLabel.text
+    assert "no price set" in plots.plots["spend"].titleLabel.text
     lefts = {key: plot.getViewBox().sceneBoundingRect().left() for key, plot in plots.plots.items()}
     assert lefts["util"] == lefts["tokens"] and lefts["mem"] == lefts["loss"] and lefts["power"] == lefts["spend"]
     assert all(plot.getAxis("left").width() == LEFT_AXIS_PX for plot in plots.plots.values())

@@ -213,7 +213,7 @@ def test_live_plots_keep_every_bucket_extreme_and_the_latest_sample(qtbot, follo
     qtbot.wait(10)
     for k in range(40 if follow else 3):
         for buf in tel.gpus.values():
-            buf.append((86_400 + k, 3.0 if k == 1 else 70.0, None, 60.0, 80.0, 400.0))
+            buf.append((86_400 + k, 3.0 if k == 1 else 70.0, None, 60.0, 80.0, 400.0, 3.0 if k == 1 else 70.0))
         tel.last_t = 86_400.0 + k
         tel.version += 1
         plots.redraw()

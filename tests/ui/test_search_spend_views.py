@@ -68,6 +68,9 @@ def test_spend_dialog_sums_by_tag_and_month(qtbot: Any, pane: HistoryPane, servi
     rows = {r[0]: r for r in table(dialog)}
     assert rows["search"][1:3] == ["2026-11", "2"] and rows["search"][4] == "14.00"
     assert rows["pretrain"][4] == "12.00" and rows["total"][4] == "26.00"
+    headers = [dialog.table.horizontalHeaderItem(c).text() for c in range(dialog.table.columnCount())]
+    assert headers == ["Project", "Month", "Runs", "GPU-hours", "Cost", "Runs without a price"]  # no snake_case
+    assert rows["search"][3] == "4.5"  # 2 h x 2 GPUs + 0.5 h x 1 GPU
     with qtbot.waitSignal(dialog.updated, timeout=10_000):
         dialog.tags_edit.setText("owner=ana")
         dialog.tags_edit.editingFinished.emit()

@@ -15,6 +15,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QCheckBox, QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from gpuplanner.ui.runs.run_demo import DEMO_PROMISE, DEMO_STEPS
+
 PLACES_TEXT = (
     ("Plan", "fill in the model, data and hardware; see memory, time and cost of every GPU option, ranked"),
     ("Hosts", "this machine and your SSH or Slurm hosts, probed for GPUs, with a price per GPU-hour"),
@@ -37,8 +39,8 @@ class WelcomeDialog(QDialog):
             "<p>GPU Planner answers what a training run will need and cost before you pay for it, runs it, and "
             "keeps what it really took.</p>"
             f"<ul>{places}</ul>"
-            "<p>Try a demo run: a tiny model trains on this machine (a simulated GPU if there is none) for a "
-            "minute or two, long enough to try Stop and Simulate preemption.</p>"
+            f"<p>Try a demo run: a tiny model trains {DEMO_STEPS:,} steps on this machine (a simulated GPU if "
+            f"there is none), {DEMO_PROMISE} (the Runs pane shows its ETA): long enough to try Stop and Simulate preemption.</p>"
             f"<p>Your runs and plans live in <code>{db_path}</code>; prices you add and your own machines in "
             f"<code>{config_dir}</code>.</p>"
         )

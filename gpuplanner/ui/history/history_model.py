@@ -42,7 +42,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
         "running, finished, preempted, stopped (by you), stopped at the budget, stopped early (the trainer's"
         " early stopping), failed",
     ),
-    ("Hours", "hours", "Hours the GPUs were held (interruption gaps excluded)"),
+    ("Time held", "hours", "How long the GPUs were held (interruption gaps excluded)"),
     ("Cost $", "cost_usd", "Price x GPUs x hours"),
     ("Util %", "avg_util_pct", "Average NVML GPU utilisation: share of time any kernel ran, not SM occupancy"),
     (
@@ -153,6 +153,10 @@ def metric_text(summary: RunSummary, attribute: str) -> str:
     """One compared metric of a run as the Compare tab and the report show it: "no price" for a cost the
     run cannot have without a price."""
     value = metric_value(summary, attribute)
+    if attribute in ("hours", "wall_hours") and value is not None:
+        return human_hours(value)  # a duration in words, like the History table and the Summary
+    if attribute == "pricing" and isinstance(value, str):
+        return value.replace("_", "-")  # "on-demand", not the history's "on_demand"
     return NO_PRICE if unpriced_figure(attribute, value, summary.price_usd_per_gpu_hour) else format_value(value)
 
 

@@ -53,6 +53,7 @@ from gpuplanner.history.analytics import RunSummary
 from gpuplanner.history.export import write_table
 from gpuplanner.history.time_breakdown import TimeBreakdown, sum_breakdowns
 from gpuplanner.ui.background import BackgroundJob, JobSignals
+from gpuplanner.ui.history.compare_marks import MARK_TINTS, MARK_WORDS, SHOWN_LABELS, compare_marks, same_precision
 from gpuplanner.ui.history.compare_plots import ComparePlots
 from gpuplanner.ui.history.history_loads import delete_and_load, load_overlay, load_series, load_summaries
 from gpuplanner.ui.history.history_model import (
@@ -72,6 +73,7 @@ from gpuplanner.ui.history.history_summary import run_breakdown, run_title, summ
 from gpuplanner.ui.history.run_plots import RunPlots
 from gpuplanner.ui.history.search_view import SearchesDialog
 from gpuplanner.ui.history.spend_view import SpendDialog
+from gpuplanner.ui.palette import is_dark
 from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.widgets.log_view import LogView
 from gpuplanner.ui.widgets.report_pdf import Report, write_pdf
@@ -435,7 +437,12 @@ class HistoryPane(QWidget):
     def compare_texts(self, run_ids: Sequence[int]) -> list[list[str]]:
         """:meth:`compare_rows` as the Compare tab and the PDF show them ("no price" where a run has none)."""
         summaries = [s for s in (self._summary(i) for i in run_ids) if s is not None]
-        return [[label, *(metric_text(s, attr) for s in summaries)] for label, attr in COMPARE_METRICS]
+        rows = []
+        for label, attr in COMPARE_METRICS:
+            texts = [metric_text(s, attr) for s in summaries]
+            values = [metric_value(s, attr) for s in summaries]
+            rows.append([SHOWN_LABELS.get(label, label), *same_precision(values, texts)])
+        return rows
 
     def show_compare(self, run_ids: Sequence[int]) -> None:
         self._series_run = None  # a series still loading is not shown over the comparison
@@ -451,10 +458,16 @@ class HistoryPane(QWidget):
         self.compare_table.setRowCount(len(rows))
         self.compare_table.setHorizontalHeaderLabels(headers)
         self.compare_table.setVerticalHeaderLabels([r[0] for r in rows])
+        _, values = self.compare_rows(run_ids)
+        marks = compare_marks([a for _, a in COMPARE_METRICS], [v[1:] for v in values], [t[1:] for t in rows])
+        tints = MARK_TINTS[is_dark(self.palette())]
         for r, row in enumerate(rows):
             for c, value in enumerate(row[1:]):
                 item = QTableWidgetItem(value)
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if marks[r][c]:  # what differs between the runs stands out; best and worst told apart
+                    item.setBackground(QColor(tints[marks[r][c]]))
+                    item.setToolTip(MARK_WORDS[marks[r][c]])
                 self.compare_table.setItem(r, c, item)
         self.compare_table.resizeColumnsToContents()
         self.detail_tabs.setCurrentWidget(self.compare_table)

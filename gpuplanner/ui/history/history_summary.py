@@ -87,7 +87,8 @@ def summary_html(s: RunSummary, failure: dict[str, Any] | None = None, plan_gpu:
     esc = html_lib.escape
     title = esc(f"Run {s.run_id}" + (f": {s.name}" if s.name else ""))
     sim = " <i>(simulated GPU telemetry)</i>" if s.simulated else ""
-    run_gpu = f"{s.gpu_count} x {s.gpu_type or '?'}"
+    gpus = f"{s.gpu_count} GPU" + ("s" if s.gpu_count != 1 else "")
+    run_gpu = f"{s.gpu_count} x {s.gpu_type}" if s.gpu_type else f"{gpus}, GPU type unknown"
     left = [
         ("Status", esc(status_text(s.status))),
         ("Host", esc(s.host or "–")),

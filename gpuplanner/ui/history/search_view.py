@@ -131,6 +131,7 @@ class SearchPlots(QWidget):
         self.spend_plot.addItem(self.cap_line)
         for plot in (self.best_plot, self.spend_plot):
             plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.hideButtons()  # no stray "A" auto-range button: the ranges follow the search
             layout.addWidget(plot)
         self.apply_palette()
         self.best_curve = self.best_plot.plot([], [], pen=pg.mkPen("#2a6fdb", width=2), symbol="o", symbolSize=7)
@@ -170,13 +171,17 @@ class SearchPlots(QWidget):
         t0 = curve[0][0] if curve else 0.0
         minutes = [(t - t0) / 60.0 for t, _ in curve]
         self.spend_curve.setData(minutes, [v for _, v in curve])
-        self.cap_line.setVisible(review.budget_usd is not None)
-        if review.budget_usd is not None:
+        capped = bool(review.budget_usd)  # no cap (None, or a search stored with $0): no "cap $0.00" line
+        self.cap_line.setVisible(capped)
+        if capped:
             self.cap_line.setValue(review.budget_usd)
-            top = max([review.budget_usd] + [v for _, v in curve]) * 1.1
-            self.spend_plot.setYRange(0, top, padding=0)
-        else:
-            self.spend_plot.enableAutoRange(axis="y")
+        self.spend_plot.setTitle(
+            "Cumulative spend against the cap" if capped else "Cumulative spend (no cap set)",
+            color=self.palette().color(QPalette.ColorRole.Text).name(),
+        )
+        # spend from $0 (never a negative-dollar axis); $1 tall before anything was spent
+        top = max([review.budget_usd or 0.0] + [v for _, v in curve])
+        self.spend_plot.setYRange(0, top * 1.1 if top > 0 else 1.0, padding=0)
         self.spend_plot.enableAutoRange(axis="x")
         self.best_plot.enableAutoRange()
         self.shown = {"best": list(zip(spend, best)), "spend": list(zip(minutes, [v for _, v in curve]))}

@@ -30,10 +30,19 @@ from gpuplanner.history.db import open_db
 from gpuplanner.history.spend import MonthError, SpendReport, parse_month, spend_report
 from gpuplanner.history.tags import TagError, parse_tags, tag_keys
 from gpuplanner.ui.background import BackgroundJob, JobSignals
-from gpuplanner.ui.human import human_cost, usd_cell
+from gpuplanner.ui.human import human_cost, human_number, usd_cell
 from gpuplanner.ui.widgets.table_view import export_to_file
 
 NO_GROUP = "(month only)"
+# the report's column keys (its CSV and JSON keep them) in words
+SPEND_HEADERS = {
+    "group": "Group",
+    "month": "Month",
+    "runs": "Runs",
+    "gpu_hours": "GPU-hours",
+    "cost_usd": "Cost",
+    "unpriced_runs": "Runs without a price",
+}
 
 
 def _load(db_path: Path, by: str | None, month: str | None, where: dict[str, str]) -> tuple[SpendReport, list[str]]:
@@ -148,11 +157,16 @@ class SpendDialog(QDialog):
         columns = report.columns()
         rows = report.table()
         self.table.setColumnCount(len(columns))
-        self.table.setHorizontalHeaderLabels(list(columns))
+        self.table.setHorizontalHeaderLabels([SPEND_HEADERS.get(c, c.replace("_", " ").capitalize()) for c in columns])
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
             for c, value in enumerate(row):
-                text = usd_cell(value) if columns[c] == "cost_usd" else ("" if value is None else str(value))
+                if columns[c] == "cost_usd":
+                    text = usd_cell(value)
+                elif columns[c] == "gpu_hours":
+                    text = human_number(value)
+                else:  # a group such as the history's pricing "on_demand" in words
+                    text = "" if value is None else str(value).replace("on_demand", "on-demand")
                 self.table.setItem(r, c, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
         unpriced = report.total.unpriced_runs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +59,26 @@ def machine_text(probe: HostProbe | None) -> str:
     return " · ".join(parts) or "—"
 
 
+PROBE_ERRORS_KEY = "hosts/probe_errors"  # {host name: why its last probe in the window failed}, as JSON
+
+
+def _stored_errors() -> dict[str, str]:
+    """The probe failures a previous session recorded (so a failed host does not read "not probed" again)."""
+    from gpuplanner.ui.settings import app_settings
+
+    try:
+        value = json.loads(str(app_settings().value(PROBE_ERRORS_KEY, "{}")))
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _store_errors(errors: dict[str, str]) -> None:
+    from gpuplanner.ui.settings import app_settings
+
+    app_settings().setValue(PROBE_ERRORS_KEY, json.dumps(errors))
+
+
 class HostsTableModel(QAbstractTableModel):
     """Rows are launcher ``Host`` objects; probing state and errors are kept per host name."""
 
@@ -65,7 +86,7 @@ class HostsTableModel(QAbstractTableModel):
         super().__init__(parent)
         self._hosts: list[Any] = []
         self._probing: set[str] = set()
-        self._errors: dict[str, str] = {}
+        self._errors: dict[str, str] = _stored_errors()  # a failed probe is remembered across restarts
 
     # -- data -----------------------------------------------------------------------------------
     def set_hosts(self, hosts: list[Any]) -> None:
@@ -90,7 +111,8 @@ class HostsTableModel(QAbstractTableModel):
     def set_probing(self, name: str, probing: bool) -> None:
         if probing:
             self._probing.add(name)
-            self._errors.pop(name, None)
+            if self._errors.pop(name, None) is not None:
+                _store_errors(self._errors)
         else:
             self._probing.discard(name)
         self._changed(name)
@@ -100,6 +122,7 @@ class HostsTableModel(QAbstractTableModel):
             self._errors[name] = message
         else:
             self._errors.pop(name, None)
+        _store_errors(self._errors)
         self._changed(name)
 
     def update_host(self, host: Any) -> None:
@@ -132,8 +155,8 @@ class HostsTableModel(QAbstractTableModel):
     def reachable_text(self, host: Any) -> str:
         if host.name in self._probing:
             return "probing…"
-        if host.name in self._errors:
-            return f"no: {self._errors[host.name]}"
+        if host.name in self._errors:  # the host's name is the row's: not repeated in its narrow cell
+            return f"no: {self._errors[host.name].removeprefix(host.name + ': ')}"
         probe = host.probe
         if probe is None:
             return "not probed"

@@ -33,6 +33,8 @@ CAPTION = (
     " NVLink links); “…”: waiting for the next sample."
 )
 
+ENDED = "Run ended: the last readings, greyed out (not live). "
+
 
 class GpuTable(QWidget):
     """A compact table (one row per GPU) and a caption; fed by :meth:`show_rows` from the text timer."""
@@ -63,13 +65,16 @@ class GpuTable(QWidget):
         layout.addWidget(self.table)
         layout.addWidget(self.caption)
         self._rows: list[tuple[str, list[GpuCell]]] = []
+        self._ended = False
         self._fit_height()
 
-    def show_rows(self, rows: list[tuple[str, list[GpuCell]]]) -> None:
-        """Show one row per GPU (from :meth:`RunTelemetry.gpu_table`); unchanged rows are left alone."""
-        if rows == self._rows:
+    def show_rows(self, rows: list[tuple[str, list[GpuCell]]], ended: bool = False) -> None:
+        """Show one row per GPU (from :meth:`RunTelemetry.gpu_table`); unchanged rows are left alone. Once
+        the run ``ended`` the last readings are greyed out and the caption says so (not a live 100 %)."""
+        if rows == self._rows and ended == self._ended:
             return
-        self._rows = rows
+        self._rows, self._ended = rows, ended
+        self.caption.setText(ENDED + CAPTION if ended else CAPTION)
         self.table.setRowCount(len(rows))
         muted = QBrush(self.palette().color(QPalette.ColorRole.PlaceholderText))
         normal = QBrush(self.palette().color(QPalette.ColorRole.Text))
@@ -84,9 +89,14 @@ class GpuTable(QWidget):
                     self.table.setItem(r, c, item)
                 item.setText(cell.text)
                 item.setToolTip(cell.tooltip)
-                item.setForeground(muted if cell.state != "value" else normal)
+                item.setForeground(muted if cell.state != "value" or ended else normal)
                 item.setFont(italic if cell.state == "missing" else self.font())
-                if cell.state == "value" and GPU_TABLE_COLUMNS[c][0] == "throttle" and cell.text != "none":
+                if (
+                    not ended
+                    and cell.state == "value"
+                    and GPU_TABLE_COLUMNS[c][0] == "throttle"
+                    and cell.text != "none"
+                ):
                     item.setForeground(QBrush(QColor("#b35c00")))
         self._fit_height()
 

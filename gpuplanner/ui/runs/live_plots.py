@@ -20,8 +20,10 @@ from PySide6.QtCore import QEvent
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
+from gpuplanner.ui.human import human_money
 from gpuplanner.ui.palette import is_dark
 from gpuplanner.ui.runs.plot_axis import ElapsedAxis, TimeGrid, nice_step, use_title_label
+from gpuplanner.ui.runs.plot_crosshair import Crosshair, value_at
 from gpuplanner.ui.runs.plot_lines import PlotLines, SeriesLine, fit_range, make_pen, visible_extent
 from gpuplanner.ui.runs.plot_markers import EventLabels, MarkerLines
 from gpuplanner.ui.runs.ring_buffer import PeakDecimator, RingBuffer
@@ -30,11 +32,12 @@ from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 DEFAULT_WINDOW_S = 600.0
 LEFT_AXIS_PX = 62
-NO_PRICE = "no price set for this host\n(set one in the Hosts pane to see the spend)"
+NO_PRICE = "No price set for this host: set one in the Hosts pane to see the spend."
 NO_GPU_SAMPLES = "no GPU samples recorded"
 NO_STEPS = "no training steps recorded"
-GPU_CURVES = ("util", "mem", "power", "sm")  # a GPU's curves, drawn from these buffer columns:
-GPU_SERIES = ("util", "mem_used_gib", "power_w", "sm_active")
+GPU_CURVES = ("util", "mem", "power", "sm", "util_mean")  # a GPU's curves, drawn from these buffer columns:
+GPU_SERIES = ("util", "mem_used_gib", "power_w", "sm_active", "util_mean")
+RAW_ALPHA = "55"  # the raw utilisation samples (1-2 Hz, a barcode when drawn bold): faint under their mean
 STEP_SERIES = ("tokens_per_s", "loss", "spend_usd")  # tokens_curve, loss_curve, spend_curve
 
 # (light, dark) colours of the spend plot's line labels: >= 4.5:1 against the plot's background
@@ -86,6 +89,7 @@ class LivePlots(QWidget):
             plot.showGrid(x=False, y=True, alpha=0.2)
             self._grids.append(TimeGrid(plot.getViewBox()))
             plot.setMenuEnabled(False)
+            plot.hideButtons()  # no pyqtgraph "A" auto-range button: the ranges are driven here
             plot.enableAutoRange(x=False, y=False)  # x driven here; y fitted here to the visible data
             plot.getViewBox().setMouseEnabled(x=False, y=False)
             plot._line_items = (PlotLines(), PlotLines())  # the settled bodies and the live ends of its lines
@@ -116,6 +120,7 @@ class LivePlots(QWidget):
         self._legend_height = -1.0
         self._fit_legend_row()
         self.marker_lines = {key: MarkerLines(plot.getViewBox()) for key, plot in self.plots.items()}
+        self.crosshair = Crosshair(self.graphics.scene(), self.plots, self._readout)
         self.event_labels = EventLabels(self.plots["util"].getViewBox())
         self.plots["util"].getViewBox().sigResized.connect(lambda _view: self._fit_util_range())
         self._titles: dict[str, str] = {}
@@ -151,7 +156,7 @@ class LivePlots(QWidget):
         self.no_price_label.setParentItem(self.plots["spend"].getViewBox())
         self.no_price_label.setVisible(False)
         spend_view = self.plots["spend"].getViewBox()
-        spend_view.sigResized.connect(lambda view: self.no_price_label.setPos(view.rect().center()))
+        spend_view.sigResized.connect(self._place_no_price)
         # an empty plot says so (a run that failed before its first sample or step), not a bare axis
         self.empty_labels: dict[str, pg.TextItem] = {}
         for key, plot in self.plots.items():
@@ -175,6 +180,7 @@ class LivePlots(QWidget):
         if telemetry is self._telemetry:
             return
         self._telemetry = telemetry
+        self.crosshair.hide()
         for curves in self.gpu_curves.values():
             for line in curves.values():
                 line.remove()
@@ -232,14 +238,51 @@ class LivePlots(QWidget):
                 label.setVisible(empty)
                 label.setPos(self.plots[key].getViewBox().rect().center())
         if no_price:
-            titles["spend"] = "Spend (USD): no price set for this host"
-            self.no_price_label.setPos(self.plots["spend"].getViewBox().rect().center())
+            titles["spend"] = "Spend: no price set"
+            self._place_no_price()
         elif tel.budget_usd:
             titles["spend"] = "Spend (USD) vs budget"
         for key, title in titles.items():
             if self._titles.get(key) != title:
                 self._titles[key] = title
                 self._set_title(key, title)
+
+    def _place_no_price(self, *_: object) -> None:
+        """The unpriced run's words centred in the spend plot and wrapped to its width (never clipped)."""
+        rect = self.plots["spend"].getViewBox().rect()
+        self.no_price_label.setTextWidth(max(40.0, rect.width() - 8))
+        self.no_price_label.setPos(rect.center())
+
+    def _readout(self, key: str, x: float) -> list[str]:
+        """Plot ``key``'s values at time ``x`` for the hover readout (the newest sample at or before it)."""
+        tel = self._telemetry
+        if tel is None:
+            return []
+        if key in ("tokens", "loss", "spend"):
+            column = {"tokens": "tokens_per_s", "loss": "loss", "spend": "spend_usd"}[key]
+            value = value_at(tel.steps, column, x) if len(tel.steps) else None
+            if value is None:
+                return []
+            text = {"tokens": f"{value:,.0f} tokens/s", "loss": f"loss {value:.4g}", "spend": human_money(value)}
+            return [text[key]]
+        rows = []
+        for gpu in tel.gpu_keys:
+            buf, name = tel.gpus[gpu], f"GPU {gpu[1]}"
+            if key == "util":
+                mean, raw = value_at(buf, "util_mean", x), value_at(buf, "util", x)
+                if mean is not None:
+                    sample = f" (sample {raw:.0f}%)" if raw is not None else ""
+                    rows.append(f"{name} {mean:.0f}% mean of 10 s{sample}")
+            else:
+                column, unit = {"mem": ("mem_used_gib", " GiB"), "power": ("power_w", " W")}[key]
+                value = value_at(buf, column, x)
+                if value is not None:
+                    rows.append(f"{name} {value:,.1f}{unit}" if key == "mem" else f"{name} {value:,.0f}{unit}")
+        return rows
+
+    def leaveEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
+        super().leaveEvent(event)
+        self.crosshair.hide()
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
         super().changeEvent(event)
@@ -277,8 +320,10 @@ class LivePlots(QWidget):
             color = GPU_COLORS[len(self.gpu_curves) % len(GPU_COLORS)]
             node, index = key
             name = f"GPU {index}" + (f" ({node})" if node and len({k[0] for k in self.gpu_curves} | {node}) > 1 else "")
+            raw = SeriesLine(self.plots["util"], make_pen(color + RAW_ALPHA))
             curves = {  # colours follow GPU order; the legend (bottom right, below busy GPUs) names them
-                "util": SeriesLine(self.plots["util"], make_pen(color), name=name),
+                "util": raw,
+                "util_mean": SeriesLine(self.plots["util"], make_pen(color, width=2.0), name=name, companions=(raw,)),
                 "mem": SeriesLine(self.plots["mem"], make_pen(color)),
                 "power": SeriesLine(self.plots["power"], make_pen(color)),
             }
@@ -391,7 +436,12 @@ class LivePlots(QWidget):
                 continue
             values_arr = np.asarray(values, dtype=float)
             current = self._y_ranges.get(plot_key)
-            new = fit_range(current, float(np.fmin.reduce(values_arr)), float(np.fmax.reduce(values_arr)))
+            lo, hi = float(np.fmin.reduce(values_arr)), float(np.fmax.reduce(values_arr))
+            if plot_key == "spend":  # cumulative spend: the axis starts at $0 (never a negative-dollar axis)
+                lo, hi = 0.0, hi if hi > 0 else 1.0
+            new = fit_range(current, lo, hi)
+            if new is not None and plot_key == "spend":
+                new = (0.0, new[1])
             if new is not None and new != current:
                 self._y_ranges[plot_key] = new
                 self.plots[plot_key].setYRange(*new, padding=0)

@@ -151,8 +151,9 @@ class LegendEntry:
         return self._line.body.is_visible(id(self._line))
 
     def setVisible(self, visible: bool) -> None:  # noqa: N802
-        for lines in (self._line.body, self._line.live):
-            lines.set_visible(id(self._line), visible)
+        for line in (self._line, *self._line.companions):  # a line and those drawn with it (its raw samples)
+            for lines in (line.body, line.live):
+                lines.set_visible(id(line), visible)
 
 
 class SeriesLine:
@@ -163,9 +164,12 @@ class SeriesLine:
     :class:`PlotLines`, its live ends by another, so a frame rebuilds a few points per line, not the
     whole polyline, and in the full-history view (a still x range) the bodies repaint from a pixmap."""
 
-    def __init__(self, plot: pg.PlotItem, pen: QPen, name: str | None = None) -> None:
+    def __init__(
+        self, plot: pg.PlotItem, pen: QPen, name: str | None = None, companions: tuple[SeriesLine, ...] = ()
+    ) -> None:
         self.plot = plot
         self.pen = pen
+        self.companions = companions  # shown and hidden with this line by its legend entry
         self.body, self.live = plot._line_items  # made with the plot (LivePlots)
         self._key: tuple | None = None
         if name is not None and plot.legend is not None:

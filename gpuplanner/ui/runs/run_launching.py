@@ -24,6 +24,7 @@ class RunLaunching:
     controller: RunController
     speedMeasured: Any  # Signal(object) of the pane
     _measure_dialog: LaunchDialog | None
+    _launching: str | None
 
     if TYPE_CHECKING:  # the pane's own
 
@@ -133,17 +134,22 @@ class RunLaunching:
 
     def launch(self, request: LaunchRequest) -> None:
         """Launch on the worker thread; a new host key is asked about here, then the launch is retried."""
-        self._say(f"Launching on {request.host_name}…", error=False)
+        self._say("")  # the title and the plots' place say "Starting on HOST…" (one state, not two)
+        self._launching = request.host_name
+        self._update_text()
         self.controller.launch(
             request, lambda run_id: self._on_launched(run_id, request), lambda exc: self._on_launch_failed(exc, request)
         )
 
     def _on_launched(self, run_id: int, request: LaunchRequest) -> None:
         self._say("")
+        self._launching = None
         self._add_entry(run_id, request.name or f"Run {run_id}", request.host_name, request=request)
         self._update_text()
 
     def _on_launch_failed(self, exc: Exception, request: LaunchRequest) -> None:
+        self._launching = None
+        self._update_text()
         from gpuplanner.launch.hosts import HostError
         from gpuplanner.launch.known_hosts import ChangedHostKey, UnknownHostKey
 

@@ -21,6 +21,22 @@ def duration_or_dash(seconds: float | None) -> str:
     return "—" if seconds is None else human_duration(seconds)
 
 
+NO_RUN = "No run yet: launch one with New run…, or press Try a demo run."
+WAITING = "Starting: waiting for the first step"
+
+
+def waiting_text(state: str | None, tel: RunTelemetry | None, launching: str | None) -> str | None:
+    """What stands in place of the plots while there is nothing to plot (None: draw the plots): no run
+    yet, a launch under way, or a run that has not reported a GPU sample or a step yet."""
+    if tel is None:
+        return f"Starting on {launching}: waiting for the first step" if launching else NO_RUN
+    if tel.gpus or len(tel.steps):
+        return None
+    if state in ACTIVE_STATES or state is None:
+        return WAITING
+    return f"The run {state} before its first step: nothing to plot"
+
+
 def state_line(host: str, state: str, tel: RunTelemetry, exit_code: int | None, queue: Any = None) -> str:
     """``on host · device · <b>state</b> (end status), exit code · queue wait`` (rich text); ``queue``: a
     Slurm job's wait in the queue and the reason."""

@@ -10,6 +10,7 @@ Owned by one thread (the GUI thread); not locked.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,8 @@ from gpuplanner.ui.runs.ring_buffer import RingBuffer
 from trainer.protocol import throttle_reason_names
 from trainer.spend import spend_usd as priced_spend
 
-GPU_COLUMNS = ("x", "util", "sm_active", "mem_used_gib", "mem_total_gib", "power_w")
+GPU_COLUMNS = ("x", "util", "sm_active", "mem_used_gib", "mem_total_gib", "power_w", "util_mean")
+UTIL_MEAN_S = 10.0  # "util_mean": utilisation averaged over the samples of the last 10 s (the plotted line)
 STEP_COLUMNS = ("x", "step", "loss", "tokens_per_s", "spend_usd", "step_time_s", "data_wait_s")
 EVAL_COLUMNS = ("x", "step", "eval_loss")
 GPU_CAPACITY = 86_400  # a day of 1 Hz samples per GPU
@@ -106,6 +108,7 @@ class RunTelemetry:
         self.run_id = run_id
         self.gpu_capacity = gpu_capacity
         self.gpus: dict[tuple[str, int], RingBuffer] = {}
+        self._util_recent: dict[tuple[str, int], deque[tuple[float, float]]] = {}  # for util_mean
         self.steps = RingBuffer(STEP_COLUMNS, step_capacity)
         self.evals = RingBuffer(EVAL_COLUMNS, step_capacity)
         self.markers: list[Marker] = []
@@ -186,14 +189,16 @@ class RunTelemetry:
                 if "simulated" in rec:
                     sim = bool(rec.get("simulated"))
                     self.simulated = sim if self.simulated is None else (self.simulated or sim)
+                x, util = self._x(t), _num(rec.get("util_pct"))
                 gpu_rows.setdefault(key, []).append(
                     [
-                        self._x(t),
-                        _num(rec.get("util_pct")),
+                        x,
+                        util,
                         sm,
                         _num(rec.get("mem_used_bytes")) / GIB,
                         _num(rec.get("mem_total_bytes")) / GIB,
                         _num(rec.get("power_w")),
+                        self._util_mean(key, x, util),
                     ]
                 )
             elif kind == "step":
@@ -276,6 +281,16 @@ class RunTelemetry:
             self.records += used
             self.version += 1
         return used
+
+    def _util_mean(self, key: tuple[str, int], x: float, util: float) -> float:
+        """The GPU's utilisation averaged over the samples of the last :data:`UTIL_MEAN_S` seconds up to
+        ``x`` (NaN before any): the line the plot draws over the faint raw samples."""
+        recent = self._util_recent.setdefault(key, deque())
+        if not math.isnan(util):
+            recent.append((x, util))
+        while recent and recent[0][0] <= x - UTIL_MEAN_S:
+            recent.popleft()
+        return sum(u for _, u in recent) / len(recent) if recent else math.nan
 
     def backfill_from_history(self, db: Any, run_id: int) -> int:
         """Load what the history already holds for the run (reattach after a restart)."""

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSplitter,
+    QStackedWidget,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -46,11 +47,19 @@ from gpuplanner.ui.runs.gpu_table import GpuTable
 from gpuplanner.ui.runs.launch_request import LaunchRequest
 from gpuplanner.ui.runs.live_plots import LivePlots
 from gpuplanner.ui.runs.run_controller import RunController
-from gpuplanner.ui.runs.run_demo import demo_request
+from gpuplanner.ui.runs.run_demo import DEMO_PROMISE, DEMO_STEPS, demo_request
 from gpuplanner.ui.runs.run_entry import RunEntry
 from gpuplanner.ui.runs.run_failure_panel import FailurePanel
 from gpuplanner.ui.runs.run_launching import RunLaunching
-from gpuplanner.ui.runs.run_status_text import elapsed_eta, failure_text, progress, spend_line, state_line
+from gpuplanner.ui.runs.run_status_text import (
+    NO_RUN,
+    elapsed_eta,
+    failure_text,
+    progress,
+    spend_line,
+    state_line,
+    waiting_text,
+)
 from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 from gpuplanner.ui.runs.runs_history import Found, LastEnded, run_alerts, runs_to_reattach
 from gpuplanner.ui.widgets.log_view import LogView
@@ -78,6 +87,7 @@ class RunsPane(RunLaunching, QWidget):
         self._pending_status: dict[int, Any] = {}
         self._shut_down = False
         self._measure_dialog: LaunchDialog | None = None  # a launch dialog waiting for a measurement
+        self._launching: str | None = None  # the host a launch is under way on (no run id yet)
         # The window's shared controller (one RunManager for every pane), else one of its own (standalone).
         self._owns_controller = controller is None
         if controller is None:
@@ -112,7 +122,9 @@ class RunsPane(RunLaunching, QWidget):
         self.new_button.setToolTip("Launch the bundled trainer on this machine or an SSH host")
         self.new_button.clicked.connect(self._on_new_clicked)
         self.demo_button = QPushButton("Try a demo run")
-        self.demo_button.setToolTip("Train a tiny GPT-2 on this machine for a minute to see the live plots")
+        self.demo_button.setToolTip(
+            f"Train a tiny GPT-2 for {DEMO_STEPS:,} steps on this machine ({DEMO_PROMISE}) to see the live plots"
+        )
         self.demo_button.clicked.connect(self.start_demo_run)
         self.window_combo = QComboBox()
         for label, seconds in WINDOWS:
@@ -148,10 +160,10 @@ class RunsPane(RunLaunching, QWidget):
         rlay = QVBoxLayout(right)
         rlay.setContentsMargins(4, 0, 0, 0)
         head = QHBoxLayout()
-        self.title_label = QLabel("No run yet: launch one, or try the demo run.")
+        self.title_label = QLabel("No run yet")
         self.title_label.setStyleSheet("font-weight: bold; font-size: 13pt")
         self.state_label = QLabel()
-        self.simulated_badge = QLabel("SIMULATED GPU telemetry: no GPU on this host")
+        self.simulated_badge = QLabel("SIMULATED GPU")  # short: never cut at 1024 px wide (the tooltip says why)
         self.simulated_badge.setStyleSheet(
             "background: #ffe0b2; color: #7a3e00; border: 1px solid #e08a00;"
             " border-radius: 3px; padding: 1px 6px; font-weight: bold"
@@ -197,12 +209,8 @@ class RunsPane(RunLaunching, QWidget):
         self.plots_split.setStretchFactor(0, 1)
         self.plots_split.setStretchFactor(1, 0)
         self.plots_split.setSizes([10_000, GPU_TABLE_HEIGHT])
-        self.log_view = LogView(lambda: self.services.db_path)  # the selected run's job output
-        self.detail_tabs = QTabWidget()
-        self.detail_tabs.setDocumentMode(True)
-        self.detail_tabs.addTab(self.plots_split, "Plots")
-        self.detail_tabs.addTab(self.log_view, "Logs")
-        rlay.addWidget(self.detail_tabs, 1)
+    QStackedWidget,
+    QTabWidget,
         buttons = QHBoxLayout()
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Graceful stop: the trainer checkpoints and exits (resume it later)")
@@ -449,16 +457,21 @@ class RunsPane(RunLaunching, QWidget):
         for button in (self.stop_button, self.kill_button, self.preempt_button, self.resume_button, self.folder_button):
             button.setEnabled(False)
         self._update_failure(entry)
+        waiting = waiting_text(entry.state if entry else None, entry.telemetry if entry else None, self._launching)
+        self.waiting_label.setText(waiting or "")
+        self.plots_stack.setCurrentWidget(self.waiting_label if waiting else self.plots_split)
         if entry is None:
+            self.title_label.setText(f"Starting on {self._launching}…" if self._launching else "No run yet")
+            self.state_label.setText("")
             self.gpu_table.setVisible(False)
             self.simulated_badge.setVisible(False)
             self.alert_banner.set_alerts([])
             return
         tel = entry.telemetry
         rows = tel.gpu_table()
-        self.gpu_table.setVisible(bool(rows))
+        self.gpu_table.setVisible(bool(rows) and not waiting)
         tallest = self.gpu_table.maximumHeight()
-        self.gpu_table.show_rows(rows)
+        self.gpu_table.show_rows(rows, ended=entry.state in FINAL_STATES)
         if self.gpu_table.maximumHeight() != tallest:  # fewer GPUs than rows room: the plots take the rest
             sizes = self.plots_split.sizes()
             table = min(max(sizes[1], GPU_TABLE_HEIGHT), self.gpu_table.maximumHeight())

@@ -11,6 +11,7 @@ continues it.
 from __future__ import annotations
 
 import shlex
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -58,7 +59,8 @@ from gpuplanner.ui.human import human_money
 from gpuplanner.ui.palette import is_dark
 from gpuplanner.ui.runs.run_controller import RunController
 from gpuplanner.ui.services import AppServices
-from gpuplanner.ui.sweep.sweep_text import estimate_html
+from gpuplanner.ui.sweep.space_editor import SpaceEditor, write_space
+from gpuplanner.ui.sweep.sweep_text import estimate_html, run_form_message, verdict_html
 
 WATCH_MS = 1500  # how often a running search's study is read again
 
@@ -78,7 +80,7 @@ def estimate_text(
     the JSON document and the window's report of it (HTML)."""
     trial = calibrated_request(request.trial, db_path, catalog)
     _estimate, document = search_estimate(replace(request, trial=trial), catalog)
-    return document, estimate_html(document, gpu=trial.gpu, dark=dark)
+    return document, estimate_html(document, gpu=trial.gpu, dark=dark, verdict=False)
 
 
 def _spin(low: int, high: int, value: int) -> QSpinBox:
@@ -109,6 +111,7 @@ class SweepPane(QWidget):
         self.estimate: dict[str, Any] | None = None
         self._watching = False
         self._watch_again = False  # the search ended while a look was under way: look once more
+        self._marked: list[QWidget] = []  # form fields outlined for the last problem
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(3)  # the search, a look at it, an estimate
         self._signals = _SweepSignals(self)
@@ -171,8 +174,9 @@ class SweepPane(QWidget):
         rform = QFormLayout(run_box)
         self.hosts_edit = QLineEdit("local")
         self.hosts_edit.setToolTip("Hosts to run trials on, one trial at a time per name (local,local: two)")
+        self.space_editor = SpaceEditor()
         self.space_edit = QLineEdit()
-        self.space_edit.setPlaceholderText("search space .toml (see the user guide)")
+        self.space_edit.setPlaceholderText("optional: a .toml file instead of the rows above")
         self.study_edit = QLineEdit()
         self.study_edit.setPlaceholderText("default: the space file's name")
         self.run_trials_spin = _spin(1, 10_000, 8)
@@ -190,9 +194,10 @@ class SweepPane(QWidget):
         self.tags_edit.setPlaceholderText("project=search owner=ana")
         self.flags_edit = QLineEdit()
         self.flags_edit.setPlaceholderText("trainer flags, e.g. --model-config cfg.json --data corpus/")
-        for label, widget in (
+        run_rows: tuple[tuple[str, QWidget], ...] = (
             ("Hosts:", self.hosts_edit),
-            ("Search space:", self.space_edit),
+            ("Search space:", self.space_editor),
+            ("or a space file:", self.space_edit),
             ("Study name:", self.study_edit),
             ("Trials:", self.run_trials_spin),
             ("Steps per full trial:", self.max_steps_spin),
@@ -203,8 +208,9 @@ class SweepPane(QWidget):
             ("Max GPU-hours:", self.run_hours_edit),
             ("Tags:", self.tags_edit),
             ("Trainer flags:", self.flags_edit),
-        ):
-            rform.addRow(label, widget)
+        )
+        for run_label, run_widget in run_rows:
+            rform.addRow(run_label, run_widget)
         buttons = QHBoxLayout()
         self.start_button = QPushButton("Start search")
         self.start_button.clicked.connect(self.start_search)
@@ -236,6 +242,11 @@ class SweepPane(QWidget):
         lv.addWidget(self.forms, 1)
         lv.addWidget(self.error_label)
 
+        # the caps' verdict on its own word-wrapped line above the estimate: never cut off or scrolled away
+        self.verdict_label = QLabel()
+        self.verdict_label.setWordWrap(True)
+        self.verdict_label.setTextFormat(Qt.TextFormat.RichText)
+        self.verdict_label.setVisible(False)
         self.estimate_view = QTextBrowser()
         self.estimate_view.setPlaceholderText(
             "Fill in the search on the left and press Estimate: what one trial costs, the whole search with and "
@@ -249,7 +260,12 @@ class SweepPane(QWidget):
         self.log_view.setReadOnly(True)
         self.log_view.setMaximumBlockCount(2000)
         right = QSplitter(Qt.Orientation.Vertical)
-        right.addWidget(self.estimate_view)
+        estimate = QWidget()
+        ev = QVBoxLayout(estimate)
+        ev.setContentsMargins(0, 0, 0, 0)
+        ev.addWidget(self.verdict_label)
+        ev.addWidget(self.estimate_view, 1)
+        right.addWidget(estimate)
         watch = QWidget()
         wv = QVBoxLayout(watch)
         wv.setContentsMargins(0, 0, 0, 0)
@@ -308,7 +324,10 @@ class SweepPane(QWidget):
         dark = is_dark(self.palette())
         self._pool.start(
             BackgroundJob(
-                lambda: estimate_text(request, catalog, db_path, dark), self._signals, "plan", describe=_describe
+                lambda: (*estimate_text(request, catalog, db_path, dark), request),
+                self._signals,
+                "plan",
+                describe=_describe,
             )
         )
 
@@ -328,7 +347,7 @@ class SweepPane(QWidget):
         )
         return SweepRunRequest(
             hosts=split_hosts(self.hosts_edit.text()),
-            space=self.space_edit.text().strip() or "(none)",
+            space=self.space_edit.text().strip() or self._editor_space(),
             trials=self.run_trials_spin.value(),
             max_steps=self.max_steps_spin.value(),
             trainer_flags=flags,
@@ -339,14 +358,33 @@ class SweepPane(QWidget):
             tags=tuple(self.tags_edit.text().replace(",", " ").split()),
         )
 
+    def _editor_space(self) -> str:
+        """The editor's rows written as the TOML file the CLI reads, beside the history, named like the study."""
+        name = self.study_edit.text().strip() or time.strftime("search-%Y%m%d-%H%M%S")
+        path = self.services.db_path.parent / "searches" / f"{name}.toml"
+        write_space(self.space_editor.rows(), path)
+        return str(path)
+
     @Slot()
     def start_search(self) -> None:
         if self.runner is not None:
             return
+        for edit in self._marked:
+            edit.setStyleSheet("")
+        self._marked = []
         try:
             # the CLI's checks (space, caps, hosts, tags, flags); reading a small TOML and the hosts table
             settings = sweep_settings(self.run_request(), self.services.db_path)
-        except (ValueError, PlanInputError) as exc:
+        except PlanInputError as exc:  # in the form's words, the field marked
+            text, label = run_form_message(exc.field, exc.message)
+            widget = self._run_fields().get(label or "")
+            if widget is not None:
+                widget.setStyleSheet("border: 1px solid #c0392b")
+                widget.setFocus()
+                self._marked.append(widget)
+            self._show_error(text if label else _message(exc))
+            return
+        except ValueError as exc:
             self._show_error(_message(exc))
             return
         self._show_error("")
@@ -368,6 +406,18 @@ class SweepPane(QWidget):
         self._pool.start(BackgroundJob(work, self._signals, "run", describe=_describe))
         self._timer.start()
         self.started.emit(settings.study)
+
+    def _run_fields(self) -> dict[str, QWidget]:
+        return {
+            "Trainer flags": self.flags_edit,
+            "Search space": self.space_editor,
+            "Budget ($)": self.run_budget_edit,
+            "Max GPU-hours": self.run_hours_edit,
+            "Hosts": self.hosts_edit,
+            "Tags": self.tags_edit,
+            "Steps per full trial": self.max_steps_spin,
+            "Trials": self.run_trials_spin,
+        }
 
     @Slot()
     def stop_search(self) -> None:
@@ -392,9 +442,19 @@ class SweepPane(QWidget):
     @Slot(str, int, object)
     def _on_done(self, kind: str, _generation: int, payload: Any) -> None:
         if kind == "plan":
-            document, text = payload
+            document, text, request = payload
             self.estimate = document
             self.estimate_view.setHtml(text)
+            verdict = verdict_html(document, is_dark(self.palette()))
+            self.verdict_label.setText(verdict)
+            self.verdict_label.setVisible(bool(verdict))
+            # what was estimated is what the Run tab starts: its trial count and caps carry over
+            self.run_trials_spin.setValue(request.trials)
+            for edit, value in (
+                (self.run_budget_edit, request.budget_usd),
+                (self.run_hours_edit, request.max_gpu_hours),
+            ):
+                edit.setText("" if value is None else f"{value:g}")
             self.planned.emit(document)
         elif kind == "watch":
             self._watching = False

@@ -57,6 +57,12 @@ def _table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     return f"<table cellspacing='0' cellpadding='3'><tr>{head}</tr>{body}</table>"
 
 
+def verdict_html(document: dict[str, Any], dark: bool = False) -> str:
+    """Whether the pruned search finishes under the cap, as one sentence ("" without a cap): the pane
+    shows it on its own word-wrapped line above the estimate, so it is never scrolled or cut off."""
+    return _caps_sentence(document, dark)
+
+
 def _caps_sentence(document: dict[str, Any], dark: bool) -> str:
     caps, search = document["caps"], document["search"]
     if caps["binding"] is None:
@@ -77,10 +83,11 @@ def _caps_sentence(document: dict[str, Any], dark: bool) -> str:
     )
 
 
-def estimate_html(document: dict[str, Any], gpu: str | None = None, dark: bool = False) -> str:
+def estimate_html(document: dict[str, Any], gpu: str | None = None, dark: bool = False, verdict: bool = True) -> str:
     """The `sweep plan` document as the window shows it: what one trial costs (on ``gpu``, the GPU model
     asked for), the search with and without pruning, how many trials reach each milestone, the caps and
-    any warnings (coloured for a ``dark`` or light background)."""
+    any warnings (coloured for a ``dark`` or light background); ``verdict=False`` leaves out the caps'
+    sentence (:func:`verdict_html`) for a view that shows it on its own."""
     search, trial = document["search"], document["trial"]
     plan = document.get("trial_plan") or {}
     model = (plan.get("inputs") or {}).get("model")
@@ -125,7 +132,7 @@ def estimate_html(document: dict[str, Any], gpu: str | None = None, dark: bool =
             for m in milestones
         ]
         parts.append(_table(("Milestone", "Trials reaching it", "Trials going on"), rows))
-    caps = _caps_sentence(document, dark)
+    caps = _caps_sentence(document, dark) if verdict else ""
     if caps:
         parts.append(f"<p>{caps}</p>")
     warnings = list(document.get("warnings") or []) + list(document.get("trial_plan", {}).get("warnings") or [])
@@ -148,3 +155,34 @@ def trial_cells(row: tuple[Any, ...]) -> list[str]:
         human_number(gpu_hours),
         params or DASH,
     ]
+
+
+# The run form's names of the CLI's flags, and the CLI's words that speak of the command line in form words
+RUN_FIELDS = {
+    "TRAINER FLAGS": "Trainer flags",
+    "space: Search space": "Search space",
+    "budget-usd": "Budget ($)",
+    "max-gpu-hours": "Max GPU-hours",
+    "host": "Hosts",
+    "tag": "Tags",
+    "max-steps": "Steps per full trial",
+    "trials": "Trials",
+}
+FORM_WORDS = {
+    "give the trainer's flags after --, e.g. -- --model-config cfg.json --data d": (
+        "fill in the flags every trial gives the trainer, e.g. --model-config cfg.json --data corpus/ "
+        "(the search sets the parameters it searches)"
+    ),
+    "a search needs a cap: give --budget-usd and/or --max-gpu-hours": (
+        "a search needs a cap: fill in Budget ($), Max GPU-hours or both"
+    ),
+}
+
+
+def run_form_message(field: str, message: str) -> tuple[str, str | None]:
+    """A run-form problem as the form says it (``Trainer flags: fill in…``, not ``TRAINER FLAGS: give…
+    after --``) and the form field it is about (None: no field of the form, e.g. a space file)."""
+    label = RUN_FIELDS.get(field)
+    if label is None:
+        return f"{field}: {message}", None
+    return f"{label}: {FORM_WORDS.get(message, message)}", label
