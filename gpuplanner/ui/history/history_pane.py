@@ -19,7 +19,6 @@ and stored with the run; the summary shows each with its diagnosis and a "Carry 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,11 +49,11 @@ from PySide6.QtWidgets import (
 from gpuplanner.app.run_series import RunSeries
 from gpuplanner.app.run_status import status_text
 from gpuplanner.history.analytics import RunSummary
-from gpuplanner.history.export import write_table
 from gpuplanner.history.time_breakdown import TimeBreakdown, sum_breakdowns
 from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.history.compare_marks import MARK_TINTS, MARK_WORDS, SHOWN_LABELS, compare_marks, same_precision
 from gpuplanner.ui.history.compare_plots import ComparePlots
+from gpuplanner.ui.history.history_exports import write_runs_export
 from gpuplanner.ui.history.history_loads import delete_and_load, load_overlay, load_series, load_summaries
 from gpuplanner.ui.history.history_model import (
     COLUMNS,
@@ -517,28 +516,13 @@ class HistoryPane(QWidget):
         return EXPORT_COLUMNS, [export_values(s) for s in runs]
 
     def export_table(self, path: str | Path, fmt: str) -> list[Path]:
-        """The exported runs as CSV or Markdown; with two runs or more selected, their comparison too: a
-        Markdown section, or for CSV a second file ``<name>-compared.csv`` (one table per CSV file, so
-        pandas and spreadsheets read each). Returns the files written."""
-        columns, rows = self.export_rows()
-        path = Path(path)
+        """The exported runs as CSV or Markdown with the selection's comparison (:func:`write_runs_export`)."""
         ids = self.selected_run_ids()
-        written = [path]
-        with open(path, "w", encoding="utf-8", newline="") as out:
-            if fmt == "markdown":
-                out.write(f"# GPU Planner runs ({time.strftime('%Y-%m-%d %H:%M')})\n\n")
-            write_table(out, fmt, columns, rows)
-            if fmt == "markdown" and len(ids) >= 2:
-                headers, _ = self.compare_rows(ids)
-                out.write("\n## Compared side by side\n\n")
-                write_table(out, fmt, ["metric", *headers], self.compare_texts(ids))  # as the Compare tab shows them
-        if fmt == "csv" and len(ids) >= 2:
-            headers, compare = self.compare_rows(ids)
-            compared = path.with_name(f"{path.stem}-compared{path.suffix}")
-            with open(compared, "w", encoding="utf-8", newline="") as out:
-                write_table(out, fmt, ["metric", *headers], compare)
-            written.append(compared)
-        return written
+        compared = None
+        if len(ids) >= 2:
+            headers, values = self.compare_rows(ids)
+            compared = (headers, values, self.compare_texts(ids))
+        return write_runs_export(Path(path), fmt, self.export_rows(), compared)
 
     def plots_image(self) -> QImage:
         return self.plots.grab().toImage()

@@ -209,8 +209,21 @@ class RunsPane(RunLaunching, QWidget):
         self.plots_split.setStretchFactor(0, 1)
         self.plots_split.setStretchFactor(1, 0)
         self.plots_split.setSizes([10_000, GPU_TABLE_HEIGHT])
-    QStackedWidget,
-    QTabWidget,
+        # one honest state before there is data: words in place of the plots, never empty 0-1 axes
+        self.waiting_label = QLabel(NO_RUN)
+        self.waiting_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.waiting_label.setWordWrap(True)
+        self.waiting_label.setStyleSheet("color: palette(placeholder-text); font-size: 12pt")
+        self.plots_stack = QStackedWidget()
+        self.plots_stack.addWidget(self.plots_split)
+        self.plots_stack.addWidget(self.waiting_label)
+        self.plots_stack.setCurrentWidget(self.waiting_label)
+        self.log_view = LogView(lambda: self.services.db_path)  # the selected run's job output
+        self.detail_tabs = QTabWidget()
+        self.detail_tabs.setDocumentMode(True)
+        self.detail_tabs.addTab(self.plots_stack, "Plots")
+        self.detail_tabs.addTab(self.log_view, "Logs")
+        rlay.addWidget(self.detail_tabs, 1)
         buttons = QHBoxLayout()
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Graceful stop: the trainer checkpoints and exits (resume it later)")
