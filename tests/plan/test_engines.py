@@ -116,14 +116,18 @@ def test_lora_on_an_rtx_a6000_beats_the_full_fine_tune() -> None:
 
 def test_a_generation_without_fitted_runs_says_so() -> None:
     model = load_speed_model()
-    ada = load_catalog().gpu("RTX 4090")
+    volta = load_catalog().gpu("V100 32GB")  # no published run on a Volta GPU (Ada has them since the refit)
     hopper = load_catalog().gpu("H100 SXM")
-    assert not model.is_fitted(ada.architecture) and model.is_fitted(hopper.architecture)
-    request = PlanInputs(model="llama-3.2-1b", gpu="RTX 4090").to_request(default_gpu=None)
+    assert not model.is_fitted(volta.architecture) and model.is_fitted(hopper.architecture)
+    request = PlanInputs(model="llama-3.2-1b", gpu="V100 32GB", precision="fp16-mixed").to_request(default_gpu=None)
     plan = make_plan(request, load_catalog(), suggest=False)
-    assert any("Ada Lovelace" in w and "fitted" in w for w in plan.warnings)
-    assert "no efficiency fitted for Ada Lovelace" in plan.throughput.source
-    fitted = make_plan(replace(request, gpu="H100 SXM"), load_catalog(), suggest=False)
+    assert any("Volta" in w and "fitted" in w for w in plan.warnings)
+    assert "no efficiency fitted for Volta" in plan.throughput.source
+    fitted = make_plan(
+        replace(request, gpu="H100 SXM", setup=replace(request.setup, precision="bf16-mixed")),
+        load_catalog(),
+        suggest=False,
+    )
     assert not any("fitted generations" in w for w in fitted.warnings)
 
 
@@ -134,7 +138,7 @@ def test_the_likely_range_follows_the_plans_regime() -> None:
     assert set(model.regime_pct) == set(engines.REGIMES)
     spec = ms.from_preset("llama-3.1-8b")
     catalog = load_catalog()
-    h100, ada = catalog.gpu("H100 SXM"), catalog.gpu("RTX 4090")
+    h100, volta = catalog.gpu("H100 SXM"), catalog.gpu("V100 32GB")
     pre = TrainSetup(gpus=8, sharding="fsdp", engine="torchtitan")
     fine = replace(pre, engine="hf-trainer")
     assert estimate_throughput(spec, pre, h100, spec.n_params).uncertainty_pct == model.regime_pct["pre-training"]
@@ -142,7 +146,8 @@ def test_the_likely_range_follows_the_plans_regime() -> None:
     lora = replace(pre, method="lora")
     assert engines.speed_regime(lora.engine, lora.method) == "fine-tuning"
     widest = max(model.regime_pct.values())
-    assert estimate_throughput(spec, pre, ada, spec.n_params).uncertainty_pct == widest
+    on_volta = replace(pre, precision="fp16-mixed")
+    assert estimate_throughput(spec, on_volta, volta, spec.n_params).uncertainty_pct == widest
 
 
 def test_the_published_rows_keyword_columns_agree_with_their_engine() -> None:

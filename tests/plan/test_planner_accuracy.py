@@ -2,11 +2,12 @@
 
 Runs the same computation as ``tests/benchmarks/planner_accuracy.py``: every row planned through the inputs a
 user sets (engine included), every source weighing the same in the headline. Issue 24's targets: speed over
-sources 15% (reached 24.2%), leave-one-source-out over sources 18% (reached 33.0%), memory over sources 5%
+sources 15% (reached 24.3%), leave-one-source-out over sources 18% (reached 33.0%), memory over sources 5%
 (reached 13.0%), band coverage 75-85% (reached 72.2% over sources); each is asserted at what was reached plus a
 small margin, so a regression fails; see docs/speed-model.md. The figures were re-measured when the
-fine-tuning sources of speed_finetune.csv / memory_finetune.csv (fitted by nobody) joined the dataset: before
-them the same benchmark gave 27.3%, 32.9% (17.9% over rows), 8.9% and 78.0%.
+fine-tuning sources of speed_finetune.csv / memory_finetune.csv joined the dataset, and again after the step
+model and its per-regime uncertainty were refitted on the grown dataset (`planner_accuracy.py --fit
+--uncertainty`): before them the same benchmark gave 27.3%, 32.9% (17.9% over rows), 8.9% and 78.0%.
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ def test_the_dataset_is_large_and_varied_enough(accuracy) -> None:
 
 def test_speed_error_does_not_regress(figures) -> None:
     overall, _ = figures
-    assert overall["speed_mape_by_source"] <= 24.7  # target 15; reached 24.2
-    assert overall["speed_mape"] <= 16.2  # rows weighted: reached 15.7
+    assert overall["speed_mape_by_source"] <= 24.8  # target 15; reached 24.3
+    # rows weighted: reached 16.7 (15.7 before the refit on the grown dataset, which minimises the mean
+    # over sources, the headline)
+    assert overall["speed_mape"] <= 17.2
 
 
 def test_leave_one_source_out_error_does_not_regress(figures) -> None:
@@ -76,11 +79,6 @@ def test_memory_error_does_not_regress(figures) -> None:
     assert overall["memory_mape_by_source"] <= 13.5  # target 5; reached 13.0 (8.9 before the fine-tuning sources)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="speed_model.toml's [uncertainty] was measured on the six sources before speed_finetune.csv joined; "
-    "`planner_accuracy.py --fit --uncertainty` prints the figures for the grown dataset (a refit, not done here)",
-)
 def test_the_shipped_uncertainty_is_the_measured_one(figures) -> None:
     """The ranges plans show rest on the benchmark's own figures, not on a number typed in."""
     from gpuplanner.plan.ranges import uncertainty_for_band
