@@ -139,7 +139,8 @@ def compare(
     An option is usable when it fits, has a price, meets the deadline and stays within the budget
     (spot options: in 90% of simulated runs). Unusable rows follow, cheapest first, with the reason.
     An option over several GPUs that does not fit replicated is planned with ZeRO-2 or FSDP sharding
-    (the faster that fits; named in ``fitted``) unless ``pinned`` names ``sharding``.
+    (the faster that fits, or when none fits the one needing least memory, so its reason says what the
+    sharded run needs; named in ``fitted``) unless ``pinned`` names ``sharding``.
     With the default counts and a deadline no single node meets, 16, 32 and 64 GPUs (whole 8-GPU
     nodes) are compared too. With ``fit_settings``, an option the requested settings do not fit gets
     the fastest settings that do (:mod:`gpuplanner.plan.fit_settings`; ``pinned`` settings stay), and
@@ -200,11 +201,14 @@ def compare(
                 # Sharding changes how the model is spread, not what is trained: an option that does not fit
                 # replicated is planned sharded (ZeRO-2 or FSDP, the faster that fits) even without --fit-settings
                 speed = _speed_of(request, gpu, trainable)
-                fitted = fastest_candidate(
-                    *fitting(setup.method, SHARDING_ONLY), gpu.memory_gib, request.headroom, speed
-                )
+                asked, sharded = fitting(setup.method, SHARDING_ONLY)
+                fitted = fastest_candidate(asked, sharded, gpu.memory_gib, request.headroom, speed)
                 if fitted is not None:
                     use, use_memory, changes = fitted.setup, memory_of(fitted.setup), fitted.changes
+                elif sharded:  # nothing fits: the row says what the leanest sharding needs, not replicated
+                    leanest = min(sharded, key=lambda candidate: candidate.memory.total)
+                    if leanest.memory.total < memory.total:
+                        use, use_memory, changes = leanest.setup, leanest.memory, leanest.changes
             rows.extend(
                 _compare_rows(mode_requests, offers[gpu.name], gpu, use, use_memory, trainable, changes, memory_of)
             )

@@ -120,8 +120,8 @@ def test_the_speed_compare_ranks_by_is_the_estimates_tokens_per_second() -> None
 
 def test_compare_shards_a_model_that_does_not_fit_replicated_without_being_asked() -> None:
     """8B full fine-tune on A100 80GB: replicated (DDP) it needs ~190 GiB per GPU, so the 4- and 8-GPU
-    options are planned sharded and say so; on 1 and 2 GPUs no sharding fits either and the option stays
-    as asked, unfit; --pin sharding keeps DDP everywhere."""
+    options are planned sharded and say so; on 2 GPUs no sharding fits and the row shows the leanest (FSDP)
+    with what it needs; one GPU stays as asked; --pin sharding keeps DDP everywhere."""
     catalog = load_catalog()
     model = from_preset("llama-3.1-8b")
     request = PlanRequest(model, TrainSetup(method="full"), Workload(tokens=10**8), gpu="A100 80GB")
@@ -135,8 +135,10 @@ def test_compare_shards_a_model_that_does_not_fit_replicated_without_being_asked
         assert row.fitted == (f"sharding {row.plan.setup.sharding}",)
         assert row.plan.memory.total / GIB <= 80 * request.headroom
         assert compare_document(row, {})["fitted_settings"] == [f"sharding {row.plan.setup.sharding}"]
-    for count in (1, 2):
-        row = by_count[count, "on-demand"]
-        assert row.plan.setup.sharding == "ddp" and not row.usable and row.fitted == ()
+    single = by_count[1, "on-demand"]  # one GPU cannot shard
+    assert single.plan.setup.sharding == "ddp" and not single.usable and single.fitted == ()
+    two = by_count[2, "on-demand"]  # no sharding fits 2 GPUs: the row says what the leanest one needs
+    assert not two.usable and two.plan.setup.sharding == "fsdp" and two.fitted == ("sharding fsdp",)
+    assert two.plan.memory.total < estimate_memory(model, TrainSetup(method="full", gpus=2)).total
     pinned = compare(request, catalog, pinned=("sharding",))
     assert all(row.plan.setup.sharding == "ddp" and not row.usable for row in pinned)
