@@ -146,3 +146,19 @@ def test_a_preemption_stays_a_preemption(db_path: Path, tmp_path: Path) -> None:
         assert summary(db_path, by_host).interruptions == 1
     finally:
         manager.close()
+
+
+def test_a_stop_after_the_run_ended_leaves_it_ended(db_path: Path, tmp_path: Path) -> None:
+    """A search prunes a trial whose run finished a moment before (the fake's steps take microseconds): the
+    run stays finished instead of waiting in ``stopping`` for ever, and no user stop is recorded."""
+    manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
+    try:
+        run_id = manager.launch("local", [], command=fake.command("--steps", "3"), env=TRAINER_ENV)
+        assert manager.wait(run_id, 60).state == "finished"
+        manager.stop(run_id, by="sweep", reason="pruned")
+        assert manager.status(run_id).state == "finished"
+        assert manager.wait(run_id, 5).state == "finished"
+    finally:
+        manager.close()
+    assert launcher(db_path, run_id, "user_stop") == []
+    assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("finished",)]
