@@ -23,7 +23,8 @@ last finished step and exits 75). ``--ignore-term`` notes each stop signal in ``
 trains on (for SIGKILL tests). Trial flags the sweep runner passes (``--max-steps``,
 ``--eval-every-steps``, ``--checkpoint-every-steps``, hyperparameters such as ``--lr``) are understood:
 the loss is a deterministic function of the step and of ``--lr`` (lowest at ``--best-lr``), so a search
-over it has something to find. Flags it does not know are ignored, as a trial's trainer flags may be.
+over it has something to find. Flags it does not know are ignored, as a trial's trainer flags may be;
+``$PROTOCOL_FAKE_ARGS`` adds flags (a search gives every trial the same environment).
 
 The test side: :class:`Barriers` (``wait``, ``release``) and :func:`command` (the argv to launch).
 """
@@ -34,6 +35,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import signal
 import stat
 import sys
@@ -43,6 +45,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 EXIT_RESUME = 75
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+ARGS_ENV = "PROTOCOL_FAKE_ARGS"  # further flags, shell-quoted (read after the command line's)
 
 
 def command(*flags: str) -> list[str]:
@@ -89,7 +92,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--best-lr", type=float, default=3e-3)
     p.add_argument("--tokens", type=int, default=512, help="tokens of a step")
     p.add_argument("--samples", type=int, default=16, help="samples of a step")
-    args, _unknown = p.parse_known_args(argv)
+    # more flags from the environment: a search passes the same environment to every trial (--env)
+    extra = shlex.split(os.environ.get(ARGS_ENV, ""))
+    args, _unknown = p.parse_known_args([*argv, *extra])
     return args
 
 
