@@ -60,3 +60,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             f"{item.nodeid}: the call took {call.duration:.1f} s, over the {budget:.1f} s budget of an unmarked"
             f" test ({how}); mark it `slow` or make it wait on a barrier instead of a clock"
         )
+
+
+# Launching on this machine first checks, once per process, that an interpreter can import torch and
+# transformers (seconds; more on a busy machine): done in the setup phase of a test that may launch, so the
+# budget above measures the test, not which test of a worker happened to launch first.
+LAUNCHING_DIRS = ("launch", "sweep", "ui", "history", "trainer")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    parts = Path(str(item.path)).relative_to(REPO_ROOT).parts if str(item.path).startswith(str(REPO_ROOT)) else ()
+    if len(parts) > 1 and parts[0] == "tests" and parts[1] in LAUNCHING_DIRS and not item.get_closest_marker("slow"):
+        from gpuplanner.launch import local_backend
+        from gpuplanner.launch.hosts import HostError
+
+        try:
+            local_backend.find_python()
+        except HostError:
+            pass  # no trainer interpreter: the test that launches says so itself
