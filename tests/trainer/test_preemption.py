@@ -94,6 +94,7 @@ def test_unreachable_endpoint_is_not_a_notice() -> None:
     assert watcher.poll_once() is None and watcher.errors == 1
 
 
+@pytest.mark.slow  # the real trainer trains until the notice (the trainer's own stop, not the launcher's)
 def test_notice_during_training_checkpoints_and_exits_75(metadata, tmp_path: Path, model_config: Path) -> None:
     handler, url = metadata
     notice = json.dumps({"Events": [{"EventType": "Preempt", "NotBefore": "now"}]}).encode()
