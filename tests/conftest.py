@@ -21,3 +21,60 @@ def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     monkeypatch.setenv("GPUPLANNER_DATA_DIR", str(base / "data"))
     monkeypatch.setenv("GPUPLANNER_CACHE_DIR", str(base / "cache"))
     monkeypatch.delenv("GPUPLANNER_DB", raising=False)
+
+
+# -- the time budget of an unmarked test (issue 25) --------------------------------------------------------
+# An unmarked test whose call phase takes longer than BUDGET_S of wall time fails: slow tests are marked
+# ``slow`` (real training, real sshd, real searches) or made fast (a protocol fake, a barrier). The budget is
+# scaled by the machine's load so a busy machine does not make the suite flaky: BUDGET_S x max(1, load
+# average over the last minute / CPU count). ``GPUPLANNER_TEST_BUDGET_S`` sets BUDGET_S (0: no budget).
+BUDGET_S = 5.0
+BUDGET_ENV = "GPUPLANNER_TEST_BUDGET_S"
+
+
+def time_budget_s() -> tuple[float, str]:
+    """The wall-time budget of an unmarked test's call phase now, and how it was reached (for the message)."""
+    try:
+        base = float(os.environ.get(BUDGET_ENV, BUDGET_S))
+    except ValueError:
+        base = BUDGET_S
+    cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this platform
+        load = 0.0
+    scale = max(1.0, load / cpus)
+    return base * scale, f"{base:g} s x max(1, load {load:.2f} / {cpus} CPUs)"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    outcome = yield
+    report = outcome.get_result()
+    if call.when != "call" or not report.passed or item.get_closest_marker("slow") is not None:
+        return
+    budget, how = time_budget_s()
+    if budget > 0 and call.duration > budget:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid}: the call took {call.duration:.1f} s, over the {budget:.1f} s budget of an unmarked"
+            f" test ({how}); mark it `slow` or make it wait on a barrier instead of a clock"
+        )
+
+
+# Launching on this machine first checks, once per process, that an interpreter can import torch and
+# transformers (seconds; more on a busy machine): done in the setup phase of a test that may launch, so the
+# budget above measures the test, not which test of a worker happened to launch first.
+LAUNCHING_DIRS = ("launch", "sweep", "ui", "history", "trainer")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    parts = Path(str(item.path)).relative_to(REPO_ROOT).parts if str(item.path).startswith(str(REPO_ROOT)) else ()
+    if len(parts) > 1 and parts[0] == "tests" and parts[1] in LAUNCHING_DIRS and not item.get_closest_marker("slow"):
+        from gpuplanner.launch import local_backend
+        from gpuplanner.launch.hosts import HostError
+
+        try:
+            local_backend.find_python()
+        except HostError:
+            pass  # no trainer interpreter: the test that launches says so itself

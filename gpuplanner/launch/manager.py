@@ -261,8 +261,9 @@ class RunManager:
         ``window``, ``sweep``; ``reason``: why, e.g. a sweep's ``pruned``), so whichever process stores the
         trainer's run_end stores it as a stop (see :mod:`gpuplanner.history.stops`)."""
         run = self._run(run_id)
-        if run.state not in FINAL_STATES:
-            record_stop_request(self.db_path, run_id, by, reason)
+        if run.state in FINAL_STATES:
+            return  # it ended first (a search pruning a trial as it finished): "stopping" would never end
+        record_stop_request(self.db_path, run_id, by, reason)
         run.user_action = "stop"
         if run.state in ("preempted", "resuming"):  # waiting for an automatic resume: cancel it
             run.wake.set()

@@ -93,6 +93,7 @@ def test_sigkill_mid_ingest_leaves_whole_transactions(tmp_path: Path) -> None:
         assert got == dump(ref, 1)
 
 
+@pytest.mark.slow  # over the 5 s budget of an unmarked test on a quiet machine (issue 25)
 def test_two_readers_and_a_writer_never_see_database_is_locked(tmp_path: Path) -> None:
     db_path = tmp_path / "h.sqlite"
     data = big_stream(60_000)

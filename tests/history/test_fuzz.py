@@ -118,6 +118,7 @@ def fuzz_db(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @FUZZ
 @given(st.lists(records(), max_size=15), st.integers(1, 5))
+@pytest.mark.slow  # over the 5 s budget of an unmarked test on a quiet machine (issue 25)
 def test_ingest_never_raises_and_summaries_stay_valid(fuzz_db: Any, batch: list[dict[str, Any]], size: int) -> None:
     good = StreamBuilder()
     good.add("run_start", 0, config={"model_name": "m"}, gpus=1)

@@ -86,6 +86,7 @@ def test_bench_result_ignores_what_a_login_shell_printed_first() -> None:
         bench_result(1, "", "Traceback...\ntrainer: training failed: data not found: x\n  File y\n")
 
 
+@pytest.mark.slow  # over the 5 s budget of an unmarked test (issue 25): a real bench or sshd
 def test_cli_bench_records_a_measurement_the_planner_uses(
     db_path: Path, model_config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -149,6 +150,7 @@ def test_cli_bench_without_a_trainer_python_says_how_to_get_one(
     assert "GPUPLANNER_TRAINER_PYTHON" in err and "TRAINER FLAGS" not in err
 
 
+@pytest.mark.slow  # over the 5 s budget of an unmarked test (issue 25): a real bench or sshd
 def test_cli_bench_refuses_a_gpu_type_the_catalog_does_not_know(
     db_path: Path, model_config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

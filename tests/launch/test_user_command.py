@@ -18,6 +18,7 @@ from gpuplanner.history.db import connect, open_db
 from gpuplanner.history.plans import save_plan
 from gpuplanner.launch.hosts import get_host, update_host
 from gpuplanner.launch.manager import RunManager
+from tests import protocol_fake as fake
 from tests.conftest import REPO_ROOT
 from tests.launch.conftest import TRAINER_ENV, add_ssh_host, all_seqs, events_file_seqs, rows
 from tests.launch.test_runs import Watch
@@ -161,18 +162,21 @@ def test_ssh_plain_and_hf_trainer_scripts(db_path: Path, sshd, known_hosts: Path
 def test_preempted_user_command_checkpoints_and_auto_resumes(db_path: Path, tmp_path: Path) -> None:
     watch = Watch()
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
+    barriers = fake.Barriers(tmp_path / "barriers")
+    # the first start holds after step 3 (the resumed start, after it, never reaches that barrier again)
+    command = fake.command("--steps", "12", "--hold-at-step", "3", "--barrier-dir", str(barriers.folder))
     run_id = manager.launch(
         "local",
         [],
-        command=[sys.executable, PLAIN, "--steps", "60", "--step-sleep", "0.05"],
+        command=command,
         auto_resume=True,
         price_usd_per_gpu_hour=1.0,
         env=TRAINER_ENV,
         on_records=watch.on_records,
         on_status=watch.on_status,
     )
-    watch.until(lambda: len(watch.steps()) >= 3, 180)
-    manager.simulate_preemption(run_id, resume_after_s=0.5)  # SIGTERM to the job's process group
+    barriers.wait("step-3")
+    manager.simulate_preemption(run_id, resume_after_s=0.0)  # SIGTERM to the job's process group
     status = manager.wait(run_id, 240)
     manager.close()
     assert (status.state, status.exit_code, status.restarts) == ("finished", 0, 1)
@@ -180,30 +184,34 @@ def test_preempted_user_command_checkpoints_and_auto_resumes(db_path: Path, tmp_
     ends = [r for r in watch.records if r["kind"] == "run_end"]
     assert [(e["status"], e["exit_code"]) for e in ends] == [("preempted", 75), ("finished", 0)]
     assert len([r for r in watch.records if r["kind"] == "resumed"]) == 1
-    assert_in_history(db_path, run_id, 60)  # each step once: the script resumed after its checkpoint
+    assert_in_history(db_path, run_id, 12)  # each step once: the command resumed after its checkpoint
 
 
 def test_budget_stops_a_user_command_without_resuming(db_path: Path, tmp_path: Path) -> None:
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
+    barriers = fake.Barriers(tmp_path / "barriers")
     run_id = manager.launch(
         "local",
         [],
-        command=[sys.executable, PLAIN, "--steps", "100000", "--step-sleep", "0.01"],
+        # holds after step 2 until the budget's SIGTERM: the stop lands at a known step
+        command=fake.command("--steps", "100", "--hold-at-step", "2", "--barrier-dir", str(barriers.folder)),
         price_usd_per_gpu_hour=3600.0,  # $1 a second
-        budget_usd=4.0,
+        budget_usd=2.0,
         auto_resume=True,
         env=TRAINER_ENV,
     )
     status = manager.wait(run_id, 120)
     manager.close()
+    assert barriers.reached("step-2")
     assert (status.state, status.exit_code, status.restarts) == ("finished", 0, 0)
     assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("budget_stop",)]
     end = json.loads(
         rows(db_path, "SELECT detail_json FROM events WHERE run_id = ? AND kind = 'run_end'", run_id)[0][0]
     )
-    assert "reached the budget $4" in end["reason"] and end["exit_code"] == 75  # it checkpointed on SIGTERM
-    # SIGTERM at $4; the script stops at its next step (SIGKILL would follow 30 s later: $30 more at most)
-    assert 4.0 <= end["totals"]["spend_usd"] < 4.0 + 30.0
+    assert "reached the budget $2" in end["reason"] and end["exit_code"] == 75  # it checkpointed on SIGTERM
+    # SIGTERM at $2; the command stops at once (SIGKILL would follow 30 s later: $30 more at most)
+    assert 2.0 <= end["totals"]["spend_usd"] < 2.0 + 30.0
+    assert [r[0] for r in rows(db_path, "SELECT step FROM steps WHERE run_id = ? ORDER BY seq", run_id)] == [1, 2]
 
 
 def test_cli_runs_a_command(db_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

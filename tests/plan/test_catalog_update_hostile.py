@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -141,10 +140,9 @@ def test_an_unusual_offset_gives_the_download_date_not_a_traceback() -> None:
 def test_the_timeout_bounds_the_whole_download_not_each_read() -> None:
     odd = _OddServer(b"I", drip=True)  # a byte every 20 ms, never done: each read is fast, the whole never ends
     try:
-        started = time.monotonic()
+        # it gives up (a per-read timeout would wait for ever, and the test's own timeout would fail it)
         with pytest.raises(FetchError, match="took longer than 0.5 s"):
             fetch_cloud(odd.base, "aws", timeout=0.5)
-        assert time.monotonic() - started < 30  # it gave up (a per-read timeout would wait for ever)
     finally:
         odd.close()
 

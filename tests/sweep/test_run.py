@@ -1,4 +1,8 @@
-"""`gpuplanner sweep run` on this machine with the tiny model: pruning, the $ cap, a crash and bad input.
+"""`gpuplanner sweep run` on this machine: pruning, the $ cap, a crash and bad input.
+
+Each trial is the protocol fake under the real monitor (``tests/sweep/fake_trials.py``): the search, its
+study, pruner, caps, launcher and history are the product's, a trial takes the time of its start-up
+(``tests/sweep/test_show.py`` keeps one real search with the real trainer).
 
 Eight trials, two slots on this machine (``--host local,local``), successive halving at step 30 of 90 with
 reduction factor 3, one float parameter (the learning rate). The search process is killed while its
@@ -21,22 +25,38 @@ import pytest
 from gpuplanner.history.db import connect
 from gpuplanner.sweep.runner import run_name
 from gpuplanner.sweep.study import storage_url
+from tests import protocol_fake as fake
 from tests.conftest import REPO_ROOT
 from tests.sweep.conftest import trainer_flags
 
+pytestmark = pytest.mark.slow  # a search in a subprocess: about twenty monitor and fake start-ups
 TRIALS = 8
 
 
-def full_trial(model_config: Path, cache: Path, folder: Path) -> float:
+def full_trial(folder: Path) -> float:
     """Dollars of one full trial (90 steps, evaluated every 30) on this machine now, two running side by side
-    as the search runs them: the trainer's own clock, as its spend at $3,600 per hour. The cap is set from
+    as the search runs them: the monitor's own clock, as its spend at $3,600 per hour. The cap is set from
     it, so it means the same on a fast or a slow machine."""
-    flags = [*trainer_flags(model_config, cache), "--max-steps", "90", "--eval-every-steps", "30"]
+    flags = ["--max-steps", "90", "--eval-every-steps", "30", "--checkpoint-every-steps", "30"]
     runs = [folder / "a", folder / "b"]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "trainer", "train", *flags, "--run-dir", str(run), "--price-per-gpu-hour", "3600"],
+            [
+                sys.executable,
+                "-m",
+                "trainer",
+                "exec",
+                "--run-dir",
+                str(run),
+                "--price-per-gpu-hour",
+                "3600",
+                "--gpu-interval-s",
+                "0",
+                "--",
+                *fake.command(*flags),
+            ],
             cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -50,11 +70,13 @@ def full_trial(model_config: Path, cache: Path, folder: Path) -> float:
     return sum(spend) / len(spend)
 
 
-def sweep_argv(db: Path, space: Path, model_config: Path, cache: Path, cap: float) -> list[str]:
+def sweep_argv(db: Path, space: Path, model_config: Path, cache: Path, cap: float, barriers: Path) -> list[str]:
+    # every trial holds after its first step until the test releases it (once the search was killed)
+    hold = f"{fake.ARGS_ENV}=--hold-at-step 1 --barrier-dir {barriers}"
     return [
         "sweep", "run", "--db", str(db), "--host", "local,local", "--space", str(space), "--study", "lr-search",
         "--trials", str(TRIALS), "--max-steps", "90", "--min-steps", "30", "--reduction-factor", "3",
-        "--budget-usd", f"{cap:.4f}", "--seed", "3",
+        "--budget-usd", f"{cap:.4f}", "--seed", "3", "--env", hold,
         "--", *trainer_flags(model_config, cache),
     ]  # fmt: skip
 
@@ -70,31 +92,32 @@ def rows(db: Path, sql: str, *params: object) -> list[tuple]:
 def test_search_prunes_stays_under_the_cap_and_survives_a_kill(
     db_path: Path, space_file: Path, model_config: Path, tmp_path: Path
 ) -> None:
-    # Twice: the first pays for tokenising into the shared cache, which the search's trials do not; the cheaper
-    # of the two is the trial the search runs.
-    trial_usd = min(full_trial(model_config, tmp_path / "cache", tmp_path / f"calibration-{i}") for i in range(2))
+    # Twice: the cheaper of the two is the trial the search runs (the first pays for a cold start).
+    trial_usd = min(full_trial(tmp_path / f"calibration-{i}") for i in range(2))
     # Eight trials cost at least one full trial and seven pruned at a third: 3.33 full trials. The two trials
     # that start at once share the cap (no step cost is known yet), so each may spend 2.5 full trials: enough
     # to reach the first milestone even when the other test worker slows start-up several times over. Whether
     # the cap or the last trial then ends the search depends on the load; both are accepted below.
     cap = 5.0 * trial_usd
-    command = sweep_argv(db_path, space_file, model_config, tmp_path / "cache", cap)
-    argv = [sys.executable, "-m", "gpuplanner", *command]
-    env = dict(os.environ)
+    barriers = fake.Barriers(tmp_path / "barriers")
+    command = sweep_argv(db_path, space_file, model_config, tmp_path / "cache", cap, barriers.folder)
+    argv = [sys.executable, "-m", "tests.sweep.fake_trials", *command]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     first = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while len(rows(db_path, "SELECT id FROM runs")) < 2 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 120  # only ends a test whose search died; the loop waits for a state
+        while not (len(rows(db_path, "SELECT id FROM runs")) == 2 and barriers.reached("step-1")):
             assert first.poll() is None, first.stderr.read() if first.stderr else ""
-            time.sleep(0.2)
-        assert len(rows(db_path, "SELECT id FROM runs")) == 2, "both slots should have started a trial"
+            assert time.monotonic() < deadline, "both slots should have started a trial"
+            time.sleep(0.05)
     finally:
-        first.kill()  # the search process dies; its trials go on by themselves
+        first.kill()  # the search process dies while its trials hold; they go on by themselves
         first.wait(30)
         if first.stderr is not None:
             first.stderr.close()
+    barriers.release("step-1")
     cut = command.index("--")
-    again = [sys.executable, "-m", "gpuplanner", *command[:cut], "--json", *command[cut:]]
+    again = [sys.executable, "-m", "tests.sweep.fake_trials", *command[:cut], "--json", *command[cut:]]
     done = subprocess.run(again, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)

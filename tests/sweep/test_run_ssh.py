@@ -1,4 +1,5 @@
-"""A search over two real SSH hosts (two sshd servers on loopback, each with its own run root)."""
+"""A search over two real SSH hosts (two sshd servers on loopback, each with its own run root); its trials
+are the protocol fake under the monitor on each host (tests/sweep/fake_trials.py)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from gpuplanner.commands.sweep import describe_result, result_document
 from gpuplanner.export.human import human_money
 from gpuplanner.history.db import connect
 from gpuplanner.launch.hosts import Host, add_host
-from gpuplanner.launch.manager import RunManager
 from gpuplanner.sweep.budget import Caps
 from gpuplanner.sweep.runner import SweepRunner, SweepSettings
 from gpuplanner.sweep.schedule import Schedule
 from gpuplanner.sweep.space import load_space
 from tests.sshd import SSHServer, available
 from tests.sweep.conftest import PRICE, TRAINER_ENV, trainer_flags
+from tests.sweep.fake_trials import FakeTrialManager
+
+pytestmark = pytest.mark.slow  # two real sshd servers
 
 
 @pytest.fixture
@@ -69,7 +72,7 @@ def test_trials_run_on_both_hosts_each_in_its_own_run_root(
         seed=5,
         env=tuple(TRAINER_ENV.items()),  # an SSH session does not inherit this process's environment
     )
-    manager = RunManager(db_path)
+    manager = FakeTrialManager(db_path)  # each trial is the protocol fake under the monitor on the SSH host
     try:
         result = SweepRunner(db_path, settings, manager).run()
     finally:

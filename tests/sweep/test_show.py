@@ -50,6 +50,7 @@ def test_best_command_keeps_the_trainer_flags_and_drops_the_trials_share() -> No
     assert command == "gpuplanner run --host local --name lr-best-trial-4 --tag project=x -- --lr 0.01 --data 'a b'"
 
 
+@pytest.mark.slow  # the one search of the suite whose trials run the real trainer (the others: the protocol fake)
 def test_sweep_show_looks_back_at_a_real_search(
     capsys: pytest.CaptureFixture[str], db_path: Path, space_file: Path, model_config: Path, tmp_path: Path
 ) -> None:

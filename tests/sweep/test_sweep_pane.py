@@ -1,6 +1,7 @@
 """The window's Sweep pane with real widgets: the estimate matches `gpuplanner sweep plan`, bad input is
-shown under the form and starts nothing, and a real search of the tiny model runs off the GUI thread while
-the pane watches it, and can be stopped."""
+shown under the form and starts nothing, and a search runs off the GUI thread while the pane watches it, and
+can be stopped. The searches' trials are the protocol fake under the real monitor (tests/sweep/fake_trials.py);
+tests/sweep/test_show.py keeps one search with the real trainer."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from gpuplanner.history.db import connect
 from gpuplanner.history.tags import tags_of
 from gpuplanner.ui.services import AppServices
 from gpuplanner.ui.sweep.sweep_pane import SweepPane
+from tests import protocol_fake as fake
+from tests.sweep import fake_trials
 from tests.sweep.conftest import trainer_flags
 
 
@@ -101,8 +104,15 @@ def test_bad_run_input_starts_nothing(qtbot: Any, pane: SweepPane, db_path: Path
 
 
 def test_runs_and_watches_a_search_off_the_gui_thread(
-    qtbot: Any, pane: SweepPane, db_path: Path, space_file: Path, model_config: Path, tmp_path: Path
+    qtbot: Any,
+    pane: SweepPane,
+    db_path: Path,
+    space_file: Path,
+    model_config: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    fake_trials.patch(monkeypatch)  # each trial is the protocol fake under the real monitor
     pane.hosts_edit.setText("local")
     pane.space_edit.setText(str(space_file))
     pane.study_edit.setText("window-search")
@@ -145,8 +155,17 @@ def test_runs_and_watches_a_search_off_the_gui_thread(
 
 
 def test_stop_ends_the_running_trials(
-    qtbot: Any, pane: SweepPane, db_path: Path, space_file: Path, model_config: Path, tmp_path: Path
+    qtbot: Any,
+    pane: SweepPane,
+    db_path: Path,
+    space_file: Path,
+    model_config: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    fake_trials.patch(monkeypatch)
+    barriers = fake.Barriers(tmp_path / "barriers")  # the trial holds after its first step until it is stopped
+    monkeypatch.setenv(fake.ARGS_ENV, f"--hold-at-step 1 --barrier-dir {barriers.folder}")
     pane.space_edit.setText(str(space_file))
     pane.study_edit.setText("stopped-search")
     pane.run_trials_spin.setValue(4)
@@ -157,6 +176,7 @@ def test_stop_ends_the_running_trials(
     with qtbot.waitSignal(pane.started, timeout=5000):
         pane.start_button.click()
     qtbot.waitUntil(lambda: "trial 0: run" in pane.log_view.toPlainText(), timeout=60_000)
+    qtbot.waitUntil(lambda: barriers.reached("step-1"), timeout=60_000)
     with qtbot.waitSignal(pane.finished, timeout=120_000) as blocker:
         pane.stop_button.click()
     result = blocker.args[0]
@@ -170,5 +190,5 @@ def test_stop_ends_the_running_trials(
         stops = [json.loads(r[0]) for r in stops.fetchall()]
     finally:
         conn.close()
-    assert status in ("stopped", "finished")  # the search's stop is a stop, never a preemption
+    assert status == "stopped"  # the search's stop is a stop, never a preemption (it held: it cannot have finished)
     assert [(s["by"], s["reason"]) for s in stops] == [("sweep", "stopped")]

@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 
+@pytest.mark.slow  # over the 5 s budget of an unmarked test (issue 25): real training or a subprocess
 def test_trainer_vs_hf_benchmark_reports_both_sides_on_full_batches() -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
     # batch 8 at sequence 128 leaves a 2-sequence remainder per epoch of the shipped corpus (58

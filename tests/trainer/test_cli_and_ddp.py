@@ -30,6 +30,7 @@ def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # over the 5 s budget of an unmarked test (issue 25): real training or a subprocess
 def test_probe_describes_the_host(tmp_path: Path) -> None:
     out = _run("probe", "--run-root", str(tmp_path))
     assert out.returncode == 0, out.stderr
@@ -64,6 +65,7 @@ def test_toml_config_with_flag_override(tmp_path: Path, model_config: Path) -> N
         resolve(_parser().parse_args(["train", "--data", "x"]))
 
 
+@pytest.mark.slow  # over the 5 s budget of an unmarked test (issue 25): real training or a subprocess
 def test_resolved_config_is_written_and_reusable(tmp_path: Path, model_config: Path) -> None:
     run = tmp_path / "run"
     assert train(make_config(run, model_config, max_steps=1)) == 0

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests import protocol_fake as fake
 from tests.conftest import REPO_ROOT
 from trainer.command_monitor import visible_devices
 from trainer.preemption import MetadataWatcher
@@ -63,6 +64,7 @@ def kinds(recs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [r for r in recs if r["kind"] == kind]
 
 
+@pytest.mark.slow  # the one real script (torch) under the monitor here; the others use the protocol fake
 def test_plain_script_runs_watched_to_the_end(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     code, _ = run_monitor(
@@ -100,24 +102,27 @@ def test_plain_script_runs_watched_to_the_end(tmp_path: Path) -> None:
 
 def test_budget_stops_a_command_with_sigterm_then_sigkill(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    code, took = run_monitor(
+    # the fake holds at step 1 and ignores SIGTERM: only SIGKILL after the grace period ends it. The budget is
+    # spend over time by nature; its 2 s leave the fake's Python (no torch) time to set its handler.
+    code, _ = run_monitor(
         run_dir,
         "--price-per-gpu-hour",
         "3600",  # $1 per second
         "--budget-usd",
-        "3",
+        "2",
         "--grace-s",
-        "1",
+        "0.5",
         "--gpu-interval-s",
         "0",
-        command=[sys.executable, str(PLAIN), "--steps", "100000", "--step-sleep", "0.01", "--ignore-term"],
+        command=fake.command("--steps", "5", "--hold-at-step", "1", "--ignore-term"),
     )
     assert code == 0  # a budget stop is a finished run: nothing to resume
     end = records(run_dir)[-1]
     assert end["status"] == "budget_stop" and "budget" in end["reason"]
     assert end["exit_code"] == 137  # it ignored SIGTERM and was killed after the grace period
     assert (run_dir / "got_term").read_text().split() == ["SIGTERM"]
-    assert 3 <= end["totals"]["spend_usd"] < 10 and took < 30
+    assert end["totals"]["spend_usd"] >= 2
+    assert not (run_dir / "final.json").exists()
 
 
 def test_gpu_hour_cap_stops_a_command_that_checkpoints(tmp_path: Path) -> None:
@@ -125,15 +130,15 @@ def test_gpu_hour_cap_stops_a_command_that_checkpoints(tmp_path: Path) -> None:
     code, _ = run_monitor(
         run_dir,
         "--max-gpu-hours",
-        str(3.0 / 3600),  # three GPU-seconds
+        str(1.5 / 3600),  # 1.5 GPU-seconds (after the fake set its handler), reached while it holds after step 2
         "--gpu-interval-s",
         "0",
-        command=[sys.executable, str(PLAIN), "--steps", "100000", "--step-sleep", "0.01"],
+        command=fake.command("--steps", "5", "--hold-at-step", "2"),
     )
     assert code == 0
     end = records(run_dir)[-1]
     assert (end["status"], end["exit_code"]) == ("budget_stop", 75)
-    assert (run_dir / "checkpoints" / "state.pt").exists()
+    assert json.loads((run_dir / "checkpoints" / "state.json").read_text())["step"] == 2
 
 
 class _Metadata(http.server.BaseHTTPRequestHandler):
@@ -192,29 +197,24 @@ def test_aws_watcher_sends_an_imdsv2_token(metadata: str) -> None:
 
 def test_preemption_notice_reaches_the_command_and_exit_75_resumes(tmp_path: Path, metadata: str) -> None:
     run_dir = tmp_path / "run"
-    # The notice comes once the script is in its loop (3 steps logged), so its SIGTERM handler is set and
-    # torch imported however slow the machine: the test waits for that state instead of a clock.
-    _Metadata.notice_when = staticmethod(lambda: _steps_logged(run_dir) >= 3)  # type: ignore[assignment]
+    # The notice comes once the command holds after its step 3 (its SIGTERM handler set): the metadata
+    # service answers from the state of the job, never from a clock, and the command waits for the stop.
+    barriers = fake.Barriers(run_dir)
+    _Metadata.notice_when = staticmethod(lambda: barriers.reached("step-3"))  # type: ignore[assignment]
     flags = ["--gpu-interval-s", "0", "--preemption-provider", "aws", "--preemption-url", metadata]
-    flags += ["--preemption-interval-s", "0.2", "--price-per-gpu-hour", "1"]
-    command = [sys.executable, str(PLAIN), "--steps", "100000", "--step-sleep", "0.01"]
-    code, _ = run_monitor(run_dir, *flags, command=command)
+    flags += ["--preemption-interval-s", "0.05", "--price-per-gpu-hour", "1"]
+    code, _ = run_monitor(run_dir, *flags, command=fake.command("--steps", "8", "--hold-at-step", "3"))
     assert code == 75
     recs = records(run_dir)
     preempted = kinds(recs, "preempted")
     assert len(preempted) == 1 and "aws spot terminate" in preempted[0]["reason"]
     end = recs[-1]
     assert (end["status"], end["exit_code"]) == ("preempted", 75)
-    stopped_at = kinds(recs, "step")[-1]["step"]
-    assert torch_step(run_dir) == stopped_at
-    # The next start continues the run: the script resumes from its checkpoint, the totals go on.
+    assert [s["step"] for s in kinds(recs, "step")] == [1, 2, 3]
+    assert json.loads((run_dir / "checkpoints" / "state.json").read_text())["step"] == 3
+    # The next start continues the run: the command resumes from its checkpoint, the totals go on.
     code, _ = run_monitor(
-        run_dir,
-        "--gpu-interval-s",
-        "0",
-        "--price-per-gpu-hour",
-        "1",
-        command=command[:2] + ["--steps", str(stopped_at + 5)],
+        run_dir, "--gpu-interval-s", "0", "--price-per-gpu-hour", "1", command=fake.command("--steps", "8")
     )
     assert code == 0
     recs = records(run_dir)
@@ -222,22 +222,8 @@ def test_preemption_notice_reaches_the_command_and_exit_75_resumes(tmp_path: Pat
     resumed = kinds(recs, "resumed")
     assert len(resumed) == 1 and resumed[0]["spend_usd"] == end["totals"]["spend_usd"]
     steps = [s["step"] for s in kinds(recs, "step")]
-    assert steps == list(range(1, stopped_at + 6))  # each step once: resumed after the checkpointed one
+    assert steps == list(range(1, 9))  # each step once: resumed after the checkpointed one
     assert recs[-1]["totals"]["spend_usd"] > end["totals"]["spend_usd"]
-
-
-def _steps_logged(run_dir: Path) -> int:
-    try:
-        text = (run_dir / "events.jsonl").read_text()
-    except OSError:
-        return 0
-    return text.count('"kind": "step"') + text.count('"kind":"step"')
-
-
-def torch_step(run_dir: Path) -> int:
-    import torch
-
-    return int(torch.load(run_dir / "checkpoints" / "state.pt")["step"])
 
 
 def test_missing_command_and_bad_flags_are_named(tmp_path: Path) -> None:

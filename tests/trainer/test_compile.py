@@ -41,6 +41,7 @@ def _step(tmp_path: Path, ckpt: str, compiled: bool) -> tuple[float, dict[str, t
 
 
 @pytest.mark.parametrize("ckpt", ["off", "every", "selective"])
+@pytest.mark.slow  # over the 5 s budget of an unmarked test (issue 25): real training or a subprocess
 def test_compiled_blocks_match_eager_without_graph_breaks(tmp_path: Path, ckpt: str) -> None:
     from torch._dynamo.utils import counters
 

@@ -18,6 +18,7 @@ from tests.trainer.conftest import base_args, cli_args, read_events, trainer_env
 from trainer.phases import PHASES
 
 
+@pytest.mark.slow  # over the 5 s budget of an unmarked test (issue 25): real training or a subprocess
 def test_a_real_run_records_startup_training_checkpoint_and_eval(tmp_path: Path, model_config: Path) -> None:
     run_dir = tmp_path / "run"
     args = base_args(
@@ -65,6 +66,7 @@ def test_a_real_run_records_startup_training_checkpoint_and_eval(tmp_path: Path,
     assert sum(p["cost_usd"] for p in breakdown["phases"]) == pytest.approx(summary.cost_usd)
 
 
+@pytest.mark.slow  # over the 5 s budget of an unmarked test (issue 25): real training or a subprocess
 def test_a_stopped_and_resumed_run_adds_both_processes(tmp_path: Path, model_config: Path) -> None:
     """SIGTERM after a few steps (checkpoint, exit 75), then a resume to the end: each process reports
     its own totals from its own start, and the history adds them up to the billed time."""

@@ -74,8 +74,11 @@ def test_watcher_polls_until_notice(metadata, provider: str, body: bytes, header
     handler, url = metadata
     notices: list[str] = []
     watcher = MetadataWatcher(url, provider, 0.02, notices.append).start()
-    time.sleep(0.1)
-    assert notices == []  # 404: no notice yet
+    deadline = time.monotonic() + 60  # only ends a test whose watcher died; it waits for two polls
+    while watcher.polls < 2:
+        assert time.monotonic() < deadline, "the watcher never polled"
+        time.sleep(0.01)
+    assert notices == []  # 404: no notice yet, after polls that saw it
     handler.status, handler.body = 200, body
     deadline = time.monotonic() + 5
     while not notices and time.monotonic() < deadline:
@@ -91,6 +94,7 @@ def test_unreachable_endpoint_is_not_a_notice() -> None:
     assert watcher.poll_once() is None and watcher.errors == 1
 
 
+@pytest.mark.slow  # the real trainer trains until the notice (the trainer's own stop, not the launcher's)
 def test_notice_during_training_checkpoints_and_exits_75(metadata, tmp_path: Path, model_config: Path) -> None:
     handler, url = metadata
     notice = json.dumps({"Events": [{"EventType": "Preempt", "NotBefore": "now"}]}).encode()

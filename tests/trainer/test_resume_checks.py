@@ -20,6 +20,7 @@ def _first_run(run: Path, model_config: Path) -> None:
     assert train(make_config(run, model_config, max_steps=4, checkpoint_every_steps=2)) == EXIT_OK
 
 
+@pytest.mark.slow  # over the 5 s budget of an unmarked test (issue 25): real training or a subprocess
 def test_a_changed_schedule_is_refused_with_exit_2_and_the_difference(tmp_path: Path, model_config: Path) -> None:
     run = tmp_path / "run"
     _first_run(run, model_config)

@@ -203,11 +203,11 @@ def test_changed_key_is_refused(
 
 
 _HOLD_LOCK = """
-import sqlite3, sys, time
+import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
 conn.execute("BEGIN IMMEDIATE")  # the write lock, as another gpuplanner writing a long batch holds it
 print("locked", flush=True)
-time.sleep(float(sys.argv[2]))
+sys.stdin.readline()  # held until the test releases it (a barrier, not a clock)
 conn.execute("COMMIT")
 """
 
@@ -217,7 +217,6 @@ def test_saving_a_host_while_another_process_writes_keeps_the_window_responsive(
 ) -> None:
     import subprocess
     import sys
-    import time
 
     from PySide6.QtCore import QTimer
 
@@ -229,29 +228,30 @@ def test_saving_a_host_while_another_process_writes_keeps_the_window_responsive(
         return QDialog.DialogCode.Accepted
 
     monkeypatch.setattr(HostDialog, "exec", fill)
-    hold_s = 2.0
     holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD_LOCK, str(tmp_services.db_path), str(hold_s)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _HOLD_LOCK, str(tmp_services.db_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
+    assert holder.stdin is not None and holder.stdout is not None
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        ticks: list[float] = []
+        assert holder.stdout.readline().strip() == "locked"
+        ticks: list[int] = []
         timer = QTimer()
         timer.setInterval(50)
-        timer.timeout.connect(lambda: ticks.append(time.monotonic()))
+        timer.timeout.connect(lambda: ticks.append(1))
         timer.start()
-        started = time.monotonic()
-        hosts_pane.add_button.click()
-        returned_after = time.monotonic() - started
-        assert returned_after < 0.5  # the click did not wait for the lock
+        hosts_pane.add_button.click()  # returns while the other process holds the lock: it did not wait for it
         assert hosts_pane.saving() and "Saving host locked-box" in hosts_pane.message_label.text()
+        qtbot.waitUntil(lambda: len(ticks) >= 10, timeout=30_000)  # the event loop runs the timer meanwhile ...
+        assert hosts_pane.saving()  # ... while the write still waits for the other process's lock
+        holder.stdin.write("release\n")
+        holder.stdin.flush()
         qtbot.waitUntil(lambda: not hosts_pane.saving(), timeout=30_000)
         timer.stop()
-        waited = time.monotonic() - started
-        assert waited >= hold_s * 0.8  # the write really waited for the other process's lock ...
-        assert len(ticks) >= 10  # ... while the event loop kept running the timer
-        assert max(b - a for a, b in zip(ticks, ticks[1:])) < 0.5
     finally:
+        holder.stdin.close()
         holder.wait(10)
         holder.stdout.close()
     assert get_host(tmp_services.db_path, "locked-box").price_usd_per_gpu_hour == 3.25  # landed afterwards

@@ -551,6 +551,7 @@ def test_exclusive_fields_filled_together_are_refused(qtbot: Any, pane: PlanPane
     assert pane.result.request.pricing.spot_discount == 0.5
 
 
+@pytest.mark.slow  # over the 5 s budget of an unmarked test on a quiet machine (issue 25)
 def test_memory_source_says_which_answered(qtbot: Any, pane: PlanPane, tmp_path: Path) -> None:
     assert pane.result.memory_source == "formula"
     assert "Memory: formula" in pane.sources_label.text()

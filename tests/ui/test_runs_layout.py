@@ -176,6 +176,7 @@ def test_launch_dialog_opens_long_values_at_their_start(qtbot: Any) -> None:
     assert dialog.command_edit.cursorPosition() == 0  # "torchrun ..." is what shows, not the tail
 
 
+@pytest.mark.slow  # over the 5 s budget of an unmarked test on a quiet machine (issue 25)
 def test_the_failed_run_picture_shows_no_path_of_the_build_machine() -> None:
     import runs_screenshots
 

@@ -65,6 +65,7 @@ def test_panes_share_the_windows_controller(qtbot: Any, services: Any, monkeypat
         window._closing_done = True
 
 
+@pytest.mark.slow  # over the 5 s budget of an unmarked test on a quiet machine (issue 25)
 def test_a_run_started_for_a_search_shows_in_runs(qtbot: Any, window: MainWindow) -> None:
     from gpuplanner.ui.runs.run_demo import demo_request
 
