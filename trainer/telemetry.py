@@ -69,7 +69,9 @@ def _seq_floor() -> int:
 
 def warn(message: str) -> None:
     try:
-        print(f"trainer: {message}", file=sys.stderr, flush=True)
+        # one write per line: ranks share stderr, and print's separate newline lets their lines run together
+        sys.stderr.write(f"trainer: {message}\n")
+        sys.stderr.flush()
     except (OSError, ValueError):
         pass
 
