@@ -283,7 +283,8 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         "",
         "The software the run trains with: bundled (this app's trainer), hf-trainer (transformers Trainer + "
         "peft; FSDP1 through accelerate or DeepSpeed per sharding), torchtitan, torchtune, deepspeed, litgpt, "
-        "llm-foundry or unsloth (fused LoRA and loss kernels). It decides how gradients accumulate under "
+        "llm-foundry, hf-loop (a transformers model + peft in your own loop, loss on its 16-bit logits) or "
+        "unsloth (fused LoRA and loss kernels). It decides how gradients accumulate under "
         "FSDP, how the loss treats the logits and how LoRA adapters run.",
         "choice",
         2,

@@ -83,6 +83,14 @@ class Engine:
     pretraining: bool = False
     # torchtitan's selective checkpointing keeps every other matmul output (activation_ledger)
     selective_policy: str = "every-matmul"
+    # --- memory side ---
+    # LoRA under FSDP: the adapters share an FSDP unit with the frozen weights they adapt (FSDP1 with
+    # ``use_orig_params=True`` and one unit per block), so each unit's flat gradient covers every parameter
+    # of the block. torch.distributed.fsdp docs: FSDP "supports mixing frozen and non-frozen, but we
+    # recommend not doing so since then the gradient memory usage will be higher than expected (namely,
+    # equivalent to not freezing those parameters)". False where the adapters are wrapped apart (peft's
+    # ``fsdp_auto_wrap_policy`` under accelerate) or sharded per parameter (FSDP2's ``fully_shard``).
+    lora_fsdp_shared_units: bool = False
 
     def __post_init__(self) -> None:
         checks = (
@@ -97,8 +105,10 @@ class Engine:
         for name, allowed in checks:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"engine {self.name}: {name} must be one of {', '.join(allowed)}")
-        if not isinstance(self.untied_head, bool) or not isinstance(self.clips_gradients, bool):
-            raise ValueError(f"engine {self.name}: untied_head and clips_gradients are true or false")
+        if not all(isinstance(v, bool) for v in (self.untied_head, self.clips_gradients, self.lora_fsdp_shared_units)):
+            raise ValueError(
+                f"engine {self.name}: untied_head, clips_gradients, lora_fsdp_shared_units are true or false"
+            )
 
     def loss(self, method: str) -> str:
         return self.loss_full if method == "full" else self.loss_adapters
@@ -181,6 +191,10 @@ ENGINES: dict[str, Engine] = {
     # full fine-tunes run accumulating micro-steps under ``fabric.no_backward_sync`` (FSDP1's no_sync,
     # finetune/full.py); the full fine-tune's loss is cross-entropy on the 16-bit logits, LoRA/QLoRA's
     # ``chunked_cross_entropy`` over 128-token chunks (utils.py); its own LoRA layers in the model dtype.
+    # Memory side: finetune/lora.py shards with ``FSDPStrategy(auto_wrap_policy={Block}, ...)``, one FSDP1 unit
+    # per block holding its frozen weights and its adapters, and Lightning Fabric's FSDPStrategy sets
+    # ``use_orig_params=True`` (lightning/fabric/strategies/fsdp.py), so a block's flat gradient is the whole
+    # block's; its LoRA micro-steps accumulate under ``fabric.no_backward_sync`` too (FSDP1's no_sync).
     "litgpt": Engine(
         "litgpt",
         "LitGPT",
@@ -192,6 +206,7 @@ ENGINES: dict[str, Engine] = {
         True,
         GATHER_HALF,
         clips_gradients=False,  # args.py ``TrainArgs.max_norm = None``: clipped only when asked
+        lora_fsdp_shared_units=True,
     ),
     # llm-foundry on Composer (github:mosaicml/llm-foundry, composer/trainer/trainer.py): under FSDP Composer
     # syncs every micro-batch (``MULTI_AUTO_SYNC``; no_sync would keep full gradients); its FSDP
@@ -207,6 +222,24 @@ ENGINES: dict[str, Engine] = {
         False,
         GATHER_HALF,
         pretraining=True,
+    ),
+    # A transformers model (+ peft) in the user's own training loop, the loss taken with ``nn.CrossEntropyLoss``
+    # on the logits the model returns: since transformers 4.46 a causal LM returns its logits in the model's
+    # 16-bit dtype when no labels are passed (models/llama/modeling_llama.py ``LlamaForCausalLM.forward``; the
+    # ``logits.float()`` upcast lives in ``loss/loss_utils.py`` ``ForCausalLMLoss``, which only runs with
+    # labels), so the cross-entropy runs on 16-bit logits through the loop's shifted copy. Everything else
+    # as the Trainer's, except that FSDP reduces each micro-step (no ``no_sync`` unless the loop asks for it).
+    # universal-llm-trainer (github:ljm565/universal-llm-trainer, src/models/llama3.py) is such a loop.
+    "hf-loop": Engine(
+        "hf-loop",
+        "transformers model + peft in your own loop",
+        REDUCE_EACH,
+        PARAM_CAST,
+        LOSS_HALF,
+        LOSS_HALF,
+        LORA_PEFT,
+        False,
+        GATHER_PACKED,
     ),
     # Unsloth (github:unslothai/unsloth): fused LoRA kernels (``fast_lora``: the adapter matmuls folded
     # into the MLP and QKV kernels) and a fused linear cross-entropy (``fast_cross_entropy_loss`` over chunks

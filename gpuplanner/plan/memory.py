@@ -321,13 +321,26 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
             layer_gather = int(NF4_BYTES_PER_PARAM * quant_layer) + HALF * (spec.layer_params - quant_layer)
             notes.append("FSDP-QLoRA: the packed 4-bit storage of each block is gathered, not 16-bit layers")
         weight_extra = gather_b * spec.root_params + 2 * layer_gather
+        unsharded = grad_b * trainable  # the whole unsharded gradient of one replica
         if setup.method == "full":
             grad_extra = grad_b * spec.layer_params
+        elif setup.method == "lora" and engine.lora_fsdp_shared_units:
+            # the adapters share each block's FSDP unit with its frozen weights (engines.py): the unit's flat
+            # gradient, its shard and its unsharded form while the block's backward runs, covers every
+            # parameter of the block in the weights' dtype, as if none were frozen. The root unit (embeddings,
+            # head, final norm) trains nothing and gets no gradient.
+            flat_b = FP32 if setup.precision == "fp32" else HALF
+            unsharded = flat_b * spec.layer_params * spec.num_layers
+            grads = max(grads, -(-unsharded // gpus))
+            grad_extra = flat_b * spec.layer_params
+            notes.append("FSDP units mix frozen weights and adapters: gradients sized as if nothing were frozen")
         weights = weights_sh
         if no_sync:
-            # under no_sync every GPU accumulates the whole unsharded gradient (it holds each block's
-            # full gradient already) until the last micro-step reduce-scatters it
-            grad_extra = grad_b * trainable
+            # under no_sync every GPU accumulates "the full model gradients (instead of gradient shards)"
+            # (torch.distributed.fsdp docs) until the last micro-step reduce-scatters them: the previous
+            # step's shards were freed by zero_grad(set_to_none), so the whole unsharded gradient is what
+            # the GPU holds between micro-steps
+            grad_extra = max(0, unsharded - grads)
             notes.append("FSDP no_sync: full unsharded gradients kept between micro-steps")
         notes.append(
             f"FSDP over {gpus} GPUs: weights, gradients and optimizer states sharded; gathered units counted in weights"
@@ -405,13 +418,16 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     # loss region is freed this (with the block's recomputed tensors) is the moment's transient
     grad_work = block_grad_bytes(spec, regime) * tokens
     if setup.attention == "eager":
-        # eager softmax's backward holds the scores' incoming gradient (compute dtype) and softmax_backward's
-        # result at once, with an fp32 upcast of the gradient between them where the softmax ran in fp32
-        # over 16-bit scores (Llama-style ``softmax(dtype=float32)``, GPT-2/BERT under autocast). It runs in
-        # the attention's backward, after the MLP's gradient buffers are gone: the larger of the two counts.
+        # eager softmax's backward holds the scores' incoming gradient (compute dtype) and, where the softmax
+        # ran in fp32 over 16-bit scores (Llama-style ``softmax(dtype=float32)``, GPT-2/BERT under autocast),
+        # its fp32 upcast; softmax_backward's 16-bit result is made as the probabilities' 16-bit copy (saved
+        # by probs @ V, counted in the block's tensors) is freed, so it adds nothing at the widest point (a
+        # traced step agrees: tests/plan/test_trace.py). Without the upcast the gradient and the result are
+        # both in the compute dtype. It runs in the attention's backward, after the MLP's gradient buffers
+        # are gone: the larger of the two counts.
         score_b = FP32 if regime == "fp32" else HALF
         upcast = regime != "fp32" and (spec.family not in ("gpt2", "bert") or regime == "amp")
-        per_score = score_b + 2 * FP32 if upcast else 2 * score_b
+        per_score = score_b + FP32 if upcast else 2 * score_b
         grad_work = max(grad_work, per_score * setup.micro_batch * spec.num_heads * setup.seq_len**2)
     recompute += grad_work
 

@@ -175,9 +175,10 @@ def test_eager_attention_adds_the_score_matrices() -> None:
     eager = mem.estimate_memory(spec, replace(s, attention="eager"))
     sdpa = mem.estimate_memory(spec, s)
     saved = 2 * (4 + 2) * 2 * 4 * 128 * 128  # layers x (fp32 softmax + bf16 copy) x b x heads x s^2
-    # softmax's backward: the incoming bf16 gradient, its fp32 upcast and the fp32 result, one block at a time,
-    # after its MLP's gradient buffers are gone; the larger of those and the loss region is the transient
-    transient = (2 + 2 * 4) * 2 * 4 * 128 * 128
+    # softmax's backward: the incoming bf16 gradient and its fp32 upcast (softmax_backward's bf16 result is
+    # made once the 16-bit copy of the probabilities is freed; a traced step agrees: test_trace.py), one block
+    # at a time, after its MLP's gradient buffers are gone; the larger of those and the loss region counts
+    transient = (2 + 4) * 2 * 4 * 128 * 128
     tokens = 2 * 128
     grad_work = ledger.block_grad_bytes(spec, "half") * tokens
     logits = 12 * tokens * spec.vocab_size
@@ -534,8 +535,9 @@ def test_fsdp_no_sync_keeps_full_gradients_between_micro_steps() -> None:
     no_sync = mem.estimate_memory(spec, replace(s, engine="hf-trainer"))  # FSDP1 under accelerate's no_sync
     n = spec.n_params
     assert no_sync.peak_moment != "optimizer-step"
-    assert no_sync.gradients == -(-2 * n // 4) + 2 * n  # the shards and the whole bf16 gradient
-    assert no_sync.total - each.total > 1.5 * n
+    # the whole bf16 gradient: the previous step's shards were freed by zero_grad(set_to_none)
+    assert no_sync.gradients == 2 * n
+    assert no_sync.total - each.total > 1.25 * n  # the whole bf16 gradient, not a quarter of it
     # without accumulation there is nothing to keep
     one = replace(s, grad_accum=1)
     assert mem.estimate_memory(spec, replace(one, engine="hf-trainer")) == mem.estimate_memory(spec, one)
@@ -573,7 +575,7 @@ def test_fsdp_plans_follow_what_the_bundled_trainer_runs() -> None:
     autocast = mem.estimate_memory(spec, replace(s, engine="unsloth"))
     assert plan.memory.activations < autocast.activations  # 16-bit residual stream under the policy
     no_sync = mem.estimate_memory(spec, replace(s, engine="hf-trainer"))
-    assert no_sync.total > plan.memory.total + 3 * n  # FSDP1 no_sync: the whole fp32 gradient besides the shard
+    assert no_sync.total > plan.memory.total + 2.5 * n  # FSDP1 no_sync: the whole fp32 gradient, not its shard
 
 
 def test_large_fsdp_fine_tune_fits_when_gradients_are_reduced_each_micro_step() -> None:

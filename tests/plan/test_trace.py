@@ -23,6 +23,14 @@ LLAMA = {
     "tie_word_embeddings": False,
     "max_position_embeddings": 512,
 }
+# eager attention's score matrices most of the memory: its backward's buffers against the formula's
+WIDE_ATTENTION = {
+    **LLAMA,
+    "hidden_size": 64,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "intermediate_size": 128,
+}
 GPT2 = {
     "model_type": "gpt2",
     "n_embd": 128,
@@ -59,6 +67,11 @@ CASES = [
     ("llama", LLAMA, TrainSetup(precision="bf16-mixed", micro_batch=2, seq_len=256)),
     ("llama", LLAMA, TrainSetup(precision="bf16", micro_batch=2, seq_len=256, attention="eager")),
     ("llama", LLAMA, TrainSetup(precision="bf16", micro_batch=2, seq_len=256, grad_checkpointing="full")),
+    (
+        "llama",
+        WIDE_ATTENTION,
+        TrainSetup(precision="bf16", micro_batch=2, seq_len=512, attention="eager", grad_checkpointing="full"),
+    ),
     ("gpt2", GPT2, TrainSetup(precision="bf16", micro_batch=2, seq_len=256)),
     ("gpt2", GPT2, TrainSetup(precision="fp32", micro_batch=2, seq_len=256, attention="eager")),
     # GPT-2's gelu_new is fused in both (as the bundled trainer runs it); an op-by-op trace would be ~24% higher
