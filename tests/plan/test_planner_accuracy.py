@@ -64,14 +64,11 @@ def test_leave_one_source_out_error_does_not_regress(figures) -> None:
     assert overall["speed_calibrated_mape"] <= overall["speed_loso_mape"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 24 item 3: with the fine-tuning sources of speed_finetune.csv left out in turn the band holds "
-    "72.2% over sources (78.0% before they joined); the regime widths need refitting on the grown dataset",
-)
 def test_band_coverage_on_left_out_sources_is_near_its_share(figures) -> None:
+    """Each source judged against bands set (and widened: tests/benchmarks/band_calibration.py) from the
+    other sources' left-out errors only."""
     overall, _ = figures
-    assert 75.0 <= overall["speed_band_coverage_by_source"] <= 85.0  # reached 72.2
+    assert 75.0 <= overall["speed_band_coverage_by_source"] <= 85.0  # reached 81.9 (72.2 before the widening)
 
 
 def test_memory_error_does_not_regress(figures) -> None:
