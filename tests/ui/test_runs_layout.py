@@ -216,7 +216,11 @@ def test_the_gpu_table_shows_whole_rows_at_1024x700(qtbot: Any, tmp_services: An
         qtbot.waitUntil(lambda: table.viewport().height() >= min(gpus, 2) * table.rowHeight(0))
         assert rows_in_view(table) >= min(gpus, 2)
         assert pane.plots.height() >= PLOTS_MIN_HEIGHT
-        caption = pane.gpu_table.caption  # the note under the table is whole too
+        caption = pane.gpu_table.caption  # the note under the table is whole too, and below the table
         assert caption.height() >= caption.heightForWidth(caption.width())
+        pane.gpu_table.show_rows(pane.gpu_table._rows, ended=True)  # "Run ended: ..." makes it longer
+        qtbot.waitUntil(lambda: caption.height() >= caption.heightForWidth(caption.width()))
+        assert caption.geometry().top() >= table.geometry().bottom()
+        assert rows_in_view(table) >= min(gpus, 2)
     finally:
         pane.shutdown(stop_runs=False)

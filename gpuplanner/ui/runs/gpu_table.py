@@ -35,6 +35,7 @@ CAPTION = (
 )
 
 ENDED = "Run ended: the last readings, greyed out (not live). "
+SPACING = 2  # between the table and its note
 ROWS_SHOWN = 8  # GPUs shown without scrolling, room allowing; more scroll inside the table
 
 
@@ -45,7 +46,7 @@ class GpuTable(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(2)
+        layout.setSpacing(SPACING)
         self.table = QTableWidget(0, len(GPU_TABLE_COLUMNS))
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
@@ -123,15 +124,17 @@ class GpuTable(QWidget):
         self.table.setMaximumHeight(header + rows * row + frame)
         lines = self.caption.heightForWidth(self.width()) if self.width() > 100 else -1
         caption = (lines if lines > 0 else 2 * self.caption.fontMetrics().lineSpacing()) + 6
-        self.setMaximumHeight(self.table.maximumHeight() + caption)
-        wanted = header + min(rows, ROWS_SHOWN) * row + frame + caption
+        spacing = SPACING
+        self.setMinimumHeight(self.table.minimumHeight() + caption + spacing)  # the note whole under the rows
+        self.setMaximumHeight(self.table.maximumHeight() + caption + spacing)
+        wanted = header + min(rows, ROWS_SHOWN) * row + frame + caption + spacing
         splitter = self.parentWidget()
         if wanted != self._wanted and isinstance(splitter, QSplitter) and self.isVisible():
             self._wanted = wanted
             sizes = splitter.sizes()
             mine = splitter.indexOf(self)
             total = sum(sizes)
-            height = max(self.minimumSizeHint().height(), min(wanted, total - self.room_above))
+            height = max(self.minimumHeight(), min(wanted, total - self.room_above))
             splitter.setSizes([height if i == mine else (total - height) for i in range(len(sizes))])
 
     def cell_text(self, row: int, column: int) -> str:
