@@ -127,6 +127,10 @@ class GpuTable(QWidget):
         spacing = SPACING
         self.setMinimumHeight(self.table.minimumHeight() + caption + spacing)  # the note whole under the rows
         self.setMaximumHeight(self.table.maximumHeight() + caption + spacing)
+        layout = self.layout()
+        if layout is not None:  # the table's new height may not move the note down by itself (seen under X11)
+            layout.invalidate()
+            layout.activate()
         wanted = header + min(rows, ROWS_SHOWN) * row + frame + caption + spacing
         splitter = self.parentWidget()
         if wanted != self._wanted and isinstance(splitter, QSplitter) and self.isVisible():
