@@ -1,6 +1,6 @@
 """The window as a new user meets it on the first day, at 1280x800 and 1024x700, into docs/screenshots/first-day/.
 
-    xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python tools/first_day_screenshots.py [--out DIR]
+    xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python tools/first_day_screenshots.py [--out DIR] [--theme dark]
 
 A fresh data and settings folder (nothing seeded), then, in order:
 - ``empty-history``: the History pane before any run;
@@ -12,8 +12,8 @@ A fresh data and settings folder (nothing seeded), then, in order:
 - ``failed-host``: the Hosts pane after probing an SSH host that refuses the connection;
 - ``plan-70b``: the Plan pane for a full fine-tune of Llama 3.1 70B.
 
-Each is written as ``<name>.png`` (1280x800) and ``<name>-1024.png`` (1024x700). The demo run takes real
-time: about a minute and a half in all.
+Each is written as ``<name>.png`` (1280x800) and ``<name>-1024.png`` (1024x700), with ``--theme dark`` as
+``<name>-dark.png`` and ``<name>-dark-1024.png``. The demo run takes real time: about a minute and a half.
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ SIZES = (("", (1280, 800)), ("-1024", (1024, 700)))
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "docs" / "screenshots" / "first-day"))
+    parser.add_argument("--theme", choices=("light", "dark"), default="light")
     args = parser.parse_args(argv)
+    theme = "" if args.theme == "light" else "-dark"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="gpuplanner-first-day-"))
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpuplanner.ui.app import create_application, create_window
 
     QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp / "settings"))
-    app = create_application((), theme="light")
+    app = create_application((), theme=args.theme)
     window = create_window()
     window.resize(*SIZES[0][1])
     window.show()
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         for suffix, size in SIZES:
             window.resize(*size)
             wait(0.4)
-            grab(window, out / f"{name}{suffix}.png")
+            grab(window, out / f"{name}{theme}{suffix}.png")
         window.resize(*SIZES[0][1])
 
     try:

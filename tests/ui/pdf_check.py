@@ -95,3 +95,17 @@ def render_pngs(path: Path, out_dir: Path, dpi: int = 60) -> list[Path]:
     """Each page as a PNG (pdftoppm), as a person opening the PDF sees it."""
     subprocess.run(["pdftoppm", "-r", str(dpi), "-png", str(path), str(out_dir / "page")], check=True)
     return sorted(out_dir.glob("page*.png"))
+
+
+def page_lines(path: Path) -> list[list[str]]:
+    """Each page's lines as ``pdftotext -layout`` reads them, blank lines and the footer left out."""
+    out = subprocess.run(["pdftotext", "-layout", str(path), "-"], check=True, capture_output=True, text=True).stdout
+    pages = unicodedata.normalize("NFKC", out).split("\f")[:-1]
+    footer = re.compile(r"page \d+ of \d+$")
+    return [[line.strip() for line in page.splitlines() if line.strip() and not footer.search(line)] for page in pages]
+
+
+def image_pages(path: Path) -> list[int]:
+    """The page (0-based) of each image in the PDF, in order (``pdfimages -list``)."""
+    out = subprocess.run(["pdfimages", "-list", str(path)], check=True, capture_output=True, text=True).stdout
+    return [int(line.split()[0]) - 1 for line in out.splitlines()[2:] if line.strip()]

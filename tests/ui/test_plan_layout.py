@@ -12,7 +12,7 @@ from PySide6.QtCore import QRect, QRectF, Qt
 from PySide6.QtWidgets import QComboBox, QStyleOptionViewItem, QWidget
 
 from gpuplanner.ui.plan.compare_model import COLUMNS
-from gpuplanner.ui.plan.memory_bar import RUNTIME, STEP_TEMPORARIES
+from gpuplanner.ui.plan.memory_bar import RUNTIME, STEP_TEMPORARIES, bar_height, title_lines
 from gpuplanner.ui.plan.plan_pane import PlanPane
 from tests.ui.helpers import wait_for_result
 
@@ -100,6 +100,9 @@ def test_at_1024x700_the_headline_and_memory_bar_stay_and_nothing_scrolls_sidewa
     show(qtbot, plan_pane, PANE_1024, values)
     assert inside(plan_pane.recommendation_label, plan_pane)
     assert inside(plan_pane.memory_bar, plan_pane)
+    bar = plan_pane.memory_bar  # its title whole, on two lines where one is too narrow ("does NOT fit ...")
+    titles = title_lines(bar.view, bar.width() - 12, bar.font())
+    assert not any("…" in line for line in titles) and bar.height() >= bar_height(bar.view, bar.width(), bar.font())
     assert not plan_pane.table.horizontalScrollBar().isVisible()
     assert not elided_cells(plan_pane, "mem_gib")
     assert whole_rows(plan_pane) >= 4

@@ -10,7 +10,7 @@ from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QImage, QPainter, QPalette
 
 from gpuplanner.ui.widgets.report_pdf import MARGIN_MM, Report, cell_text, write_pdf
-from tests.ui.pdf_check import missing_words, outside, overlaps, read_words, render_pngs
+from tests.ui.pdf_check import image_pages, missing_words, outside, overlaps, page_lines, read_words, render_pngs
 
 MARGIN_PT = MARGIN_MM / 25.4 * 72
 
@@ -120,3 +120,33 @@ def test_a_long_title_leaves_the_footer_readable(qtbot, tmp_path: Path) -> None:
     pages = read_words(path)
     assert overlaps(pages) == []
     assert "page" in pages.texts() and not missing_words(pages, [title])
+
+
+def test_a_heading_never_ends_a_page(qtbot, tmp_path: Path) -> None:
+    """Qt's rich text has no keep-with-next: filler lines push a heading and its table down the first page,
+    one line at a time, past the page's foot; the heading always shares its page with the table's header
+    and first row, and a bold line with the picture that follows it."""
+    endings = []
+    for filler in range(44, 53):  # 50-52 put the heading on the last lines of page 1 without the rule
+        report = Report("Keep with next", "2026-11-28")
+        for i in range(filler):
+            report.text(f"Filler line {i} of the report's first section.")
+        report.heading("Costs by provider")
+        report.table(["provider", "cost"], [[f"provider-{i}", f"${i}.00"] for i in range(3)])
+        report.text("Cost over time", bold=True)
+        chart = QImage(900, 400, QImage.Format.Format_RGB32)
+        chart.fill(QColor("#dde3ec"))
+        report.image(chart, 120)
+        path = tmp_path / f"keep-{filler}.pdf"
+        write_pdf(report, str(path))
+        pages = page_lines(path)
+        endings.append([lines[-1] for lines in pages])
+        for number, lines in enumerate(pages):
+            if "Costs by provider" in lines:  # the heading, then the header row and the first row below it
+                at = lines.index("Costs by provider")
+                below = [line.split() for line in lines[at + 1 : at + 3]]
+                assert below == [["provider", "cost"], ["provider-0", "$0.00"]], (filler, number, lines[at:])
+            if "Cost over time" in lines:  # the chart is on the same page
+                assert number in image_pages(path), (filler, number)
+    # the sweep did reach the foot: in some cases the heading starts page 2 and page 1 ends with filler
+    assert any(ending[0].startswith("Filler line") and len(ending) > 1 for ending in endings), endings

@@ -183,3 +183,44 @@ def test_the_failed_run_picture_shows_no_path_of_the_build_machine() -> None:
     _records, stderr = runs_screenshots.failed_run_records()
     assert "IndexError" in stderr
     assert sys.prefix not in stderr and str(Path(__file__).resolve().parents[2]) not in stderr
+
+
+def rows_in_view(table: Any) -> int:
+    """GPU rows whose whole rectangle lies inside the table's viewport (not under its scroll bar)."""
+    view = table.viewport().rect()
+    return sum(view.contains(table.visualRect(table.model().index(r, 0))) for r in range(table.rowCount()))
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 8])
+def test_the_gpu_table_shows_whole_rows_at_1024x700(qtbot: Any, tmp_services: Any, gpus: int) -> None:
+    """At 1024x700 the columns scroll sideways; the scroll bar used to cover the second of two rows (and
+    half of a single one). Every GPU's row is whole, two of them at least, the plots keeping their room."""
+    import runs_screenshots
+
+    from gpuplanner.ui.runs.launch_request import LaunchRequest
+    from gpuplanner.ui.runs.runs_pane import PLOTS_MIN_HEIGHT, RunsPane
+
+    pane = RunsPane(tmp_services)
+    qtbot.addWidget(pane)
+    pane.resize(904, 670)  # the pane's size in a 1024x700 window
+    pane.show()
+    request = LaunchRequest(host_name="h100-a", trainer_args=[], name="r", gpus=gpus, budget_usd=160.0)
+    entry = pane._add_entry(41, "r", "h100-a", request=request)
+    entry.telemetry.add_records(runs_screenshots.run_records(gpus, 600))
+    pane.run_list.setCurrentItem(entry.item)
+    pane._on_redraw_timer()
+    pane._update_text()
+    table = pane.gpu_table.table
+    try:
+        qtbot.waitUntil(lambda: table.rowCount() == gpus and table.horizontalScrollBar().maximum() > 0)
+        qtbot.waitUntil(lambda: table.viewport().height() >= min(gpus, 2) * table.rowHeight(0))
+        assert rows_in_view(table) >= min(gpus, 2)
+        assert pane.plots.height() >= PLOTS_MIN_HEIGHT
+        caption = pane.gpu_table.caption  # the note under the table is whole too, and below the table
+        assert caption.height() >= caption.heightForWidth(caption.width())
+        pane.gpu_table.show_rows(pane.gpu_table._rows, ended=True)  # "Run ended: ..." makes it longer
+        qtbot.waitUntil(lambda: caption.height() >= caption.heightForWidth(caption.width()))
+        assert caption.geometry().top() >= table.geometry().bottom()
+        assert rows_in_view(table) >= min(gpus, 2)
+    finally:
+        pane.shutdown(stop_runs=False)

@@ -12,6 +12,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from gpuplanner.app.run_series import OverlaySeries
+from gpuplanner.ui.widgets.empty_chart import EmptyMessage
 
 RUN_COLORS = ("#4e79a7", "#e15759", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7")
 PLOTS = (
@@ -20,6 +21,12 @@ PLOTS = (
     ("util", "GPU utilisation (%, mean of the run's GPUs)"),
     ("spend", "Spend ($)"),
 )
+EMPTY = {
+    "loss": "no loss recorded",
+    "tokens": "no tokens/s recorded",
+    "util": "no GPU samples recorded",
+    "spend": "no spend recorded (no price set)",
+}
 X_AXES = (("time", "minutes since the run started"), ("step", "optimizer step"))
 
 
@@ -54,6 +61,7 @@ class ComparePlots(QWidget):
             if self.plots:
                 plot.setXLink(next(iter(self.plots.values())))
             self.plots[key] = plot
+        self.empty = {key: EmptyMessage(plot) for key, plot in self.plots.items()}
         self.legend = self.plots["loss"].addLegend(offset=(-5, 5), labelTextSize="8pt")
         self.series: list[OverlaySeries] = []
         self.apply_palette()
@@ -94,20 +102,26 @@ class ComparePlots(QWidget):
         self.legend.clear()
         for plot in self.plots.values():
             plot.setLabel("bottom", dict(X_AXES)[self.x_axis])
+        drawn: set[str] = set()
         for i, s in enumerate(self.series):
             pen = pg.mkPen(RUN_COLORS[i % len(RUN_COLORS)], width=1.5)
             x = s.step if by_step else s.minutes
             for key, y in (("loss", s.loss), ("tokens", s.tokens_per_s), ("spend", s.spend_usd)):
                 if len(x) and np.isfinite(y).any():
+                    drawn.add(key)
                     item = self.plots[key].plot(x, y, pen=pen, connect="finite")
                     if key == "loss":
                         self.legend.addItem(item, s.label)
             if len(s.util_minutes):
+                drawn.add("util")
                 ux = np.interp(s.util_minutes, s.minutes, s.step) if by_step and len(s.minutes) > 1 else s.util_minutes
                 self.plots["util"].plot(ux, s.util_pct, pen=pen, connect="finite")
             if not np.isfinite(s.loss).any():  # a run without steps still gets its legend entry
                 self.legend.addItem(pg.PlotDataItem(pen=pen), s.label)
         count = len(self.series)
         self.caption.setText(f"{count} runs overlaid" if count else "")
+        fg = self.palette().color(QPalette.ColorRole.Text)
+        for key, empty in self.empty.items():  # nothing to draw: the reason alone, no axes around nothing
+            empty.show(None if key in drawn else EMPTY[key] if count else "", fg)
         for plot in self.plots.values():
             plot.enableAutoRange()

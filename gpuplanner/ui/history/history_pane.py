@@ -110,10 +110,13 @@ class HistoryPane(QWidget):
 
     def _build(self) -> None:
         self.filter_edit = QLineEdit()
-        self.filter_edit.setPlaceholderText("Filter: name, host, GPU, model, status…")
+        self.filter_edit.setPlaceholderText("Filter runs…")  # whole in the room it has at 1024x700
+        self.filter_edit.setToolTip("Show the runs whose name, host, GPU, model or status contains these words")
         self.filter_edit.setClearButtonEnabled(True)
         self.filter_edit.textChanged.connect(self._on_filter_changed)
         self.status_combo = QComboBox()
+        self.status_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.status_combo.setMinimumContentsLength(len("all statuses"))  # the longest status shows when open
         self.status_combo.addItems(["all statuses" if not s else status_text(s) for s in STATUSES])
         self.status_combo.currentIndexChanged.connect(self._on_status_changed)
         self.refresh_button = QPushButton("Refresh")
@@ -140,9 +143,8 @@ class HistoryPane(QWidget):
         self.searches_button.setToolTip("Hyperparameter searches: trials, spend against the cap, best against spend")
         self.searches_button.clicked.connect(self.open_searches)
         bar = QHBoxLayout()
-        bar.addWidget(self.filter_edit, 2)
+        bar.addWidget(self.filter_edit, 2)  # the free width goes to the filter
         bar.addWidget(self.status_combo)
-        bar.addStretch(1)
         for widget in (
             self.carry_button,
             self.refresh_button,
@@ -169,6 +171,8 @@ class HistoryPane(QWidget):
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.empty_label = QLabel("Loading the run history…")
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setContentsMargins(0, 4, 0, 10)  # clear of the splitter's handle below it
 
         self.summary_view = QTextBrowser()
         self.summary_view.setOpenLinks(False)

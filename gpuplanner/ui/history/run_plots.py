@@ -11,6 +11,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QWidget
 
 from gpuplanner.app.run_series import RunSeries, with_gaps
+from gpuplanner.ui.widgets.empty_chart import EmptyMessage
 
 EVENT_PENS = {
     "checkpoint": "#59a14f",
@@ -35,6 +36,8 @@ PLOTS = (
     ("tokens", "Tokens/s"),
     ("loss", "Loss"),
 )
+NO_GPU_SAMPLES = "no GPU samples recorded"
+NO_STEPS = "no training steps recorded"
 
 
 def event_key(kinds: set[str]) -> str:
@@ -66,10 +69,12 @@ class RunPlots(pg.GraphicsLayoutWidget):
             if self.plots:
                 plot.setXLink(next(iter(self.plots.values())))
             self.plots[key] = plot
+        self.empty = {key: EmptyMessage(plot) for key, plot in self.plots.items()}
         self.key_label = self.addLabel("", row=2, col=0, colspan=2, size="9pt")
         self.key_text = ""
         self.util_legend = self.plots["util"].addLegend(offset=(5, 5), labelTextSize="7pt", colCount=4)
         self.apply_palette()
+        self.clear_all()
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
         super().changeEvent(event)
@@ -87,8 +92,10 @@ class RunPlots(pg.GraphicsLayoutWidget):
         self.key_label.setText(self.key_text, color=fg.name())
 
     def clear_all(self) -> None:
-        for plot in self.plots.values():
+        """No run shown: blank plots, no axes around nothing."""
+        for key, plot in self.plots.items():
             plot.clear()
+            self.empty[key].show("")
         self._set_key(set())
 
     def _set_key(self, kinds: set[str]) -> None:
@@ -124,5 +131,8 @@ class RunPlots(pg.GraphicsLayoutWidget):
             for plot in self.plots.values():
                 plot.addItem(pg.InfiniteLine(at / 60.0, angle=90, pen=pen))
         self._set_key(marked)
-        for plot in self.plots.values():
+        fg = self.palette().color(QPalette.ColorRole.Text)
+        for key, plot in self.plots.items():
+            has_data = bool(series.gpu) if key in ("util", "mem") else bool(len(t))
+            self.empty[key].show(None if has_data else NO_GPU_SAMPLES if key in ("util", "mem") else NO_STEPS, fg)
             plot.enableAutoRange()

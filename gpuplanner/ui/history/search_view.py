@@ -40,6 +40,7 @@ from gpuplanner.sweep.lookback import (
 from gpuplanner.ui.background import BackgroundJob, JobSignals
 from gpuplanner.ui.human import NO_PRICE, human_cost, human_money, human_number
 from gpuplanner.ui.sweep.sweep_text import TRIAL_HEADERS, cap_words, trial_cells
+from gpuplanner.ui.widgets.empty_chart import EmptyMessage
 from gpuplanner.ui.widgets.report_pdf import Report, write_pdf
 from gpuplanner.ui.widgets.table_view import export_to_file
 
@@ -109,6 +110,11 @@ class TrialTable(QTableWidget):
                 self.setItem(r, c, item)
 
 
+NO_SEARCH = "no search shown"
+NO_BEST = "no trial has an eval loss yet"
+NO_SPEND = "nothing spent yet"
+
+
 class SearchPlots(QWidget):
     """Best metric against spend (a step line) and cumulative spend over time with the cap as a line."""
 
@@ -137,6 +143,11 @@ class SearchPlots(QWidget):
         self.best_curve = self.best_plot.plot([], [], pen=pg.mkPen("#2a6fdb", width=2), symbol="o", symbolSize=7)
         self.spend_curve = self.spend_plot.plot([], [], pen=pg.mkPen("#2a6fdb", width=2))
         self.shown: dict[str, Any] = {}
+        # nothing to draw yet: the reason alone, no axes around nothing
+        self.best_empty = EmptyMessage(self.best_plot.getPlotItem())
+        self.spend_empty = EmptyMessage(self.spend_plot.getPlotItem())
+        self.best_empty.show(NO_SEARCH)
+        self.spend_empty.show(NO_SEARCH)
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt naming)
         super().changeEvent(event)
@@ -184,6 +195,9 @@ class SearchPlots(QWidget):
         self.spend_plot.setYRange(0, top * 1.1 if top > 0 else 1.0, padding=0)
         self.spend_plot.enableAutoRange(axis="x")
         self.best_plot.enableAutoRange()
+        fg = self.palette().color(QPalette.ColorRole.Text)
+        self.best_empty.show(None if review.best_curve else NO_BEST, fg)
+        self.spend_empty.show(None if curve else NO_SPEND, fg)
         self.shown = {"best": list(zip(spend, best)), "spend": list(zip(minutes, [v for _, v in curve]))}
 
 

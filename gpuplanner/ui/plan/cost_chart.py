@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QWidget
 
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.ui.human import human_hours, human_money, money_tick, significant
+from gpuplanner.ui.widgets.empty_chart import set_axes_shown
 
 ON_DEMAND = "#4e79a7"
 SPOT = "#f28e2b"
@@ -302,7 +303,10 @@ class CostChart(pg.PlotWidget):
         self.budget_line.setVisible(bool(budget_usd))
         if budget_usd:
             self.budget_line.setValue(budget_usd)
+        set_axes_shown(item, bool(shown))  # nothing fits: the message alone, no empty $0-$1 axes or lines
         if not shown:
+            self.deadline_line.setVisible(False)
+            self.budget_line.setVisible(False)
             self._set_title("no option fits in memory: nothing to chart")
             return
         self._set_title(self.key)

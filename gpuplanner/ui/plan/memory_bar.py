@@ -94,6 +94,21 @@ def legend_rows(view: MemoryView | None, width: float, metrics: QFontMetrics) ->
     return rows
 
 
+def title_lines(view: MemoryView, width: float, font: QFont) -> list[str]:
+    """The bold title on one line, or on two where it is too wide (the verdict on the second): never cut."""
+    bold = QFont(font)
+    bold.setBold(True)
+    metrics = QFontMetrics(bold)
+    verdict = {True: "fits", False: "does NOT fit", None: "capacity unknown"}[view.fits]
+    capacity = f" of {view.capacity_gib:,.1f} GiB on {view.gpu}" if view.capacity_gib else ""
+    moment = f" ({MOMENTS[view.moment]})" if view.moment in MOMENTS else ""
+    first = f"Peak memory per GPU: {view.total_gib:,.1f} GiB{capacity}:"
+    if metrics.horizontalAdvance(f"{first} {verdict}{moment}") <= width:
+        return [f"{first} {verdict}{moment}"]
+    lines = [first, verdict[0].upper() + verdict[1:] + moment]
+    return [metrics.elidedText(line, Qt.TextElideMode.ElideRight, int(width)) for line in lines]
+
+
 def paint_memory_bar(painter: QPainter, rect: QRectF, view: MemoryView | None, palette: QPalette) -> None:
     """Title line, the bar (scaled to max(capacity, total)) with capacity and headroom marks, a legend."""
     text_color = palette.color(QPalette.ColorRole.WindowText)
@@ -113,17 +128,15 @@ def paint_memory_bar(painter: QPainter, rect: QRectF, view: MemoryView | None, p
     bold.setBold(True)
     painter.setFont(bold)
     painter.setPen(text_color)
-    verdict = {True: "fits", False: "does NOT fit", None: "capacity unknown"}[view.fits]
-    capacity = f" of {view.capacity_gib:,.1f} GiB on {view.gpu}" if view.capacity_gib else ""
-    moment = f" ({MOMENTS[view.moment]})" if view.moment in MOMENTS else ""
-    title = f"Peak memory per GPU: {total:,.1f} GiB{capacity}: {verdict}{moment}"
-    title = painter.fontMetrics().elidedText(title, Qt.TextElideMode.ElideRight, int(rect.width()))
-    painter.drawText(QRectF(rect.left(), rect.top(), rect.width(), metrics_h), Qt.AlignmentFlag.AlignLeft, title)
+    titles = title_lines(view, rect.width(), font)
+    for number, title in enumerate(titles):
+        line = QRectF(rect.left(), rect.top() + number * metrics_h, rect.width(), metrics_h)
+        painter.drawText(line, Qt.AlignmentFlag.AlignLeft, title)
     painter.setFont(font)
     metrics = painter.fontMetrics()
     rows = legend_rows(view, rect.width(), metrics)
-    bar_top = rect.top() + metrics_h + 4
-    bar_h = max(14.0, rect.height() - (1 + rows) * metrics_h - 14)
+    bar_top = rect.top() + len(titles) * metrics_h + 4
+    bar_h = max(14.0, rect.height() - (len(titles) + rows) * metrics_h - 14)
     bar = QRectF(rect.left(), bar_top, rect.width(), bar_h)
     painter.setPen(QPen(palette.color(QPalette.ColorRole.Mid), 1))
     painter.setBrush(palette.color(QPalette.ColorRole.Base))
@@ -163,9 +176,11 @@ def paint_memory_bar(painter: QPainter, rect: QRectF, view: MemoryView | None, p
     painter.restore()
 
 
-def bar_height(view: MemoryView | None, width: float, metrics: QFontMetrics) -> int:
-    """The height the bar needs at ``width``: its title, a bar and every legend line."""
-    return int((1 + legend_rows(view, width - 12, metrics)) * metrics.height() + 22 + 8 + 8)
+def bar_height(view: MemoryView | None, width: float, font: QFont) -> int:
+    """The height the bar needs at ``width``: its title's lines, a bar and every legend line."""
+    metrics = QFontMetrics(font)
+    titles = len(title_lines(view, width - 12, font)) if view is not None else 1
+    return int((titles + legend_rows(view, width - 12, metrics)) * metrics.height() + 22 + 8 + 8)
 
 
 class MemoryBar(QWidget):
@@ -179,7 +194,7 @@ class MemoryBar(QWidget):
         self.setAccessibleName("Memory breakdown")
 
     def sizeHint(self) -> QSize:
-        return QSize(600, bar_height(self.view, max(self.width(), 600), self.fontMetrics()))
+        return QSize(600, bar_height(self.view, max(self.width(), 600), self.font()))
 
     def set_view(self, view: MemoryView | None) -> None:
         self.view = view
@@ -189,7 +204,7 @@ class MemoryBar(QWidget):
         self.update()
 
     def _fit_height(self) -> None:
-        height = max(86, bar_height(self.view, self.width(), self.fontMetrics()))
+        height = max(86, bar_height(self.view, self.width(), self.font()))
         if height != self.minimumHeight():
             self.setMinimumHeight(height)
             self.updateGeometry()

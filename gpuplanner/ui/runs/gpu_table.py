@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from PySide6.QtGui import QBrush, QColor, QFont, QPalette
+from PySide6.QtGui import QBrush, QColor, QFont, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
     QLabel,
+    QSplitter,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -34,6 +35,8 @@ CAPTION = (
 )
 
 ENDED = "Run ended: the last readings, greyed out (not live). "
+SPACING = 2  # between the table and its note
+ROWS_SHOWN = 8  # GPUs shown without scrolling, room allowing; more scroll inside the table
 
 
 class GpuTable(QWidget):
@@ -43,7 +46,7 @@ class GpuTable(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(2)
+        layout.setSpacing(SPACING)
         self.table = QTableWidget(0, len(GPU_TABLE_COLUMNS))
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
@@ -66,6 +69,10 @@ class GpuTable(QWidget):
         layout.addWidget(self.caption)
         self._rows: list[tuple[str, list[GpuCell]]] = []
         self._ended = False
+        self._wanted = 0  # the height last asked of the splitter above
+        self.room_above = 0  # what the widget above it in the splitter keeps when the table asks for rows
+        # a horizontal scroll bar (narrow windows) takes a row's room: the heights count it
+        self.table.horizontalScrollBar().rangeChanged.connect(lambda *_: self._fit_height())
         self._fit_height()
 
     def show_rows(self, rows: list[tuple[str, list[GpuCell]]], ended: bool = False) -> None:
@@ -100,16 +107,39 @@ class GpuTable(QWidget):
                     item.setForeground(QBrush(QColor("#b35c00")))
         self._fit_height()
 
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_height()  # the caption wraps on more or fewer lines
+
     def _fit_height(self) -> None:
-        """At least two GPUs' rows (more scroll inside the table), at most all of them: the pane's splitter
-        between the plots and this table decides within that."""
+        """At least two GPUs' rows (more scroll inside the table), at most all of them, each row whole
+        beside a horizontal scroll bar; when the rows or the scroll bar change, the splitter above is asked
+        for every GPU's row up to :data:`ROWS_SHOWN`, leaving the widget above :attr:`room_above`."""
         header = self.table.horizontalHeader().sizeHint().height()
         row = self.table.verticalHeader().defaultSectionSize()
-        frame = 2 * self.table.frameWidth() + 2
-        self.table.setMinimumHeight(header + max(1, min(len(self._rows), 2)) * row + frame)
-        self.table.setMaximumHeight(header + max(1, len(self._rows)) * row + frame)
-        caption = 2 * self.caption.fontMetrics().lineSpacing() + 6  # the note, wrapped on two lines at most
-        self.setMaximumHeight(self.table.maximumHeight() + caption)
+        bar = self.table.horizontalScrollBar()
+        frame = 2 * self.table.frameWidth() + 2 + (bar.sizeHint().height() if bar.maximum() > 0 else 0)
+        rows = max(1, len(self._rows))
+        self.table.setMinimumHeight(header + min(rows, 2) * row + frame)
+        self.table.setMaximumHeight(header + rows * row + frame)
+        lines = self.caption.heightForWidth(self.width()) if self.width() > 100 else -1
+        caption = (lines if lines > 0 else 2 * self.caption.fontMetrics().lineSpacing()) + 6
+        spacing = SPACING
+        self.setMinimumHeight(self.table.minimumHeight() + caption + spacing)  # the note whole under the rows
+        self.setMaximumHeight(self.table.maximumHeight() + caption + spacing)
+        layout = self.layout()
+        if layout is not None:  # the table's new height may not move the note down by itself (seen under X11)
+            layout.invalidate()
+            layout.activate()
+        wanted = header + min(rows, ROWS_SHOWN) * row + frame + caption + spacing
+        splitter = self.parentWidget()
+        if wanted != self._wanted and isinstance(splitter, QSplitter) and self.isVisible():
+            self._wanted = wanted
+            sizes = splitter.sizes()
+            mine = splitter.indexOf(self)
+            total = sum(sizes)
+            height = max(self.minimumHeight(), min(wanted, total - self.room_above))
+            splitter.setSizes([height if i == mine else (total - height) for i in range(len(sizes))])
 
     def cell_text(self, row: int, column: int) -> str:
         item = self.table.item(row, column)

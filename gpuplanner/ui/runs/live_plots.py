@@ -28,6 +28,7 @@ from gpuplanner.ui.runs.plot_lines import PlotLines, SeriesLine, fit_range, make
 from gpuplanner.ui.runs.plot_markers import EventLabels, MarkerLines
 from gpuplanner.ui.runs.ring_buffer import PeakDecimator, RingBuffer
 from gpuplanner.ui.runs.run_telemetry import RunTelemetry
+from gpuplanner.ui.widgets.empty_chart import set_axes_shown
 
 GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 DEFAULT_WINDOW_S = 600.0
@@ -210,8 +211,9 @@ class LivePlots(QWidget):
         self.budget_line.setVisible(False)
         self.plan_line.setVisible(False)
         self.no_price_label.setVisible(False)
-        for label in self.empty_labels.values():
+        for key, label in self.empty_labels.items():
             label.setVisible(False)
+            self._show_axes(key, True)
         self._drawn_version = -1
         self._drawn_mode = None
         self._decimators.clear()
@@ -237,6 +239,7 @@ class LivePlots(QWidget):
             if label.isVisible() != empty:
                 label.setVisible(empty)
                 label.setPos(self.plots[key].getViewBox().rect().center())
+            self._show_axes(key, not (empty or (key == "spend" and no_price)))
         if no_price:
             titles["spend"] = "Spend: no price set"
             self._place_no_price()
@@ -246,6 +249,12 @@ class LivePlots(QWidget):
             if self._titles.get(key) != title:
                 self._titles[key] = title
                 self._set_title(key, title)
+
+    def _show_axes(self, key: str, shown: bool) -> None:
+        """A plot with nothing to draw says why, alone: no axes, grid or marker lines around nothing."""
+        set_axes_shown(self.plots[key], shown)
+        self._grids[list(self.plots).index(key)].setVisible(shown)
+        self.marker_lines[key].setVisible(shown)
 
     def _place_no_price(self, *_: object) -> None:
         """The unpriced run's words centred in the spend plot and wrapped to its width (never clipped)."""

@@ -69,7 +69,8 @@ REDRAW_HZ = 15
 ALERT_EVERY_S = 5.0
 WINDOWS = (("Last 10 minutes", 600.0), ("Last hour", 3600.0), ("Full history", 0.0))
 PLOTS_MIN_HEIGHT = 300  # six plots in two rows: about 110 px of data each at the least
-GPU_TABLE_HEIGHT = 130  # the header, three GPUs' rows and the note under them (drag the handle for more)
+PLOTS_ROOM = 470  # what the plots keep when the GPUs' table asks for rows: about 110 px of data at 1280x800
+GPU_TABLE_HEIGHT = 130  # before the first rows: the header, three rows and the note (the table then asks for its rows)
 
 
 class RunsPane(RunLaunching, QWidget):
@@ -201,6 +202,7 @@ class RunsPane(RunLaunching, QWidget):
         self.plots.setMinimumHeight(PLOTS_MIN_HEIGHT)
         self.gpu_table = GpuTable()
         self.gpu_table.setVisible(False)
+        self.gpu_table.room_above = PLOTS_ROOM
         # the plots take the height; the GPUs' table under them keeps a few rows (drag the handle for more)
         self.plots_split = QSplitter(Qt.Orientation.Vertical)
         self.plots_split.setChildrenCollapsible(False)
@@ -483,12 +485,7 @@ class RunsPane(RunLaunching, QWidget):
         tel = entry.telemetry
         rows = tel.gpu_table()
         self.gpu_table.setVisible(bool(rows) and not waiting)
-        tallest = self.gpu_table.maximumHeight()
-        self.gpu_table.show_rows(rows, ended=entry.state in FINAL_STATES)
-        if self.gpu_table.maximumHeight() != tallest:  # fewer GPUs than rows room: the plots take the rest
-            sizes = self.plots_split.sizes()
-            table = min(max(sizes[1], GPU_TABLE_HEIGHT), self.gpu_table.maximumHeight())
-            self.plots_split.setSizes([sum(sizes) - table, table])
+        self.gpu_table.show_rows(rows, ended=entry.state in FINAL_STATES)  # it asks the splitter for its rows
         self.title_label.setText(f"#{entry.run_id} {entry.name}")
         queue = getattr(entry.status, "queue", None)  # a Slurm job: its wait in the queue and the reason
         self.state_label.setText(state_line(entry.host, entry.state, tel, entry.exit_code, queue))

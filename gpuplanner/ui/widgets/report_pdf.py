@@ -5,6 +5,11 @@ device, so text is measured in the metrics it is painted in: nothing is clipped 
 at word boundaries, and long tables continue on the next page with their header row repeated. Pictures
 (the memory bar) and charts are rendered to images first and placed in the flow at the page's width.
 When a table's words cannot fit across a portrait page the report turns to landscape.
+
+Qt's rich text has no keep-with-next, so the layout is checked after it is made: a heading (or a bold line)
+is kept on one page with the start of what follows it (the next line, the picture, or a table's header
+and first row); when they would part, space above the heading moves it to the next page, and a table
+row that would straddle two pages starts the next one.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from PySide6.QtGui import (
     QPainter,
     QPalette,
     QPdfWriter,
+    QTextBlock,
+    QTextCursor,
     QTextDocument,
     QTextFrame,
     QTextOption,
@@ -44,6 +51,8 @@ MUTED = "#555a63"
 DIM = "#8a8f98"
 STRIPE = "#f1f3f6"
 RULE = "#c4c8cf"
+KEEP_ANCHOR = "keep-with-next-"
+HEADING_MARGIN_PX = 8.0  # space above a heading
 
 
 @dataclass
@@ -98,9 +107,17 @@ def _esc(text: str) -> str:
 class _Builder:
     """Turns a :class:`Report` into HTML plus the image resources it refers to."""
 
-    def __init__(self, content_width_css: float, breaks: set[tuple[int, int]] | None = None) -> None:
+    def __init__(
+        self,
+        content_width_css: float,
+        breaks: set[tuple[int, int]] | None = None,
+        kept: dict[int, float] | None = None,
+    ) -> None:
         self.width = content_width_css  # the page's content width in CSS pixels (1/96 inch)
         self.breaks = breaks or set()  # (table number, row): start a new page (and header) before the row
+        # headings (and bold lines) moved to the next page, by number: the space added above them (CSS px)
+        self.kept = kept or {}
+        self.headings = 0  # headings and bold lines so far, each kept with what follows it
         self.images: list[tuple[str, QImage]] = []
         self.parts: list[str] = []
         # one entry per table in the document, in order: (report table number, first row) or None (key-values)
@@ -122,10 +139,24 @@ class _Builder:
 
     def _text(self, payload: tuple[str, bool]) -> None:
         text, bold = payload
-        self.parts.append(f'<p class="{"strong" if bold else "body"}">{_esc(text)}</p>')
+        if bold:
+            self._kept_with_next("strong", text)
+        else:
+            self.parts.append(f'<p class="body">{_esc(text)}</p>')
 
     def _heading(self, text: str) -> None:
-        self.parts.append(f'<p class="heading">{_esc(text)}</p>')
+        self._kept_with_next("heading", text)
+
+    def _kept_with_next(self, css_class: str, text: str) -> None:
+        """A paragraph kept on one page with what follows it; its anchor names it in the laid-out document."""
+        number = self.headings
+        self.headings += 1
+        # moved down by space above it, not by page-break-before: after a table that ends near a page's foot
+        # Qt counts itself a page ahead, and a page break there leaves a blank page
+        margin = (HEADING_MARGIN_PX if css_class == "heading" else 0.0) + self.kept.get(number, 0.0)
+        style = f' style="margin-top: {margin:.2f}px"' if number in self.kept else ""
+        anchor = f'<a name="{KEEP_ANCHOR}{number}">{_esc(text)}</a>'
+        self.parts.append(f'<p class="{css_class}"{style}>{anchor}</p>')
 
     def _kv(self, payload: tuple[list[tuple[str, str]], int]) -> None:
         pairs, columns = payload
@@ -203,7 +234,7 @@ _STYLE = """
 p { margin-top: 0px; margin-bottom: 4px; color: {TEXT}; }
 p.title { font-size: 16pt; font-weight: bold; margin-bottom: 2px; }
 p.subtitle { color: {MUTED}; margin-bottom: 8px; }
-p.heading { font-size: 11pt; font-weight: bold; margin-top: 8px; }
+p.heading { font-size: 11pt; font-weight: bold; margin-top: {HEADING_MARGIN_PX}px; }
 p.strong { font-weight: bold; }
 p.note { color: {MUTED}; font-size: 7.5pt; }
 p.pic { margin-top: 2px; margin-bottom: 6px; }
@@ -218,7 +249,13 @@ TABLE_POINT_SIZES = (7.5, 6.5, 5.5)  # a table too wide for the page is set smal
 
 
 def _style(table_pt: float) -> str:
-    colors = {"{TEXT}": TEXT, "{MUTED}": MUTED, "{RULE}": RULE, "{table_pt}": f"{table_pt:g}"}
+    colors = {
+        "{HEADING_MARGIN_PX}": f"{HEADING_MARGIN_PX:g}",
+        "{TEXT}": TEXT,
+        "{MUTED}": MUTED,
+        "{RULE}": RULE,
+        "{table_pt}": f"{table_pt:g}",
+    }
     style = _STYLE
     for key, value in colors.items():
         style = style.replace(key, value)
@@ -232,11 +269,15 @@ def _page_layout(landscape: bool) -> QPageLayout:
 
 
 def _document(
-    report: Report, writer: QPdfWriter, table_pt: float, breaks: set[tuple[int, int]] | None = None
+    report: Report,
+    writer: QPdfWriter,
+    table_pt: float,
+    breaks: set[tuple[int, int]] | None = None,
+    kept: dict[int, float] | None = None,
 ) -> tuple[QTextDocument, _Builder]:
     paint_rect = QRectF(writer.pageLayout().paintRectPixels(RESOLUTION))
     footer = FOOTER_MM / 25.4 * RESOLUTION
-    builder = _Builder(paint_rect.width() * 96.0 / RESOLUTION, breaks)
+    builder = _Builder(paint_rect.width() * 96.0 / RESOLUTION, breaks, kept)
     body = builder.build(report)
     doc = QTextDocument()
     doc.documentLayout().setPaintDevice(writer)
@@ -271,31 +312,106 @@ def _tables(doc: QTextDocument) -> list[QTextTable]:
     return found
 
 
-def _split_rows(doc: QTextDocument, builder: _Builder) -> set[tuple[int, int]]:
-    """Rows of report tables whose lines Qt spread over two pages, as (table number, row)."""
+def _line_spans(doc: QTextDocument, first: QTextBlock, last_position: int) -> list[tuple[float, float]]:
+    """(top, bottom) of each laid-out line of the blocks from ``first`` up to ``last_position``."""
     layout = doc.documentLayout()
+    spans = []
+    block = first
+    while block.isValid() and block.position() <= last_position:
+        rect = layout.blockBoundingRect(block)
+        text_layout = block.layout()
+        for i in range(text_layout.lineCount()):
+            line = text_layout.lineAt(i)
+            spans.append((rect.top() + line.y(), rect.top() + line.y() + line.height()))
+        block = block.next()
+    return spans
+
+
+def _row_spans(table: QTextTable, row: int) -> list[tuple[float, float]]:
+    doc = table.document()
+    spans = []
+    for column in range(table.columns()):
+        cell = table.cellAt(row, column)
+        spans += _line_spans(doc, cell.firstCursorPosition().block(), cell.lastPosition())
+    return spans
+
+
+def _page(top: float, bottom: float, page_height: float) -> tuple[int, int]:
+    """The pages a line (or a run of lines) from ``top`` to ``bottom`` starts and ends on; Qt places a line
+    moved to a new page a fraction of a pixel above the page's computed top."""
+    return int((top + 1.0) // page_height), int((bottom - 1.0) // page_height)
+
+
+def _split_rows(doc: QTextDocument, builder: _Builder) -> dict[tuple[int, int], float]:
+    """Rows of report tables whose lines Qt spread over two pages, as (table number, row): where they start."""
     page_height = doc.pageSize().height()
-    split: set[tuple[int, int]] = set()
+    split: dict[tuple[int, int], float] = {}
     for table, origin in zip(_tables(doc), builder.tables):
         if origin is None:
             continue
         header_rows = table.format().headerRowCount()
         for row in range(header_rows, table.rows()):
-            tops, bottoms = [], []
-            for column in range(table.columns()):
-                cell = table.cellAt(row, column)
-                block = cell.firstCursorPosition().block()
-                while block.isValid() and block.position() <= cell.lastPosition():
-                    rect = layout.blockBoundingRect(block)
-                    text_layout = block.layout()
-                    for i in range(text_layout.lineCount()):
-                        line = text_layout.lineAt(i)
-                        tops.append(rect.top() + line.y())
-                        bottoms.append(rect.top() + line.y() + line.height())
-                    block = block.next()
-            if tops and int(min(tops) // page_height) != int((max(bottoms) - 0.01) // page_height):
-                split.add((origin[0], origin[1] + row - header_rows))
+            spans = _row_spans(table, row)
+            top, bottom = min((t for t, _ in spans), default=0.0), max((b for _, b in spans), default=0.0)
+            if spans and len(set(_page(top, bottom, page_height))) > 1:
+                split[(origin[0], origin[1] + row - header_rows)] = top
+        # a table whose frame runs past the page its last row ends on repeats its header alone on the next
+        # page: its last row goes there too
+        last = table.rows() - 1
+        spans = _row_spans(table, last) if last > header_rows else []
+        if spans:
+            frame_bottom = doc.documentLayout().frameBoundingRect(table).bottom()
+            top, bottom = min(t for t, _ in spans), max(b for _, b in spans)
+            if _page(top, frame_bottom, page_height)[1] > _page(top, bottom, page_height)[1]:
+                split.setdefault((origin[0], origin[1] + last - header_rows), top)
     return split
+
+
+def _kept_number(block: QTextBlock) -> int | None:
+    """The number of the heading (or bold line) ``block`` is, from its anchor; None for other blocks."""
+    fragments = block.begin()
+    while not fragments.atEnd():
+        for name in fragments.fragment().charFormat().anchorNames():
+            if name.startswith(KEEP_ANCHOR):
+                return int(name[len(KEEP_ANCHOR) :])
+        fragments += 1
+    return None
+
+
+def _orphans(doc: QTextDocument) -> dict[int, float]:
+    """Headings (and bold lines) that Qt left on another page than the start of what follows them, as
+    heading number: where the run of headings they end starts (a heading over a heading moves with it).
+
+    What follows is the next line, or for a table its header and first row."""
+    page_height = doc.pageSize().height()
+    orphans: dict[int, float] = {}
+    chain: list[tuple[int, float]] = []  # the headings in a row just passed: (number, top)
+    block = doc.begin()
+    while block.isValid():
+        if not block.text() and QTextCursor(block).currentTable() is None:
+            block = block.next()  # the empty blocks Qt keeps between frames
+            continue
+        number = _kept_number(block)
+        spans = _line_spans(doc, block, block.position())
+        table = QTextCursor(block).currentTable()
+        if table is not None:  # the header row and the first row below it
+            first_row = min(table.format().headerRowCount(), table.rows() - 1)
+            spans = [span for row in range(first_row + 1) for span in _row_spans(table, row)]
+        if chain and spans:
+            first, top = chain[0]
+            if (
+                len(set(_page(chain[-1][1], max(b for _, b in spans), page_height))) > 1
+                and (top + 1.0) % page_height > 2.0
+            ):
+                orphans[first] = top  # a heading at a page's very top has nowhere better to go
+        if number is not None and spans:
+            chain.append((number, spans[0][0]))
+        else:
+            chain = []
+        if table is not None:
+            block = QTextCursor(table.lastCursorPosition()).block()
+        block = block.next()
+    return orphans
 
 
 def layout_document(report: Report, path: str) -> tuple[QPdfWriter, QTextDocument]:
@@ -315,14 +431,26 @@ def layout_document(report: Report, path: str) -> tuple[QPdfWriter, QTextDocumen
         # a full-width table's ideal width can round a pixel or two past the page (1/300 inch): still fits
         if doc.idealWidth() <= doc.pageSize().width() + 2.0 or number == len(attempts) - 1:
             break
-    # a table row never straddles two pages: start a new page (with the header) before each such row
+    # a table row never straddles two pages and a heading stays with what follows it: start a new page
+    # before each such row (with the table's header) or heading, the first one each time (later ones move)
     breaks: set[tuple[int, int]] = set()
-    for _ in range(doc.pageCount() + 2):
-        split = _split_rows(doc, builder) - breaks
-        if not split:
+    kept: dict[int, float] = {}
+    for _ in range(2 * doc.pageCount() + 4):
+        split = {row: top for row, top in _split_rows(doc, builder).items() if row not in breaks}
+        orphans = _orphans(doc)
+        if not split and not orphans:
             break
-        breaks |= {min(split)}  # the first one; later rows move once it does
-        doc, builder = _document(report, writer, table_pt, breaks)
+        first_row = min(split, key=lambda row: (split[row], row), default=None)
+        first_heading = min(orphans, key=lambda n: (orphans[n], n), default=None)
+        if first_heading is not None and (first_row is None or orphans[first_heading] <= split[first_row]):
+            # space enough above it to reach past the foot of its page (a pixel to spare)
+            page_height = doc.pageSize().height()
+            top = orphans[first_heading]
+            below = (int((top + 1.0) // page_height) + 1) * page_height - top
+            kept[first_heading] = kept.get(first_heading, 0.0) + below * 96.0 / RESOLUTION + 1.0
+        elif first_row is not None:
+            breaks.add(first_row)
+        doc, builder = _document(report, writer, table_pt, breaks, kept)
     return writer, doc
 
 
@@ -342,7 +470,9 @@ def write_pdf(report: Report, path: str) -> int:
             painter.setClipRect(QRectF(0, 0, page.width(), page.height()))
             painter.translate(QPointF(0, -number * page.height()))
             context = QAbstractTextDocumentLayout.PaintContext()
-            context.clip = QRectF(0, number * page.height(), page.width(), page.height())
+            # a pixel inside the page: a line that starts the next page (or ends the last) touches this
+            # page's edge, and would be drawn, invisible past the painter's clip but in the PDF's text
+            context.clip = QRectF(0, number * page.height() + 1, page.width(), page.height() - 2)
             context.palette.setColor(QPalette.ColorRole.Text, QColor(TEXT))
             doc.documentLayout().draw(painter, context)
             painter.restore()
