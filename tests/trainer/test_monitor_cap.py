@@ -5,8 +5,8 @@ The job is the protocol fake (``tests/protocol_fake.py``) held at a barrier that
 SIGTERM (``--ignore-term``), the worst case of a command that takes its time to stop: only the SIGKILL at the
 cap ends it. The monitor process's exit is the state each test waits for. The spend clock is wall time by
 nature, so the one bound with a clock in it is the monitor's own reaction after the cap (waking, the kill,
-reaping the job, writing ``run_end``): measured 10-80 ms on this 2-core container at load 10 (two CPU hogs
-beside the suite), allowed :data:`REACTION_S` here, priced at the test's price.
+reaping the job, writing ``run_end``): 8-183 ms in 14 runs on this 2-core container at load 8-10 (two CPU hogs
+beside it; ``tests/benchmarks/monitor_cap.py``), allowed :data:`REACTION_S` here, at the test's price.
 """
 
 from __future__ import annotations
