@@ -217,6 +217,14 @@ def test_a_search_whose_trials_never_end_by_themselves_stays_under_its_cap(
         (detail,) = rows(db_path, "SELECT detail_json FROM events WHERE run_id = ? AND kind = 'run_end'", run_id)[0]
         whole += json.loads(detail)["totals"]["spend_usd"]
     assert len(document["trials"]) >= 2 and all(t["end"] == "budget" for t in document["trials"])
+    import optuna
+
+    study = optuna.load_study(study_name="lr-search", storage=storage_url(db_path))
+    spend = {t["number"]: t["spend_usd"] for t in document["trials"]}
+    for trial in study.get_trials(deepcopy=False):  # each trial within its allowance, stopped at its budget
+        attrs = trial.user_attrs
+        assert attrs["budget_usd"] <= 0.9 * attrs["allowance_usd"] + 1e-9
+        assert attrs["budget_usd"] * 0.9 <= spend[trial.number] <= attrs["allowance_usd"], (attrs, spend)
     assert document["spent_usd"] == pytest.approx(whole, abs=1e-6)
     # each trial stopped by its own budget, a tenth under its allowance: the cap is not passed at all here
     assert 0 < whole <= cap, (whole, cap)
