@@ -96,3 +96,20 @@ def test_a_cap_reached_in_the_monitors_start_up_starts_no_command(tmp_path: Path
     assert not (run_dir / "start.reached").exists() and not (run_dir / "user_telemetry.jsonl").exists()
     assert end["totals"]["steps"] == 0 and end["totals"]["spend_usd"] >= 0.01
     assert "stopping the command" in err
+
+
+def test_the_caps_moment_is_the_spend_clocks_inverse() -> None:
+    from trainer.spend import SpendClock, SpendTotals, cap_reached
+
+    # 4 GPUs at $9/GPU-h ($0.01 a second), $1.50 spent by earlier attempts: the $2 budget comes 50 s in, the
+    # 0.1 GPU-hour cap (0.04 carried over) after 54 s
+    clock = SpendClock(9.0, 4, started_mono=100.0, base=SpendTotals(60.0, 0.04, 1.5))
+    assert clock.cap_moment(2.0, None) == pytest.approx(150.0)
+    assert clock.cap_moment(None, 0.1) == pytest.approx(154.0)
+    assert clock.cap_moment(2.0, 0.1) == pytest.approx(150.0)  # the nearer one
+    at = clock.cap_moment(2.0, None)
+    assert clock.totals(at).spend_usd == pytest.approx(2.0) and cap_reached(clock.totals(at + 1e-6), 2.0, None)
+    assert cap_reached(clock.totals(at - 1e-3), 2.0, None) is None
+    assert clock.cap_moment(None, None) == float("inf")
+    assert SpendClock(None, 1, 0.0).cap_moment(5.0, None) == float("inf")  # no price: a budget is never reached
+    assert clock.cap_moment(1.0, None) < 100.0  # already passed: a moment before this attempt's start
