@@ -14,16 +14,21 @@ writes the same ``events.jsonl`` as the bundled trainer:
 - ``run_end`` with the command's exit code and the totals.
 
 It enforces ``--budget-usd`` and ``--max-gpu-hours`` (spend = price x GPUs x time since this process
-started, added to what earlier attempts spent: :mod:`trainer.spend`, the clock the trainer uses too) by SIGTERM to the job's process group and SIGKILL after
-``--grace-s``; a cloud preemption notice (:class:`trainer.preemption.MetadataWatcher`) and a stop
-signal sent to the monitor (a launcher's stop) are passed on the same way. The job's exit code is the
-monitor's exit code (75: checkpointed, resume me), except after a budget stop, which is a finished run
+started plus earlier attempts' spend: :mod:`trainer.spend`, the trainer's clock) as hard caps. The clock is
+linear, so a cap's moment is known from the start and a thread sleeps until it: SIGTERM to the job's group
+once the cap leaves less than the grace period (``--grace-s``, at most the cap's last tenth,
+:data:`GRACE_SHARE`), SIGKILL at the cap. Past the cap only the monitor's reaction is recorded (waking, the
+kill, reaping the job, ``run_end``, whose ``stop`` gives the totals at SIGTERM and SIGKILL). Any other stop
+(a preemption notice, :class:`trainer.preemption.MetadataWatcher`, or a stop signal sent to the monitor) is
+passed on as SIGTERM, with SIGKILL after ``--grace-s`` or at the cap, whichever is first. The job's exit
+code is the monitor's (75: checkpointed, resume me), except after a budget stop, which is a finished run
 (0), as for the bundled trainer.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import socket
@@ -51,6 +56,8 @@ STARTUP_PATH = USER_PATH / "startup"  # the start-up hook (sitecustomize.py): ca
 AUTO_HOOKS_ENV = "GPUPLANNER_AUTO_HOOKS"  # "0": no start-up hook
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 WRAPPER_PGID_ENV = "GPUPLANNER_WRAPPER_PGID"  # set by the launcher's wrapper for its child
+GRACE_SHARE = 0.1  # a cap's grace period is at most this share of the cap's time (from this attempt's start)
+POLL_S = 0.1  # how often the job's records are merged (the stops' moments are slept until exactly, on a thread)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -68,7 +75,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, default=1, help="GPUs the job uses (priced and sampled)")
     p.add_argument("--budget-usd", type=float, help="stop the job (SIGTERM, then SIGKILL) at this spend")
     p.add_argument("--max-gpu-hours", type=float, help="stop the job at this many GPU-hours")
-    p.add_argument("--grace-s", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
+    p.add_argument(
+        "--grace-s", type=float, default=30.0, help="seconds from SIGTERM to SIGKILL (a cap: SIGKILL at the cap)"
+    )
     p.add_argument("--gpu-interval-s", type=float, default=2.0, help="seconds between GPU samples (0: none)")
     p.add_argument("--cwd", help="working directory of the command (default: the run dir)")
     p.add_argument("--nodes", type=int, default=1, help="nodes of the job (spend counts GPUs x nodes)")
@@ -274,6 +283,10 @@ class Monitor:
         self.stop_detail = ""
         self.term_sent_at: float | None = None
         self.killed = False
+        self.stop_record: dict[str, Any] = {}  # the totals at SIGTERM and at SIGKILL (``run_end``'s ``stop``)
+        self.wake = threading.Event()  # the caps' thread looks again (a stop was requested, the job ended)
+        self.job_ended = False
+        self.caps_thread = threading.Thread(target=self._watch_caps, name="caps", daemon=True)
         self.activity = Activity()
         self.totals = {"steps": 0, "tokens_total": 0, "samples_total": 0}
         self.child: subprocess.Popen[bytes] | None = None
@@ -282,19 +295,30 @@ class Monitor:
         self.tb: TensorBoardScalars | None = None
 
     # -- spend -----------------------------------------------------------------------------------
-    def clock_totals(self) -> SpendTotals:
-        """Elapsed time, GPU-hours and spend: the trainer's spend clock (:mod:`trainer.spend`)."""
-        return self.spend_clock.totals()
+    def clock_totals(self, at: float | None = None) -> SpendTotals:
+        """Elapsed time, GPU-hours and spend (now, or at monotonic ``at``): the spend clock (:mod:`trainer.spend`)."""
+        return self.spend_clock.totals(at)
 
-    # -- stopping the job --------------------------------------------------------------------------
+    # -- stopping the job: SIGKILL at the cap, SIGTERM a grace period before it (node 0 enforces the caps) --------
+    @property
+    def cap_at(self) -> float:
+        a = self.args
+        return self.spend_clock.cap_moment(a.budget_usd, a.max_gpu_hours) if self.main else math.inf
+
+    @property
+    def cap_grace_s(self) -> float:
+        return min(self.args.grace_s, GRACE_SHARE * max(0.0, self.cap_at - self.spend_clock.started_mono))
+
     def request_stop(self, reason: str, detail: str, send: bool = True) -> None:
-        """SIGTERM to the job's group (once); SIGKILL follows after the grace period."""
+        """SIGTERM to the job's group (once); SIGKILL follows after the grace period or at the cap."""
         with self.lock:
             first = self.term_sent_at is None
             if self.stop_reason is None or (reason == "budget_stop" and self.stop_reason != "budget_stop"):
                 self.stop_reason, self.stop_detail = reason, detail
             if first:
                 self.term_sent_at = time.monotonic()
+                self.stop_record["term"] = _rounded(self.clock_totals(self.term_sent_at))
+                self.wake.set()  # the SIGKILL's moment changed
         if first:
             if reason == "preempted":
                 self.tele.emit("preempted", reason=detail, step=self.totals["steps"] or None)
@@ -306,25 +330,47 @@ class Monitor:
         name = signal.Signals(signum).name
         if self.term_sent_at is not None:  # our own SIGTERM to the group, or a stop while stopping
             return
-        # A launcher's stop to the wrapper's group reached the job too: only the grace period starts
-        # here. A stop sent to this process alone is passed on.
+        # A stop to the wrapper's group reached the job too (only the grace period starts); one to us is passed on
         threading.Thread(
             target=self.request_stop, args=("preempted", f"signal {name}", not self.shared_group), daemon=True
         ).start()
 
+    def next_moment(self) -> float:
+        """When :meth:`_check_limits` has something to do next: the cap's SIGTERM, else the SIGKILL."""
+        if self.term_sent_at is None:
+            return self.cap_at - self.cap_grace_s
+        if self.killed:
+            return math.inf
+        return min(self.term_sent_at + self.args.grace_s, self.cap_at)
+
+    def _watch_caps(self) -> None:
+        """The stops' moments on a thread of their own, slept until exactly: merging a large batch of records,
+        sampling the GPUs or a slow import on the main loop never delays a SIGTERM or a SIGKILL."""
+        while not self.job_ended:
+            self.wake.wait(max(0.0, min(3600.0, self.next_moment() - time.monotonic())))
+            self.wake.clear()
+            if not self.job_ended:
+                self._check_limits()
+
     def _check_limits(self) -> None:
+        now = time.monotonic()
         if self.term_sent_at is not None:
-            if not self.killed and time.monotonic() - self.term_sent_at >= self.args.grace_s:
+            if not self.killed and now >= self.next_moment():
                 self.killed = True
-                warn(f"the command did not end {self.args.grace_s:g} s after SIGTERM: SIGKILL")
+                self.stop_record["kill"] = _rounded(self.clock_totals(now))
+                by = "by its cap" if now >= self.cap_at else f"{self.args.grace_s:g} s after SIGTERM"
+                warn(f"the command did not end {by}: SIGKILL")
                 if self.child is not None:
                     signal_job(signal.SIGKILL, self.child.pid)
             return
-        if not self.main:  # node 0 enforces the caps of the whole job
+        if now < self.cap_at - self.cap_grace_s:  # node 0 only: the others' cap_at is infinite
             return
-        reason = cap_reached(self.clock_totals(), self.args.budget_usd, self.args.max_gpu_hours)
-        if reason is not None:
-            self.request_stop("budget_stop", reason)
+        # What the cap leaves would not pay for the grace period: SIGTERM now, SIGKILL at the cap.
+        a, left = self.args, max(0.0, self.cap_at - now)
+        ahead = str(cap_reached(self.clock_totals(self.cap_at), a.budget_usd, a.max_gpu_hours))
+        ahead = ahead.replace("reached", "reaches")
+        ahead += f" in {left:.3g} s, within the {self.cap_grace_s:.3g} s grace period: SIGKILL then"
+        self.request_stop("budget_stop", cap_reached(self.clock_totals(now), a.budget_usd, a.max_gpu_hours) or ahead)
 
     # -- records ---------------------------------------------------------------------------------------
     def _merge_user(self) -> None:
@@ -408,6 +454,7 @@ class Monitor:
                 warn(f"cannot lead a process group of its own ({exc})")
         for sig in STOP_SIGNALS:
             signal.signal(sig, self._on_signal)
+        self.caps_thread.start()  # the caps hold from here, through the monitor's own start-up
         source = open_gpu_source(a.gpus, self.activity, a.simulate_gpu, a.node_name)
         devices = [{"index": i} for i in getattr(source, "indices", [0])]
         cwd = a.cwd or str(self.run_dir)
@@ -447,8 +494,13 @@ class Monitor:
             return self._end(
                 EXIT_RESUME, "preempted", f"signal {signal.Signals(early).name} before the command started"
             )
+        self._check_limits()  # a cap that came in the monitor's own start-up: nothing to run
+        if self.stop_reason == "budget_stop":
+            return self._end(0, "budget_stop", f"{self.stop_detail} before the command started", exit_code=EXIT_OK)
         try:
             self.child = subprocess.Popen(self.command, cwd=cwd, env=self.child_env(), stdin=subprocess.DEVNULL)
+            if self.stop_reason == "budget_stop":  # decided while it started, with no job to signal yet
+                signal_job(signal.SIGTERM, self.child.pid)
         except OSError as exc:
             warn(f"cannot start {self.command[0]!r}: {exc}")
             return self._end(127 if isinstance(exc, FileNotFoundError) else 126, "failed", str(exc))
@@ -472,12 +524,17 @@ class Monitor:
                 if a.gpu_interval_s > 0 and time.monotonic() >= next_sample:
                     self._sample(source, last_cpu)
                     next_sample = time.monotonic() + a.gpu_interval_s
-                self._check_limits()
-                time.sleep(0.1)
+                try:  # the job's end (a stop's SIGKILL included) is seen within milliseconds, not a poll
+                    self.child.wait(POLL_S)
+                except subprocess.TimeoutExpired:
+                    pass
             if a.gpu_interval_s > 0:
                 self._sample(source, last_cpu)
             self._merge_tensorboard(final=True)
         finally:
+            self.job_ended = True
+            self.wake.set()
+            self.caps_thread.join()
             if watcher is not None:
                 watcher.stop()
             source.close()
@@ -502,6 +559,9 @@ class Monitor:
             return code
         totals = {**self.totals, **_rounded(self.clock_totals())}
         detail: dict[str, Any] = {"reason": reason} if reason else {}
+        if self.stop_record:  # when the job was signalled, and the grace period it had
+            grace = self.cap_grace_s if self.stop_reason == "budget_stop" else self.args.grace_s
+            detail["stop"] = {"grace_s": round(grace, 6), **self.stop_record}
         if self.user.bad:
             detail["skipped_user_records"] = self.user.bad
         self.tele.emit("run_end", status=status, totals=totals, exit_code=code, user_offset=self.user.offset, **detail)

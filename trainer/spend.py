@@ -11,6 +11,7 @@ Example: 8 GPUs at $2.50 per GPU-hour cost $20 per instance-hour; held 90 minute
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import overload
@@ -97,6 +98,18 @@ class SpendClock:
             self.base.gpu_hours + self.gpus * this_process / SECONDS_PER_HOUR,
             spend,
         )
+
+    def cap_moment(self, budget_usd: float | None, max_gpu_hours: float | None) -> float:
+        """The ``time.monotonic()`` moment the nearer of the two caps is reached at this clock's rate (the
+        inverse of :meth:`totals`); ``math.inf`` without a cap that can be reached (no cap, or a budget without
+        a price). A cap already passed gives a moment in the past."""
+        moments = [math.inf]
+        per_second = spend_usd(self.price_per_gpu_hour, self.gpus, 1.0)
+        if budget_usd is not None and per_second:
+            moments.append(self.started_mono + (budget_usd - (self.base.spend_usd or 0.0)) / per_second)
+        if max_gpu_hours is not None:
+            moments.append(self.started_mono + (max_gpu_hours - self.base.gpu_hours) * SECONDS_PER_HOUR / self.gpus)
+        return min(moments)
 
 
 def cap_reached(totals: SpendTotals, budget_usd: float | None, max_gpu_hours: float | None) -> str | None:

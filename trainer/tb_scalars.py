@@ -96,10 +96,15 @@ class TensorBoardScalars:
         if not final and now < self.next_at:
             return []
         self.next_at = now + self.every_s
+        paths = self.files()
+        # TensorBoard is imported only once there is an event file to read: the import takes seconds on a busy
+        # host, which a job that writes no event file should not wait for (nor pay for)
+        if not paths and not self.pending:
+            return []
         loader_class = self._loader()
         if loader_class is None:
             return []
-        for path in self.files():
+        for path in paths:
             try:
                 loader = self.loaders.get(path)
                 if loader is None:

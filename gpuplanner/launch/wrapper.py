@@ -26,8 +26,9 @@ offset) and never past the cap plus two lines.
 Nothing the job started outlives it (issue 27 item 7): the wrapper is the job's child subreaper (Linux
 ``PR_SET_CHILD_SUBREAPER``), so a process that left the job's process group (``setsid``,
 ``start_new_session``, a double fork) stays its descendant even when its own parent ends; the wrapper reaps
-them, and when its child ends it stops every descendant left (SIGTERM, SIGKILL after ``LEFTOVER_GRACE_S``)
-before it exits. :func:`signal_job` is the launcher's way to signal a job: its process group and every
+them, and when its child ends it stops every descendant left (SIGTERM, SIGKILL after ``LEFTOVER_GRACE_S``;
+SIGKILL at once after a run that ended at its cap, whose ``run_end`` says ``budget_stop``: no grace period is
+paid for past a cap) before it exits. :func:`signal_job` is the launcher's way to signal a job: its process group and every
 descendant of the wrapper that left it, so ``run kill`` (SIGKILL, which the wrapper cannot outlive) and a
 stop reach the escaped processes too.
 """
@@ -225,13 +226,32 @@ def _reap():
             return
 
 
+def ended_at_cap(run_dir):
+    """Whether the run's last ``run_end`` (in the tail of its ``events.jsonl``) is a ``budget_stop``."""
+    path = os.path.join(run_dir, "events.jsonl")
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - (1 << 16)))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return False
+    for line in reversed(lines):
+        if '"run_end"' in line:
+            try:
+                return json.loads(line).get("status") == "budget_stop"
+            except (ValueError, AttributeError):
+                return False
+    return False
+
+
 def end_leftovers(grace_s=LEFTOVER_GRACE_S):
-    """Stop every descendant still running once the job's main process ended: SIGTERM, then SIGKILL."""
+    """Stop every descendant still running once the job's main process ended: SIGTERM, then SIGKILL after
+    ``grace_s`` (at once, without a SIGTERM, for 0)."""
     me = os.getpid()
     left = descendants(me)
     if not left:
         return []
-    for pid in left:
+    for pid in left if grace_s > 0 else []:
         _kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
@@ -340,7 +360,7 @@ def main(argv):
         code = 128 - code
     # What the job left running goes first: an escaped process holding the output pipes open would
     # otherwise keep the copies (and the exit file) waiting.
-    left = end_leftovers()
+    left = end_leftovers(0.0 if ended_at_cap(run_dir) else LEFTOVER_GRACE_S)
     deadline = time.monotonic() + DRAIN_AFTER_EXIT_S
     for copy in copies:
         copy.thread.join(max(0.0, deadline - time.monotonic()))

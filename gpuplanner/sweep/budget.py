@@ -164,6 +164,16 @@ def new_trial_allowance(
     return Allowance(amount, step, None)
 
 
+def trial_budget(allowance: Amount, overshoot: Amount) -> Amount:
+    """What a trial is told to stop at (``--budget-usd``, ``--max-gpu-hours``): :data:`TRAINER_SHARE` of its
+    allowance, and less where an ended trial's spend passed its own budget by more than the rest (``overshoot``:
+    its stop latency at its price, measured), so that the trial's spend stays within its allowance."""
+    return Amount(
+        min(allowance.usd * TRAINER_SHARE, allowance.usd - overshoot.usd),
+        min(allowance.gpu_hours * TRAINER_SHARE, allowance.gpu_hours - overshoot.gpu_hours),
+    )
+
+
 def _no_room(caps: Caps, room: Amount) -> str:
     if caps.usd is not None and room.usd <= 0:
         return "budget_usd: nothing left to start a trial with"

@@ -42,6 +42,7 @@ from gpuplanner.sweep.budget import (
     TrialBudget,
     new_trial_allowance,
     spent,
+    trial_budget,
 )
 from gpuplanner.sweep.lookback import SWEEP_TAG, run_spend
 from gpuplanner.sweep.schedule import Schedule
@@ -458,8 +459,16 @@ class SweepRunner:
             )
             if allowance.amount is None:
                 return f"cap reached: {allowance.reason}"
+            overshoot = self._overshoot(study, db)
+            budget = trial_budget(allowance.amount, overshoot)
+            caps = self.settings.caps
+            if (caps.usd is not None and budget.usd <= 0) or (caps.gpu_hours is not None and budget.gpu_hours <= 0):
+                return (
+                    f"cap reached: a trial's stop passed its budget by {human_money(overshoot.usd, 4)} "
+                    f"({overshoot.gpu_hours:.6f} GPU-hours), all of a new trial's allowance"
+                )
             floor = self._startup_floor(study, db)
-            if floor is not None and not floor.fits_in(allowance.amount.scaled(TRAINER_SHARE), self.settings.caps):
+            if floor is not None and not floor.fits_in(budget, self.settings.caps):
                 # a trial the cap stopped in its start-up spent at least that much before a step: a smaller
                 # allowance only pays for another start-up cut short (issue 27 item 10)
                 return (
@@ -467,9 +476,28 @@ class SweepRunner:
                     f"GPU-hours), more than a new trial's allowance"
                 )
             trial = self.pending.pop(0) if self.pending else study.ask()
-            self._launch(study, trial, slot, allowance)
+            self._launch(study, trial, slot, allowance, budget)
 
-    def _launch(self, study: Any, trial: Any, slot: int, allowance: Allowance) -> None:
+    def _overshoot(self, study: Any, db: Any) -> Amount:
+        """The most an ended trial's recorded spend passed the budget it was told to stop at (its stop latency at
+        its price: the step that crossed it, a checkpoint, a command's exit), or nothing."""
+        worst = Amount()
+        for frozen in study.get_trials(deepcopy=False):
+            attrs = frozen.user_attrs
+            if attrs.get("run_id") is None or frozen.number in self.active:
+                continue
+            spend, _ = self._spend(db, attrs["run_id"])
+            given = Amount(attrs.get("allowance_usd") or 0.0, attrs.get("allowance_gpu_hours") or 0.0)
+            given = Amount(
+                attrs.get("budget_usd", given.usd * TRAINER_SHARE) or 0.0,
+                attrs.get("budget_gpu_hours", given.gpu_hours * TRAINER_SHARE) or 0.0,
+            )
+            worst = Amount(
+                max(worst.usd, spend.usd - given.usd), max(worst.gpu_hours, spend.gpu_hours - given.gpu_hours)
+            )
+        return worst
+
+    def _launch(self, study: Any, trial: Any, slot: int, allowance: Allowance, budget: Amount) -> None:
         optuna = _optuna()
         host = self.settings.hosts[slot]
         values = self.settings.space.suggest(trial)
@@ -486,18 +514,20 @@ class SweepRunner:
         caps = self.settings.caps
         assert allowance.amount is not None
         if caps.gpu_hours is not None:
-            flags += ["--max-gpu-hours", repr(float(allowance.amount.gpu_hours * TRAINER_SHARE))]
+            flags += ["--max-gpu-hours", repr(float(budget.gpu_hours))]
         trial.set_user_attr("host", host)
         trial.set_user_attr("allowance_usd", allowance.amount.usd if caps.usd is not None else None)
         trial.set_user_attr("allowance_gpu_hours", allowance.amount.gpu_hours if caps.gpu_hours is not None else None)
         trial.set_user_attr("reach_step", allowance.reach_step)
+        trial.set_user_attr("budget_usd", budget.usd if caps.usd is not None else None)
+        trial.set_user_attr("budget_gpu_hours", budget.gpu_hours if caps.gpu_hours is not None else None)
         try:
             run_id = self.manager.launch(
                 host,
                 flags,
                 name=run_name(self.settings.study, trial.number),
                 env=dict(self.settings.env),
-                budget_usd=allowance.amount.usd * TRAINER_SHARE if caps.usd is not None else None,
+                budget_usd=budget.usd if caps.usd is not None else None,
                 tags=self.settings.run_tags(),
             )
         except (RunError, OSError, ValueError) as exc:

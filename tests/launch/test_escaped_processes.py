@@ -18,15 +18,19 @@ pytestmark = pytest.mark.slow
 
 JOB = """
 import subprocess, sys, time
+# "capped": the grandchild notes a SIGTERM in PID_FILE.term and sleeps on (only a SIGKILL ends it)
+code = "import time; time.sleep(600)"
+if sys.argv[2] == "capped":
+    code = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: open(sys.argv[1], 'a').write('SIGTERM')); time.sleep(600)"
 grandchild = subprocess.Popen(
-    [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
+    [sys.executable, "-c", code, sys.argv[1] + ".term"], start_new_session=True,
     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
 )
 with open(sys.argv[1] + ".tmp", "w") as handle:
     handle.write(str(grandchild.pid))
 import os
 os.replace(sys.argv[1] + ".tmp", sys.argv[1])
-if sys.argv[2] == "wait":
+if sys.argv[2] in ("wait", "capped"):
     time.sleep(600)
 """
 
@@ -92,13 +96,15 @@ def test_run_kill_reaches_the_escaped_grandchild(db_path: Path, tmp_path: Path) 
 def test_a_budget_stop_leaves_nothing_running(db_path: Path, tmp_path: Path) -> None:
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
     try:
-        run_id, pid_file = launch(manager, tmp_path, "wait", price_usd_per_gpu_hour=3600.0, budget_usd=3.0)
+        run_id, pid_file = launch(manager, tmp_path, "capped", price_usd_per_gpu_hour=3600.0, budget_usd=3.0)
         pid = grandchild(pid_file)
         status = manager.wait(run_id, 120)
     finally:
         manager.close()
     assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("budget_stop",)], status
     assert not alive(pid), "the job's escaped grandchild outlived the budget stop"
+    # past the cap it got no grace period: SIGKILL at once, not a SIGTERM and 5 s more (it would have noted one)
+    assert not Path(f"{pid_file}.term").exists()
 
 
 def test_run_kill_over_ssh_reaches_the_escaped_grandchild(

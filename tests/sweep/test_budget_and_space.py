@@ -17,6 +17,7 @@ from gpuplanner.sweep.budget import (
     new_trial_allowance,
     reservation,
     stop_cost,
+    trial_budget,
 )
 from gpuplanner.sweep.space import SpaceError, load_space, parse_space
 
@@ -81,6 +82,20 @@ def test_without_a_step_cost_the_room_is_shared_by_the_free_slots() -> None:
     assert second.amount is not None and second.amount.usd == pytest.approx(5.0)
     full = new_trial_allowance(caps, [running, TrialBudget(Amount(), second.amount, active=True)], None, [30], 90)
     assert full.amount is None and full.reason == "budget_usd: nothing left to start a trial with"
+
+
+def test_a_trials_budget_is_its_share_less_a_measured_overshoot() -> None:
+    allowance = Amount(usd=10.0, gpu_hours=0.2)
+    # nothing measured: 90% of the allowance, the rest pays for the stop (the step that crosses the budget)
+    assert trial_budget(allowance, Amount()) == Amount(pytest.approx(9.0), pytest.approx(0.18))
+    # an earlier trial's stop passed its budget by $0.50: within the 10% left, the share stands
+    assert trial_budget(allowance, Amount(0.5, 0.005)).usd == pytest.approx(9.0)
+    # by $1.50 (a slow stop on a loaded host): the budget leaves that much of the allowance for it
+    budget = trial_budget(allowance, Amount(1.5, 0.03))
+    assert budget == Amount(pytest.approx(8.5), pytest.approx(0.17))
+    assert budget.usd + 1.5 <= allowance.usd + 1e-12  # the same stop again stays within the allowance
+    # an overshoot as large as the allowance leaves no budget: the search does not start the trial
+    assert trial_budget(allowance, Amount(10.0, 0.0)).usd <= 0
 
 
 def test_a_space_maps_parameters_to_trainer_flags(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ from gpuplanner.sweep.runner import run_name
 from gpuplanner.sweep.study import storage_url
 from tests import protocol_fake as fake
 from tests.conftest import REPO_ROOT
-from tests.sweep.conftest import trainer_flags
+from tests.sweep.conftest import PRICE, trainer_flags
+from tests.trainer.test_monitor_cap import REACTION_S
 
 pytestmark = pytest.mark.slow  # a search in a subprocess: about twenty monitor and fake start-ups
 TRIALS = 8
@@ -157,13 +158,12 @@ def test_search_prunes_stays_under_the_cap_and_survives_a_kill(
         end_usd = (json.loads(ends[-1][0]).get("totals") or {}).get("spend_usd") if ends else None
         at_steps += steps_usd or 0.0
         whole += max(steps_usd or 0.0, end_usd or 0.0)
-    # These trials are user commands under the monitor (the protocol fake): the monitor asks a trial to stop
-    # within 0.1 s of its share running out, but the steps it merges until the trial has exited still count,
-    # so on a loaded machine the recorded spend passed the cap by 3% and 10% (two runs, load 2-9). Issue 27
-    # item 10 holds the bundled trainer to one step past its cap (tests/sweep/test_hot_search.py); a user
-    # command's stop latency is not bounded yet, and this test bounds it at 15% of the cap.
-    assert 0 < at_steps <= 1.15 * cap, (at_steps, cap)
-    assert document["spent_usd"] == pytest.approx(whole, abs=1e-6) and whole >= at_steps
+    # These trials are user commands under the monitor (the protocol fake), whose cap is a hard one: SIGTERM a
+    # grace period before the trial's budget (90% of its allowance, less an overshoot measured on an earlier
+    # trial), SIGKILL at it (tests/trainer/test_monitor_cap.py). What the whole search may record past the cap
+    # is one monitor's reaction to its cap, priced here (it used to pass the cap by 3-10% under load).
+    assert 0 < at_steps <= whole <= cap + REACTION_S * PRICE / 3600.0, (at_steps, whole, cap)
+    assert document["spent_usd"] == pytest.approx(whole, abs=1e-6)
     print(f"\nFIGURES cap ${cap:.4f}: recorded at steps ${at_steps:.4f}, spent in all ${whole:.4f}")
     assert document["stop_reason"] == study.user_attrs["stop_reason"]
     # A trial's spend includes its start-up, which a loaded machine stretches unevenly, so whether the cap or the
@@ -193,3 +193,39 @@ def test_search_prunes_stays_under_the_cap_and_survives_a_kill(
         assert decision["pruned"] == (decision["value"] > keep), (decision, seen)
         if decision["pruned"]:
             assert trial.state.name == "PRUNED" and trial.user_attrs["end"] == "pruned"
+
+
+def test_a_search_whose_trials_never_end_by_themselves_stays_under_its_cap(
+    db_path: Path, space_file: Path, model_config: Path, tmp_path: Path
+) -> None:
+    """Every trial holds at its first step forever (a barrier never released) and only its budget ends it: the
+    cap binds whatever the load, and the search's true spend (each run's run_end totals) stays under it."""
+    cap = 8.0  # $8 at $3,600/h: 8 s of trials; the first two share it (3.60 s each, a budget of $3.60)
+    barriers = fake.Barriers(tmp_path / "never")
+    command = sweep_argv(db_path, space_file, model_config, tmp_path / "cache", cap, barriers.folder)
+    cut = command.index("--")
+    argv = [sys.executable, "-m", "tests.sweep.fake_trials", *command[:cut], "--json", *command[cut:]]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["stop_reason"].startswith("cap reached"), document["stop_reason"]
+    assert barriers.reached("step-1")  # the trials held there until their budgets stopped them
+    whole = 0.0
+    for run_id, status in rows(db_path, "SELECT id, status FROM runs"):
+        assert status == "budget_stop"
+        (detail,) = rows(db_path, "SELECT detail_json FROM events WHERE run_id = ? AND kind = 'run_end'", run_id)[0]
+        whole += json.loads(detail)["totals"]["spend_usd"]
+    assert len(document["trials"]) >= 2 and all(t["end"] == "budget" for t in document["trials"])
+    import optuna
+
+    study = optuna.load_study(study_name="lr-search", storage=storage_url(db_path))
+    spend = {t["number"]: t["spend_usd"] for t in document["trials"]}
+    for trial in study.get_trials(deepcopy=False):  # each trial within its allowance, stopped at its budget
+        attrs = trial.user_attrs
+        assert attrs["budget_usd"] <= 0.9 * attrs["allowance_usd"] + 1e-9
+        assert attrs["budget_usd"] * 0.9 <= spend[trial.number] <= attrs["allowance_usd"], (attrs, spend)
+    assert document["spent_usd"] == pytest.approx(whole, abs=1e-6)
+    # each trial stopped by its own budget, a tenth under its allowance: the cap is not passed at all here
+    assert 0 < whole <= cap, (whole, cap)
+    print(f"\nFIGURES cap ${cap:.2f}: spent in all ${whole:.4f} over {len(document['trials'])} trials")

@@ -103,15 +103,16 @@ def test_plain_script_runs_watched_to_the_end(tmp_path: Path) -> None:
 def test_budget_stops_a_command_with_sigterm_then_sigkill(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     # the fake holds at step 1 and ignores SIGTERM: only SIGKILL after the grace period ends it. The budget is
-    # spend over time by nature; its 2 s leave the fake's Python (no torch) time to set its handler.
+    # spend over time by nature; the 2.7 s before its SIGTERM (a grace period before the cap) leave the fake's
+    # Python (no torch) time to set its handler on a loaded machine.
     code, _ = run_monitor(
         run_dir,
         "--price-per-gpu-hour",
         "3600",  # $1 per second
         "--budget-usd",
-        "2",
+        "3",
         "--grace-s",
-        "0.5",
+        "0.3",
         "--gpu-interval-s",
         "0",
         command=fake.command("--steps", "5", "--hold-at-step", "1", "--ignore-term"),
@@ -121,7 +122,7 @@ def test_budget_stops_a_command_with_sigterm_then_sigkill(tmp_path: Path) -> Non
     assert end["status"] == "budget_stop" and "budget" in end["reason"]
     assert end["exit_code"] == 137  # it ignored SIGTERM and was killed after the grace period
     assert (run_dir / "got_term").read_text().split() == ["SIGTERM"]
-    assert end["totals"]["spend_usd"] >= 2
+    assert end["totals"]["spend_usd"] >= 3
     assert not (run_dir / "final.json").exists()
 
 
@@ -130,7 +131,7 @@ def test_gpu_hour_cap_stops_a_command_that_checkpoints(tmp_path: Path) -> None:
     code, _ = run_monitor(
         run_dir,
         "--max-gpu-hours",
-        str(1.5 / 3600),  # 1.5 GPU-seconds (after the fake set its handler), reached while it holds after step 2
+        str(3.0 / 3600),  # 3 GPU-seconds: SIGTERM 0.3 s before (a tenth), after the fake set its handler at load 12
         "--gpu-interval-s",
         "0",
         command=fake.command("--steps", "5", "--hold-at-step", "2"),

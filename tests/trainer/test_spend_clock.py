@@ -1,5 +1,6 @@
 """One spend clock: the bundled trainer's budget stop and the command monitor's count the same spend and
-GPU-hours from the same start and carried-over totals, and stop at the same moment with the same words.
+GPU-hours from the same start and carried-over totals, and stop at the same moment with the same words (the
+monitor with no grace period: its SIGTERM comes a grace period before the cap, tests/trainer/test_monitor_cap.py).
 
 Both objects are the real ones (the trainer's ``_Trainer`` before it loads anything, the monitor of a
 user's command before it starts one); only the clock they read is stepped by hand."""
@@ -8,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+import trainer.command_monitor
 import trainer.spend
 from trainer import dist
 from trainer.command_monitor import Monitor, add_arguments
@@ -36,7 +39,7 @@ class FakeClock:
 def make_monitor(run_dir: Path, price: float | None, gpus: int, nodes: int, budget: float | None, cap: float | None):
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    argv = ["--run-dir", str(run_dir), "--gpus", str(gpus), "--nodes", str(nodes), "--simulate-gpu"]
+    argv = ["--run-dir", str(run_dir), "--gpus", str(gpus), "--nodes", str(nodes), "--simulate-gpu", "--grace-s", "0"]
     if price is not None:
         argv += ["--price-per-gpu-hour", repr(price)]
     if budget is not None:
@@ -76,6 +79,7 @@ def test_the_trainer_and_the_command_monitor_stop_at_the_same_spend(
 ) -> None:
     clock = FakeClock()
     monkeypatch.setattr(trainer.spend, "time", SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(trainer.command_monitor, "time", SimpleNamespace(monotonic=clock.monotonic, time=time.time))
     monitor_dir, trainer_dir = tmp_path / "monitor", tmp_path / "trainer"
     monitor_dir.mkdir()
     trainer_dir.mkdir()
