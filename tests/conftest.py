@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,25 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             local_backend.find_python()
         except HostError:
             pass  # no trainer interpreter: the test that launches says so itself
+
+
+# -- Qt tests collect Python's cycles on the GUI thread only (gpuplanner/ui/gui_gc.py) -------------------------
+# Without it a pane's worker thread (computing a plan, reading the history) could run the collector and
+# finalise Qt objects of an earlier test's window there: "QBasicTimer::stop: Failed. Possibly trying to stop
+# from a different thread", and a heap corrupted by a widget destroyed off the GUI thread. The window's
+# deferred deletions and a last collection happen on this thread before the next test starts.
+@pytest.fixture(autouse=True)
+def _gc_on_the_gui_thread(request: pytest.FixtureRequest) -> Iterator[None]:
+    if "qtbot" not in request.fixturenames:
+        yield
+        return
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    from gpuplanner.ui.gui_gc import GuiThreadCollector
+
+    request.getfixturevalue("qapp")
+    collector = GuiThreadCollector()
+    collector.start()
+    yield
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    collector.stop()

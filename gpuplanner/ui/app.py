@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QApplication
 
 from gpuplanner.app.fast_start import import_history_without_pandas
 from gpuplanner.ui import app_log, crash_report, xcb_check
+from gpuplanner.ui.gui_gc import GuiThreadCollector
 from gpuplanner.ui.palette import SchemeFollower, app_icon
 
 
@@ -67,11 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpuplanner: no log file: {exc}", file=sys.stderr)
         log = None
     crash_report.install()  # an exception in a slot is logged and shown, not lost in a terminal
+    collector = GuiThreadCollector(app)  # cycles are collected on this thread, never on a worker's
+    collector.start()
     try:
         window = create_window(args.db)
         window.show()
         return int(app.exec())
     finally:
+        collector.stop()
         if log is not None:
             log.remove()
 

@@ -74,11 +74,6 @@ def test_menus_have_shortcuts(window: MainWindow) -> None:
         assert not action.shortcut().isEmpty(), action.text()
 
 
-@pytest.mark.skip(
-    reason="hangs about 1 run in 7 since the 2026-11-27 merges (the main thread waits in Qt's event loop for the "
-    "History refresh, which never comes; qtbot's own timeout does not fire), which would stall the whole suite; "
-    "cause not found yet, first thing next session (see the closing note)"
-)
 def test_demo_and_launch_go_to_the_runs_pane(qtbot: Any, window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Any] = []
     monkeypatch.setattr(window.runs_pane, "start_demo_run", lambda: calls.append("demo"))
@@ -93,11 +88,6 @@ def test_demo_and_launch_go_to_the_runs_pane(qtbot: Any, window: MainWindow, mon
     assert settings["model"] == "llama-3.1-8b" and settings["precision"] == "bf16-mixed" and settings["plan_id"] >= 1
 
 
-@pytest.mark.skip(
-    reason="hangs about 1 run in 7 since the 2026-11-27 merges (the main thread waits in Qt's event loop for the "
-    "History refresh, which never comes; qtbot's own timeout does not fire), which would stall the whole suite; "
-    "cause not found yet, first thing next session (see the closing note)"
-)
 def test_run_finished_refreshes_the_history(qtbot: Any, window: MainWindow, services: Any) -> None:
     db = open_db(services.db_path)
     try:
