@@ -50,11 +50,20 @@ QLORA_DEQUANT_BYTES_PER_PARAM = 4.5
 QLORA_GATHER_BYTES_PER_PARAM = 0.5 + 1 / 64
 # Gradient clipping by global norm moves every gradient three times (norm read, scale read and write).
 CLIP_BYTES_PER_GRAD_BYTE = 3.0
-# Optimizer update bytes per trained parameter (weights, gradients and states read and written,
-# plus zeroing the gradients). Keys: (optimizer, 16-bit pure weights?).
+# Optimizer update bytes per trained parameter (weights, gradients and states read and written).
+# Keys: (optimizer, 16-bit pure weights?).
+# "adamw" is torch.optim.AdamW as PyTorch runs it by default on CUDA: the foreach implementation
+# (torch/optim/adamw.py ``_multi_tensor_adamw``, torch 2.0-2.7; also transformers' default "adamw_torch"),
+# one pass over memory per foreach op: weight decay ``_foreach_mul_(params)`` (read p, write p: 2
+# tensor accesses), ``_foreach_lerp_(exp_avgs, grads)`` (3), ``_foreach_mul_(exp_avg_sqs)`` (2),
+# ``_foreach_addcmul_(exp_avg_sqs, grads, grads)`` (3), ``_foreach_sqrt`` into a new list (2),
+# ``_foreach_div_`` and ``_foreach_add_`` on it (2 + 2), ``_foreach_addcdiv_(params, exp_avgs, denom)`` (4):
+# 20 accesses of a parameter-sized tensor, 80 bytes per fp32 parameter, 40 per 16-bit one.
+# "adamw-fused" (``fused=True``) is one kernel: p, g, m, v read, p, m, v written (28 bytes fp32) and the
+# gradients zeroed (4).
 OPTIMIZER_BYTES = {
-    ("adamw", False): 32.0,  # fp32 p,g,m,v read; p,m,v written; grads zeroed
-    ("adamw", True): 16.0,
+    ("adamw", False): 80.0,
+    ("adamw", True): 40.0,
     ("adamw-fused", False): 32.0,
     ("adamw-fused", True): 16.0,
     ("adamw-8bit", False): 18.0,  # 8-bit m and v
