@@ -83,6 +83,9 @@ class Engine:
     pretraining: bool = False
     # torchtitan's selective checkpointing keeps every other matmul output (activation_ledger)
     selective_policy: str = "every-matmul"
+    # a block's norms, rotary embedding and activations run as fused kernels (step model: the fitted
+    # elementwise_bytes); False: as chains of eager PyTorch ops (step_model.EAGER_BYTES_*, counted)
+    fused_elementwise: bool = False
 
     def __post_init__(self) -> None:
         checks = (
@@ -207,6 +210,9 @@ ENGINES: dict[str, Engine] = {
         False,
         GATHER_HALF,
         pretraining=True,
+        # MPT's blocks (llm-foundry models/mpt/modeling_mpt.py): LayerNorm as one torch.nn.functional.layer_norm
+        # kernel (low_precision_layernorm), a GELU MLP, ALiBi inside the attention kernel, no rotary embedding
+        fused_elementwise=True,
     ),
     # Unsloth (github:unslothai/unsloth): fused LoRA kernels (``fast_lora``: the adapter matmuls folded
     # into the MLP and QKV kernels) and a fused linear cross-entropy (``fast_cross_entropy_loss`` over chunks
@@ -221,6 +227,8 @@ ENGINES: dict[str, Engine] = {
         LORA_FUSED,
         False,
         GATHER_HALF,
+        # Triton kernels for RMSNorm, RoPE and SwiGLU (unsloth/kernels/rms_layernorm.py, rope_embedding.py, swiglu.py)
+        fused_elementwise=True,
     ),
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES)

@@ -42,6 +42,18 @@ LINK_EFFICIENCY = 0.8
 # 16-bit scores written and read, the fp32 softmax written and read, its 16-bit copy, the mask add and
 # the backward's reads and writes of the same tensors (about three times the forward's 8).
 EAGER_BYTES_PER_SCORE = 24.0
+# Element-wise traffic of an engine that runs a block's norms, rotary embedding and activations as eager
+# PyTorch ops (engines.Engine.fused_elementwise False), in bytes per token and layer with 16-bit activations,
+# counted from transformers' LlamaDecoderLayer (the same chains as torchtitan's, torchtune's and LitGPT's
+# own blocks) rather than fitted. Forward: each RMSNorm upcasts to fp32 and runs ``to(float32)``, ``pow(2)``,
+# ``mean``, ``* rsqrt``, ``to(bf16)``, ``weight *``: 36 bytes per hidden element, two per block (72); two
+# residual adds (12); the attention output's transpose and ``contiguous`` (4); rotary on q and k
+# (``q * cos``, ``rotate_half``'s neg and cat, ``* sin``, the add: 20 per q/k element); the MLP's
+# activation and gate product (10 per intermediate element). The backward of each reads the saved input(s)
+# and the incoming gradient and writes one gradient: about twice the forward, so three times in all.
+EAGER_BYTES_PER_HIDDEN = 3 * (72.0 + 12.0 + 4.0)
+EAGER_BYTES_PER_QK = 3 * 20.0
+EAGER_BYTES_PER_INTERMEDIATE = 3 * 10.0
 # Logits and cross entropy per token and vocabulary entry: the engine's loss traffic (engines.LOSS_TRAFFIC).
 # QLoRA: every pass over a 4-bit weight reads its 0.5 bytes (+ scales) and writes and reads back a
 # 16-bit copy for the matmul.
@@ -279,8 +291,21 @@ def step_work(
     act_bytes = 4.0 if setup.precision == "fp32" else 2.0
     inter = getattr(model, "intermediate_size", 4 * model.hidden_size)
     elementwise = tokens * model.num_layers * (2 * model.hidden_size + inter) * act_bytes * (1.0 + r / 3.0)
+    if not engine.fused_elementwise:
+        # eager ops: the counted traffic (EAGER_BYTES_*) in place of the fused stacks' fitted elementwise_bytes
+        kv = int(getattr(model, "num_kv_heads", model.num_heads)) * model.head_dim
+        per_layer = (
+            EAGER_BYTES_PER_HIDDEN * model.hidden_size
+            + EAGER_BYTES_PER_QK * (model.num_heads * model.head_dim + kv)
+            + EAGER_BYTES_PER_INTERMEDIATE * inter
+        )
+        fixed_eager = tokens * model.num_layers * per_layer * act_bytes / 2.0 * (1.0 + r / 3.0)
+        elementwise = 0.0
+    else:
+        fixed_eager = 0.0
     # the loss's traffic per logit element as the engine computes it (fp32 upcast, 16 bit, fused/chunked)
     fixed = tokens * model.vocab_size * engine.loss_traffic(setup.method) if has_lm_head(model) else 0.0
+    fixed += fixed_eager
     if setup.attention == "eager":
         scores = setup.micro_batch * model.num_heads * float(setup.seq_len) ** 2 * model.num_layers
         fixed += scores * EAGER_BYTES_PER_SCORE * (1.0 + r / 3.0) * act_bytes / 2.0
