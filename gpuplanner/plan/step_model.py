@@ -54,6 +54,13 @@ EAGER_BYTES_PER_SCORE = 24.0
 EAGER_BYTES_PER_HIDDEN = 3 * (72.0 + 12.0 + 4.0)
 EAGER_BYTES_PER_QK = 3 * 20.0
 EAGER_BYTES_PER_INTERMEDIATE = 3 * 10.0
+# Fused attention's share of the peak on a GPU generation, relative to the generations it was tuned on
+# (Ampere, Ada: the fitted attention_efficiency). FlashAttention-2, PyTorch's SDPA flash backend and the
+# Triton kernels built like it issue Ampere-style mma.sync instructions and reach "50-73% of the
+# theoretical maximum FLOPs/s on A100" (Dao 2023, FlashAttention-2, abstract), but "only 35%
+# utilization on the H100 GPU" (Shah et al. 2024, FlashAttention-3, abstract): 35/73 = 0.48 of it,
+# while cuBLAS's GEMMs use Hopper's wgmma and keep the matmul efficiency.
+ATTENTION_GENERATION_FACTOR = {"Hopper": 0.48}
 # Logits and cross entropy per token and vocabulary entry: the engine's loss traffic (engines.LOSS_TRAFFIC).
 # QLoRA: every pass over a 4-bit weight reads its 0.5 bytes (+ scales) and writes and reads back a
 # 16-bit copy for the matmul.
@@ -178,6 +185,7 @@ class StepWork:
     nodes: int
     gpus_in_node: int
     tensor_cores: bool = True  # 16-bit (or TF32) matmuls on tensor cores; False: fp32 on CUDA cores
+    attention_factor: float = 1.0  # the GPU generation's ATTENTION_GENERATION_FACTOR
 
 
 @dataclass(frozen=True)
@@ -370,6 +378,7 @@ def step_work(
         nodes=nodes,
         gpus_in_node=min(gpus, GPUS_PER_NODE),
         tensor_cores=_on_tensor_cores(gpu, setup),
+        attention_factor=ATTENTION_GENERATION_FACTOR.get(str(getattr(gpu, "architecture", "")), 1.0),
     )
 
 
@@ -408,7 +417,7 @@ def step_time(work: StepWork, params: StepParams) -> StepTime:
     """Seconds of one optimizer step on one GPU, by part."""
     eff = matmul_efficiency(work, params)
     mm_rate = work.peak_flops * eff
-    att_rate = work.peak_flops * eff * params.attention_efficiency
+    att_rate = work.peak_flops * eff * params.attention_efficiency * work.attention_factor
     bw = work.bandwidth * params.bandwidth_efficiency
     att_s = work.attention_executed_flops / att_rate
     att_recompute = work.recompute_share / (3.0 + work.recompute_share)
