@@ -91,6 +91,10 @@ class Engine:
     # equivalent to not freezing those parameters)". False where the adapters are wrapped apart (peft's
     # ``fsdp_auto_wrap_policy`` under accelerate) or sharded per parameter (FSDP2's ``fully_shard``).
     lora_fsdp_shared_units: bool = False
+    # --- speed side ---
+    # a block's norms, rotary embedding and activations run as fused kernels (step model: the fitted
+    # elementwise_bytes); False: as chains of eager PyTorch ops (step_model.EAGER_BYTES_*, counted)
+    fused_elementwise: bool = False
 
     def __post_init__(self) -> None:
         checks = (
@@ -222,6 +226,9 @@ ENGINES: dict[str, Engine] = {
         False,
         GATHER_HALF,
         pretraining=True,
+        # MPT's blocks (llm-foundry models/mpt/modeling_mpt.py): LayerNorm as one torch.nn.functional.layer_norm
+        # kernel (low_precision_layernorm), a GELU MLP, ALiBi inside the attention kernel, no rotary embedding
+        fused_elementwise=True,
     ),
     # A transformers model (+ peft) in the user's own training loop, the loss taken with ``nn.CrossEntropyLoss``
     # on the logits the model returns: since transformers 4.46 a causal LM returns its logits in the model's
@@ -254,6 +261,8 @@ ENGINES: dict[str, Engine] = {
         LORA_FUSED,
         False,
         GATHER_HALF,
+        # Triton kernels for RMSNorm, RoPE and SwiGLU (unsloth/kernels/rms_layernorm.py, rope_embedding.py, swiglu.py)
+        fused_elementwise=True,
     ),
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES)

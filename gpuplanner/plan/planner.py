@@ -388,11 +388,9 @@ def option_warnings(
     if gpu is not None and setup.tf32 and not gpu.tflops.get("tf32"):
         warnings.append(f"{gpu.name} has no TF32 tensor cores: fp32 matmuls run at the plain fp32 rate")
     warnings += _memory_warnings(memory, gpu.memory_gib if gpu else None, request.headroom, setup)
-    if gpu is not None and throughput.step is not None and not load_speed_model().is_fitted(gpu.architecture):
-        warnings.append(
-            f"no published runs fitted the {gpu.architecture or gpu.name} generation's matmul efficiency: its "
-            "speed uses the fitted generations' mean; measure a run (trainer bench) to calibrate it"
-        )
+    note = load_speed_model().unfitted_note(gpu) if gpu is not None and throughput.step is not None else ""
+    if note:
+        warnings.append(f"{note}; measure a run (trainer bench) to calibrate it")
     if throughput.scaling_efficiency < LOW_SCALING_EFFICIENCY:
         warnings.append(
             f"communication dominates: {setup.gpus} GPUs reach only {throughput.scaling_efficiency:.0%} "

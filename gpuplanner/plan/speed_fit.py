@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuplanner.plan.speed_params import DEFAULT_GENERATION, SpeedModel, load_speed_model
+from gpuplanner.plan.speed_params import DEFAULT_GENERATION, SpeedModel, generation_efficiency, load_speed_model
 from gpuplanner.plan.step_model import StepParams, StepWork, step_time, step_work
 
 # Constants the fit moves (the others in [shared] are stated assumptions).
@@ -66,6 +66,7 @@ PRIOR_WEIGHT = 0.07
 class _Prepared:
     work: StepWork
     architecture: str
+    compute_capability: str
     network_gbs: float
     measured: float  # tokens/s per GPU
     source: str
@@ -77,7 +78,16 @@ def _prepare(rows: Iterable[Sequence[Any]], base: SpeedModel) -> list[_Prepared]
     for model, setup, gpu, trainable, measured, source in rows:
         quantized = int(getattr(model, "quantizable_params", 0))
         work = step_work(model, setup, gpu, trainable, quantized)
-        out.append(_Prepared(work, getattr(gpu, "architecture", ""), base.network_for(gpu), float(measured), source))
+        out.append(
+            _Prepared(
+                work,
+                getattr(gpu, "architecture", ""),
+                str(getattr(gpu, "compute_capability", "") or ""),
+                base.network_for(gpu),
+                float(measured),
+                source,
+            )
+        )
     return out
 
 
@@ -86,7 +96,7 @@ def _params(shared: dict[str, float], efficiency: float, network: float) -> Step
 
 
 def _predict(row: _Prepared, shared: dict[str, float], generations: dict[str, float]) -> float:
-    eff = generations.get(row.architecture, generations[DEFAULT_GENERATION])
+    eff = generation_efficiency(generations, row.architecture, row.compute_capability)
     return step_time(row.work, _params(shared, eff, row.network_gbs)).tokens_per_s
 
 
@@ -205,7 +215,7 @@ def efficiency_scale(rows: Iterable[Sequence[Any]], model: SpeedModel | None = N
     model = model or load_speed_model()
     factors = []
     for row in _prepare(rows, model):
-        eff = model.efficiency_for(row.architecture)
+        eff = model.efficiency_for(row.architecture, row.compute_capability)
         low, high = 0.25, 4.0
         for _ in range(40):
             mid = math.sqrt(low * high)

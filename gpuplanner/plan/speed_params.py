@@ -33,6 +33,48 @@ SHARED_KEYS = (
 # Shared constants a file may leave out (older files), with the value that stands in.
 OPTIONAL_SHARED = {"fp32_efficiency": 0.9}
 DEFAULT_GENERATION = "default"
+# GPU generations no published run fitted, and the fitted generation whose matmul efficiency stands in for
+# each, with the reason (the plan's warning and the speed's source print it). Keys: (architecture,
+# compute-capability major version, or None for every version). A generation not listed here (CDNA 3:
+# ROCm's kernels, like no NVIDIA generation's) takes the fitted generations' mean.
+STAND_INS: dict[tuple[str, str | None], tuple[str, str]] = {
+    ("Volta", None): (
+        "Ampere",
+        "Volta's tensor cores run warp-level mma instructions, as Ampere's do, and cuBLAS feeds both the same way",
+    ),
+    ("Turing", None): (
+        "Ampere",
+        "Turing's tensor cores run warp-level mma instructions, as Ampere's do, and cuBLAS feeds both the same way",
+    ),
+    ("Blackwell", "10"): (
+        "Hopper",
+        "data-centre Blackwell, like Hopper, reaches its peak only with kernels written for its own asynchronous "
+        "tensor-core instructions (tcgen05 after Hopper's wgmma)",
+    ),
+    ("Blackwell", "12"): (
+        "Ada Lovelace",
+        "GeForce and RTX PRO Blackwell (compute capability 12.x) keep Ada's warp-level mma tensor cores, "
+        "without data-centre Blackwell's tcgen05",
+    ),
+}
+
+
+def stand_in(architecture: str, compute_capability: str = "") -> tuple[str, str] | None:
+    """The fitted generation that stands in for ``architecture`` (on a GPU of ``compute_capability``) and why,
+    or None where no generation is close (:data:`STAND_INS`)."""
+    major = str(compute_capability).split(".")[0]
+    return STAND_INS.get((architecture, major)) or STAND_INS.get((architecture, None))
+
+
+def generation_efficiency(generations: Mapping[str, float], architecture: str, compute_capability: str = "") -> float:
+    """The matmul efficiency of a GPU generation from fitted ``generations``: its own, else its stand-in's
+    (:func:`stand_in`) where that one is fitted, else the default (the fitted generations' mean)."""
+    if architecture in generations:
+        return generations[architecture]
+    close = stand_in(architecture, compute_capability)
+    if close and close[0] in generations:
+        return generations[close[0]]
+    return generations[DEFAULT_GENERATION]
 
 
 class SpeedModelError(ValueError):
@@ -66,10 +108,24 @@ class SpeedModel:
         """Whether published runs fitted this GPU generation's efficiency (else the default stands in)."""
         return architecture in self.generations and architecture != DEFAULT_GENERATION
 
-    def efficiency_for(self, architecture: str) -> float:
-        if architecture in self.generations:
-            return self.generations[architecture]
-        return self.generations[DEFAULT_GENERATION]
+    def efficiency_for(self, architecture: str, compute_capability: str = "") -> float:
+        return generation_efficiency(self.generations, architecture, compute_capability)
+
+    def unfitted_note(self, gpu: Any) -> str:
+        """Where no published runs fitted ``gpu``'s generation: which efficiency its speed uses and why ("" when
+        fitted)."""
+        architecture = str(getattr(gpu, "architecture", "") or "")
+        if self.is_fitted(architecture):
+            return ""
+        name = architecture or str(getattr(gpu, "name", "")) or "this GPU"
+        close = stand_in(architecture, str(getattr(gpu, "compute_capability", "") or ""))
+        if close and self.is_fitted(close[0]):
+            return (
+                f"no published runs fitted the {name} generation's matmul efficiency: {close[0]}'s is used ({close[1]})"
+            )
+        return (
+            f"no published runs fitted the {name} generation's matmul efficiency: the fitted generations' mean is used"
+        )
 
     def network_for(self, gpu: Any) -> float:
         name = getattr(gpu, "name", "")
@@ -81,7 +137,11 @@ class SpeedModel:
         """The step-model constants for one GPU (its generation's efficiency, its network)."""
         params = StepParams(
             # a calibration may push the efficiency up, never past the peak
-            matmul_efficiency=min(self.efficiency_for(getattr(gpu, "architecture", "")) * efficiency_scale, 1.0),
+            matmul_efficiency=min(
+                self.efficiency_for(getattr(gpu, "architecture", ""), str(getattr(gpu, "compute_capability", "") or ""))
+                * efficiency_scale,
+                1.0,
+            ),
             network_gbs=self.network_for(gpu) if network_gbs is None else network_gbs,
             **{key: self.shared[key] for key in SHARED_KEYS},
             **{key: self.shared.get(key, default) for key, default in OPTIONAL_SHARED.items()},

@@ -42,6 +42,25 @@ LINK_EFFICIENCY = 0.8
 # 16-bit scores written and read, the fp32 softmax written and read, its 16-bit copy, the mask add and
 # the backward's reads and writes of the same tensors (about three times the forward's 8).
 EAGER_BYTES_PER_SCORE = 24.0
+# Element-wise traffic of an engine that runs a block's norms, rotary embedding and activations as eager
+# PyTorch ops (engines.Engine.fused_elementwise False), in bytes per token and layer with 16-bit activations,
+# counted from transformers' LlamaDecoderLayer (the same chains as torchtitan's, torchtune's and LitGPT's
+# own blocks) rather than fitted. Forward: each RMSNorm upcasts to fp32 and runs ``to(float32)``, ``pow(2)``,
+# ``mean``, ``* rsqrt``, ``to(bf16)``, ``weight *``: 36 bytes per hidden element, two per block (72); two
+# residual adds (12); the attention output's transpose and ``contiguous`` (4); rotary on q and k
+# (``q * cos``, ``rotate_half``'s neg and cat, ``* sin``, the add: 20 per q/k element); the MLP's
+# activation and gate product (10 per intermediate element). The backward of each reads the saved input(s)
+# and the incoming gradient and writes one gradient: about twice the forward, so three times in all.
+EAGER_BYTES_PER_HIDDEN = 3 * (72.0 + 12.0 + 4.0)
+EAGER_BYTES_PER_QK = 3 * 20.0
+EAGER_BYTES_PER_INTERMEDIATE = 3 * 10.0
+# Fused attention's share of the peak on a GPU generation, relative to the generations it was tuned on
+# (Ampere, Ada: the fitted attention_efficiency). FlashAttention-2, PyTorch's SDPA flash backend and the
+# Triton kernels built like it issue Ampere-style mma.sync instructions and reach "50-73% of the
+# theoretical maximum FLOPs/s on A100" (Dao 2023, FlashAttention-2, abstract), but "only 35%
+# utilization on the H100 GPU" (Shah et al. 2024, FlashAttention-3, abstract): 35/73 = 0.48 of it,
+# while cuBLAS's GEMMs use Hopper's wgmma and keep the matmul efficiency.
+ATTENTION_GENERATION_FACTOR = {"Hopper": 0.48}
 # Logits and cross entropy per token and vocabulary entry: the engine's loss traffic (engines.LOSS_TRAFFIC).
 # QLoRA: every pass over a 4-bit weight reads its 0.5 bytes (+ scales) and writes and reads back a
 # 16-bit copy for the matmul.
@@ -50,11 +69,20 @@ QLORA_DEQUANT_BYTES_PER_PARAM = 4.5
 QLORA_GATHER_BYTES_PER_PARAM = 0.5 + 1 / 64
 # Gradient clipping by global norm moves every gradient three times (norm read, scale read and write).
 CLIP_BYTES_PER_GRAD_BYTE = 3.0
-# Optimizer update bytes per trained parameter (weights, gradients and states read and written,
-# plus zeroing the gradients). Keys: (optimizer, 16-bit pure weights?).
+# Optimizer update bytes per trained parameter (weights, gradients and states read and written).
+# Keys: (optimizer, 16-bit pure weights?).
+# "adamw" is torch.optim.AdamW as PyTorch runs it by default on CUDA: the foreach implementation
+# (torch/optim/adamw.py ``_multi_tensor_adamw``, torch 2.0-2.7; also transformers' default "adamw_torch"),
+# one pass over memory per foreach op: weight decay ``_foreach_mul_(params)`` (read p, write p: 2
+# tensor accesses), ``_foreach_lerp_(exp_avgs, grads)`` (3), ``_foreach_mul_(exp_avg_sqs)`` (2),
+# ``_foreach_addcmul_(exp_avg_sqs, grads, grads)`` (3), ``_foreach_sqrt`` into a new list (2),
+# ``_foreach_div_`` and ``_foreach_add_`` on it (2 + 2), ``_foreach_addcdiv_(params, exp_avgs, denom)`` (4):
+# 20 accesses of a parameter-sized tensor, 80 bytes per fp32 parameter, 40 per 16-bit one.
+# "adamw-fused" (``fused=True``) is one kernel: p, g, m, v read, p, m, v written (28 bytes fp32) and the
+# gradients zeroed (4).
 OPTIMIZER_BYTES = {
-    ("adamw", False): 32.0,  # fp32 p,g,m,v read; p,m,v written; grads zeroed
-    ("adamw", True): 16.0,
+    ("adamw", False): 80.0,
+    ("adamw", True): 40.0,
     ("adamw-fused", False): 32.0,
     ("adamw-fused", True): 16.0,
     ("adamw-8bit", False): 18.0,  # 8-bit m and v
@@ -157,6 +185,7 @@ class StepWork:
     nodes: int
     gpus_in_node: int
     tensor_cores: bool = True  # 16-bit (or TF32) matmuls on tensor cores; False: fp32 on CUDA cores
+    attention_factor: float = 1.0  # the GPU generation's ATTENTION_GENERATION_FACTOR
 
 
 @dataclass(frozen=True)
@@ -270,8 +299,21 @@ def step_work(
     act_bytes = 4.0 if setup.precision == "fp32" else 2.0
     inter = getattr(model, "intermediate_size", 4 * model.hidden_size)
     elementwise = tokens * model.num_layers * (2 * model.hidden_size + inter) * act_bytes * (1.0 + r / 3.0)
+    if not engine.fused_elementwise:
+        # eager ops: the counted traffic (EAGER_BYTES_*) in place of the fused stacks' fitted elementwise_bytes
+        kv = int(getattr(model, "num_kv_heads", model.num_heads)) * model.head_dim
+        per_layer = (
+            EAGER_BYTES_PER_HIDDEN * model.hidden_size
+            + EAGER_BYTES_PER_QK * (model.num_heads * model.head_dim + kv)
+            + EAGER_BYTES_PER_INTERMEDIATE * inter
+        )
+        fixed_eager = tokens * model.num_layers * per_layer * act_bytes / 2.0 * (1.0 + r / 3.0)
+        elementwise = 0.0
+    else:
+        fixed_eager = 0.0
     # the loss's traffic per logit element as the engine computes it (fp32 upcast, 16 bit, fused/chunked)
     fixed = tokens * model.vocab_size * engine.loss_traffic(setup.method) if has_lm_head(model) else 0.0
+    fixed += fixed_eager
     if setup.attention == "eager":
         scores = setup.micro_batch * model.num_heads * float(setup.seq_len) ** 2 * model.num_layers
         fixed += scores * EAGER_BYTES_PER_SCORE * (1.0 + r / 3.0) * act_bytes / 2.0
@@ -336,6 +378,7 @@ def step_work(
         nodes=nodes,
         gpus_in_node=min(gpus, GPUS_PER_NODE),
         tensor_cores=_on_tensor_cores(gpu, setup),
+        attention_factor=ATTENTION_GENERATION_FACTOR.get(str(getattr(gpu, "architecture", "")), 1.0),
     )
 
 
@@ -374,7 +417,7 @@ def step_time(work: StepWork, params: StepParams) -> StepTime:
     """Seconds of one optimizer step on one GPU, by part."""
     eff = matmul_efficiency(work, params)
     mm_rate = work.peak_flops * eff
-    att_rate = work.peak_flops * eff * params.attention_efficiency
+    att_rate = work.peak_flops * eff * params.attention_efficiency * work.attention_factor
     bw = work.bandwidth * params.bandwidth_efficiency
     att_s = work.attention_executed_flops / att_rate
     att_recompute = work.recompute_share / (3.0 + work.recompute_share)

@@ -258,8 +258,9 @@ def estimate_throughput(
     if bounded:
         source += ", LoRA bounded by the full fine-tune's step time"
     architecture = str(getattr(gpu, "architecture", ""))
-    if not fitted.is_fitted(architecture):
-        source += f"; no efficiency fitted for {architecture or 'this GPU'}: the fitted generations' mean is used"
+    note = fitted.unfitted_note(gpu)
+    if note:
+        source += f"; {note}"
     return Throughput(
         tokens_per_s=tokens_s,
         samples_per_min=tokens_s / setup.seq_len * 60.0,

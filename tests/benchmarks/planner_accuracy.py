@@ -38,13 +38,19 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuplanner.plan.catalog import GpuSpec, load_catalog
-from gpuplanner.plan.engines import REGIMES, speed_regime
-from gpuplanner.plan.inputs import PlanInputs
-from gpuplanner.plan.memory import estimate_memory, trainable_params
-from gpuplanner.plan.model_shape import ModelSpec
-from gpuplanner.plan.model_spec import from_config
-from gpuplanner.plan.setup import TrainSetup
+# Run as a script, Python puts this folder first on the path, and an installed gpuplanner (another
+# checkout's editable install) would be scored instead of this checkout's: the repository root goes first.
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path[:1]:
+    sys.path.insert(0, str(REPO))
+
+from gpuplanner.plan.catalog import GpuSpec, load_catalog  # noqa: E402
+from gpuplanner.plan.engines import REGIMES, speed_regime  # noqa: E402
+from gpuplanner.plan.inputs import PlanInputs  # noqa: E402
+from gpuplanner.plan.memory import estimate_memory, trainable_params  # noqa: E402
+from gpuplanner.plan.model_shape import ModelSpec  # noqa: E402
+from gpuplanner.plan.model_spec import from_config  # noqa: E402
+from gpuplanner.plan.setup import TrainSetup  # noqa: E402
 
 try:  # the band's widening factor (issue 24 item 3), beside this file
     from tests.benchmarks import band_calibration

@@ -131,14 +131,15 @@ def test_a_generation_without_fitted_runs_says_so() -> None:
     assert not model.is_fitted(volta.architecture) and model.is_fitted(hopper.architecture)
     request = PlanInputs(model="llama-3.2-1b", gpu="V100 32GB", precision="fp16-mixed").to_request(default_gpu=None)
     plan = make_plan(request, load_catalog(), suggest=False)
-    assert any("Volta" in w and "fitted" in w for w in plan.warnings)
-    assert "no efficiency fitted for Volta" in plan.throughput.source
+    assert any("Volta generation" in w and "Ampere's is used" in w and "calibrate" in w for w in plan.warnings)
+    assert "no published runs fitted the Volta generation's matmul efficiency: Ampere's" in plan.throughput.source
+    assert model.params_for(volta).matmul_efficiency == model.generations["Ampere"]
     fitted = make_plan(
         replace(request, gpu="H100 SXM", setup=replace(request.setup, precision="bf16-mixed")),
         load_catalog(),
         suggest=False,
     )
-    assert not any("fitted generations" in w for w in fitted.warnings)
+    assert not any("no published runs fitted" in w for w in fitted.warnings)
 
 
 def test_the_likely_range_follows_the_plans_regime() -> None:

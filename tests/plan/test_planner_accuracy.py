@@ -2,8 +2,8 @@
 
 Runs the same computation as ``tests/benchmarks/planner_accuracy.py``: every row planned through the inputs a
 user sets (engine included), every source weighing the same in the headline. Issue 24's targets: speed over
-sources 15% (reached 24.3%), leave-one-source-out over sources 18% (reached 33.0%), memory over sources 5%
-(reached 13.0%), band coverage 75-85% (reached 72.2% over sources); each is asserted at what was reached plus a
+sources 15% (reached 22.0%), leave-one-source-out over sources 18% (reached 26.1%), memory over sources 5%
+(reached 6.5%), band coverage 75-85% (reached 77.0% over sources); each is asserted at what was reached plus a
 small margin, so a regression fails; see docs/speed-model.md. The figures were re-measured when the
 fine-tuning sources of speed_finetune.csv / memory_finetune.csv joined the dataset, and again after the step
 model and its per-regime uncertainty were refitted on the grown dataset (`planner_accuracy.py --fit
@@ -50,17 +50,22 @@ def test_the_dataset_is_large_and_varied_enough(accuracy) -> None:
 
 def test_speed_error_does_not_regress(figures) -> None:
     overall, _ = figures
-    assert overall["speed_mape_by_source"] <= 24.8  # target 15; reached 24.3
-    # rows weighted: reached 16.7 (15.7 before the refit on the grown dataset, which minimises the mean
-    # over sources, the headline)
-    assert overall["speed_mape"] <= 17.2
+    # target 15; reached 22.0 (24.3 before AdamW's foreach passes, the eager engines' counted element-wise ops
+    # and attention at FlashAttention-2's share of Hopper's peak)
+    assert overall["speed_mape_by_source"] <= 22.5
+    # rows weighted: reached 14.5 (15.7 before the refit on the grown dataset, which minimises the mean
+    # over sources, the headline; 16.7 after it)
+    assert overall["speed_mape"] <= 15.0
 
 
 def test_leave_one_source_out_error_does_not_regress(figures) -> None:
     overall, _ = figures
     assert math.isfinite(overall["speed_loso_mape"])
-    assert overall["speed_loso_mape_by_source"] <= 33.5  # target 18; reached 33.0
-    assert overall["speed_loso_mape"] <= 28.1  # rows weighted: reached 27.6 (17.9 before the fine-tuning sources)
+    assert overall["speed_loso_mape_by_source"] <= 26.6  # target 18; reached 26.1 (33.0 before AdamW's passes)
+    # rows weighted: reached 27.4 (27.6 before AdamW's passes and the eager engines' element-wise ops, 17.9
+    # before the fine-tuning sources): llm-foundry's rows, left out, are predicted by constants fitted on
+    # eager stacks
+    assert overall["speed_loso_mape"] <= 27.9
     assert overall["speed_calibrated_mape"] <= overall["speed_loso_mape"]
 
 
@@ -68,7 +73,7 @@ def test_band_coverage_on_left_out_sources_is_near_its_share(figures) -> None:
     """Each source judged against bands set (and widened: tests/benchmarks/band_calibration.py) from the
     other sources' left-out errors only."""
     overall, _ = figures
-    assert 75.0 <= overall["speed_band_coverage_by_source"] <= 85.0  # reached 81.9 (72.2 before the widening)
+    assert 75.0 <= overall["speed_band_coverage_by_source"] <= 85.0  # reached 77.0 (72.4 unwidened)
 
 
 def test_memory_error_does_not_regress(figures) -> None:

@@ -136,7 +136,9 @@ def test_a_speed_measured_at_another_sequence_length_corrects_the_model_for_this
     longer = make_plan(request(measured=measured), CATALOG)  # SETUP has 2048 tokens
     model = make_plan(request(), CATALOG)
     assert longer.throughput.source.startswith("calibrated from speeds measured on A100 80GB (sequence 1024)")
-    assert 1.2 < longer.throughput.tokens_per_s / model.throughput.tokens_per_s < 1.6
+    # the calibration scales the matmuls' efficiency; the memory-bound part (the bundled trainer's eager
+    # element-wise ops, the optimizer) keeps its time, so the plan moves by less than the measured 1.5x
+    assert 1.1 < longer.throughput.tokens_per_s / model.throughput.tokens_per_s < 1.6
     assert longer.throughput.uncertainty_pct == load_speed_model().calibrated_pct
 
 

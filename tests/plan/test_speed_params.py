@@ -60,6 +60,31 @@ def test_generation_and_network_lookup(tmp_path: Path) -> None:
     assert (model.loso_pct, model.calibrated_pct, model.matched_pct) == (25.0, 20.0, 5.0)
 
 
+def test_an_unfitted_generation_takes_its_closest_fitted_one_and_says_why(tmp_path: Path) -> None:
+    """Volta and Turing take Ampere's efficiency, data-centre Blackwell Hopper's, GeForce Blackwell Ada's; a
+    generation with no close one (CDNA 3), or whose stand-in is not fitted either, takes the default."""
+    path = tmp_path / "speed_model.toml"
+    path.write_text(
+        GOOD.replace("[generation.default]", "[generation.Hopper]\nmatmul_efficiency = 0.4\n\n[generation.default]")
+    )
+    model = parse_speed_model(path)
+    catalog = load_catalog()
+    expected = {"V100 32GB": 0.7, "T4": 0.7, "B200": 0.4, "RTX 5090": 0.6, "MI300X": 0.6, "A100 80GB": 0.7}
+    assert {name: model.params_for(catalog.gpu(name)).matmul_efficiency for name in expected} == expected
+    assert model.unfitted_note(catalog.gpu("A100 80GB")) == ""
+    b200 = model.unfitted_note(catalog.gpu("B200"))
+    assert "Blackwell generation" in b200 and "Hopper's is used" in b200 and "tcgen05" in b200
+    v100 = model.unfitted_note(catalog.gpu("V100 32GB"))
+    assert "Ampere's is used" in v100 and "mma" in v100
+    # RTX 5090's stand-in (Ada Lovelace) is not fitted in this file: the mean, said as such
+    assert "the fitted generations' mean is used" in model.unfitted_note(catalog.gpu("RTX 5090"))
+    assert "the fitted generations' mean is used" in model.unfitted_note(catalog.gpu("MI300X"))
+    # the shipped file fits Ada Lovelace: GeForce Blackwell takes its efficiency
+    shipped = load_speed_model()
+    assert shipped.params_for(catalog.gpu("RTX 5090")).matmul_efficiency == shipped.generations["Ada Lovelace"]
+    assert "Ada Lovelace's is used" in shipped.unfitted_note(catalog.gpu("RTX 5090"))
+
+
 @pytest.mark.parametrize(
     "broken, expected",
     [

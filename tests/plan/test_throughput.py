@@ -169,19 +169,53 @@ SIMPLE = StepParams(
 
 def test_step_time_by_hand() -> None:
     """One GPU, 1024 tokens, no recompute: matmuls + causal attention at half the peak, logits, the weight
-    gradients' write (fp32), AdamW and gradient clipping (the bundled trainer clips: norm read, scale read
-    and write of fp32 gradients) at HBM speed."""
+    gradients' write (fp32), AdamW (PyTorch's default foreach AdamW: 20 passes over parameter-sized fp32
+    tensors, 80 bytes per parameter) and gradient clipping (the bundled trainer clips: norm read, scale read
+    and write of fp32 gradients) at HBM speed, and the bundled trainer's eager norms, rotary and activations:
+    264 bytes per hidden element, 60 per q/k element and 30 per intermediate one, per token and layer."""
     setup = TrainSetup(seq_len=1024)
     work = step_work(SHAPE, setup, Gpu(), SHAPE.n_params)
     time = step_time(work, SIMPLE)
     tokens = 1024
     compute = (6 * N + 0.5 * 3 * ATTENTION_FWD) * tokens / (1000e12 * 0.5)
-    memory = (tokens * 32_000 * 16 + 4 * SHAPE.n_params + (32 + 3 * 4) * SHAPE.n_params) / 2000e9
+    eager = tokens * 16 * (264 * 2048 + 60 * (2048 + 2048) + 30 * 8192)
+    memory = (tokens * 32_000 * 16 + eager + 4 * SHAPE.n_params + (80 + 3 * 4) * SHAPE.n_params) / 2000e9
     assert time.compute_s == pytest.approx(compute)
     assert time.memory_s == pytest.approx(memory)
     assert time.recompute_s == 0 and time.communication_s == 0 and time.overhead_s == 0
     assert time.step_s == pytest.approx(compute + memory)
     assert time.tokens_per_s == pytest.approx(tokens / (compute + memory))
+
+
+def test_attention_on_hopper_runs_at_flashattention_2s_share_of_its_peak() -> None:
+    """FlashAttention-2-style kernels reach 35% of an H100's peak against 73% of an A100's: on a Hopper GPU the
+    attention products take 1/0.48 of the time a GPU of the same peak and another generation gives them;
+    the matmuls keep their time."""
+    setup = TrainSetup(seq_len=4096)
+    other = step_time(step_work(SHAPE, setup, Gpu(), SHAPE.n_params), SIMPLE)
+    hopper = step_time(step_work(SHAPE, setup, Gpu(architecture="Hopper"), SHAPE.n_params), SIMPLE)
+    attention = 0.5 * 3 * (4 * 16 * 4096 * 16 * 128) * 4096 / (1000e12 * 0.5)
+    assert hopper.compute_s - other.compute_s == pytest.approx(attention / 0.48 - attention, rel=1e-9)
+    assert hopper.memory_s == other.memory_s
+
+
+def test_fused_engines_take_the_fitted_elementwise_traffic_and_eager_ones_the_counted() -> None:
+    """llm-foundry (MPT's fused LayerNorm, GELU, ALiBi in the attention kernel) moves elementwise_bytes per
+    token, layer and (2h + intermediate) 16-bit element; an eager engine the counted bytes of its op chains,
+    whatever elementwise_bytes is; with full recompute both add a third (the forward run again)."""
+    params = replace(SIMPLE, elementwise_bytes=4.0)
+    tokens, layers = 1024, 16
+    fused = step_work(SHAPE, TrainSetup(seq_len=1024, engine="llm-foundry"), Gpu(), SHAPE.n_params)
+    eager = step_work(SHAPE, TrainSetup(seq_len=1024, engine="hf-trainer"), Gpu(), SHAPE.n_params)
+    fused_bytes = tokens * layers * (2 * 2048 + 8192) * 2 * 4.0
+    eager_bytes = tokens * layers * (264 * 2048 + 60 * 4096 + 30 * 8192)
+    difference = step_time(eager, params).memory_s - step_time(fused, params).memory_s
+    assert difference == pytest.approx((eager_bytes - fused_bytes) / 2000e9, rel=1e-9)
+    assert eager_bytes > 10 * fused_bytes  # ten times the traffic of the fused kernels at this shape
+    recompute = TrainSetup(seq_len=1024, engine="hf-trainer", grad_checkpointing="full")
+    eager_full = step_work(SHAPE, recompute, Gpu(), SHAPE.n_params)
+    extra = step_time(eager_full, params).memory_s - step_time(eager, params).memory_s
+    assert extra == pytest.approx(eager_bytes / 3 / 2000e9, rel=1e-9)
 
 
 def test_recomputation_is_its_own_part_and_counted_once() -> None:
