@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gpuplanner.plan import engines
+from gpuplanner.plan import engines, memory_allocator
 from gpuplanner.plan.activation_ledger import (
     FP32,
     HALF,
@@ -42,10 +42,8 @@ GIB = 1024**3
 CUDA_CONTEXT_BYTES = int(0.5 * GIB)
 
 
-# The caching allocator reserves more than it hands out (block rounding, fragmentation between
-# differently sized activations). torch.cuda.max_memory_reserved / max_memory_allocated is typically
-# 1.03-1.10 for transformer training without expandable segments; we take the middle.
-ALLOCATOR_SLACK = 0.06
+# The caching allocator reserves more than it hands out: a share of the step's transient bytes, fitted
+# over the published reserved peaks (gpuplanner/plan/memory_allocator.py).
 
 # --- bytes per element ----------------------------------------------------------------------------
 # bitsandbytes NF4 with double quantization (QLoRA defaults): 4-bit values, one 8-bit absmax per
@@ -129,21 +127,44 @@ class MemoryBreakdown:
     start_of_backward: int = 0
     end_of_backward: int = 0
     optimizer_step: int = 0
+    # what the allocator may further keep reserved when batches vary in length (not part of ``total``:
+    # cached-but-free blocks are released before an out-of-memory error, memory_allocator.py)
+    variable_length_slack: int = 0
+    # the step's transient bytes (allocated and freed within it), which both slacks are shares of
+    transient: int = 0
+
+    @property
+    def allocated(self) -> int:
+        """The allocated peak (torch.cuda.max_memory_allocated)."""
+        return self.total - self.cuda_context - self.allocator_slack - self.stream_pools
+
+    @property
+    def reserved(self) -> int:
+        """What the caching allocator holds at the peak with fixed-shape batches (memory_reserved)."""
+        return self.allocated + self.allocator_slack + self.stream_pools
 
     @property
     def total(self) -> int:
         return self.weights + self.gradients + self.optimizer + self.activations + self.logits + self.overhead
 
-    def measured(self, measure: str) -> int:
-        """The peak as a given tool reports it (one of :data:`MEASURES`); ``total`` is what the GPU must hold."""
+    def measured(self, measure: str, lengths: str = "fixed", capacity: int | None = None) -> int:
+        """The peak as a given tool reports it (one of :data:`MEASURES`); ``total`` is what the GPU must hold.
+
+        ``lengths`` ``variable``: batches of varying length, whose cached blocks add
+        ``variable_length_slack`` to reserved and nvidia-smi; ``capacity`` (the card's bytes): the most the
+        allocator can reserve (it releases its cache before it fails)."""
         if measure not in MEASURES:
             raise PlanInputError("measure", f"must be one of {', '.join(MEASURES)}, got {measure!r}")
-        allocated = self.total - self.cuda_context - self.allocator_slack - self.stream_pools
+        if lengths not in memory_allocator.LENGTHS:
+            raise PlanInputError("lengths", f"must be one of {', '.join(memory_allocator.LENGTHS)}, got {lengths!r}")
         if measure in ("allocated", "active"):
-            return allocated
+            return self.allocated
+        extra = self.variable_length_slack if lengths == "variable" else 0
         if measure == "reserved":
-            return allocated + self.allocator_slack + self.stream_pools
-        return self.total
+            held = self.reserved + extra
+            return held if capacity is None else max(self.reserved, min(held, capacity - self.cuda_context))
+        held = self.total + extra
+        return held if capacity is None else max(self.total, min(held, capacity))
 
     def as_gib(self) -> dict[str, float]:
 
@@ -158,6 +179,12 @@ class MemoryBreakdown:
             "logits_gib": g(self.logits),
             "overhead_gib": g(self.overhead),
             "total_gib": g(self.total),
+            # the allocated peak, and what the allocator reserves at it (fixed-shape batches); ``total_gib``
+            # (reserved + the CUDA context, what nvidia-smi shows) is what "fits" is judged on
+            "allocated_gib": g(self.allocated),
+            "reserved_gib": g(self.reserved),
+            # the further cache batches of varying length can leave reserved (released before an OOM)
+            "variable_length_slack_gib": g(self.variable_length_slack),
             # parts of overhead_gib
             "cuda_context_gib": g(self.cuda_context),
             "allocator_slack_gib": g(self.allocator_slack),
@@ -489,7 +516,13 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     else:
         moment = "optimizer-step"
         w, g, o, a, lg, tr = weights_total, grads_step, opt_state, 0, 0, opt_transient
-    slack = int(ALLOCATOR_SLACK * peak)
+    # the bytes allocated and freed within the step (everything at the peak but the persistent state:
+    # own weight shards, gradients, optimizer states, DDP/ZeRO buckets), which fragment the allocator's cache
+    kept_grads = grads + (grad_extra if shard in ("ddp", "zero2") else 0)
+    grads_at_peak = grads_sob if peak == m_sob else (grads_total if peak == m_eob else grads_step)
+    transient = max(0, peak - weights - opt_state - min(kept_grads, grads_at_peak))
+    slack = memory_allocator.slack_bytes(transient)
+    variable_slack = memory_allocator.slack_bytes(transient, "variable") - slack
     overhead = CUDA_CONTEXT_BYTES + slack + stream_pools + tr
     if setup.attention == "sdpa" and spec.num_kv_heads != spec.num_heads:
         notes.append(
@@ -511,6 +544,8 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         start_of_backward=int(m_sob),
         end_of_backward=int(m_eob),
         optimizer_step=int(m_opt),
+        variable_length_slack=int(variable_slack),
+        transient=int(transient),
     )
 
 
