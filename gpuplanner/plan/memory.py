@@ -216,6 +216,11 @@ def _regime(setup: TrainSetup) -> str:
     if setup.method == "lora":
         return "half"  # base loaded in 16 bit: autocast is a no-op on the frozen layers
     if setup.method == "qlora":
+        if setup.sharding == "fsdp" and setup.gpus > 1:
+            # sharded QLoRA is never prepared with prepare_model_for_kbit_training (TRL's SFTTrainer: "one
+            # should never call peft_module_casting_to_bf16 or prepare_model_for_kbit_training when doing
+            # QLoRA + FSDP / DS-Zero3"; Answer.AI's fsdp_qlora train.py does not): norms stay 16 bit
+            return "half"
         return "amp"  # prepare_model_for_kbit_training casts norms/embeddings to fp32
     return "amp" if setup.precision.endswith("mixed") else "half"
 

@@ -88,3 +88,31 @@ def test_eager_attention_backward_holds_the_upcast_gradient_by_hand() -> None:
     # 16-bit intermediate-wide tensors per token) by the softmax's (6 B per score)
     mlp_grad = 3 * 128 * 2 * 2 * 512
     assert eager.start_of_backward - sdpa.start_of_backward == 6 * scores + 6 * scores - mlp_grad
+
+
+def test_sharded_qlora_keeps_16_bit_activations_by_hand() -> None:
+    """QLoRA under FSDP / ZeRO-3 is never prepared with peft's prepare_model_for_kbit_training (TRL's
+    SFTTrainer skips it for sharded QLoRA; Answer.AI's fsdp_qlora never calls it), so the norms stay 16 bit
+    and so does the residual stream each checkpointed block keeps: half of what a one-GPU QLoRA keeps in fp32,
+    the same as LoRA's."""
+    spec = ms.from_preset("llama-3.1-8b")
+    s = TrainSetup(
+        method="qlora",
+        precision="bf16",
+        micro_batch=4,
+        seq_len=2048,
+        gpus=2,
+        sharding="fsdp",
+        grad_checkpointing="full",
+        engine="hf-trainer",
+        lora_rank=64,
+    )
+    sharded = mem.estimate_memory(spec, s)
+    single = mem.estimate_memory(spec, replace(s, gpus=1, sharding="ddp"))
+    lora = mem.estimate_memory(spec, replace(s, method="lora"))
+    tokens = 4 * 2048
+    kept_16 = spec.num_layers * 2 * spec.hidden_size * tokens  # each block's 16-bit input
+    assert sharded.peak_moment == single.peak_moment == "start-of-backward"
+    assert sharded.activations == lora.activations
+    assert single.activations - sharded.activations == pytest.approx(kept_16, rel=0.05)
+    assert single.activations == pytest.approx(2 * sharded.activations, rel=0.01)
