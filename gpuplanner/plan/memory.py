@@ -334,6 +334,7 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     compute_b = FP32 if setup.precision == "fp32" else HALF
     grad_extra = 0
     weight_extra = 0
+    root_grad_extra = 0  # FSDP1's root unit: per-parameter gradients and their flat copy at the backward's end
     gather_b = compute_b
     no_sync = engines.keeps_full_gradients(engine, shard, gpus, setup.grad_accum)
     if shard == "fsdp":
@@ -356,6 +357,10 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         unsharded = grad_b * trainable  # the whole unsharded gradient of one replica
         if setup.method == "full":
             grad_extra = grad_b * spec.layer_params
+            if engine.fsdp_flat_params:
+                # the root unit's (embeddings, head, final norm) per-parameter gradients and their
+                # concatenation into its flat gradient, alive together as the backward ends (engines.py)
+                root_grad_extra = 2 * grad_b * spec.root_params
         elif setup.method == "lora" and engine.lora_fsdp_shared_units:
             # the adapters share each block's FSDP unit with its frozen weights (engines.py): the unit's flat
             # gradient, its shard and its unsharded form while the block's backward runs, covers every
@@ -492,7 +497,7 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     # the first block's saved tensors (recomputed or stored) are alive while its weight grads are made;
     # its gradient buffers (grad_work) are not: they live in its MLP's backward, which ends before the
     # attention's weight gradients exist (a real run's traced allocations agree: tests/plan/test_trace.py)
-    m_eob = weights_total + grads_total + opt_state + layer_act + outside_tok * tokens
+    m_eob = weights_total + grads_total + opt_state + layer_act + outside_tok * tokens + root_grad_extra
     # at the step only gradient shards are left (no_sync's full gradients were reduce-scattered and freed)
     grads_step = grads if no_sync else grads_total
     m_opt = weights_total + grads_step + opt_state + opt_transient
@@ -517,13 +522,15 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         a, lg, tr = acts + (recompute if recompute > logits else 0), (logits if logits >= recompute else 0), 0
     elif peak == m_eob:
         moment = "end-of-backward"
-        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, layer_act + outside_tok * tokens, 0, 0
+        w, g, o, a, lg = weights_total, grads_total + root_grad_extra, opt_state, layer_act + outside_tok * tokens, 0
+        tr = 0
     else:
         moment = "optimizer-step"
         w, g, o, a, lg, tr = weights_total, grads_step, opt_state, 0, 0, opt_transient
     # the bytes allocated and freed within the step (everything at the peak but the persistent state:
     # own weight shards, gradients, optimizer states, DDP/ZeRO buckets), which fragment the allocator's cache
-    kept_grads = grads + (grad_extra if shard in ("ddp", "zero2") else 0)
+    # (no_sync's unsharded gradient too: the same sizes every step)
+    kept_grads = grads + (grad_extra if shard in ("ddp", "zero2") or no_sync else 0)
     grads_at_peak = grads_sob if peak == m_sob else (grads_total if peak == m_eob else grads_step)
     transient = max(0, peak - weights - opt_state - min(kept_grads, grads_at_peak))
     slack = memory_allocator.slack_bytes(transient)
