@@ -499,8 +499,12 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     # attention's weight gradients exist (a real run's traced allocations agree: tests/plan/test_trace.py)
     m_eob = weights_total + grads_total + opt_state + layer_act + outside_tok * tokens + root_grad_extra
     # at the step only gradient shards are left (no_sync's full gradients were reduce-scattered and freed)
-    grads_step = grads if no_sync else grads_total
-    m_opt = weights_total + grads_step + opt_state + opt_transient
+    # (and under FSDP the block being reduce-scattered is done: its unsharded gradient is gone too)
+    grads_step = grads if no_sync or shard == "fsdp" else grads_total
+    # every FSDP unit is resharded after its backward (FSDP1's root too: it skips resharding only after the
+    # forward), so the step sees the weight shards alone
+    weights_step = weights if shard == "fsdp" else weights_total
+    m_opt = weights_step + grads_step + opt_state + opt_transient
     peak = max(m_sob, m_eob, m_opt)
     pools = _stream_pools(shard, grads, gather_b * spec.root_params if shard == "fsdp" else 0)
     if pools:
@@ -526,7 +530,7 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         tr = 0
     else:
         moment = "optimizer-step"
-        w, g, o, a, lg, tr = weights_total, grads_step, opt_state, 0, 0, opt_transient
+        w, g, o, a, lg, tr = weights_step, grads_step, opt_state, 0, 0, opt_transient
     # the bytes allocated and freed within the step (everything at the peak but the persistent state:
     # own weight shards, gradients, optimizer states, DDP/ZeRO buckets), which fragment the allocator's cache
     # (no_sync's unsharded gradient too: the same sizes every step)

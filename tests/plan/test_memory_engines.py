@@ -147,3 +147,16 @@ def test_fsdp1_root_unit_gradients_at_the_end_of_backward_by_hand(monkeypatch) -
     assert flat.peak_moment == "end-of-backward"
     assert flat.allocated / mem.GIB == pytest.approx(17.43e9 / mem.GIB, rel=0.02)
     assert not engines.ENGINES["torchtitan"].fsdp_flat_params and not engines.ENGINES["bundled"].fsdp_flat_params
+
+
+def test_fsdp_optimizer_step_sees_weight_shards_only_by_hand() -> None:
+    """Every FSDP unit is resharded after its backward (FSDP1's root too), so at the optimizer step no
+    gathered unit is alive: fp32 weight, gradient and two state shards plus foreach AdamW's buffer shard."""
+    spec = ms.from_preset("llama-3.1-8b")
+    n = spec.n_params
+    s = TrainSetup(precision="bf16-mixed", optimizer="adamw", micro_batch=1, seq_len=512, gpus=8, sharding="fsdp")
+    b = mem.estimate_memory(spec, s)
+    shard = -(-4 * n // 8)
+    assert b.optimizer_step == 3 * shard + -(-8 * n // 8)
+    assert b.peak_moment == "optimizer-step"
+    assert b.weights == b.gradients == shard  # no gathered unit, no block's unsharded gradient
