@@ -91,6 +91,13 @@ class Engine:
     # equivalent to not freezing those parameters)". False where the adapters are wrapped apart (peft's
     # ``fsdp_auto_wrap_policy`` under accelerate) or sharded per parameter (FSDP2's ``fully_shard``).
     lora_fsdp_shared_units: bool = False
+    # FSDP1's flat parameters (accelerate's and Lightning's FSDP): each unit's parameters are views
+    # (``torch.split``, torch/distributed/fsdp/_flat_param.py) of one FlatParameter, so autograd makes every
+    # parameter's gradient and then their concatenation for the flat parameter (SplitBackward) once the
+    # unit's last parameter has one. The root unit holds the embeddings (used first) and the output head
+    # (used last): the head's gradient lives through the whole backward and, as it ends, the root's
+    # per-parameter gradients and their flat copy are alive together. FSDP2 shards per parameter.
+    fsdp_flat_params: bool = False
     # --- speed side ---
     # a block's norms, rotary embedding and activations run as fused kernels (step model: the fitted
     # elementwise_bytes); False: as chains of eager PyTorch ops (step_model.EAGER_BYTES_*, counted)
@@ -109,9 +116,11 @@ class Engine:
         for name, allowed in checks:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"engine {self.name}: {name} must be one of {', '.join(allowed)}")
-        if not all(isinstance(v, bool) for v in (self.untied_head, self.clips_gradients, self.lora_fsdp_shared_units)):
+        flags = (self.untied_head, self.clips_gradients, self.lora_fsdp_shared_units, self.fsdp_flat_params)
+        if not all(isinstance(v, bool) for v in flags):
             raise ValueError(
-                f"engine {self.name}: untied_head, clips_gradients, lora_fsdp_shared_units are true or false"
+                f"engine {self.name}: untied_head, clips_gradients, lora_fsdp_shared_units, fsdp_flat_params "
+                "are true or false"
             )
 
     def loss(self, method: str) -> str:
@@ -151,6 +160,7 @@ ENGINES: dict[str, Engine] = {
         LORA_PEFT,
         False,
         GATHER_PACKED,
+        fsdp_flat_params=True,
     ),
     # torchtitan (github:pytorch/torchtitan, parallelize_llama.py ``apply_fsdp``: FSDP2 with
     # ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``, no autocast in train.py; gradients
@@ -211,6 +221,7 @@ ENGINES: dict[str, Engine] = {
         GATHER_HALF,
         clips_gradients=False,  # args.py ``TrainArgs.max_norm = None``: clipped only when asked
         lora_fsdp_shared_units=True,
+        fsdp_flat_params=True,
     ),
     # llm-foundry on Composer (github:mosaicml/llm-foundry, composer/trainer/trainer.py): under FSDP Composer
     # syncs every micro-batch (``MULTI_AUTO_SYNC``; no_sync would keep full gradients); its FSDP

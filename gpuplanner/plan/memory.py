@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gpuplanner.plan import engines
+from gpuplanner.plan import engines, memory_allocator
 from gpuplanner.plan.activation_ledger import (
     FP32,
     HALF,
@@ -42,10 +42,8 @@ GIB = 1024**3
 CUDA_CONTEXT_BYTES = int(0.5 * GIB)
 
 
-# The caching allocator reserves more than it hands out (block rounding, fragmentation between
-# differently sized activations). torch.cuda.max_memory_reserved / max_memory_allocated is typically
-# 1.03-1.10 for transformer training without expandable segments; we take the middle.
-ALLOCATOR_SLACK = 0.06
+# The caching allocator reserves more than it hands out: a share of the step's transient bytes, fitted
+# over the published reserved peaks (gpuplanner/plan/memory_allocator.py).
 
 # --- bytes per element ----------------------------------------------------------------------------
 # bitsandbytes NF4 with double quantization (QLoRA defaults): 4-bit values, one 8-bit absmax per
@@ -129,21 +127,44 @@ class MemoryBreakdown:
     start_of_backward: int = 0
     end_of_backward: int = 0
     optimizer_step: int = 0
+    # what the allocator may further keep reserved when batches vary in length (not part of ``total``:
+    # cached-but-free blocks are released before an out-of-memory error, memory_allocator.py)
+    variable_length_slack: int = 0
+    # the step's transient bytes (allocated and freed within it), which both slacks are shares of
+    transient: int = 0
+
+    @property
+    def allocated(self) -> int:
+        """The allocated peak (torch.cuda.max_memory_allocated)."""
+        return self.total - self.cuda_context - self.allocator_slack - self.stream_pools
+
+    @property
+    def reserved(self) -> int:
+        """What the caching allocator holds at the peak with fixed-shape batches (memory_reserved)."""
+        return self.allocated + self.allocator_slack + self.stream_pools
 
     @property
     def total(self) -> int:
         return self.weights + self.gradients + self.optimizer + self.activations + self.logits + self.overhead
 
-    def measured(self, measure: str) -> int:
-        """The peak as a given tool reports it (one of :data:`MEASURES`); ``total`` is what the GPU must hold."""
+    def measured(self, measure: str, lengths: str = "fixed", capacity: int | None = None) -> int:
+        """The peak as a given tool reports it (one of :data:`MEASURES`); ``total`` is what the GPU must hold.
+
+        ``lengths`` ``variable``: batches of varying length, whose cached blocks add
+        ``variable_length_slack`` to reserved and nvidia-smi; ``capacity`` (the card's bytes): the most the
+        allocator can reserve (it releases its cache before it fails)."""
         if measure not in MEASURES:
             raise PlanInputError("measure", f"must be one of {', '.join(MEASURES)}, got {measure!r}")
-        allocated = self.total - self.cuda_context - self.allocator_slack - self.stream_pools
+        if lengths not in memory_allocator.LENGTHS:
+            raise PlanInputError("lengths", f"must be one of {', '.join(memory_allocator.LENGTHS)}, got {lengths!r}")
         if measure in ("allocated", "active"):
-            return allocated
+            return self.allocated
+        extra = self.variable_length_slack if lengths == "variable" else 0
         if measure == "reserved":
-            return allocated + self.allocator_slack + self.stream_pools
-        return self.total
+            held = self.reserved + extra
+            return held if capacity is None else max(self.reserved, min(held, capacity - self.cuda_context))
+        held = self.total + extra
+        return held if capacity is None else max(self.total, min(held, capacity))
 
     def as_gib(self) -> dict[str, float]:
 
@@ -158,6 +179,12 @@ class MemoryBreakdown:
             "logits_gib": g(self.logits),
             "overhead_gib": g(self.overhead),
             "total_gib": g(self.total),
+            # the allocated peak, and what the allocator reserves at it (fixed-shape batches); ``total_gib``
+            # (reserved + the CUDA context, what nvidia-smi shows) is what "fits" is judged on
+            "allocated_gib": g(self.allocated),
+            "reserved_gib": g(self.reserved),
+            # the further cache batches of varying length can leave reserved (released before an OOM)
+            "variable_length_slack_gib": g(self.variable_length_slack),
             # parts of overhead_gib
             "cuda_context_gib": g(self.cuda_context),
             "allocator_slack_gib": g(self.allocator_slack),
@@ -189,6 +216,11 @@ def _regime(setup: TrainSetup) -> str:
     if setup.method == "lora":
         return "half"  # base loaded in 16 bit: autocast is a no-op on the frozen layers
     if setup.method == "qlora":
+        if setup.sharding == "fsdp" and setup.gpus > 1:
+            # sharded QLoRA is never prepared with prepare_model_for_kbit_training (TRL's SFTTrainer: "one
+            # should never call peft_module_casting_to_bf16 or prepare_model_for_kbit_training when doing
+            # QLoRA + FSDP / DS-Zero3"; Answer.AI's fsdp_qlora train.py does not): norms stay 16 bit
+            return "half"
         return "amp"  # prepare_model_for_kbit_training casts norms/embeddings to fp32
     return "amp" if setup.precision.endswith("mixed") else "half"
 
@@ -302,6 +334,7 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     compute_b = FP32 if setup.precision == "fp32" else HALF
     grad_extra = 0
     weight_extra = 0
+    root_grad_extra = 0  # FSDP1's root unit: per-parameter gradients and their flat copy at the backward's end
     gather_b = compute_b
     no_sync = engines.keeps_full_gradients(engine, shard, gpus, setup.grad_accum)
     if shard == "fsdp":
@@ -324,6 +357,10 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         unsharded = grad_b * trainable  # the whole unsharded gradient of one replica
         if setup.method == "full":
             grad_extra = grad_b * spec.layer_params
+            if engine.fsdp_flat_params:
+                # the root unit's (embeddings, head, final norm) per-parameter gradients and their
+                # concatenation into its flat gradient, alive together as the backward ends (engines.py)
+                root_grad_extra = 2 * grad_b * spec.root_params
         elif setup.method == "lora" and engine.lora_fsdp_shared_units:
             # the adapters share each block's FSDP unit with its frozen weights (engines.py): the unit's flat
             # gradient, its shard and its unsharded form while the block's backward runs, covers every
@@ -460,10 +497,14 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
     # the first block's saved tensors (recomputed or stored) are alive while its weight grads are made;
     # its gradient buffers (grad_work) are not: they live in its MLP's backward, which ends before the
     # attention's weight gradients exist (a real run's traced allocations agree: tests/plan/test_trace.py)
-    m_eob = weights_total + grads_total + opt_state + layer_act + outside_tok * tokens
+    m_eob = weights_total + grads_total + opt_state + layer_act + outside_tok * tokens + root_grad_extra
     # at the step only gradient shards are left (no_sync's full gradients were reduce-scattered and freed)
-    grads_step = grads if no_sync else grads_total
-    m_opt = weights_total + grads_step + opt_state + opt_transient
+    # (and under FSDP the block being reduce-scattered is done: its unsharded gradient is gone too)
+    grads_step = grads if no_sync or shard == "fsdp" else grads_total
+    # every FSDP unit is resharded after its backward (FSDP1's root too: it skips resharding only after the
+    # forward), so the step sees the weight shards alone
+    weights_step = weights if shard == "fsdp" else weights_total
+    m_opt = weights_step + grads_step + opt_state + opt_transient
     peak = max(m_sob, m_eob, m_opt)
     pools = _stream_pools(shard, grads, gather_b * spec.root_params if shard == "fsdp" else 0)
     if pools:
@@ -485,11 +526,19 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         a, lg, tr = acts + (recompute if recompute > logits else 0), (logits if logits >= recompute else 0), 0
     elif peak == m_eob:
         moment = "end-of-backward"
-        w, g, o, a, lg, tr = weights_total, grads_total, opt_state, layer_act + outside_tok * tokens, 0, 0
+        w, g, o, a, lg = weights_total, grads_total + root_grad_extra, opt_state, layer_act + outside_tok * tokens, 0
+        tr = 0
     else:
         moment = "optimizer-step"
-        w, g, o, a, lg, tr = weights_total, grads_step, opt_state, 0, 0, opt_transient
-    slack = int(ALLOCATOR_SLACK * peak)
+        w, g, o, a, lg, tr = weights_step, grads_step, opt_state, 0, 0, opt_transient
+    # the bytes allocated and freed within the step (everything at the peak but the persistent state:
+    # own weight shards, gradients, optimizer states, DDP/ZeRO buckets), which fragment the allocator's cache
+    # (no_sync's unsharded gradient too: the same sizes every step)
+    kept_grads = grads + (grad_extra if shard in ("ddp", "zero2") or no_sync else 0)
+    grads_at_peak = grads_sob if peak == m_sob else (grads_total if peak == m_eob else grads_step)
+    transient = max(0, peak - weights - opt_state - min(kept_grads, grads_at_peak))
+    slack = memory_allocator.slack_bytes(transient)
+    variable_slack = memory_allocator.slack_bytes(transient, "variable") - slack
     overhead = CUDA_CONTEXT_BYTES + slack + stream_pools + tr
     if setup.attention == "sdpa" and spec.num_kv_heads != spec.num_heads:
         notes.append(
@@ -511,6 +560,8 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryBreakdown:
         start_of_backward=int(m_sob),
         end_of_backward=int(m_eob),
         optimizer_step=int(m_opt),
+        variable_length_slack=int(variable_slack),
+        transient=int(transient),
     )
 
 

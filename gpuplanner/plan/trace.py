@@ -20,7 +20,8 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from gpuplanner.plan.memory import ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES, MemoryBreakdown
+from gpuplanner.plan.memory import CUDA_CONTEXT_BYTES, MemoryBreakdown
+from gpuplanner.plan.memory_allocator import slack_bytes
 from gpuplanner.plan.model_shape import ModelSpec
 from gpuplanner.plan.model_spec import resolve_targets
 from gpuplanner.plan.setup import TrainSetup
@@ -184,7 +185,6 @@ def _trace(torch: Any, transformers: Any, spec: ModelSpec, setup: TrainSetup, st
     grads = dev.get("Gradient", 0)
     optim = dev.get("Optstate", 0)
     acts = dev.get("Activation", 0) + dev.get("Temp", 0) + dev.get("Other", 0)
-    peak = weights + grads + optim + acts
     notes.append("trace activations include the logits and loss tensors")
     if autocast is not None:
         notes.append("trace used CPU autocast op lists; CUDA autocast differs in a few ops")
@@ -194,12 +194,12 @@ def _trace(torch: Any, transformers: Any, spec: ModelSpec, setup: TrainSetup, st
         optimizer=optim,
         activations=acts,
         logits=0,
-        overhead=CUDA_CONTEXT_BYTES + int(ALLOCATOR_SLACK * peak),
+        overhead=CUDA_CONTEXT_BYTES + slack_bytes(acts),
         peak_moment=moment,
         source="trace",
         notes=tuple(notes),
         cuda_context=CUDA_CONTEXT_BYTES,
-        allocator_slack=int(ALLOCATOR_SLACK * peak),
+        allocator_slack=slack_bytes(acts),  # the traced step's transient bytes: its activations and temporaries
     )
 
 

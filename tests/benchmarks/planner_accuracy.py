@@ -37,6 +37,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Run as a script, Python puts this folder first on the path, and an installed gpuplanner (another
 # checkout's editable install) would be scored instead of this checkout's: the repository root goes first.
@@ -82,6 +83,7 @@ class Row:
     measured: float
     label: str
     measure: str = "nvidia-smi"  # what the published peak counts (memory rows; see memory.MEASURES)
+    lengths: str = "fixed"  # memory rows: the source's batches of fixed or varying length (blank: fixed)
 
 
 @functools.lru_cache(maxsize=1)
@@ -143,6 +145,7 @@ def _rows(prefix: str, value: Callable[[dict[str, str]], float]) -> list[Row]:
                         value(rec),
                         label,
                         rec.get("measure") or "nvidia-smi",
+                        rec.get("lengths") or "fixed",
                     )
                 )
     return rows
@@ -234,7 +237,29 @@ def predict_speed(row: Row, params: object | None = None) -> float:
 
 def predict_memory(row: Row) -> float:
     """Predicted peak GiB per GPU, as the row's source measured it (allocated, active, reserved, nvidia-smi)."""
-    return estimate_memory(row.spec, row.setup).measured(row.measure) / GIB
+    capacity = int(row.gpu.memory_gib * GIB)  # the allocator releases its cache before it reserves more
+    return estimate_memory(row.spec, row.setup).measured(row.measure, row.lengths, capacity) / GIB
+
+
+def allocator_fit(rows: Sequence[Row]) -> dict[str, Any]:
+    """The caching allocator's shares (gpuplanner/plan/memory_allocator.py) fitted over every row that reports
+    reserved memory, fixed-shape rows first, then variable-length ones on top, each with its LOSO errors."""
+    from gpuplanner.plan import memory_allocator as alloc
+
+    fixed: list[alloc.Sample] = []
+    variable: list[alloc.Sample] = []
+    for row in (r for r in rows if r.measure == "reserved"):
+        b = estimate_memory(row.spec, row.setup)
+        sample = alloc.Sample(row.source, b.allocated + b.stream_pools, b.transient, row.measured * GIB)
+        cap = row.gpu.memory_gib * GIB - b.cuda_context  # the most the allocator can reserve
+        (variable if row.lengths == "variable" else fixed).append(alloc.Sample(**{**vars(sample), "cap": cap}))
+    share = alloc.fit_share(fixed)
+    return {
+        "fixed": share,
+        "fixed_loso": alloc.loso(fixed, alloc.fit_share),
+        "variable": alloc.fit_share(variable, share),
+        "variable_loso": alloc.loso(variable, lambda rest: alloc.fit_share(rest, share), share),
+    }
 
 
 # ------------------------------------------------------------------------------------ scoring
@@ -446,6 +471,15 @@ def uncertainty_toml(overall: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def _print_allocator_fit(fit: dict[str, Any]) -> None:
+    """The allocator shares fitted over the reserved rows (memory_allocator.py ships them), with LOSO."""
+    print("\nMemory: reserved beyond allocated, as a share of the step's transient bytes (fitted on reserved rows)")
+    for kind in ("fixed", "variable"):
+        print(f"  {kind}-length batches: share {fit[kind]:.2f}; leave-one-source-out (share without it, MAE %):")
+        for source, (share, err) in fit[f"{kind}_loso"].items():
+            print(f"    {source:<24} {share:>5.2f} {err:>6.1f}")
+
+
 def run(as_json: bool = False) -> dict[str, float]:
     overall, tables = figures()
     if as_json:
@@ -458,6 +492,7 @@ def run(as_json: bool = False) -> dict[str, float]:
         _print_table(title, scores)
     if not measured:
         print("\nMeasured here (tests/data/measured/gpu_check.csv): no measured rows yet")
+    _print_allocator_fit(allocator_fit(memory_rows()))
     print()
     for key, value in overall.items():
         print(f"{key}: {value:.1f}" if isinstance(value, float) else f"{key}: {value}")

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from gpuplanner.plan import activation_ledger as ledger
 from gpuplanner.plan import memory as mem
+from gpuplanner.plan import memory_allocator as alloc
 from gpuplanner.plan import memory_fit
 from gpuplanner.plan import model_spec as ms
 from gpuplanner.plan.setup import ATTENTION, CHECKPOINTING, OPTIMIZERS, PRECISIONS, SHARDING, PlanInputError, TrainSetup
@@ -120,7 +121,8 @@ def test_full_adamw_amp_persistent_state_by_hand() -> None:
     # fp32 weights 4N, fp32 grads 4N, two fp32 states 8N, foreach transient 4N at the step
     assert b.peak_moment == "optimizer-step"
     assert (b.weights, b.gradients, b.optimizer) == (4 * n, 4 * n, 8 * n)
-    assert b.overhead == mem.CUDA_CONTEXT_BYTES + int(mem.ALLOCATOR_SLACK * 20 * n) + 4 * n
+    # the step's transient bytes are the foreach buffer (4N): the allocator's slack is its fitted share
+    assert b.overhead == mem.CUDA_CONTEXT_BYTES + alloc.slack_bytes(4 * n) + 4 * n
     fused = mem.estimate_memory(spec, TrainSetup(precision="bf16-mixed", optimizer="adamw-fused", seq_len=512))
     assert b.total - fused.total >= 4 * n
 
@@ -218,6 +220,9 @@ def test_as_gib_keys() -> None:
         "logits_gib",
         "overhead_gib",
         "total_gib",
+        "allocated_gib",
+        "reserved_gib",
+        "variable_length_slack_gib",
         "cuda_context_gib",
         "allocator_slack_gib",
         "stream_pools_gib",
@@ -273,7 +278,7 @@ def test_checkpointing_never_raises_activations(spec, s) -> None:
     # while a checkpointed block is recomputed its kept input is alive beside the recomputed tensors: with
     # two layers (one stored, one checkpointed) that input, with its allocator slack, is all it can add
     res_b = 4  # the residual stream's bytes per element at most (fp32 under autocast and QLoRA)
-    one_input = (1 + mem.ALLOCATOR_SLACK) * res_b * spec.hidden_size * s.micro_batch * s.seq_len + 1
+    one_input = (1 + alloc.FRAGMENTATION_FIXED) * res_b * spec.hidden_size * s.micro_batch * s.seq_len + 1
     assert act("full") <= act("every-other") <= act("none") + (one_input if spec.num_layers <= 2 else 0)
 
 
@@ -428,9 +433,10 @@ def test_measured_peaks_by_hand() -> None:
     n = spec.n_params
     peak = 20 * n  # optimizer step: fp32 weights, grads, two states and the foreach buffer
     assert b.cuda_context == mem.CUDA_CONTEXT_BYTES
-    assert b.allocator_slack == int(mem.ALLOCATOR_SLACK * peak)
-    assert b.measured("allocated") == b.measured("active") == peak
-    assert b.measured("reserved") == peak + int(mem.ALLOCATOR_SLACK * peak)
+    assert b.transient == 4 * n  # all but the persistent 16N is the step's foreach buffer
+    assert b.allocator_slack == alloc.slack_bytes(4 * n) == int(alloc.FRAGMENTATION_FIXED * 4 * n)
+    assert b.measured("allocated") == b.measured("active") == b.allocated == peak
+    assert b.measured("reserved") == b.reserved == peak + b.allocator_slack
     assert b.measured("nvidia-smi") == b.total == peak + b.allocator_slack + mem.CUDA_CONTEXT_BYTES
     assert b.as_gib()["cuda_context_gib"] == pytest.approx(mem.CUDA_CONTEXT_BYTES / GIB, abs=1e-3)
     with pytest.raises(mem.PlanInputError) as err:
@@ -536,11 +542,16 @@ def test_fsdp_no_sync_keeps_full_gradients_between_micro_steps() -> None:
     n = spec.n_params
     assert no_sync.peak_moment != "optimizer-step"
     # the whole bf16 gradient: the previous step's shards were freed by zero_grad(set_to_none)
-    assert no_sync.gradients == 2 * n
+    # (FSDP1's flat parameters add the root unit's per-parameter gradients and their flat copy as the
+    # backward ends: tests/plan/test_memory_engines.py)
+    root = 2 * 2 * spec.root_params if no_sync.peak_moment == "end-of-backward" else 0
+    assert no_sync.gradients == 2 * n + root
     assert no_sync.total - each.total > 1.25 * n  # the whole bf16 gradient, not a quarter of it
-    # without accumulation there is nothing to keep
+    # without accumulation there is nothing to keep: only FSDP1's root unit gradients differ, at the end
     one = replace(s, grad_accum=1)
-    assert mem.estimate_memory(spec, replace(one, engine="hf-trainer")) == mem.estimate_memory(spec, one)
+    fsdp1, fsdp2 = mem.estimate_memory(spec, replace(one, engine="hf-trainer")), mem.estimate_memory(spec, one)
+    assert fsdp1.start_of_backward == fsdp2.start_of_backward
+    assert fsdp1.end_of_backward - fsdp2.end_of_backward == 2 * 2 * spec.root_params
 
 
 def test_attention_soft_capping_keeps_tanh_output_under_eager_attention() -> None:

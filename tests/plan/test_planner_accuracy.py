@@ -78,7 +78,8 @@ def test_band_coverage_on_left_out_sources_is_near_its_share(figures) -> None:
 
 def test_memory_error_does_not_regress(figures) -> None:
     overall, _ = figures
-    assert overall["memory_mape_by_source"] <= 7.0  # target 5; reached 6.5 (13.0 before the engine-aware memory fixes)
+    # target 5; reached 3.7 (6.5 before the fitted allocator slack, 13.0 before the engine-aware memory fixes)
+    assert overall["memory_mape_by_source"] <= 5.0
 
 
 def test_the_shipped_uncertainty_is_the_measured_one(figures) -> None:

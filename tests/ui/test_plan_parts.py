@@ -60,11 +60,17 @@ def test_a_bar_draws_any_named_part(qtbot: Any, plan_pane: PlanPane) -> None:
 
 
 def test_a_plan_that_does_not_fit_says_so_in_its_verdict(qtbot: Any, plan_pane: PlanPane) -> None:
-    plan_pane.form.set_values({"model": "llama-3.1-70b", "method": "full", "gpu": "RTX 4090", "gpus": "1"})
+    # 128k-token sequences: each checkpointed block's kept input alone (80 x 131072 x 8192 x 2 B, 160 GiB) is
+    # more than any GPU holds, so no option of the table fits and the form's own plan is described
+    values = {"model": "llama-3.1-70b", "method": "full", "gpu": "RTX 4090", "gpus": "1", "seq-len": "131072"}
+    plan_pane.form.set_values(values)
     with qtbot.waitSignal(plan_pane.resultsUpdated, timeout=10_000):
         plan_pane.recalculate()
     wait_for_result(qtbot, plan_pane)
     verdict = plan_pane.details_view.parts.verdict_label.text()
-    assert verdict.startswith("Does not fit (1,393.5 GiB per GPU)"), verdict
+    assert plan_pane.focus.why == "form" and plan_pane.focus.plan.fits is False
+    needs = plan_pane.focus.plan.memory.total / 2**30
+    assert needs > 1000
+    assert verdict.startswith(f"Does not fit ({needs:,.1f} GiB per GPU)"), verdict
     bar = plan_pane.details_view.parts.step_bar
     assert bar.isVisible() and bar.mapTo(plan_pane, QPoint(0, 0)).y() < plan_pane.height() // 2
