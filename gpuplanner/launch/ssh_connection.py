@@ -39,6 +39,21 @@ SFTP_TIMEOUT_S = 20.0
 PassphraseCallback = Callable[[str], "str | None"]
 
 
+def why_not_connected(exc: BaseException) -> str:
+    """Why a TCP connection failed, in words: paramiko's ``NoValidConnectionsError`` reads "[Errno None]
+    Unable to connect to port 9 on 127.0.0.1" (the reasons of each address it tried sit in ``errors``)."""
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        reasons = sorted({why_not_connected(error) for error in exc.errors.values()})
+        return "; ".join(reasons) or "no address answered"
+    if isinstance(exc, TimeoutError):
+        return "no answer (timed out)"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[:1].lower() + exc.strerror[1:]
+    if isinstance(exc, EOFError):
+        return "the server closed the connection"
+    return str(exc)
+
+
 class SSHError(OSError):
     """The host could not be reached or a command could not run; the message says why."""
 
@@ -305,7 +320,9 @@ class SSHConnection:
                 f"{host.name}: authentication failed ({exc}); load a key into ssh-agent or set the host's identity file"
             ) from exc
         except (OSError, EOFError) as exc:
-            raise SSHError(f"{host.name}: cannot connect to {host.hostname}:{host.port}: {exc}") from exc
+            raise SSHError(
+                f"{host.name}: cannot connect to {host.hostname}:{host.port}: {why_not_connected(exc)}"
+            ) from exc
         transport = client.get_transport()
         assert transport is not None
         transport.set_keepalive(KEEPALIVE_S)
