@@ -291,6 +291,17 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
         3,
     ),
     _row(
+        "compile",
+        "torch.compile",
+        "",
+        "The model runs under torch.compile: TorchInductor fuses its norms, rotary embedding and activations "
+        "into generated kernels, so their memory traffic is what the fused stacks move, whatever the training "
+        "stack runs eagerly. Off by default (eager PyTorch).",
+        "flag",
+        2,
+        3,
+    ),
+    _row(
         "tf32",
         "TF32",
         "fp32 only",

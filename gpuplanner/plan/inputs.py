@@ -232,6 +232,7 @@ class PlanInputs:
     sharding: str = "ddp"
     tf32: bool = False
     engine: str = DEFAULT_ENGINE
+    compile: bool = False
     mfu: float | None = None
     headroom: float = DEFAULT_HEADROOM
     samples: int | None = None
@@ -322,6 +323,7 @@ class PlanInputs:
             sharding=self.sharding,
             tf32=self.tf32,
             engine=self.engine,
+            compile=self.compile,
         )
 
     def to_request(self, *, default_gpu: str | None) -> PlanRequest:
@@ -403,6 +405,7 @@ def inputs_document(request: PlanRequest) -> dict[str, Any]:
         "sharding": setup.sharding,
         "tf32": setup.tf32,
         "engine": setup.engine,
+        "compile": setup.compile,
         "samples": workload.samples,
         "tokens": workload.tokens,
         "epochs": workload.epochs,

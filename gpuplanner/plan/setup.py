@@ -67,6 +67,9 @@ class TrainSetup:
     tf32: bool = False
     # the training stack the run uses (gpuplanner/plan/engines.py): what memory and speed assume of it
     engine: str = DEFAULT_ENGINE
+    # the model runs under torch.compile (TorchInductor): its element-wise ops are fused into generated
+    # kernels, whatever the engine runs eagerly (step model: the fused element-wise traffic)
+    compile: bool = False
 
     def __post_init__(self) -> None:
         _choice("method", self.method, METHODS)
@@ -86,6 +89,8 @@ class TrainSetup:
             raise PlanInputError("tf32", f"must be true or false, got {self.tf32!r}")
         if self.tf32 and self.precision != "fp32":
             raise PlanInputError("tf32", "TF32 speeds up fp32 matmuls only: use it with --precision fp32")
+        if not isinstance(self.compile, bool):
+            raise PlanInputError("compile", f"must be true or false, got {self.compile!r}")
 
     @property
     def effective_batch(self) -> int:

@@ -54,6 +54,10 @@ EAGER_BYTES_PER_SCORE = 24.0
 EAGER_BYTES_PER_HIDDEN = 3 * (72.0 + 12.0 + 4.0)
 EAGER_BYTES_PER_QK = 3 * 20.0
 EAGER_BYTES_PER_INTERMEDIATE = 3 * 10.0
+# Under torch.compile (TrainSetup.compile) the eager chains above do not run: TorchInductor "fuses
+# pointwise and reduction operations" into generated Triton kernels (PyTorch docs, torch.compiler /
+# "TorchInductor: a PyTorch-native compiler", dev-discuss.pytorch.org), so a compiled block's norms,
+# rotary embedding and activations move what the fused engines' do (the fitted elementwise_bytes).
 # Fused attention's share of the peak on a GPU generation, relative to the generations it was tuned on
 # (Ampere, Ada: the fitted attention_efficiency). FlashAttention-2, PyTorch's SDPA flash backend and the
 # Triton kernels built like it issue Ampere-style mma.sync instructions and reach "50-73% of the
@@ -299,7 +303,7 @@ def step_work(
     act_bytes = 4.0 if setup.precision == "fp32" else 2.0
     inter = getattr(model, "intermediate_size", 4 * model.hidden_size)
     elementwise = tokens * model.num_layers * (2 * model.hidden_size + inter) * act_bytes * (1.0 + r / 3.0)
-    if not engine.fused_elementwise:
+    if not (engine.fused_elementwise or setup.compile):
         # eager ops: the counted traffic (EAGER_BYTES_*) in place of the fused stacks' fitted elementwise_bytes
         kv = int(getattr(model, "num_kv_heads", model.num_heads)) * model.head_dim
         per_layer = (

@@ -115,6 +115,7 @@ def user_inputs(rec: dict[str, str]) -> PlanInputs:
         gpus=int(rec["gpus"]),
         sharding=rec["sharding"],
         engine=rec["engine"],
+        compile=rec.get("compile") == "true",
     )
 
 

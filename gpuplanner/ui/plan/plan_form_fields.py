@@ -281,6 +281,15 @@ FIELDS: tuple[Field, ...] = (
         ENGINES,
     ),
     Field(
+        "compile",
+        "torch.compile",
+        GROUPS[3],
+        FIELD_HELP["compile"],
+        "off",
+        "choice",
+        ("off", "on"),
+    ),
+    Field(
         "keep",
         "Keep as given",
         GROUPS[3],

@@ -72,6 +72,7 @@ def inputs_from_values(values: Mapping[str, str]) -> PlanInputs:
         lora_targets=split_targets(v["lora-targets"]),
         gpu=v["gpu"] or None,
         tf32=v["tf32"] == "on",
+        compile=v["compile"] == "on",
         **fields,
     )
 
@@ -127,7 +128,9 @@ def values_from_inputs(inputs: Mapping[str, Any]) -> dict[str, str]:
         if name in inputs and inputs[name] is not None:
             value = inputs[name]
             values[spec.key] = (
-                ",".join(value)
+                ("on" if value else "off")  # the switches (TF32, torch.compile) as their choice texts
+                if isinstance(value, bool)
+                else ",".join(value)
                 if isinstance(value, list)
                 else (f"{value:g}" if isinstance(value, float) else str(value))
             )

@@ -148,6 +148,8 @@ def settings_rows(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
         rows.append(("Sharding", SHARDING_WORDS.get(str(inputs["sharding"]), str(inputs["sharding"]))))
     if inputs.get("engine"):
         rows.append(("Training stack", str(inputs["engine"])))
+    if inputs.get("compile"):
+        rows.append(("torch.compile", "on"))
     rows += _data(inputs)
     rows += _money(inputs)
     return rows
