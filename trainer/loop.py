@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import torch
 
-from . import checkpoint, clock, dist, losses, protocol, startup_budget
+from . import checkpoint, clock, dist, hold, losses, protocol, startup_budget
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .building import Building
@@ -255,6 +255,7 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
                 break
             if ckpt_due and not last:
                 self.save_checkpoint()
+            hold.after_step(s.step, self.run_dir, lambda: self.flag.set)  # tests' barriers (trainer/hold.py)
         return reason
 
     def _finish(self, reason: int) -> int:
