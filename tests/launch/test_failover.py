@@ -105,21 +105,30 @@ def test_unreachable_host_fails_over_to_fallback_from_mirror(
 def test_lost_process_is_restarted_with_resume(db_path: Path, model_config: Path, tmp_path: Path) -> None:
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
     watch = Watch()
-    flags = train_flags(model_config, steps=300, checkpoint_every_steps=20)
+    barriers = Barriers(tmp_path / "barriers")
+    held, steps = 4, 8  # killed while it holds after its step-4 checkpoint; the restart trains steps 5-8
+    flags = train_flags(model_config, steps=steps, checkpoint_every_steps=held)
     run_id = manager.launch(
-        "local", flags, auto_resume=True, max_restarts=2, on_records=watch.on_records, on_status=watch.on_status
+        "local",
+        flags,
+        auto_resume=True,
+        max_restarts=2,
+        on_records=watch.on_records,
+        on_status=watch.on_status,
+        env={hold.STEPS_ENV: str(held), hold.DIR_ENV: str(barriers.folder)},
     )
+    barriers.wait(f"step-{held}", 120)  # the timeout only ends a test whose trainer died
     watch.until(lambda: any(r["kind"] == "checkpoint" for r in watch.records), 120)
     status = manager.status(run_id)
     os.killpg(status.pid, signal.SIGKILL)  # trainer and wrapper: no exit code is written
-    status = manager.wait(run_id, 180)
+    status = manager.wait(run_id, 240)
     assert (status.state, status.exit_code, status.restarts) == ("finished", 0, 1), status
     (restart,) = _events(db_path, run_id, "restart")
     assert restart["reason"] == "process lost" and restart["from_host"] == restart["to_host"] == "local"
     assert restart["cost_s"] >= 2.0  # the first backoff
     resumed = [r for r in watch.records if r["kind"] == "resumed"]
-    assert resumed and resumed[0]["step"] >= 20
-    assert watch.steps()[-1] == 300
+    assert resumed and resumed[0]["step"] == held
+    assert watch.steps()[-1] == steps
     stored = all_seqs(db_path, run_id)
     assert stored == list(range(len(stored)))
     manager.close()
