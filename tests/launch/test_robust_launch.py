@@ -8,8 +8,6 @@ import json
 import math
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,8 +21,7 @@ from gpuplanner.launch.budget import BudgetError, budget_problem, check_budget
 from gpuplanner.launch.hosts import local_host
 from gpuplanner.launch.local_backend import LocalBackend
 from gpuplanner.launch.manager import RunManager
-from tests.conftest import REPO_ROOT
-from tests.launch.conftest import TINY_GPT2, TRAINER_ENV, rows, train_flags
+from tests.launch.conftest import rows, train_flags
 from tests.launch.test_runs import Watch
 
 pytestmark = pytest.mark.slow
@@ -40,22 +37,21 @@ def _status(db_path: Path, run_id: int) -> str:
     return rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id)[0][0]
 
 
-@pytest.fixture(scope="module")
-def paid_startup_s(tmp_path_factory: pytest.TempPathFactory) -> float:
+def _paid_startup_s(folder: Path, model_config: Path) -> float:
     """The trainer's paid start-up on this machine now: from the process start (``run_start.t``, the budget
-    clock's zero) to its first step's record, measured by one priced step of the budget tests' flags. The
-    budgets below are sized from it, so that however loaded the machine is, start-up never spends the cap
-    and the loop's own check stops the run (a cap spent during start-up is tests/launch/test_startup_budget.py's)."""
-    folder = tmp_path_factory.mktemp("startup")
-    config = folder / "tiny-gpt2.json"
-    config.write_text(json.dumps(TINY_GPT2))
-    flags = [*train_flags(config, steps=1), "--price-per-gpu-hour", "3600", "--run-dir", str(folder / "run")]
-    env = {**os.environ, **TRAINER_ENV, "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-m", "trainer", "train", *flags], env=env, cwd=REPO_ROOT, capture_output=True, timeout=280
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    events = _events_file(folder / "run")
+    clock's zero) to its first step's record, measured by one priced step of the budget tests' flags launched
+    as they are (a local run through ``RunManager`` in this process, its own history and run folder), just
+    before the test. The budgets below are sized from it, so that however loaded the machine is, start-up
+    never spends the cap and the loop's own check stops the run (a cap spent during start-up is
+    tests/launch/test_startup_budget.py's)."""
+    manager = RunManager(folder / "history.sqlite", local_runs_root=folder / "runs")
+    try:
+        run_id = manager.launch("local", train_flags(model_config, steps=1), price_usd_per_gpu_hour=3600.0)
+        status = manager.wait(run_id, 240)
+    finally:
+        manager.close()
+    assert (status.state, status.exit_code) == ("finished", 0), status
+    events = _events_file(Path(status.run_dir))
     step = next(e for e in events if e["kind"] == "step")
     assert events[0]["kind"] == "run_start"
     return float(step["t"] - events[0]["t"])
@@ -122,12 +118,11 @@ def test_trainer_refuses_a_budget_without_a_price(tmp_path: Path, model_config: 
 
 
 def test_budget_stop_cost_in_the_history_agrees_with_the_trainer(
-    db_path: Path, model_config: Path, capsys, paid_startup_s: float
+    db_path: Path, model_config: Path, capsys, tmp_path: Path
 ) -> None:
-    # $1 per second of the run, start-up included; the cap is four start-ups as measured now and 2 s more, so
-    # the loop starts with most of the budget left however loaded the machine is (under `gpuplanner run` in
-    # this process a start-up took up to 1.5 times the measured one)
-    price, cap = 3600.0, round(4 * paid_startup_s + 2.0, 2)
+    # $1 per second of the run, start-up included; the cap is twice the start-up as measured now and 2 s
+    # more, so the loop starts with about half the budget left however loaded the machine is
+    price, cap = 3600.0, round(2 * _paid_startup_s(tmp_path / "startup", model_config) + 2.0, 2)
     flags = train_flags(model_config, steps=100000)
     code = main(
         ["run", "--db", str(db_path), "--host", "local", "--json", "--price", str(price), "--budget-usd", str(cap)]
@@ -177,15 +172,15 @@ def test_budget_cost_agrees_across_a_preemption(
     model_config: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-    paid_startup_s: float,
+    tmp_path: Path,
 ) -> None:
     from tests.launch.test_preemption_matrix import CliRun, _records
 
     monkeypatch.setattr(supervisor, "BACKOFF_BASE_S", 0.2)
-    # $1 per second: both start-ups are paid, the wait between them is not. The cap is three times the two
-    # start-ups as measured now and 2 s more, so the resumed process reaches its loop with budget left (a cap
-    # spent in its start-up would stop it before any step, with no checkpoint at the stop).
-    price, cap = 3600.0, round(6 * paid_startup_s + 2.0, 2)
+    # $1 per second: both start-ups are paid, the wait between them is not. The cap is four start-ups as
+    # measured now and 3 s more (twice the two), so the resumed process reaches its loop with budget left
+    # (a cap spent in its start-up would stop it before any step, with no checkpoint at the stop).
+    price, cap = 3600.0, round(4 * _paid_startup_s(tmp_path / "startup", model_config) + 3.0, 2)
     cli = CliRun(db_path, train_flags(model_config, steps=100000), ("--price", str(price), "--budget-usd", str(cap)))
     node = cli.launch()
     run_dir = Path(node["run_dir"])
