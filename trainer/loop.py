@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import torch
 
-from . import checkpoint, clock, dist, losses, protocol, startup_budget
+from . import checkpoint, clock, dist, hold, losses, protocol, startup_budget
 from . import data as data_mod
 from . import fsdp as fsdp_mod
 from .building import Building
@@ -93,7 +93,7 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
         self._data()
         self._model()
         resumed = self._resume()
-        self.spend_clock.carry_over(self.state.elapsed_s, self.state.gpu_hours, self.state.spend_usd)
+        self._carry_over()
         remaining = self._remaining_steps()
         self.total_steps = self.state.step + remaining
         self.warmup = c.warmup_steps if c.warmup_steps >= 0 else min(100, max(1, self.total_steps // 20))
@@ -126,6 +126,18 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
         with monitors, SignalHandlers(self.flag):
             reason = self._loop(fwd_model, remaining, gb, fpt, peak)
         return self._finish(reason)
+
+    def _carry_over(self) -> None:
+        """Start the spend clock from what earlier attempts spent: the checkpoint's totals, or the last ``run_end``
+        of this run's events file where that is later (an attempt's final save, or a start-up stopped before any
+        step, is paid after its checkpoint); the start-up watch prices the earlier attempts by the same record."""
+        s = self.state
+        ended = startup_budget.last_totals(str(self.run_dir / protocol.EVENTS_FILE)) if self.info.is_main else None
+        for key in ("elapsed_s", "gpu_hours", "spend_usd"):
+            value = (ended or {}).get(key)
+            if isinstance(value, (int, float)) and value > (getattr(s, key) or 0.0):
+                setattr(s, key, float(value))
+        self.spend_clock.carry_over(s.elapsed_s, s.gpu_hours, s.spend_usd)
 
     def _loop(self, fwd_model: torch.nn.Module, remaining: int, gb: int, fpt: float, peak: float | None) -> int:
         c, info, s = self.config, self.info, self.state
@@ -255,6 +267,7 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
                 break
             if ckpt_due and not last:
                 self.save_checkpoint()
+            hold.after_step(s.step, self.run_dir, lambda: self.flag.set)  # tests' barriers (trainer/hold.py)
         return reason
 
     def _finish(self, reason: int) -> int:

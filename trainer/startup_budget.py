@@ -130,17 +130,17 @@ def hand_over() -> None:
 # -- the watch (the parent process, after the fork) ----------------------------------------------------------------
 
 
-def _earlier_spend(events: str) -> tuple[float, float] | None:
-    """(dollars, GPU-hours) of the last ``run_end`` of an earlier attempt (zero for a fresh run); None when
-    the file has records but no such end can be found near its end (the earlier spend is unknown)."""
+def last_totals(events: str) -> dict[str, Any] | None:
+    """The ``totals`` of the last ``run_end`` of an earlier attempt in the events file ``events`` (``{}`` for a
+    fresh run: no file, or an empty one); None when the file has records but no such end near its end."""
     import json
 
     try:
         size = os.stat(events).st_size
     except FileNotFoundError:
-        return 0.0, 0.0
+        return {}
     if size == 0:
-        return 0.0, 0.0
+        return {}
     with open(events, "rb") as handle:
         handle.seek(max(0, size - TAIL_BYTES))
         lines = handle.read().splitlines()
@@ -150,12 +150,21 @@ def _earlier_spend(events: str) -> tuple[float, float] | None:
         except ValueError:
             continue
         if isinstance(record, dict) and record.get("kind") == "run_end" and isinstance(record.get("totals"), dict):
-            t = record["totals"]
-            try:
-                return float(t.get("spend_usd") or 0.0), float(t.get("gpu_hours") or 0.0)
-            except (TypeError, ValueError):
-                return None
+            totals: dict[str, Any] = record["totals"]
+            return totals
     return None
+
+
+def _earlier_spend(events: str) -> tuple[float, float] | None:
+    """(dollars, GPU-hours) of the last ``run_end`` of an earlier attempt (zero for a fresh run); None when
+    the file has records but no such end can be found near its end (the earlier spend is unknown)."""
+    t = last_totals(events)
+    if t is None:
+        return None
+    try:
+        return float(t.get("spend_usd") or 0.0), float(t.get("gpu_hours") or 0.0)
+    except (TypeError, ValueError):
+        return None
 
 
 def _wait_s(clock: SpendClock, budget_usd: float | None, max_gpu_hours: float | None) -> float:

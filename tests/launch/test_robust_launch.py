@@ -37,6 +37,26 @@ def _status(db_path: Path, run_id: int) -> str:
     return rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id)[0][0]
 
 
+def _paid_startup_s(folder: Path, model_config: Path) -> float:
+    """The trainer's paid start-up on this machine now: from the process start (``run_start.t``, the budget
+    clock's zero) to its first step's record, measured by one priced step of the budget tests' flags launched
+    as they are (a local run through ``RunManager`` in this process, its own history and run folder), just
+    before the test. The budgets below are sized from it, so that however loaded the machine is, start-up
+    never spends the cap and the loop's own check stops the run (a cap spent during start-up is
+    tests/launch/test_startup_budget.py's)."""
+    manager = RunManager(folder / "history.sqlite", local_runs_root=folder / "runs")
+    try:
+        run_id = manager.launch("local", train_flags(model_config, steps=1), price_usd_per_gpu_hour=3600.0)
+        status = manager.wait(run_id, 240)
+    finally:
+        manager.close()
+    assert (status.state, status.exit_code) == ("finished", 0), status
+    events = _events_file(Path(status.run_dir))
+    step = next(e for e in events if e["kind"] == "step")
+    assert events[0]["kind"] == "run_start"
+    return float(step["t"] - events[0]["t"])
+
+
 # -- item 12: a budget needs a price ------------------------------------------------------------------
 
 
@@ -97,8 +117,12 @@ def test_trainer_refuses_a_budget_without_a_price(tmp_path: Path, model_config: 
     assert not (tmp_path / "run" / "events.jsonl").exists()
 
 
-def test_budget_stop_cost_in_the_history_agrees_with_the_trainer(db_path: Path, model_config: Path, capsys) -> None:
-    price, cap = 3600.0, 12.0  # $1 per second of the run, start-up included: $12 is 12 s
+def test_budget_stop_cost_in_the_history_agrees_with_the_trainer(
+    db_path: Path, model_config: Path, capsys, tmp_path: Path
+) -> None:
+    # $1 per second of the run, start-up included; the cap is twice the start-up as measured now and 2 s
+    # more, so the loop starts with about half the budget left however loaded the machine is
+    price, cap = 3600.0, round(2 * _paid_startup_s(tmp_path / "startup", model_config) + 2.0, 2)
     flags = train_flags(model_config, steps=100000)
     code = main(
         ["run", "--db", str(db_path), "--host", "local", "--json", "--price", str(price), "--budget-usd", str(cap)]
@@ -117,15 +141,13 @@ def test_budget_stop_cost_in_the_history_agrees_with_the_trainer(db_path: Path, 
     newest = max((run_dir / "checkpoints").glob("step-*"))
     stop_spend = json.loads((newest / "trainer_state.json").read_text())["spend_usd"]
     assert stop_spend >= cap
-    if steps:  # the clock started with the process: the first step already paid for the start-up
-        assert steps[0]["spend_usd"] == pytest.approx((steps[0]["t"] - start["t"]) * per_s, abs=0.05)
-        assert all(s["spend_usd"] < cap for s in steps[:-1])  # stopped at the first step past the cap
-        # The budget is checked once per step: the overshoot is at most the wall time between the last two
-        # checks (a step plus its logging; longer than step_time_s when a loaded machine deschedules us).
-        last_interval = steps[-1]["t"] - (steps[-2]["t"] if len(steps) > 1 else start["t"])
-        assert stop_spend - cap <= last_interval * per_s + 0.05
-    else:  # a start-up (loading torch, data, model) slower than the whole budget: no step was started
-        assert end["totals"]["steps"] == 0
+    assert len(steps) > 1, "the start-up spent the budget"
+    # the clock started with the process: the first step already paid for the start-up
+    assert steps[0]["spend_usd"] == pytest.approx((steps[0]["t"] - start["t"]) * per_s, abs=0.05)
+    assert all(s["spend_usd"] < cap for s in steps[:-1])  # stopped at the first step past the cap
+    # The budget is checked once per step: the overshoot is at most the wall time between the last two
+    # checks (a step plus its logging; longer than step_time_s when a loaded machine deschedules us).
+    assert stop_spend - cap <= (steps[-1]["t"] - steps[-2]["t"]) * per_s + 0.05
     db = connect(db_path)
     try:
         summary = summarize(db, run_id, with_alerts=False)
@@ -137,7 +159,7 @@ def test_budget_stop_cost_in_the_history_agrees_with_the_trainer(db_path: Path, 
     # history's cost exceeds the cap by one step and that save, never by the start-up.
     assert 0 <= summary.cost_usd - stop_spend <= 1.0 * per_s, (summary.cost_usd, stop_spend)
     assert summary.price_usd_per_gpu_hour == price
-    startup = (steps[0]["t"] - start["t"]) if steps else end["t"] - start["t"]
+    startup = steps[0]["t"] - start["t"]
     print(
         f"\nFIGURES budget: cap ${cap:.2f}, history cost ${summary.cost_usd:.4f}, trainer spend ${trainer_spend:.4f}"
         f" (differ by ${abs(summary.cost_usd - trainer_spend):.4f}), over the cap by ${summary.cost_usd - cap:.4f},"
@@ -146,12 +168,19 @@ def test_budget_stop_cost_in_the_history_agrees_with_the_trainer(db_path: Path, 
 
 
 def test_budget_cost_agrees_across_a_preemption(
-    db_path: Path, model_config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    db_path: Path,
+    model_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     from tests.launch.test_preemption_matrix import CliRun, _records
 
     monkeypatch.setattr(supervisor, "BACKOFF_BASE_S", 0.2)
-    price, cap = 3600.0, 25.0  # $1 per second: both start-ups are paid, the wait between them is not
+    # $1 per second: both start-ups are paid, the wait between them is not. The cap is four start-ups as
+    # measured now and 3 s more (twice the two), so the resumed process reaches its loop with budget left
+    # (a cap spent in its start-up would stop it before any step, with no checkpoint at the stop).
+    price, cap = 3600.0, round(4 * _paid_startup_s(tmp_path / "startup", model_config) + 3.0, 2)
     cli = CliRun(db_path, train_flags(model_config, steps=100000), ("--price", str(price), "--budget-usd", str(cap)))
     node = cli.launch()
     run_dir = Path(node["run_dir"])
@@ -167,6 +196,11 @@ def test_budget_cost_agrees_across_a_preemption(
     records = _records(run_dir)
     ends = [r for r in records if r["kind"] == "run_end"]
     assert [e["status"] for e in ends] == ["preempted", "budget_stop"]
+    second = records[[i for i, r in enumerate(records) if r["kind"] == "run_start"][1] :]
+    first_step = next(r for r in second if r["kind"] == "step")  # the resumed process reached its loop
+    # it carried over all the first attempt paid (its save at the stop too) and paid its own start-up
+    paid = ends[0]["totals"]["spend_usd"] + (first_step["t"] - second[0]["t"]) * price / 3600.0
+    assert first_step["spend_usd"] == pytest.approx(paid, abs=0.05)
     newest = max((run_dir / "checkpoints").glob("step-*"))
     stop_spend = json.loads((newest / "trainer_state.json").read_text())["spend_usd"]
     assert stop_spend >= cap

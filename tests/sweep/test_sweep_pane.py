@@ -6,12 +6,11 @@ tests/sweep/test_show.py keeps one search with the real trainer."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QTimer
 
 from gpuplanner.cli import main
 from gpuplanner.history.db import connect
@@ -126,14 +125,19 @@ def test_runs_and_watches_a_search_off_the_gui_thread(
     with qtbot.waitSignal(pane.started, timeout=5000):
         pane.start_button.click()
     assert not pane.start_button.isEnabled() and pane.stop_button.isEnabled()
-    # the GUI thread stays free while the search runs: the event loop turns many times a second
-    turns, start = 0, time.monotonic()
-    while pane.runner is not None and time.monotonic() - start < 240:
-        QApplication.processEvents()
-        qtbot.wait(50)
-        turns += 1
-    assert pane.runner is None, "the search should end"
-    assert turns > 20
+    # the GUI thread stays free while the search runs: a timer on it fires all along (counted, not timed)
+    turns = [0]
+    ticker = QTimer()
+    ticker.setInterval(50)
+    ticker.timeout.connect(lambda: turns.__setitem__(0, turns[0] + 1))
+    ticker.start()
+    try:  # the search's end is the state waited for; the timeout only ends a test whose search hangs
+        with qtbot.waitSignal(pane.finished, timeout=240_000, raising=False) as ended:
+            pass
+    finally:
+        ticker.stop()
+    assert ended.signal_triggered and pane.runner is None, f"the search should end; {_diagnosis(pane, db_path)}"
+    assert turns[0] > 20
     assert pane.result is not None and pane.result.stop_reason == "done: all 2 trials ran"
     # the review shown in the end is the one read after the search ended (a look under way when the
     # last trial ended, with its spend still growing, is followed by another)
@@ -152,6 +156,16 @@ def test_runs_and_watches_a_search_off_the_gui_thread(
     assert {t["run_id"]: tags[t["run_id"]] for t in pane.result.trials} == {
         t["run_id"]: {"project": "window", "sweep": "window-search"} for t in pane.result.trials
     }
+
+
+def _diagnosis(pane: SweepPane, db_path: Path) -> str:
+    """What a search that did not end was doing: its log and its runs' states in the history."""
+    conn = connect(db_path)
+    try:
+        runs = conn.execute("SELECT id, status FROM runs ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    return f"runs {runs}; log: {pane.log_view.toPlainText()!r}"
 
 
 def test_stop_ends_the_running_trials(
