@@ -81,6 +81,30 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pass  # no trainer interpreter: the test that launches says so itself
 
 
+# -- xdist groups under pytest 9.2 ---------------------------------------------------------------------
+# `--dist loadgroup` sends the tests of one ``xdist_group`` to one worker (the Slurm tests share one cluster
+# per worker; the window's host and run panes share one launcher) by giving each a node id ending in
+# ``@group``. pytest-xdist 3.8 writes that id to ``item._nodeid``, which pytest 9.2 no longer reads (node
+# ids became ``NodeId`` values in ``item._id``), so every group was silently spread over both workers. This
+# hook, after xdist's, gives the id its suffix where xdist's did not take (tests/unit/test_xdist_groups.py).
+def xdist_group_names(item: pytest.Item) -> list[str]:
+    names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+    return sorted(names)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not getattr(config.option, "loadgroup", False):  # set on the workers of `--dist loadgroup`
+        return
+    for item in items:
+        names = xdist_group_names(item)
+        if not names or item.nodeid.rfind("@") > item.nodeid.rfind("]"):  # no group, or xdist's suffix took
+            continue
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")  # type: ignore[attr-defined]
+
+
 # -- Qt tests collect Python's cycles on the GUI thread only (gpuplanner/ui/gui_gc.py) -------------------------
 # Without it a pane's worker thread (computing a plan, reading the history) could run the collector and
 # finalise Qt objects of an earlier test's window there: "QBasicTimer::stop: Failed. Possibly trying to stop

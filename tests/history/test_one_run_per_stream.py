@@ -26,6 +26,8 @@ from pathlib import Path
 from gpuplanner import cli
 cli.COMMAND_MODULES = ("gpuplanner.commands.runs",)
 role, db, events, go, rounds = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4]), int(sys.argv[5])
+ready, imports_done = Path(sys.argv[6]), go.with_name("imports_done")
+ready.touch()  # imported and at the start line
 while not go.exists():
     time.sleep(0.005)
 results = []
@@ -34,14 +36,17 @@ for i in range(rounds):
         argv = ["runs", "import", events, "--db", db, "--json"]
     elif role == "list":
         argv = ["runs", "list", "--db", db, "--json"]
-    else:  # delete a run the imports made (waiting for one, so a loaded machine cannot leave nothing to delete)
-        deadline, ids = time.monotonic() + 60, []
-        while not ids and time.monotonic() < deadline:
+    else:  # delete a run the imports made: waits for one while an import may still make it (a loaded
+        # machine cannot leave nothing to delete), not once every importer has finished
+        ids = []
+        while True:
+            done = imports_done.exists()  # read before the runs, so a run made last is still seen
             conn = sqlite3.connect(db, timeout=30)
             ids = [r[0] for r in conn.execute("SELECT id FROM runs")]
             conn.close()
-            if not ids:
-                time.sleep(0.01)
+            if ids or done:
+                break
+            time.sleep(0.01)
         argv = ["runs", "delete", str(ids[0] if ids else 1), "--db", db]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -67,26 +72,34 @@ def stream(n: int) -> bytes:
 
 
 def start_children(tmp_path: Path, db: Path, events: Path, roles: list[tuple[str, int]]) -> list[dict]:
+    """Run the children from one start line (each says it is ready; then ``go``); ``imports_done`` appears
+    once every importer has exited, so a deleter stops waiting for a run that nobody will make."""
     go = tmp_path / "go"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    ready = [tmp_path / f"ready-{i}" for i in range(len(roles))]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", CHILD, role, str(db), str(events), str(go), str(rounds)],
+            [sys.executable, "-c", CHILD, role, str(db), str(events), str(go), str(rounds), str(ready[i])],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
             cwd=REPO_ROOT,
         )
-        for role, rounds in roles
+        for i, (role, rounds) in enumerate(roles)
     ]
-    time.sleep(0.5)  # let them all import and wait at the start line
+    while not all(r.exists() for r in ready):  # a state, not a clock: every child is at the start line
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs if p.poll() is not None]
+        time.sleep(0.01)
     go.touch()
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err.decode()
+    outputs: dict[int, bytes] = {}
+    for i in sorted(range(len(procs)), key=lambda i: roles[i][0] != "import"):  # the importers first
+        out, err = procs[i].communicate(timeout=300)
+        assert procs[i].returncode == 0, err.decode()
         assert b"Traceback" not in err, err.decode()
-        results.extend(json.loads(out))
+        outputs[i] = out
+        if all(j in outputs for j, (role, _) in enumerate(roles) if role == "import"):
+            (tmp_path / "imports_done").touch()
+    results = [record for i in range(len(procs)) for record in json.loads(outputs[i])]
     for result in results:
         assert "Traceback" not in result["err"], result
     return results

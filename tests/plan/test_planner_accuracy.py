@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "planner_accuracy.py"
+# the figures take ~20 s to compute (a module fixture): one worker computes them once, not each worker that
+# draws one of these tests
+pytestmark = pytest.mark.xdist_group("planner_accuracy")
 
 
 @pytest.fixture(scope="module")
