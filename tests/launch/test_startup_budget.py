@@ -1,7 +1,9 @@
 """The budget cap holds from the process's first second (issue 27 item 10): at $36,000 per GPU-hour ($10 a
 second) the trainer's start-up alone (the interpreter, torch, the data, the model) costs tens of dollars,
 which passed a $3 cap before the loop's first check. The history's end total of the whole run must be at most
-the cap plus one step's cost (measured here by a run the cap does not stop)."""
+the cap plus the larger of one step's cost (measured here by a run the cap does not stop) and one reaction of
+the watch at this price (REACTION_S: on a loaded machine the SIGKILL lands up to ~180 ms after the cap, more
+than one 26 ms step; $2.50 at this price, against the $40-140 start-up alone costs without the watch)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from tests.launch.conftest import TRAINER_ENV, rows, train_flags
 pytestmark = pytest.mark.slow
 PRICE = 36_000.0  # $ per GPU-hour: $10 a second
 CAP = 3.0
+REACTION_S = 0.25  # the SIGKILL lands 8-183 ms after the cap under load (tests/benchmarks/monitor_cap.py)
 
 
 def spend(db_path: Path, run_id: int) -> float:
@@ -54,5 +57,5 @@ def test_a_cap_smaller_than_start_up_holds(db_path: Path, model_config: Path, tm
     whole = spend(db_path, capped)
     print(f"\nFIGURES cap ${CAP}: spent ${whole:.4f} in all; one step ${step_usd:.4f}; the uncapped run's start-up "
           f"${steps[0][1]:.2f}")  # fmt: skip
-    assert CAP <= whole <= CAP + step_usd
+    assert CAP <= whole <= CAP + max(step_usd, REACTION_S * PRICE / 3600)
     assert steps[0][1] > CAP + step_usd  # without the watch, start-up alone passes the cap by more than a step
