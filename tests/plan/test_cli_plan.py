@@ -287,6 +287,7 @@ def test_a_lora_run_calibrates_lora_plans_only(tmp_path: Path, capsys: pytest.Ca
     )
 
 
+@pytest.mark.slow  # a real traced step (torch, transformers, FakeTensorMode): 16-22 s under load
 def test_trace_mode_says_which_answered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "config.json"
     config.write_text(

@@ -326,6 +326,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"config": config, "not_json": folder / "not.json", "missing_db": folder / "none.sqlite", "folder": folder}
 
 
+@pytest.mark.slow  # 150 CLI runs of plan and compare: 9-26 s, over an unmarked test's budget under load
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzz_every_plan_and_compare_flag(data: st.DataObject, files: dict[str, Path]) -> None:
