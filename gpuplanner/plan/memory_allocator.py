@@ -53,8 +53,8 @@ def slack_bytes(transient: int, lengths: str = "fixed") -> int:
 @dataclass(frozen=True)
 class Sample:
     """One published reserved peak: its source, the planned allocated peak plus whatever else is reserved
-    whatever the share (FSDP's stream pools), the step's transient bytes, the fixed share's transient bytes
-    (for the variable fit) and the measured bytes; ``cap`` is the most the card can reserve."""
+    whatever the share (FSDP's stream pools), the step's transient bytes and the measured bytes; ``cap`` is
+    the most the card can reserve."""
 
     source: str
     base: float
