@@ -335,6 +335,12 @@ def describe_plan(plan: Plan, document: dict[str, Any], skips: list[str] | None 
     verdict = {True: "fits", False: "DOES NOT FIT", None: "capacity unknown"}[memory["fits"]]
     capacity = f" of {memory['capacity_gib']:.1f} GiB" if memory["capacity_gib"] else ""
     lines.append(f"  {'total':<12}{memory['total_gib']:>9.2f} GiB{capacity}: {verdict}")
+    if memory.get("allocated_gib") is not None and memory.get("reserved_gib") is not None:
+        # what torch's own counters will read, beside the total (what nvidia-smi shows)
+        lines.append(
+            f"  torch reads  {memory['allocated_gib']:.2f} GiB allocated, {memory['reserved_gib']:.2f} GiB reserved "
+            "(the total adds the CUDA context: nvidia-smi)"
+        )
     if memory.get("max_micro_batch") is not None:
         lines.append(f"  largest micro-batch that fits: {memory['max_micro_batch']}")
     for suggestion in memory.get("suggestions") or []:

@@ -79,6 +79,14 @@ def test_plan_text_report_is_readable(capsys: pytest.CaptureFixture[str]) -> Non
     assert code == 0
     assert "Peak memory per GPU" in out and "A10G" in out and "On-demand $" in out
     assert "Traceback" not in out
+    # the report says what torch's counters will read, the same figures as the JSON's
+    _, document, _ = run(
+        capsys, "plan", "--model", "gpt2", "--method", "full", "--gpu", "a10g", "--samples", "20000",
+        "--seq-len", "1024", "--micro-batch", "8", "--json",
+    )  # fmt: skip
+    memory = json.loads(document)["memory"]
+    assert memory["allocated_gib"] < memory["reserved_gib"] < memory["total_gib"]
+    assert f"torch reads  {memory['allocated_gib']:.2f} GiB allocated, {memory['reserved_gib']:.2f} GiB reserved" in out
 
 
 def test_plan_csv_and_markdown_print_only_the_document(capsys: pytest.CaptureFixture[str]) -> None:
