@@ -63,6 +63,41 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         )
 
 
+# -- where the suite's CPU goes (issue 25) ----------------------------------------------------------------
+# ``GPUPLANNER_TEST_CPU_LOG=FILE`` appends one JSON line per test: its wall time (setup, call and teardown)
+# and the CPU seconds it used in the worker and in the processes it started and reaped (a trainer run, a
+# monitor, ssh); what daemons it talked to (sshd's sessions, slurmd's jobs) spent is not counted. The suite
+# is CPU-bound on two cores, so this, not wall time, says which tests to make cheaper:
+# `tests/benchmarks/suite_cpu.py FILE` sums it per test and per file.
+CPU_LOG_ENV = "GPUPLANNER_TEST_CPU_LOG"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    path = os.environ.get(CPU_LOG_ENV)
+    if not path:
+        return (yield)
+    import json
+    import resource
+    import time
+
+    def cpu(who: int) -> float:
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
+
+    start = (time.monotonic(), cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN))
+    result = yield
+    line = {
+        "test": item.nodeid,
+        "wall_s": round(time.monotonic() - start[0], 3),
+        "cpu_s": round(cpu(resource.RUSAGE_SELF) - start[1], 3),
+        "children_cpu_s": round(cpu(resource.RUSAGE_CHILDREN) - start[2], 3),
+    }
+    with open(path, "a", encoding="utf-8") as log:  # one short append per line: workers do not interleave
+        log.write(json.dumps(line) + "\n")
+    return result
+
+
 # Launching on this machine first checks, once per process, that an interpreter can import torch and
 # transformers (seconds; more on a busy machine): done in the setup phase of a test that may launch, so the
 # budget above measures the test, not which test of a worker happened to launch first.
