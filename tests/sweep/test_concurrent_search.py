@@ -21,6 +21,7 @@ from gpuplanner.history.db import connect
 from gpuplanner.sweep.lookback import run_spend
 from gpuplanner.sweep.runner import run_name
 from gpuplanner.sweep.study import storage_path
+from tests import protocol_fake as fake
 from tests.conftest import REPO_ROOT
 from tests.sweep.conftest import trainer_flags
 
@@ -40,24 +41,30 @@ def test_two_searches_of_one_study_at_once_run_each_trial_once(
     db_path: Path, space_file: Path, model_config: Path, tmp_path: Path
 ) -> None:
     assert not storage_path(db_path).exists()  # a fresh study file: both processes set it up at once
+    # The trials are the protocol fake under the real monitor (tests/sweep/fake_trials.py): this test is about
+    # the study, not the trainer. The first trial holds after its first step until the third process was
+    # refused, so the study is certainly held by a running search while the third one tries it.
+    barriers = fake.Barriers(tmp_path / "barriers")
+    hold = f"{fake.ARGS_ENV}=--hold-at-step 1 --barrier-dir {barriers.folder}"
     argv = [
-        sys.executable, "-m", "gpuplanner", "sweep", "run", "--db", str(db_path), "--host", "local",
+        sys.executable, "-m", "tests.sweep.fake_trials", "sweep", "run", "--db", str(db_path), "--host", "local",
         "--space", str(space_file), "--study", "twice", "--trials", str(TRIALS), "--max-steps", "40",
-        "--pruner", "none", "--budget-usd", "100000", "--seed", "1", "--json",
+        "--pruner", "none", "--budget-usd", "100000", "--seed", "1", "--json", "--env", hold,
         "--", *trainer_flags(model_config, tmp_path / "cache"),
     ]  # fmt: skip
-    env = dict(os.environ)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     both = [
         subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
     try:
-        # a third process once a trial's run exists: the study is certainly held by a running search then
-        deadline = time.monotonic() + 120
-        while not _runs(db_path) and time.monotonic() < deadline and any(p.poll() is None for p in both):
-            time.sleep(0.1)
-        assert _runs(db_path), [p.communicate() for p in both]
+        deadline = time.monotonic() + 120  # only ends a test whose searches died; the loop waits for a state
+        while not barriers.reached("step-1"):
+            assert any(p.poll() is None for p in both), [p.communicate() for p in both]
+            assert time.monotonic() < deadline, "a trial should have reached its first step"
+            time.sleep(0.05)
         third = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+        barriers.release("step-1")
         outcomes = [p.communicate(timeout=240) for p in both]
     finally:
         for p in both:
