@@ -19,10 +19,14 @@ def _ram_bytes() -> int | None:
         return None
 
 
-def _version(module: str) -> str | None:
+def _version(distribution: str) -> str | None:
+    """The installed version of ``distribution``, read from its metadata: importing peft imports transformers,
+    and the two cost seconds of CPU on every probe (the launcher checks separately that they import)."""
+    from importlib import metadata
+
     try:
-        return __import__(module).__version__
-    except Exception:
+        return metadata.version(distribution)
+    except (metadata.PackageNotFoundError, ValueError):
         return None
 
 
