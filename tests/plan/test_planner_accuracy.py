@@ -2,9 +2,13 @@
 
 Runs the same computation as ``tests/benchmarks/planner_accuracy.py``: every row planned through the inputs a
 user sets (engine included), every source weighing the same in the headline. Issue 24's targets: speed over
-sources 15% (reached 21.6%), leave-one-source-out over sources 18% (reached 25.7%), memory over sources 5%
-(reached 6.5%), band coverage 75-85% (reached 77.0% over sources); each is asserted at what was reached plus a
-small margin, so a regression fails; see docs/speed-model.md. The figures were re-measured when the
+sources 15% (reached 23.8%), leave-one-source-out over sources 18% (reached 26.0%), memory over sources 5%
+(reached 4.8%), band coverage 75-85% (reached 81.1% over sources); each is asserted at what was reached plus a
+small margin, so a regression fails; see docs/speed-model.md. The figures moved last when the step model, its
+[uncertainty] and the allocator's variable-length share were refitted on the dataset grown by xtuner's speed
+benchmark, Qwen's fine-tuning profile, NeMo AutoModel's LoRA table and ms-swift's Qwen v1 rows
+(`planner_accuracy.py --fit --uncertainty`; before the refit 23.5%, 26.0%, 5.9% and 81.1%; before those sources
+21.6%, 25.7%, 3.7% and 78.3%). The figures were re-measured when the
 fine-tuning sources of speed_finetune.csv / memory_finetune.csv joined the dataset, and again after the step
 model and its per-regime uncertainty were refitted on the grown dataset (`planner_accuracy.py --fit
 --uncertainty`): before them the same benchmark gave 27.3%, 32.9% (17.9% over rows), 8.9% and 78.0%.
@@ -53,23 +57,28 @@ def test_the_dataset_is_large_and_varied_enough(accuracy) -> None:
 
 def test_speed_error_does_not_regress(figures) -> None:
     overall, _ = figures
-    # target 15; reached 21.6 (22.0 before the torch.compile input, 24.3 before AdamW's foreach passes, the
-    # eager engines' counted element-wise ops and attention at FlashAttention-2's share of Hopper's peak)
-    assert overall["speed_mape_by_source"] <= 22.1
-    # rows weighted: reached 14.6 (14.5 before the torch.compile input; 15.7 before the refit on the grown
-    # dataset, which minimises the mean over sources, the headline; 16.7 after it)
-    assert overall["speed_mape"] <= 15.1
+    # target 15; reached 23.8 after the refit on the sources added last (23.5 before it: the fit minimises the
+    # mean absolute log error with a weak prior, not this % error; Qwen's profile, 42%, above all), 21.6 before
+    # them (22.0 before the torch.compile input, 24.3 before AdamW's foreach passes, the eager engines' counted
+    # element-wise ops and attention at FlashAttention-2's share of Hopper's peak)
+    assert overall["speed_mape_by_source"] <= 24.3
+    # rows weighted: reached 18.4 after the refit (17.7 before it), 14.6 before the sources added last (14.5
+    # before the torch.compile input; 15.7 before the refit on the grown dataset, which minimises the mean over
+    # sources, the headline)
+    assert overall["speed_mape"] <= 18.9
 
 
 def test_leave_one_source_out_error_does_not_regress(figures) -> None:
     overall, _ = figures
     assert math.isfinite(overall["speed_loso_mape"])
-    # target 18; reached 25.7 (26.1 before the torch.compile input, 33.0 before AdamW's passes)
-    assert overall["speed_loso_mape_by_source"] <= 26.2
-    # rows weighted: reached 27.3 (27.4 before the torch.compile input, 27.6 before AdamW's passes and the eager engines' element-wise ops, 17.9
-    # before the fine-tuning sources): llm-foundry's rows, left out, are predicted by constants fitted on
-    # eager stacks
-    assert overall["speed_loso_mape"] <= 27.8
+    # target 18; reached 26.0 with the sources added last (a refit does not move it: each left-out fit starts
+    # from the same fixed values), 25.7 before them (26.1 before the torch.compile
+    # input, 33.0 before AdamW's passes)
+    assert overall["speed_loso_mape_by_source"] <= 26.5
+    # rows weighted: reached 20.2 with the sources added last (llm-foundry left out: 26.5 -> 13.0, its rows
+    # now predicted by constants fitted on more full fine-tunes at scale), 27.3 before them (27.4 before the
+    # torch.compile input, 17.9 before the fine-tuning sources)
+    assert overall["speed_loso_mape"] <= 20.7
     assert overall["speed_calibrated_mape"] <= overall["speed_loso_mape"]
 
 
@@ -79,12 +88,16 @@ def test_band_coverage_on_left_out_sources_is_near_its_share(figures) -> None:
     overall, _ = figures
     assert (
         75.0 <= overall["speed_band_coverage_by_source"] <= 85.0
-    )  # reached 78.3 (77.0 before --compile; 72.4 unwidened)
+    )  # reached 81.1 with the sources added last, before and after the refit (78.3 before them, 77.0 before
+    # --compile; 72.4 unwidened)
 
 
 def test_memory_error_does_not_regress(figures) -> None:
     overall, _ = figures
-    # target 5; reached 3.7 (6.5 before the fitted allocator slack, 13.0 before the engine-aware memory fixes)
+    # target 5; reached 4.8 with ms-swift's Qwen v1 rows and the allocator's variable-length share refitted on
+    # them (2.98 -> 1.49; 5.9 before the refit: Qwen's own code takes the loss on 16-bit logits, which its
+    # hf-trainer engine plans in fp32), 3.7 before them (6.5 before the fitted allocator slack, 13.0 before the
+    # engine-aware memory fixes)
     assert overall["memory_mape_by_source"] <= 5.0
 
 
@@ -144,7 +157,7 @@ def test_no_published_row_is_removed(accuracy) -> None:
         "llama-3-8b full 1xRTX A6000 mb2 seq2048 ckpt=full",
         "llama-3-8b lora 1xRTX A6000 mb2 seq2048 ckpt=full",
     } <= labels
-    assert len(accuracy.speed_rows()) >= 276 and len(accuracy.memory_rows()) >= 62
+    assert len(accuracy.speed_rows()) >= 315 and len(accuracy.memory_rows()) >= 88
     assert {row.setup.engine for row in accuracy.speed_rows() + accuracy.memory_rows()} <= set(ENGINE_NAMES)
 
 
@@ -152,7 +165,8 @@ def test_every_source_is_scored_and_named(figures) -> None:
     _, tables = figures
     speed = tables["Speed: tokens/s per GPU, planner vs published"]
     assert {"llm-foundry", "torchtitan", "xtuner", "torchtune", "tinyllama", "universal-llm-trainer"} <= set(speed)
-    assert {"optimum-benchmark", "peft-method-comparison"} <= set(speed)
+    assert {"optimum-benchmark", "peft-method-comparison", "xtuner-speed-benchmark"} <= set(speed)
+    assert {"qwen-finetune", "nemo-automodel"} <= set(speed)
     memory = tables["Memory: peak GiB per GPU, planner vs published"]
     assert {"ms-swift", "litgpt-resource-tables", "answerai-fsdp-qlora"} <= set(memory)
     for score in speed.values():

@@ -107,13 +107,15 @@ def test_the_speed_error_is_log_normal_with_the_given_mean_absolute_deviation() 
 def test_a_speed_measured_on_another_gpu_corrects_the_model_with_a_wider_range() -> None:
     model = make_plan(request(gpu="H100 SXM"), CATALOG)
     a100 = make_plan(request(), CATALOG)
-    # the A100 ran twice as fast as the model said: the H100 estimate moves up, by about as much
+    # the A100 ran 10% faster than the model said: the H100 estimate moves up, by about as much. (A speed the
+    # model cannot reach even at the card's peak, such as twice its estimate, only pins the efficiency at the
+    # peak on both cards: a calibration never pushes it past the peak.)
     measured = {
-        "A100 80GB": MeasuredSpeed("A100 80GB", a100.throughput.tokens_per_s * 2.0, "runs #7 on NVIDIA A100 80GB")
+        "A100 80GB": MeasuredSpeed("A100 80GB", a100.throughput.tokens_per_s * 1.1, "runs #7 on NVIDIA A100 80GB")
     }
     on_h100 = make_plan(request(gpu="H100 SXM", measured=measured), CATALOG)
     assert on_h100.throughput.source.startswith("calibrated from speeds measured on A100 80GB")
-    assert 1.4 < on_h100.throughput.tokens_per_s / model.throughput.tokens_per_s < 2.2
+    assert 1.05 < on_h100.throughput.tokens_per_s / model.throughput.tokens_per_s < 1.15
     assert on_h100.throughput.uncertainty_pct == load_speed_model().calibrated_pct
     on_a100 = make_plan(request(measured=measured), CATALOG)
     assert on_a100.throughput.source.startswith("calibrated: runs #7")
