@@ -23,9 +23,17 @@ from tests.launch.conftest import (
     rows,
     train_flags,
 )
+from tests.protocol_fake import Barriers
+from trainer import hold
 
 pytestmark = pytest.mark.slow
 FIGURES: dict[str, float] = {}
+STEPS = 8  # each run holds at a barrier after an early step (trainer/hold.py) instead of training long to be caught
+
+
+def holding_at(step: int, barriers: Barriers) -> dict[str, str]:
+    """The environment that makes the trainer hold after ``step`` until ``barriers`` releases it (or a stop)."""
+    return {hold.STEPS_ENV: str(step), hold.DIR_ENV: str(barriers.folder)}
 
 
 class Watch:
@@ -68,14 +76,17 @@ def assert_exactly_once(db_path: Path, run_id: int, events_files: list[Path]) ->
 
 def test_local_launch_stream_stop_resume(db_path: Path, model_config: Path, tmp_path: Path) -> None:
     watch = Watch()
+    barriers = Barriers(tmp_path / "barriers")
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
     run_id = manager.launch(
         "local",
-        train_flags(model_config, steps=300),
+        train_flags(model_config, steps=STEPS),
         name="local run",
+        env=holding_at(3, barriers),
         on_records=watch.on_records,
         on_status=watch.on_status,
     )
+    barriers.wait("step-3")  # the trainer holds after step 3: the stop lands mid-run, whatever the machine's load
     watch.until(lambda: len(watch.steps()) >= 3)
     FIGURES["local_launch_to_first_step_s"] = watch.first_step_s or 0
     manager.stop(run_id)
@@ -83,12 +94,12 @@ def test_local_launch_stream_stop_resume(db_path: Path, model_config: Path, tmp_
     assert (status.state, status.exit_code) == ("stopped", 75)
     assert rows(db_path, "SELECT status FROM runs WHERE id = ?", run_id) == [("stopped",)]
     stopped_at = watch.steps()[-1]
-    assert stopped_at < 300
+    assert 3 <= stopped_at < STEPS  # the stop ends the hold; the trainer stops at its next step boundary
     manager.resume(run_id)
     status = manager.wait(run_id, 120)
     assert (status.state, status.exit_code, status.restarts) == ("finished", 0, 1)
     resumed = [r for r in watch.records if r["kind"] == "run_start"][-1]
-    assert resumed["resumed_from_step"] == stopped_at
+    assert resumed["resumed_from_step"] == stopped_at and watch.steps()[-1] == STEPS
     run_dir = Path(status.run_dir)
     stored = assert_exactly_once(db_path, run_id, [run_dir])
     assert [r["seq"] for r in watch.records] == stored  # the callbacks saw each record once, in order
@@ -114,25 +125,29 @@ def test_attach_after_detach_catches_up(db_path: Path, model_config: Path, tmp_p
     again.close()
 
 
-def test_ssh_launch_cut_reconnect_no_gap(db_path: Path, model_config: Path, sshd, known_hosts: Path) -> None:
+def test_ssh_launch_cut_reconnect_no_gap(
+    db_path: Path, model_config: Path, sshd, known_hosts: Path, tmp_path: Path
+) -> None:
     add_ssh_host(db_path, "box", sshd, trust=known_hosts, price_usd_per_gpu_hour=3.0, pricing="spot")
     watch = Watch()
+    barriers = Barriers(tmp_path / "barriers")
     manager = RunManager(db_path)
     run_id = manager.launch(
         "box",
-        train_flags(model_config, steps=1500),  # ~3 s of training: the cut lands mid-run
-        env=TRAINER_ENV,
+        train_flags(model_config, steps=STEPS),
+        env={**TRAINER_ENV, **holding_at(2, barriers)},
         on_records=watch.on_records,
         on_status=watch.on_status,
     )
+    barriers.wait("step-2")  # the trainer holds after step 2: the cut lands mid-run
     watch.until(lambda: len(watch.steps()) >= 1)
     FIGURES["ssh_launch_to_first_step_s"] = watch.first_step_s or 0
     assert sshd.cut_connections() >= 1
-    cut_at = watch.steps()[-1]
+    barriers.release("step-2")
     status = manager.wait(run_id, 180)
     assert (status.state, status.exit_code) == ("finished", 0)
     assert status.reconnects >= 1 and status.last_reconnect_s is not None
-    assert cut_at < 1500  # the cut happened mid-run
+    assert watch.steps()[-1] == STEPS
     FIGURES["ssh_reconnect_s"] = status.last_reconnect_s
     stored = assert_exactly_once(db_path, run_id, [Path(status.run_dir)])
     FIGURES["records_lost"] = len(events_file_seqs(Path(status.run_dir))) - len(stored)
@@ -150,16 +165,19 @@ def test_simulated_preemption_resumes_to_identical_weights(
 ) -> None:
     add_ssh_host(db_path, "box", sshd, trust=known_hosts)
     manager = RunManager(db_path, local_runs_root=tmp_path / "runs")
-    # 600 steps: on an idle machine 150 could all run in the moment the stop takes to reach the host over SSH
-    flags = train_flags(model_config, steps=600)
+    barriers = Barriers(tmp_path / "barriers")
+    flags = train_flags(model_config, steps=STEPS)
     reference = manager.launch("local", flags)  # uninterrupted, alongside
     watch = Watch()
-    run_id = manager.launch("box", flags, env=TRAINER_ENV, on_records=watch.on_records, on_status=watch.on_status)
-    watch.until(lambda: len(watch.steps()) >= 1)
+    # the preempted run holds after step 2 until the preemption's SIGTERM ends the hold: it lands mid-run
+    env = {**TRAINER_ENV, **holding_at(2, barriers)}
+    run_id = manager.launch("box", flags, env=env, on_records=watch.on_records, on_status=watch.on_status)
+    barriers.wait("step-2")
+    watch.until(lambda: len(watch.steps()) >= 2)
     manager.simulate_preemption(run_id, resume_after_s=0.5)
-    preempted_at = watch.steps()[-1]
     status = manager.wait(run_id, 180)
-    assert preempted_at < 600
+    preempted_at = [r for r in watch.records if r["kind"] == "run_start"][-1]["resumed_from_step"]
+    assert 2 <= preempted_at < STEPS and watch.steps()[-1] == STEPS  # preempted mid-run, then to the end
     assert (status.state, status.exit_code, status.restarts) == ("finished", 0, 1)
     assert "preempted" in watch.states and "resuming" in watch.states
     assert manager.wait(reference, 180).state == "finished"
