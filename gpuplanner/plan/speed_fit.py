@@ -95,15 +95,30 @@ def _params(shared: dict[str, float], efficiency: float, network: float) -> Step
     return StepParams(matmul_efficiency=efficiency, network_gbs=network, **shared)
 
 
-def _predict(row: _Prepared, shared: dict[str, float], generations: dict[str, float]) -> float:
-    eff = generation_efficiency(generations, row.architecture, row.compute_capability)
-    return step_time(row.work, _params(shared, eff, row.network_gbs)).tokens_per_s
+def _predict(
+    row: _Prepared,
+    shared: dict[str, float],
+    generations: dict[str, float],
+    made: dict[tuple[str, str, float], StepParams] | None = None,
+) -> float:
+    """The row's tokens/s under these values; ``made`` keeps the parameters already built for a GPU generation
+    and network during one evaluation (a fit evaluates every row thousands of times)."""
+    key = (row.architecture, row.compute_capability, row.network_gbs)
+    params = made.get(key) if made is not None else None
+    if params is None:
+        eff = generation_efficiency(generations, row.architecture, row.compute_capability)
+        params = _params(shared, eff, row.network_gbs)
+        if made is not None:
+            made[key] = params
+    return step_time(row.work, params).tokens_per_s
 
 
 def _objective(rows: list[_Prepared], shared: dict[str, float], generations: dict[str, float]) -> float:
     per_source: dict[str, list[float]] = {}
+    made: dict[tuple[str, str, float], StepParams] = {}
     for row in rows:
-        per_source.setdefault(row.source, []).append(abs(math.log(_predict(row, shared, generations) / row.measured)))
+        predicted = _predict(row, shared, generations, made)
+        per_source.setdefault(row.source, []).append(abs(math.log(predicted / row.measured)))
     total = weight = 0.0
     for values in per_source.values():
         w = len(values) ** WEIGHT_EXPONENT
