@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BUDGET_ENV, REPO_ROOT, time_budget_s
+from tests.conftest import BUDGET_ENV, CPU_LOG_ENV, REPO_ROOT, time_budget_s
 
 # A test that waits on a pipe the test writes to only after 0.3 s: it lasts at least that long on any
 # machine, and the budget it is held to (0.001 s x the load) is far below that.
@@ -44,6 +44,7 @@ def test_an_unmarked_test_over_its_budget_fails_and_a_slow_one_passes(tmp_path: 
     (tmp_path / "test_waits.py").write_text(WAITS)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
     env = {**os.environ, BUDGET_ENV: "0.001", "PYTHONPATH": str(REPO_ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env.pop(CPU_LOG_ENV, None)  # the inner tests are not the suite's
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
         cwd=tmp_path,
