@@ -207,6 +207,7 @@ class _Trainer(Building, Resuming, Saving, Evaluating, Reporting):
                 loss_fn=self.loss_fn,
                 defer_fsdp_sync=c.fsdp_defer_grad_sync,
             )
+            hold.in_step(s.step + 1, self.run_dir, lambda: self.flag.set)  # tests' barriers (trainer/hold.py)
             if self.scaler is not None:
                 self.scaler.unscale_(self.optimizer)
             if c.max_grad_norm > 0:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import async_checkpoint, checkpoint, dist, sharded_checkpoint
+from . import async_checkpoint, checkpoint, dist, hold, sharded_checkpoint
 from . import fsdp as fsdp_mod
 from .trainer_core import TrainerCore
 
@@ -75,6 +75,7 @@ class Saving(TrainerCore):
         ``held`` (the seconds training waited for the staging) is given, else in the training thread."""
         model_state, optim_state, scaler = state
         digests = checkpoint.write_main(tmp, model_state, optim_state, scaler, st)
+        hold.at_checkpoint(step, self.run_dir, lambda: self.flag.set)  # tests' barriers (trainer/hold.py)
         self.tele.sync()
         path, size = checkpoint.finish(self.run_dir, tmp, step, self.config.keep_checkpoints, digests)
         seconds = time.perf_counter() - t0
@@ -128,6 +129,7 @@ class Saving(TrainerCore):
     def _complete_sharded(self, tmp: Path, step: int, t0: float, held: dict[str, Any]) -> None:
         """On the save's background thread of the writer, after every rank's shards are written."""
         held["ready"].wait()
+        hold.at_checkpoint(step, self.run_dir, lambda: self.flag.set)  # tests' barriers (trainer/hold.py)
         self.tele.sync()
         path, size = checkpoint.finish(self.run_dir, tmp, step, self.config.keep_checkpoints)
         if self.info.is_main:
