@@ -4,7 +4,9 @@ Each interruption (SIGTERM at start-up, SIGTERM mid-step, SIGTERM during a check
 of the whole process group: a lost host) must end with the CLI exiting 0 after one automatic restart,
 the history at "finished" with a contiguous ``seq``, and final weights bit-identical to an
 uninterrupted run of the same flags. Signals go to the run's process group, as the launcher and a
-shutting-down host send them.
+shutting-down host send them. The trainer is caught at each moment by a barrier of its own
+(``trainer/hold.py``, set through ``gpuplanner run --env``), never by racing its steps: inside step 3,
+inside the write of checkpoint 3, after step 3.
 """
 
 from __future__ import annotations
@@ -26,19 +28,34 @@ from gpuplanner.cli import main
 from gpuplanner.launch import supervisor
 from tests.conftest import REPO_ROOT
 from tests.launch.conftest import TINY_GPT2, TRAINER_ENV, all_seqs, events_file_seqs, final_weights, rows, train_flags
+from tests.protocol_fake import Barriers
+from trainer import hold
 
 pytestmark = pytest.mark.slow
 
-STEPS = 24
+STEPS = 8
+HELD = 3  # the step each barrier names
+
+# case -> (the barriers it holds at, in the run's environment; the one(s) to wait for before the signal)
+BARRIERS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
+    "sigterm-startup": ({}, ()),
+    # inside step 3 (its gradients computed, no optimizer step yet); no write in flight (blocking writes)
+    "sigterm-mid-step": ({hold.IN_STEP_ENV: str(HELD)}, (f"in-step-{HELD}",)),
+    # inside the background write of checkpoint 3, with training held after step 3: both in place, the
+    # stop ends both holds, the write completes and step 4 is the last one
+    "sigterm-checkpoint": (
+        {hold.CHECKPOINT_ENV: str(HELD), hold.STEPS_ENV: str(HELD)},
+        (f"checkpoint-{HELD}", f"step-{HELD}"),
+    ),
+    # after step 3 (checkpoint 2 complete, 3 handed to the writer): a lost host
+    "sigkill-group": ({hold.STEPS_ENV: str(HELD)}, (f"step-{HELD}",)),
+}
 
 
 def _flags(model_config: Path, blocking: bool = False) -> list[str]:
-    # A checkpoint after every step: a SIGKILL always finds one to resume from, and a signal can be aimed
-    # into a write (~8 ms) or between two (a step of 128 sequences takes ~40 ms on one core: wide enough
-    # that "mid-step" does not land in the next write however fast the machine is; 4 sequences took ~3 ms).
-    # Writes run in the background by default, overlapping the next step: with one after every step a
-    # write is always in flight, so the case aimed between two writes writes them while training waits.
-    flags = train_flags(model_config, steps=STEPS, checkpoint_every_steps=1, micro_batch=128, seq_len=48)
+    # A checkpoint after every step: a SIGKILL always finds one to resume from, and every barrier has one
+    # around it. Ordinary tiny steps: the barriers, not the step's length, catch the trainer.
+    flags = train_flags(model_config, steps=STEPS, checkpoint_every_steps=1)
     return [*flags, "--no-checkpoint-async"] if blocking else flags
 
 
@@ -97,58 +114,14 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
     return StreamParser().feed(path.read_bytes()) if path.exists() else []
 
 
-def _steps_written(run_dir: Path) -> int:
-    return sum(1 for r in _records(run_dir) if r["kind"] == "step")
-
-
-def _wait_for(predicate, timeout: float, what: str, poll_s: float = 0.01) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(poll_s)
-
-
-def _checkpoint_in_progress(run_dir: Path) -> bool:
-    try:
-        return any(name.startswith(".tmp-step-") for name in os.listdir(run_dir / "checkpoints"))
-    except FileNotFoundError:
-        return False
-
-
-def _checkpoint_record_appended(run_dir: Path):
-    """A predicate that turns true once a checkpoint record is appended after this call (the write is
-    over; the next step is being computed)."""
-    path = run_dir / "events.jsonl"
-    seen = path.stat().st_size
-
-    def appended() -> bool:
-        nonlocal seen
-        size = path.stat().st_size
-        if size == seen:
-            return False
-        with open(path, "rb") as handle:
-            handle.seek(seen)
-            new = handle.read(size - seen)
-        seen = size
-        return b'"kind":"checkpoint"' in new
-
-    return appended
-
-
-def _interrupt(case: str, pgid: int, run_dir: Path) -> float:
-    """Send the case's signal at its moment; returns when it was sent (Unix time)."""
-    if case == "sigterm-startup":
-        sent = time.time()
-        os.killpg(pgid, signal.SIGTERM)  # at once: the wrapper and the trainer are still starting
-        return sent
-    _wait_for(lambda: _steps_written(run_dir) >= 3, 180, "the third step")
-    # Checkpoint writes and steps alternate: aim into a write, or just after one (into the next step).
-    if case == "sigterm-checkpoint":
-        _wait_for(lambda: _checkpoint_in_progress(run_dir), 60, "a checkpoint write", poll_s=0.0005)
-    if case == "sigterm-mid-step":
-        _wait_for(_checkpoint_record_appended(run_dir), 60, "the end of a checkpoint write", poll_s=0.0005)
+def _interrupt(case: str, pgid: int, barriers: Barriers) -> float:
+    """Send the case's signal at its barrier(s) (at once for start-up); returns when it was sent (Unix time)."""
+    for name in BARRIERS[case][1]:
+        barriers.wait(name, 180)
     sent = time.time()
     os.killpg(pgid, signal.SIGKILL if case == "sigkill-group" else signal.SIGTERM)
+    if case == "sigkill-group":  # the restart may resume from checkpoint 2 and pass step 3 again
+        barriers.release(f"step-{HELD}")
     return sent
 
 
@@ -158,15 +131,19 @@ def test_interrupted_run_resumes_to_identical_weights(
     reference: dict[str, torch.Tensor],
     db_path: Path,
     model_config: Path,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # A short back-off, but longer than the CLI's 0.5 s poll: it must see the waiting state and go on.
     monkeypatch.setattr(supervisor, "BACKOFF_BASE_S", 1.0)
-    cli = CliRun(db_path, _flags(model_config, blocking=case == "sigterm-mid-step"))
+    barriers = Barriers(tmp_path / "barriers")
+    env = {**BARRIERS[case][0], hold.DIR_ENV: str(barriers.folder)}
+    options = tuple(word for name, value in env.items() for word in ("--env", f"{name}={value}"))
+    cli = CliRun(db_path, _flags(model_config, blocking=case == "sigterm-mid-step"), options)
     node = cli.launch()
     run_dir = Path(node["run_dir"])
-    sent = _interrupt(case, node["pgid"], run_dir)
+    sent = _interrupt(case, node["pgid"], barriers)
     assert cli.wait() == 0, capsys.readouterr().err[-3000:]
     doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (doc["state"], doc["exit_code"], doc["restarts"]) == ("finished", 0, 1), doc
@@ -179,7 +156,7 @@ def test_interrupted_run_resumes_to_identical_weights(
     if case == "sigkill-group":  # no exit code, no run_end: a lost process, restarted from its checkpoint
         assert restart["reason"] == "process lost" and len(ends) == 1
         resumed = [r for r in records if r["kind"] == "resumed"]
-        assert resumed and 1 <= resumed[0]["step"] < STEPS
+        assert resumed and resumed[0]["step"] in (HELD - 1, HELD)  # checkpoint 3 may not have been complete
     else:
         assert restart["reason"] == "preempted (exit 75)"
         assert [e["status"] for e in ends] == ["preempted", "finished"]
@@ -188,7 +165,8 @@ def test_interrupted_run_resumes_to_identical_weights(
             assert not [r for r in records if r["kind"] == "step" and r["seq"] < ends[0]["seq"]]
         else:
             stopped_at = next(r for r in records if r["kind"] == "preempted")["step"]
-            assert 3 <= stopped_at < STEPS
+            # the held step itself; past checkpoint 3 (written after step 3's stop check), the next one
+            assert stopped_at == (HELD if case == "sigterm-mid-step" else HELD + 1)
         spans = [(c["t"] - c["seconds"], c["t"]) for c in records if c["kind"] == "checkpoint"]
         during_write = any(begin - 0.002 <= sent <= end for begin, end in spans)
         if case == "sigterm-checkpoint":  # the signal landed while a checkpoint was being written
