@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from gpuplanner.app.run_series import OverlaySeries
 from gpuplanner.ui.widgets.empty_chart import EmptyMessage
+from gpuplanner.ui.widgets.legend import add_legend
 
 RUN_COLORS = ("#4e79a7", "#e15759", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7")
 PLOTS = (
@@ -62,7 +63,7 @@ class ComparePlots(QWidget):
                 plot.setXLink(next(iter(self.plots.values())))
             self.plots[key] = plot
         self.empty = {key: EmptyMessage(plot) for key, plot in self.plots.items()}
-        self.legend = self.plots["loss"].addLegend(offset=(-5, 5), labelTextSize="8pt")
+        self.legend = add_legend(self.plots["loss"], offset=(-5, 5), labelTextSize="8pt")
         self.series: list[OverlaySeries] = []
         self.apply_palette()
 

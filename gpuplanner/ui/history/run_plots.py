@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QWidget
 
 from gpuplanner.app.run_series import RunSeries, with_gaps
 from gpuplanner.ui.widgets.empty_chart import EmptyMessage
+from gpuplanner.ui.widgets.legend import add_legend
 
 EVENT_PENS = {
     "checkpoint": "#59a14f",
@@ -72,7 +73,7 @@ class RunPlots(pg.GraphicsLayoutWidget):
         self.empty = {key: EmptyMessage(plot) for key, plot in self.plots.items()}
         self.key_label = self.addLabel("", row=2, col=0, colspan=2, size="9pt")
         self.key_text = ""
-        self.util_legend = self.plots["util"].addLegend(offset=(5, 5), labelTextSize="7pt", colCount=4)
+        self.util_legend = add_legend(self.plots["util"], offset=(5, 5), labelTextSize="7pt", colCount=4)
         self.apply_palette()
         self.clear_all()
 

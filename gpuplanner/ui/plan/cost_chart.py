@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QWidget
 from gpuplanner.plan.compare import CompareRow
 from gpuplanner.ui.human import human_hours, human_money, money_tick, significant
 from gpuplanner.ui.widgets.empty_chart import set_axes_shown
+from gpuplanner.ui.widgets.legend import CornerLegend
 
 ON_DEMAND = "#4e79a7"
 SPOT = "#f28e2b"
@@ -189,7 +190,7 @@ class CostChart(pg.PlotWidget):
         # plot's layout holds its place; pyqtgraph's legend sizes itself, so it cannot be a layout item)
         self.legend_column = pg.GraphicsWidget()
         item.layout.addItem(self.legend_column, 2, 3)
-        self.legend = pg.LegendItem(offset=(2, 0), labelTextSize="8pt", colCount=1, verSpacing=-6)
+        self.legend = CornerLegend(offset=(2, 0), labelTextSize="8pt", colCount=1, verSpacing=-6)
         self.legend.setParentItem(self.legend_column)
         item.legend = self.legend
         self.rows_shown: list[CompareRow] = []

@@ -29,6 +29,7 @@ from gpuplanner.ui.runs.plot_markers import EventLabels, MarkerLines
 from gpuplanner.ui.runs.ring_buffer import PeakDecimator, RingBuffer
 from gpuplanner.ui.runs.run_telemetry import RunTelemetry
 from gpuplanner.ui.widgets.empty_chart import set_axes_shown
+from gpuplanner.ui.widgets.legend import CornerLegend
 
 GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 DEFAULT_WINDOW_S = 600.0
@@ -115,7 +116,7 @@ class LivePlots(QWidget):
         # plot adds its named lines to it (PlotItem.legend)
         self.legend_row = pg.GraphicsWidget()
         self.graphics.addItem(self.legend_row, row=len(self.PLOTS) // self.COLUMNS, col=0, colspan=self.COLUMNS)
-        legend = pg.LegendItem(offset=(1, 1), labelTextSize="8pt", colCount=10, horSpacing=10)
+        legend = CornerLegend(offset=(1, 1), labelTextSize="8pt", colCount=10, horSpacing=10)
         legend.setParentItem(self.legend_row)
         self.plots["util"].legend = legend
         self._legend_height = -1.0
