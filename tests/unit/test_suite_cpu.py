@@ -4,7 +4,6 @@ CPU in its worker and in the processes it started, summed per file and per test.
 from __future__ import annotations
 
 import json
-import os
 import runpy
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CPU_LOG_ENV, REPO_ROOT
+from tests.inner_pytest import run_inner_pytest
 
 SUITE_CPU = REPO_ROOT / "tests" / "benchmarks" / "suite_cpu.py"
 
@@ -29,15 +29,13 @@ def test_starts_nothing():
 
 
 def test_each_test_gets_a_line_with_its_own_and_its_childrens_cpu(tmp_path: Path, capsys) -> None:
-    (tmp_path / "conftest.py").write_text((REPO_ROOT / "tests" / "conftest.py").read_text())
-    (tmp_path / "test_cpu.py").write_text(TESTS)
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
     log = tmp_path / "cpu.jsonl"
-    env = {**os.environ, CPU_LOG_ENV: str(log), "PYTHONPATH": str(REPO_ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    files = {
+        "conftest.py": (REPO_ROOT / "tests" / "conftest.py").read_text(),
+        "test_cpu.py": TESTS,
+        "pytest.ini": "[pytest]\nmarkers =\n    slow: slow\n",
+    }
+    out = run_inner_pytest(tmp_path, files, ["-q", "-p", "no:cacheprovider", str(tmp_path)], {CPU_LOG_ENV: str(log)})
     assert out.returncode == 0, out.stdout + out.stderr
     lines = {line["test"]: line for line in map(json.loads, log.read_text().splitlines())}
     assert set(lines) == {"test_cpu.py::test_starts_a_process", "test_cpu.py::test_starts_nothing"}

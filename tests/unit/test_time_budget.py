@@ -4,13 +4,12 @@ budget and the load it was scaled by; a ``slow`` test is never held to it; the b
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import BUDGET_ENV, CPU_LOG_ENV, REPO_ROOT, time_budget_s
+from tests.conftest import BUDGET_ENV, REPO_ROOT, time_budget_s
+from tests.inner_pytest import run_inner_pytest
 
 # A test that waits on a pipe the test writes to only after 0.3 s: it lasts at least that long on any
 # machine, and the budget it is held to (0.001 s x the load) is far below that.
@@ -40,19 +39,12 @@ def test_quick():
 
 
 def test_an_unmarked_test_over_its_budget_fails_and_a_slow_one_passes(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text((REPO_ROOT / "tests" / "conftest.py").read_text())
-    (tmp_path / "test_waits.py").write_text(WAITS)
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
-    env = {**os.environ, BUDGET_ENV: "0.001", "PYTHONPATH": str(REPO_ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    env.pop(CPU_LOG_ENV, None)  # the inner tests are not the suite's
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    files = {
+        "conftest.py": (REPO_ROOT / "tests" / "conftest.py").read_text(),
+        "test_waits.py": WAITS,
+        "pytest.ini": "[pytest]\nmarkers =\n    slow: slow\n",
+    }
+    out = run_inner_pytest(tmp_path, files, ["-q", "-p", "no:cacheprovider", str(tmp_path)], {BUDGET_ENV: "0.001"})
     assert out.returncode == 1, out.stdout + out.stderr
     assert "1 failed, 2 passed" in out.stdout, out.stdout
     assert "FAILED test_waits.py::test_unmarked_over_budget" in out.stdout

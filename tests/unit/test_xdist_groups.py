@@ -3,12 +3,9 @@ the Slurm tests (one cluster per worker) and the window's shared-launcher tests 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.inner_pytest import run_inner_pytest
 
 INNER_CONFTEST = "from tests.conftest import pytest_collection_modifyitems  # noqa: F401\n"
 INNER_TESTS = """
@@ -38,32 +35,10 @@ def test_free(n):
 
 
 def test_a_groups_tests_run_on_one_worker(tmp_path: Path) -> None:
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    (tmp_path / "conftest.py").write_text(INNER_CONFTEST)
-    (tmp_path / "test_inner.py").write_text(INNER_TESTS)
+    files = {"pytest.ini": "[pytest]\n", "conftest.py": INNER_CONFTEST, "test_inner.py": INNER_TESTS}
     # only xdist among the plugins (Qt and the rest would make each worker's start-up seconds)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "xdist",
-            "-p",
-            "no:cacheprovider",
-            "-n",
-            "2",
-            "--dist",
-            "loadgroup",
-            "-v",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    args = ["-p", "xdist", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v"]
+    proc = run_inner_pytest(tmp_path, files, args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     workers = dict(line.split() for line in (tmp_path / "workers").read_text().splitlines())
     assert len(workers) == 8
