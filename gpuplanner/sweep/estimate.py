@@ -23,6 +23,10 @@ from gpuplanner.sweep.schedule import Milestone, Schedule
 CAPS = ("budget_usd", "max_gpu_hours")
 
 
+# a trial's start-up beyond a year is a typo; larger figures overflow the search's totals to infinity
+MAX_OVERHEAD_MINUTES = 525_600
+
+
 @dataclass(frozen=True)
 class SearchInputs:
     trials: int
@@ -39,8 +43,13 @@ class SearchInputs:
         for name, value in (("budget-usd", self.budget_usd), ("max-gpu-hours", self.max_gpu_hours)):
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise PlanInputError(name, f"must be a positive number, got {value!r}")
-        if not (math.isfinite(self.trial_overhead_minutes) and self.trial_overhead_minutes >= 0):
-            raise PlanInputError("trial-overhead-minutes", f"must be 0 or more, got {self.trial_overhead_minutes!r}")
+        if not (
+            math.isfinite(self.trial_overhead_minutes) and 0 <= self.trial_overhead_minutes <= MAX_OVERHEAD_MINUTES
+        ):
+            raise PlanInputError(
+                "trial-overhead-minutes",
+                f"must be 0 to {MAX_OVERHEAD_MINUTES:,} (a year), got {self.trial_overhead_minutes!r}",
+            )
 
 
 @dataclass(frozen=True)

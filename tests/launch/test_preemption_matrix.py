@@ -171,8 +171,9 @@ def test_interrupted_run_resumes_to_identical_weights(
         during_write = any(begin - 0.002 <= sent <= end for begin, end in spans)
         if case == "sigterm-checkpoint":  # the signal landed while a checkpoint was being written
             assert during_write, (sent, spans)
-        if case == "sigterm-mid-step":  # ... and here between two writes, in a step
-            assert not during_write, (sent, spans)
+        if case == "sigterm-mid-step":  # ... and here between two writes, in a step: no write had begun when it
+            # was sent (the stop's own final save, which the signal starts, may begin within the 2 ms allowed above)
+            assert not any(begin <= sent <= end for begin, end in spans), (sent, spans)
 
     stored = all_seqs(db_path, run_id)
     assert stored == list(range(len(stored))), "gap or duplicate seq in the history"
